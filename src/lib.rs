@@ -1,0 +1,11 @@
+//! cpushield: shielded CPUs for real-time work on stock Linux.
+//!
+//! Two flows run through the crate:
+//! - shielding: `snapshot → plan → journal → apply → verify → report`
+//!   ([`shield`]), with every kernel access going through [`sys`];
+//! - measuring: `configure → isolate self → warm up → loop → aggregate →
+//!   report` ([`measure`]).
+
+pub mod cpulist;
+
+pub use cpulist::CpuSet;
