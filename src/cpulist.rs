@@ -138,10 +138,7 @@ impl CpuSet {
 
     /// Whether the two sets share a CPU.
     pub fn intersects(&self, other: &CpuSet) -> bool {
-        self.words
-            .iter()
-            .zip(&other.words)
-            .any(|(a, b)| a & b != 0)
+        self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
     }
 
     fn trim(&mut self) {
@@ -173,7 +170,9 @@ impl CpuSet {
                     .parse()
                     .map_err(|_| err(format!("{s:?} is not a CPU number")))?;
                 if n >= MAX_CPUS {
-                    return Err(err(format!("CPU {n} is beyond the kernel limit {MAX_CPUS}")));
+                    return Err(err(format!(
+                        "CPU {n} is beyond the kernel limit {MAX_CPUS}"
+                    )));
                 }
                 Ok(n)
             };
@@ -249,7 +248,11 @@ impl CpuSet {
         let mut parts = Vec::with_capacity(groups);
         for g in (0..groups).rev() {
             let word = self.words.get(g / 2).copied().unwrap_or(0);
-            let half = if g % 2 == 0 { word as u32 } else { (word >> 32) as u32 };
+            let half = if g % 2 == 0 {
+                word as u32
+            } else {
+                (word >> 32) as u32
+            };
             parts.push(half);
         }
         let width = if groups == 1 {
@@ -366,7 +369,10 @@ mod tests {
         assert_eq!(s.to_mask(4), "3");
         assert_eq!(s.to_mask(8), "03");
         assert_eq!(s.to_mask(64), "00000000,00000003");
-        assert_eq!(CpuSet::parse_list("32").unwrap().to_mask(33), "00000001,00000000");
+        assert_eq!(
+            CpuSet::parse_list("32").unwrap().to_mask(33),
+            "00000001,00000000"
+        );
     }
 
     #[test]

@@ -7,5 +7,6 @@
 //!   report` ([`measure`]).
 
 pub mod cpulist;
+pub mod sys;
 
 pub use cpulist::CpuSet;

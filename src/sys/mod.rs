@@ -1,0 +1,270 @@
+//! The one kernel-access layer.
+//!
+//! This is the only code that opens files under `/proc`, `/sys` and the
+//! cgroup mounts, or calls affinity and scheduler syscalls on other tasks.
+//! Every path is relative to a root: `/` in production, a temporary
+//! directory laid out like `/proc` and `/sys` in tests (a *fixture root*,
+//! marked by a `.cpushield-fixture` file; see [`fixture`]).
+//!
+//! Errors carry the path and the data, and tell apart the cases callers
+//! handle differently: permission denied, not found (or the task exited),
+//! and the kernel refusing a value (EIO, EPERM, EINVAL, ...).
+
+pub mod fixture;
+pub mod syscalls;
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use crate::cpulist::CpuSet;
+
+/// What kind of failure a kernel access met; callers act on this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// EACCES: not allowed to read or write (usually: not root).
+    PermissionDenied,
+    /// ENOENT / ESRCH: the file or the task does not exist (a task may have exited).
+    NotFound,
+    /// The kernel refused the value: EIO, EPERM, EINVAL, ENOSPC, EBUSY, ...
+    Refused,
+    /// Anything else.
+    Other,
+}
+
+/// A failed kernel access, with the path (or task) and the data involved.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {target}{}: {source}", data.as_ref().map(|d| format!(" (value {d:?})")).unwrap_or_default())]
+pub struct SysError {
+    /// What was attempted: "read", "write", "list", "mkdir", "set affinity of", ...
+    pub op: &'static str,
+    /// The path under the root, or "task N".
+    pub target: String,
+    /// The value written, when there was one.
+    pub data: Option<String>,
+    /// The classification callers act on.
+    pub kind: ErrorKind,
+    /// The raw error.
+    #[source]
+    pub source: io::Error,
+}
+
+impl SysError {
+    /// Builds an error from an `io::Error`, classifying it.
+    pub fn new(
+        op: &'static str,
+        target: impl Into<String>,
+        data: Option<&str>,
+        source: io::Error,
+    ) -> Self {
+        let kind = classify(&source);
+        SysError {
+            op,
+            target: target.into(),
+            data: data.map(str::to_string),
+            kind,
+            source,
+        }
+    }
+
+    /// The errno, when the error came from the kernel.
+    pub fn errno(&self) -> Option<i32> {
+        self.source.raw_os_error()
+    }
+
+    /// Short name of the errno (`EIO`, `EPERM`, ...) for reports.
+    pub fn errno_name(&self) -> String {
+        match self.errno() {
+            Some(libc::EIO) => "EIO".into(),
+            Some(libc::EPERM) => "EPERM".into(),
+            Some(libc::EINVAL) => "EINVAL".into(),
+            Some(libc::EACCES) => "EACCES".into(),
+            Some(libc::ENOENT) => "ENOENT".into(),
+            Some(libc::ESRCH) => "ESRCH".into(),
+            Some(libc::ENOSPC) => "ENOSPC".into(),
+            Some(libc::EBUSY) => "EBUSY".into(),
+            Some(libc::EROFS) => "EROFS".into(),
+            Some(n) => format!("errno {n}"),
+            None => self.source.kind().to_string(),
+        }
+    }
+}
+
+fn classify(e: &io::Error) -> ErrorKind {
+    match e.raw_os_error() {
+        Some(libc::EACCES) => ErrorKind::PermissionDenied,
+        Some(libc::ENOENT) | Some(libc::ESRCH) => ErrorKind::NotFound,
+        Some(libc::EIO)
+        | Some(libc::EPERM)
+        | Some(libc::EINVAL)
+        | Some(libc::ENOSPC)
+        | Some(libc::EBUSY)
+        | Some(libc::EROFS)
+        | Some(libc::EOPNOTSUPP)
+        | Some(libc::ENODEV)
+        | Some(libc::EBADF) => ErrorKind::Refused,
+        _ => match e.kind() {
+            io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+            io::ErrorKind::NotFound => ErrorKind::NotFound,
+            _ => ErrorKind::Other,
+        },
+    }
+}
+
+/// Result of a kernel access.
+pub type Result<T> = std::result::Result<T, SysError>;
+
+/// Handle on the kernel (or a fixture root standing in for it).
+#[derive(Debug, Clone)]
+pub struct Sys {
+    root: PathBuf,
+    fixture: Option<fixture::Fixture>,
+}
+
+impl Sys {
+    /// The running kernel, rooted at `/`.
+    pub fn live() -> Sys {
+        Sys::at("/")
+    }
+
+    /// A kernel rooted at `root`. A root holding `.cpushield-fixture` is a
+    /// fixture: syscalls on tasks are emulated through its files.
+    pub fn at(root: impl Into<PathBuf>) -> Sys {
+        let root = root.into();
+        let fixture = fixture::Fixture::detect(&root);
+        Sys { root, fixture }
+    }
+
+    /// The root path.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Whether this is a fixture root rather than the live kernel.
+    pub fn is_fixture(&self) -> bool {
+        self.fixture.is_some()
+    }
+
+    /// The fixture emulation, when this is a fixture root.
+    pub fn fixture(&self) -> Option<&fixture::Fixture> {
+        self.fixture.as_ref()
+    }
+
+    /// Absolute path of `rel` under the root.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel.trim_start_matches('/'))
+    }
+
+    /// Whether `rel` exists.
+    pub fn exists(&self, rel: &str) -> bool {
+        self.path(rel).exists()
+    }
+
+    /// Reads a whole file.
+    pub fn read(&self, rel: &str) -> Result<String> {
+        fs::read_to_string(self.path(rel)).map_err(|e| SysError::new("read", rel, None, e))
+    }
+
+    /// Reads a file and trims surrounding white space.
+    pub fn read_trimmed(&self, rel: &str) -> Result<String> {
+        self.read(rel).map(|s| s.trim().to_string())
+    }
+
+    /// Reads a file holding a cpulist (`0-3,8`).
+    pub fn read_cpulist(&self, rel: &str) -> Result<CpuSet> {
+        let text = self.read(rel)?;
+        CpuSet::parse_list(&text).map_err(|e| {
+            SysError::new(
+                "parse",
+                rel,
+                Some(text.trim()),
+                io::Error::new(io::ErrorKind::InvalidData, e),
+            )
+        })
+    }
+
+    /// Reads a file holding a hex mask (`ff,ffffffff`).
+    pub fn read_cpumask(&self, rel: &str) -> Result<CpuSet> {
+        let text = self.read(rel)?;
+        CpuSet::parse_mask(&text).map_err(|e| {
+            SysError::new(
+                "parse",
+                rel,
+                Some(text.trim()),
+                io::Error::new(io::ErrorKind::InvalidData, e),
+            )
+        })
+    }
+
+    /// Writes `data` to an existing file in one `write(2)`, never creating it
+    /// (a typo must not create a file). The kernel may accept a value it does
+    /// not honour: callers read back.
+    pub fn write(&self, rel: &str, data: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            return fx.write(self, rel, data);
+        }
+        write_existing(&self.path(rel), data)
+            .map_err(|e| SysError::new("write", rel, Some(data), e))
+    }
+
+    /// Names of the entries of a directory, sorted.
+    pub fn list(&self, rel: &str) -> Result<Vec<String>> {
+        let rd = fs::read_dir(self.path(rel)).map_err(|e| SysError::new("list", rel, None, e))?;
+        let mut names: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Creates a directory (a cgroup). In a fixture the kernel's files appear in it.
+    pub fn mkdir(&self, rel: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            return fx.mkdir(self, rel);
+        }
+        fs::create_dir(self.path(rel)).map_err(|e| SysError::new("mkdir", rel, None, e))
+    }
+
+    /// Removes an empty directory (a cgroup).
+    pub fn rmdir(&self, rel: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            return fx.rmdir(self, rel);
+        }
+        fs::remove_dir(self.path(rel)).map_err(|e| SysError::new("rmdir", rel, None, e))
+    }
+
+    /// The CPUs a thread may run on (`sched_getaffinity`).
+    pub fn affinity(&self, tid: i32) -> Result<CpuSet> {
+        if let Some(fx) = &self.fixture {
+            return fx.affinity(self, tid);
+        }
+        syscalls::get_affinity(tid)
+            .map_err(|e| SysError::new("get affinity of", format!("task {tid}"), None, e))
+    }
+
+    /// Sets the CPUs a thread may run on (`sched_setaffinity`).
+    pub fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            return fx.set_affinity(self, tid, cpus);
+        }
+        syscalls::set_affinity(tid, cpus).map_err(|e| {
+            SysError::new(
+                "set affinity of",
+                format!("task {tid}"),
+                Some(&cpus.to_string()),
+                e,
+            )
+        })
+    }
+}
+
+/// Opens an existing file for writing (no create, no truncate semantics
+/// beyond what sysfs/procfs give) and writes the value in one call.
+fn write_existing(path: &Path, data: &str) -> io::Result<()> {
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(false)
+        .open(path)?;
+    f.write_all(data.as_bytes())
+}
