@@ -136,6 +136,11 @@ impl CpuSet {
         self.difference(other).is_empty()
     }
 
+    /// Whether every CPU of `other` is in `self`.
+    pub fn is_superset_of(&self, other: &CpuSet) -> bool {
+        other.is_subset(self)
+    }
+
     /// Whether the two sets share a CPU.
     pub fn intersects(&self, other: &CpuSet) -> bool {
         self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)

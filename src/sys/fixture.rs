@@ -1,46 +1,898 @@
 //! Fixture roots: a temporary directory laid out like `/proc` and `/sys`
 //! that stands in for the kernel in tests.
 //!
-//! Emulation of the kernel's side effects is filled in below.
+//! A root holding [`MARKER`] is a fixture. Its marker holds a JSON
+//! [`FixtureConfig`] describing how the emulated kernel misbehaves. The
+//! emulation models the kernel rules cpushield depends on, each observed on
+//! real kernels (see tests/vm/KERNEL-NOTES.md):
+//! - writes to cgroup files never create files; a missing file is ENOENT;
+//! - moving a task into a cpuset resets its affinity to the cpuset's CPUs
+//!   (6.1 forgets what the task asked for; `keep_affinity_on_move` models 6.12);
+//! - kernel threads cannot join a v2 cgroup (EINVAL); per-CPU kernel threads
+//!   (`PF_NO_SETAFFINITY`) refuse any affinity change (EINVAL);
+//! - `sched_setaffinity` is masked by the task's cpuset; an empty result is EINVAL;
+//! - a task cannot join a v1 cpuset with no CPUs or no memory nodes (ENOSPC);
+//! - a partition write always succeeds, and an invalid partition reads back
+//!   `isolated invalid (reason)`; a sibling's overlapping `cpuset.cpus`
+//!   invalidates an existing partition;
+//! - IRQs listed in `refuse` fail with their errno (IRQ 0/2: EIO, managed
+//!   queues: EPERM); `effective_affinity_list` lags for IRQs in `effective_lag`;
+//! - a cgroup with tasks or children cannot be removed (EBUSY).
+//!
+//! With `CPUSHIELD_FIXTURE_CRASH_AFTER=k` in the environment, the process
+//! kills itself with SIGKILL at its (k+1)-th kernel write: fault injection
+//! for the undo tests.
 
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
-use super::{Result, Sys};
+use serde::{Deserialize, Serialize};
+
+use super::procfs::{self, Hierarchy, PF_KTHREAD, PF_NO_SETAFFINITY};
+use super::{Result, Sys, SysError};
 use crate::cpulist::CpuSet;
 
 /// Marker file whose presence makes a root a fixture root.
 pub const MARKER: &str = ".cpushield-fixture";
+/// Environment variable for fault injection: kill self at the (k+1)-th write.
+pub const CRASH_ENV: &str = "CPUSHIELD_FIXTURE_CRASH_AFTER";
+
+/// How the emulated kernel misbehaves; stored as JSON in the marker file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FixtureConfig {
+    /// Paths (relative to the root) whose writes fail, with the errno name
+    /// (`EIO`, `EPERM`, `EINVAL`, `EACCES`).
+    pub refuse: BTreeMap<String, String>,
+    /// When set, every partition reads back invalid with this reason.
+    pub partition_invalid: Option<String>,
+    /// Model 6.12: a cgroup move keeps the task's requested affinity (masked).
+    pub keep_affinity_on_move: bool,
+    /// IRQ numbers whose effective affinity does not follow a new affinity.
+    pub effective_lag: Vec<u32>,
+}
 
 /// Kernel emulation for a fixture root.
-#[derive(Debug, Clone, Default)]
-pub struct Fixture {}
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    config: FixtureConfig,
+    writes: Arc<AtomicUsize>,
+    crash_after: Option<usize>,
+    tid_index: Arc<Mutex<HashMap<i32, i32>>>,
+}
+
+fn errno(n: i32) -> io::Error {
+    io::Error::from_raw_os_error(n)
+}
+
+fn errno_by_name(name: &str) -> i32 {
+    match name {
+        "EIO" => libc::EIO,
+        "EPERM" => libc::EPERM,
+        "EACCES" => libc::EACCES,
+        "EBUSY" => libc::EBUSY,
+        "ENOSPC" => libc::ENOSPC,
+        _ => libc::EINVAL,
+    }
+}
 
 impl Fixture {
     /// A fixture when `root` holds the marker file.
     pub fn detect(root: &Path) -> Option<Fixture> {
-        root.join(MARKER).exists().then(Fixture::default)
+        let text = fs::read_to_string(root.join(MARKER)).ok()?;
+        let config = if text.trim().is_empty() {
+            FixtureConfig::default()
+        } else {
+            serde_json::from_str(&text).unwrap_or_default()
+        };
+        let crash_after = std::env::var(CRASH_ENV).ok().and_then(|v| v.parse().ok());
+        Some(Fixture {
+            config,
+            writes: Arc::new(AtomicUsize::new(0)),
+            crash_after,
+            tid_index: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// The emulated kernel's configuration.
+    pub fn config(&self) -> &FixtureConfig {
+        &self.config
+    }
+
+    /// Number of kernel writes made so far through this fixture.
+    pub fn writes(&self) -> usize {
+        self.writes.load(Ordering::SeqCst)
+    }
+
+    fn count_write(&self) {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst);
+        if self.crash_after == Some(n) {
+            // Fault injection: die the way SIGKILL kills, no cleanup at all.
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            std::process::abort();
+        }
+    }
+
+    fn refused(&self, rel: &str) -> Option<io::Error> {
+        self.config
+            .refuse
+            .get(rel.trim_start_matches('/'))
+            .map(|e| errno(errno_by_name(e)))
     }
 
     pub(super) fn write(&self, sys: &Sys, rel: &str, data: &str) -> Result<()> {
-        super::write_existing(&sys.path(rel), data)
-            .map_err(|e| super::SysError::new("write", rel, Some(data), e))
+        let err = |e: io::Error| SysError::new("write", rel, Some(data), e);
+        self.count_write();
+        if let Some(e) = self.refused(rel) {
+            return Err(err(e));
+        }
+        let path = sys.path(rel);
+        if !path.is_file() {
+            return Err(err(errno(libc::ENOENT)));
+        }
+        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+        let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+        match file {
+            "cgroup.procs" | "tasks" | "cgroup.threads" => {
+                self.move_task(sys, dir, file, data.trim()).map_err(err)
+            }
+            "cpuset.cpus.partition" => self.write_partition(sys, dir, data.trim()).map_err(err),
+            "cpuset.cpus" => self.write_cpuset_cpus(sys, dir, data.trim()).map_err(err),
+            "cgroup.subtree_control" => self.write_subtree_control(sys, rel, data).map_err(err),
+            "smp_affinity_list" | "smp_affinity" if dir.starts_with("proc/irq/") => {
+                self.write_irq(sys, dir, file, data.trim()).map_err(err)
+            }
+            _ => fs::write(&path, data).map_err(err),
+        }
     }
 
     pub(super) fn mkdir(&self, sys: &Sys, rel: &str) -> Result<()> {
-        std::fs::create_dir(sys.path(rel)).map_err(|e| super::SysError::new("mkdir", rel, None, e))
+        let err = |e: io::Error| SysError::new("mkdir", rel, None, e);
+        self.count_write();
+        let path = sys.path(rel);
+        fs::create_dir(&path).map_err(err)?;
+        let parent = path.parent().expect("cgroup has a parent").to_path_buf();
+        let put = |name: &str, value: &str| fs::write(path.join(name), value).map_err(err);
+        if parent.join("cgroup.controllers").exists() {
+            let enabled =
+                fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+            put("cgroup.procs", "")?;
+            put("cgroup.threads", "")?;
+            put("cgroup.type", "domain\n")?;
+            put("cgroup.controllers", &enabled)?;
+            put("cgroup.subtree_control", "")?;
+            if enabled.split_whitespace().any(|c| c == "cpuset") {
+                let eff =
+                    fs::read_to_string(parent.join("cpuset.cpus.effective")).unwrap_or_default();
+                let mems =
+                    fs::read_to_string(parent.join("cpuset.mems.effective")).unwrap_or_default();
+                put("cpuset.cpus", "\n")?;
+                put("cpuset.mems", "\n")?;
+                put("cpuset.cpus.effective", &eff)?;
+                put("cpuset.mems.effective", &mems)?;
+                put("cpuset.cpus.partition", "member\n")?;
+            }
+        } else if parent.join("cpuset.cpus").exists() {
+            put("cpuset.cpus", "\n")?;
+            put("cpuset.mems", "\n")?;
+            put("cpuset.effective_cpus", "\n")?;
+            put("cpuset.cpu_exclusive", "0\n")?;
+            put("cpuset.mem_exclusive", "0\n")?;
+            put("cpuset.sched_load_balance", "1\n")?;
+            put("tasks", "")?;
+            put("cgroup.procs", "")?;
+        }
+        Ok(())
     }
 
     pub(super) fn rmdir(&self, sys: &Sys, rel: &str) -> Result<()> {
-        std::fs::remove_dir(sys.path(rel)).map_err(|e| super::SysError::new("rmdir", rel, None, e))
+        let err = |e: io::Error| SysError::new("rmdir", rel, None, e);
+        self.count_write();
+        let path = sys.path(rel);
+        if !path.is_dir() {
+            return Err(err(errno(libc::ENOENT)));
+        }
+        let has_child = fs::read_dir(&path)
+            .map_err(err)?
+            .flatten()
+            .any(|e| e.path().is_dir());
+        let (hierarchy, cg) = self
+            .cgroup_of_dir(sys, rel)
+            .ok_or_else(|| err(errno(libc::EINVAL)))?;
+        let populated = procfs::read_all_threads(sys, hierarchy)
+            .map_err(|e| err(e.source))?
+            .iter()
+            .any(|t| t.cgroup == cg);
+        if has_child || populated {
+            return Err(err(errno(libc::EBUSY)));
+        }
+        fs::remove_dir_all(&path).map_err(err)?;
+        if hierarchy == Hierarchy::Unified {
+            self.recompute_partitions(sys, parent_rel(rel));
+        }
+        Ok(())
     }
 
     pub(super) fn affinity(&self, sys: &Sys, tid: i32) -> Result<CpuSet> {
-        let _ = (sys, tid);
-        Ok(CpuSet::new())
+        let pid = self.pid_of(sys, tid).ok_or_else(|| {
+            SysError::new(
+                "get affinity of",
+                format!("task {tid}"),
+                None,
+                errno(libc::ESRCH),
+            )
+        })?;
+        let rel = format!("proc/{pid}/task/{tid}/status");
+        let text = sys.read(&rel)?;
+        Ok(procfs::parse_status_cpus(&text).unwrap_or_default())
     }
 
     pub(super) fn set_affinity(&self, sys: &Sys, tid: i32, cpus: &CpuSet) -> Result<()> {
-        let _ = (sys, tid, cpus);
+        let err = |e: io::Error| {
+            SysError::new(
+                "set affinity of",
+                format!("task {tid}"),
+                Some(&cpus.to_string()),
+                e,
+            )
+        };
+        self.count_write();
+        let pid = self
+            .pid_of(sys, tid)
+            .ok_or_else(|| err(errno(libc::ESRCH)))?;
+        let stat = sys
+            .read(&format!("proc/{pid}/task/{tid}/stat"))
+            .map_err(|e| err(e.source))?;
+        let flags = procfs::parse_stat(&stat).map_or(0, |(_, f)| f);
+        if flags & PF_NO_SETAFFINITY != 0 {
+            return Err(err(errno(libc::EINVAL)));
+        }
+        let allowed = self.cpuset_cpus_of_task(sys, pid, tid);
+        let effective = cpus.intersection(&allowed);
+        if effective.is_empty() {
+            return Err(err(errno(libc::EINVAL)));
+        }
+        self.store_affinity(sys, pid, tid, &effective).map_err(err)
+    }
+
+    fn store_affinity(&self, sys: &Sys, pid: i32, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+        let mut targets = vec![format!("proc/{pid}/task/{tid}/status")];
+        if pid == tid {
+            targets.push(format!("proc/{pid}/status"));
+        }
+        for rel in targets {
+            let path = sys.path(&rel);
+            let Ok(text) = fs::read_to_string(&path) else {
+                continue;
+            };
+            let out: Vec<String> = text
+                .lines()
+                .map(|l| {
+                    if l.starts_with("Cpus_allowed_list:") {
+                        format!("Cpus_allowed_list:\t{cpus}")
+                    } else if l.starts_with("Cpus_allowed:") {
+                        format!("Cpus_allowed:\t{}", cpus.to_mask(1))
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect();
+            fs::write(&path, out.join("\n") + "\n")?;
+        }
         Ok(())
     }
+
+    fn pid_of(&self, sys: &Sys, tid: i32) -> Option<i32> {
+        if sys.path(&format!("proc/{tid}/task/{tid}")).is_dir() {
+            return Some(tid);
+        }
+        let mut index = self.tid_index.lock().expect("tid index lock");
+        if let Some(pid) = index.get(&tid) {
+            if sys.path(&format!("proc/{pid}/task/{tid}")).is_dir() {
+                return Some(*pid);
+            }
+        }
+        index.clear();
+        for pid in procfs::list_pids(sys).ok()? {
+            for t in procfs::list_tids(sys, pid).ok()? {
+                index.insert(t, pid);
+            }
+        }
+        index.get(&tid).copied()
+    }
+
+    /// Mount point (relative to the root) and hierarchy holding `rel`.
+    fn cgroup_of_dir(&self, sys: &Sys, rel: &str) -> Option<(Hierarchy, String)> {
+        let mounts = procfs::parse_mounts(&sys.read("proc/self/mounts").ok()?);
+        let abs = format!("/{}", rel.trim_start_matches('/'));
+        mounts
+            .iter()
+            .filter(|m| {
+                (m.fstype == "cgroup2"
+                    || (m.fstype == "cgroup" && m.options.split(',').any(|o| o == "cpuset")))
+                    && (abs == m.target || abs.starts_with(&format!("{}/", m.target)))
+            })
+            .max_by_key(|m| m.target.len())
+            .map(|m| {
+                let h = if m.fstype == "cgroup2" {
+                    Hierarchy::Unified
+                } else {
+                    Hierarchy::CpusetV1
+                };
+                let cg = abs[m.target.len()..].to_string();
+                (h, if cg.is_empty() { "/".to_string() } else { cg })
+            })
+    }
+
+    fn mount_of(&self, sys: &Sys, hierarchy: Hierarchy) -> Option<String> {
+        let mounts = procfs::parse_mounts(&sys.read("proc/self/mounts").ok()?);
+        mounts
+            .into_iter()
+            .find(|m| match hierarchy {
+                Hierarchy::Unified => m.fstype == "cgroup2",
+                Hierarchy::CpusetV1 => {
+                    m.fstype == "cgroup" && m.options.split(',').any(|o| o == "cpuset")
+                }
+            })
+            .map(|m| m.target.trim_start_matches('/').to_string())
+    }
+
+    /// The CPUs the task's cpuset allows (online CPUs when it has none).
+    fn cpuset_cpus_of_task(&self, sys: &Sys, pid: i32, tid: i32) -> CpuSet {
+        let online = procfs::online_cpus(sys).unwrap_or_default();
+        let text = sys
+            .read(&format!("proc/{pid}/task/{tid}/cgroup"))
+            .unwrap_or_default();
+        for h in [Hierarchy::CpusetV1, Hierarchy::Unified] {
+            let (Some(cg), Some(mount)) = (procfs::parse_cgroup(&text, h), self.mount_of(sys, h))
+            else {
+                continue;
+            };
+            let dir = format!("{mount}{}", if cg == "/" { String::new() } else { cg });
+            let file = match h {
+                Hierarchy::Unified => "cpuset.cpus.effective",
+                Hierarchy::CpusetV1 => "cpuset.cpus",
+            };
+            if let Ok(set) = sys.read_cpulist(&format!("{dir}/{file}")) {
+                if !set.is_empty() {
+                    return set;
+                }
+            }
+        }
+        online
+    }
+
+    fn move_task(&self, sys: &Sys, dir: &str, file: &str, data: &str) -> io::Result<()> {
+        let id: i32 = data.parse().map_err(|_| errno(libc::EINVAL))?;
+        let (hierarchy, cg) = self
+            .cgroup_of_dir(sys, dir)
+            .ok_or_else(|| errno(libc::EINVAL))?;
+        let pid = self.pid_of(sys, id).ok_or_else(|| errno(libc::ESRCH))?;
+        let tids = if file == "cgroup.procs" {
+            procfs::list_tids(sys, pid).map_err(|e| e.source)?
+        } else {
+            vec![id]
+        };
+        let stat = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{id}/stat")))?;
+        let flags = procfs::parse_stat(&stat).map_or(0, |(_, f)| f);
+        if flags & PF_KTHREAD != 0
+            && (hierarchy == Hierarchy::Unified || flags & PF_NO_SETAFFINITY != 0)
+        {
+            return Err(errno(libc::EINVAL));
+        }
+        let cpus = match hierarchy {
+            Hierarchy::CpusetV1 => {
+                let cpus = sys
+                    .read_cpulist(&format!("{dir}/cpuset.cpus"))
+                    .map_err(|e| e.source)?;
+                let mems = sys
+                    .read_trimmed(&format!("{dir}/cpuset.mems"))
+                    .map_err(|e| e.source)?;
+                if cpus.is_empty() || mems.is_empty() {
+                    return Err(errno(libc::ENOSPC));
+                }
+                cpus
+            }
+            Hierarchy::Unified => sys
+                .read_cpulist(&format!("{dir}/cpuset.cpus.effective"))
+                .ok()
+                .filter(|c| !c.is_empty())
+                .unwrap_or_else(|| procfs::online_cpus(sys).unwrap_or_default()),
+        };
+        for tid in tids {
+            let rel = format!("proc/{pid}/task/{tid}/cgroup");
+            let text = fs::read_to_string(sys.path(&rel))?;
+            let updated: Vec<String> = text
+                .lines()
+                .map(|l| {
+                    let mut parts = l.splitn(3, ':');
+                    let (id_, ctrls) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                    let hit = match hierarchy {
+                        Hierarchy::Unified => ctrls.is_empty(),
+                        Hierarchy::CpusetV1 => ctrls.split(',').any(|c| c == "cpuset"),
+                    };
+                    if hit {
+                        format!("{id_}:{ctrls}:{cg}")
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect();
+            let body = updated.join("\n") + "\n";
+            fs::write(sys.path(&rel), &body)?;
+            if tid == pid {
+                fs::write(sys.path(&format!("proc/{pid}/cgroup")), &body)?;
+            }
+            let old = self.affinity(sys, tid).map_err(|e| e.source)?;
+            let new = if self.config.keep_affinity_on_move && old.intersects(&cpus) {
+                old.intersection(&cpus)
+            } else {
+                cpus.clone()
+            };
+            self.store_affinity(sys, pid, tid, &new)?;
+        }
+        Ok(())
+    }
+
+    fn write_subtree_control(&self, sys: &Sys, rel: &str, data: &str) -> io::Result<()> {
+        let path = sys.path(rel);
+        let dir = path.parent().expect("file has a dir");
+        let available = fs::read_to_string(dir.join("cgroup.controllers"))?;
+        let mut enabled: Vec<String> = fs::read_to_string(&path)?
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        for word in data.split_whitespace() {
+            let (add, name) = match word.split_at(1) {
+                ("+", n) => (true, n),
+                ("-", n) => (false, n),
+                _ => return Err(errno(libc::EINVAL)),
+            };
+            if !available.split_whitespace().any(|c| c == name) {
+                return Err(errno(libc::ENOENT));
+            }
+            enabled.retain(|c| c != name);
+            if add {
+                enabled.push(name.to_string());
+            }
+        }
+        fs::write(&path, enabled.join(" ") + "\n")
+    }
+
+    fn write_cpuset_cpus(&self, sys: &Sys, dir: &str, data: &str) -> io::Result<()> {
+        let cpus = CpuSet::parse_list(data).map_err(|_| errno(libc::EINVAL))?;
+        if !procfs::present_cpus(sys)
+            .map_err(|e| e.source)?
+            .is_superset_of(&cpus)
+        {
+            return Err(errno(libc::EINVAL));
+        }
+        fs::write(sys.path(&format!("{dir}/cpuset.cpus")), format!("{cpus}\n"))?;
+        if sys.exists(&format!("{dir}/cpuset.cpus.partition")) {
+            self.recompute_partitions(sys, parent_rel(dir));
+        } else if sys.exists(&format!("{dir}/cpuset.effective_cpus")) {
+            fs::write(
+                sys.path(&format!("{dir}/cpuset.effective_cpus")),
+                format!("{cpus}\n"),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn write_partition(&self, sys: &Sys, dir: &str, data: &str) -> io::Result<()> {
+        if !matches!(data, "member" | "root" | "isolated") {
+            return Err(errno(libc::EINVAL));
+        }
+        fs::write(
+            sys.path(&format!("{dir}/cpuset.cpus.partition")),
+            format!("{data}\n"),
+        )?;
+        self.recompute_partitions(sys, parent_rel(dir));
+        Ok(())
+    }
+
+    /// Re-validates the partitions among the children of `parent` and
+    /// recomputes effective CPUs, the way the kernel does after any change.
+    fn recompute_partitions(&self, sys: &Sys, parent: &str) {
+        let parent_eff = sys
+            .read_cpulist(&format!("{parent}/cpuset.cpus.effective"))
+            .unwrap_or_default();
+        let is_root = !sys.exists(&format!("{parent}/cpuset.cpus.partition"));
+        let base = if is_root {
+            procfs::online_cpus(sys).unwrap_or(parent_eff)
+        } else {
+            parent_eff
+        };
+        let children: Vec<String> = sys
+            .list(parent)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| format!("{parent}/{n}"))
+            .filter(|d| sys.path(d).is_dir() && sys.exists(&format!("{d}/cpuset.cpus.partition")))
+            .collect();
+        let cpus_of = |d: &str| {
+            sys.read_cpulist(&format!("{d}/cpuset.cpus"))
+                .unwrap_or_default()
+        };
+        let mut taken = CpuSet::new();
+        let mut isolated = CpuSet::new();
+        for d in &children {
+            let text = sys
+                .read_trimmed(&format!("{d}/cpuset.cpus.partition"))
+                .unwrap_or_default();
+            let kind = text
+                .split_whitespace()
+                .next()
+                .unwrap_or("member")
+                .to_string();
+            if kind == "member" {
+                continue;
+            }
+            let cpus = cpus_of(d);
+            let overlap = children
+                .iter()
+                .filter(|o| *o != d)
+                .any(|o| cpus_of(o).intersects(&cpus));
+            let reason = if let Some(r) = &self.config.partition_invalid {
+                Some(r.clone())
+            } else if cpus.is_empty() {
+                Some("cpuset.cpus is empty".to_string())
+            } else if overlap {
+                Some("Cpu list in cpuset.cpus not exclusive".to_string())
+            } else if !cpus.is_subset(&base) || cpus == base {
+                Some("Parent unable to distribute cpu downstream".to_string())
+            } else {
+                None
+            };
+            let value = match &reason {
+                Some(r) => format!("{kind} invalid ({r})\n"),
+                None => {
+                    taken = taken.union(&cpus);
+                    if kind == "isolated" {
+                        isolated = isolated.union(&cpus);
+                    }
+                    format!("{kind}\n")
+                }
+            };
+            let _ = fs::write(sys.path(&format!("{d}/cpuset.cpus.partition")), value);
+            let eff = if reason.is_none() {
+                cpus
+            } else {
+                base.difference(&taken)
+            };
+            let _ = fs::write(
+                sys.path(&format!("{d}/cpuset.cpus.effective")),
+                format!("{eff}\n"),
+            );
+        }
+        let remaining = base.difference(&taken);
+        for d in &children {
+            let text = sys
+                .read_trimmed(&format!("{d}/cpuset.cpus.partition"))
+                .unwrap_or_default();
+            if text == "member" {
+                let own = cpus_of(d);
+                let eff = if own.is_empty() {
+                    remaining.clone()
+                } else {
+                    own.intersection(&remaining)
+                };
+                let _ = fs::write(
+                    sys.path(&format!("{d}/cpuset.cpus.effective")),
+                    format!("{eff}\n"),
+                );
+            }
+        }
+        if is_root {
+            let _ = fs::write(
+                sys.path(&format!("{parent}/cpuset.cpus.effective")),
+                format!("{remaining}\n"),
+            );
+            if sys.exists(&format!("{parent}/cpuset.cpus.isolated")) {
+                let _ = fs::write(
+                    sys.path(&format!("{parent}/cpuset.cpus.isolated")),
+                    format!("{isolated}\n"),
+                );
+            }
+        }
+    }
+
+    fn write_irq(&self, sys: &Sys, dir: &str, file: &str, data: &str) -> io::Result<()> {
+        let cpus = if file == "smp_affinity" {
+            CpuSet::parse_mask(data)
+        } else {
+            CpuSet::parse_list(data)
+        }
+        .map_err(|_| errno(libc::EINVAL))?;
+        let online = procfs::online_cpus(sys).map_err(|e| e.source)?;
+        if !cpus.intersects(&online) {
+            return Err(errno(libc::EINVAL));
+        }
+        let ncpus = procfs::present_cpus(sys)
+            .map_err(|e| e.source)?
+            .last()
+            .map_or(1, |c| c + 1);
+        fs::write(
+            sys.path(&format!("{dir}/smp_affinity_list")),
+            format!("{cpus}\n"),
+        )?;
+        fs::write(
+            sys.path(&format!("{dir}/smp_affinity")),
+            format!("{}\n", cpus.to_mask(ncpus)),
+        )?;
+        let irq: u32 = dir
+            .trim_start_matches("proc/irq/")
+            .parse()
+            .unwrap_or(u32::MAX);
+        let eff_path = sys.path(&format!("{dir}/effective_affinity_list"));
+        if eff_path.exists() && !self.config.effective_lag.contains(&irq) {
+            let first = cpus.intersection(&online).first().unwrap_or(0);
+            fs::write(eff_path, format!("{first}\n"))?;
+        }
+        Ok(())
+    }
+}
+
+fn parent_rel(rel: &str) -> &str {
+    rel.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
+/// Layout of the cgroup mounts in a fixture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CgroupLayout {
+    /// cgroup v2 at `/sys/fs/cgroup`, cpuset available.
+    V2,
+    /// cgroup v1 cpuset at `/sys/fs/cgroup/cpuset`, v2 at `/sys/fs/cgroup/unified` without controllers.
+    V1,
+    /// No cpuset support at all.
+    None,
+}
+
+/// Builds fixture roots for tests and benchmarks.
+#[derive(Debug)]
+pub struct FixtureBuilder {
+    root: PathBuf,
+    ncpus: u32,
+    online: Option<CpuSet>,
+    layout: CgroupLayout,
+    config: FixtureConfig,
+    siblings: Vec<CpuSet>,
+    next_pid: i32,
+    files: Vec<(String, String)>,
+}
+
+/// A thread to create in a fixture.
+#[derive(Debug, Clone)]
+pub struct FixtureTask {
+    /// Command name.
+    pub name: String,
+    /// `PF_*` flags.
+    pub flags: u64,
+    /// Affinity.
+    pub cpus: CpuSet,
+}
+
+impl FixtureBuilder {
+    /// A fixture with `ncpus` online CPUs, cgroup v2, no tasks and no IRQs.
+    pub fn new(root: impl Into<PathBuf>, ncpus: u32) -> Self {
+        FixtureBuilder {
+            root: root.into(),
+            ncpus,
+            online: None,
+            layout: CgroupLayout::V2,
+            config: FixtureConfig::default(),
+            siblings: Vec::new(),
+            next_pid: 1,
+            files: Vec::new(),
+        }
+    }
+
+    /// Chooses the cgroup layout.
+    pub fn layout(mut self, layout: CgroupLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Sets which CPUs are online (default: all).
+    pub fn online(mut self, cpus: &str) -> Self {
+        self.online = Some(CpuSet::parse_list(cpus).expect("valid cpulist"));
+        self
+    }
+
+    /// Declares a group of hyper-thread siblings.
+    pub fn siblings(mut self, cpus: &str) -> Self {
+        self.siblings
+            .push(CpuSet::parse_list(cpus).expect("valid cpulist"));
+        self
+    }
+
+    /// Sets the misbehaviour configuration.
+    pub fn config(mut self, config: FixtureConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Adds an arbitrary file (relative path, contents).
+    pub fn file(mut self, rel: &str, contents: &str) -> Self {
+        self.files.push((rel.to_string(), contents.to_string()));
+        self
+    }
+
+    /// Writes the fixture and returns a [`Sys`] rooted at it.
+    pub fn build(self) -> io::Result<Sys> {
+        let r = &self.root;
+        let put = |rel: &str, contents: &str| -> io::Result<()> {
+            let p = r.join(rel);
+            fs::create_dir_all(p.parent().expect("has parent"))?;
+            fs::write(p, contents)
+        };
+        put(
+            MARKER,
+            &serde_json::to_string_pretty(&self.config).map_err(io::Error::other)?,
+        )?;
+        let all = CpuSet::first_n(self.ncpus);
+        let online = self.online.clone().unwrap_or_else(|| all.clone());
+        let last = self.ncpus - 1;
+        put("sys/devices/system/cpu/online", &format!("{online}\n"))?;
+        put("sys/devices/system/cpu/present", &format!("0-{last}\n"))?;
+        put("sys/devices/system/cpu/possible", &format!("0-{last}\n"))?;
+        put("sys/devices/system/cpu/isolated", "\n")?;
+        for cpu in 0..self.ncpus {
+            let sib = self
+                .siblings
+                .iter()
+                .find(|s| s.contains(cpu))
+                .cloned()
+                .unwrap_or_else(|| [cpu].into_iter().collect());
+            put(
+                &format!("sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"),
+                &format!("{sib}\n"),
+            )?;
+            if cpu > 0 {
+                let on = if online.contains(cpu) { "1" } else { "0" };
+                put(
+                    &format!("sys/devices/system/cpu/cpu{cpu}/online"),
+                    &format!("{on}\n"),
+                )?;
+            }
+        }
+        put(
+            "sys/devices/virtual/workqueue/cpumask",
+            &format!("{}\n", all.to_mask(self.ncpus)),
+        )?;
+        put(
+            "proc/irq/default_smp_affinity",
+            &format!("{}\n", all.to_mask(self.ncpus)),
+        )?;
+        put(
+            "proc/cmdline",
+            "BOOT_IMAGE=/vmlinuz root=/dev/vda ro quiet\n",
+        )?;
+        put("proc/sys/kernel/osrelease", "6.1.0-fixture\n")?;
+        fs::create_dir_all(r.join("run"))?;
+        let mut mounts = String::from("proc /proc proc rw 0 0\nsysfs /sys sysfs rw 0 0\n");
+        match self.layout {
+            CgroupLayout::V2 => {
+                mounts.push_str("cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
+                let cg = "sys/fs/cgroup";
+                put(
+                    &format!("{cg}/cgroup.controllers"),
+                    "cpuset cpu io memory pids\n",
+                )?;
+                put(&format!("{cg}/cgroup.subtree_control"), "memory pids\n")?;
+                put(&format!("{cg}/cgroup.procs"), "")?;
+                put(&format!("{cg}/cgroup.threads"), "")?;
+                put(
+                    &format!("{cg}/cpuset.cpus.effective"),
+                    &format!("{online}\n"),
+                )?;
+                put(&format!("{cg}/cpuset.mems.effective"), "0\n")?;
+                put(&format!("{cg}/cpuset.cpus.isolated"), "\n")?;
+            }
+            CgroupLayout::V1 => {
+                mounts.push_str("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n");
+                mounts.push_str("cgroup /sys/fs/cgroup/cpuset cgroup rw,relatime,cpuset 0 0\n");
+                mounts.push_str("cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n");
+                let cg = "sys/fs/cgroup/cpuset";
+                put(&format!("{cg}/cpuset.cpus"), &format!("{online}\n"))?;
+                put(
+                    &format!("{cg}/cpuset.effective_cpus"),
+                    &format!("{online}\n"),
+                )?;
+                put(&format!("{cg}/cpuset.mems"), "0\n")?;
+                put(&format!("{cg}/cpuset.cpu_exclusive"), "1\n")?;
+                put(&format!("{cg}/cpuset.mem_exclusive"), "1\n")?;
+                put(&format!("{cg}/cpuset.sched_load_balance"), "1\n")?;
+                put(&format!("{cg}/tasks"), "")?;
+                put(&format!("{cg}/cgroup.procs"), "")?;
+                put("sys/fs/cgroup/unified/cgroup.controllers", "\n")?;
+                put("sys/fs/cgroup/unified/cgroup.subtree_control", "\n")?;
+                put("sys/fs/cgroup/unified/cgroup.procs", "")?;
+            }
+            CgroupLayout::None => {}
+        }
+        put("proc/self/mounts", &mounts)?;
+        let mut interrupts = String::from(" ");
+        for cpu in 0..self.ncpus {
+            interrupts.push_str(&format!("      CPU{cpu}"));
+        }
+        interrupts.push('\n');
+        put("proc/interrupts", &interrupts)?;
+        for (rel, contents) in &self.files {
+            put(rel, contents)?;
+        }
+        let _ = self.next_pid;
+        Ok(Sys::at(&self.root))
+    }
+}
+
+/// Adds a process with the given threads to a fixture. `tasks[0]` is the
+/// leader (tid = pid). Returns the tids.
+pub fn add_process(sys: &Sys, pid: i32, tasks: &[FixtureTask]) -> io::Result<Vec<i32>> {
+    let layout_v1 = sys.exists("sys/fs/cgroup/cpuset/cpuset.cpus");
+    let cgroup = if layout_v1 {
+        "9:name=systemd:/\n3:cpuset:/\n0::/\n"
+    } else {
+        "0::/\n"
+    };
+    let mut tids = Vec::new();
+    for (i, t) in tasks.iter().enumerate() {
+        let tid = pid + i as i32;
+        let stat = format!(
+            "{tid} ({}) S 1 {pid} {pid} 0 -1 {} 0 0 0 0\n",
+            t.name, t.flags
+        );
+        let status = format!(
+            "Name:\t{}\nTgid:\t{pid}\nPid:\t{tid}\nCpus_allowed:\t{}\nCpus_allowed_list:\t{}\n",
+            t.name,
+            t.cpus.to_mask(1),
+            t.cpus
+        );
+        let dir = sys.path(&format!("proc/{pid}/task/{tid}"));
+        fs::create_dir_all(&dir)?;
+        fs::write(dir.join("stat"), &stat)?;
+        fs::write(dir.join("status"), &status)?;
+        fs::write(dir.join("cgroup"), cgroup)?;
+        if i == 0 {
+            let pdir = sys.path(&format!("proc/{pid}"));
+            fs::write(pdir.join("stat"), &stat)?;
+            fs::write(pdir.join("status"), &status)?;
+            fs::write(pdir.join("cgroup"), cgroup)?;
+        }
+        tids.push(tid);
+    }
+    Ok(tids)
+}
+
+/// Adds an IRQ with a name and affinity; it also appears in `/proc/interrupts`.
+pub fn add_irq(sys: &Sys, irq: u32, name: &str, cpus: &str) -> io::Result<()> {
+    let cpus = CpuSet::parse_list(cpus).map_err(io::Error::other)?;
+    let ncpus = procfs::present_cpus(sys)
+        .map_err(io::Error::other)?
+        .last()
+        .map_or(1, |c| c + 1);
+    let dir = sys.path(&format!("proc/irq/{irq}"));
+    fs::create_dir_all(&dir)?;
+    fs::write(dir.join("smp_affinity_list"), format!("{cpus}\n"))?;
+    fs::write(
+        dir.join("smp_affinity"),
+        format!("{}\n", cpus.to_mask(ncpus)),
+    )?;
+    fs::write(
+        dir.join("effective_affinity_list"),
+        format!("{}\n", cpus.first().unwrap_or(0)),
+    )?;
+    let mut line = format!("{irq:>4}:");
+    for _ in 0..ncpus {
+        line.push_str("          0");
+    }
+    line.push_str(&format!("  IO-APIC  {irq}-edge      {name}\n"));
+    let path = sys.path("proc/interrupts");
+    let mut text = fs::read_to_string(&path)?;
+    text.push_str(&line);
+    fs::write(path, text)
 }

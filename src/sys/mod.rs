@@ -11,6 +11,7 @@
 //! and the kernel refusing a value (EIO, EPERM, EINVAL, ...).
 
 pub mod fixture;
+pub mod procfs;
 pub mod syscalls;
 
 use std::fs;

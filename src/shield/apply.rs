@@ -1,0 +1,326 @@
+//! Apply and undo: execute planned changes one by one through the
+//! kernel-access layer, journaling each before it is made and reading each
+//! back (the kernel accepts writes it does not honour), and replay the
+//! journal in reverse to undo.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use super::journal::{Entry, Journal, JournalError};
+use super::plan::{Action, Check, Step, Undo};
+use crate::cpulist::CpuSet;
+use crate::sys::{ErrorKind, Sys, SysError};
+
+/// Steps journaled together in one segment.
+const BATCH: usize = 512;
+
+/// A change the kernel did not make, with the reason.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Refusal {
+    /// What was targeted: a path, or `task N (name)`.
+    pub target: String,
+    /// The errno name or the read-back that did not match.
+    pub reason: String,
+}
+
+/// What happened while applying.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct Applied {
+    /// Changes made and confirmed.
+    pub done: usize,
+    /// Tasks that exited before they could be changed.
+    pub exited: usize,
+    /// Non-fatal changes the kernel refused.
+    pub refused: Vec<Refusal>,
+    /// Tids whose affinity or cgroup was changed.
+    pub tasks_changed: Vec<i32>,
+}
+
+/// Why applying stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// A change that the shield cannot do without failed.
+    #[error("{0}")]
+    Kernel(#[from] SysError),
+    /// The kernel accepted a write but reads back something else.
+    #[error("{path}: wrote {wrote:?} but the kernel reads back {read:?}")]
+    NotHonoured {
+        /// The file.
+        path: String,
+        /// The value written.
+        wrote: String,
+        /// What it reads back.
+        read: String,
+    },
+    /// The journal could not be written; nothing after it was changed.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// Ctrl-C or SIGTERM.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+/// Applies steps in order, journaling each batch before making it.
+pub fn apply(
+    sys: &Sys,
+    journal: &mut Journal,
+    steps: &[Step],
+    stop: &AtomicBool,
+    out: &mut Applied,
+) -> Result<(), ApplyError> {
+    for batch in steps.chunks(BATCH) {
+        let entries: Vec<Entry> = batch
+            .iter()
+            .map(|s| Entry {
+                previous: match &s.action {
+                    Action::Write {
+                        path,
+                        undo: Undo::Previous,
+                        ..
+                    } => sys.read_trimmed(path).ok(),
+                    _ => None,
+                },
+                action: s.action.clone(),
+            })
+            .collect();
+        journal.append(&entries)?;
+        for step in batch {
+            if stop.load(Ordering::SeqCst) {
+                return Err(ApplyError::Interrupted);
+            }
+            match execute(sys, &step.action) {
+                Ok(()) => {
+                    out.done += 1;
+                    if let Action::SetAffinity { tid, .. } | Action::MoveTask { tid, .. } =
+                        &step.action
+                    {
+                        out.tasks_changed.push(*tid);
+                    }
+                }
+                Err(e) if is_task(&step.action) && e.kind() == Some(ErrorKind::NotFound) => {
+                    out.exited += 1
+                }
+                Err(e) if step.fatal => return Err(e),
+                Err(e) => out.refused.push(Refusal {
+                    target: describe(&step.action),
+                    reason: e.short(),
+                }),
+            }
+        }
+    }
+    Ok(())
+}
+
+impl ApplyError {
+    fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            ApplyError::Kernel(e) => Some(e.kind),
+            _ => None,
+        }
+    }
+
+    fn short(&self) -> String {
+        match self {
+            ApplyError::Kernel(e) => e.errno_name(),
+            ApplyError::NotHonoured { read, .. } => format!("reads back {read:?}"),
+            other => other.to_string(),
+        }
+    }
+}
+
+fn is_task(a: &Action) -> bool {
+    matches!(a, Action::SetAffinity { .. } | Action::MoveTask { .. })
+}
+
+/// Short description of an action's target for reports.
+pub fn describe(a: &Action) -> String {
+    match a {
+        Action::Mkdir { path } => format!("/{path}"),
+        Action::Write { path, .. } => format!("/{path}"),
+        Action::MoveTask { tid, .. } => format!("task {tid}"),
+        Action::SetAffinity { tid, name, .. } => format!("task {tid} ({name})"),
+    }
+}
+
+fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
+    match a {
+        Action::Mkdir { path } => sys.mkdir(path)?,
+        Action::Write {
+            path, value, check, ..
+        } => {
+            sys.write(path, value)?;
+            verify(sys, path, value, *check)?;
+        }
+        Action::MoveTask { tid, to, .. } => sys.write(to, &tid.to_string())?,
+        Action::SetAffinity { tid, cpus, .. } => sys.set_affinity(*tid, cpus)?,
+    }
+    Ok(())
+}
+
+fn verify(sys: &Sys, path: &str, wrote: &str, check: Check) -> Result<(), ApplyError> {
+    let read = match check {
+        Check::None => return Ok(()),
+        _ => sys.read_trimmed(path)?,
+    };
+    let same = match check {
+        Check::None => true,
+        Check::Text => read == wrote.trim(),
+        Check::CpuList => CpuSet::parse_list(&read).ok() == CpuSet::parse_list(wrote).ok(),
+        Check::CpuMask => CpuSet::parse_mask(&read).ok() == CpuSet::parse_mask(wrote).ok(),
+        // Writes of an invalid partition succeed; only the read-back tells.
+        Check::Partition => !read.contains("invalid") && read.starts_with(wrote.trim()),
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(ApplyError::NotHonoured {
+            path: format!("/{path}"),
+            wrote: wrote.to_string(),
+            read,
+        })
+    }
+}
+
+/// What undo did.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct Undone {
+    /// Values written back, cgroups removed, tasks moved back.
+    pub restored: usize,
+    /// Things already as they were (never changed, or changed back by the kernel).
+    pub unchanged: usize,
+    /// Tasks that exited meanwhile (not an error).
+    pub exited: usize,
+    /// What could not be restored.
+    pub failed: Vec<Refusal>,
+}
+
+/// Replays journal entries in reverse. Affinities are restored last,
+/// because moving a task between cpusets makes the kernel reset them.
+pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
+    let mut out = Undone::default();
+    for e in entries.iter().rev() {
+        match &e.action {
+            Action::SetAffinity { .. } => {}
+            Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
+            Action::Write { path, undo, .. } => {
+                let value = match (undo, &e.previous) {
+                    (Undo::Nothing, _) => continue,
+                    (Undo::Value(v), _) => v.clone(),
+                    (Undo::Previous, Some(p)) => p.clone(),
+                    (Undo::Previous, None) => continue,
+                };
+                restore_write(sys, path, &value, matches!(undo, Undo::Previous), &mut out);
+            }
+            Action::MoveTask { tid, back, .. } => match sys.write(back, &tid.to_string()) {
+                Ok(()) => out.restored += 1,
+                Err(err) if err.kind == ErrorKind::NotFound => out.exited += 1,
+                Err(err) => out.failed.push(Refusal {
+                    target: format!("task {tid}"),
+                    reason: err.to_string(),
+                }),
+            },
+        }
+    }
+    // The oldest record of a thread's affinity is what it had before cpushield.
+    let mut original: Vec<(i32, CpuSet)> = Vec::new();
+    let mut seen: HashMap<i32, ()> = HashMap::new();
+    for e in entries {
+        let recs: Vec<(i32, CpuSet)> = match &e.action {
+            Action::SetAffinity { tid, previous, .. } => vec![(*tid, previous.clone())],
+            Action::MoveTask { affinities, .. } => affinities.clone(),
+            _ => continue,
+        };
+        for (tid, cpus) in recs {
+            if seen.insert(tid, ()).is_none() {
+                original.push((tid, cpus));
+            }
+        }
+    }
+    for (tid, cpus) in original {
+        match sys.affinity(tid) {
+            Ok(now) if now == cpus => {
+                out.unchanged += 1;
+                continue;
+            }
+            Err(err) if err.kind == ErrorKind::NotFound => {
+                out.exited += 1;
+                continue;
+            }
+            _ => {}
+        }
+        match sys.set_affinity(tid, &cpus) {
+            Ok(()) => out.restored += 1,
+            Err(err) if err.kind == ErrorKind::NotFound => out.exited += 1,
+            Err(err) => out.failed.push(Refusal {
+                target: format!("task {tid}"),
+                reason: format!("could not restore affinity {cpus}: {}", err.errno_name()),
+            }),
+        }
+    }
+    out
+}
+
+fn restore_write(sys: &Sys, path: &str, value: &str, skip_if_same: bool, out: &mut Undone) {
+    if skip_if_same {
+        if let Ok(now) = sys.read_trimmed(path) {
+            if now == value.trim() {
+                out.unchanged += 1;
+                return;
+            }
+        }
+    }
+    match sys.write(path, value) {
+        Ok(()) => match sys.read_trimmed(path) {
+            Ok(now) if skip_if_same && now != value.trim() => out.failed.push(Refusal {
+                target: format!("/{path}"),
+                reason: format!("wrote {value:?} back but it reads {now:?}"),
+            }),
+            _ => out.restored += 1,
+        },
+        // The cgroup the file belonged to is already gone.
+        Err(err) if err.kind == ErrorKind::NotFound => out.unchanged += 1,
+        Err(err) => out.failed.push(Refusal {
+            target: format!("/{path}"),
+            reason: format!("could not write {value:?} back: {}", err.errno_name()),
+        }),
+    }
+}
+
+/// Removes a cgroup cpushield created. Tasks still inside (children of a
+/// `run` command, say) are first moved to the cgroup's parent.
+fn remove_cgroup(sys: &Sys, path: &str, out: &mut Undone) {
+    if !sys.exists(path) {
+        out.unchanged += 1;
+        return;
+    }
+    if let Err(err) = sys.rmdir(path) {
+        if err.kind != ErrorKind::Refused {
+            out.failed.push(Refusal {
+                target: format!("/{path}"),
+                reason: err.to_string(),
+            });
+            return;
+        }
+        let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+        let procs_file = if sys.exists(&format!("{path}/tasks")) {
+            "tasks"
+        } else {
+            "cgroup.procs"
+        };
+        if let Ok(text) = sys.read(&format!("{path}/{procs_file}")) {
+            for id in text.split_whitespace() {
+                let _ = sys.write(&format!("{parent}/{procs_file}"), id);
+            }
+        }
+        if let Err(err) = sys.rmdir(path) {
+            out.failed.push(Refusal {
+                target: format!("/{path}"),
+                reason: err.to_string(),
+            });
+            return;
+        }
+    }
+    out.restored += 1;
+}

@@ -1,0 +1,347 @@
+//! The journal: every change is recorded, with the value it replaces,
+//! before it is made, so that any failure, crash or Ctrl-C can be undone.
+//!
+//! Layout under the root: `run/cpushield/lock` (flock held by the running
+//! cpushield), `run/cpushield/journal/state.json` (what the shield is) and
+//! numbered segments `000001.json`, ... each holding a batch of entries.
+//! Every file is written atomically: a new temporary file (O_EXCL,
+//! O_NOFOLLOW, mode 0600), fsync, rename, fsync of the directory.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+
+use super::plan::Action;
+use crate::cpulist::CpuSet;
+use crate::sys::Sys;
+
+/// Directory of cpushield's runtime state, relative to the root.
+pub const RUN_DIR: &str = "run/cpushield";
+
+/// A journal problem: always names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    /// File system error on a journal file.
+    #[error("journal {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// Another cpushield holds the lock.
+    #[error("another cpushield is running (lock {0} is held); wait for it or stop it")]
+    Locked(PathBuf),
+    /// A journal file does not parse.
+    #[error("journal {path} is damaged: {reason}")]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        reason: String,
+    },
+    /// The run directory is a symlink or not owned by us.
+    #[error("refusing to use {0}: it is a symbolic link or not a directory")]
+    Unsafe(PathBuf),
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
+    move |source| JournalError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One recorded change.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Entry {
+    /// The change.
+    #[serde(flatten)]
+    pub action: Action,
+    /// For writes undone with the previous value: that value, read just before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+}
+
+/// What the shield is; lets `status`, `run`, `move` and `off` find it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct State {
+    /// Journal format version.
+    pub version: u32,
+    /// Shielded CPUs.
+    pub shield: CpuSet,
+    /// Housekeeping CPUs.
+    pub housekeeping: CpuSet,
+    /// Mechanism name.
+    pub mechanism: String,
+    /// Shield cgroup directory relative to the root.
+    pub shield_dir: String,
+    /// Where tasks leaving the shield go (`.../cgroup.procs` of the v2 root or v1 system cpuset).
+    pub outside_procs: String,
+    /// Whether `on` finished (false while it runs, or when it was killed).
+    pub complete: bool,
+}
+
+/// The exclusive lock of a running cpushield; released on drop.
+#[derive(Debug)]
+pub struct Lock {
+    _flock: Flock<File>,
+}
+
+/// Opens (creating if needed) the run directory safely: mode 0700, not a symlink.
+fn run_dir(sys: &Sys) -> Result<PathBuf, JournalError> {
+    let dir = sys.path(RUN_DIR);
+    match fs::symlink_metadata(&dir) {
+        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
+            return Err(JournalError::Unsafe(dir))
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(io_err(&dir))?;
+        }
+        Err(e) => return Err(io_err(&dir)(e)),
+    }
+    Ok(dir)
+}
+
+/// Takes the lock without waiting.
+pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
+    let path = run_dir(sys)?.join("lock");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(io_err(&path))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(flock) => Ok(Lock { _flock: flock }),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(JournalError::Locked(path)),
+        Err((_, e)) => Err(io_err(&path)(io::Error::from_raw_os_error(e as i32))),
+    }
+}
+
+/// Writes `data` to `path` atomically: temp file (O_EXCL, O_NOFOLLOW, 0600),
+/// fsync, rename, fsync of the directory.
+fn write_atomic(path: &Path, data: &[u8]) -> Result<(), JournalError> {
+    let dir = path.parent().expect("journal files live in a directory");
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("journal")
+    ));
+    let _ = fs::remove_file(&tmp);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)
+        .map_err(io_err(&tmp))?;
+    f.write_all(data).map_err(io_err(&tmp))?;
+    f.sync_all().map_err(io_err(&tmp))?;
+    fs::rename(&tmp, path).map_err(io_err(path))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(dir))?;
+    Ok(())
+}
+
+/// An open journal, appending segments.
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    next_segment: usize,
+}
+
+impl Journal {
+    /// Directory of the journal under the root.
+    pub fn dir_of(sys: &Sys) -> PathBuf {
+        sys.path(RUN_DIR).join("journal")
+    }
+
+    /// Whether a journal (an active or interrupted shield) exists.
+    pub fn exists(sys: &Sys) -> bool {
+        Journal::dir_of(sys).join("state.json").exists()
+    }
+
+    /// Starts a new journal; fails if one exists.
+    pub fn create(sys: &Sys, state: &State) -> Result<Journal, JournalError> {
+        let dir = run_dir(sys)?.join("journal");
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io_err(&dir))?;
+        let j = Journal {
+            dir,
+            next_segment: 1,
+        };
+        j.write_state(state)?;
+        Ok(j)
+    }
+
+    /// Opens the existing journal to append to it.
+    pub fn open(sys: &Sys) -> Result<Journal, JournalError> {
+        let dir = Journal::dir_of(sys);
+        if fs::symlink_metadata(&dir)
+            .map(|m| m.file_type().is_symlink())
+            .unwrap_or(false)
+        {
+            return Err(JournalError::Unsafe(dir));
+        }
+        let next_segment = segment_files(&dir)?.len() + 1;
+        Ok(Journal { dir, next_segment })
+    }
+
+    /// Replaces the state record.
+    pub fn write_state(&self, state: &State) -> Result<(), JournalError> {
+        let data = serde_json::to_vec_pretty(state).expect("state serialises");
+        write_atomic(&self.dir.join("state.json"), &data)
+    }
+
+    /// Appends a batch of entries durably. Call before making the changes.
+    pub fn append(&mut self, entries: &[Entry]) -> Result<(), JournalError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let data = serde_json::to_vec(entries).expect("entries serialise");
+        let path = self.dir.join(format!("{:06}.json", self.next_segment));
+        write_atomic(&path, &data)?;
+        self.next_segment += 1;
+        Ok(())
+    }
+
+    /// Removes the journal after a complete undo.
+    pub fn remove(self) -> Result<(), JournalError> {
+        fs::remove_dir_all(&self.dir).map_err(io_err(&self.dir))
+    }
+}
+
+fn segment_files(dir: &Path) -> Result<Vec<PathBuf>, JournalError> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .map_err(io_err(dir))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && p.file_stem()
+                    .and_then(|s| s.to_str())
+                    .is_some_and(|s| s.chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Reads the state record.
+pub fn read_state(sys: &Sys) -> Result<Option<State>, JournalError> {
+    let path = Journal::dir_of(sys).join("state.json");
+    match fs::read(&path) {
+        Ok(data) => serde_json::from_slice(&data)
+            .map(Some)
+            .map_err(|e| JournalError::Damaged {
+                path,
+                reason: e.to_string(),
+            }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(&path)(e)),
+    }
+}
+
+/// Reads every entry, oldest first.
+pub fn read_entries(sys: &Sys) -> Result<Vec<Entry>, JournalError> {
+    let dir = Journal::dir_of(sys);
+    let mut out = Vec::new();
+    for path in segment_files(&dir)? {
+        let data = fs::read(&path).map_err(io_err(&path))?;
+        let mut entries: Vec<Entry> =
+            serde_json::from_slice(&data).map_err(|e| JournalError::Damaged {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+        out.append(&mut entries);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn state() -> State {
+        State {
+            version: 1,
+            shield: CpuSet::parse_list("2-3").unwrap(),
+            housekeeping: CpuSet::parse_list("0-1").unwrap(),
+            mechanism: "cgroup v2 partition".into(),
+            shield_dir: "sys/fs/cgroup/cpushield".into(),
+            outside_procs: "sys/fs/cgroup/cgroup.procs".into(),
+            complete: false,
+        }
+    }
+
+    #[test]
+    fn segments_round_trip_in_order_with_private_modes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = Sys::at(tmp.path());
+        let mut j = Journal::create(&sys, &state()).unwrap();
+        let e = |path: &str| Entry {
+            action: Action::Mkdir { path: path.into() },
+            previous: None,
+        };
+        j.append(&[e("a"), e("b")]).unwrap();
+        j.append(&[e("c")]).unwrap();
+        let mut j2 = Journal::open(&sys).unwrap();
+        j2.append(&[e("d")]).unwrap();
+        let names: Vec<Entry> = read_entries(&sys).unwrap();
+        assert_eq!(names, vec![e("a"), e("b"), e("c"), e("d")]);
+        assert_eq!(read_state(&sys).unwrap(), Some(state()));
+        let mode = fs::metadata(Journal::dir_of(&sys).join("000001.json"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let mode = fs::metadata(sys.path(RUN_DIR))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+        assert!(
+            Journal::create(&sys, &state()).is_err(),
+            "a second journal is refused"
+        );
+    }
+
+    #[test]
+    fn lock_is_exclusive() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = Sys::at(tmp.path());
+        let held = lock(&sys).unwrap();
+        assert!(matches!(lock(&sys), Err(JournalError::Locked(_))));
+        drop(held);
+        assert!(lock(&sys).is_ok());
+    }
+
+    #[test]
+    fn symlinked_run_dir_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::create_dir_all(tmp.path().join("run")).unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), tmp.path().join(RUN_DIR)).unwrap();
+        let sys = Sys::at(tmp.path());
+        assert!(matches!(lock(&sys), Err(JournalError::Unsafe(_))));
+    }
+}

@@ -1,0 +1,670 @@
+//! Shielding: `snapshot → plan → journal → apply → verify → report`, and
+//! `undo` as the journal replayed in reverse.
+//!
+//! Touches the kernel only through [`crate::sys::Sys`]; its runtime state
+//! lives in the journal under `run/cpushield` of the same root.
+
+pub mod apply;
+pub mod journal;
+pub mod plan;
+pub mod snapshot;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::AtomicBool;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::CpuSet;
+use crate::sys::procfs::{self, Hierarchy};
+use crate::sys::{syscalls, ErrorKind, Sys, SysError};
+use apply::{Applied, ApplyError, Refusal, Undone};
+use journal::{Journal, JournalError, State};
+use plan::{Action, Plan, PlanError, Request, Step, TaskRef};
+use snapshot::{CgroupSetup, Snapshot, SHIELD_CGROUP, SYSTEM_CGROUP_V1};
+
+/// Everything that can stop a shield command.
+#[derive(Debug, thiserror::Error)]
+pub enum ShieldError {
+    /// Changing the system needs root.
+    #[error(
+        "cpushield {0} changes the whole system and must run as root (try: sudo cpushield {0} ...)"
+    )]
+    NotRoot(&'static str),
+    /// The request is not valid on this machine; nothing was changed.
+    #[error("{0}; nothing was changed")]
+    Plan(#[from] PlanError),
+    /// Journal trouble.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// Reading the system failed.
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    /// Applying failed; what was done has been undone.
+    #[error("{error}; rolled back {} change(s){}", undone.restored, failed_note(undone))]
+    RolledBack {
+        /// The failure.
+        error: ApplyError,
+        /// What the rollback did.
+        undone: Undone,
+    },
+    /// `run`, `move` or `off` without a shield.
+    #[error("no shield is active (start one with: cpushield on CPULIST)")]
+    NoShield,
+    /// A bad argument of `run` or `move`.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn failed_note(u: &Undone) -> String {
+    if u.failed.is_empty() {
+        String::new()
+    } else {
+        let list: Vec<String> = u
+            .failed
+            .iter()
+            .map(|f| format!("{}: {}", f.target, f.reason))
+            .collect();
+        format!("; could NOT restore: {}", list.join("; "))
+    }
+}
+
+fn require_root(sys: &Sys, command: &'static str) -> Result<(), ShieldError> {
+    if sys.is_fixture() || nix::unistd::geteuid().is_root() {
+        Ok(())
+    } else {
+        Err(ShieldError::NotRoot(command))
+    }
+}
+
+/// An IRQ that refused its new affinity.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IrqRefusal {
+    /// IRQ number.
+    pub irq: u32,
+    /// Device name.
+    pub name: String,
+    /// Why (errno name).
+    pub reason: String,
+}
+
+/// The result of `on`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OnReport {
+    /// Only planned, nothing changed.
+    pub dry_run: bool,
+    /// Shielded CPUs.
+    pub shield: CpuSet,
+    /// Housekeeping CPUs.
+    pub housekeeping: CpuSet,
+    /// Mechanism.
+    pub mechanism: String,
+    /// The partition as it reads back (v2).
+    pub partition: Option<String>,
+    /// Number of planned changes.
+    pub planned: usize,
+    /// Changes made.
+    pub changed: usize,
+    /// Threads moved off the shield (affinity or cgroup).
+    pub tasks_moved: usize,
+    /// Threads that exited meanwhile.
+    pub tasks_exited: usize,
+    /// Per-CPU kernel threads left on the shield, by kind.
+    pub per_cpu_kthreads: BTreeMap<String, usize>,
+    /// Tasks left alone because their own affinity is inside the shield.
+    pub stranded: Vec<TaskRef>,
+    /// Task changes the kernel refused.
+    pub tasks_refused: Vec<Refusal>,
+    /// IRQs moved to the housekeeping CPUs.
+    pub irqs_moved: Vec<u32>,
+    /// IRQs bound to the shield on request.
+    pub irqs_to_shield: Vec<u32>,
+    /// IRQs that refused a new affinity.
+    pub irqs_refused: Vec<IrqRefusal>,
+    /// IRQs whose effective affinity still includes a shielded CPU (moves at the next interrupt, or refused).
+    pub irqs_effective_on_shield: Vec<u32>,
+    /// Other non-fatal refusals (workqueue mask, ...).
+    pub other_refused: Vec<Refusal>,
+    /// Notes for the user.
+    pub notes: Vec<String>,
+    /// The plan, with `--dry-run`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Vec<Step>>,
+}
+
+fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
+    let mount = cgroup.mount().unwrap_or("");
+    let outside_procs = match cgroup {
+        CgroupSetup::V1 { .. } => format!("{mount}/{SYSTEM_CGROUP_V1}/cgroup.procs"),
+        _ => format!("{mount}/cgroup.procs"),
+    };
+    State {
+        version: 1,
+        shield: plan.shield.clone(),
+        housekeeping: plan.housekeeping.clone(),
+        mechanism: plan.mechanism.clone(),
+        shield_dir: format!("{mount}/{SHIELD_CGROUP}"),
+        outside_procs,
+        complete: false,
+    }
+}
+
+/// Shields `req.cpus`. A shield already in place is undone first (after the
+/// new request has been validated), so the journal always holds the
+/// original values. On any failure everything done is rolled back.
+pub fn on(
+    sys: &Sys,
+    req: &Request,
+    dry_run: bool,
+    stop: &AtomicBool,
+) -> Result<OnReport, ShieldError> {
+    if dry_run {
+        let snap = Snapshot::read(sys)?;
+        let plan = plan::plan(&snap, req)?;
+        return Ok(report(&plan, &snap, None, true));
+    }
+    require_root(sys, "on")?;
+    let _lock = journal::lock(sys)?;
+    if Journal::exists(sys) {
+        // Validate the new list before touching the old shield.
+        let mut snap = Snapshot::read(sys)?;
+        snap.threads.clear();
+        plan::plan(&snap, req)?;
+        undo_journal(sys)?;
+    }
+    let snap = Snapshot::read(sys)?;
+    let plan = plan::plan(&snap, req)?;
+    let mut state = state_for(&plan, &snap.cgroup);
+    let mut journal = Journal::create(sys, &state)?;
+    let mut applied = Applied::default();
+    let result = apply::apply(sys, &mut journal, &plan.steps, stop, &mut applied)
+        .and_then(|()| sweep_forked(sys, &plan, &mut journal, stop, &mut applied));
+    if let Err(error) = result {
+        let entries = journal::read_entries(sys)?;
+        let undone = apply::undo(sys, &entries);
+        if undone.failed.is_empty() {
+            journal.remove()?;
+        }
+        return Err(ShieldError::RolledBack { error, undone });
+    }
+    state.complete = true;
+    journal.write_state(&state)?;
+    let after = Snapshot::read(sys)?;
+    let mut out = report(&plan, &after, Some(&applied), false);
+    if let (CgroupSetup::V2 { .. }, Some(dir)) = (&after.cgroup, after.cgroup.shield_dir()) {
+        out.partition = sys
+            .read_trimmed(&format!("{dir}/cpuset.cpus.partition"))
+            .ok();
+    }
+    Ok(out)
+}
+
+/// Tasks forked while the shield was going up may still carry shielded
+/// CPUs (a cpuset stops that only on v2, and only once the partition
+/// exists): sweep until none is left, a few rounds at most.
+fn sweep_forked(
+    sys: &Sys,
+    plan: &Plan,
+    journal: &mut Journal,
+    stop: &AtomicBool,
+    applied: &mut Applied,
+) -> Result<(), ApplyError> {
+    let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
+    let stranded: HashSet<i32> = plan.stranded.iter().map(|t| t.tid).collect();
+    for _ in 0..3 {
+        let snap = Snapshot::read(sys)?;
+        let tasks = plan::plan_tasks(&snap, &plan.shield, &plan.housekeeping, false, |t| {
+            !stranded.contains(&t.tid)
+        });
+        let steps: Vec<Step> = tasks
+            .steps
+            .into_iter()
+            .filter(|s| !refused.contains(&apply::describe(&s.action)))
+            .filter(|s| match &s.action {
+                Action::MoveTask { .. } => true,
+                Action::SetAffinity { previous, cpus, .. } => previous != cpus,
+                _ => false,
+            })
+            .collect();
+        let before = applied.refused.len();
+        if steps.is_empty() {
+            return Ok(());
+        }
+        apply::apply(sys, journal, &steps, stop, applied)?;
+        if applied.refused.len() - before == steps.len() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool) -> OnReport {
+    let mut irqs_moved = Vec::new();
+    let mut irqs_refused = Vec::new();
+    let mut tasks_refused = Vec::new();
+    let mut other_refused = Vec::new();
+    let refused_paths: HashSet<String> = applied
+        .map(|a| a.refused.iter().map(|r| r.target.clone()).collect())
+        .unwrap_or_default();
+    for step in &plan.steps {
+        if let Action::Write { path, .. } = &step.action {
+            if let Some(irq) = path
+                .strip_prefix("proc/irq/")
+                .and_then(|p| p.strip_suffix("/smp_affinity_list"))
+                .and_then(|n| n.parse::<u32>().ok())
+            {
+                if !refused_paths.contains(&format!("/{path}"))
+                    && !plan.irqs_to_shield.contains(&irq)
+                {
+                    irqs_moved.push(irq);
+                }
+            }
+        }
+    }
+    if let Some(a) = applied {
+        for r in &a.refused {
+            let irq = r
+                .target
+                .strip_prefix("/proc/irq/")
+                .and_then(|p| p.strip_suffix("/smp_affinity_list"))
+                .and_then(|n| n.parse::<u32>().ok());
+            match irq {
+                Some(irq) => irqs_refused.push(IrqRefusal {
+                    irq,
+                    name: snap
+                        .irqs
+                        .iter()
+                        .find(|i| i.irq == irq)
+                        .map(|i| i.name.clone())
+                        .unwrap_or_default(),
+                    reason: r.reason.clone(),
+                }),
+                None if r.target.starts_with("task ") => tasks_refused.push(r.clone()),
+                None => other_refused.push(r.clone()),
+            }
+        }
+    }
+    let irqs_effective_on_shield = snap
+        .irqs
+        .iter()
+        .filter(|i| !plan.irqs_to_shield.contains(&i.irq))
+        .filter(|i| {
+            i.effective
+                .as_ref()
+                .is_some_and(|e| e.intersects(&plan.shield))
+        })
+        .map(|i| i.irq)
+        .collect();
+    OnReport {
+        dry_run,
+        shield: plan.shield.clone(),
+        housekeeping: plan.housekeeping.clone(),
+        mechanism: plan.mechanism.clone(),
+        partition: plan.partition.clone(),
+        planned: plan.steps.len(),
+        changed: applied.map_or(0, |a| a.done),
+        tasks_moved: applied.map_or(0, |a| a.tasks_changed.iter().collect::<HashSet<_>>().len()),
+        tasks_exited: applied.map_or(0, |a| a.exited),
+        per_cpu_kthreads: plan.per_cpu_kthreads.clone(),
+        stranded: plan.stranded.clone(),
+        tasks_refused,
+        irqs_moved,
+        irqs_to_shield: plan.irqs_to_shield.clone(),
+        irqs_refused,
+        irqs_effective_on_shield,
+        other_refused,
+        notes: plan.notes.clone(),
+        plan: dry_run.then(|| plan.steps.clone()),
+    }
+}
+
+/// The result of `off`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OffReport {
+    /// The shield that was removed.
+    pub shield: CpuSet,
+    /// What undo did.
+    #[serde(flatten)]
+    pub undone: Undone,
+}
+
+fn undo_journal(sys: &Sys) -> Result<(Option<State>, Undone), ShieldError> {
+    let state = journal::read_state(sys)?;
+    let entries = journal::read_entries(sys)?;
+    let undone = apply::undo(sys, &entries);
+    if undone.failed.is_empty() {
+        Journal::open(sys)?.remove()?;
+    }
+    Ok((state, undone))
+}
+
+/// Undoes the shield exactly, also after `on` was killed at any point.
+pub fn off(sys: &Sys) -> Result<OffReport, ShieldError> {
+    require_root(sys, "off")?;
+    let _lock = journal::lock(sys)?;
+    if !Journal::exists(sys) {
+        return Err(ShieldError::NoShield);
+    }
+    let (state, undone) = undo_journal(sys)?;
+    Ok(OffReport {
+        shield: state.map(|s| s.shield).unwrap_or_default(),
+        undone,
+    })
+}
+
+/// An IRQ and where it may run, for `status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IrqPlacement {
+    /// IRQ number.
+    pub irq: u32,
+    /// Device name.
+    pub name: String,
+    /// `smp_affinity_list`.
+    pub affinity: CpuSet,
+    /// `effective_affinity_list`.
+    pub effective: Option<CpuSet>,
+}
+
+/// The result of `status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// Online CPUs.
+    pub online: CpuSet,
+    /// The mechanism in use, or the one `on` would use.
+    pub mechanism: String,
+    /// Why no mechanism is available.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
+    /// Shielded CPUs, when a shield is up.
+    pub shield: Option<CpuSet>,
+    /// Housekeeping CPUs, when a shield is up.
+    pub housekeeping: Option<CpuSet>,
+    /// False when `on` was interrupted: run `cpushield off`.
+    pub complete: bool,
+    /// The shield cgroup's partition as it reads back (v2).
+    pub partition: Option<String>,
+    /// CPUs isolated at boot (isolcpus=).
+    pub boot_isolated: CpuSet,
+    /// Tasks placed inside the shield.
+    pub tasks_inside: Vec<TaskRef>,
+    /// Per-CPU kernel threads on the shielded CPUs, by kind.
+    pub per_cpu_kthreads: BTreeMap<String, usize>,
+    /// Other tasks allowed on a shielded CPU: should not be there.
+    pub intruders: Vec<TaskRef>,
+    /// IRQs allowed on, or effective on, a shielded CPU.
+    pub irqs_on_shield: Vec<IrqPlacement>,
+    /// Number of IRQs in all.
+    pub irqs_total: usize,
+    /// `/proc/irq/default_smp_affinity`.
+    pub default_irq_affinity: Option<CpuSet>,
+    /// Unbound workqueue cpumask.
+    pub workqueue_mask: Option<CpuSet>,
+}
+
+/// Reports the shield (or its absence). Read-only.
+pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
+    let snap = Snapshot::read(sys)?;
+    let state = journal::read_state(sys)?;
+    let unsupported = match &snap.cgroup {
+        CgroupSetup::Unsupported { reason } => Some(reason.clone()),
+        _ => None,
+    };
+    let shield = state.as_ref().map(|s| s.shield.clone());
+    let inside_cg = format!("/{SHIELD_CGROUP}");
+    let mut tasks_inside = Vec::new();
+    let mut intruders = Vec::new();
+    let mut per_cpu_kthreads = BTreeMap::new();
+    let mut irqs_on_shield = Vec::new();
+    let mut partition = None;
+    if let Some(shield) = &shield {
+        for t in &snap.threads {
+            if t.cgroup == inside_cg {
+                tasks_inside.push(TaskRef::from(t));
+            } else if t.cpus_allowed.intersects(shield) {
+                if t.is_pinned_by_kernel() || (t.is_kthread() && t.cpus_allowed.is_subset(shield)) {
+                    *per_cpu_kthreads.entry(t.kind()).or_insert(0usize) += 1;
+                } else {
+                    intruders.push(TaskRef::from(t));
+                }
+            }
+        }
+        for i in &snap.irqs {
+            let eff_on = i.effective.as_ref().is_some_and(|e| e.intersects(shield));
+            if i.affinity.intersects(shield) || eff_on {
+                irqs_on_shield.push(IrqPlacement {
+                    irq: i.irq,
+                    name: i.name.clone(),
+                    affinity: i.affinity.clone(),
+                    effective: i.effective.clone(),
+                });
+            }
+        }
+        if let (CgroupSetup::V2 { .. }, Some(dir)) = (&snap.cgroup, snap.cgroup.shield_dir()) {
+            partition = sys
+                .read_trimmed(&format!("{dir}/cpuset.cpus.partition"))
+                .ok();
+        }
+    }
+    Ok(StatusReport {
+        online: snap.online.clone(),
+        mechanism: snap.cgroup.mechanism().to_string(),
+        unsupported,
+        housekeeping: state.as_ref().map(|s| s.housekeeping.clone()),
+        complete: state.as_ref().is_none_or(|s| s.complete),
+        shield,
+        partition,
+        boot_isolated: snap.boot_isolated.clone(),
+        tasks_inside,
+        per_cpu_kthreads,
+        intruders,
+        irqs_total: snap.irqs.len(),
+        irqs_on_shield,
+        default_irq_affinity: snap.default_irq_affinity.clone(),
+        workqueue_mask: snap.workqueue_mask.clone(),
+    })
+}
+
+/// Direction of `move`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Direction {
+    /// Into the shield.
+    In,
+    /// Out to the housekeeping CPUs.
+    Out,
+}
+
+/// The result of `move`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MoveReport {
+    /// Threads moved.
+    pub moved: Vec<TaskRef>,
+    /// Ids that do not exist.
+    pub not_found: Vec<i32>,
+}
+
+fn active_state(sys: &Sys) -> Result<State, ShieldError> {
+    match journal::read_state(sys)? {
+        Some(s) if s.complete => Ok(s),
+        Some(_) => Err(ShieldError::Invalid(
+            "the last 'cpushield on' did not finish; run 'cpushield off' first".into(),
+        )),
+        None => Err(ShieldError::NoShield),
+    }
+}
+
+fn check_cpu(cpu: Option<u32>, allowed: &CpuSet, what: &str) -> Result<CpuSet, ShieldError> {
+    match cpu {
+        None => Ok(allowed.clone()),
+        Some(c) if allowed.contains(c) => Ok([c].into_iter().collect()),
+        Some(c) => Err(ShieldError::Invalid(format!(
+            "--cpu {c} is not one of the {what} CPUs ({allowed})"
+        ))),
+    }
+}
+
+/// Moves processes (all their threads) or single threads into or out of the
+/// shield. Every move is journaled, so `off` gives the tasks back.
+pub fn move_tasks(
+    sys: &Sys,
+    ids: &[i32],
+    direction: Direction,
+    cpu: Option<u32>,
+    single_thread: bool,
+) -> Result<MoveReport, ShieldError> {
+    require_root(sys, "move")?;
+    let _lock = journal::lock(sys)?;
+    let state = active_state(sys)?;
+    let cgroup = snapshot::detect_cgroup(sys)?;
+    let v1 = matches!(cgroup, CgroupSetup::V1 { .. });
+    if single_thread && !v1 {
+        return Err(ShieldError::Invalid(
+            "--thread needs a cgroup v1 cpuset: cgroup v2 places whole processes, not single threads".into(),
+        ));
+    }
+    let (cpus, dest_dir) = match direction {
+        Direction::In => (
+            check_cpu(cpu, &state.shield, "shielded")?,
+            state.shield_dir.clone(),
+        ),
+        Direction::Out => {
+            let dir = state
+                .outside_procs
+                .rsplit_once('/')
+                .map_or(String::new(), |(d, _)| d.to_string());
+            (check_cpu(cpu, &state.housekeeping, "housekeeping")?, dir)
+        }
+    };
+    let mount = cgroup.mount().unwrap_or("").to_string();
+    let file = if single_thread {
+        "tasks"
+    } else {
+        "cgroup.procs"
+    };
+    let mut journal = Journal::open(sys)?;
+    let mut report = MoveReport {
+        moved: Vec::new(),
+        not_found: Vec::new(),
+    };
+    for &id in ids {
+        let threads: Vec<procfs::Thread> = if single_thread {
+            find_thread(sys, id, cgroup.hierarchy())?
+                .into_iter()
+                .collect()
+        } else {
+            procfs::list_tids(sys, id)?
+                .into_iter()
+                .filter_map(|tid| {
+                    procfs::read_thread(sys, id, tid, cgroup.hierarchy())
+                        .ok()
+                        .flatten()
+                })
+                .collect()
+        };
+        let Some(first) = threads.first() else {
+            report.not_found.push(id);
+            continue;
+        };
+        let origin = if first.cgroup == "/" {
+            String::new()
+        } else {
+            first.cgroup.clone()
+        };
+        let mut entries = vec![journal::Entry {
+            action: Action::MoveTask {
+                pid: first.pid,
+                tid: id,
+                to: format!("{dest_dir}/{file}"),
+                back: format!("{mount}{origin}/{file}"),
+                affinities: threads
+                    .iter()
+                    .map(|t| (t.tid, t.cpus_allowed.clone()))
+                    .collect(),
+            },
+            previous: None,
+        }];
+        for t in &threads {
+            entries.push(journal::Entry {
+                action: Action::SetAffinity {
+                    pid: t.pid,
+                    tid: t.tid,
+                    name: t.name.clone(),
+                    cpus: cpus.clone(),
+                    previous: t.cpus_allowed.clone(),
+                },
+                previous: None,
+            });
+        }
+        journal.append(&entries)?;
+        sys.write(&format!("{dest_dir}/{file}"), &id.to_string())?;
+        for t in &threads {
+            match sys.set_affinity(t.tid, &cpus) {
+                Err(e) if e.kind != ErrorKind::NotFound => return Err(e.into()),
+                _ => report.moved.push(TaskRef {
+                    cpus: cpus.clone(),
+                    ..TaskRef::from(t)
+                }),
+            }
+        }
+    }
+    Ok(report)
+}
+
+fn find_thread(sys: &Sys, tid: i32, h: Hierarchy) -> Result<Option<procfs::Thread>, ShieldError> {
+    for pid in procfs::list_pids(sys)? {
+        if pid == tid || sys.exists(&format!("proc/{pid}/task/{tid}")) {
+            if let Some(t) = procfs::read_thread(sys, pid, tid, h)? {
+                return Ok(Some(t));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Scheduling of a command started with `run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunPolicy {
+    /// Keep the inherited policy.
+    Inherit,
+    /// SCHED_FIFO at this priority.
+    Fifo(i32),
+    /// SCHED_RR at this priority.
+    RoundRobin(i32),
+}
+
+/// Places the calling process inside the shield (journaled), pinned to
+/// `cpu` or the whole shield, with the given policy. The caller then drops
+/// privileges and execs the command, which inherits all of it.
+pub fn enter_shield(sys: &Sys, cpu: Option<u32>, policy: RunPolicy) -> Result<CpuSet, ShieldError> {
+    if let RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p) = policy {
+        if !(1..=99).contains(&p) {
+            return Err(ShieldError::Invalid(format!(
+                "real-time priority {p} is out of range (1 to 99)"
+            )));
+        }
+    }
+    require_root(sys, "run")?;
+    let state = {
+        let _lock = journal::lock(sys)?;
+        active_state(sys)?
+    };
+    let cpus = check_cpu(cpu, &state.shield, "shielded")?;
+    let me = std::process::id() as i32;
+    move_tasks(sys, &[me], Direction::In, cpu, false)?;
+    let sched = match policy {
+        RunPolicy::Inherit => None,
+        RunPolicy::Fifo(p) => Some(syscalls::Policy::Fifo(p)),
+        RunPolicy::RoundRobin(p) => Some(syscalls::Policy::RoundRobin(p)),
+    };
+    if let Some(policy) = sched {
+        if !sys.is_fixture() {
+            syscalls::set_scheduler(0, policy).map_err(|e| {
+                SysError::new(
+                    "set scheduler of",
+                    format!("task {me}"),
+                    Some(&format!("{policy:?}")),
+                    e,
+                )
+            })?;
+        }
+    }
+    Ok(cpus)
+}

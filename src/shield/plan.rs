@@ -1,0 +1,782 @@
+//! Plan: a pure function from (snapshot, request) to the list of changes a
+//! shield needs. No I/O here; `--dry-run` prints the plan.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::snapshot::{
+    CgroupSetup, Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_CGROUP, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
+};
+use crate::cpulist::CpuSet;
+use crate::sys::procfs::Thread;
+
+/// What the user asked for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Request {
+    /// CPUs to shield.
+    pub cpus: CpuSet,
+    /// IRQs (numbers or names as in /proc/interrupts) to bind to the shield.
+    pub irqs: Vec<String>,
+    /// Move tasks whose own affinity lies wholly inside the shield.
+    pub force: bool,
+    /// Allow shielding one hyper-thread sibling but not the other.
+    pub allow_split_siblings: bool,
+}
+
+/// How a write is checked by reading back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    /// Nothing to read back (task moves, controller switches).
+    None,
+    /// The file must read back as the same CPU list.
+    CpuList,
+    /// The file must read back as the same hex mask.
+    CpuMask,
+    /// The file must read back as the same text (trimmed).
+    Text,
+    /// A partition type: must not read back `... invalid (reason)`.
+    Partition,
+}
+
+/// What to write back on undo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Undo {
+    /// The value read just before the write.
+    Previous,
+    /// A fixed value (e.g. `-cpuset` for `+cpuset`).
+    Value(String),
+    /// Nothing: the object goes away with its cgroup.
+    Nothing,
+}
+
+/// One change to the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    /// Create a cgroup directory; undone by removing it.
+    Mkdir {
+        /// Path relative to the root.
+        path: String,
+    },
+    /// Write a value to a kernel file.
+    Write {
+        /// Path relative to the root.
+        path: String,
+        /// Value written.
+        value: String,
+        /// How to read back.
+        check: Check,
+        /// What undo writes.
+        undo: Undo,
+    },
+    /// Move a thread (v1 `tasks`) or a whole process (`cgroup.procs`) to another cgroup.
+    MoveTask {
+        /// Process id.
+        pid: i32,
+        /// Thread id (equal to pid for a whole process).
+        tid: i32,
+        /// The file written to move it (`.../tasks` or `.../cgroup.procs`).
+        to: String,
+        /// The file that moves it back on undo.
+        back: String,
+        /// Affinity of each moved thread before the move (the kernel resets it).
+        affinities: Vec<(i32, CpuSet)>,
+    },
+    /// Change one thread's affinity.
+    SetAffinity {
+        /// Process id.
+        pid: i32,
+        /// Thread id.
+        tid: i32,
+        /// Command name, for reports.
+        name: String,
+        /// New affinity.
+        cpus: CpuSet,
+        /// Affinity before.
+        previous: CpuSet,
+    },
+}
+
+/// A planned change and whether its failure aborts the shield.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    /// The change.
+    #[serde(flatten)]
+    pub action: Action,
+    /// A failure of a fatal step rolls everything back; others are reported.
+    pub fatal: bool,
+}
+
+/// A task named in a report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRef {
+    /// Process id.
+    pub pid: i32,
+    /// Thread id.
+    pub tid: i32,
+    /// Command name.
+    pub name: String,
+    /// Affinity.
+    pub cpus: CpuSet,
+}
+
+impl From<&Thread> for TaskRef {
+    fn from(t: &Thread) -> Self {
+        TaskRef {
+            pid: t.pid,
+            tid: t.tid,
+            name: t.name.clone(),
+            cpus: t.cpus_allowed.clone(),
+        }
+    }
+}
+
+/// The full plan of a shield.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    /// Shielded CPUs.
+    pub shield: CpuSet,
+    /// Housekeeping CPUs: online minus shield.
+    pub housekeeping: CpuSet,
+    /// Mechanism name.
+    pub mechanism: String,
+    /// Partition type written (v2): `isolated`, or `root` when boot-time isolation forbids `isolated`.
+    pub partition: Option<String>,
+    /// Changes, in order.
+    pub steps: Vec<Step>,
+    /// Per-CPU kernel threads on shielded CPUs, by kind; the kernel keeps them there.
+    pub per_cpu_kthreads: BTreeMap<String, usize>,
+    /// User tasks whose own affinity lies wholly inside the shield, left alone (no `--force`).
+    pub stranded: Vec<TaskRef>,
+    /// IRQs bound to the shield on request.
+    pub irqs_to_shield: Vec<u32>,
+    /// Things the user should know.
+    pub notes: Vec<String>,
+}
+
+/// Why a request is refused before anything is changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The list names CPUs that do not exist.
+    #[error("CPU list {cpus}: CPUs {missing} do not exist (present CPUs: {present})")]
+    NotPresent {
+        /// Requested.
+        cpus: CpuSet,
+        /// Missing.
+        missing: CpuSet,
+        /// Present.
+        present: CpuSet,
+    },
+    /// The list names offline CPUs.
+    #[error("CPU list {cpus}: CPUs {offline} are offline (online CPUs: {online})")]
+    Offline {
+        /// Requested.
+        cpus: CpuSet,
+        /// Offline among them.
+        offline: CpuSet,
+        /// Online.
+        online: CpuSet,
+    },
+    /// Nothing would be left for the rest of the system.
+    #[error("CPU list {cpus} leaves no housekeeping CPU (online CPUs: {online}); keep at least one CPU unshielded")]
+    NoHousekeeping {
+        /// Requested.
+        cpus: CpuSet,
+        /// Online.
+        online: CpuSet,
+    },
+    /// Hyper-thread siblings would be split.
+    #[error("CPU list {cpus} splits hyper-thread siblings ({detail}); shield whole cores ({suggest}) or pass --allow-split-siblings")]
+    SplitSiblings {
+        /// Requested.
+        cpus: CpuSet,
+        /// Which groups are split.
+        detail: String,
+        /// The list with all siblings added.
+        suggest: CpuSet,
+    },
+    /// No cpuset mechanism.
+    #[error("no cpuset support: {0}")]
+    NoCpuset(String),
+    /// An `--irq` matches nothing.
+    #[error("--irq {0:?} matches no IRQ number or name in /proc/interrupts")]
+    UnknownIrq(String),
+}
+
+/// Validates the request against the machine and plans the shield.
+pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
+    let shield = req.cpus.clone();
+    let missing = shield.difference(&snap.present);
+    if !missing.is_empty() {
+        return Err(PlanError::NotPresent {
+            cpus: shield,
+            missing,
+            present: snap.present.clone(),
+        });
+    }
+    let offline = shield.difference(&snap.online);
+    if !offline.is_empty() {
+        return Err(PlanError::Offline {
+            cpus: shield,
+            offline,
+            online: snap.online.clone(),
+        });
+    }
+    let housekeeping = snap.online.difference(&shield);
+    if housekeeping.is_empty() {
+        return Err(PlanError::NoHousekeeping {
+            cpus: shield,
+            online: snap.online.clone(),
+        });
+    }
+    let split: Vec<&CpuSet> = snap
+        .sibling_groups
+        .iter()
+        .filter(|g| g.intersects(&shield) && !g.is_subset(&shield))
+        .collect();
+    let mut notes = Vec::new();
+    if !split.is_empty() {
+        let detail = split
+            .iter()
+            .map(|g| g.to_string())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let suggest = split.iter().fold(shield.clone(), |acc, g| acc.union(g));
+        if !req.allow_split_siblings {
+            return Err(PlanError::SplitSiblings {
+                cpus: shield,
+                detail,
+                suggest,
+            });
+        }
+        notes.push(format!(
+            "hyper-thread siblings split ({detail}): the unshielded siblings share a core with the shield; keep them idle"
+        ));
+    }
+    let irqs_to_shield = resolve_irqs(snap, &req.irqs)?;
+
+    let mut steps = Vec::new();
+    let mut partition = None;
+    let fatal = |action| Step {
+        action,
+        fatal: true,
+    };
+    match &snap.cgroup {
+        CgroupSetup::Unsupported { reason } => return Err(PlanError::NoCpuset(reason.clone())),
+        CgroupSetup::V2 {
+            mount,
+            subtree_control,
+            ..
+        } => {
+            if !subtree_control.iter().any(|c| c == "cpuset") {
+                steps.push(fatal(Action::Write {
+                    path: format!("{mount}/cgroup.subtree_control"),
+                    value: "+cpuset".into(),
+                    check: Check::None,
+                    undo: Undo::Value("-cpuset".into()),
+                }));
+            }
+            let dir = format!("{mount}/{SHIELD_CGROUP}");
+            steps.push(fatal(Action::Mkdir { path: dir.clone() }));
+            steps.push(fatal(Action::Write {
+                path: format!("{dir}/cpuset.cpus"),
+                value: shield.to_string(),
+                check: Check::CpuList,
+                undo: Undo::Nothing,
+            }));
+            // An `isolated` partition over CPUs already isolated at boot is
+            // rejected by the kernel ("partition config conflicts with
+            // housekeeping setup"); a `root` partition is accepted there.
+            let kind = if snap.boot_isolated.intersects(&shield) {
+                notes.push(format!(
+                    "CPUs {} are isolated at boot (isolcpus=); using a 'root' partition, the boot isolation already keeps the scheduler off them",
+                    snap.boot_isolated.intersection(&shield)
+                ));
+                "root"
+            } else {
+                "isolated"
+            };
+            partition = Some(kind.to_string());
+            steps.push(fatal(Action::Write {
+                path: format!("{dir}/cpuset.cpus.partition"),
+                value: kind.into(),
+                check: Check::Partition,
+                undo: Undo::Value("member".into()),
+            }));
+        }
+        CgroupSetup::V1 {
+            mount,
+            mems,
+            load_balance,
+        } => {
+            let rt = format!("{mount}/{SHIELD_CGROUP}");
+            let nrt = format!("{mount}/{SYSTEM_CGROUP_V1}");
+            // A new cpuset has no memory nodes, and a task cannot join a
+            // cpuset with none (ENOSPC): copy the root's.
+            for (dir, cpus, exclusive, balance) in
+                [(&rt, &shield, "1", "0"), (&nrt, &housekeeping, "0", "1")]
+            {
+                steps.push(fatal(Action::Mkdir { path: dir.clone() }));
+                for (file, value, check) in [
+                    ("cpuset.cpus", cpus.to_string(), Check::CpuList),
+                    ("cpuset.mems", mems.clone(), Check::Text),
+                    ("cpuset.cpu_exclusive", exclusive.to_string(), Check::Text),
+                    (
+                        "cpuset.sched_load_balance",
+                        balance.to_string(),
+                        Check::Text,
+                    ),
+                ] {
+                    steps.push(fatal(Action::Write {
+                        path: format!("{dir}/{file}"),
+                        value,
+                        check,
+                        undo: Undo::Nothing,
+                    }));
+                }
+            }
+            if load_balance != "0" {
+                steps.push(fatal(Action::Write {
+                    path: format!("{mount}/cpuset.sched_load_balance"),
+                    value: "0".into(),
+                    check: Check::Text,
+                    undo: Undo::Previous,
+                }));
+            }
+        }
+    }
+
+    let tasks = plan_tasks(snap, &shield, &housekeeping, req.force, |_| true);
+    steps.extend(tasks.steps);
+    let (per_cpu_kthreads, stranded) = (tasks.per_cpu_kthreads, tasks.stranded);
+
+    let bits = snap.mask_bits();
+    if let Some(default) = &snap.default_irq_affinity {
+        let target = away_from(default, &shield, &housekeeping);
+        if &target != default {
+            steps.push(Step {
+                action: Action::Write {
+                    path: DEFAULT_IRQ_AFFINITY.into(),
+                    value: target.to_mask(bits),
+                    check: Check::CpuMask,
+                    undo: Undo::Previous,
+                },
+                fatal: true,
+            });
+        }
+    }
+    for irq in &snap.irqs {
+        let target = if irqs_to_shield.contains(&irq.irq) {
+            shield.clone()
+        } else {
+            away_from(&irq.affinity, &shield, &housekeeping)
+        };
+        if target != irq.affinity {
+            steps.push(Step {
+                action: Action::Write {
+                    path: format!("proc/irq/{}/smp_affinity_list", irq.irq),
+                    value: target.to_string(),
+                    check: Check::CpuList,
+                    undo: Undo::Previous,
+                },
+                fatal: false,
+            });
+        }
+    }
+    if let Some(mask) = &snap.workqueue_mask {
+        if mask.intersects(&shield) {
+            steps.push(Step {
+                action: Action::Write {
+                    path: WORKQUEUE_MASK.into(),
+                    value: away_from(mask, &shield, &housekeeping).to_mask(bits),
+                    check: Check::CpuMask,
+                    undo: Undo::Previous,
+                },
+                fatal: false,
+            });
+        }
+    }
+    Ok(Plan {
+        shield,
+        housekeeping,
+        mechanism: snap.cgroup.mechanism().to_string(),
+        partition,
+        steps,
+        per_cpu_kthreads,
+        stranded,
+        irqs_to_shield,
+        notes,
+    })
+}
+
+/// The task part of a plan: which threads leave the shield and how.
+#[derive(Debug, Default)]
+pub struct TaskPlan {
+    /// Cgroup moves first (v1), then affinity changes.
+    pub steps: Vec<Step>,
+    /// Per-CPU kernel threads on the shield, by kind.
+    pub per_cpu_kthreads: BTreeMap<String, usize>,
+    /// User tasks left alone because their own affinity lies inside the shield.
+    pub stranded: Vec<TaskRef>,
+}
+
+/// Plans how every thread accepted by `include` leaves the shield. Also used
+/// after applying, to catch tasks forked meanwhile.
+pub fn plan_tasks(
+    snap: &Snapshot,
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+    force: bool,
+    include: impl Fn(&Thread) -> bool,
+) -> TaskPlan {
+    let mut out = TaskPlan::default();
+    let mut affinities = Vec::new();
+    let shield_cgroup = format!("/{SHIELD_CGROUP}");
+    for t in snap.threads.iter().filter(|t| include(t)) {
+        if t.cgroup == shield_cgroup {
+            continue;
+        }
+        let on_shield = t.cpus_allowed.intersects(shield);
+        if t.is_pinned_by_kernel() {
+            if on_shield {
+                *out.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
+            }
+            continue;
+        }
+        if on_shield && t.cpus_allowed.is_subset(shield) && !force {
+            if t.is_kthread() {
+                *out.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
+            } else {
+                out.stranded.push(TaskRef::from(t));
+            }
+            continue;
+        }
+        let target = away_from(&t.cpus_allowed, shield, housekeeping);
+        if let CgroupSetup::V1 { mount, .. } = &snap.cgroup {
+            if t.cgroup == "/" {
+                // Moving into the system cpuset resets the affinity to its
+                // CPUs; the task's own restriction is put back right after.
+                out.steps.push(Step {
+                    action: Action::MoveTask {
+                        pid: t.pid,
+                        tid: t.tid,
+                        to: format!("{mount}/{SYSTEM_CGROUP_V1}/tasks"),
+                        back: format!("{mount}/tasks"),
+                        affinities: vec![(t.tid, t.cpus_allowed.clone())],
+                    },
+                    fatal: false,
+                });
+                if &target != housekeeping {
+                    affinities.push(set_affinity(t, target));
+                }
+                continue;
+            }
+        }
+        if on_shield {
+            affinities.push(set_affinity(t, target));
+        }
+    }
+    out.steps.extend(affinities);
+    out
+}
+
+fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
+    Step {
+        action: Action::SetAffinity {
+            pid: t.pid,
+            tid: t.tid,
+            name: t.name.clone(),
+            cpus,
+            previous: t.cpus_allowed.clone(),
+        },
+        fatal: false,
+    }
+}
+
+/// `cpus` without the shield; the housekeeping CPUs when nothing would remain.
+fn away_from(cpus: &CpuSet, shield: &CpuSet, housekeeping: &CpuSet) -> CpuSet {
+    match cpus.difference(shield) {
+        s if s.is_empty() => housekeeping.clone(),
+        s => s,
+    }
+}
+
+/// Resolves `--irq` arguments (numbers, or device names as in /proc/interrupts).
+fn resolve_irqs(snap: &Snapshot, wanted: &[String]) -> Result<Vec<u32>, PlanError> {
+    let mut out = Vec::new();
+    for w in wanted {
+        let hits: Vec<u32> = match w.parse::<u32>() {
+            Ok(n) => snap
+                .irqs
+                .iter()
+                .filter(|i| i.irq == n)
+                .map(|i| i.irq)
+                .collect(),
+            Err(_) => snap
+                .irqs
+                .iter()
+                .filter(|i| i.name == *w)
+                .map(|i| i.irq)
+                .collect(),
+        };
+        if hits.is_empty() {
+            return Err(PlanError::UnknownIrq(w.clone()));
+        }
+        out.extend(hits);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shield::snapshot::Irq;
+    use crate::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    fn thread(pid: i32, name: &str, flags: u64, allowed: &str) -> Thread {
+        Thread {
+            pid,
+            tid: pid,
+            name: name.into(),
+            flags,
+            cpus_allowed: cpus(allowed),
+            cgroup: "/".into(),
+        }
+    }
+
+    fn snap(cgroup: CgroupSetup) -> Snapshot {
+        Snapshot {
+            present: cpus("0-3"),
+            online: cpus("0-3"),
+            boot_isolated: CpuSet::new(),
+            cgroup,
+            threads: vec![
+                thread(1, "init", 0, "0-3"),
+                thread(2, "kthreadd", PF_KTHREAD, "0-3"),
+                thread(20, "ksoftirqd/2", PF_KTHREAD | PF_NO_SETAFFINITY, "2"),
+                thread(30, "pinned", 0, "3"),
+                thread(31, "house", 0, "0"),
+            ],
+            irqs: vec![
+                Irq {
+                    irq: 0,
+                    name: "timer".into(),
+                    affinity: cpus("0-3"),
+                    effective: None,
+                },
+                Irq {
+                    irq: 24,
+                    name: "eth0".into(),
+                    affinity: cpus("1"),
+                    effective: None,
+                },
+                Irq {
+                    irq: 25,
+                    name: "nvme".into(),
+                    affinity: cpus("2"),
+                    effective: None,
+                },
+            ],
+            default_irq_affinity: Some(cpus("0-3")),
+            workqueue_mask: Some(cpus("0-3")),
+            sibling_groups: vec![cpus("0"), cpus("1"), cpus("2"), cpus("3")],
+        }
+    }
+
+    fn v2() -> CgroupSetup {
+        CgroupSetup::V2 {
+            mount: "sys/fs/cgroup".into(),
+            subtree_control: vec!["memory".into()],
+            has_exclusive: false,
+        }
+    }
+
+    fn req(list: &str) -> Request {
+        Request {
+            cpus: cpus(list),
+            ..Default::default()
+        }
+    }
+
+    fn affinity_of(plan: &Plan, tid: i32) -> Option<CpuSet> {
+        plan.steps.iter().find_map(|s| match &s.action {
+            Action::SetAffinity { tid: t, cpus, .. } if *t == tid => Some(cpus.clone()),
+            _ => None,
+        })
+    }
+
+    fn write_to(plan: &Plan, path: &str) -> Option<String> {
+        plan.steps.iter().find_map(|s| match &s.action {
+            Action::Write { path: p, value, .. } if p == path => Some(value.clone()),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn v2_partition_tasks_and_irqs() {
+        let p = plan(&snap(v2()), &req("2-3")).unwrap();
+        assert_eq!(p.housekeeping, cpus("0-1"));
+        assert_eq!(
+            write_to(&p, "sys/fs/cgroup/cgroup.subtree_control").as_deref(),
+            Some("+cpuset")
+        );
+        assert_eq!(
+            write_to(&p, "sys/fs/cgroup/cpushield/cpuset.cpus.partition").as_deref(),
+            Some("isolated")
+        );
+        assert_eq!(affinity_of(&p, 1), Some(cpus("0-1")));
+        assert_eq!(
+            affinity_of(&p, 2),
+            Some(cpus("0-1")),
+            "unbound kthreads leave too"
+        );
+        assert_eq!(affinity_of(&p, 20), None, "per-CPU kthreads are not fought");
+        assert_eq!(p.per_cpu_kthreads.get("ksoftirqd"), Some(&1));
+        assert_eq!(
+            affinity_of(&p, 30),
+            None,
+            "a task pinned inside is not stranded"
+        );
+        assert_eq!(p.stranded.len(), 1);
+        assert_eq!(
+            affinity_of(&p, 31),
+            None,
+            "tasks off the shield are untouched"
+        );
+        assert_eq!(
+            write_to(&p, "proc/irq/0/smp_affinity_list").as_deref(),
+            Some("0-1")
+        );
+        assert_eq!(write_to(&p, "proc/irq/24/smp_affinity_list"), None);
+        assert_eq!(
+            write_to(&p, "proc/irq/25/smp_affinity_list").as_deref(),
+            Some("0-1")
+        );
+        assert_eq!(write_to(&p, DEFAULT_IRQ_AFFINITY).as_deref(), Some("3"));
+        assert_eq!(write_to(&p, WORKQUEUE_MASK).as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn force_moves_stranded_tasks() {
+        let p = plan(
+            &snap(v2()),
+            &Request {
+                force: true,
+                ..req("2-3")
+            },
+        )
+        .unwrap();
+        assert!(p.stranded.is_empty());
+        assert_eq!(affinity_of(&p, 30), Some(cpus("0-1")));
+    }
+
+    #[test]
+    fn irqs_named_go_to_the_shield() {
+        let r = Request {
+            irqs: vec!["eth0".into(), "25".into()],
+            ..req("2-3")
+        };
+        let p = plan(&snap(v2()), &r).unwrap();
+        assert_eq!(p.irqs_to_shield, vec![24, 25]);
+        assert_eq!(
+            write_to(&p, "proc/irq/24/smp_affinity_list").as_deref(),
+            Some("2-3")
+        );
+        assert_eq!(
+            write_to(&p, "proc/irq/25/smp_affinity_list").as_deref(),
+            Some("2-3")
+        );
+        let bad = Request {
+            irqs: vec!["nope".into()],
+            ..req("2")
+        };
+        assert_eq!(
+            plan(&snap(v2()), &bad).unwrap_err(),
+            PlanError::UnknownIrq("nope".into())
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_input() {
+        let s = snap(v2());
+        assert!(matches!(
+            plan(&s, &req("7")),
+            Err(PlanError::NotPresent { .. })
+        ));
+        assert!(matches!(
+            plan(&s, &req("0-3")),
+            Err(PlanError::NoHousekeeping { .. })
+        ));
+        let mut off = s.clone();
+        off.online = cpus("0-2");
+        let e = plan(&off, &req("3")).unwrap_err();
+        assert!(e.to_string().contains("offline"), "{e}");
+        let mut ht = s.clone();
+        ht.sibling_groups = vec![cpus("0,2"), cpus("1,3")];
+        let e = plan(&ht, &req("2")).unwrap_err();
+        assert!(e.to_string().contains("0,2"), "{e}");
+        assert!(plan(
+            &ht,
+            &Request {
+                allow_split_siblings: true,
+                ..req("2")
+            }
+        )
+        .is_ok());
+        let none = snap(CgroupSetup::Unsupported { reason: "x".into() });
+        assert!(matches!(
+            plan(&none, &req("2")),
+            Err(PlanError::NoCpuset(_))
+        ));
+    }
+
+    #[test]
+    fn boot_isolated_cpus_get_a_root_partition() {
+        let mut s = snap(v2());
+        s.boot_isolated = cpus("2-3");
+        let p = plan(&s, &req("2-3")).unwrap();
+        assert_eq!(p.partition.as_deref(), Some("root"));
+        assert!(p.notes.iter().any(|n| n.contains("isolcpus")));
+    }
+
+    #[test]
+    fn v1_moves_root_tasks_to_the_system_cpuset() {
+        let s = snap(CgroupSetup::V1 {
+            mount: "sys/fs/cgroup/cpuset".into(),
+            mems: "0".into(),
+            load_balance: "1".into(),
+        });
+        let p = plan(&s, &req("2-3")).unwrap();
+        let moved: Vec<i32> = p
+            .steps
+            .iter()
+            .filter_map(|st| match &st.action {
+                Action::MoveTask { tid, .. } => Some(*tid),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(moved, vec![1, 2, 31]);
+        assert_eq!(
+            affinity_of(&p, 31),
+            Some(cpus("0")),
+            "own restriction is put back"
+        );
+        assert_eq!(
+            write_to(&p, "sys/fs/cgroup/cpuset/cpushield/cpuset.mems").as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            write_to(&p, "sys/fs/cgroup/cpuset/cpuset.sched_load_balance").as_deref(),
+            Some("0")
+        );
+    }
+}

@@ -1,0 +1,258 @@
+//! Snapshot: what the machine has now, as far as a shield is concerned.
+//!
+//! Read-only. Everything cpushield may change is captured here, so that the
+//! planner can work without I/O and tests can compare before/after.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::CpuSet;
+use crate::sys::procfs::{self, Hierarchy, Thread};
+use crate::sys::{ErrorKind, Result, Sys};
+
+/// Name of the cgroup (v2 partition, v1 rt cpuset) that holds the shield.
+pub const SHIELD_CGROUP: &str = "cpushield";
+/// Name of the v1 cpuset for everything else (the housekeeping CPUs).
+pub const SYSTEM_CGROUP_V1: &str = "cpushield-system";
+/// The unbound-workqueue cpumask file.
+pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
+/// The default affinity of new IRQs.
+pub const DEFAULT_IRQ_AFFINITY: &str = "proc/irq/default_smp_affinity";
+
+/// How this machine offers cpusets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CgroupSetup {
+    /// cgroup v2 with the cpuset controller available.
+    V2 {
+        /// Mount point relative to the root (`sys/fs/cgroup`).
+        mount: String,
+        /// The root's `cgroup.subtree_control` words.
+        subtree_control: Vec<String>,
+        /// Whether the kernel has `cpuset.cpus.exclusive` (6.7+).
+        has_exclusive: bool,
+    },
+    /// cgroup v1 with a cpuset hierarchy.
+    V1 {
+        /// Mount point relative to the root (`sys/fs/cgroup/cpuset`).
+        mount: String,
+        /// The root cpuset's memory nodes.
+        mems: String,
+        /// The root cpuset's `cpuset.sched_load_balance`.
+        load_balance: String,
+    },
+    /// No cpuset support reachable.
+    Unsupported {
+        /// What was found instead.
+        reason: String,
+    },
+}
+
+impl CgroupSetup {
+    /// Short name for reports: `cgroup v2 partition`, `cgroup v1 cpuset`.
+    pub fn mechanism(&self) -> &'static str {
+        match self {
+            CgroupSetup::V2 { .. } => "cgroup v2 partition",
+            CgroupSetup::V1 { .. } => "cgroup v1 cpuset",
+            CgroupSetup::Unsupported { .. } => "none",
+        }
+    }
+
+    /// Which `/proc/PID/cgroup` line describes task placement.
+    pub fn hierarchy(&self) -> Hierarchy {
+        match self {
+            CgroupSetup::V1 { .. } => Hierarchy::CpusetV1,
+            _ => Hierarchy::Unified,
+        }
+    }
+
+    /// Directory of the shield cgroup, relative to the root.
+    pub fn shield_dir(&self) -> Option<String> {
+        match self {
+            CgroupSetup::V2 { mount, .. } | CgroupSetup::V1 { mount, .. } => {
+                Some(format!("{mount}/{SHIELD_CGROUP}"))
+            }
+            CgroupSetup::Unsupported { .. } => None,
+        }
+    }
+
+    /// Mount point relative to the root.
+    pub fn mount(&self) -> Option<&str> {
+        match self {
+            CgroupSetup::V2 { mount, .. } | CgroupSetup::V1 { mount, .. } => Some(mount),
+            CgroupSetup::Unsupported { .. } => None,
+        }
+    }
+}
+
+/// One IRQ as `/proc/irq/N` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Irq {
+    /// IRQ number.
+    pub irq: u32,
+    /// Device name from `/proc/interrupts` (empty when it has no line there).
+    pub name: String,
+    /// `smp_affinity_list`.
+    pub affinity: CpuSet,
+    /// `effective_affinity_list`, when the kernel has it.
+    pub effective: Option<CpuSet>,
+}
+
+/// Everything a shield may touch, read at one moment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// CPUs that exist.
+    pub present: CpuSet,
+    /// CPUs that are online.
+    pub online: CpuSet,
+    /// CPUs isolated at boot (`isolcpus=`), from `/sys/devices/system/cpu/isolated`.
+    pub boot_isolated: CpuSet,
+    /// The cpuset mechanism.
+    pub cgroup: CgroupSetup,
+    /// Every thread.
+    pub threads: Vec<Thread>,
+    /// Every IRQ with an affinity file.
+    pub irqs: Vec<Irq>,
+    /// `/proc/irq/default_smp_affinity`.
+    pub default_irq_affinity: Option<CpuSet>,
+    /// The unbound-workqueue cpumask.
+    pub workqueue_mask: Option<CpuSet>,
+    /// Hyper-thread sibling groups of the online CPUs.
+    pub sibling_groups: Vec<CpuSet>,
+}
+
+impl Snapshot {
+    /// Reads the machine.
+    pub fn read(sys: &Sys) -> Result<Snapshot> {
+        let present = procfs::present_cpus(sys)?;
+        let online = procfs::online_cpus(sys)?;
+        let boot_isolated = sys
+            .read_cpulist("sys/devices/system/cpu/isolated")
+            .unwrap_or_default();
+        let cgroup = detect_cgroup(sys)?;
+        let threads = procfs::read_all_threads(sys, cgroup.hierarchy())?;
+        let irqs = read_irqs(sys)?;
+        let default_irq_affinity = optional(sys.read_cpumask(DEFAULT_IRQ_AFFINITY))?;
+        let workqueue_mask = optional(sys.read_cpumask(WORKQUEUE_MASK))?;
+        let mut sibling_groups: Vec<CpuSet> = Vec::new();
+        for cpu in online.iter() {
+            let sib = procfs::thread_siblings(sys, cpu);
+            if !sibling_groups.contains(&sib) {
+                sibling_groups.push(sib);
+            }
+        }
+        Ok(Snapshot {
+            present,
+            online,
+            boot_isolated,
+            cgroup,
+            threads,
+            irqs,
+            default_irq_affinity,
+            workqueue_mask,
+            sibling_groups,
+        })
+    }
+
+    /// Number of bits to print in hex masks (the kernel pads to nr_cpu_ids).
+    pub fn mask_bits(&self) -> u32 {
+        self.present.last().map_or(1, |c| c + 1)
+    }
+}
+
+fn optional<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Finds the cpuset mechanism from the mount table. A v1 cpuset hierarchy
+/// wins (the controller cannot be on both); otherwise cgroup2 with
+/// `cpuset` in its root `cgroup.controllers`.
+pub fn detect_cgroup(sys: &Sys) -> Result<CgroupSetup> {
+    let mounts = procfs::parse_mounts(&sys.read("proc/self/mounts")?);
+    if let Some(m) = mounts
+        .iter()
+        .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == "cpuset"))
+    {
+        let mount = m.target.trim_start_matches('/').to_string();
+        let mems = sys.read_trimmed(&format!("{mount}/cpuset.mems"))?;
+        let load_balance = sys.read_trimmed(&format!("{mount}/cpuset.sched_load_balance"))?;
+        return Ok(CgroupSetup::V1 {
+            mount,
+            mems,
+            load_balance,
+        });
+    }
+    let Some(m) = mounts.iter().find(|m| m.fstype == "cgroup2") else {
+        return Ok(CgroupSetup::Unsupported {
+            reason: "no cgroup2 and no cgroup v1 cpuset hierarchy is mounted (mount -t cgroup2 none /sys/fs/cgroup)".into(),
+        });
+    };
+    let mount = m.target.trim_start_matches('/').to_string();
+    let controllers = sys.read(&format!("{mount}/cgroup.controllers"))?;
+    if !controllers.split_whitespace().any(|c| c == "cpuset") {
+        return Ok(CgroupSetup::Unsupported {
+            reason: format!(
+                "the cgroup2 hierarchy at /{mount} has no cpuset controller (available: {})",
+                controllers.trim()
+            ),
+        });
+    }
+    let subtree_control = sys
+        .read(&format!("{mount}/cgroup.subtree_control"))?
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let has_exclusive = sys.exists(&format!("{mount}/cpuset.cpus.isolated"));
+    Ok(CgroupSetup::V2 {
+        mount,
+        subtree_control,
+        has_exclusive,
+    })
+}
+
+/// Reads every IRQ directory under `/proc/irq`, named from `/proc/interrupts`.
+pub fn read_irqs(sys: &Sys) -> Result<Vec<Irq>> {
+    let names: std::collections::HashMap<u32, String> = match sys.read("proc/interrupts") {
+        Ok(text) => procfs::parse_interrupts(&text)
+            .1
+            .into_iter()
+            .filter_map(|l| {
+                Some((
+                    l.label.parse().ok()?,
+                    procfs::irq_device_name(&l.description),
+                ))
+            })
+            .collect(),
+        Err(_) => Default::default(),
+    };
+    let mut irqs = Vec::new();
+    let entries = match sys.list("proc/irq") {
+        Ok(e) => e,
+        Err(e) if e.kind == ErrorKind::NotFound => return Ok(irqs),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let Ok(irq) = entry.parse::<u32>() else {
+            continue;
+        };
+        let affinity = match sys.read_cpulist(&format!("proc/irq/{irq}/smp_affinity_list")) {
+            Ok(a) => a,
+            Err(e) if e.kind == ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let effective = sys
+            .read_cpulist(&format!("proc/irq/{irq}/effective_affinity_list"))
+            .ok();
+        irqs.push(Irq {
+            irq,
+            name: names.get(&irq).cloned().unwrap_or_default(),
+            affinity,
+            effective,
+        });
+    }
+    irqs.sort_by_key(|i| i.irq);
+    Ok(irqs)
+}

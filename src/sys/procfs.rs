@@ -1,0 +1,361 @@
+//! Reading tasks, IRQs, mounts and CPU topology from `/proc` and `/sys`.
+//!
+//! Parsing is done by pure functions over strings (tested from literal
+//! file contents); the `read_*` functions fetch the text through [`Sys`].
+
+use serde::{Deserialize, Serialize};
+
+use super::{ErrorKind, Result, Sys, SysError};
+use crate::cpulist::CpuSet;
+
+/// `PF_KTHREAD` in `/proc/PID/stat` flags: the task is a kernel thread.
+pub const PF_KTHREAD: u64 = 0x0020_0000;
+/// `PF_NO_SETAFFINITY`: user space may not change this thread's affinity
+/// (per-CPU kernel threads, workqueue rescuers on 6.12).
+pub const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
+
+/// One thread as `/proc/PID/task/TID` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thread {
+    /// Process id (thread group id).
+    pub pid: i32,
+    /// Thread id.
+    pub tid: i32,
+    /// Command name (`comm`).
+    pub name: String,
+    /// `PF_*` flags from `stat`.
+    pub flags: u64,
+    /// `Cpus_allowed_list` from `status`.
+    pub cpus_allowed: CpuSet,
+    /// The cgroup path of the cpuset hierarchy (v1) or the unified hierarchy (v2).
+    pub cgroup: String,
+}
+
+impl Thread {
+    /// Whether this is a kernel thread.
+    pub fn is_kthread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+
+    /// Whether the kernel forbids changing its affinity from user space.
+    pub fn is_pinned_by_kernel(&self) -> bool {
+        self.flags & PF_NO_SETAFFINITY != 0
+    }
+
+    /// The kind of a per-CPU kernel thread by name: `ksoftirqd`, `migration`,
+    /// `cpuhp`, `kworker`, `rcuc`, ... (the name up to `/` or `-`).
+    pub fn kind(&self) -> String {
+        kthread_kind(&self.name)
+    }
+}
+
+/// The kind of a kernel thread from its name: `ksoftirqd/3` → `ksoftirqd`,
+/// `kworker/3:1H-events` → `kworker`, `irq/24-ACPI` → `irq`.
+pub fn kthread_kind(name: &str) -> String {
+    let base = name.split(['/', ':']).next().unwrap_or(name);
+    let base = if name.starts_with("kworker/R-") {
+        "kworker/R"
+    } else {
+        base
+    };
+    base.to_string()
+}
+
+/// Parses the `Cpus_allowed_list` line of a `status` file.
+pub fn parse_status_cpus(status: &str) -> Option<CpuSet> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .and_then(|v| CpuSet::parse_list(v).ok())
+}
+
+/// Parses `comm` and flags out of a `stat` line. The comm may hold spaces and
+/// parentheses, so it runs to the last `)`.
+pub fn parse_stat(stat: &str) -> Option<(String, u64)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let name = stat.get(open + 1..close)?.to_string();
+    // Fields after the comm: state ppid pgrp session tty_nr tpgid flags ...
+    let flags = stat
+        .get(close + 1..)?
+        .split_whitespace()
+        .nth(6)?
+        .parse()
+        .ok()?;
+    Some((name, flags))
+}
+
+/// Which cgroup hierarchy a `/proc/PID/cgroup` line belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Hierarchy {
+    /// The cgroup v2 unified hierarchy (`0::/path`).
+    Unified,
+    /// The cgroup v1 hierarchy with the cpuset controller (`N:cpuset:/path`).
+    CpusetV1,
+}
+
+/// Picks the path of the given hierarchy out of a `/proc/PID/cgroup` file.
+pub fn parse_cgroup(text: &str, hierarchy: Hierarchy) -> Option<String> {
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_id, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let hit = match hierarchy {
+            Hierarchy::Unified => ctrls.is_empty(),
+            Hierarchy::CpusetV1 => ctrls.split(',').any(|c| c == "cpuset"),
+        };
+        hit.then(|| path.to_string())
+    })
+}
+
+/// Process ids under `proc/`, ascending.
+pub fn list_pids(sys: &Sys) -> Result<Vec<i32>> {
+    let mut pids: Vec<i32> = sys
+        .list("proc")?
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    Ok(pids)
+}
+
+/// Thread ids of a process, ascending. A process that exited gives an empty list.
+pub fn list_tids(sys: &Sys, pid: i32) -> Result<Vec<i32>> {
+    match sys.list(&format!("proc/{pid}/task")) {
+        Ok(names) => {
+            let mut tids: Vec<i32> = names.iter().filter_map(|n| n.parse().ok()).collect();
+            tids.sort_unstable();
+            Ok(tids)
+        }
+        Err(e) if e.kind == ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads one thread. `Ok(None)` when it exited while being read.
+pub fn read_thread(sys: &Sys, pid: i32, tid: i32, hierarchy: Hierarchy) -> Result<Option<Thread>> {
+    let dir = format!("proc/{pid}/task/{tid}");
+    let gone = |e: &SysError| e.kind == ErrorKind::NotFound;
+    let stat = match sys.read(&format!("{dir}/stat")) {
+        Ok(s) => s,
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let status = match sys.read(&format!("{dir}/status")) {
+        Ok(s) => s,
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let cgroup = match sys.read(&format!("{dir}/cgroup")) {
+        Ok(s) => parse_cgroup(&s, hierarchy).unwrap_or_else(|| "/".into()),
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let bad = |what: &str, text: &str| {
+        SysError::new(
+            "parse",
+            format!("{dir}/{what}"),
+            Some(text.lines().next().unwrap_or("")),
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "unexpected format"),
+        )
+    };
+    let (name, flags) = parse_stat(&stat).ok_or_else(|| bad("stat", &stat))?;
+    let cpus_allowed = parse_status_cpus(&status).ok_or_else(|| bad("status", &status))?;
+    Ok(Some(Thread {
+        pid,
+        tid,
+        name,
+        flags,
+        cpus_allowed,
+        cgroup,
+    }))
+}
+
+/// Every thread of the system.
+pub fn read_all_threads(sys: &Sys, hierarchy: Hierarchy) -> Result<Vec<Thread>> {
+    let mut out = Vec::new();
+    for pid in list_pids(sys)? {
+        for tid in list_tids(sys, pid)? {
+            if let Some(t) = read_thread(sys, pid, tid, hierarchy)? {
+                out.push(t);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One mount from `/proc/self/mounts`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Where it is mounted (absolute, as the kernel prints it).
+    pub target: String,
+    /// File system type (`cgroup`, `cgroup2`, ...).
+    pub fstype: String,
+    /// Mount options, comma-separated.
+    pub options: String,
+}
+
+/// Parses `/proc/self/mounts` (octal escapes such as `\040` decoded).
+pub fn parse_mounts(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 4).then(|| Mount {
+                target: unescape_octal(f[1]),
+                fstype: f[2].to_string(),
+                options: f[3].to_string(),
+            })
+        })
+        .collect()
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 4 <= b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// One IRQ line of `/proc/interrupts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterruptLine {
+    /// The label: an IRQ number (`24`) or a per-CPU kind (`LOC`, `RES`, `TLB`).
+    pub label: String,
+    /// Count per CPU column, in column order.
+    pub counts: Vec<u64>,
+    /// The rest of the line: chip, hwirq, trigger and device names.
+    pub description: String,
+}
+
+/// Parses `/proc/interrupts` (also works for `/proc/softirqs`): the header
+/// gives the CPU columns; returns the CPU numbers of the columns and the lines.
+pub fn parse_interrupts(text: &str) -> (Vec<u32>, Vec<InterruptLine>) {
+    let mut lines = text.lines();
+    let cpus: Vec<u32> = lines
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
+        .collect();
+    let mut out = Vec::new();
+    for l in lines {
+        let Some((label, rest)) = l.split_once(':') else {
+            continue;
+        };
+        let mut counts = Vec::with_capacity(cpus.len());
+        let mut rest = rest.trim_start();
+        while counts.len() < cpus.len() {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            match rest[..end].parse::<u64>() {
+                Ok(n) => {
+                    counts.push(n);
+                    rest = rest[end..].trim_start();
+                }
+                Err(_) => break,
+            }
+        }
+        out.push(InterruptLine {
+            label: label.trim().to_string(),
+            counts,
+            description: rest.trim().to_string(),
+        });
+    }
+    (cpus, out)
+}
+
+/// The device name of an IRQ line: the last field of its description
+/// (`IO-APIC 4-edge ttyS0` → `ttyS0`; `PCI-MSIX-0000:00:01.0 0-edge virtio0-config` → `virtio0-config`).
+pub fn irq_device_name(description: &str) -> String {
+    description
+        .split_whitespace()
+        .last()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// CPUs that are online.
+pub fn online_cpus(sys: &Sys) -> Result<CpuSet> {
+    sys.read_cpulist("sys/devices/system/cpu/online")
+}
+
+/// CPUs that exist (possible), online or not.
+pub fn present_cpus(sys: &Sys) -> Result<CpuSet> {
+    sys.read_cpulist("sys/devices/system/cpu/present")
+        .or_else(|_| sys.read_cpulist("sys/devices/system/cpu/possible"))
+}
+
+/// The hyper-thread siblings of a CPU (including itself); the CPU alone when unknown.
+pub fn thread_siblings(sys: &Sys, cpu: u32) -> CpuSet {
+    sys.read_cpulist(&format!(
+        "sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+    ))
+    .unwrap_or_else(|_| [cpu].into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_odd_comm() {
+        let line = "42 (a (b) c) S 2 0 0 0 -1 69238880 0 0 0 0";
+        let (name, flags) = parse_stat(line).unwrap();
+        assert_eq!(name, "a (b) c");
+        assert_eq!(flags, 69238880);
+        assert!(flags & PF_KTHREAD != 0 && flags & PF_NO_SETAFFINITY != 0);
+        assert!(parse_stat("garbage").is_none());
+    }
+
+    #[test]
+    fn cgroup_lines_by_hierarchy() {
+        let text = "9:name=systemd:/\n3:cpuset:/rt\n0::/user.slice\n";
+        assert_eq!(
+            parse_cgroup(text, Hierarchy::CpusetV1).as_deref(),
+            Some("/rt")
+        );
+        assert_eq!(
+            parse_cgroup(text, Hierarchy::Unified).as_deref(),
+            Some("/user.slice")
+        );
+        assert_eq!(parse_cgroup("1:cpu:/\n", Hierarchy::CpusetV1), None);
+    }
+
+    #[test]
+    fn interrupts_table() {
+        let text = "           CPU0       CPU1       \n  0:         44          0   IO-APIC   2-edge      timer\n 26:          0         16  IO-APIC   4-edge      ttyS0\nLOC:     120431     118338   Local timer interrupts\nERR:          0\n";
+        let (cpus, lines) = parse_interrupts(text);
+        assert_eq!(cpus, vec![0, 1]);
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[1].label, "26");
+        assert_eq!(lines[1].counts, vec![0, 16]);
+        assert_eq!(irq_device_name(&lines[1].description), "ttyS0");
+        assert_eq!(lines[2].description, "Local timer interrupts");
+        assert_eq!(lines[3].counts, vec![0]);
+    }
+
+    #[test]
+    fn kinds_of_kernel_threads() {
+        assert_eq!(kthread_kind("ksoftirqd/3"), "ksoftirqd");
+        assert_eq!(kthread_kind("kworker/3:1H-events_highpri"), "kworker");
+        assert_eq!(kthread_kind("kworker/R-rcu_g"), "kworker/R");
+        assert_eq!(kthread_kind("migration/0"), "migration");
+    }
+
+    #[test]
+    fn mounts_with_escapes() {
+        let m = parse_mounts("cgroup2 /sys/fs/cgroup/a\\040b cgroup2 rw 0 0\nshort\n");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].target, "/sys/fs/cgroup/a b");
+        assert_eq!(m[0].fstype, "cgroup2");
+    }
+}
