@@ -1,12 +1,258 @@
-//! The `cpushield` command: arguments in, one library call per command, exit code out.
+//! The `cpushield` command: arguments in, one library call per command,
+//! exit code out. Errors are printed once, with their chain.
 
-use clap::Parser;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
-/// Shield CPUs for real-time work, undo exactly, and measure the effect.
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use cpushield::cpulist::CpuSet;
+use cpushield::shield::{self, plan::Request, Direction, RunPolicy};
+use cpushield::sys::Sys;
+
+mod output;
+
+/// Shield CPUs for real-time work on a stock Linux machine, undo it exactly,
+/// and measure the effect.
+///
+/// A shielded CPU runs only the tasks and interrupts you put there: every
+/// other process, kernel thread and interrupt is moved to the remaining
+/// (housekeeping) CPUs, enforced by a cpuset the kernel maintains, so new
+/// processes cannot leak onto it. `cpushield off` gives everything back
+/// exactly as it was.
+///
+/// Typical session (as root):
+///   cpushield on 2-3                  shield CPUs 2 and 3
+///   cpushield run --cpu 3 --fifo 80 -- ./control-loop
+///   cpushield status                  what is where
+///   cpushield off                     undo exactly
 #[derive(Parser, Debug)]
-#[command(name = "cpushield", version)]
-struct Cli {}
+#[command(name = "cpushield", version, verbatim_doc_comment)]
+struct Cli {
+    /// Root of the kernel's file systems; a fixture directory in tests.
+    #[arg(long, global = true, default_value = "/", hide = true)]
+    root: PathBuf,
 
-fn main() {
-    let _cli = Cli::parse();
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Shield CPUs: move every task, IRQ and unbound workqueue off them.
+    ///
+    /// Running `on` again with another list changes the shield.
+    On(OnArgs),
+    /// Undo the shield exactly (also after an interrupted `on`).
+    Off(JsonArg),
+    /// Show the shield, what is inside it, and anything that should not be
+    /// on the shielded CPUs. Read-only; the default command.
+    Status(JsonArg),
+    /// Start a command inside the shield (exec, no shell in between).
+    Run(RunArgs),
+    /// Move running processes or threads into or out of the shield.
+    Move(MoveArgs),
+}
+
+#[derive(Args, Debug)]
+struct JsonArg {
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct OnArgs {
+    /// CPUs to shield: a cpulist such as `2-3` or `1,3,5-7`, or a hex mask such as `0xc`.
+    #[arg(value_name = "CPULIST", value_parser = parse_cpus)]
+    cpus: CpuSet,
+    /// IRQ to bind to the shield (number, or name as in /proc/interrupts); repeatable.
+    #[arg(long = "irq", value_name = "IRQ")]
+    irqs: Vec<String>,
+    /// Show what would change; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Also move tasks whose own affinity lies wholly inside the shield.
+    #[arg(long)]
+    force: bool,
+    /// Allow shielding one hyper-thread sibling of a core but not the other.
+    #[arg(long)]
+    allow_split_siblings: bool,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Pin the command to this shielded CPU (default: all shielded CPUs).
+    #[arg(long, value_name = "N")]
+    cpu: Option<u32>,
+    /// Run with SCHED_FIFO at this priority (1-99).
+    #[arg(long, value_name = "PRIO", conflicts_with = "rr", value_parser = clap::value_parser!(i32).range(1..=99))]
+    fifo: Option<i32>,
+    /// Run with SCHED_RR at this priority (1-99).
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(i32).range(1..=99))]
+    rr: Option<i32>,
+    /// Run as this user, with all privileges dropped.
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct MoveArgs {
+    /// Process ids (or thread ids with --thread).
+    #[arg(required = true, value_name = "PID")]
+    pids: Vec<i32>,
+    /// Move into the shield.
+    #[arg(long = "in", conflicts_with = "out", required_unless_present = "out")]
+    into: bool,
+    /// Move out to the housekeeping CPUs.
+    #[arg(long)]
+    out: bool,
+    /// Pin to this CPU (of the shield with --in, of the housekeeping CPUs with --out).
+    #[arg(long, value_name = "N")]
+    cpu: Option<u32>,
+    /// Move single threads rather than whole processes (cgroup v1 only).
+    #[arg(long)]
+    thread: bool,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_cpus(s: &str) -> Result<CpuSet, String> {
+    CpuSet::parse_user(s).map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("cpushield: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Ctrl-C and SIGTERM set this flag; long operations check it and roll back.
+fn stop_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&flag)).context("installing signal handler")?;
+    }
+    Ok(flag)
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let sys = Sys::at(&cli.root);
+    let mut out = std::io::stdout().lock();
+    match cli
+        .command
+        .unwrap_or(Command::Status(JsonArg { json: false }))
+    {
+        Command::Status(a) => {
+            let report = shield::status(&sys)?;
+            emit(&mut out, a.json, &report, output::status)?;
+        }
+        Command::On(a) => {
+            let stop = stop_flag()?;
+            let req = Request {
+                cpus: a.cpus,
+                irqs: a.irqs,
+                force: a.force,
+                allow_split_siblings: a.allow_split_siblings,
+            };
+            let report = shield::on(&sys, &req, a.dry_run, &stop)?;
+            emit(&mut out, a.json, &report, output::on)?;
+        }
+        Command::Off(a) => {
+            let report = shield::off(&sys)?;
+            emit(&mut out, a.json, &report, output::off)?;
+            if !report.undone.failed.is_empty() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Move(a) => {
+            let dir = if a.into {
+                Direction::In
+            } else {
+                Direction::Out
+            };
+            let report = shield::move_tasks(&sys, &a.pids, dir, a.cpu, a.thread)?;
+            emit(&mut out, a.json, &report, output::moved)?;
+            if !report.not_found.is_empty() {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Run(a) => return run_command(&sys, a),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn emit<T: serde::Serialize>(
+    out: &mut impl Write,
+    json: bool,
+    report: &T,
+    human: fn(&T, &mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    if json {
+        serde_json::to_writer_pretty(&mut *out, report)?;
+        writeln!(out)?;
+    } else {
+        human(report, out)?;
+    }
+    Ok(())
+}
+
+fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
+    let policy = match (a.fifo, a.rr) {
+        (Some(p), _) => RunPolicy::Fifo(p),
+        (_, Some(p)) => RunPolicy::RoundRobin(p),
+        _ => RunPolicy::Inherit,
+    };
+    let user = match &a.user {
+        Some(name) => Some(
+            nix::unistd::User::from_name(name)
+                .with_context(|| format!("looking up user {name:?}"))?
+                .with_context(|| format!("--user {name:?}: no such user"))?,
+        ),
+        None => None,
+    };
+    shield::enter_shield(sys, a.cpu, policy)?;
+    let (program, args) = a.command.split_first().expect("clap requires a command");
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    if let Some(u) = user {
+        // Supplementary groups first, then gid, then uid: after setuid we
+        // could no longer change the others.
+        let name = std::ffi::CString::new(u.name.clone())?;
+        nix::unistd::initgroups(&name, u.gid).context("dropping supplementary groups")?;
+        nix::unistd::setgid(u.gid).context("dropping group privileges")?;
+        nix::unistd::setuid(u.uid).context("dropping user privileges")?;
+        if nix::unistd::setuid(nix::unistd::Uid::from_raw(0)).is_ok() && !u.uid.is_root() {
+            bail!("privileges could not be dropped for user {}", u.name);
+        }
+        cmd.env("USER", &u.name).env("HOME", &u.dir);
+    }
+    let err = cmd.exec();
+    bail!("cannot start {program:?}: {err}")
 }

@@ -64,7 +64,7 @@ pub struct Entry {
     #[serde(flatten)]
     pub action: Action,
     /// For writes undone with the previous value: that value, read just before.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "prior", skip_serializing_if = "Option::is_none")]
     pub previous: Option<String>,
 }
 

@@ -43,9 +43,9 @@ pub enum ShieldError {
     #[error("{error}; rolled back {} change(s){}", undone.restored, failed_note(undone))]
     RolledBack {
         /// The failure.
-        error: ApplyError,
+        error: Box<ApplyError>,
         /// What the rollback did.
-        undone: Undone,
+        undone: Box<Undone>,
     },
     /// `run`, `move` or `off` without a shield.
     #[error("no shield is active (start one with: cpushield on CPULIST)")]
@@ -184,7 +184,10 @@ pub fn on(
         if undone.failed.is_empty() {
             journal.remove()?;
         }
-        return Err(ShieldError::RolledBack { error, undone });
+        return Err(ShieldError::RolledBack {
+            error: Box::new(error),
+            undone: Box::new(undone),
+        });
     }
     state.complete = true;
     journal.write_state(&state)?;

@@ -146,7 +146,8 @@ impl Fixture {
             "smp_affinity_list" | "smp_affinity" if dir.starts_with("proc/irq/") => {
                 self.write_irq(sys, dir, file, data.trim()).map_err(err)
             }
-            _ => fs::write(&path, data).map_err(err),
+            // The kernel prints what it stores in its own format, newline-terminated.
+            _ => fs::write(&path, format!("{}\n", data.trim_end())).map_err(err),
         }
     }
 

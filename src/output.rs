@@ -1,0 +1,260 @@
+//! Human-readable reports: short, aligned, with units.
+
+use std::collections::BTreeMap;
+use std::io::{Result, Write};
+
+use cpushield::shield::apply::Refusal;
+use cpushield::shield::plan::{Action, TaskRef};
+use cpushield::shield::{MoveReport, OffReport, OnReport, StatusReport};
+
+fn row(w: &mut dyn Write, key: &str, value: impl std::fmt::Display) -> Result<()> {
+    writeln!(w, "  {key:<24} {value}")
+}
+
+fn kinds(map: &BTreeMap<String, usize>) -> String {
+    if map.is_empty() {
+        return "none".into();
+    }
+    map.iter()
+        .map(|(k, n)| format!("{k} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn tasks(w: &mut dyn Write, title: &str, list: &[TaskRef], limit: usize) -> Result<()> {
+    if list.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "  {title} ({}):", list.len())?;
+    writeln!(w, "    {:>8} {:>8}  {:<20} cpus", "pid", "tid", "name")?;
+    for t in list.iter().take(limit) {
+        writeln!(
+            w,
+            "    {:>8} {:>8}  {:<20} {}",
+            t.pid, t.tid, t.name, t.cpus
+        )?;
+    }
+    if list.len() > limit {
+        writeln!(w, "    ... {} more (--json lists all)", list.len() - limit)?;
+    }
+    Ok(())
+}
+
+fn refusals(w: &mut dyn Write, title: &str, list: &[Refusal]) -> Result<()> {
+    if list.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "  {title} ({}):", list.len())?;
+    for r in list {
+        writeln!(w, "    {:<28} {}", r.target, r.reason)?;
+    }
+    Ok(())
+}
+
+fn list<T: std::fmt::Display>(items: &[T]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items
+            .iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// `cpushield status`.
+pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
+    let Some(shield) = &r.shield else {
+        writeln!(w, "no shield active")?;
+        row(w, "online CPUs", &r.online)?;
+        match &r.unsupported {
+            Some(why) => row(w, "mechanism", format!("unavailable: {why}"))?,
+            None => row(
+                w,
+                "mechanism",
+                format!("{} (used by 'cpushield on')", r.mechanism),
+            )?,
+        }
+        if !r.boot_isolated.is_empty() {
+            row(w, "isolated at boot", &r.boot_isolated)?;
+        }
+        row(w, "IRQs", r.irqs_total)?;
+        return Ok(());
+    };
+    writeln!(w, "shield on CPUs {shield}")?;
+    if !r.complete {
+        writeln!(
+            w,
+            "  WARNING: 'cpushield on' did not finish; run 'cpushield off' to undo it"
+        )?;
+    }
+    row(
+        w,
+        "housekeeping CPUs",
+        r.housekeeping
+            .as_ref()
+            .map(|h| h.to_string())
+            .unwrap_or_default(),
+    )?;
+    row(w, "mechanism", &r.mechanism)?;
+    if let Some(p) = &r.partition {
+        row(w, "partition", p)?;
+    }
+    if !r.boot_isolated.is_empty() {
+        row(w, "isolated at boot", &r.boot_isolated)?;
+    }
+    row(w, "tasks inside", r.tasks_inside.len())?;
+    row(w, "per-CPU kthreads", kinds(&r.per_cpu_kthreads))?;
+    row(w, "tasks that should leave", r.intruders.len())?;
+    let mask = |m: &Option<cpushield::CpuSet>| {
+        m.as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_else(|| "n/a".into())
+    };
+    row(w, "default IRQ affinity", mask(&r.default_irq_affinity))?;
+    row(w, "workqueue cpumask", mask(&r.workqueue_mask))?;
+    row(
+        w,
+        "IRQs on the shield",
+        format!("{} of {}", r.irqs_on_shield.len(), r.irqs_total),
+    )?;
+    tasks(w, "inside the shield", &r.tasks_inside, 20)?;
+    tasks(w, "should not be on the shield", &r.intruders, 20)?;
+    if !r.irqs_on_shield.is_empty() {
+        writeln!(w, "  IRQs allowed or effective on the shield:")?;
+        writeln!(
+            w,
+            "    {:>5}  {:<24} {:<10} effective",
+            "irq", "name", "affinity"
+        )?;
+        for i in &r.irqs_on_shield {
+            let eff = i
+                .effective
+                .as_ref()
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "n/a".into());
+            writeln!(
+                w,
+                "    {:>5}  {:<24} {:<10} {}",
+                i.irq,
+                i.name,
+                i.affinity.to_string(),
+                eff
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `cpushield on`.
+pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
+    if r.dry_run {
+        writeln!(
+            w,
+            "dry run: would shield CPUs {} ({} changes); nothing changed",
+            r.shield, r.planned
+        )?;
+    } else {
+        writeln!(w, "shielded CPUs {}", r.shield)?;
+    }
+    row(w, "housekeeping CPUs", &r.housekeeping)?;
+    row(w, "mechanism", &r.mechanism)?;
+    if let Some(p) = &r.partition {
+        row(w, "partition", p)?;
+    }
+    if !r.dry_run {
+        row(
+            w,
+            "changes made",
+            format!("{} of {} planned", r.changed, r.planned),
+        )?;
+        row(w, "threads moved off", r.tasks_moved)?;
+        if r.tasks_exited > 0 {
+            row(w, "threads exited meanwhile", r.tasks_exited)?;
+        }
+        row(w, "IRQs moved", r.irqs_moved.len())?;
+    }
+    row(w, "IRQs bound to shield", list(&r.irqs_to_shield))?;
+    row(w, "per-CPU kthreads stay", kinds(&r.per_cpu_kthreads))?;
+    if !r.irqs_refused.is_empty() {
+        writeln!(
+            w,
+            "  IRQs that refused a new affinity ({}):",
+            r.irqs_refused.len()
+        )?;
+        for i in &r.irqs_refused {
+            writeln!(w, "    {:>5}  {:<24} {}", i.irq, i.name, i.reason)?;
+        }
+    }
+    if !r.irqs_effective_on_shield.is_empty() {
+        row(
+            w,
+            "IRQs effective on shield",
+            list(&r.irqs_effective_on_shield),
+        )?;
+        writeln!(
+            w,
+            "    (effective affinity moves at the next interrupt, unless the IRQ refused)"
+        )?;
+    }
+    tasks(
+        w,
+        "left alone, own affinity inside the shield (use --force to move)",
+        &r.stranded,
+        20,
+    )?;
+    refusals(w, "task changes refused", &r.tasks_refused)?;
+    refusals(w, "other changes refused", &r.other_refused)?;
+    for n in &r.notes {
+        writeln!(w, "  note: {n}")?;
+    }
+    if let Some(plan) = &r.plan {
+        writeln!(w, "  plan:")?;
+        for s in plan {
+            let line = match &s.action {
+                Action::Mkdir { path } => format!("mkdir /{path}"),
+                Action::Write { path, value, .. } => format!("write {value:?} > /{path}"),
+                Action::MoveTask { tid, to, .. } => format!("move task {tid} > /{to}"),
+                Action::SetAffinity {
+                    tid,
+                    name,
+                    previous,
+                    cpus,
+                    ..
+                } => {
+                    format!("affinity of {tid} ({name}): {previous} -> {cpus}")
+                }
+            };
+            writeln!(w, "    {line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `cpushield off`.
+pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
+    let u = &r.undone;
+    if u.failed.is_empty() {
+        writeln!(
+            w,
+            "shield on CPUs {} removed; everything restored",
+            r.shield
+        )?;
+    } else {
+        writeln!(w, "shield on CPUs {} removed with errors; the journal is kept, fix and run 'cpushield off' again", r.shield)?;
+    }
+    row(w, "restored", u.restored)?;
+    row(w, "already as before", u.unchanged)?;
+    row(w, "tasks exited meanwhile", u.exited)?;
+    refusals(w, "could not restore", &u.failed)
+}
+
+/// `cpushield move`.
+pub fn moved(r: &MoveReport, w: &mut dyn Write) -> Result<()> {
+    tasks(w, "moved", &r.moved, 50)?;
+    if !r.not_found.is_empty() {
+        writeln!(w, "  not found: {}", list(&r.not_found))?;
+    }
+    Ok(())
+}

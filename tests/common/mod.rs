@@ -1,0 +1,141 @@
+//! Shared fixture set-up for the integration tests.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use cpushield::sys::fixture::{self, CgroupLayout, FixtureBuilder, FixtureConfig, FixtureTask};
+use cpushield::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
+use cpushield::sys::Sys;
+use cpushield::CpuSet;
+
+pub fn task(name: &str, flags: u64, cpus: &str) -> FixtureTask {
+    FixtureTask {
+        name: name.into(),
+        flags,
+        cpus: CpuSet::parse_list(cpus).unwrap(),
+    }
+}
+
+/// A 4-CPU machine: init (2 threads), kthreadd, per-CPU ksoftirqd, a task
+/// pinned to CPU 3, a task on 0-1; IRQ 0 refuses (EIO), IRQ 40 is a
+/// kernel-managed queue (EPERM), IRQ 24 keeps its effective affinity.
+pub fn standard(root: &Path, layout: CgroupLayout, mut config: FixtureConfig) -> Sys {
+    config
+        .refuse
+        .insert("proc/irq/0/smp_affinity_list".into(), "EIO".into());
+    config
+        .refuse
+        .insert("proc/irq/40/smp_affinity_list".into(), "EPERM".into());
+    config.effective_lag.push(24);
+    let sys = FixtureBuilder::new(root, 4)
+        .layout(layout)
+        .config(config)
+        .build()
+        .unwrap();
+    fixture::add_process(
+        &sys,
+        1,
+        &[
+            task("init", 0x400100, "0-3"),
+            task("init-worker", 0x40, "0-3"),
+        ],
+    )
+    .unwrap();
+    fixture::add_process(&sys, 3, &[task("kthreadd", PF_KTHREAD, "0-3")]).unwrap();
+    for cpu in 0..4 {
+        let pid = 10 + cpu;
+        fixture::add_process(
+            &sys,
+            pid,
+            &[task(
+                &format!("ksoftirqd/{cpu}"),
+                PF_KTHREAD | PF_NO_SETAFFINITY,
+                &cpu.to_string(),
+            )],
+        )
+        .unwrap();
+    }
+    fixture::add_process(&sys, 100, &[task("pinned-inside", 0, "3")]).unwrap();
+    fixture::add_process(&sys, 101, &[task("housekeeper", 0, "0-1")]).unwrap();
+    fixture::add_process(
+        &sys,
+        102,
+        &[task("straddler", 0, "1-2"), task("straddler-t", 0, "2")],
+    )
+    .unwrap();
+    for (irq, name, cpus) in [
+        (0, "timer", "0-3"),
+        (9, "acpi", "0-3"),
+        (24, "eth0", "2"),
+        (25, "ahci", "0-3"),
+        (40, "virtio0-req.2", "2"),
+    ] {
+        fixture::add_irq(&sys, irq, name, cpus).unwrap();
+    }
+    sys
+}
+
+/// Every file under the root except cpushield's own run directory.
+pub fn tree(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        if rel == "run/cpushield" {
+            continue;
+        }
+        if p.is_dir() {
+            out.insert(format!("{rel}/"), String::new());
+            walk(root, &p, out);
+        } else {
+            out.insert(rel, std::fs::read_to_string(&p).unwrap_or_default());
+        }
+    }
+}
+
+/// Differences between two trees, for assertion messages.
+pub fn diff(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<String> {
+    let mut d = Vec::new();
+    for (k, v) in a {
+        match b.get(k) {
+            None => d.push(format!("missing after: {k}")),
+            Some(w) if w != v => d.push(format!("changed: {k}: {v:?} -> {w:?}")),
+            _ => {}
+        }
+    }
+    for k in b.keys() {
+        if !a.contains_key(k) {
+            d.push(format!("new after: {k}"));
+        }
+    }
+    d
+}
+
+pub fn cpushield(root: &Path, args: &[&str]) -> Output {
+    cpushield_env(root, args, &[])
+}
+
+pub fn cpushield_env(root: &Path, args: &[&str], env: &[(&str, String)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cpushield"));
+    cmd.arg("--root").arg(root).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
