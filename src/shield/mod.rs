@@ -178,20 +178,22 @@ pub fn on(
     let mut applied = Applied::default();
     let result = apply::apply(sys, &mut journal, &plan.steps, stop, &mut applied)
         .and_then(|()| sweep_forked(sys, &plan, &mut journal, stop, &mut applied));
-    if let Err(error) = result {
-        let entries = journal::read_entries(sys)?;
-        let undone = apply::undo(sys, &entries);
-        if undone.failed.is_empty() {
-            journal.remove()?;
+    let after = match result {
+        Ok(after) => after,
+        Err(error) => {
+            let entries = journal::read_entries(sys)?;
+            let undone = apply::undo(sys, &entries);
+            if undone.failed.is_empty() {
+                journal.remove()?;
+            }
+            return Err(ShieldError::RolledBack {
+                error: Box::new(error),
+                undone: Box::new(undone),
+            });
         }
-        return Err(ShieldError::RolledBack {
-            error: Box::new(error),
-            undone: Box::new(undone),
-        });
-    }
+    };
     state.complete = true;
     journal.write_state(&state)?;
-    let after = Snapshot::read(sys)?;
     let mut out = report(&plan, &after, Some(&applied), false);
     if let (CgroupSetup::V2 { .. }, Some(dir)) = (&after.cgroup, after.cgroup.shield_dir()) {
         out.partition = sys
@@ -203,14 +205,15 @@ pub fn on(
 
 /// Tasks forked while the shield was going up may still carry shielded
 /// CPUs (a cpuset stops that only on v2, and only once the partition
-/// exists): sweep until none is left, a few rounds at most.
+/// exists): sweep until none is left, a few rounds at most. Returns the
+/// last snapshot read.
 fn sweep_forked(
     sys: &Sys,
     plan: &Plan,
     journal: &mut Journal,
     stop: &AtomicBool,
     applied: &mut Applied,
-) -> Result<(), ApplyError> {
+) -> Result<Snapshot, ApplyError> {
     let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
     let stranded: HashSet<i32> = plan.stranded.iter().map(|t| t.tid).collect();
     for _ in 0..3 {
@@ -230,14 +233,14 @@ fn sweep_forked(
             .collect();
         let before = applied.refused.len();
         if steps.is_empty() {
-            return Ok(());
+            return Ok(snap);
         }
         apply::apply(sys, journal, &steps, stop, applied)?;
         if applied.refused.len() - before == steps.len() {
-            return Ok(());
+            break;
         }
     }
-    Ok(())
+    Ok(Snapshot::read(sys)?)
 }
 
 fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool) -> OnReport {

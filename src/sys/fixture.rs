@@ -63,6 +63,7 @@ pub struct Fixture {
     writes: Arc<AtomicUsize>,
     crash_after: Option<usize>,
     tid_index: Arc<Mutex<HashMap<i32, i32>>>,
+    mounts: Arc<std::sync::OnceLock<Vec<procfs::Mount>>>,
 }
 
 fn errno(n: i32) -> io::Error {
@@ -95,6 +96,7 @@ impl Fixture {
             writes: Arc::new(AtomicUsize::new(0)),
             crash_after,
             tid_index: Arc::new(Mutex::new(HashMap::new())),
+            mounts: Arc::default(),
         })
     }
 
@@ -307,8 +309,14 @@ impl Fixture {
     }
 
     /// Mount point (relative to the root) and hierarchy holding `rel`.
+    /// The fixture's mount table; it never changes during a run.
+    fn mounts(&self, sys: &Sys) -> &[procfs::Mount] {
+        self.mounts
+            .get_or_init(|| procfs::parse_mounts(&sys.read("proc/self/mounts").unwrap_or_default()))
+    }
+
     fn cgroup_of_dir(&self, sys: &Sys, rel: &str) -> Option<(Hierarchy, String)> {
-        let mounts = procfs::parse_mounts(&sys.read("proc/self/mounts").ok()?);
+        let mounts = self.mounts(sys);
         let abs = format!("/{}", rel.trim_start_matches('/'));
         mounts
             .iter()
@@ -330,9 +338,8 @@ impl Fixture {
     }
 
     fn mount_of(&self, sys: &Sys, hierarchy: Hierarchy) -> Option<String> {
-        let mounts = procfs::parse_mounts(&sys.read("proc/self/mounts").ok()?);
-        mounts
-            .into_iter()
+        self.mounts(sys)
+            .iter()
             .find(|m| match hierarchy {
                 Hierarchy::Unified => m.fstype == "cgroup2",
                 Hierarchy::CpusetV1 => {
@@ -344,7 +351,6 @@ impl Fixture {
 
     /// The CPUs the task's cpuset allows (online CPUs when it has none).
     fn cpuset_cpus_of_task(&self, sys: &Sys, pid: i32, tid: i32) -> CpuSet {
-        let online = procfs::online_cpus(sys).unwrap_or_default();
         let text = sys
             .read(&format!("proc/{pid}/task/{tid}/cgroup"))
             .unwrap_or_default();
@@ -364,7 +370,7 @@ impl Fixture {
                 }
             }
         }
-        online
+        procfs::online_cpus(sys).unwrap_or_default()
     }
 
     fn move_task(&self, sys: &Sys, dir: &str, file: &str, data: &str) -> io::Result<()> {
