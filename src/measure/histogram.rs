@@ -166,7 +166,12 @@ impl Histogram {
         if self.samples == 0 {
             return None;
         }
-        let rank = ((p / 100.0) * self.samples as f64).ceil().max(1.0) as u64;
+        // Integer rank ⌈p·n/100⌉ with p in hundredths of a percent, so that
+        // 99.9 % of 10000 is exactly 9990 (floating point gives 9990.000…2).
+        let p_hundredths = (p * 100.0).round().clamp(0.0, 10_000.0) as u128;
+        let rank = (p_hundredths * self.samples as u128)
+            .div_ceil(10_000)
+            .max(1) as u64;
         let mut seen = 0u64;
         for (i, &c) in self.counts.iter().enumerate() {
             seen += c;
@@ -318,7 +323,8 @@ mod tests {
         assert_eq!(h.samples(), 8);
         // Median rank 4 lies among the overflows: beyond range.
         assert_eq!(h.percentile(50.0), None);
-        assert_eq!(h.percentile(30.0), Some(2000));
+        // p30: rank 3 of 8 is the third in-range sample, 2999 ns.
+        assert_eq!(h.percentile(30.0), Some(3000));
     }
 
     #[test]

@@ -397,6 +397,8 @@ fn rtc_loop(
             Err(e) => return Err(sys_err("read /dev/rtc", e)),
         }
         let now = syscalls::monotonic_ns();
+        // c_ulong is 32 bits wide on 32-bit targets: the cast is not a no-op there.
+        #[allow(clippy::unnecessary_cast)]
         let irqs = (libc::c_ulong::from_ne_bytes(buf) as u64 >> 8).max(1);
         iterations += 1;
         let elapsed = now.saturating_sub(last);

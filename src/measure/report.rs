@@ -237,7 +237,8 @@ fn human_duration(ns: u64) -> String {
     match ns {
         n if n >= 1_000_000_000 => format!("{:.2} s", n as f64 / 1e9),
         n if n >= 1_000_000 => format!("{:.2} ms", n as f64 / 1e6),
-        n => format!("{:.1} µs", n as f64 / 1e3),
+        n if n >= 1_000 => format!("{:.1} µs", n as f64 / 1e3),
+        n => format!("{n} ns"),
     }
 }
 
@@ -620,6 +621,7 @@ mod tests {
         let mut run = sample_run();
         run.probes[0].cpus.truncate(1);
         run.probes[0].cpus[0].hist = hist(&[5, 6, 7, 8, 9, 10, 0], 2);
+        run.probes[0].all = Histogram::new(2, 1000);
         let text = cyclictest_histogram(&run.probes[0]);
         assert!(
             text.contains("# Thread 0: 00000 00001 # 00004 others\n"),
