@@ -160,6 +160,7 @@ pub fn measure(cfg: &Config, sys: &Sys, machine: Machine) -> Result<Run, Measure
     if cfg.lock_memory {
         let _ = syscalls::unlock_all_memory();
     }
+    let was_interrupted = interrupted.load(Relaxed);
     drop(signals);
     if let Some(e) = error {
         return Err(e);
@@ -168,38 +169,49 @@ pub fn measure(cfg: &Config, sys: &Sys, machine: Machine) -> Result<Run, Measure
         config: cfg.clone(),
         machine,
         started_unix_s,
-        interrupted: interrupted.load(Relaxed),
+        interrupted: was_interrupted,
         probes: results,
     })
 }
 
 /// SIGINT/SIGTERM set a flag (the run ends early and still reports); a
-/// second one while the flag is set exits at once. Unregistered on drop.
-struct SignalGuard(Vec<signal_hook::SigId>);
+/// second one while the flag is set exits at once (status 130).
+///
+/// On drop the flag-setting actions are removed and the flag is left set,
+/// so that from then on SIGINT/SIGTERM exit the process again: signal-hook
+/// cannot restore the default disposition, and merely unregistering would
+/// leave both signals ignored.
+struct SignalGuard {
+    flag: Arc<AtomicBool>,
+    setters: Vec<signal_hook::SigId>,
+}
 
 impl SignalGuard {
     fn register(flag: &Arc<AtomicBool>) -> Result<SignalGuard, MeasureError> {
-        let mut ids = Vec::new();
+        let mut setters = Vec::new();
+        let io = |source| MeasureError::Io {
+            what: "install signal handler".into(),
+            source,
+        };
         for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            let io = |source| MeasureError::Io {
-                what: "install signal handler".into(),
-                source,
-            };
-            ids.push(
-                signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(flag))
-                    .map_err(io)?,
-            );
-            ids.push(signal_hook::flag::register(sig, Arc::clone(flag)).map_err(io)?);
+            // Order matters: the shutdown check runs before the flag is set.
+            signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(flag))
+                .map_err(io)?;
+            setters.push(signal_hook::flag::register(sig, Arc::clone(flag)).map_err(io)?);
         }
-        Ok(SignalGuard(ids))
+        Ok(SignalGuard {
+            flag: Arc::clone(flag),
+            setters,
+        })
     }
 }
 
 impl Drop for SignalGuard {
     fn drop(&mut self) {
-        for id in self.0.drain(..) {
+        for id in self.setters.drain(..) {
             signal_hook::low_level::unregister(id);
         }
+        self.flag.store(true, Relaxed);
     }
 }
 
@@ -471,7 +483,7 @@ fn thread_main(
 
 fn print_progress(probe: ProbeKind, t: Duration, stop: Stop, cpus: &[u32], progress: &[Progress]) {
     let total = match stop {
-        Stop::Duration(d) => format!("/{:.0} s", d.as_secs_f64()),
+        Stop::Duration(d) => format!("/{:.1} s", d.as_secs_f64()),
         Stop::Loops(n) => format!(" ({n} loops)"),
     };
     let mut line = format!("{} {:.1}{}", probe.name(), t.as_secs_f64(), total);
