@@ -467,7 +467,11 @@ fn thread_main(
     while !go.load(Relaxed) && !stop.load(Relaxed) {
         std::thread::sleep(Duration::from_millis(1));
     }
-    setup?;
+    if let Err(e) = setup {
+        // Do not let the other CPUs run their full course for nothing.
+        stop.store(true, Relaxed);
+        return Err(e);
+    }
     let before = syscalls::thread_context_switches().ok();
     let out = probes::run(job, stop, progress).map_err(|e| MeasureError::Io {
         what: format!("measuring loop on CPU {cpu}"),
