@@ -7,6 +7,7 @@
 //!   report` ([`measure`]).
 
 pub mod cpulist;
+pub mod measure;
 pub mod shield;
 pub mod sys;
 

@@ -56,6 +56,10 @@ enum Command {
     Run(RunArgs),
     /// Move running processes or threads into or out of the shield.
     Move(MoveArgs),
+    /// Measure latency on CPUs (timer, rtc, noise, gtod, periodic probes).
+    ///
+    /// Pins and prioritises only its own threads: safe on any machine.
+    Measure(cpushield::measure::MeasureArgs),
 }
 
 #[derive(Args, Debug)]
@@ -204,6 +208,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Run(a) => return run_command(&sys, a),
+        Command::Measure(a) => cpushield::measure::run(&a)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -66,3 +66,126 @@ pub fn set_scheduler(tid: i32, policy: Policy) -> io::Result<()> {
 pub fn gettid() -> i32 {
     nix::unistd::gettid().as_raw()
 }
+
+// ---------------------------------------------------------------------------
+// Measurement: clocks, sleeping, memory locking, RTC, cycle counter, rusage.
+// These are called from measuring loops: none of them allocates.
+// ---------------------------------------------------------------------------
+
+use nix::time::{ClockId, ClockNanosleepFlags};
+
+/// Nanoseconds in a second.
+const NS_PER_SEC: u64 = 1_000_000_000;
+
+/// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds (served by the vDSO).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    clock_ns(ClockId::CLOCK_MONOTONIC)
+}
+
+/// `clock_gettime(CLOCK_MONOTONIC_RAW)` in nanoseconds (not slewed by NTP).
+#[inline]
+pub fn monotonic_raw_ns() -> u64 {
+    clock_ns(ClockId::CLOCK_MONOTONIC_RAW)
+}
+
+#[inline]
+fn clock_ns(clock: ClockId) -> u64 {
+    // clock_gettime on a valid clock id cannot fail; 0 would be a harmless
+    // sample rather than a panic inside a measuring loop.
+    match nix::time::clock_gettime(clock) {
+        Ok(ts) => ts.tv_sec() as u64 * NS_PER_SEC + ts.tv_nsec() as u64,
+        Err(_) => 0,
+    }
+}
+
+/// `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` until `deadline_ns`.
+///
+/// Returns `Err(EINTR)` when a signal interrupted the sleep; callers check
+/// their stop flag and sleep again.
+#[inline]
+pub fn sleep_until_monotonic_ns(deadline_ns: u64) -> nix::Result<()> {
+    let ts = nix::sys::time::TimeSpec::new(
+        (deadline_ns / NS_PER_SEC) as libc::time_t,
+        (deadline_ns % NS_PER_SEC) as libc::c_long,
+    );
+    nix::time::clock_nanosleep(
+        ClockId::CLOCK_MONOTONIC,
+        ClockNanosleepFlags::TIMER_ABSTIME,
+        &ts,
+    )
+    .map(drop)
+}
+
+/// `mlockall(MCL_CURRENT | MCL_FUTURE)`: no page of the process (present or
+/// future, thread stacks included) may be paged out or faulted lazily.
+pub fn lock_all_memory() -> io::Result<()> {
+    use nix::sys::mman::{mlockall, MlockAllFlags};
+    mlockall(MlockAllFlags::MCL_CURRENT | MlockAllFlags::MCL_FUTURE).map_err(to_io)
+}
+
+/// `munlockall()`: undoes [`lock_all_memory`] when a measurement ends.
+pub fn unlock_all_memory() -> io::Result<()> {
+    nix::sys::mman::munlockall().map_err(to_io)
+}
+
+/// Context switches of the calling thread so far (`getrusage(RUSAGE_THREAD)`):
+/// (voluntary, involuntary).
+pub fn thread_context_switches() -> io::Result<(u64, u64)> {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let u = getrusage(UsageWho::RUSAGE_THREAD).map_err(to_io)?;
+    Ok((
+        u.voluntary_context_switches() as u64,
+        u.involuntary_context_switches() as u64,
+    ))
+}
+
+/// The CPU's time-stamp counter, when the architecture has one we use.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub fn cycle_counter() -> Option<u64> {
+    // SAFETY: RDTSC is available on every x86_64 CPU; it reads a register
+    // and has no memory effects. (Ordering with surrounding loads does not
+    // matter for gap detection: only consecutive reads are compared.)
+    Some(unsafe { core::arch::x86_64::_rdtsc() })
+}
+
+/// The CPU's time-stamp counter, when the architecture has one we use.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+pub fn cycle_counter() -> Option<u64> {
+    None
+}
+
+mod rtc_ioctl {
+    // <linux/rtc.h>: #define RTC_PIE_ON _IO('p', 0x05), RTC_PIE_OFF _IO('p', 0x06),
+    // RTC_IRQP_SET _IOW('p', 0x0c, unsigned long) (the rate is passed by value).
+    nix::ioctl_none!(rtc_pie_on, b'p', 0x05);
+    nix::ioctl_none!(rtc_pie_off, b'p', 0x06);
+    nix::ioctl_write_int_bad!(
+        rtc_irqp_set,
+        nix::request_code_write!(b'p', 0x0c, std::mem::size_of::<libc::c_ulong>())
+    );
+}
+
+/// `ioctl(fd, RTC_IRQP_SET, hz)`: periodic interrupt rate of an RTC device.
+pub fn rtc_set_periodic_rate(fd: &impl std::os::fd::AsRawFd, hz: u32) -> io::Result<()> {
+    // SAFETY: the fd is open (borrowed for the call); RTC_IRQP_SET takes the
+    // rate as an integer argument, no pointer is passed.
+    unsafe { rtc_ioctl::rtc_irqp_set(fd.as_raw_fd(), hz as libc::c_int) }
+        .map(drop)
+        .map_err(to_io)
+}
+
+/// `ioctl(fd, RTC_PIE_ON)` / `RTC_PIE_OFF`: periodic interrupts on or off.
+pub fn rtc_periodic_interrupts(fd: &impl std::os::fd::AsRawFd, on: bool) -> io::Result<()> {
+    // SAFETY: the fd is open (borrowed for the call); these ioctls take no argument.
+    let r = unsafe {
+        if on {
+            rtc_ioctl::rtc_pie_on(fd.as_raw_fd())
+        } else {
+            rtc_ioctl::rtc_pie_off(fd.as_raw_fd())
+        }
+    };
+    r.map(drop).map_err(to_io)
+}

@@ -1,0 +1,432 @@
+//! Command-line options of `cpushield measure`, and their validation.
+//!
+//! Parsing and validating have no side effects: [`Config::from_args`]
+//! checks every option against the machine (read through [`Sys`]) and
+//! returns a [`Config`], or an error naming the input and the valid values,
+//! before any thread is created or any setting touched.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::MeasureError;
+use crate::cpulist::CpuSet;
+use crate::sys::Sys;
+
+/// The probes `cpushield measure` can run.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeKind {
+    /// Timer wake-up latency, cyclictest's method (clock_nanosleep to absolute deadlines).
+    Timer,
+    /// RTC periodic interrupt at 2048 Hz, realfeel's method (blocking read of /dev/rtc).
+    Rtc,
+    /// OS noise: gaps in a tight loop reading the cycle counter (osnoise/oslat style).
+    Noise,
+    /// Back-to-back clock_gettime pairs.
+    Gtod,
+    /// A periodic (5 ms default) thread on a kernel interval timer: lateness of each period.
+    Periodic,
+}
+
+impl ProbeKind {
+    /// The lowercase name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeKind::Timer => "timer",
+            ProbeKind::Rtc => "rtc",
+            ProbeKind::Noise => "noise",
+            ProbeKind::Gtod => "gtod",
+            ProbeKind::Periodic => "periodic",
+        }
+    }
+
+    /// Default interval (period) in µs; `None` where it does not apply.
+    pub fn default_interval_us(self) -> Option<u64> {
+        match self {
+            ProbeKind::Timer => Some(1000),
+            ProbeKind::Periodic => Some(5000),
+            ProbeKind::Noise => Some(1_000_000),
+            // The RTC's rate is fixed at 2048 Hz; gtod runs back to back.
+            ProbeKind::Rtc | ProbeKind::Gtod => None,
+        }
+    }
+}
+
+/// Options of `cpushield measure`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MeasureArgs {
+    /// CPUs to measure, one thread each ("1", "2-3", "0xc"). Default: every
+    /// online CPU but the first, which keeps the main thread (all CPUs on a
+    /// one-CPU machine).
+    #[arg(long, short = 'c', value_name = "LIST")]
+    pub cpus: Option<CpuSet>,
+
+    /// Probes to run, one after the other (comma-separated).
+    #[arg(
+        long,
+        short = 'P',
+        value_enum,
+        value_delimiter = ',',
+        default_value = "timer"
+    )]
+    pub probe: Vec<ProbeKind>,
+
+    /// Interval between wake-ups in µs (timer: 1000, periodic: 5000; for
+    /// noise, the period: 1000000). Must be at least 1.
+    #[arg(long, short = 'i', value_name = "US",
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000_000))]
+    pub interval: Option<u64>,
+
+    /// Run for this many seconds (default 10 when --loops is not given).
+    #[arg(long, short = 'D', value_name = "S", conflicts_with = "loops")]
+    pub duration: Option<f64>,
+
+    /// Stop after this many samples per CPU (for noise: periods).
+    #[arg(long, short = 'l', value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub loops: Option<u64>,
+
+    /// SCHED_FIFO priority of the measuring threads, 1..99.
+    #[arg(long, short = 'p', value_name = "P", default_value_t = 99,
+          value_parser = clap::value_parser!(i32).range(1..=99))]
+    pub prio: i32,
+
+    /// Number of histogram buckets (1..=1000000).
+    #[arg(long, value_name = "N", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub buckets: u64,
+
+    /// Width of one histogram bucket in µs (1..=1000000).
+    #[arg(long, value_name = "US", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub bucket_width: u64,
+
+    /// Wake-ups (or, for noise and gtod, thousands of loop turns) run
+    /// before recording starts. 0 measures from the first cycle, like cyclictest.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub warmup: u64,
+
+    /// Noise probe: a gap longer than this (µs) between two cycle-counter
+    /// reads is noise.
+    #[arg(long, value_name = "US", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub threshold: u64,
+
+    /// Noise probe: how long to spin in each period, µs (default: the whole period).
+    #[arg(long, value_name = "US",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub runtime: Option<u64>,
+
+    /// Print the result as JSON (schema: docs/measure-json.md).
+    #[arg(long)]
+    pub json: bool,
+
+    /// Also write the histogram to FILE in cyclictest's `-h` format (one
+    /// file per probe: FILE.PROBE when several probes run).
+    #[arg(long, value_name = "FILE")]
+    pub histfile: Option<PathBuf>,
+
+    /// Hold /dev/cpu_dma_latency at N µs during the run (off by default:
+    /// cpushield never tunes the machine silently). Released at exit.
+    #[arg(long, value_name = "N")]
+    pub dma_latency: Option<u32>,
+}
+
+/// When a run stops.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// After this many samples per CPU (noise: periods).
+    Loops(u64),
+    /// After this long.
+    Duration(#[serde(serialize_with = "secs")] Duration),
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// A validated measurement request.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    /// Probes, run in this order.
+    pub probes: Vec<ProbeKind>,
+    /// Measured CPUs.
+    pub cpus: CpuSet,
+    /// Online CPUs when validated.
+    #[serde(skip)]
+    pub online: CpuSet,
+    /// Interval override in ns (`None`: each probe's default).
+    pub interval_ns: Option<u64>,
+    /// When to stop.
+    pub stop: Stop,
+    /// SCHED_FIFO priority; `None` leaves the threads SCHED_OTHER (tests).
+    pub priority: Option<i32>,
+    /// Histogram buckets.
+    pub buckets: usize,
+    /// Histogram bucket width, ns.
+    pub bucket_width_ns: u64,
+    /// Warm-up iterations.
+    pub warmup: u64,
+    /// Noise threshold, ns.
+    pub noise_threshold_ns: u64,
+    /// Noise runtime per period, ns (`None`: the whole period).
+    pub noise_runtime_ns: Option<u64>,
+    /// Lock all memory (mlockall) during the run.
+    pub lock_memory: bool,
+    /// /dev/cpu_dma_latency value to hold, µs.
+    pub dma_latency_us: Option<u32>,
+}
+
+impl Config {
+    /// Validates `args` against the machine behind `sys`. No side effects.
+    pub fn from_args(args: &MeasureArgs, sys: &Sys) -> Result<Config, MeasureError> {
+        let online = sys.read_cpulist("sys/devices/system/cpu/online")?;
+        let cpus = match &args.cpus {
+            Some(c) => c.clone(),
+            None if online.len() > 1 => {
+                let mut c = online.clone();
+                c.remove(online.first().unwrap_or(0));
+                c
+            }
+            None => online.clone(),
+        };
+        let unknown = cpus.difference(&online);
+        if !unknown.is_empty() {
+            return Err(MeasureError::UnknownCpu {
+                requested: cpus,
+                unknown,
+                online,
+            });
+        }
+        let invalid = |option: &'static str, value: String, valid: &str| {
+            Err(MeasureError::InvalidOption {
+                option,
+                value,
+                valid: valid.to_string(),
+            })
+        };
+        if args.interval == Some(0) {
+            return invalid("--interval", "0".into(), "1 µs or more");
+        }
+        if !(1..=99).contains(&args.prio) {
+            return invalid("--prio", args.prio.to_string(), "1..99");
+        }
+        if args.buckets == 0 || args.buckets > 1_000_000 {
+            return invalid("--buckets", args.buckets.to_string(), "1..=1000000");
+        }
+        if args.bucket_width == 0 || args.bucket_width > 1_000_000 {
+            return invalid(
+                "--bucket-width",
+                args.bucket_width.to_string(),
+                "1..=1000000 µs",
+            );
+        }
+        if args.probe.is_empty() {
+            return invalid(
+                "--probe",
+                String::new(),
+                "timer, rtc, noise, gtod, periodic",
+            );
+        }
+        let stop = match (args.loops, args.duration) {
+            (Some(0), _) => return invalid("--loops", "0".into(), "1 or more"),
+            (Some(n), _) => Stop::Loops(n),
+            (None, Some(d)) if !(d > 0.0 && d.is_finite() && d <= 1e7) => {
+                return invalid("--duration", d.to_string(), "seconds, more than 0");
+            }
+            (None, Some(d)) => Stop::Duration(Duration::from_secs_f64(d)),
+            (None, None) => Stop::Duration(Duration::from_secs(10)),
+        };
+        if let (Some(rt), true) = (args.runtime, args.probe.contains(&ProbeKind::Noise)) {
+            let period = args
+                .interval
+                .or(ProbeKind::Noise.default_interval_us())
+                .unwrap_or(0);
+            if rt > period {
+                return invalid(
+                    "--runtime",
+                    rt.to_string(),
+                    &format!("1..={period} µs (the noise period, --interval)"),
+                );
+            }
+        }
+        let mut probes = Vec::new();
+        for p in &args.probe {
+            if !probes.contains(p) {
+                probes.push(*p);
+            }
+        }
+        Ok(Config {
+            probes,
+            cpus,
+            online,
+            interval_ns: args.interval.map(|us| us * 1000),
+            stop,
+            priority: Some(args.prio),
+            buckets: args.buckets as usize,
+            bucket_width_ns: args.bucket_width * 1000,
+            warmup: args.warmup,
+            noise_threshold_ns: args.threshold * 1000,
+            noise_runtime_ns: args.runtime.map(|us| us * 1000),
+            lock_memory: true,
+            dma_latency_us: args.dma_latency,
+        })
+    }
+
+    /// The interval of `probe` in ns (its default unless overridden).
+    pub fn interval_ns_of(&self, probe: ProbeKind) -> Option<u64> {
+        match probe {
+            ProbeKind::Rtc | ProbeKind::Gtod => None,
+            _ => self
+                .interval_ns
+                .or(probe.default_interval_us().map(|us| us * 1000)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        m: MeasureArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<MeasureArgs, clap::Error> {
+        let mut v = vec!["measure"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v).map(|c| c.m)
+    }
+
+    fn machine(online: &str) -> (tempfile::TempDir, Sys) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sys/devices/system/cpu");
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("online"), online).unwrap();
+        let sys = Sys::at(dir.path());
+        (dir, sys)
+    }
+
+    fn err_text(args: &[&str]) -> String {
+        parse(args).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults() {
+        let (_d, sys) = machine("0-3\n");
+        let c = Config::from_args(&parse(&[]).unwrap(), &sys).unwrap();
+        assert_eq!(c.probes, vec![ProbeKind::Timer]);
+        assert_eq!(c.cpus.to_string(), "1-3");
+        assert_eq!(c.priority, Some(99));
+        assert_eq!(c.stop, Stop::Duration(Duration::from_secs(10)));
+        assert_eq!(c.interval_ns_of(ProbeKind::Timer), Some(1_000_000));
+        assert_eq!(c.interval_ns_of(ProbeKind::Periodic), Some(5_000_000));
+        assert_eq!(c.buckets, 1000);
+        assert_eq!(c.bucket_width_ns, 1000);
+        assert_eq!(c.dma_latency_us, None);
+        let (_d, one) = machine("0\n");
+        let c = Config::from_args(&parse(&[]).unwrap(), &one).unwrap();
+        assert_eq!(c.cpus.to_string(), "0");
+    }
+
+    #[test]
+    fn every_accepted_form() {
+        let a = parse(&[
+            "--cpus",
+            "1",
+            "--probe",
+            "timer,noise",
+            "--interval",
+            "200",
+            "--loops",
+            "5",
+            "--prio",
+            "1",
+            "--buckets",
+            "50",
+            "--bucket-width",
+            "2",
+            "--json",
+            "--histfile",
+            "/tmp/h",
+            "--warmup",
+            "0",
+            "--threshold",
+            "3",
+            "--runtime",
+            "100",
+        ])
+        .unwrap();
+        let (_d, sys) = machine("0-1");
+        let c = Config::from_args(&a, &sys).unwrap();
+        assert_eq!(c.probes, vec![ProbeKind::Timer, ProbeKind::Noise]);
+        assert_eq!(c.stop, Stop::Loops(5));
+        assert_eq!(c.interval_ns_of(ProbeKind::Noise), Some(200_000));
+        assert_eq!(c.interval_ns_of(ProbeKind::Gtod), None);
+        assert_eq!(c.bucket_width_ns, 2000);
+        assert_eq!(c.noise_threshold_ns, 3000);
+        assert_eq!(c.noise_runtime_ns, Some(100_000));
+        let a = parse(&[
+            "-c", "0x2", "-P", "periodic", "-P", "gtod", "-D", "0.5", "-p", "80",
+        ])
+        .unwrap();
+        let c = Config::from_args(&a, &sys).unwrap();
+        assert_eq!(c.probes, vec![ProbeKind::Periodic, ProbeKind::Gtod]);
+        assert_eq!(c.cpus.to_string(), "1");
+        assert_eq!(c.stop, Stop::Duration(Duration::from_millis(500)));
+        assert_eq!(c.priority, Some(80));
+    }
+
+    #[test]
+    fn bad_options_name_input_and_valid_values() {
+        let e = err_text(&["--interval", "0"]);
+        assert!(e.contains("--interval") && e.contains("1..="), "{e}");
+        let e = err_text(&["--prio", "100"]);
+        assert!(e.contains("--prio") && e.contains("1..=99"), "{e}");
+        let e = err_text(&["--prio", "0"]);
+        assert!(e.contains("1..=99"), "{e}");
+        let e = err_text(&["--probe", "bogus"]);
+        assert!(e.contains("bogus") && e.contains("timer"), "{e}");
+        let e = err_text(&["--cpus", "x"]);
+        assert!(e.contains("\"x\""), "{e}");
+        let e = err_text(&["--loops", "3", "--duration", "1"]);
+        assert!(e.contains("cannot be used with"), "{e}");
+        let e = err_text(&["--buckets", "0"]);
+        assert!(e.contains("--buckets"), "{e}");
+    }
+
+    #[test]
+    fn unknown_cpu_and_bad_values_in_validation() {
+        let (_d, sys) = machine("0-1\n");
+        let e = Config::from_args(&parse(&["--cpus", "1-2"]).unwrap(), &sys).unwrap_err();
+        let t = e.to_string();
+        assert!(t.contains("2") && t.contains("online CPUs: 0-1"), "{t}");
+        let e = Config::from_args(&parse(&["--duration", "0"]).unwrap(), &sys).unwrap_err();
+        assert!(e.to_string().contains("--duration"), "{e}");
+        let e = Config::from_args(
+            &parse(&["-P", "noise", "-i", "100", "--runtime", "200"]).unwrap(),
+            &sys,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("--runtime"), "{e}");
+        // The library re-checks what clap already rejects.
+        let mut a = parse(&[]).unwrap();
+        a.interval = Some(0);
+        assert!(Config::from_args(&a, &sys)
+            .unwrap_err()
+            .to_string()
+            .contains("--interval"));
+        a.interval = None;
+        a.prio = 0;
+        assert!(Config::from_args(&a, &sys)
+            .unwrap_err()
+            .to_string()
+            .contains("1..99"));
+    }
+}

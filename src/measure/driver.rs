@@ -1,0 +1,508 @@
+//! The measurement driver shared by every probe.
+//!
+//! `configure → isolate self → warm up → loop → aggregate`: the driver
+//! allocates every histogram, locks memory, moves the main thread off the
+//! measured CPUs, starts one pinned SCHED_FIFO thread per CPU (each
+//! pre-faults its stack and waits for the common start), watches the clock
+//! and Ctrl-C, then joins the threads and aggregates their histograms into
+//! per-CPU rows and an ALL row. It may touch: its own threads' affinity and
+//! priority, mlockall, /proc/interrupts and /proc/softirqs (read),
+//! /dev/rtc (the rtc probe) and /dev/cpu_dma_latency (only when asked).
+
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+
+use super::args::{Config, ProbeKind, Stop};
+use super::histogram::Histogram;
+use super::interrupts::{self, Counts, Delta};
+use super::machine::Machine;
+use super::probes::{self, CycleClock, Job, NoiseStats, Progress};
+use super::MeasureError;
+use crate::cpulist::CpuSet;
+use crate::sys::syscalls::{self, Policy};
+use crate::sys::Sys;
+
+/// Context switches of a measuring thread over its loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ContextSwitches {
+    /// Voluntary (the thread slept: expected once per wake-up for timer probes).
+    pub voluntary: u64,
+    /// Involuntary (something preempted the thread).
+    pub involuntary: u64,
+}
+
+/// The result of one probe on one CPU.
+#[derive(Debug)]
+pub struct CpuResult {
+    /// The CPU.
+    pub cpu: u32,
+    /// Its histogram.
+    pub hist: Histogram,
+    /// Loop iterations (wake-ups, pairs, noise periods), warm-up included.
+    pub iterations: u64,
+    /// Skipped periods (timer, periodic) or missed RTC interrupts.
+    pub missed: u64,
+    /// Noise figures (noise probe).
+    pub noise: Option<NoiseStats>,
+    /// The measuring thread's context switches during its loop.
+    pub context_switches: Option<ContextSwitches>,
+    /// Interrupts that reached this CPU during the run, most first.
+    pub interrupts: Vec<Delta>,
+    /// Softirqs run on this CPU during the run, most first.
+    pub softirqs: Vec<Delta>,
+}
+
+/// Whether a probe ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// It ran (possibly cut short by Ctrl-C).
+    Ok,
+    /// It could not run here; the reason says why.
+    Skipped(String),
+}
+
+/// The result of one probe.
+#[derive(Debug)]
+pub struct ProbeResult {
+    /// The probe.
+    pub probe: ProbeKind,
+    /// Ran or skipped.
+    pub status: Status,
+    /// Interval / period, ns (`None` for rtc's fixed rate and gtod).
+    pub interval_ns: Option<u64>,
+    /// Wall time from the common start to the last thread's end.
+    pub elapsed: Duration,
+    /// Per-CPU results, in CPU order.
+    pub cpus: Vec<CpuResult>,
+    /// All CPUs merged.
+    pub all: Histogram,
+    /// A remark for the reader (e.g. why only one CPU was measured).
+    pub note: Option<String>,
+}
+
+/// A whole `cpushield measure` run.
+#[derive(Debug)]
+pub struct Run {
+    /// What was asked.
+    pub config: Config,
+    /// Where it ran.
+    pub machine: Machine,
+    /// Start, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    /// Whether Ctrl-C (or SIGTERM) ended it early.
+    pub interrupted: bool,
+    /// One result per probe, in order.
+    pub probes: Vec<ProbeResult>,
+}
+
+/// Checks, without side effects on this thread, that SCHED_FIFO at
+/// `prio` is permitted: a scratch thread tries it and exits.
+pub fn check_realtime_permitted(prio: i32) -> Result<(), MeasureError> {
+    let r = std::thread::spawn(move || syscalls::set_scheduler(0, Policy::Fifo(prio)))
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("scratch thread panicked")));
+    r.map_err(|source| MeasureError::NotPermitted {
+        what: format!("use SCHED_FIFO priority {prio}"),
+        source,
+    })
+}
+
+/// Runs every probe of `cfg` on the machine behind `sys`.
+pub fn measure(cfg: &Config, sys: &Sys, machine: Machine) -> Result<Run, MeasureError> {
+    let started_unix_s = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let signals = SignalGuard::register(&interrupted)?;
+    let _dma = match cfg.dma_latency_us {
+        Some(us) => Some(hold_dma_latency(sys, us)?),
+        None => None,
+    };
+    if cfg.lock_memory {
+        syscalls::lock_all_memory().map_err(|source| MeasureError::NotPermitted {
+            what: "lock memory (mlockall)".into(),
+            source,
+        })?;
+    }
+    // Keep the main thread (progress, /proc reads) off the measured CPUs.
+    let main_tid = syscalls::gettid();
+    let housekeeping = cfg.online.difference(&cfg.cpus);
+    let original_affinity = if housekeeping.is_empty() || sys.is_fixture() {
+        None
+    } else {
+        let orig = sys.affinity(main_tid)?;
+        sys.set_affinity(main_tid, &housekeeping)?;
+        Some(orig)
+    };
+    let mut results = Vec::new();
+    let mut error = None;
+    for &probe in &cfg.probes {
+        if interrupted.load(Relaxed) {
+            break;
+        }
+        match run_probe(cfg, sys, probe, &interrupted) {
+            Ok(r) => results.push(r),
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(orig) = original_affinity {
+        let _ = sys.set_affinity(main_tid, &orig);
+    }
+    if cfg.lock_memory {
+        let _ = syscalls::unlock_all_memory();
+    }
+    let was_interrupted = interrupted.load(Relaxed);
+    drop(signals);
+    if let Some(e) = error {
+        return Err(e);
+    }
+    Ok(Run {
+        config: cfg.clone(),
+        machine,
+        started_unix_s,
+        interrupted: was_interrupted,
+        probes: results,
+    })
+}
+
+/// SIGINT/SIGTERM set a flag (the run ends early and still reports); a
+/// second one while the flag is set exits at once (status 130).
+///
+/// On drop the flag-setting actions are removed and the flag is left set,
+/// so that from then on SIGINT/SIGTERM exit the process again: signal-hook
+/// cannot restore the default disposition, and merely unregistering would
+/// leave both signals ignored.
+struct SignalGuard {
+    flag: Arc<AtomicBool>,
+    setters: Vec<signal_hook::SigId>,
+}
+
+impl SignalGuard {
+    fn register(flag: &Arc<AtomicBool>) -> Result<SignalGuard, MeasureError> {
+        let mut setters = Vec::new();
+        let io = |source| MeasureError::Io {
+            what: "install signal handler".into(),
+            source,
+        };
+        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            // Order matters: the shutdown check runs before the flag is set.
+            signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(flag))
+                .map_err(io)?;
+            setters.push(signal_hook::flag::register(sig, Arc::clone(flag)).map_err(io)?);
+        }
+        Ok(SignalGuard {
+            flag: Arc::clone(flag),
+            setters,
+        })
+    }
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        for id in self.setters.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+        self.flag.store(true, Relaxed);
+    }
+}
+
+/// Writes `us` to /dev/cpu_dma_latency and keeps it open: the kernel
+/// honours the request while the file is open and drops it on close.
+fn hold_dma_latency(sys: &Sys, us: u32) -> Result<File, MeasureError> {
+    let path = sys.path("dev/cpu_dma_latency");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(&(us as i32).to_ne_bytes()).map(|_| f))
+        .map_err(|source| MeasureError::Io {
+            what: format!("set {} to {us} µs", path.display()),
+            source,
+        })?;
+    let _ = f.flush();
+    Ok(f)
+}
+
+/// Opens the RTC and sets its periodic rate, or says why the probe cannot run.
+fn open_rtc(sys: &Sys) -> Result<File, String> {
+    let mut last = String::new();
+    for rel in ["dev/rtc0", "dev/rtc"] {
+        let path = sys.path(rel);
+        match File::open(&path) {
+            Ok(f) => {
+                return match syscalls::rtc_set_periodic_rate(&f, probes::RTC_HZ as u32) {
+                    Ok(()) => Ok(f),
+                    Err(e) => Err(format!(
+                        "cannot set {} to {} Hz ({e}); raise /sys/class/rtc/rtc0/max_user_freq or run as root",
+                        path.display(),
+                        probes::RTC_HZ
+                    )),
+                };
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                return Err(format!(
+                    "{} is busy: another program holds the RTC",
+                    path.display()
+                ))
+            }
+            Err(e) => last = format!("{}: {e}", path.display()),
+        }
+    }
+    Err(format!("no usable RTC device ({last}); the rtc probe needs /dev/rtc0 (CONFIG_RTC_DRV_CMOS or similar)"))
+}
+
+fn read_counts(sys: &Sys, rel: &str) -> Option<Counts> {
+    sys.read(rel).ok().map(|t| interrupts::parse(&t))
+}
+
+/// Runs one probe on every measured CPU (rtc: the first one only).
+pub fn run_probe(
+    cfg: &Config,
+    sys: &Sys,
+    probe: ProbeKind,
+    interrupted: &AtomicBool,
+) -> Result<ProbeResult, MeasureError> {
+    let interval_ns = cfg.interval_ns_of(probe);
+    // gtod pairs take tens of ns: its buckets count ns where others count µs.
+    let width = match probe {
+        ProbeKind::Gtod => (cfg.bucket_width_ns / 1000).max(1),
+        _ => cfg.bucket_width_ns,
+    };
+    let mut cpus: Vec<u32> = cfg.cpus.iter().collect();
+    let mut note = None;
+    let mut rtc = None;
+    if probe == ProbeKind::Rtc {
+        match open_rtc(sys) {
+            Ok(f) => rtc = Some(f),
+            Err(reason) => {
+                return Ok(ProbeResult {
+                    probe,
+                    status: Status::Skipped(reason),
+                    interval_ns,
+                    elapsed: Duration::ZERO,
+                    cpus: Vec::new(),
+                    all: Histogram::new(cfg.buckets, width),
+                    note,
+                })
+            }
+        }
+        if cpus.len() > 1 {
+            note = Some(format!(
+                "one RTC: measured on CPU {} only (the RTC interrupt is served where its IRQ affinity says)",
+                cpus[0]
+            ));
+            cpus.truncate(1);
+        }
+    }
+    let cycles = match probe {
+        ProbeKind::Noise => CycleClock::calibrate(50),
+        _ => None,
+    };
+    let loops = match cfg.stop {
+        Stop::Loops(n) => Some(n),
+        Stop::Duration(_) => None,
+    };
+    // Everything the loops use is allocated here, before mlockall'd threads start.
+    let jobs: Vec<Job> = cpus
+        .iter()
+        .map(|_| Job {
+            probe,
+            hist: Histogram::new(cfg.buckets, width),
+            loops,
+            interval_ns: interval_ns.unwrap_or(0),
+            warmup: cfg.warmup,
+            noise_threshold_ns: cfg.noise_threshold_ns,
+            noise_runtime_ns: cfg.noise_runtime_ns.unwrap_or(u64::MAX),
+            cycles,
+            rtc: rtc.take(),
+        })
+        .collect();
+    let progress: Vec<Progress> = cpus.iter().map(|_| Progress::default()).collect();
+    let stop = AtomicBool::new(false);
+    let go = AtomicBool::new(false);
+    let ready = AtomicUsize::new(0);
+    let irq_before = read_counts(sys, "proc/interrupts");
+    let softirq_before = read_counts(sys, "proc/softirqs");
+    let tty = std::io::stderr().is_terminal();
+
+    let (outs, elapsed) = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        let mut spawn_error = None;
+        for ((job, &cpu), prog) in jobs.into_iter().zip(&cpus).zip(&progress) {
+            let (stop, go, ready) = (&stop, &go, &ready);
+            let prio = cfg.priority;
+            let spawned = std::thread::Builder::new()
+                .name(format!("measure-cpu{cpu}"))
+                .stack_size(1 << 20)
+                .spawn_scoped(s, move || {
+                    thread_main(cpu, prio, job, stop, go, ready, prog)
+                });
+            match spawned {
+                Ok(h) => handles.push((cpu, h)),
+                Err(e) => {
+                    spawn_error = Some(MeasureError::Io {
+                        what: format!("start measuring thread for CPU {cpu}"),
+                        source: e,
+                    });
+                    stop.store(true, Relaxed);
+                    break;
+                }
+            }
+        }
+        while ready.load(Relaxed) < handles.len() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let t0 = Instant::now();
+        go.store(true, Relaxed);
+        let limit = match cfg.stop {
+            Stop::Duration(d) => Some(d),
+            Stop::Loops(_) => None,
+        };
+        let mut last_print = Instant::now();
+        while !handles.iter().all(|(_, h)| h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+            if interrupted.load(Relaxed) || limit.is_some_and(|l| t0.elapsed() >= l) {
+                stop.store(true, Relaxed);
+            }
+            if tty && last_print.elapsed() >= Duration::from_millis(250) {
+                last_print = Instant::now();
+                print_progress(probe, t0.elapsed(), cfg.stop, &cpus, &progress);
+            }
+        }
+        stop.store(true, Relaxed);
+        let elapsed = t0.elapsed();
+        if tty {
+            eprint!("\r\x1b[K");
+        }
+        let outs: Vec<_> = handles
+            .into_iter()
+            .map(|(cpu, h)| {
+                h.join().unwrap_or_else(|_| {
+                    Err(MeasureError::Io {
+                        what: format!("measuring thread for CPU {cpu}"),
+                        source: std::io::Error::other("panicked"),
+                    })
+                })
+            })
+            .collect();
+        match spawn_error {
+            Some(e) => (Err(e), elapsed),
+            None => (Ok(outs), elapsed),
+        }
+    });
+    let outs = outs?;
+    let irq_after = read_counts(sys, "proc/interrupts");
+    let softirq_after = read_counts(sys, "proc/softirqs");
+    let delta = |b: &Option<Counts>, a: &Option<Counts>, cpu| match (b, a) {
+        (Some(b), Some(a)) => interrupts::deltas(b, a, cpu),
+        _ => Vec::new(),
+    };
+    let mut all = Histogram::new(cfg.buckets, width);
+    let mut results = Vec::new();
+    for (out, &cpu) in outs.into_iter().zip(&cpus) {
+        let (out, cs) = out?;
+        all.merge(&out.hist);
+        results.push(CpuResult {
+            cpu,
+            hist: out.hist,
+            iterations: out.iterations,
+            missed: out.missed,
+            noise: out.noise,
+            context_switches: cs,
+            interrupts: delta(&irq_before, &irq_after, cpu),
+            softirqs: delta(&softirq_before, &softirq_after, cpu),
+        });
+    }
+    Ok(ProbeResult {
+        probe,
+        status: Status::Ok,
+        interval_ns,
+        elapsed,
+        cpus: results,
+        all,
+        note,
+    })
+}
+
+type ThreadOutput = (probes::Output, Option<ContextSwitches>);
+
+/// Body of a measuring thread: pin, raise priority, pre-fault the stack,
+/// wait for the common start, run the loop.
+fn thread_main(
+    cpu: u32,
+    prio: Option<i32>,
+    job: Job,
+    stop: &AtomicBool,
+    go: &AtomicBool,
+    ready: &AtomicUsize,
+    progress: &Progress,
+) -> Result<ThreadOutput, MeasureError> {
+    let setup: Result<(), MeasureError> = (|| {
+        let tid = syscalls::gettid();
+        let one: CpuSet = std::iter::once(cpu).collect();
+        syscalls::set_affinity(tid, &one).map_err(|source| MeasureError::Io {
+            what: format!("pin measuring thread to CPU {cpu}"),
+            source,
+        })?;
+        if let Some(p) = prio {
+            syscalls::set_scheduler(0, Policy::Fifo(p)).map_err(|source| {
+                MeasureError::NotPermitted {
+                    what: format!("use SCHED_FIFO priority {p}"),
+                    source,
+                }
+            })?;
+        }
+        probes::prefault_stack();
+        Ok(())
+    })();
+    ready.fetch_add(1, Relaxed);
+    while !go.load(Relaxed) && !stop.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if let Err(e) = setup {
+        // Do not let the other CPUs run their full course for nothing.
+        stop.store(true, Relaxed);
+        return Err(e);
+    }
+    let before = syscalls::thread_context_switches().ok();
+    let out = probes::run(job, stop, progress).map_err(|e| MeasureError::Io {
+        what: format!("measuring loop on CPU {cpu}"),
+        source: std::io::Error::other(e),
+    })?;
+    let after = syscalls::thread_context_switches().ok();
+    let cs = before.zip(after).map(|(b, a)| ContextSwitches {
+        voluntary: a.0.saturating_sub(b.0),
+        involuntary: a.1.saturating_sub(b.1),
+    });
+    Ok((out, cs))
+}
+
+fn print_progress(probe: ProbeKind, t: Duration, stop: Stop, cpus: &[u32], progress: &[Progress]) {
+    let total = match stop {
+        Stop::Duration(d) => format!("/{:.1} s", d.as_secs_f64()),
+        Stop::Loops(n) => format!(" ({n} loops)"),
+    };
+    let mut line = format!("{} {:.1}{}", probe.name(), t.as_secs_f64(), total);
+    let unit_ns = probe == ProbeKind::Gtod;
+    for (cpu, p) in cpus.iter().zip(progress).take(8) {
+        let max = p.max_ns.load(Relaxed);
+        let max = if unit_ns {
+            format!("{max} ns")
+        } else {
+            format!("{:.1} µs", max as f64 / 1000.0)
+        };
+        line.push_str(&format!(
+            "  cpu{cpu}: {} max {max}",
+            p.samples.load(Relaxed)
+        ));
+    }
+    eprint!("\r\x1b[K{line}");
+}

@@ -1,0 +1,105 @@
+//! Latency measurement: how cpushield proves what a shield does.
+//!
+//! Reproduces the published methods (cyclictest's timer wake-up latency,
+//! realfeel's RTC interrupt response, osnoise/oslat's OS noise, clock_gettime
+//! pairs, a periodic thread) and reports them with percentiles, per-CPU and
+//! ALL rows and a description of the machine. The flow is
+//! `configure ([args]) → isolate self, warm up, loop ([driver], [probes]) →
+//! aggregate ([histogram]) → report ([report])`; measuring and reporting
+//! are separate.
+
+pub mod args;
+pub mod driver;
+pub mod histogram;
+pub mod interrupts;
+pub mod machine;
+pub mod probes;
+pub mod report;
+
+use std::path::PathBuf;
+
+pub use args::{Config, MeasureArgs, ProbeKind};
+pub use driver::{measure, Run};
+
+use crate::cpulist::CpuSet;
+use crate::sys::{Sys, SysError};
+
+/// Why a measurement could not start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    /// An option has a value outside its valid range.
+    #[error("invalid {option} {value:?}: valid values are {valid}")]
+    InvalidOption {
+        /// The option (`--interval`).
+        option: &'static str,
+        /// What was given.
+        value: String,
+        /// What is accepted.
+        valid: String,
+    },
+    /// A requested CPU is not online.
+    #[error("CPU {unknown} of --cpus {requested} is not online; online CPUs: {online}")]
+    UnknownCpu {
+        /// The requested set.
+        requested: CpuSet,
+        /// The requested CPUs that are not online.
+        unknown: CpuSet,
+        /// The online CPUs.
+        online: CpuSet,
+    },
+    /// The kernel refused a privilege the measurement needs.
+    #[error("not permitted to {what}: {source} (run as root, or grant CAP_SYS_NICE / raise RLIMIT_RTPRIO and RLIMIT_MEMLOCK)")]
+    NotPermitted {
+        /// What was attempted.
+        what: String,
+        /// The kernel's answer.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading the machine failed.
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    /// Writing a report file failed.
+    #[error("cannot write {}: {source}", path.display())]
+    Output {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Any other I/O step failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// The step.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `cpushield measure`: validate, check privileges, measure, report to
+/// stdout (table or JSON) and to `--histfile`.
+pub fn run(args: &MeasureArgs) -> Result<(), MeasureError> {
+    let sys = Sys::live();
+    let cfg = Config::from_args(args, &sys)?;
+    if let Some(p) = cfg.priority {
+        driver::check_realtime_permitted(p)?;
+    }
+    let machine = machine::Machine::read(&sys);
+    let run = measure(&cfg, &sys, machine)?;
+    if let Some(path) = &args.histfile {
+        report::write_histfiles(&run, path)?;
+    }
+    let text = if args.json {
+        report::json(&run)
+    } else {
+        report::human(&run)
+    };
+    let mut out = std::io::stdout().lock();
+    use std::io::Write;
+    // A closed pipe (`| head`) is not an error worth reporting.
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    Ok(())
+}

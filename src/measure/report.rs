@@ -1,0 +1,715 @@
+//! Reporting of a measurement: human table, versioned JSON, cyclictest
+//! histogram files.
+//!
+//! Reporting is separate from measuring: everything here is a pure
+//! function of a [`Run`] (plus writing the histogram file), so the formats
+//! are tested without measuring anything.
+//!
+//! # JSON schema
+//! `--json` prints one object, [`JsonReport`]; its field names and
+//! meanings are documented on the structs below and in
+//! `docs/measure-json.md`. [`SCHEMA_VERSION`] changes when a field is
+//! removed or changes meaning; adding fields does not change it.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::args::{Config, ProbeKind, Stop};
+use super::driver::{ContextSwitches, CpuResult, ProbeResult, Run, Status};
+use super::histogram::{Histogram, Summary};
+use super::interrupts::Delta;
+use super::machine::Machine;
+use super::probes::NoiseStats;
+use super::MeasureError;
+
+/// Version of the JSON output's schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The JSON document `cpushield measure --json` prints.
+#[derive(Debug, Serialize)]
+pub struct JsonReport<'a> {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `{"name": "cpushield", "version": "x.y.z"}`.
+    pub tool: Tool,
+    /// Start of the run, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    /// Whether Ctrl-C / SIGTERM ended the run early (results are still valid).
+    pub interrupted: bool,
+    /// The machine.
+    pub machine: &'a Machine,
+    /// The validated options.
+    pub config: &'a Config,
+    /// One entry per probe, in the order run.
+    pub results: Vec<JsonProbe<'a>>,
+}
+
+/// Name and version of the tool that wrote a report.
+#[derive(Debug, Serialize)]
+pub struct Tool {
+    /// Always `cpushield`.
+    pub name: &'static str,
+    /// The crate version.
+    pub version: &'static str,
+}
+
+/// One probe's result in JSON.
+#[derive(Debug, Serialize)]
+pub struct JsonProbe<'a> {
+    /// `timer`, `rtc`, `noise`, `gtod` or `periodic`.
+    pub probe: ProbeKind,
+    /// `ok` or `skipped`.
+    pub status: &'static str,
+    /// Why the probe was skipped (`null` when it ran).
+    pub skip_reason: Option<&'a str>,
+    /// A remark (e.g. rtc measured on one CPU only).
+    pub note: Option<&'a str>,
+    /// What a sample is: `wakeup_latency` (timer, periodic, rtc), `gap`
+    /// (noise: one gap over the threshold), `gettime_pair` (gtod).
+    pub sample: &'static str,
+    /// Interval or period in ns; `null` for rtc (fixed 2048 Hz) and gtod.
+    pub interval_ns: Option<u64>,
+    /// Wall time of the run, s.
+    pub elapsed_s: f64,
+    /// Shape of every histogram of this probe.
+    pub histogram: HistogramShape,
+    /// Per-CPU results, in CPU order.
+    pub cpus: Vec<JsonCpu<'a>>,
+    /// All CPUs together (its `overflow_at` is empty: indices are per CPU).
+    pub all: Summary,
+}
+
+/// Shape of a probe's histograms: bucket `i` holds `[i·w, (i+1)·w)` ns.
+#[derive(Debug, Serialize)]
+pub struct HistogramShape {
+    /// Bucket width `w`, ns.
+    pub bucket_width_ns: u64,
+    /// Number of buckets; values at or past `buckets·w` are overflows.
+    pub buckets: usize,
+}
+
+/// One CPU's result in JSON.
+#[derive(Debug, Serialize)]
+pub struct JsonCpu<'a> {
+    /// The CPU number.
+    pub cpu: u32,
+    /// Samples, min, avg, max, stddev, percentiles, overflows (all ns).
+    pub stats: Summary,
+    /// Loop iterations (warm-up included): wake-ups, pairs, noise periods.
+    pub iterations: u64,
+    /// Periods skipped after a late wake-up / RTC interrupts missed.
+    pub missed_periods: u64,
+    /// Noise figures (`null` except for the noise probe).
+    pub noise: Option<&'a NoiseStats>,
+    /// The measuring thread's context switches during the loop.
+    pub context_switches: Option<ContextSwitches>,
+    /// Interrupts on this CPU during the run (/proc/interrupts deltas), most first.
+    pub interrupts: &'a [Delta],
+    /// Softirqs on this CPU during the run (/proc/softirqs deltas), most first.
+    pub softirqs: &'a [Delta],
+    /// Bucket counts, trailing zero buckets omitted.
+    pub histogram: &'a [u64],
+}
+
+fn sample_kind(p: ProbeKind) -> &'static str {
+    match p {
+        ProbeKind::Timer | ProbeKind::Periodic | ProbeKind::Rtc => "wakeup_latency",
+        ProbeKind::Noise => "gap",
+        ProbeKind::Gtod => "gettime_pair",
+    }
+}
+
+fn trimmed(h: &Histogram) -> &[u64] {
+    let c = h.counts();
+    let end = c.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+    &c[..end]
+}
+
+/// Builds the JSON document of a run.
+pub fn json_report(run: &Run) -> JsonReport<'_> {
+    JsonReport {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool {
+            name: "cpushield",
+            version: env!("CARGO_PKG_VERSION"),
+        },
+        started_unix_s: run.started_unix_s,
+        interrupted: run.interrupted,
+        machine: &run.machine,
+        config: &run.config,
+        results: run.probes.iter().map(json_probe).collect(),
+    }
+}
+
+fn json_probe(p: &ProbeResult) -> JsonProbe<'_> {
+    let (status, skip_reason) = match &p.status {
+        Status::Ok => ("ok", None),
+        Status::Skipped(r) => ("skipped", Some(r.as_str())),
+    };
+    JsonProbe {
+        probe: p.probe,
+        status,
+        skip_reason,
+        note: p.note.as_deref(),
+        sample: sample_kind(p.probe),
+        interval_ns: p.interval_ns,
+        elapsed_s: p.elapsed.as_secs_f64(),
+        histogram: HistogramShape {
+            bucket_width_ns: p.all.width_ns(),
+            buckets: p.all.counts().len(),
+        },
+        cpus: p
+            .cpus
+            .iter()
+            .map(|c| JsonCpu {
+                cpu: c.cpu,
+                stats: c.hist.summary(),
+                iterations: c.iterations,
+                missed_periods: c.missed,
+                noise: c.noise.as_ref(),
+                context_switches: c.context_switches,
+                interrupts: &c.interrupts,
+                softirqs: &c.softirqs,
+                histogram: trimmed(&c.hist),
+            })
+            .collect(),
+        all: p.all.summary(),
+    }
+}
+
+/// The run as pretty-printed JSON, newline-terminated.
+pub fn json(run: &Run) -> String {
+    let mut s = serde_json::to_string_pretty(&json_report(run)).unwrap_or_else(|e| {
+        // Serialising plain structs cannot fail; keep the output valid JSON anyway.
+        format!(
+            "{{\"schema_version\": {SCHEMA_VERSION}, \"error\": {:?}}}",
+            e.to_string()
+        )
+    });
+    s.push('\n');
+    s
+}
+
+/// How values of a probe are shown: µs with one decimal, or ns (gtod).
+#[derive(Clone, Copy)]
+struct Unit {
+    ns: bool,
+}
+
+impl Unit {
+    fn of(p: ProbeKind) -> Unit {
+        Unit {
+            ns: p == ProbeKind::Gtod,
+        }
+    }
+    fn name(self) -> &'static str {
+        if self.ns {
+            "ns"
+        } else {
+            "µs"
+        }
+    }
+    fn f(self, ns: Option<f64>) -> String {
+        match ns {
+            None => "-".into(),
+            Some(v) if self.ns => format!("{v:.0}"),
+            Some(v) => format!("{:.1}", v / 1000.0),
+        }
+    }
+    fn u(self, ns: Option<u64>) -> String {
+        self.f(ns.map(|v| v as f64))
+    }
+}
+
+fn title(p: ProbeKind) -> &'static str {
+    match p {
+        ProbeKind::Timer => "timer wake-up latency (clock_nanosleep, cyclictest method)",
+        ProbeKind::Rtc => "RTC interrupt response at 2048 Hz (realfeel method)",
+        ProbeKind::Noise => "OS noise: gaps in a cycle-counter loop (osnoise method)",
+        ProbeKind::Gtod => "time between back-to-back clock_gettime calls",
+        ProbeKind::Periodic => "periodic thread: lateness of each period start",
+    }
+}
+
+fn human_duration(ns: u64) -> String {
+    match ns {
+        n if n >= 1_000_000_000 => format!("{:.2} s", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.2} ms", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1} µs", n as f64 / 1e3),
+        n => format!("{n} ns"),
+    }
+}
+
+fn stats_row(out: &mut String, label: &str, h: &Histogram, missed: Option<u64>, unit: Unit) {
+    let s = h.summary();
+    let pct = |i: usize| match s.percentiles[i].value_ns {
+        Some(v) => unit.u(Some(v)),
+        None if s.samples > 0 => {
+            format!(">{}", unit.u(Some(h.counts().len() as u64 * h.width_ns())))
+        }
+        None => "-".into(),
+    };
+    let _ = writeln!(
+        out,
+        "{label:>4} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6}",
+        s.samples,
+        unit.u(s.min_ns),
+        unit.f(s.avg_ns),
+        unit.u(s.max_ns),
+        unit.f(s.stddev_ns),
+        pct(0),
+        pct(1),
+        pct(2),
+        pct(3),
+        pct(4),
+        s.overflows,
+        missed.map_or("-".to_string(), |m| m.to_string()),
+    );
+}
+
+fn deltas_line(d: &[Delta], max: usize) -> String {
+    if d.is_empty() {
+        return "none".into();
+    }
+    let mut parts: Vec<String> = d
+        .iter()
+        .take(max)
+        .map(|d| format!("{} {}", d.source, d.count))
+        .collect();
+    if d.len() > max {
+        parts.push(format!("+{} more", d.len() - max));
+    }
+    parts.join(", ")
+}
+
+fn config_line(run: &Run) -> String {
+    let c = &run.config;
+    let sched = match c.priority {
+        Some(p) => format!("SCHED_FIFO {p}"),
+        None => "SCHED_OTHER".into(),
+    };
+    let stop = match c.stop {
+        Stop::Loops(n) => format!("{n} loops"),
+        Stop::Duration(d) => format!("{:.1} s", d.as_secs_f64()),
+    };
+    let probes: Vec<&str> = c.probes.iter().map(|p| p.name()).collect();
+    let mut line = format!(
+        "measure {} on CPU {} · {sched} · {stop}",
+        probes.join(","),
+        c.cpus
+    );
+    if let Some(us) = c.dma_latency_us {
+        let _ = write!(line, " · cpu_dma_latency {us} µs");
+    }
+    if run.interrupted {
+        line.push_str(" · interrupted (Ctrl-C)");
+    }
+    line
+}
+
+/// The human report: configuration and machine, then one table per probe.
+pub fn human(run: &Run) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", config_line(run));
+    let _ = writeln!(out, "{}", run.machine.one_line());
+    let b = &run.machine.boot_params;
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        out,
+        "boot: isolcpus={} nohz_full={} rcu_nocbs={} irqaffinity={}",
+        opt(&b.isolcpus),
+        opt(&b.nohz_full),
+        opt(&b.rcu_nocbs),
+        opt(&b.irqaffinity)
+    );
+    for p in &run.probes {
+        out.push('\n');
+        human_probe(&mut out, p);
+    }
+    out
+}
+
+fn human_probe(out: &mut String, p: &ProbeResult) {
+    let unit = Unit::of(p.probe);
+    let interval = p
+        .interval_ns
+        .map(|ns| format!(", interval {}", human_duration(ns)))
+        .unwrap_or_default();
+    let _ = writeln!(out, "{}{interval}", title(p.probe));
+    if let Status::Skipped(reason) = &p.status {
+        let _ = writeln!(out, "  skipped: {reason}");
+        return;
+    }
+    if let Some(n) = &p.note {
+        let _ = writeln!(out, "  note: {n}");
+    }
+    let u = unit.name();
+    let _ = writeln!(
+        out,
+        "{:>4} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6}",
+        "CPU",
+        "samples",
+        "min",
+        "avg",
+        "max",
+        "stddev",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "p99.99",
+        "over",
+        "missed"
+    );
+    let has_missed = matches!(
+        p.probe,
+        ProbeKind::Timer | ProbeKind::Periodic | ProbeKind::Rtc
+    );
+    let mut total_missed = 0;
+    for c in &p.cpus {
+        total_missed += c.missed;
+        stats_row(
+            out,
+            &c.cpu.to_string(),
+            &c.hist,
+            has_missed.then_some(c.missed),
+            unit,
+        );
+    }
+    if p.cpus.len() > 1 {
+        stats_row(out, "ALL", &p.all, has_missed.then_some(total_missed), unit);
+    }
+    let _ = writeln!(
+        out,
+        "  values in {u}; percentiles are upper edges of {} buckets (true value up to one bucket less); run {:.1} s",
+        human_duration(p.all.width_ns()),
+        p.elapsed.as_secs_f64()
+    );
+    if p.probe == ProbeKind::Noise {
+        let _ = writeln!(
+            out,
+            "{:>4} {:>10} {:>10} {:>9} {:>8} {:>10}",
+            "CPU", "runtime", "noise", "avail", "gaps", "max gap"
+        );
+        for c in &p.cpus {
+            if let Some(n) = &c.noise {
+                let _ = writeln!(
+                    out,
+                    "{:>4} {:>10} {:>10} {:>8.3}% {:>8} {:>10}",
+                    c.cpu,
+                    human_duration(n.runtime_ns),
+                    human_duration(n.noise_ns),
+                    n.cpu_available_pct,
+                    n.gaps,
+                    human_duration(n.max_gap_ns),
+                );
+            }
+        }
+    }
+    for c in &p.cpus {
+        attribution(out, c);
+    }
+}
+
+fn attribution(out: &mut String, c: &CpuResult) {
+    let cs = c
+        .context_switches
+        .map(|cs| format!("{} voluntary, {} involuntary", cs.voluntary, cs.involuntary))
+        .unwrap_or_else(|| "unknown".into());
+    let _ = writeln!(
+        out,
+        "  CPU {}: irqs {}; softirqs {}; context switches {cs}",
+        c.cpu,
+        deltas_line(&c.interrupts, 6),
+        deltas_line(&c.softirqs, 4),
+    );
+    let first = c.hist.overflow_at();
+    if !first.is_empty() {
+        let shown: Vec<String> = first.iter().take(10).map(|i| i.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "  CPU {}: first overflows at samples {}{}",
+            c.cpu,
+            shown.join(" "),
+            if first.len() > 10 { " ..." } else { "" }
+        );
+    }
+}
+
+/// The histogram of one probe in cyclictest's `-h` output format (the
+/// format of `cyclictest -h N --histfile F`): one line per bucket
+/// `%06d` followed by one `%06lu` count per thread (tab-separated), then
+/// `# Total:`, `# Min Latencies:`, `# Avg Latencies:`, `# Max Latencies:`,
+/// `# Histogram Overflows:` and `# Histogram Overflow at cycle number:`
+/// with one `# Thread N:` line per CPU (thread N is the N-th measured CPU).
+/// Values are whole microseconds truncated, as cyclictest computes them,
+/// whatever the bucket width (bucket numbers are bucket indices).
+pub fn cyclictest_histogram(p: &ProbeResult) -> String {
+    let mut out = String::from("# Histogram\n");
+    let hs: Vec<&Histogram> = p.cpus.iter().map(|c| &c.hist).collect();
+    let buckets = p.all.counts().len();
+    for i in 0..buckets {
+        let _ = write!(out, "{i:06} ");
+        let cols: Vec<String> = hs.iter().map(|h| format!("{:06}", h.counts()[i])).collect();
+        out.push_str(&cols.join("\t"));
+        out.push('\n');
+    }
+    let row = |out: &mut String, label: &str, w: usize, f: &dyn Fn(&Histogram) -> u64| {
+        out.push_str(label);
+        for h in &hs {
+            let _ = write!(out, " {:0w$}", f(h));
+        }
+        out.push('\n');
+    };
+    row(&mut out, "# Total:", 9, &|h| h.counts().iter().sum());
+    row(&mut out, "# Min Latencies:", 5, &|h| {
+        h.min_ns().unwrap_or(0) / 1000
+    });
+    row(&mut out, "# Avg Latencies:", 5, &|h| h.cyclictest_avg_us());
+    row(&mut out, "# Max Latencies:", 5, &|h| {
+        h.max_ns().unwrap_or(0) / 1000
+    });
+    row(&mut out, "# Histogram Overflows:", 5, &|h| h.overflows());
+    out.push_str("# Histogram Overflow at cycle number:\n");
+    for (t, h) in hs.iter().enumerate() {
+        let _ = write!(out, "# Thread {t}:");
+        for i in h.overflow_at() {
+            let _ = write!(out, " {i:05}");
+        }
+        let kept = h.overflow_at().len() as u64;
+        if kept < h.overflows() {
+            let _ = write!(out, " # {:05} others", h.overflows() - kept);
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    out
+}
+
+/// Writes each ran probe's histogram to `path` (one probe) or
+/// `path.PROBE` (several), in cyclictest's format.
+pub fn write_histfiles(run: &Run, path: &Path) -> Result<(), MeasureError> {
+    let ran: Vec<&ProbeResult> = run
+        .probes
+        .iter()
+        .filter(|p| p.status == Status::Ok)
+        .collect();
+    for p in &ran {
+        let target = if run.config.probes.len() == 1 {
+            path.to_path_buf()
+        } else {
+            let mut s = path.as_os_str().to_owned();
+            s.push(format!(".{}", p.probe.name()));
+            s.into()
+        };
+        std::fs::write(&target, cyclictest_histogram(p)).map_err(|source| {
+            MeasureError::Output {
+                path: target.clone(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::machine::{BootParams, Preemption};
+    use std::time::Duration;
+
+    fn hist(values_us: &[u64], buckets: usize) -> Histogram {
+        let mut h = Histogram::new(buckets, 1000);
+        for (i, v) in values_us.iter().enumerate() {
+            h.record(i as u64, v * 1000 + 400);
+        }
+        h
+    }
+
+    fn cpu(cpu: u32, h: Histogram) -> CpuResult {
+        CpuResult {
+            cpu,
+            hist: h,
+            iterations: 5,
+            missed: 1,
+            noise: None,
+            context_switches: Some(ContextSwitches {
+                voluntary: 5,
+                involuntary: 0,
+            }),
+            interrupts: vec![Delta {
+                source: "LOC".into(),
+                count: 7,
+                description: "Local timer interrupts".into(),
+            }],
+            softirqs: vec![],
+        }
+    }
+
+    fn sample_run() -> Run {
+        let a = hist(&[1, 2, 2, 3, 9], 4);
+        let b = hist(&[0, 1], 4);
+        let mut all = Histogram::new(4, 1000);
+        all.merge(&a);
+        all.merge(&b);
+        let cfg = Config {
+            probes: vec![ProbeKind::Timer],
+            cpus: "1-2".parse().unwrap(),
+            online: "0-2".parse().unwrap(),
+            interval_ns: None,
+            stop: Stop::Loops(5),
+            priority: Some(99),
+            buckets: 4,
+            bucket_width_ns: 1000,
+            warmup: 0,
+            noise_threshold_ns: 1000,
+            noise_runtime_ns: None,
+            lock_memory: true,
+            dma_latency_us: None,
+        };
+        Run {
+            config: cfg,
+            machine: Machine {
+                kernel_release: Some("6.1.0".into()),
+                kernel_version: None,
+                preemption: Preemption::default(),
+                cpu_model: Some("Test CPU".into()),
+                cpus_online: Some("0-2".into()),
+                virtualised: Some(false),
+                system_vendor: None,
+                clocksource: Some("tsc".into()),
+                boot_params: BootParams::default(),
+            },
+            started_unix_s: 1.0,
+            interrupted: false,
+            probes: vec![ProbeResult {
+                probe: ProbeKind::Timer,
+                status: Status::Ok,
+                interval_ns: Some(1_000_000),
+                elapsed: Duration::from_millis(5),
+                cpus: vec![cpu(1, a), cpu(2, b)],
+                all,
+                note: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn cyclictest_format() {
+        let run = sample_run();
+        let text = cyclictest_histogram(&run.probes[0]);
+        let expected = "# Histogram\n\
+000000 000000\t000001\n\
+000001 000001\t000001\n\
+000002 000002\t000000\n\
+000003 000001\t000000\n\
+# Total: 000000004 000000002\n\
+# Min Latencies: 00001 00000\n\
+# Avg Latencies: 00003 00000\n\
+# Max Latencies: 00009 00001\n\
+# Histogram Overflows: 00001 00000\n\
+# Histogram Overflow at cycle number:\n\
+# Thread 0: 00004\n\
+# Thread 1:\n\n";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn cyclictest_format_others() {
+        let mut run = sample_run();
+        run.probes[0].cpus.truncate(1);
+        run.probes[0].cpus[0].hist = hist(&[5, 6, 7, 8, 9, 10, 0], 2);
+        run.probes[0].all = Histogram::new(2, 1000);
+        let text = cyclictest_histogram(&run.probes[0]);
+        assert!(
+            text.contains("# Thread 0: 00000 00001 # 00004 others\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("others\n\n"));
+    }
+
+    #[test]
+    fn json_schema_shape() {
+        let run = sample_run();
+        let v: serde_json::Value = serde_json::from_str(&json(&run)).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["tool"]["name"], "cpushield");
+        for key in [
+            "machine",
+            "config",
+            "results",
+            "started_unix_s",
+            "interrupted",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key}");
+        }
+        assert_eq!(v["machine"]["clocksource"], "tsc");
+        assert_eq!(v["config"]["cpus"], "1-2");
+        assert_eq!(v["config"]["stop"]["loops"], 5);
+        let r = &v["results"][0];
+        assert_eq!(r["probe"], "timer");
+        assert_eq!(r["status"], "ok");
+        assert_eq!(r["sample"], "wakeup_latency");
+        assert_eq!(r["histogram"]["bucket_width_ns"], 1000);
+        assert_eq!(r["histogram"]["buckets"], 4);
+        let c0 = &r["cpus"][0];
+        assert_eq!(c0["cpu"], 1);
+        assert_eq!(c0["histogram"], serde_json::json!([0, 1, 2, 1]));
+        assert_eq!(r["cpus"][1]["histogram"], serde_json::json!([1, 1]));
+        let s = &c0["stats"];
+        assert_eq!(s["samples"], 5);
+        assert_eq!(s["min_ns"], 1400);
+        assert_eq!(s["max_ns"], 9400);
+        assert_eq!(s["overflows"], 1);
+        assert_eq!(s["overflow_at"], serde_json::json!([4]));
+        let ps: Vec<f64> = s["percentiles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["p"].as_f64().unwrap())
+            .collect();
+        assert_eq!(ps, vec![50.0, 90.0, 99.0, 99.9, 99.99]);
+        assert_eq!(s["percentiles"][0]["value_ns"], 3000);
+        assert!(
+            s["percentiles"][4]["value_ns"].is_null(),
+            "p99.99 is an overflow"
+        );
+        assert_eq!(c0["interrupts"][0]["source"], "LOC");
+        assert_eq!(c0["context_switches"]["voluntary"], 5);
+        assert_eq!(r["all"]["samples"], 7);
+        assert_eq!(r["all"]["overflow_at"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn human_table_is_aligned_with_units() {
+        let text = human(&sample_run());
+        assert!(text.contains("SCHED_FIFO 99"), "{text}");
+        assert!(text.contains("values in µs"), "{text}");
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(['1', '2', 'A', 'C']))
+            .collect();
+        let header = text.lines().find(|l| l.contains("samples")).unwrap();
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("ALL"))
+            .unwrap();
+        assert_eq!(header.chars().count(), row.chars().count(), "{lines:?}");
+        assert!(text.contains(">4.0"), "p99.99 beyond range: {text}");
+        assert!(text.contains("irqs LOC 7"), "{text}");
+        assert!(text.contains("first overflows at samples 4"), "{text}");
+    }
+
+    #[test]
+    fn skipped_probe_is_reported() {
+        let mut run = sample_run();
+        run.probes[0].status = Status::Skipped("no RTC".into());
+        run.probes[0].probe = ProbeKind::Rtc;
+        assert!(human(&run).contains("skipped: no RTC"));
+        let v: serde_json::Value = serde_json::from_str(&json(&run)).unwrap();
+        assert_eq!(v["results"][0]["status"], "skipped");
+        assert_eq!(v["results"][0]["skip_reason"], "no RTC");
+    }
+}
