@@ -7,6 +7,8 @@
 //!   report` ([`measure`]).
 
 pub mod cpulist;
+pub mod load;
+pub mod report;
 pub mod sys;
 
 pub use cpulist::CpuSet;
