@@ -6,6 +6,7 @@
 //! depend on the measurement engine: whoever measured fills them in. This
 //! module writes only the files it is asked to write.
 
+mod glyphs;
 pub mod html;
 pub mod plot;
 pub mod table;

@@ -101,7 +101,10 @@ pub fn write_svg(path: &Path, curves: &[Curve], opts: &PlotOptions) -> Result<()
 /// drawing is presented; the extension selects the format).
 pub fn write_png(path: &Path, curves: &[Curve], opts: &PlotOptions) -> Result<(), ReportError> {
     ensure_fonts();
-    let root = BitMapBackend::new(path, (opts.width, opts.height)).into_drawing_area();
+    let bitmap = BitMapBackend::new(path, (opts.width, opts.height));
+    let root = super::glyphs::FixedText::new(bitmap)
+        .ok_or_else(|| ReportError::Plot("embedded font unreadable".into()))?
+        .into_drawing_area();
     draw(&root, curves, opts)?;
     root.present().map_err(plot_err)?;
     Ok(())

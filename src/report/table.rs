@@ -524,7 +524,7 @@ mod tests {
         assert!(phase[3].contains("1428.0"));
         // Numbers right-aligned: the max column ends at the same place.
         let col = |l: &str, s: &str| l.find(s).map(|b| w(&l[..b]) + w(s)).unwrap_or(usize::MAX);
-        assert_eq!(col(phase[0], "max µs"), col(phase[2], "20.0  "));
+        assert_eq!(col(phase[0], "max µs"), col(phase[2], "20.0"));
         // Ratio table follows after a blank line.
         assert_eq!(lines[5], "");
         assert!(lines[6].starts_with("ratio"));
