@@ -77,6 +77,9 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The machine's free memory could not be read.
+    #[error("reading free memory: {0}")]
+    Meminfo(#[source] crate::sys::SysError),
     /// Signalling the process group failed.
     #[error("cannot signal process group {pgid}: {source}")]
     Signal {
@@ -252,10 +255,7 @@ impl Sizes {
     /// Reads `MemAvailable` and the free space of `temp_parent`, and bounds
     /// the sizes for `workers` workers per stressor.
     pub fn for_machine(sys: &Sys, temp_parent: &Path, workers: usize) -> Result<Sizes> {
-        let meminfo = sys.read("proc/meminfo").map_err(|e| LoadError::TempDir {
-            path: sys.path("proc/meminfo"),
-            source: std::io::Error::other(e),
-        })?;
+        let meminfo = sys.read("proc/meminfo").map_err(LoadError::Meminfo)?;
         let mem = mem_available(&meminfo).unwrap_or(0);
         let disk = syscalls::available_bytes(temp_parent).map_err(|source| LoadError::TempDir {
             path: temp_parent.to_path_buf(),
@@ -773,6 +773,26 @@ mod tests {
         let s = Sizes::bounded(0, 0, 0);
         assert_eq!(s.vm_bytes, Sizes::FLOOR);
         assert_eq!(s.hdd_bytes, Sizes::FLOOR);
+    }
+
+    #[test]
+    fn sizes_for_this_machine_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sizes::for_machine(&Sys::live(), dir.path(), 2).unwrap();
+        assert!(
+            (Sizes::FLOOR..=Sizes::VM_CAP).contains(&s.vm_bytes),
+            "{s:?}"
+        );
+        assert!(
+            (Sizes::FLOOR..=Sizes::HDD_CAP).contains(&s.hdd_bytes),
+            "{s:?}"
+        );
+        // A fixture root without meminfo is an error, not a guess.
+        let empty = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            Sizes::for_machine(&Sys::at(empty.path()), dir.path(), 2),
+            Err(LoadError::Meminfo(_))
+        ));
     }
 
     #[test]
