@@ -7,7 +7,9 @@
 //!   report` ([`measure`]).
 
 pub mod cpulist;
+pub mod load;
 pub mod measure;
+pub mod report;
 pub mod shield;
 pub mod sys;
 

@@ -137,6 +137,13 @@ fn parse_cpus(s: &str) -> Result<CpuSet, String> {
 }
 
 fn main() -> ExitCode {
+    // Hidden entry point: a worker process of the built-in background load
+    // (`cpushield __load-worker KIND ...`, started by cpushield::load). Kept
+    // out of clap on purpose: it is not a user command.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(cpushield::load::WORKER_SUBCOMMAND) {
+        std::process::exit(cpushield::load::worker_main(&args[2..]));
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,

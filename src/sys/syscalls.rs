@@ -189,3 +189,54 @@ pub fn rtc_periodic_interrupts(fd: &impl std::os::fd::AsRawFd, on: bool) -> io::
     };
     r.map(drop).map_err(to_io)
 }
+
+/// Makes `cmd` set the CPU affinity of the child to `cpus` after `fork` and
+/// before `exec`, so the child and everything it forks start confined (no
+/// window in which an early child could run elsewhere).
+///
+/// The kernel intersects the mask with the caller's cpuset; a mask entirely
+/// outside it fails the spawn with EINVAL, a partly outside one is silently
+/// narrowed: callers read the affinity back after spawning.
+pub fn set_affinity_before_exec(cmd: &mut std::process::Command, cpus: &CpuSet) -> io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let mut set = NixCpuSet::new();
+    for cpu in cpus.iter() {
+        set.set(cpu as usize).map_err(to_io)?;
+    }
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe work is allowed. It makes one raw syscall
+    // (sched_setaffinity) on a set that was built before the fork and is
+    // moved in by value, and allocates nothing (`to_io` only wraps an errno).
+    unsafe {
+        cmd.pre_exec(move || sched_setaffinity(Pid::from_raw(0), &set).map_err(to_io));
+    }
+    Ok(())
+}
+
+/// Sends `signal` to every process of the process group `pgid` (`killpg`).
+pub fn signal_process_group(pgid: i32, signal: nix::sys::signal::Signal) -> io::Result<()> {
+    nix::sys::signal::killpg(Pid::from_raw(pgid), signal).map_err(to_io)
+}
+
+/// Free bytes for unprivileged users on the file system holding `path` (`statvfs`).
+pub fn available_bytes(path: &std::path::Path) -> io::Result<u64> {
+    let st = nix::sys::statvfs::statvfs(path).map_err(to_io)?;
+    Ok(st.blocks_available() as u64 * st.fragment_size() as u64)
+}
+
+/// The parent process id of the caller (`getppid`).
+pub fn getppid() -> i32 {
+    nix::unistd::getppid().as_raw()
+}
+
+/// Flushes all file system buffers (`sync`).
+pub fn sync() {
+    nix::unistd::sync();
+}
+
+/// Sets the calling thread's name (`comm`, as `ps` shows it; the kernel
+/// keeps at most 15 bytes).
+pub fn set_thread_name(name: &str) -> io::Result<()> {
+    let c = std::ffi::CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    nix::sys::prctl::set_name(&c).map_err(to_io)
+}
