@@ -6,8 +6,10 @@
 //! - measuring: `configure → isolate self → warm up → loop → aggregate →
 //!   report` ([`measure`]).
 
+pub mod audit;
 pub mod cpulist;
 pub mod shield;
 pub mod sys;
+pub mod tune;
 
 pub use cpulist::CpuSet;
