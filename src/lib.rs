@@ -6,11 +6,13 @@
 //! - measuring: `configure → isolate self → warm up → loop → aggregate →
 //!   report` ([`measure`]).
 
+pub mod audit;
 pub mod cpulist;
 pub mod load;
 pub mod measure;
 pub mod report;
 pub mod shield;
 pub mod sys;
+pub mod tune;
 
 pub use cpulist::CpuSet;

@@ -15,6 +15,7 @@ use cpushield::shield::{self, plan::Request, Direction, RunPolicy};
 use cpushield::sys::Sys;
 
 mod output;
+mod output_audit;
 
 /// Shield CPUs for real-time work on a stock Linux machine, undo it exactly,
 /// and measure the effect.
@@ -60,6 +61,46 @@ enum Command {
     ///
     /// Pins and prioritises only its own threads: safe on any machine.
     Measure(cpushield::measure::MeasureArgs),
+    /// Document the tuning knobs that `on --tune` applies.
+    Tune(TuneArgs),
+    /// Print the kernel command line that isolates CPUs from boot on (advice only).
+    BootArgs(BootArgsArgs),
+    /// Report what noise still reaches the shielded CPUs, and what to do
+    /// about it. Read-only.
+    Audit(AuditArgs),
+}
+
+#[derive(Args, Debug)]
+struct TuneArgs {
+    /// List the knobs: files, value set, why, risk.
+    #[arg(long, required = true)]
+    list: bool,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct BootArgsArgs {
+    /// CPUs to isolate at boot.
+    #[arg(value_name = "CPULIST", value_parser = parse_cpus)]
+    cpus: CpuSet,
+    /// Print JSON for machines instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct AuditArgs {
+    /// CPUs to audit (default: the active shield's).
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    cpus: Option<CpuSet>,
+    /// Seconds to count interrupts over (0: skip the deltas).
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    window: f64,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -86,6 +127,11 @@ struct OnArgs {
     /// Allow shielding one hyper-thread sibling of a core but not the other.
     #[arg(long)]
     allow_split_siblings: bool,
+    /// Also apply tuning knobs, undone by `off`: `--tune` for all, or
+    /// `--tune=KNOB,...` (see `cpushield tune --list`).
+    #[arg(long, value_name = "KNOBS", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all", value_delimiter = ',')]
+    tune: Option<Vec<String>>,
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     json: bool,
@@ -130,6 +176,18 @@ struct MoveArgs {
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// Hyper-thread sibling groups of the given CPUs, as the machine reports them.
+fn shield_siblings(sys: &Sys, cpus: &CpuSet) -> Vec<CpuSet> {
+    let mut groups: Vec<CpuSet> = Vec::new();
+    for cpu in cpus.iter() {
+        let g = cpushield::sys::procfs::thread_siblings(sys, cpu);
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    groups
 }
 
 fn parse_cpus(s: &str) -> Result<CpuSet, String> {
@@ -191,6 +249,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 irqs: a.irqs,
                 force: a.force,
                 allow_split_siblings: a.allow_split_siblings,
+                tune: a.tune.unwrap_or_default(),
             };
             let report = shield::on(&sys, &req, a.dry_run, &stop)?;
             emit(&mut out, a.json, &report, output::on)?;
@@ -216,6 +275,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Run(a) => return run_command(&sys, a),
         Command::Measure(a) => cpushield::measure::run(&a)?,
+        Command::Tune(a) => {
+            let _ = a.list;
+            emit(
+                &mut out,
+                a.json,
+                &cpushield::tune::KNOBS,
+                output_audit::knobs,
+            )?;
+        }
+        Command::BootArgs(a) => {
+            let online = cpushield::sys::procfs::online_cpus(&sys)?;
+            let advice =
+                cpushield::audit::boot_args(&a.cpus, &shield_siblings(&sys, &a.cpus), &online);
+            emit(&mut out, a.json, &advice, output_audit::boot_args)?;
+        }
+        Command::Audit(a) => {
+            if !(a.window >= 0.0 && a.window <= 3600.0) {
+                bail!("--window {}: give seconds between 0 and 3600", a.window);
+            }
+            let window = std::time::Duration::from_secs_f64(a.window);
+            let report = cpushield::audit::audit(&sys, a.cpus.as_ref(), window)?;
+            emit(&mut out, a.json, &report, output_audit::audit)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

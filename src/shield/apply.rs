@@ -272,6 +272,9 @@ fn restore_write(sys: &Sys, path: &str, value: &str, skip_if_same: bool, out: &m
         }
     }
     match sys.write(path, value) {
+        // A fixed or captured value is not read back: the watchdogs must not
+        // be read around a change.
+        Ok(()) if !skip_if_same => out.restored += 1,
         Ok(()) => match sys.read_trimmed(path) {
             Ok(now) if skip_if_same && now != value.trim() => out.failed.push(Refusal {
                 target: format!("/{path}"),

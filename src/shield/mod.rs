@@ -158,7 +158,7 @@ pub fn on(
     stop: &AtomicBool,
 ) -> Result<OnReport, ShieldError> {
     if dry_run {
-        let snap = Snapshot::read(sys)?;
+        let snap = snapshot_for(sys, req)?;
         let plan = plan::plan(&snap, req)?;
         return Ok(report(&plan, &snap, None, true));
     }
@@ -171,7 +171,7 @@ pub fn on(
         plan::plan(&snap, req)?;
         undo_journal(sys)?;
     }
-    let snap = Snapshot::read(sys)?;
+    let snap = snapshot_for(sys, req)?;
     let plan = plan::plan(&snap, req)?;
     let mut state = state_for(&plan, &snap.cgroup);
     let mut journal = Journal::create(sys, &state)?;
@@ -201,6 +201,27 @@ pub fn on(
             .ok();
     }
     Ok(out)
+}
+
+/// Reads the snapshot, with the files of the tuning knobs when `req` asks
+/// for tuning. Watchdog values an active shield holds off come from its
+/// journal (they must not be read while off).
+fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
+    let mut snap = Snapshot::read(sys)?;
+    if !req.tune.is_empty() {
+        let knobs = crate::tune::resolve(&req.tune).map_err(PlanError::from)?;
+        let entries = if Journal::exists(sys) {
+            journal::read_entries(sys)?
+        } else {
+            Vec::new()
+        };
+        let known = crate::tune::held_by_journal(&entries)
+            .into_iter()
+            .map(|(path, (_, original))| (path, original))
+            .collect();
+        snap.tunables = Some(crate::tune::read_state(sys, &knobs, &req.cpus, &known));
+    }
+    Ok(snap)
 }
 
 /// Tasks forked while the shield was going up may still carry shielded

@@ -22,6 +22,9 @@ pub struct Request {
     pub force: bool,
     /// Allow shielding one hyper-thread sibling but not the other.
     pub allow_split_siblings: bool,
+    /// Tuning knobs to apply (`--tune`: `all` or knob names, see [`crate::tune`]).
+    #[serde(default)]
+    pub tune: Vec<String>,
 }
 
 /// How a write is checked by reading back.
@@ -204,6 +207,9 @@ pub enum PlanError {
     /// An `--irq` matches nothing.
     #[error("--irq {0:?} matches no IRQ number or name in /proc/interrupts")]
     UnknownIrq(String),
+    /// A `--tune` name is not a knob.
+    #[error(transparent)]
+    UnknownKnob(#[from] crate::tune::UnknownKnob),
 }
 
 /// Validates the request against the machine and plans the shield.
@@ -257,6 +263,11 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         ));
     }
     let irqs_to_shield = resolve_irqs(snap, &req.irqs)?;
+    let knobs = if req.tune.is_empty() {
+        Vec::new()
+    } else {
+        crate::tune::resolve(&req.tune)?
+    };
 
     let mut steps = Vec::new();
     let mut partition = None;
@@ -398,6 +409,18 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
                 fatal: false,
             });
         }
+    }
+    if let (false, Some(state)) = (knobs.is_empty(), &snap.tunables) {
+        let already: Vec<String> = steps
+            .iter()
+            .filter_map(|s| match &s.action {
+                Action::Write { path, .. } => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        let tuned = crate::tune::plan(state, &knobs, &shield, &housekeeping, bits, &already);
+        steps.extend(tuned.steps);
+        notes.extend(tuned.notes);
     }
     Ok(Plan {
         shield,
@@ -589,6 +612,7 @@ mod tests {
             default_irq_affinity: Some(cpus("0-3")),
             workqueue_mask: Some(cpus("0-3")),
             sibling_groups: vec![cpus("0"), cpus("1"), cpus("2"), cpus("3")],
+            tunables: None,
         }
     }
 

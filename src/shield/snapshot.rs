@@ -118,6 +118,10 @@ pub struct Snapshot {
     pub workqueue_mask: Option<CpuSet>,
     /// Hyper-thread sibling groups of the online CPUs.
     pub sibling_groups: Vec<CpuSet>,
+    /// Files of the tuning knobs requested (`on --tune`), read before any
+    /// change; `None` unless tuning was asked for (see [`crate::tune`]).
+    #[serde(default)]
+    pub tunables: Option<crate::tune::TuneState>,
 }
 
 impl Snapshot {
@@ -150,6 +154,7 @@ impl Snapshot {
             default_irq_affinity,
             workqueue_mask,
             sibling_groups,
+            tunables: None,
         })
     }
 

@@ -161,6 +161,14 @@ impl Sys {
         self.path(rel).exists()
     }
 
+    /// Whether the file's mode allows writing at all. Sysctls of absent
+    /// features (e.g. `nmi_watchdog` without a hardware watchdog) are 0444,
+    /// and the kernel refuses them even to root. False when it does not exist.
+    pub fn mode_allows_write(&self, rel: &str) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        fs::metadata(self.path(rel)).is_ok_and(|m| m.permissions().mode() & 0o222 != 0)
+    }
+
     /// Reads a whole file.
     pub fn read(&self, rel: &str) -> Result<String> {
         fs::read_to_string(self.path(rel)).map_err(|e| SysError::new("read", rel, None, e))

@@ -1,0 +1,692 @@
+//! Tuning knobs: the opt-in, reversible settings of MISSION.md §2 that
+//! remove jitter from shielded CPUs, each defined once, as data.
+//!
+//! Flow: [`resolve`] turns `--tune=KNOB,...` into knobs, [`read_state`]
+//! reads the files they touch (once, before anything changes), and the pure
+//! [`plan`] turns both into [`Step`]s that go through the shield's journal,
+//! read-back and undo like every other change. Missing files are skipped
+//! with a note; read-only files are reported, never fatal.
+//!
+//! The watchdog files are special: reading them while the watchdog is off
+//! was seen to break re-enabling it. Their value is captured here, before
+//! the change, and the step is undone by writing that captured value back
+//! blindly ([`Undo::Value`], [`Check::None`]): nothing reads them while the
+//! shield has them off.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::CpuSet;
+use crate::shield::plan::{Action, Check, Step, Undo};
+use crate::sys::{ErrorKind, Sys};
+
+/// Which files a knob writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Scope {
+    /// Fixed files, relative to the root.
+    Global {
+        /// The files.
+        files: &'static [&'static str],
+    },
+    /// One file per shielded CPU; `{cpu}` stands for the CPU number.
+    PerShieldCpu {
+        /// Path pattern.
+        pattern: &'static str,
+    },
+    /// `rps_cpus` and `xps_cpus` of every queue of every network interface.
+    NetQueues,
+}
+
+/// What a knob writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Value {
+    /// A fixed value.
+    Const(&'static str),
+    /// The housekeeping CPUs as a hex mask.
+    HousekeepingMask,
+    /// The current hex mask without the shielded CPUs (the housekeeping
+    /// CPUs when nothing would remain); left alone when it is 0 (off) or
+    /// does not include a shielded CPU.
+    MaskAwayFromShield,
+}
+
+/// One tuning knob.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Knob {
+    /// Name used with `--tune=`.
+    pub name: &'static str,
+    /// The files written.
+    pub scope: Scope,
+    /// The value written.
+    pub value: Value,
+    /// Why it helps the shielded CPUs.
+    pub why: &'static str,
+    /// What can go wrong while it is set.
+    pub risk: &'static str,
+    /// Whether plain `--tune` (all) includes it; otherwise only by name.
+    pub in_all: bool,
+    /// Captured once before the change and never read again while set
+    /// (the watchdogs): no read-back, undo writes the captured value.
+    pub captured: bool,
+}
+
+/// Path of the kernel's soft-lockup watchdog switch.
+pub const WATCHDOG: &str = "proc/sys/kernel/watchdog";
+/// Path of the NMI (hard-lockup) watchdog switch.
+pub const NMI_WATCHDOG: &str = "proc/sys/kernel/nmi_watchdog";
+/// Path of the soft-lockup-only watchdog switch (never written; never read while off).
+pub const SOFT_WATCHDOG: &str = "proc/sys/kernel/soft_watchdog";
+/// Files that must not be read while a shield has the watchdog off.
+pub const WATCHDOG_FILES: [&str; 3] = [WATCHDOG, SOFT_WATCHDOG, NMI_WATCHDOG];
+
+/// Every knob, in the order they are applied.
+pub const KNOBS: &[Knob] = &[
+    Knob {
+        name: "rt-throttling",
+        scope: Scope::Global {
+            files: &["proc/sys/kernel/sched_rt_runtime_us"],
+        },
+        value: Value::Const("-1"),
+        why: "RT throttling stops real-time tasks for 50 ms of every second (950000 of 1000000 us by default)",
+        risk: "a runaway real-time task can starve its CPU for good; on a shield only your own tasks are there",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "vmstat",
+        scope: Scope::Global {
+            files: &["proc/sys/vm/stat_interval"],
+        },
+        value: Value::Const("1000"),
+        why: "the per-CPU vmstat worker wakes every second on every CPU; 1000 s makes that rare",
+        risk: "memory statistics (free, /proc/vmstat) lag by up to the interval",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "writeback",
+        scope: Scope::Global {
+            files: &[
+                "sys/bus/workqueue/devices/writeback/cpumask",
+                "sys/bus/workqueue/devices/writeback/numa",
+            ],
+        },
+        value: Value::HousekeepingMask,
+        why: "block writeback flusher threads run on the housekeeping CPUs only (numa 0: no per-node pools that ignore the mask)",
+        risk: "writeback has fewer CPUs; heavy I/O may flush more slowly",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "workqueue",
+        scope: Scope::Global {
+            files: &["sys/devices/virtual/workqueue/cpumask"],
+        },
+        value: Value::HousekeepingMask,
+        why: "unbound workqueue items run on the housekeeping CPUs only (the shield sets this too when needed)",
+        risk: "none beyond fewer CPUs for kernel background work",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "watchdog",
+        scope: Scope::Global {
+            files: &[WATCHDOG],
+        },
+        value: Value::Const("0"),
+        why: "the soft-lockup watchdog runs a per-CPU timer and thread (watchdog/N) on every CPU",
+        risk: "kernel lockups are no longer detected while it is off",
+        in_all: true,
+        captured: true,
+    },
+    Knob {
+        name: "nmi-watchdog",
+        scope: Scope::Global {
+            files: &[NMI_WATCHDOG],
+        },
+        value: Value::Const("0"),
+        why: "the hard-lockup (NMI) watchdog interrupts every CPU periodically through a perf counter",
+        risk: "hard lockups are no longer detected; frees a performance counter",
+        in_all: true,
+        captured: true,
+    },
+    Knob {
+        name: "machinecheck",
+        scope: Scope::PerShieldCpu {
+            pattern: "sys/devices/system/machinecheck/machinecheck{cpu}/check_interval",
+        },
+        value: Value::Const("0"),
+        why: "machine-check polling runs a timer on each CPU every few minutes",
+        risk: "corrected hardware errors on the shielded CPUs are noticed only when they raise an interrupt",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "governor",
+        scope: Scope::PerShieldCpu {
+            pattern: "sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor",
+        },
+        value: Value::Const("performance"),
+        why: "frequency changes stall the CPU and the governor's work runs on it; performance keeps it at top speed",
+        risk: "more power and heat on the shielded CPUs",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "dirty-writeback",
+        scope: Scope::Global {
+            files: &["proc/sys/vm/dirty_writeback_centisecs"],
+        },
+        value: Value::Const("1500"),
+        why: "the dirty-page flusher wakes every 5 s by default; every 15 s is less noise",
+        risk: "more dirty data lost on a crash or power cut",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "net-queues",
+        scope: Scope::NetQueues,
+        value: Value::MaskAwayFromShield,
+        why: "receive packet steering (rps_cpus) and transmit queue selection (xps_cpus) must not pick shielded CPUs",
+        risk: "network processing has fewer CPUs",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "timer-migration",
+        scope: Scope::Global {
+            files: &["proc/sys/kernel/timer_migration"],
+        },
+        value: Value::Const("1"),
+        why: "lets timers armed on an idle shielded CPU expire on a busy housekeeping CPU (isolation profile; a latency profile may prefer 0)",
+        risk: "none known for isolation",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "overcommit",
+        scope: Scope::Global {
+            files: &["proc/sys/vm/overcommit_memory"],
+        },
+        value: Value::Const("2"),
+        why: "strict overcommit: allocations fail up front instead of the OOM killer striking later (RT systems)",
+        risk: "HIGH: programs that reserve much more memory than they use (browsers, JVMs) fail; only by name, not in --tune",
+        in_all: false,
+        captured: false,
+    },
+];
+
+/// The knob named `name`.
+pub fn knob(name: &str) -> Option<&'static Knob> {
+    KNOBS.iter().find(|k| k.name == name)
+}
+
+/// A `--tune` name that is not a knob.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown tuning knob {name:?} (valid: all, {valid})")]
+pub struct UnknownKnob {
+    /// The name given.
+    pub name: String,
+    /// The valid names, comma separated.
+    pub valid: String,
+}
+
+/// Resolves `--tune` names; `all` (or an empty name) means every knob
+/// that is in `all`. Order follows [`KNOBS`].
+pub fn resolve(names: &[String]) -> Result<Vec<&'static Knob>, UnknownKnob> {
+    let mut wanted: Vec<&str> = Vec::new();
+    for n in names.iter().map(|n| n.trim()) {
+        if n.is_empty() || n == "all" {
+            wanted.extend(KNOBS.iter().filter(|k| k.in_all).map(|k| k.name));
+        } else if knob(n).is_some() {
+            wanted.push(n);
+        } else {
+            return Err(UnknownKnob {
+                name: n.to_string(),
+                valid: KNOBS.iter().map(|k| k.name).collect::<Vec<_>>().join(", "),
+            });
+        }
+    }
+    Ok(KNOBS.iter().filter(|k| wanted.contains(&k.name)).collect())
+}
+
+/// One file as read before tuning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum FileState {
+    /// The file does not exist (feature absent).
+    Missing,
+    /// The file could not be read.
+    Unreadable {
+        /// Why (errno name).
+        reason: String,
+    },
+    /// The file and its value.
+    Present {
+        /// Trimmed contents.
+        value: String,
+        /// Whether its mode allows writing at all (sysctls of absent features are 0444).
+        writable: bool,
+    },
+}
+
+/// The files of the selected knobs, read once before anything changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TuneState {
+    /// Concrete files of each knob, by knob name.
+    pub files_of: BTreeMap<String, Vec<String>>,
+    /// Each file's state.
+    pub files: BTreeMap<String, FileState>,
+}
+
+/// The concrete files of a knob for a shield.
+fn files_of(sys: &Sys, knob: &Knob, shield: &CpuSet) -> Vec<String> {
+    match knob.scope {
+        Scope::Global { files } => files.iter().map(|f| f.to_string()).collect(),
+        Scope::PerShieldCpu { pattern } => shield
+            .iter()
+            .map(|c| pattern.replace("{cpu}", &c.to_string()))
+            .collect(),
+        Scope::NetQueues => {
+            let mut out = Vec::new();
+            for iface in sys.list("sys/class/net").unwrap_or_default() {
+                let dir = format!("sys/class/net/{iface}/queues");
+                for q in sys.list(&dir).unwrap_or_default() {
+                    let file = if q.starts_with("rx-") {
+                        "rps_cpus"
+                    } else if q.starts_with("tx-") {
+                        "xps_cpus"
+                    } else {
+                        continue;
+                    };
+                    out.push(format!("{dir}/{q}/{file}"));
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Reads the files of `knobs` for a shield of `shield`. Each file is read
+/// exactly once; call this only before the knobs are changed. Files in
+/// `known` are not read: their value is taken from there (the original
+/// values of watchdogs an active shield holds off, from its journal).
+pub fn read_state(
+    sys: &Sys,
+    knobs: &[&Knob],
+    shield: &CpuSet,
+    known: &BTreeMap<String, String>,
+) -> TuneState {
+    let mut st = TuneState::default();
+    for k in knobs {
+        let files = files_of(sys, k, shield);
+        for f in &files {
+            if let Some(v) = known.get(f) {
+                st.files.insert(
+                    f.clone(),
+                    FileState::Present {
+                        value: v.clone(),
+                        writable: true,
+                    },
+                );
+                continue;
+            }
+            let state = match sys.read_trimmed(f) {
+                Ok(value) => FileState::Present {
+                    value,
+                    writable: sys.mode_allows_write(f),
+                },
+                Err(e) if e.kind == ErrorKind::NotFound => FileState::Missing,
+                Err(e) => FileState::Unreadable {
+                    reason: e.errno_name(),
+                },
+            };
+            st.files.insert(f.clone(), state);
+        }
+        st.files_of.insert(k.name.to_string(), files);
+    }
+    st
+}
+
+/// Knob steps and what the user should know about them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TunePlan {
+    /// Writes, non-fatal, journaled and undone like the shield's.
+    pub steps: Vec<Step>,
+    /// Skipped files (missing, read-only, already set), one note per knob and reason.
+    pub notes: Vec<String>,
+}
+
+fn same_value(a: &str, b: &str, mask: bool) -> bool {
+    if mask {
+        CpuSet::parse_mask(a).ok() == CpuSet::parse_mask(b).ok()
+    } else {
+        a.trim() == b.trim()
+    }
+}
+
+/// Plans the knob writes for a shield. Pure. `already` lists paths the
+/// shield itself writes; those are left to it.
+pub fn plan(
+    state: &TuneState,
+    knobs: &[&Knob],
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+    mask_bits: u32,
+    already: &[String],
+) -> TunePlan {
+    let mut out = TunePlan::default();
+    for k in knobs {
+        let files = state.files_of.get(k.name).cloned().unwrap_or_default();
+        if files.is_empty() {
+            out.notes.push(format!(
+                "tune {}: nothing to tune here (no such files); skipped",
+                k.name
+            ));
+            continue;
+        }
+        let mut missing = Vec::new();
+        let mut readonly = Vec::new();
+        let mut unreadable = Vec::new();
+        for f in &files {
+            if already.contains(f) {
+                continue;
+            }
+            let (current, writable) = match state.files.get(f) {
+                Some(FileState::Present { value, writable }) => (value, *writable),
+                Some(FileState::Unreadable { reason }) => {
+                    unreadable.push(format!("/{f} ({reason})"));
+                    continue;
+                }
+                Some(FileState::Missing) | None => {
+                    missing.push(format!("/{f}"));
+                    continue;
+                }
+            };
+            let (value, mask) = match k.value {
+                Value::Const(v) if f.ends_with("/numa") => (v.to_string(), false),
+                Value::HousekeepingMask if f.ends_with("/numa") => ("0".to_string(), false),
+                Value::Const(v) => (v.to_string(), false),
+                Value::HousekeepingMask => (housekeeping.to_mask(mask_bits), true),
+                Value::MaskAwayFromShield => {
+                    let Ok(cur) = CpuSet::parse_mask(current) else {
+                        unreadable.push(format!("/{f} (not a mask: {current:?})"));
+                        continue;
+                    };
+                    if cur.is_empty() || !cur.intersects(shield) {
+                        continue;
+                    }
+                    let away = match cur.difference(shield) {
+                        s if s.is_empty() => housekeeping.clone(),
+                        s => s,
+                    };
+                    (away.to_mask(mask_bits), true)
+                }
+            };
+            if same_value(current, &value, mask) {
+                continue;
+            }
+            if !writable {
+                readonly.push(format!("/{f}"));
+                continue;
+            }
+            let (check, undo) = if k.captured {
+                (Check::None, Undo::Value(current.clone()))
+            } else if mask {
+                (Check::CpuMask, Undo::Previous)
+            } else {
+                (Check::Text, Undo::Previous)
+            };
+            out.steps.push(Step {
+                action: Action::Write {
+                    path: f.clone(),
+                    value,
+                    check,
+                    undo,
+                },
+                fatal: false,
+            });
+        }
+        if !missing.is_empty() {
+            out.notes.push(format!(
+                "tune {}: {} missing (not supported here); skipped",
+                k.name,
+                missing.join(", ")
+            ));
+        }
+        if !readonly.is_empty() {
+            out.notes.push(format!(
+                "tune {}: {} read-only; not set",
+                k.name,
+                readonly.join(", ")
+            ));
+        }
+        if !unreadable.is_empty() {
+            out.notes.push(format!(
+                "tune {}: {} unreadable; not set",
+                k.name,
+                unreadable.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// Values of captured files (the watchdogs) that an active shield holds:
+/// path → (value written, original value), from its journal. These files
+/// must not be read while the shield is up.
+pub fn held_by_journal(
+    entries: &[crate::shield::journal::Entry],
+) -> BTreeMap<String, (String, String)> {
+    entries
+        .iter()
+        .filter_map(|e| match &e.action {
+            Action::Write {
+                path,
+                value,
+                undo: Undo::Value(original),
+                ..
+            } if WATCHDOG_FILES.contains(&path.as_str()) => {
+                Some((path.clone(), (value.clone(), original.clone())))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// `cpushield tune --list`: the files a knob writes, for people.
+pub fn describe_files(k: &Knob) -> String {
+    match k.scope {
+        Scope::Global { files } => files
+            .iter()
+            .map(|f| format!("/{f}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        Scope::PerShieldCpu { pattern } => format!("/{}", pattern.replace("{cpu}", "N")),
+        Scope::NetQueues => "/sys/class/net/IF/queues/{rx-N/rps_cpus,tx-N/xps_cpus}".into(),
+    }
+}
+
+/// `cpushield tune --list`: the value a knob writes, for people.
+pub fn describe_value(k: &Knob) -> String {
+    match k.value {
+        Value::Const(v) => v.to_string(),
+        Value::HousekeepingMask => "housekeeping mask (numa: 0)".into(),
+        Value::MaskAwayFromShield => "current mask minus shield (0 stays 0)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    fn present(v: &str) -> FileState {
+        FileState::Present {
+            value: v.into(),
+            writable: true,
+        }
+    }
+
+    fn state(files: &[(&str, &str, FileState)]) -> TuneState {
+        let mut st = TuneState::default();
+        for (knob, f, s) in files {
+            st.files_of
+                .entry(knob.to_string())
+                .or_default()
+                .push(f.to_string());
+            st.files.insert(f.to_string(), s.clone());
+        }
+        st
+    }
+
+    fn writes(p: &TunePlan) -> Vec<(String, String, Check, Undo)> {
+        p.steps
+            .iter()
+            .map(|s| match &s.action {
+                Action::Write {
+                    path,
+                    value,
+                    check,
+                    undo,
+                } => (path.clone(), value.clone(), *check, undo.clone()),
+                a => panic!("unexpected {a:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn resolve_all_and_names() {
+        let all = resolve(&["all".into()]).unwrap();
+        assert!(all.iter().all(|k| k.in_all));
+        assert!(!all.iter().any(|k| k.name == "overcommit"));
+        let some = resolve(&["vmstat".into(), "overcommit".into()]).unwrap();
+        assert_eq!(
+            some.iter().map(|k| k.name).collect::<Vec<_>>(),
+            ["vmstat", "overcommit"]
+        );
+        let e = resolve(&["nope".into()]).unwrap_err();
+        assert!(e.to_string().contains("rt-throttling"), "{e}");
+        assert!(e.to_string().contains("\"nope\""), "{e}");
+    }
+
+    #[test]
+    fn knob_names_are_unique_and_documented() {
+        for (i, k) in KNOBS.iter().enumerate() {
+            assert!(KNOBS[i + 1..].iter().all(|o| o.name != k.name));
+            assert!(!k.why.is_empty() && !k.risk.is_empty());
+        }
+    }
+
+    #[test]
+    fn plan_values_checks_and_undo() {
+        let knobs = resolve(&["all".into()]).unwrap();
+        let st = state(&[
+            (
+                "rt-throttling",
+                "proc/sys/kernel/sched_rt_runtime_us",
+                present("950000"),
+            ),
+            ("vmstat", "proc/sys/vm/stat_interval", present("1000")),
+            (
+                "writeback",
+                "sys/bus/workqueue/devices/writeback/cpumask",
+                present("f"),
+            ),
+            (
+                "writeback",
+                "sys/bus/workqueue/devices/writeback/numa",
+                present("1"),
+            ),
+            ("watchdog", WATCHDOG, present("1")),
+            (
+                "nmi-watchdog",
+                NMI_WATCHDOG,
+                FileState::Present {
+                    value: "1".into(),
+                    writable: false,
+                },
+            ),
+            (
+                "governor",
+                "sys/devices/system/cpu/cpu2/cpufreq/scaling_governor",
+                FileState::Missing,
+            ),
+            (
+                "net-queues",
+                "sys/class/net/eth0/queues/rx-0/rps_cpus",
+                present("0"),
+            ),
+            (
+                "net-queues",
+                "sys/class/net/eth0/queues/tx-0/xps_cpus",
+                present("c"),
+            ),
+            (
+                "workqueue",
+                "sys/devices/virtual/workqueue/cpumask",
+                present("f"),
+            ),
+        ]);
+        let already = vec!["sys/devices/virtual/workqueue/cpumask".to_string()];
+        let p = plan(&st, &knobs, &cpus("2-3"), &cpus("0-1"), 4, &already);
+        let w = writes(&p);
+        assert_eq!(
+            w,
+            vec![
+                (
+                    "proc/sys/kernel/sched_rt_runtime_us".into(),
+                    "-1".into(),
+                    Check::Text,
+                    Undo::Previous
+                ),
+                (
+                    "sys/bus/workqueue/devices/writeback/cpumask".into(),
+                    "3".into(),
+                    Check::CpuMask,
+                    Undo::Previous
+                ),
+                (
+                    "sys/bus/workqueue/devices/writeback/numa".into(),
+                    "0".into(),
+                    Check::Text,
+                    Undo::Previous
+                ),
+                (
+                    WATCHDOG.into(),
+                    "0".into(),
+                    Check::None,
+                    Undo::Value("1".into())
+                ),
+                (
+                    "sys/class/net/eth0/queues/tx-0/xps_cpus".into(),
+                    "3".into(),
+                    Check::CpuMask,
+                    Undo::Previous
+                ),
+            ]
+        );
+        assert!(p.steps.iter().all(|s| !s.fatal));
+        let notes = p.notes.join("\n");
+        assert!(notes.contains("nmi_watchdog read-only"), "{notes}");
+        assert!(notes.contains("scaling_governor missing"), "{notes}");
+        assert!(
+            notes.contains("tune machinecheck: nothing to tune"),
+            "{notes}"
+        );
+    }
+
+    #[test]
+    fn captured_watchdog_already_off_is_left_alone() {
+        let knobs = resolve(&["watchdog".into()]).unwrap();
+        let st = state(&[("watchdog", WATCHDOG, present("0"))]);
+        let p = plan(&st, &knobs, &cpus("1"), &cpus("0"), 2, &[]);
+        assert!(p.steps.is_empty());
+    }
+}

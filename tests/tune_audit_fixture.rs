@@ -1,0 +1,483 @@
+//! Tuning knobs, `audit` and `boot-args` against fixture roots: every knob
+//! applied and undone exactly through the journal, missing and read-only
+//! files skipped with a note, refused writes reported; every audit finding.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use cpushield::audit::{self, AuditReport, Severity};
+use cpushield::sys::fixture::{self, CgroupLayout, FixtureBuilder, FixtureConfig};
+use cpushield::sys::Sys;
+use cpushield::CpuSet;
+
+fn cpus(s: &str) -> CpuSet {
+    CpuSet::parse_list(s).unwrap()
+}
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+/// Knob files of a stock kernel, before tuning.
+const KNOB_FILES: &[(&str, &str)] = &[
+    ("proc/sys/kernel/sched_rt_runtime_us", "950000\n"),
+    ("proc/sys/vm/stat_interval", "1\n"),
+    ("sys/bus/workqueue/devices/writeback/cpumask", "f\n"),
+    ("sys/bus/workqueue/devices/writeback/numa", "1\n"),
+    ("proc/sys/kernel/watchdog", "1\n"),
+    ("proc/sys/kernel/nmi_watchdog", "1\n"),
+    ("proc/sys/kernel/soft_watchdog", "1\n"),
+    (
+        "sys/devices/system/machinecheck/machinecheck2/check_interval",
+        "300\n",
+    ),
+    (
+        "sys/devices/system/cpu/cpu2/cpufreq/scaling_governor",
+        "powersave\n",
+    ),
+    (
+        "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor",
+        "schedutil\n",
+    ),
+    ("proc/sys/vm/dirty_writeback_centisecs", "500\n"),
+    ("sys/class/net/eth0/queues/rx-0/rps_cpus", "0\n"),
+    ("sys/class/net/eth0/queues/rx-1/rps_cpus", "c\n"),
+    ("sys/class/net/eth0/queues/tx-0/xps_cpus", "f\n"),
+    ("proc/sys/kernel/timer_migration", "0\n"),
+    ("proc/sys/vm/overcommit_memory", "0\n"),
+];
+
+/// The standard fixture plus the knob files; `dirty_writeback_centisecs`
+/// refuses writes (EIO), `nmi_watchdog` is read-only (0444, no hardware
+/// watchdog), machinecheck3 is missing.
+fn tunable(root: &Path) -> Sys {
+    let mut config = FixtureConfig::default();
+    config
+        .refuse
+        .insert("proc/sys/vm/dirty_writeback_centisecs".into(), "EIO".into());
+    let sys = standard(root, CgroupLayout::V2, config);
+    for (rel, contents) in KNOB_FILES {
+        let p = sys.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, contents).unwrap();
+    }
+    let nmi = sys.path("proc/sys/kernel/nmi_watchdog");
+    std::fs::set_permissions(&nmi, std::fs::Permissions::from_mode(0o444)).unwrap();
+    sys
+}
+
+fn read(sys: &Sys, rel: &str) -> String {
+    sys.read_trimmed(rel).unwrap()
+}
+
+#[test]
+fn every_knob_applies_and_off_restores_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = tunable(dir.path());
+    let before = tree(dir.path());
+
+    let o = cpushield(dir.path(), &["on", "2-3", "--tune", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = json(&o);
+    for (rel, want) in [
+        ("proc/sys/kernel/sched_rt_runtime_us", "-1"),
+        ("proc/sys/vm/stat_interval", "1000"),
+        ("sys/bus/workqueue/devices/writeback/cpumask", "3"),
+        ("sys/bus/workqueue/devices/writeback/numa", "0"),
+        ("proc/sys/kernel/watchdog", "0"),
+        (
+            "sys/devices/system/machinecheck/machinecheck2/check_interval",
+            "0",
+        ),
+        (
+            "sys/devices/system/cpu/cpu2/cpufreq/scaling_governor",
+            "performance",
+        ),
+        (
+            "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor",
+            "performance",
+        ),
+        ("sys/class/net/eth0/queues/rx-0/rps_cpus", "0"),
+        ("sys/class/net/eth0/queues/rx-1/rps_cpus", "3"),
+        ("sys/class/net/eth0/queues/tx-0/xps_cpus", "3"),
+        ("proc/sys/kernel/timer_migration", "1"),
+        // Not in `all`: strict overcommit only by name.
+        ("proc/sys/vm/overcommit_memory", "0"),
+        // Read-only and refused ones keep their value.
+        ("proc/sys/kernel/nmi_watchdog", "1"),
+        ("proc/sys/vm/dirty_writeback_centisecs", "500"),
+        // The shield's own write of the workqueue mask is not repeated.
+        ("sys/devices/virtual/workqueue/cpumask", "3"),
+    ] {
+        assert_eq!(read(&sys, rel), want, "{rel}");
+    }
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("machinecheck3/check_interval missing"),
+        "{notes}"
+    );
+    assert!(notes.contains("nmi_watchdog read-only"), "{notes}");
+    let refused = r["other_refused"].to_string();
+    assert!(
+        refused.contains("/proc/sys/vm/dirty_writeback_centisecs") && refused.contains("EIO"),
+        "{refused}"
+    );
+
+    // The watchdog is journaled with its captured value and no read-back.
+    let entries = cpushield::shield::journal::read_entries(&sys).unwrap();
+    let wd = entries
+        .iter()
+        .find(|e| {
+            matches!(&e.action, cpushield::shield::plan::Action::Write { path, .. } if path == "proc/sys/kernel/watchdog")
+        })
+        .expect("watchdog journaled");
+    assert_eq!(
+        serde_json::to_value(&wd.action).unwrap()["undo"],
+        serde_json::json!({"value": "1"})
+    );
+    assert_eq!(
+        serde_json::to_value(&wd.action).unwrap()["check"],
+        serde_json::json!("none")
+    );
+
+    let o = cpushield(dir.path(), &["off", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let after = tree(dir.path());
+    assert!(before == after, "{:#?}", diff(&before, &after));
+}
+
+#[test]
+fn named_knobs_only_and_overcommit_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = tunable(dir.path());
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--tune=vmstat,overcommit"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(read(&sys, "proc/sys/vm/stat_interval"), "1000");
+    assert_eq!(read(&sys, "proc/sys/vm/overcommit_memory"), "2");
+    assert_eq!(read(&sys, "proc/sys/kernel/sched_rt_runtime_us"), "950000");
+    assert_eq!(read(&sys, "proc/sys/kernel/watchdog"), "1");
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+    let after = tree(dir.path());
+    assert!(before == after, "{:#?}", diff(&before, &after));
+}
+
+#[test]
+fn unknown_knob_changes_nothing_and_lists_names() {
+    let dir = tempfile::tempdir().unwrap();
+    tunable(dir.path());
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--tune=vmstat,bogus"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("\"bogus\""), "{err}");
+    assert!(
+        err.contains("rt-throttling") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    let after = tree(dir.path());
+    assert!(before == after, "{:#?}", diff(&before, &after));
+}
+
+#[test]
+fn knobs_with_no_files_are_skipped_with_notes() {
+    let dir = tempfile::tempdir().unwrap();
+    standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--tune", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let notes = json(&o)["notes"].to_string();
+    for k in [
+        "rt-throttling",
+        "vmstat",
+        "watchdog",
+        "governor",
+        "net-queues",
+    ] {
+        assert!(notes.contains(&format!("tune {k}:")), "{k}: {notes}");
+    }
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+    let after = tree(dir.path());
+    assert!(before == after, "{:#?}", diff(&before, &after));
+}
+
+#[test]
+fn tune_list_documents_every_knob() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = cpushield(dir.path(), &["tune", "--list", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(v.as_array().unwrap().len(), cpushield::tune::KNOBS.len());
+    let o = cpushield(dir.path(), &["tune", "--list"]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    for k in cpushield::tune::KNOBS {
+        assert!(t.contains(k.name) && t.contains(k.why), "{}", k.name);
+    }
+}
+
+#[test]
+fn boot_args_include_siblings() {
+    let dir = tempfile::tempdir().unwrap();
+    FixtureBuilder::new(dir.path(), 4)
+        .siblings("0,2")
+        .siblings("1,3")
+        .build()
+        .unwrap();
+    let o = cpushield(dir.path(), &["boot-args", "3", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(
+        v["cmdline"],
+        "isolcpus=nohz,domain,managed_irq,1,3 nohz_full=1,3 rcu_nocbs=1,3 irqaffinity=0,2"
+    );
+    assert!(v["warnings"][0].as_str().unwrap().contains("siblings"));
+    let o = cpushield(dir.path(), &["boot-args", "3"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("warning:"));
+}
+
+fn finding<'a>(r: &'a AuditReport, id: &str) -> &'a audit::Finding {
+    r.findings
+        .iter()
+        .find(|f| f.id == id)
+        .unwrap_or_else(|| panic!("no finding {id}: {r:#?}"))
+}
+
+fn sev(r: &AuditReport, id: &str) -> Severity {
+    finding(r, id).severity
+}
+
+/// A noisy machine: everything audit looks at is in its bad state.
+fn noisy(root: &Path) -> Sys {
+    let sys = tunable(root);
+    for (rel, contents) in [
+        (
+            "proc/cmdline",
+            "BOOT_IMAGE=/vmlinuz ro isolcpus=3 nohz_full=3\n",
+        ),
+        ("proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC Debian\n"),
+        ("sys/kernel/debug/sched/preempt", "(none) voluntary full\n"),
+        ("proc/500/comm", "irqbalance\n"),
+        (
+            "proc/500/environ",
+            "PATH=/bin\0IRQBALANCE_BANNED_CPULIST=3\0",
+        ),
+        ("proc/500/cmdline", "/usr/sbin/irqbalance\0--foreground\0"),
+        ("sys/devices/system/cpu/cpu2/cpuidle/state0/name", "POLL\n"),
+        ("sys/devices/system/cpu/cpu2/cpuidle/state0/latency", "0\n"),
+        ("sys/devices/system/cpu/cpu2/cpuidle/state0/disable", "0\n"),
+        ("sys/devices/system/cpu/cpu2/cpuidle/state1/name", "C6\n"),
+        (
+            "sys/devices/system/cpu/cpu2/cpuidle/state1/latency",
+            "133\n",
+        ),
+        ("sys/devices/system/cpu/cpu2/cpuidle/state1/disable", "0\n"),
+        ("sys/devices/system/node/node0/cpulist", "0-1\n"),
+        ("sys/devices/system/node/node1/cpulist", "2-3\n"),
+        (
+            "proc/softirqs",
+            "       CPU0 CPU1 CPU2 CPU3\n TIMER: 1 1 1 1\n",
+        ),
+    ] {
+        let p = sys.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, contents).unwrap();
+    }
+    sys
+}
+
+#[test]
+fn audit_needs_a_target() {
+    let dir = tempfile::tempdir().unwrap();
+    standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(dir.path(), &["audit", "--window", "0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--cpus"));
+    let o = cpushield(dir.path(), &["audit", "--cpus", "7", "--window", "0"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not online"));
+}
+
+#[test]
+fn audit_finds_noise_then_shield_and_tune_clear_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = noisy(dir.path());
+    let before = tree(dir.path());
+    let r = audit::audit(&sys, Some(&cpus("2-3")), Duration::ZERO).unwrap();
+    assert_eq!(r.source, "--cpus");
+    for (id, want) in [
+        ("tasks", Severity::Bad),
+        ("irq-effective", Severity::Bad),
+        ("irq-affinity", Severity::Warn),
+        ("irq-default", Severity::Warn),
+        ("kthreads", Severity::Ok),
+        ("preemption", Severity::Bad),
+        ("boot.isolcpus", Severity::Warn),
+        ("boot.nohz_full", Severity::Warn),
+        ("boot.rcu_nocbs", Severity::Warn),
+        ("boot.irqaffinity", Severity::Warn),
+        ("boot.threadirqs", Severity::Warn),
+        ("boot.nosoftlockup", Severity::Warn),
+        ("boot.skew_tick", Severity::Warn),
+        ("boot.tsc", Severity::Warn),
+        ("rt-throttling", Severity::Warn),
+        ("timer-migration", Severity::Warn),
+        ("vmstat", Severity::Warn),
+        ("watchdog", Severity::Warn),
+        ("nmi-watchdog", Severity::Warn),
+        ("governor", Severity::Warn),
+        ("idle-states", Severity::Warn),
+        ("siblings", Severity::Ok),
+        ("irqbalance", Severity::Bad),
+        ("numa", Severity::Ok),
+    ] {
+        assert_eq!(sev(&r, id), want, "{id}: {:?}", finding(&r, id));
+    }
+    assert!(!finding(&r, "tasks").reason.contains("housekeeper"));
+    assert!(finding(&r, "boot.nohz_full").next.contains("nohz_full=2-3"));
+    assert!(finding(&r, "irqbalance")
+        .next
+        .contains("IRQBALANCE_BANNED_CPULIST=2-3"));
+    assert!(finding(&r, "rt-throttling")
+        .next
+        .contains("--tune=rt-throttling"));
+    assert!(finding(&r, "idle-states").reason.contains("C6"));
+    // Worst first.
+    let order: Vec<Severity> = r.findings.iter().map(|f| f.severity).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted);
+
+    // Human table and JSON through the binary.
+    let o = cpushield(dir.path(), &["audit", "--cpus", "2-3", "--window", "0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("BAD  tasks") && t.contains("→ cpushield on 2-3"),
+        "{t}"
+    );
+    let j = json(&cpushield(
+        dir.path(),
+        &["audit", "--cpus", "2-3", "--window", "0", "--json"],
+    ));
+    assert_eq!(j["cpus"], "2-3");
+
+    // Shield with tuning: audit defaults to the shield, and finds it fixed.
+    let o = cpushield(dir.path(), &["on", "2-3", "--force", "--tune"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Audit must take the watchdog from the journal, never read it while
+    // off: make reading it give something else.
+    std::fs::write(sys.path("proc/sys/kernel/watchdog"), "garbage\n").unwrap();
+    let r = audit::audit(&sys, None, Duration::ZERO).unwrap();
+    assert_eq!(r.source, "shield");
+    assert!(r.shield_active);
+    for id in [
+        "tasks",
+        "rt-throttling",
+        "timer-migration",
+        "vmstat",
+        "watchdog",
+        "governor",
+    ] {
+        assert_eq!(sev(&r, id), Severity::Ok, "{id}: {:?}", finding(&r, id));
+    }
+    assert!(finding(&r, "watchdog").reason.contains("journal"));
+    // IRQ 0 refused (EIO) and IRQ 40 is kernel-managed: still there.
+    assert!(finding(&r, "irq-affinity").reason.contains("0 (timer)"));
+    assert!(finding(&r, "irq-effective").reason.contains("40"));
+    // nmi_watchdog is read-only here: still on, reported.
+    assert_eq!(sev(&r, "nmi-watchdog"), Severity::Warn);
+
+    std::fs::write(sys.path("proc/sys/kernel/watchdog"), "0\n").unwrap();
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let after = tree(dir.path());
+    assert!(before == after, "{:#?}", diff(&before, &after));
+}
+
+#[test]
+fn audit_siblings_rt_kernel_boot_params_and_quiet_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = FixtureBuilder::new(dir.path(), 4)
+        .siblings("1-2")
+        .file(
+            "proc/cmdline",
+            "ro isolcpus=nohz,domain,managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 threadirqs nosoftlockup skew_tick=1 tsc=reliable\n",
+        )
+        .file("proc/sys/kernel/version", "#1 SMP PREEMPT_RT\n")
+        .file("proc/sys/kernel/sched_rt_runtime_us", "-1\n")
+        .file("proc/sys/kernel/watchdog", "0\n")
+        .file("sys/devices/system/node/node0/cpulist", "0-1\n")
+        .file("sys/devices/system/node/node1/cpulist", "2-3\n")
+        .file("proc/600/comm", "irqbalance\n")
+        .file("proc/600/cmdline", "irqbalance\0--banned-cpulist=2-3\0")
+        .file("proc/600/environ", "")
+        .build()
+        .unwrap();
+    fixture::add_irq(&sys, 30, "eth0", "0-1").unwrap();
+    let r = audit::audit(&sys, Some(&cpus("2-3")), Duration::ZERO).unwrap();
+    for id in [
+        "boot.isolcpus",
+        "boot.nohz_full",
+        "boot.rcu_nocbs",
+        "boot.irqaffinity",
+        "boot.threadirqs",
+        "boot.nosoftlockup",
+        "boot.skew_tick",
+        "boot.tsc",
+        "preemption",
+        "rt-throttling",
+        "watchdog",
+        "irqbalance",
+        "irq-effective",
+        "irq-affinity",
+        "tasks",
+        "numa",
+    ] {
+        assert_eq!(sev(&r, id), Severity::Ok, "{id}: {:?}", finding(&r, id));
+    }
+    assert_eq!(sev(&r, "siblings"), Severity::Bad);
+    assert!(finding(&r, "siblings").next.contains("cpushield on 1-3"));
+    let r = audit::audit(&sys, Some(&cpus("1-2")), Duration::ZERO).unwrap();
+    assert_eq!(sev(&r, "numa"), Severity::Warn);
+    assert_eq!(sev(&r, "boot.nohz_full"), Severity::Warn);
+}
+
+#[test]
+fn audit_counts_interrupts_over_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = FixtureBuilder::new(dir.path(), 2)
+        .file(
+            "proc/interrupts",
+            "      CPU0 CPU1\n 24: 0 0 IO-APIC 24-edge eth0\nLOC: 0 0 Local timer interrupts\nRES: 0 0 Rescheduling interrupts\n",
+        )
+        .file("proc/softirqs", "     CPU0 CPU1\n   TIMER: 0 0\n  NET_RX: 0 0\n")
+        .build()
+        .unwrap();
+    let root = dir.path().to_path_buf();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        std::fs::write(
+            root.join("proc/interrupts"),
+            "      CPU0 CPU1\n 24: 0 7 IO-APIC 24-edge eth0\nLOC: 0 1000 Local timer interrupts\nRES: 0 3 Rescheduling interrupts\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("proc/softirqs"),
+            "     CPU0 CPU1\n   TIMER: 0 250\n  NET_RX: 9 0\n",
+        )
+        .unwrap();
+    });
+    let r = audit::audit(&sys, Some(&cpus("1")), Duration::from_secs(1)).unwrap();
+    writer.join().unwrap();
+    assert_eq!(sev(&r, "interrupts.device"), Severity::Bad);
+    assert!(finding(&r, "interrupts.device").reason.contains("eth0×7"));
+    assert_eq!(sev(&r, "interrupts.tick"), Severity::Warn);
+    assert_eq!(sev(&r, "interrupts.ipi"), Severity::Warn);
+    assert_eq!(sev(&r, "softirqs"), Severity::Warn);
+    assert_eq!(r.softirqs.len(), 1, "NET_RX was on CPU 0 only");
+    let quiet = audit::audit(&sys, Some(&cpus("0")), Duration::from_millis(10)).unwrap();
+    assert_eq!(sev(&quiet, "interrupts.device"), Severity::Ok);
+}
