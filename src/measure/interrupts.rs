@@ -41,38 +41,21 @@ pub struct Delta {
 
 /// Parses /proc/interrupts or /proc/softirqs.
 pub fn parse(text: &str) -> Counts {
-    let mut lines = text.lines();
-    let cpus: Vec<u32> = lines
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("CPU")?.parse().ok())
+    let (cpus, lines) = crate::sys::procfs::parse_interrupts(text);
+    let rows = lines
+        .into_iter()
+        .map(|l| {
+            let row = Row {
+                counts: l.counts,
+                description: l
+                    .description
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            };
+            (l.label, row)
+        })
         .collect();
-    let mut rows = BTreeMap::new();
-    for line in lines {
-        let Some((name, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let mut counts = Vec::with_capacity(cpus.len());
-        let mut rest = rest.trim_start();
-        while counts.len() < cpus.len() {
-            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-            match rest[..end].parse::<u64>() {
-                Ok(n) => {
-                    counts.push(n);
-                    rest = rest[end..].trim_start();
-                }
-                Err(_) => break,
-            }
-        }
-        rows.insert(
-            name.trim().to_string(),
-            Row {
-                counts,
-                description: rest.split_whitespace().collect::<Vec<_>>().join(" "),
-            },
-        );
-    }
     Counts { cpus, rows }
 }
 
