@@ -436,6 +436,16 @@ impl Drop for ShieldGuard<'_> {
     }
 }
 
+/// `cpus` narrowed to where this process may run on the real machine (the
+/// load always runs on real CPUs, also with a fixture root; on a real
+/// machine this is the whole set unless compare itself was restricted).
+fn usable_cpus(cpus: &CpuSet) -> CpuSet {
+    match Sys::live().affinity(std::process::id() as i32) {
+        Ok(mine) => cpus.intersection(&mine),
+        Err(_) => cpus.clone(),
+    }
+}
+
 fn now_unix() -> f64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -539,6 +549,14 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         };
         let load = match load_cpus {
             Some(cpus) if opts.load != Scenario::None => {
+                let cpus = usable_cpus(&cpus);
+                if cpus.is_empty() {
+                    return Err(CompareError::Refused(format!(
+                        "no CPU for the {} load in the {} phase: this process may not run there",
+                        opts.load,
+                        phase.name()
+                    )));
+                }
                 Some(Load::start(opts.load, &cpus, &ctx.driver)?)
             }
             _ => None,
