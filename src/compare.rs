@@ -715,3 +715,210 @@ pub fn write_files(r: &Results, dir: &Path) -> Result<(), CompareError> {
     std::fs::write(&p, html).map_err(io(format!("writing {}", p.display())))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    fn opts(c: &str) -> Options {
+        Options {
+            cpus: cpus(c),
+            load: Scenario::Cpu,
+            probe: ProbeKind::Timer,
+            duration_s: 1.0,
+            thresholds_us: vec![100.0, 1000.0],
+            phases: Phase::ALL.to_vec(),
+            out: PathBuf::from("x"),
+        }
+    }
+
+    fn pre(privileged: bool, shield_active: bool) -> Preconditions {
+        Preconditions {
+            online: cpus("0-3"),
+            privileged,
+            shield_active,
+        }
+    }
+
+    fn refused(o: &Options, p: &Preconditions) -> String {
+        match check(o, p) {
+            Err(CompareError::Refused(m)) => m,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn check_accepts_and_returns_housekeeping() {
+        assert_eq!(check(&opts("2-3"), &pre(true, false)).unwrap(), cpus("0-1"));
+    }
+
+    #[test]
+    fn check_refusals() {
+        assert!(refused(&opts("0-3"), &pre(true, false)).contains("no housekeeping CPU"));
+        assert!(refused(&opts("4"), &pre(true, false)).contains("not online"));
+        assert!(refused(&opts("2"), &pre(true, true)).contains("cpushield off"));
+        assert!(refused(&opts("2"), &pre(false, false)).contains("root"));
+        let mut o = opts("2");
+        o.duration_s = 0.0;
+        assert!(refused(&o, &pre(true, false)).contains("--duration"));
+        o.duration_s = f64::NAN;
+        assert!(refused(&o, &pre(true, false)).contains("--duration"));
+        let mut o = opts("2");
+        o.thresholds_us = vec![-1.0];
+        assert!(refused(&o, &pre(true, false)).contains("--threshold"));
+        let mut o = opts("2");
+        o.phases.clear();
+        assert!(refused(&o, &pre(true, false)).contains("--phases"));
+    }
+
+    #[test]
+    fn unprivileged_may_skip_the_shielded_phase() {
+        let mut o = opts("2");
+        o.phases = vec![Phase::Idle, Phase::Unshielded];
+        assert!(check(&o, &pre(false, false)).is_ok());
+    }
+
+    fn measure_json(max_ns: u64, hist: &[u64], overflows: u64) -> Value {
+        json!({
+            "results": [{
+                "probe": "timer",
+                "status": "ok",
+                "histogram": {"bucket_width_ns": 1000, "buckets": 10000},
+                "cpus": [
+                    {"cpu": 2, "stats": {"overflows": overflows}, "histogram": hist,
+                     "interrupts": [{"source": "LOC", "count": 5, "description": "x"}], "softirqs": []},
+                    {"cpu": 3, "stats": {"overflows": 0}, "histogram": [1],
+                     "interrupts": [], "softirqs": []}
+                ],
+                "all": {"samples": hist.iter().sum::<u64>() + 1 + overflows,
+                        "min_ns": 500, "avg_ns": 1500.0, "max_ns": max_ns,
+                        "percentiles": [{"p": 99.0, "value_ns": 3000}, {"p": 99.9, "value_ns": max_ns}]}
+            }]
+        })
+    }
+
+    #[test]
+    fn parse_sums_cpus_and_takes_exact_stats() {
+        let m = parse_measurement("idle", &measure_json(3300, &[0, 2, 3, 4], 0), &[2.0]).unwrap();
+        assert_eq!(m.curve.counts, vec![1, 2, 3, 4]);
+        assert_eq!(m.curve.bucket_width_us, 1.0);
+        assert_eq!(m.stats.samples, 10);
+        assert_eq!(m.stats.min_us, Some(0.5));
+        assert_eq!(m.stats.max_us, Some(3.3));
+        assert_eq!(m.stats.p99_us, Some(3.0));
+        assert_eq!(m.stats.over, vec![7]);
+        assert_eq!(m.per_cpu.len(), 2);
+        assert_eq!(m.per_cpu[0].interrupts[0]["source"], "LOC");
+    }
+
+    #[test]
+    fn parse_rejects_skipped_probe() {
+        let j =
+            json!({"results": [{"probe": "rtc", "status": "skipped", "skip_reason": "no RTC"}]});
+        assert!(parse_measurement("idle", &j, &[100.0])
+            .unwrap_err()
+            .contains("no RTC"));
+        assert!(parse_measurement("idle", &json!({}), &[100.0]).is_err());
+    }
+
+    fn record(phase: Phase, max_ns: u64, hist: &[u64]) -> PhaseRecord {
+        let j = measure_json(max_ns, hist, 0);
+        PhaseRecord {
+            phase: phase.name(),
+            command: vec!["cpushield".into(), "measure".into()],
+            load: None,
+            load_stop: None,
+            shield: None,
+            unshield: None,
+            elapsed_s: 1.0,
+            measured: parse_measurement(phase.name(), &j, &[2.0]).unwrap(),
+            measurement: j,
+        }
+    }
+
+    #[test]
+    fn assemble_gives_rows_in_order_and_ratios() {
+        let phases = vec![
+            record(Phase::Idle, 2000, &[0, 9]),
+            record(Phase::Unshielded, 8000, &[0, 1, 4, 4]),
+            record(Phase::Shielded, 4000, &[0, 5, 4]),
+        ];
+        let t = assemble(&phases, &[2.0]);
+        let names: Vec<&str> = t.rows.iter().map(|r| r.phase.as_str()).collect();
+        assert_eq!(names, ["idle", "unshielded", "shielded"]);
+        let r = t.ratios();
+        assert_eq!(r[0].metric, "max");
+        assert_eq!(r[0].unshielded_over_shielded.to_string(), "2.00×");
+        assert_eq!(r[0].shielded_over_idle.to_string(), "2.00×");
+        let text = t.render_text();
+        assert!(text.contains("unshielded/shielded"), "{text}");
+    }
+
+    #[test]
+    fn results_json_shape() {
+        let phases = vec![record(Phase::Idle, 2000, &[0, 9])];
+        let summary = assemble(&phases, &[2.0]);
+        let r = Results {
+            schema_version: SCHEMA_VERSION,
+            tool: crate::measure::report::Tool {
+                name: "cpushield",
+                version: "0",
+            },
+            started_unix_s: 0.0,
+            interrupted: false,
+            options: opts("2"),
+            housekeeping: cpus("0-1"),
+            load_driver: "builtin".into(),
+            machine: Machine::read(&Sys::at("/nonexistent-root")),
+            virtualised_note: Some(report::html::VIRTUALISED_NOTE),
+            phases,
+            ratios: summary.ratios(),
+            summary,
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        for key in [
+            "schema_version",
+            "tool",
+            "options",
+            "housekeeping",
+            "machine",
+            "phases",
+            "summary",
+            "ratios",
+            "virtualised_note",
+        ] {
+            assert!(v.get(key).is_some(), "{key} missing");
+        }
+        let p = &v["phases"][0];
+        for key in [
+            "phase",
+            "command",
+            "stats",
+            "curve",
+            "per_cpu",
+            "measurement",
+            "load",
+        ] {
+            assert!(p.get(key).is_some(), "phase.{key} missing");
+        }
+        assert_eq!(v["options"]["cpus"], "2");
+        assert!(summary_text(&r).contains("hypervisor"));
+    }
+
+    #[test]
+    fn shielded_command_enters_the_shield() {
+        let o = opts("2");
+        let exe = Path::new("/bin/cpushield");
+        let idle = measure_command(exe, None, Phase::Idle, &o, true);
+        assert_eq!(idle[1], "measure");
+        assert!(!idle.contains(&"--no-rt".to_string()));
+        let sh = measure_command(exe, Some(Path::new("/fx")), Phase::Shielded, &o, false);
+        assert_eq!(&sh[1..6], ["--root", "/fx", "run", "--", "/bin/cpushield"]);
+        assert!(sh.contains(&"--no-rt".to_string()));
+    }
+}
