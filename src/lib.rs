@@ -7,6 +7,7 @@
 //!   report` ([`measure`]).
 
 pub mod audit;
+pub mod compare;
 pub mod cpulist;
 pub mod load;
 pub mod measure;

@@ -63,6 +63,12 @@ enum Command {
     Measure(cpushield::measure::MeasureArgs),
     /// Document the tuning knobs that `on --tune` applies.
     Tune(TuneArgs),
+    /// The experiment: latency idle, unshielded under load, and shielded
+    /// under the same load; table, plots and an HTML report.
+    ///
+    /// The shielded phase applies a shield to the whole machine (root
+    /// needed) and always undoes it, also on error or Ctrl-C.
+    Compare(CompareArgs),
     /// Print the kernel command line that isolates CPUs from boot on (advice only).
     BootArgs(BootArgsArgs),
     /// Report what noise still reaches the shielded CPUs, and what to do
@@ -99,6 +105,38 @@ struct AuditArgs {
     #[arg(long, value_name = "S", default_value_t = 1.0)]
     window: f64,
     /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    /// CPUs to measure and shield (cpulist or hex mask); at least one
+    /// online CPU must stay outside.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    cpus: CpuSet,
+    /// Background load: cpu, io, vm, hdd, full or none.
+    #[arg(long, value_name = "SCENARIO", default_value = "full")]
+    load: cpushield::load::Scenario,
+    /// Latency probe.
+    #[arg(long, value_enum, default_value = "timer")]
+    probe: cpushield::measure::ProbeKind,
+    /// Seconds per phase.
+    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    duration: f64,
+    /// Output directory (default: ./cpushield-compare-<unix time>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Over-threshold limits in µs (comma-separated).
+    #[arg(long, value_name = "US,...", value_delimiter = ',', default_values_t = cpushield::report::DEFAULT_THRESHOLDS_US)]
+    threshold: Vec<f64>,
+    /// Phases to run, in order (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = cpushield::compare::Phase::ALL)]
+    phases: Vec<cpushield::compare::Phase>,
+    /// Check the request and show the phases and the shield plan; run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print results.json to stdout instead of the table.
     #[arg(long)]
     json: bool,
 }
@@ -275,6 +313,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Run(a) => return run_command(&sys, a),
         Command::Measure(a) => cpushield::measure::run(&a)?,
+        Command::Compare(a) => return compare(&sys, a, &mut out),
         Command::Tune(a) => {
             let _ = a.list;
             emit(
@@ -349,4 +388,84 @@ fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
     }
     let err = cmd.exec();
     bail!("cannot start {program:?}: {err}")
+}
+
+fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> {
+    use cpushield::compare::{self, Options, Phase, Preconditions};
+    use std::io::IsTerminal;
+    let dir = a.out.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        PathBuf::from(format!("cpushield-compare-{t}"))
+    });
+    let opts = Options {
+        cpus: a.cpus,
+        load: a.load,
+        probe: a.probe,
+        duration_s: a.duration,
+        thresholds_us: a.threshold,
+        phases: a.phases,
+        out: dir.clone(),
+    };
+    let exe = std::env::current_exe().context("finding our own executable")?;
+    if a.dry_run {
+        let housekeeping = compare::check(&opts, &Preconditions::read(sys)?)?;
+        writeln!(
+            out,
+            "compare (dry run): measure CPUs {}, housekeeping {}",
+            opts.cpus, housekeeping
+        )?;
+        let root = sys.is_fixture().then(|| sys.root().to_path_buf());
+        for &p in &opts.phases {
+            let argv = compare::measure_command(&exe, root.as_deref(), p, &opts, true);
+            let load = match p {
+                Phase::Idle => "none".to_string(),
+                _ if opts.load == cpushield::load::Scenario::None => "none".to_string(),
+                Phase::Unshielded => format!("{} on all online CPUs", opts.load),
+                Phase::Shielded => format!("{} on CPUs {housekeeping}", opts.load),
+            };
+            writeln!(out, "{}: load {load}; {}", p.name(), argv.join(" "))?;
+        }
+        if opts.phases.contains(&Phase::Shielded) {
+            let req = Request {
+                cpus: opts.cpus.clone(),
+                ..Request::default()
+            };
+            let never = AtomicBool::new(false);
+            let plan = shield::on(sys, &req, true, &never)?;
+            writeln!(out, "shielded phase: shield plan")?;
+            output::on(&plan, out)?;
+        }
+        writeln!(out, "output would go to {}", dir.display())?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stop = stop_flag()?;
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = |line: &str| {
+        if tty {
+            eprintln!("cpushield compare: {line}");
+        }
+    };
+    let mut ctx = compare::Context {
+        sys,
+        driver: cpushield::load::Driver::auto(exe.clone()),
+        exe,
+        stop: &stop,
+        progress: &mut progress,
+    };
+    let results = compare::run(&mut ctx, &opts)?;
+    compare::write_files(&results, &dir)?;
+    if a.json {
+        serde_json::to_writer_pretty(&mut *out, &results)?;
+        writeln!(out)?;
+    } else {
+        out.write_all(compare::summary_text(&results).as_bytes())?;
+        writeln!(out, "\nReport: {}", dir.join("report.html").display())?;
+    }
+    if results.interrupted {
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -128,6 +128,11 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "FILE")]
     pub histfile: Option<PathBuf>,
 
+    /// Run the measuring threads SCHED_OTHER and do not lock memory (for
+    /// unprivileged test runs of `compare`; results are not representative).
+    #[arg(long, hide = true)]
+    pub no_rt: bool,
+
     /// Hold /dev/cpu_dma_latency at N µs during the run (off by default:
     /// cpushield never tunes the machine silently). Released at exit.
     #[arg(long, value_name = "N")]
@@ -265,13 +270,13 @@ impl Config {
             online,
             interval_ns: args.interval.map(|us| us * 1000),
             stop,
-            priority: Some(args.prio),
+            priority: if args.no_rt { None } else { Some(args.prio) },
             buckets: args.buckets as usize,
             bucket_width_ns: args.bucket_width * 1000,
             warmup: args.warmup,
             noise_threshold_ns: args.threshold * 1000,
             noise_runtime_ns: args.runtime.map(|us| us * 1000),
-            lock_memory: true,
+            lock_memory: !args.no_rt,
             dma_latency_us: args.dma_latency,
         })
     }

@@ -132,13 +132,20 @@ pub fn measure(cfg: &Config, sys: &Sys, machine: Machine) -> Result<Run, Measure
     }
     // Keep the main thread (progress, /proc reads) off the measured CPUs.
     let main_tid = syscalls::gettid();
-    let housekeeping = cfg.online.difference(&cfg.cpus);
-    let original_affinity = if housekeeping.is_empty() || sys.is_fixture() {
+    // Only within the thread's own affinity: inside a shield (started with
+    // `cpushield run`) the cpuset holds just the measured CPUs, and the main
+    // thread then stays where it is rather than failing.
+    let original_affinity = if sys.is_fixture() {
         None
     } else {
         let orig = sys.affinity(main_tid)?;
-        sys.set_affinity(main_tid, &housekeeping)?;
-        Some(orig)
+        let housekeeping = orig.intersection(&cfg.online.difference(&cfg.cpus));
+        if housekeeping.is_empty() {
+            None
+        } else {
+            sys.set_affinity(main_tid, &housekeeping)?;
+            Some(orig)
+        }
     };
     let mut results = Vec::new();
     let mut error = None;

@@ -47,7 +47,7 @@ pub struct JsonReport<'a> {
 }
 
 /// Name and version of the tool that wrote a report.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Tool {
     /// Always `cpushield`.
     pub name: &'static str,

@@ -1,0 +1,924 @@
+//! `cpushield compare`: the published experiment in one command.
+//!
+//! Three phases measure the same CPUs with the same probe for the same time:
+//! **idle** (no load: the machine's limit), **unshielded** (load on every
+//! online CPU) and **shielded** (the CPUs shielded, the load confined to the
+//! housekeeping CPUs, the measurement inside the shield; the shield is
+//! always undone afterwards, also on error or Ctrl-C).
+//!
+//! Each measurement runs as a child process, `cpushield measure ... --json`
+//! (for the shielded phase `cpushield run -- cpushield measure ...`, so the
+//! measuring process is placed in the shield's cgroup while this process
+//! and the load stay outside). The child's JSON is kept whole in
+//! `results.json` and reduced to a [`Curve`] and a [`PhaseStats`] row here.
+//!
+//! The flow is `validate ([check]) → phases ([run]) → assemble
+//! ([assemble]) → files ([write_files])`; validating and assembling are pure.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::cpulist::CpuSet;
+use crate::load::{Driver, Load, LoadReport, Scenario, StopReport};
+use crate::measure::machine::Machine;
+use crate::measure::ProbeKind;
+use crate::report::{
+    self, Curve, HtmlReport, PhaseStats, PlotOptions, RatioRow, SummaryTable, IDLE, SHIELDED,
+    UNSHIELDED,
+};
+use crate::shield::{self, plan::Request, OffReport, OnReport};
+use crate::sys::Sys;
+
+/// Version of the `results.json` layout.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Histogram buckets (1 µs each) asked of every measurement: 10 ms of range.
+pub const MIN_BUCKETS: u64 = 10_000;
+
+/// One phase of the experiment.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// No load: the limit this machine can reach.
+    Idle,
+    /// Load on all online CPUs, no shield.
+    Unshielded,
+    /// Shield on, load on the housekeeping CPUs, measurement inside the shield.
+    Shielded,
+}
+
+impl Phase {
+    /// All phases in the order they run.
+    pub const ALL: [Phase; 3] = [Phase::Idle, Phase::Unshielded, Phase::Shielded];
+
+    /// `idle`, `unshielded`, `shielded` (the labels of the table and plot).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Idle => IDLE,
+            Phase::Unshielded => UNSHIELDED,
+            Phase::Shielded => SHIELDED,
+        }
+    }
+}
+
+/// Why `compare` refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    /// A bad option or a request this machine cannot serve; nothing started.
+    #[error("{0}; nothing was started")]
+    Refused(String),
+    /// The shield could not be applied or undone.
+    #[error("shield: {0}")]
+    Shield(#[from] shield::ShieldError),
+    /// The background load failed.
+    #[error("load: {0}")]
+    Load(#[from] crate::load::LoadError),
+    /// A measurement child failed or gave unreadable output.
+    #[error("{phase} measurement: {reason}")]
+    Measure {
+        /// The phase.
+        phase: &'static str,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Writing the report failed.
+    #[error(transparent)]
+    Report(#[from] report::ReportError),
+    /// Reading the machine failed.
+    #[error(transparent)]
+    Sys(#[from] crate::sys::SysError),
+    /// Any other I/O step.
+    #[error("{what}: {source}")]
+    Io {
+        /// The step.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Options {
+    /// CPUs to measure (and shield in the shielded phase).
+    pub cpus: CpuSet,
+    /// Background load scenario.
+    pub load: Scenario,
+    /// Latency probe.
+    pub probe: ProbeKind,
+    /// Seconds per phase.
+    pub duration_s: f64,
+    /// Over-threshold limits, µs.
+    pub thresholds_us: Vec<f64>,
+    /// Phases to run, in order.
+    pub phases: Vec<Phase>,
+    /// Output directory.
+    pub out: PathBuf,
+}
+
+/// Facts about the machine that decide whether `compare` may start.
+#[derive(Debug, Clone)]
+pub struct Preconditions {
+    /// Online CPUs.
+    pub online: CpuSet,
+    /// Running as root (or against a fixture root, where root is not needed).
+    pub privileged: bool,
+    /// A shield (journal) is already active.
+    pub shield_active: bool,
+}
+
+impl Preconditions {
+    /// Reads them from the machine behind `sys`.
+    pub fn read(sys: &Sys) -> Result<Preconditions, CompareError> {
+        Ok(Preconditions {
+            online: sys.read_cpulist("sys/devices/system/cpu/online")?,
+            privileged: sys.is_fixture() || nix::unistd::geteuid().is_root(),
+            shield_active: shield::journal::Journal::exists(sys),
+        })
+    }
+}
+
+/// Checks a request before anything starts; returns the housekeeping CPUs
+/// (online minus the targets). Pure.
+pub fn check(opts: &Options, pre: &Preconditions) -> Result<CpuSet, CompareError> {
+    let refuse = |m: String| Err(CompareError::Refused(m));
+    if opts.cpus.is_empty() {
+        return refuse("--cpus is empty: give the CPUs to measure and shield".into());
+    }
+    let unknown = opts.cpus.difference(&pre.online);
+    if !unknown.is_empty() {
+        return refuse(format!(
+            "CPU {unknown} of --cpus {} is not online (online: {})",
+            opts.cpus, pre.online
+        ));
+    }
+    let housekeeping = pre.online.difference(&opts.cpus);
+    if housekeeping.is_empty() {
+        return refuse(format!(
+            "--cpus {} leaves no housekeeping CPU (online: {}): keep at least one CPU for the rest of the system and the load",
+            opts.cpus, pre.online
+        ));
+    }
+    if !(opts.duration_s > 0.0 && opts.duration_s.is_finite() && opts.duration_s <= 86_400.0) {
+        return refuse(format!(
+            "--duration {}: give seconds per phase, more than 0 and at most 86400",
+            opts.duration_s
+        ));
+    }
+    if opts.thresholds_us.is_empty()
+        || opts
+            .thresholds_us
+            .iter()
+            .any(|t| !(t.is_finite() && *t > 0.0 && *t <= 1e7))
+    {
+        return refuse(format!(
+            "--threshold {:?}: give one or more limits in µs, each more than 0",
+            opts.thresholds_us
+        ));
+    }
+    if opts.phases.is_empty() {
+        return refuse("--phases is empty: give idle, unshielded and/or shielded".into());
+    }
+    if pre.shield_active {
+        return refuse(
+            "a shield is already active: the phases would not measure what they claim (run `cpushield off` first)".into(),
+        );
+    }
+    if opts.phases.contains(&Phase::Shielded) && !pre.privileged {
+        return refuse(
+            "the shielded phase changes the whole system and must run as root (try: sudo cpushield compare ..., or --phases idle,unshielded)".into(),
+        );
+    }
+    Ok(housekeeping)
+}
+
+/// A measurement reduced to what the table and the plot need.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measured {
+    /// The ALL histogram (sum of the per-CPU ones).
+    pub curve: Curve,
+    /// Statistics with exact min/avg/max.
+    pub stats: PhaseStats,
+    /// Per-CPU interrupt and softirq deltas during the measurement.
+    pub per_cpu: Vec<CpuNoise>,
+}
+
+/// Interrupts and softirqs that reached one measured CPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuNoise {
+    /// The CPU.
+    pub cpu: u64,
+    /// `/proc/interrupts` deltas (as reported by `measure`).
+    pub interrupts: Value,
+    /// `/proc/softirqs` deltas.
+    pub softirqs: Value,
+}
+
+fn ns_to_us(v: &Value) -> Option<f64> {
+    v.as_f64().map(|ns| ns / 1000.0)
+}
+
+/// Reduces the JSON of `cpushield measure` (one probe) to a curve and a
+/// table row. Pure.
+pub fn parse_measurement(
+    phase: &str,
+    json: &Value,
+    thresholds_us: &[f64],
+) -> Result<Measured, String> {
+    let probe = json["results"]
+        .get(0)
+        .ok_or("the measurement produced no result")?;
+    if probe["status"] != "ok" {
+        return Err(format!(
+            "probe {} {}: {}",
+            probe["probe"],
+            probe["status"],
+            probe["skip_reason"].as_str().unwrap_or("no reason given")
+        ));
+    }
+    let width_ns = probe["histogram"]["bucket_width_ns"]
+        .as_u64()
+        .filter(|&w| w > 0)
+        .ok_or("bucket_width_ns missing")?;
+    let mut counts: Vec<u64> = Vec::new();
+    let mut overflow = 0;
+    let mut per_cpu = Vec::new();
+    for cpu in probe["cpus"].as_array().ok_or("cpus missing")? {
+        let hist = cpu["histogram"].as_array().ok_or("histogram missing")?;
+        if counts.len() < hist.len() {
+            counts.resize(hist.len(), 0);
+        }
+        for (i, c) in hist.iter().enumerate() {
+            counts[i] += c.as_u64().ok_or("bad histogram count")?;
+        }
+        overflow += cpu["stats"]["overflows"].as_u64().unwrap_or(0);
+        per_cpu.push(CpuNoise {
+            cpu: cpu["cpu"].as_u64().ok_or("cpu number missing")?,
+            interrupts: cpu["interrupts"].clone(),
+            softirqs: cpu["softirqs"].clone(),
+        });
+    }
+    let curve = Curve {
+        label: phase.to_string(),
+        bucket_width_us: width_ns as f64 / 1000.0,
+        counts,
+        overflow,
+    };
+    let mut stats = PhaseStats::from_curve(&curve, thresholds_us);
+    let all = &probe["all"];
+    stats.samples = all["samples"].as_u64().unwrap_or(stats.samples);
+    stats.min_us = ns_to_us(&all["min_ns"]);
+    stats.avg_us = ns_to_us(&all["avg_ns"]);
+    stats.max_us = ns_to_us(&all["max_ns"]);
+    // The engine's percentiles are clamped to the exact max.
+    let pct = |p: f64| {
+        all["percentiles"].as_array().and_then(|ps| {
+            ps.iter()
+                .find(|x| x["p"].as_f64() == Some(p))
+                .map(|x| ns_to_us(&x["value_ns"]))
+        })
+    };
+    if let Some(v) = pct(99.0) {
+        stats.p99_us = v;
+    }
+    if let Some(v) = pct(99.9) {
+        stats.p999_us = v;
+    }
+    Ok(Measured {
+        curve,
+        stats,
+        per_cpu,
+    })
+}
+
+/// One phase as recorded in `results.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseRecord {
+    /// `idle`, `unshielded`, `shielded`.
+    pub phase: &'static str,
+    /// The measuring command line.
+    pub command: Vec<String>,
+    /// The background load (`None`: no load in this phase).
+    pub load: Option<LoadReport>,
+    /// How the load was stopped.
+    pub load_stop: Option<StopReport>,
+    /// The shield applied (shielded phase).
+    pub shield: Option<OnReport>,
+    /// The shield undone (shielded phase).
+    pub unshield: Option<OffReport>,
+    /// Seconds the phase took, load start to load stop.
+    pub elapsed_s: f64,
+    /// Curve, table row and per-CPU interrupt deltas.
+    #[serde(flatten)]
+    pub measured: Measured,
+    /// The full output of `cpushield measure --json`.
+    pub measurement: Value,
+}
+
+/// Everything `compare` found; serialised as `results.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    /// Layout version of this document.
+    pub schema_version: u32,
+    /// `cpushield` and its version.
+    pub tool: crate::measure::report::Tool,
+    /// When the first phase started (Unix seconds).
+    pub started_unix_s: f64,
+    /// True when Ctrl-C/SIGTERM ended the run early (phases may be missing).
+    pub interrupted: bool,
+    /// The request.
+    pub options: Options,
+    /// Online minus the measured CPUs.
+    pub housekeeping: CpuSet,
+    /// Who ran the load (`stress-ng` or `builtin`).
+    pub load_driver: String,
+    /// The machine.
+    pub machine: Machine,
+    /// Present when the machine is virtualised.
+    pub virtualised_note: Option<&'static str>,
+    /// The phases in order.
+    pub phases: Vec<PhaseRecord>,
+    /// The table.
+    pub summary: SummaryTable,
+    /// Unshielded/shielded and shielded/idle ratios.
+    pub ratios: Vec<RatioRow>,
+}
+
+/// The table of the recorded phases. Pure.
+pub fn assemble(phases: &[PhaseRecord], thresholds_us: &[f64]) -> SummaryTable {
+    SummaryTable {
+        thresholds_us: thresholds_us.to_vec(),
+        rows: phases.iter().map(|p| p.measured.stats.clone()).collect(),
+    }
+}
+
+/// The measuring command of a phase: `measure`, wrapped in `run --` for
+/// the shielded phase (so the measuring process enters the shield).
+pub fn measure_command(
+    exe: &Path,
+    root: Option<&Path>,
+    phase: Phase,
+    opts: &Options,
+    realtime: bool,
+) -> Vec<String> {
+    let exe = exe.display().to_string();
+    let mut argv = Vec::new();
+    if phase == Phase::Shielded {
+        argv.push(exe.clone());
+        if let Some(r) = root {
+            argv.extend(["--root".to_string(), r.display().to_string()]);
+        }
+        argv.extend(["run".to_string(), "--".to_string()]);
+    }
+    let max_t = opts.thresholds_us.iter().cloned().fold(0.0, f64::max);
+    let buckets = MIN_BUCKETS.max(max_t.ceil() as u64 + 1).min(1_000_000);
+    argv.extend([
+        exe,
+        "measure".into(),
+        "--cpus".into(),
+        opts.cpus.to_string(),
+        "--probe".into(),
+        opts.probe.name().into(),
+        "--duration".into(),
+        opts.duration_s.to_string(),
+        "--buckets".into(),
+        buckets.to_string(),
+        "--json".into(),
+    ]);
+    if !realtime {
+        argv.push("--no-rt".into());
+    }
+    argv
+}
+
+/// How [`run`] reaches the rest of the world.
+pub struct Context<'a> {
+    /// The machine (a fixture root in tests).
+    pub sys: &'a Sys,
+    /// Our own executable (measurement children, built-in load workers).
+    pub exe: PathBuf,
+    /// Who runs the load.
+    pub driver: Driver,
+    /// Set by Ctrl-C/SIGTERM: stop after undoing everything.
+    pub stop: &'a AtomicBool,
+    /// Progress lines (the binary prints them when stderr is a terminal).
+    pub progress: &'a mut dyn FnMut(&str),
+}
+
+/// Undoes the shield when dropped unless [`ShieldGuard::off`] ran.
+struct ShieldGuard<'a> {
+    sys: &'a Sys,
+    armed: bool,
+}
+
+impl ShieldGuard<'_> {
+    fn off(mut self) -> Result<OffReport, shield::ShieldError> {
+        self.armed = false;
+        shield::off(self.sys)
+    }
+}
+
+impl Drop for ShieldGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Err(e) = shield::off(self.sys) {
+                eprintln!(
+                    "cpushield compare: undoing the shield failed: {e} (run `cpushield off`)"
+                );
+            }
+        }
+    }
+}
+
+/// `cpus` narrowed to where this process may run on the real machine (the
+/// load always runs on real CPUs, also with a fixture root; on a real
+/// machine this is the whole set unless compare itself was restricted).
+fn usable_cpus(cpus: &CpuSet) -> CpuSet {
+    match Sys::live().affinity(std::process::id() as i32) {
+        Ok(mine) => cpus.intersection(&mine),
+        Err(_) => cpus.clone(),
+    }
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Runs a measuring child, forwarding a stop request as SIGINT (the child
+/// then reports what it has).
+fn run_child(
+    argv: &[String],
+    phase: &'static str,
+    stop: &AtomicBool,
+) -> Result<Value, CompareError> {
+    let err = |reason: String| CompareError::Measure { phase, reason };
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| err(format!("cannot start {}: {e}", argv[0])))?;
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let mut signalled = false;
+    // Read stdout/stderr on threads so a large JSON cannot block the child.
+    let mut out = child.stdout.take();
+    let mut errp = child.stderr.take();
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(o) = out.as_mut() {
+            let _ = std::io::Read::read_to_string(o, &mut s);
+        }
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(o) = errp.as_mut() {
+            let _ = std::io::Read::read_to_string(o, &mut s);
+        }
+        s
+    });
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) => {}
+            Err(e) => return Err(err(format!("waiting: {e}"))),
+        }
+        if stop.load(Relaxed) && !signalled {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+            signalled = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = t_out.join().unwrap_or_default();
+    let stderr = t_err.join().unwrap_or_default();
+    if !status.success() {
+        return Err(err(format!("{} ({status})", stderr.trim())));
+    }
+    serde_json::from_str(&stdout)
+        .map_err(|e| err(format!("unreadable JSON ({e}): {}", stderr.trim())))
+}
+
+/// Runs the phases of `opts` (already [`check`]ed) and collects the results.
+/// The shield is undone and every load stopped before this returns, also on
+/// error; a stop request ends the run after the current phase.
+pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareError> {
+    let sys = ctx.sys;
+    let pre = Preconditions::read(sys)?;
+    let housekeeping = check(opts, &pre)?;
+    let root = sys.is_fixture().then(|| sys.root().to_path_buf());
+    let realtime = nix::unistd::geteuid().is_root();
+    let started_unix_s = now_unix();
+    let machine = Machine::read(&Sys::live());
+    let mut phases = Vec::new();
+    for &phase in &opts.phases {
+        if ctx.stop.load(Relaxed) {
+            break;
+        }
+        (ctx.progress)(&format!(
+            "{}: measuring CPUs {} for {} s ...",
+            phase.name(),
+            opts.cpus,
+            opts.duration_s
+        ));
+        let t0 = Instant::now();
+        let mut guard = None;
+        let mut shield_report = None;
+        if phase == Phase::Shielded {
+            let req = Request {
+                cpus: opts.cpus.clone(),
+                ..Request::default()
+            };
+            // `on` rolls itself back on failure; from here the guard owns it.
+            shield_report = Some(shield::on(sys, &req, false, ctx.stop)?);
+            guard = Some(ShieldGuard { sys, armed: true });
+        }
+        let load_cpus = match phase {
+            Phase::Idle => None,
+            Phase::Unshielded => Some(pre.online.clone()),
+            Phase::Shielded => Some(housekeeping.clone()),
+        };
+        let load = match load_cpus {
+            Some(cpus) if opts.load != Scenario::None => {
+                let cpus = usable_cpus(&cpus);
+                if cpus.is_empty() {
+                    return Err(CompareError::Refused(format!(
+                        "no CPU for the {} load in the {} phase: this process may not run there",
+                        opts.load,
+                        phase.name()
+                    )));
+                }
+                Some(Load::start(opts.load, &cpus, &ctx.driver)?)
+            }
+            _ => None,
+        };
+        let load_report = load.as_ref().map(|l| l.report().clone());
+        let argv = measure_command(&ctx.exe, root.as_deref(), phase, opts, realtime);
+        let measured = run_child(&argv, phase.name(), ctx.stop);
+        // Stop the load before looking at the result: no strays either way.
+        let load_stop = match load {
+            Some(l) => Some(l.stop()?),
+            None => None,
+        };
+        let unshield = match guard.take() {
+            Some(g) => Some(g.off()?),
+            None => None,
+        };
+        let json = measured?;
+        let m = parse_measurement(phase.name(), &json, &opts.thresholds_us).map_err(|reason| {
+            CompareError::Measure {
+                phase: phase.name(),
+                reason,
+            }
+        })?;
+        phases.push(PhaseRecord {
+            phase: phase.name(),
+            command: argv,
+            load: load_report,
+            load_stop,
+            shield: shield_report,
+            unshield,
+            elapsed_s: t0.elapsed().as_secs_f64(),
+            measured: m,
+            measurement: json,
+        });
+    }
+    let summary = assemble(&phases, &opts.thresholds_us);
+    let ratios = summary.ratios();
+    Ok(Results {
+        schema_version: SCHEMA_VERSION,
+        tool: crate::measure::report::Tool {
+            name: "cpushield",
+            version: env!("CARGO_PKG_VERSION"),
+        },
+        started_unix_s,
+        interrupted: ctx.stop.load(Relaxed),
+        options: opts.clone(),
+        housekeeping,
+        load_driver: ctx.driver.name().to_string(),
+        virtualised_note: (machine.virtualised == Some(true))
+            .then_some(report::html::VIRTUALISED_NOTE),
+        machine,
+        phases,
+        summary,
+        ratios,
+    })
+}
+
+/// The text of `summary.txt` (and of stdout without `--json`).
+pub fn summary_text(r: &Results) -> String {
+    let mut s = format!(
+        "cpushield compare: CPUs {} ({} probe, {} s per phase, load {} via {})\n{}\n\n",
+        r.options.cpus,
+        r.options.probe.name(),
+        r.options.duration_s,
+        r.options.load,
+        r.load_driver,
+        r.machine.one_line()
+    );
+    s.push_str(&r.summary.render_text());
+    if let Some(note) = r.virtualised_note {
+        s.push_str(&format!("\nNote: {note}\n"));
+    }
+    if r.interrupted {
+        s.push_str("\nInterrupted: later phases are missing.\n");
+    }
+    s
+}
+
+/// The files written by [`write_files`].
+pub const FILES: [&str; 5] = [
+    "results.json",
+    "summary.txt",
+    "histogram.svg",
+    "histogram.png",
+    "report.html",
+];
+
+/// Writes results.json, summary.txt, histogram.svg/.png and report.html to `dir`.
+pub fn write_files(r: &Results, dir: &Path) -> Result<(), CompareError> {
+    let io = |what: String| move |source| CompareError::Io { what, source };
+    std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    let json = serde_json::to_string_pretty(r).map_err(|e| CompareError::Io {
+        what: "serialising results".into(),
+        source: e.into(),
+    })?;
+    let p = dir.join("results.json");
+    std::fs::write(&p, json + "\n").map_err(io(format!("writing {}", p.display())))?;
+    let p = dir.join("summary.txt");
+    std::fs::write(&p, summary_text(r)).map_err(io(format!("writing {}", p.display())))?;
+    let curves: Vec<Curve> = r.phases.iter().map(|p| p.measured.curve.clone()).collect();
+    let opts = PlotOptions {
+        title: format!(
+            "{} latency, CPUs {}, load {}",
+            r.options.probe.name(),
+            r.options.cpus,
+            r.options.load
+        ),
+        thresholds_us: r.options.thresholds_us.clone(),
+        ..PlotOptions::default()
+    };
+    report::write_svg(&dir.join("histogram.svg"), &curves, &opts)?;
+    report::write_png(&dir.join("histogram.png"), &curves, &opts)?;
+    let m = &r.machine;
+    let kv = |k: &str, v: &Option<String>| (k.to_string(), v.clone().unwrap_or("unknown".into()));
+    let mut commands = Vec::new();
+    for p in &r.phases {
+        commands.push((format!("{} measure", p.phase), p.command.join(" ")));
+        if let Some(l) = &p.load {
+            for (k, c) in l.command_lines().into_iter().enumerate() {
+                commands.push((format!("{} load #{}", p.phase, k + 1), c));
+            }
+            if let Some(v) = &l.stress_ng_version {
+                commands.push(("stress-ng version".into(), v.clone()));
+            }
+        }
+    }
+    commands.push(("cpushield version".into(), env!("CARGO_PKG_VERSION").into()));
+    let html = report::render_html(&HtmlReport {
+        title: format!("cpushield compare: CPUs {}", r.options.cpus),
+        summary: r.summary.clone(),
+        svg: report::svg_string(&curves, &opts)?,
+        machine: vec![
+            ("summary".into(), m.one_line()),
+            kv("kernel", &m.kernel_release),
+            kv("CPU model", &m.cpu_model),
+            kv("CPUs online", &m.cpus_online),
+            kv("clocksource", &m.clocksource),
+            ("measured CPUs".into(), r.options.cpus.to_string()),
+            ("housekeeping CPUs".into(), r.housekeeping.to_string()),
+        ],
+        commands,
+        virtualised: (m.virtualised == Some(true))
+            .then(|| m.system_vendor.clone().unwrap_or_else(|| "yes".into())),
+        notes: if r.interrupted {
+            vec!["The run was interrupted: later phases are missing.".into()]
+        } else {
+            Vec::new()
+        },
+        files: FILES
+            .iter()
+            .filter(|f| **f != "report.html")
+            .map(|f| f.to_string())
+            .collect(),
+    });
+    let p = dir.join("report.html");
+    std::fs::write(&p, html).map_err(io(format!("writing {}", p.display())))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    fn opts(c: &str) -> Options {
+        Options {
+            cpus: cpus(c),
+            load: Scenario::Cpu,
+            probe: ProbeKind::Timer,
+            duration_s: 1.0,
+            thresholds_us: vec![100.0, 1000.0],
+            phases: Phase::ALL.to_vec(),
+            out: PathBuf::from("x"),
+        }
+    }
+
+    fn pre(privileged: bool, shield_active: bool) -> Preconditions {
+        Preconditions {
+            online: cpus("0-3"),
+            privileged,
+            shield_active,
+        }
+    }
+
+    fn refused(o: &Options, p: &Preconditions) -> String {
+        match check(o, p) {
+            Err(CompareError::Refused(m)) => m,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn check_accepts_and_returns_housekeeping() {
+        assert_eq!(check(&opts("2-3"), &pre(true, false)).unwrap(), cpus("0-1"));
+    }
+
+    #[test]
+    fn check_refusals() {
+        assert!(refused(&opts("0-3"), &pre(true, false)).contains("no housekeeping CPU"));
+        assert!(refused(&opts("4"), &pre(true, false)).contains("not online"));
+        assert!(refused(&opts("2"), &pre(true, true)).contains("cpushield off"));
+        assert!(refused(&opts("2"), &pre(false, false)).contains("root"));
+        let mut o = opts("2");
+        o.duration_s = 0.0;
+        assert!(refused(&o, &pre(true, false)).contains("--duration"));
+        o.duration_s = f64::NAN;
+        assert!(refused(&o, &pre(true, false)).contains("--duration"));
+        let mut o = opts("2");
+        o.thresholds_us = vec![-1.0];
+        assert!(refused(&o, &pre(true, false)).contains("--threshold"));
+        let mut o = opts("2");
+        o.phases.clear();
+        assert!(refused(&o, &pre(true, false)).contains("--phases"));
+    }
+
+    #[test]
+    fn unprivileged_may_skip_the_shielded_phase() {
+        let mut o = opts("2");
+        o.phases = vec![Phase::Idle, Phase::Unshielded];
+        assert!(check(&o, &pre(false, false)).is_ok());
+    }
+
+    fn measure_json(max_ns: u64, hist: &[u64], overflows: u64) -> Value {
+        json!({
+            "results": [{
+                "probe": "timer",
+                "status": "ok",
+                "histogram": {"bucket_width_ns": 1000, "buckets": 10000},
+                "cpus": [
+                    {"cpu": 2, "stats": {"overflows": overflows}, "histogram": hist,
+                     "interrupts": [{"source": "LOC", "count": 5, "description": "x"}], "softirqs": []},
+                    {"cpu": 3, "stats": {"overflows": 0}, "histogram": [1],
+                     "interrupts": [], "softirqs": []}
+                ],
+                "all": {"samples": hist.iter().sum::<u64>() + 1 + overflows,
+                        "min_ns": 500, "avg_ns": 1500.0, "max_ns": max_ns,
+                        "percentiles": [{"p": 99.0, "value_ns": 3000}, {"p": 99.9, "value_ns": max_ns}]}
+            }]
+        })
+    }
+
+    #[test]
+    fn parse_sums_cpus_and_takes_exact_stats() {
+        let m = parse_measurement("idle", &measure_json(3300, &[0, 2, 3, 4], 0), &[2.0]).unwrap();
+        assert_eq!(m.curve.counts, vec![1, 2, 3, 4]);
+        assert_eq!(m.curve.bucket_width_us, 1.0);
+        assert_eq!(m.stats.samples, 10);
+        assert_eq!(m.stats.min_us, Some(0.5));
+        assert_eq!(m.stats.max_us, Some(3.3));
+        assert_eq!(m.stats.p99_us, Some(3.0));
+        assert_eq!(m.stats.over, vec![7]);
+        assert_eq!(m.per_cpu.len(), 2);
+        assert_eq!(m.per_cpu[0].interrupts[0]["source"], "LOC");
+    }
+
+    #[test]
+    fn parse_rejects_skipped_probe() {
+        let j =
+            json!({"results": [{"probe": "rtc", "status": "skipped", "skip_reason": "no RTC"}]});
+        assert!(parse_measurement("idle", &j, &[100.0])
+            .unwrap_err()
+            .contains("no RTC"));
+        assert!(parse_measurement("idle", &json!({}), &[100.0]).is_err());
+    }
+
+    fn record(phase: Phase, max_ns: u64, hist: &[u64]) -> PhaseRecord {
+        let j = measure_json(max_ns, hist, 0);
+        PhaseRecord {
+            phase: phase.name(),
+            command: vec!["cpushield".into(), "measure".into()],
+            load: None,
+            load_stop: None,
+            shield: None,
+            unshield: None,
+            elapsed_s: 1.0,
+            measured: parse_measurement(phase.name(), &j, &[2.0]).unwrap(),
+            measurement: j,
+        }
+    }
+
+    #[test]
+    fn assemble_gives_rows_in_order_and_ratios() {
+        let phases = vec![
+            record(Phase::Idle, 2000, &[0, 9]),
+            record(Phase::Unshielded, 8000, &[0, 1, 4, 4]),
+            record(Phase::Shielded, 4000, &[0, 5, 4]),
+        ];
+        let t = assemble(&phases, &[2.0]);
+        let names: Vec<&str> = t.rows.iter().map(|r| r.phase.as_str()).collect();
+        assert_eq!(names, ["idle", "unshielded", "shielded"]);
+        let r = t.ratios();
+        assert_eq!(r[0].metric, "max");
+        assert_eq!(r[0].unshielded_over_shielded.to_string(), "2.00×");
+        assert_eq!(r[0].shielded_over_idle.to_string(), "2.00×");
+        let text = t.render_text();
+        assert!(text.contains("unshielded/shielded"), "{text}");
+    }
+
+    #[test]
+    fn results_json_shape() {
+        let phases = vec![record(Phase::Idle, 2000, &[0, 9])];
+        let summary = assemble(&phases, &[2.0]);
+        let r = Results {
+            schema_version: SCHEMA_VERSION,
+            tool: crate::measure::report::Tool {
+                name: "cpushield",
+                version: "0",
+            },
+            started_unix_s: 0.0,
+            interrupted: false,
+            options: opts("2"),
+            housekeeping: cpus("0-1"),
+            load_driver: "builtin".into(),
+            machine: Machine::read(&Sys::at("/nonexistent-root")),
+            virtualised_note: Some(report::html::VIRTUALISED_NOTE),
+            phases,
+            ratios: summary.ratios(),
+            summary,
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        for key in [
+            "schema_version",
+            "tool",
+            "options",
+            "housekeeping",
+            "machine",
+            "phases",
+            "summary",
+            "ratios",
+            "virtualised_note",
+        ] {
+            assert!(v.get(key).is_some(), "{key} missing");
+        }
+        let p = &v["phases"][0];
+        for key in [
+            "phase",
+            "command",
+            "stats",
+            "curve",
+            "per_cpu",
+            "measurement",
+            "load",
+        ] {
+            assert!(p.get(key).is_some(), "phase.{key} missing");
+        }
+        assert_eq!(v["options"]["cpus"], "2");
+        assert!(summary_text(&r).contains("hypervisor"));
+    }
+
+    #[test]
+    fn shielded_command_enters_the_shield() {
+        let o = opts("2");
+        let exe = Path::new("/bin/cpushield");
+        let idle = measure_command(exe, None, Phase::Idle, &o, true);
+        assert_eq!(idle[1], "measure");
+        assert!(!idle.contains(&"--no-rt".to_string()));
+        let sh = measure_command(exe, Some(Path::new("/fx")), Phase::Shielded, &o, false);
+        assert_eq!(&sh[1..6], ["--root", "/fx", "run", "--", "/bin/cpushield"]);
+        assert!(sh.contains(&"--no-rt".to_string()));
+    }
+}

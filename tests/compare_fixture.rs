@@ -1,0 +1,133 @@
+//! `cpushield compare` against a fixture root: the shield changes only
+//! fixture files; the measurement (SCHED_OTHER unless root) and the load
+//! run on this machine's CPUs, unconfined. Each phase lasts 0.3 s.
+
+mod common;
+
+use common::*;
+use cpushield::sys::fixture::{CgroupLayout, FixtureConfig};
+
+fn results(dir: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("results.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn compare_restores_fixture(layout: CgroupLayout, load: &str) {
+    let root = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let _sys = standard(root.path(), layout, FixtureConfig::default());
+    let before = tree(root.path());
+    let dir = out.path().join("report");
+    let o = cpushield(
+        root.path(),
+        &[
+            "compare",
+            "--cpus",
+            "1",
+            "--load",
+            load,
+            "--duration",
+            "0.3",
+            "--threshold",
+            "50,500",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for phase in ["idle", "unshielded", "shielded"] {
+        assert!(stdout.contains(phase), "{stdout}");
+    }
+    assert!(stdout.contains("> 500 µs"), "{stdout}");
+
+    let after = tree(root.path());
+    assert_eq!(before, after, "{:?}", diff(&before, &after));
+
+    for f in cpushield::compare::FILES {
+        let p = dir.join(f);
+        assert!(std::fs::metadata(&p).unwrap().len() > 0, "{f} empty");
+    }
+    let r = results(&dir);
+    assert_eq!(r["schema_version"], 1);
+    let phases: Vec<&str> = r["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["idle", "unshielded", "shielded"]);
+    for p in r["phases"].as_array().unwrap() {
+        assert!(p["stats"]["samples"].as_u64().unwrap() > 0, "{p}");
+        assert!(p["curve"]["counts"].is_array());
+        assert_eq!(p["per_cpu"][0]["cpu"], 1);
+        assert!(p["measurement"]["results"][0]["cpus"].is_array());
+    }
+    let shielded = &r["phases"][2];
+    assert_eq!(shielded["shield"]["shield"], "1");
+    assert!(shielded["unshield"].is_object());
+    assert!(shielded["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a == "run"));
+    assert_eq!(r["summary"]["rows"].as_array().unwrap().len(), 3);
+    assert_eq!(r["ratios"].as_array().unwrap().len(), 4);
+    assert_eq!(r["housekeeping"], "0,2-3");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<svg") && !html.contains("http://") && !html.contains("https://"));
+    let svg = std::fs::read_to_string(dir.join("histogram.svg")).unwrap();
+    assert!(svg.contains("<svg"));
+    let png = std::fs::read(dir.join("histogram.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // No shield left behind: `off` finds nothing to undo.
+    let o = cpushield(root.path(), &["off"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no shield is active"), "{}", text(&o));
+}
+
+#[test]
+fn compare_v2_no_load_restores_fixture() {
+    compare_restores_fixture(CgroupLayout::V2, "none");
+}
+
+#[test]
+fn compare_v1_cpu_load_restores_fixture() {
+    compare_restores_fixture(CgroupLayout::V1, "cpu");
+}
+
+#[test]
+fn compare_refuses_with_shield_active() {
+    let root = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    assert!(cpushield(root.path(), &["on", "2"]).status.success());
+    let dir = out.path().join("r");
+    let o = cpushield(
+        root.path(),
+        &[
+            "compare",
+            "--cpus",
+            "1",
+            "--load",
+            "none",
+            "--duration",
+            "0.3",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(text(&o).contains("cpushield off"), "{}", text(&o));
+    assert!(!dir.exists(), "nothing written on refusal");
+    assert!(cpushield(root.path(), &["off"]).status.success());
+}
+
+#[test]
+fn compare_refuses_no_housekeeping_cpu() {
+    let root = tempfile::tempdir().unwrap();
+    standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(root.path(), &["compare", "--cpus", "0-3", "--load", "none"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no housekeeping CPU"), "{}", text(&o));
+}
