@@ -43,33 +43,41 @@ function one(t,   line, f, name, tgid, ppid, cpus, st, cg, rest, n, a) {
 { one($0) }' /tmp/.snap.tasks.$me 2>/dev/null
 rm -f /tmp/.snap.tasks.$me
 
-# --- IRQs
-for d in /proc/irq/[0-9]*; do
-    [ -f "$d/smp_affinity_list" ] || continue
-    echo "irq ${d##*/} $(cat "$d/smp_affinity_list" 2>/dev/null)"
-done
+# --- IRQs (effective affinity is not compared: it moves at the next interrupt)
+awk 'FNR == 1 { n = split(FILENAME, a, "/"); print "irq", a[4], $0 }' /proc/irq/[0-9]*/smp_affinity_list 2>/dev/null
 
-# --- files (absent ones are skipped; a file that appears or vanishes shows as a difference)
-show() { for f in "$@"; do [ -f "$f" ] && [ -r "$f" ] && echo "file $f $(tr '\n' ' ' <"$f" 2>/dev/null | sed 's/ *$//')"; done; }
-show /proc/irq/default_smp_affinity /sys/devices/virtual/workqueue/cpumask
-show /sys/bus/workqueue/devices/*/cpumask /sys/bus/workqueue/devices/*/numa
-show /proc/sys/kernel/sched_rt_runtime_us /proc/sys/kernel/sched_rt_period_us \
-     /proc/sys/vm/stat_interval /proc/sys/vm/dirty_writeback_centisecs \
-     /proc/sys/kernel/timer_migration /proc/sys/vm/overcommit_memory
-[ -n "${SNAP_WATCHDOG:-}" ] && show /proc/sys/kernel/watchdog /proc/sys/kernel/nmi_watchdog
-show /sys/devices/system/cpu/online /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor \
-     /sys/devices/system/machinecheck/machinecheck*/check_interval
-show /sys/class/net/*/queues/rx-*/rps_cpus /sys/class/net/*/queues/tx-*/xps_cpus
-
-# --- cgroups: every directory and its cpuset / control files
-for root in /sys/fs/cgroup /sys/fs/cgroup/cpuset; do
-    [ -d "$root" ] || continue
-    find "$root" -type d 2>/dev/null | while read -r d; do
-        case $d in /sys/fs/cgroup/cpuset*) [ "$root" = /sys/fs/cgroup ] && continue ;; esac
-        echo "cgdir $d"
-        for f in "$d"/cpuset.* "$d"/cgroup.subtree_control "$d"/cgroup.type "$d"/notify_on_release; do
-            case $f in *cpuset.memory_pressure) continue ;; esac   # a live gauge
-            [ -f "$f" ] && [ -r "$f" ] && echo "file $f $(tr '\n' ' ' <"$f" 2>/dev/null | sed 's/ *$//')"
+# --- files: one awk over all of them (absent ones are skipped; a file that
+# appears or vanishes shows as a difference).  Multi-line files are joined.
+files() {
+    echo /proc/irq/default_smp_affinity /sys/devices/virtual/workqueue/cpumask
+    echo /sys/bus/workqueue/devices/*/cpumask /sys/bus/workqueue/devices/*/numa
+    echo /proc/sys/kernel/sched_rt_runtime_us /proc/sys/kernel/sched_rt_period_us \
+         /proc/sys/vm/stat_interval /proc/sys/vm/dirty_writeback_centisecs \
+         /proc/sys/kernel/timer_migration /proc/sys/vm/overcommit_memory
+    # reading the watchdog knobs while the watchdog is off was seen to break
+    # re-enabling it: only on request
+    [ -n "${SNAP_WATCHDOG:-}" ] && echo /proc/sys/kernel/watchdog /proc/sys/kernel/nmi_watchdog
+    echo /sys/devices/system/cpu/online /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor \
+         /sys/devices/system/machinecheck/machinecheck*/check_interval
+    echo /sys/class/net/*/queues/rx-*/rps_cpus /sys/class/net/*/queues/tx-*/xps_cpus
+    # cgroups: every directory, its cpuset files and control files
+    for root in /sys/fs/cgroup /sys/fs/cgroup/cpuset; do
+        [ -d "$root" ] || continue
+        find "$root" -type d 2>/dev/null | while read -r d; do
+            case $d in /sys/fs/cgroup/cpuset*) [ "$root" = /sys/fs/cgroup ] && continue ;; esac
+            echo "cgdir:$d"
+            echo "$d"/cpuset.* "$d"/cgroup.subtree_control "$d"/cgroup.type "$d"/notify_on_release
         done
     done
-done
+}
+files | tr ' ' '\n' | awk '
+/^cgdir:/ { sub(/^cgdir:/, ""); print "cgdir " $0; next }
+/\*/ || /cpuset\.memory_pressure$/ { next }   # unmatched globs; a live gauge
+$0 != "" {
+    f = $0; v = ""; n = 0
+    r = (getline line < f)
+    if (r < 0) next                           # absent or unreadable
+    while (r > 0) { v = v (n++ ? " " : "") line; r = (getline line < f) }
+    close(f)
+    print "file " f " " v
+}' 2>/dev/null

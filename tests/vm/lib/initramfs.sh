@@ -5,7 +5,7 @@
 #        binary under test.
 # shellcheck shell=bash
 
-GUEST_TOOLS="/usr/bin/cyclictest /usr/bin/stress-ng"
+GUEST_TOOLS="/usr/bin/cyclictest /usr/bin/stress-ng /usr/bin/chrt"  # chrt: util-linux (busybox has none)
 
 copy_with_libs() { # copy_with_libs ROOT BINARY...
     local root=$1 b l
