@@ -21,7 +21,8 @@
 #   --verbose               stream the guest console
 #   --refresh               re-resolve and re-download the kernels
 #   --list                  list the scenarios
-# SCENARIO: a name or prefix under tests/vm/scenarios (e.g. 01, 04-undo).
+# SCENARIO: a name or prefix under tests/vm/scenarios (e.g. 01, 04-undo) or
+# tests/vm/probes (kernel-facts: raw kernel behaviour, printed as notes).
 # Exit status: 0 all passed (or skipped), 1 a scenario failed, 3 a boot
 # failure (the guest died before a scenario started, twice), 2 usage/set-up.
 set -euo pipefail
@@ -45,7 +46,7 @@ while [ $# -gt 0 ]; do
         --append) APPEND=$2; shift ;;
         --verbose|-v) VERBOSE=1 ;;
         --refresh) export VM_REFRESH=1 ;;
-        --list) for f in "$VM_DIR"/scenarios/*.sh; do
+        --list) for f in "$VM_DIR"/scenarios/*.sh "$VM_DIR"/probes/*.sh; do
                     printf '%-22s %s\n' "$(basename "$f" .sh)" "$(sed -n 's/^# summary: //p' "$f")"
                 done; exit 0 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -86,7 +87,8 @@ if [ ${#SCENARIOS[@]} -eq 0 ] && [ $SHELL_MODE = 0 ]; then
     for f in "$VM_DIR"/scenarios/[0-9]*.sh; do scenario_files+=("$f"); done
 else
     for s in "${SCENARIOS[@]}"; do
-        f=$(ls "$VM_DIR"/scenarios/"$s"*.sh 2>/dev/null | head -n1 || true)
+        f=$(ls "$VM_DIR"/scenarios/"$s".sh "$VM_DIR"/probes/"$s".sh 2>/dev/null | head -n1 || true)
+        [ -n "$f" ] || f=$(ls "$VM_DIR"/scenarios/"$s"*.sh "$VM_DIR"/probes/"$s"*.sh 2>/dev/null | head -n1 || true)
         [ -n "$f" ] || die "no scenario '$s' (see --list)"
         scenario_files+=("$f")
     done

@@ -311,9 +311,17 @@ custom_state() {
         mkdir -p /sys/fs/cgroup/app && echo $! >/sys/fs/cgroup/app/cgroup.procs
     fi
     local n
-    n=$(irq_by_name 'virtio1-input'); [ -n "$n" ] && echo 3 >/proc/irq/$n/smp_affinity_list 2>/dev/null
-    n=$(irq_by_name 'i8042'); [ -n "$n" ] && echo 1 >/proc/irq/$n/smp_affinity_list 2>/dev/null
+    CUSTOM_IRQS=""
+    n=$(irq_by_name 'virtio1-input'); [ -n "$n" ] && CUSTOM_IRQS="$n:$(cat /proc/irq/$n/smp_affinity_list)" && echo 3 >/proc/irq/$n/smp_affinity_list 2>/dev/null
+    n=$(irq_by_name 'i8042'); [ -n "$n" ] && CUSTOM_IRQS="$CUSTOM_IRQS $n:$(cat /proc/irq/$n/smp_affinity_list)" && echo 1 >/proc/irq/$n/smp_affinity_list 2>/dev/null
     sleep 1
     info "custom state: $(for p in $CUSTOM_PIDS; do printf '%s:%s ' $p "$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/$p/status)"; done)"
 }
-custom_state_end() { for p in $CUSTOM_PIDS; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rmdir /sys/fs/cgroup/app 2>/dev/null; true; }
+custom_state_end() {
+    local p i
+    for p in $CUSTOM_PIDS; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rmdir /sys/fs/cgroup/app 2>/dev/null
+    for i in $CUSTOM_IRQS; do echo "${i#*:}" >/proc/irq/${i%%:*}/smp_affinity_list 2>/dev/null; done
+    true
+}

@@ -48,6 +48,10 @@ do_on() {
     : >$J
     # every thread's affinity and cgroup first (the snapshot's task lines)
     sh /guest/snapshot.sh | awk '$1 == "task" { sub(/^cpus=/, "", $4); sub(/^cg=/, "", $5); sub(/^0::/, "", $5); sub(/^[0-9]*:cpuset:/, "", $5); print "task", $2, $3, $4, $5 }' >>$J
+    # the workqueue mask before the partition: on 6.12 the partition already
+    # reduces it, and writing that reduced value back would make it stick
+    f=/sys/devices/virtual/workqueue/cpumask
+    if [ -f $f ]; then jot "file $f $(cat $f)"; echo $hkmask >$f 2>/dev/null || echo "workqueue cpumask refused"; fi
     if [ "$(cgroup_mode)" = v2 ]; then
         jot "subtree $CG $(cat $CG/cgroup.subtree_control)"
         echo +cpuset >$CG/cgroup.subtree_control
@@ -84,8 +88,6 @@ do_on() {
             echo "$t" 2>/dev/null >/proc/irq/$n/smp_affinity_list || echo "irq $n $name refused a new affinity (stays on $v)"
         done
     fi
-    f=/sys/devices/virtual/workqueue/cpumask
-    if [ -f $f ]; then jot "file $f $(cat $f)"; echo $hkmask >$f 2>/dev/null || echo "workqueue cpumask refused"; fi
     echo "shielded $sh"
     unlock
 }

@@ -2,7 +2,8 @@
 # Snapshot of everything cpushield may touch, one fact per line, sorted, so
 # that two snapshots can be compared (guest/compare.sh).  Line kinds:
 #   task <tid> <start> cpus=<list> cg=<cgroup(s)> # <tgid> <name>
-#        (keyed by tid+start time; the name after '#' is informational)
+#        (keyed by tid+start time; the name after '#' is informational;
+#        irq/N-* threads show cpus=~: they follow their IRQ lazily)
 #   irq <n> <smp_affinity_list>        effective affinity is not compared
 #   file <path> <content>              cpuset / workqueue / irq / knob files
 #   cgdir <path>                       every cgroup directory
@@ -38,6 +39,9 @@ function one(t,   line, f, name, tgid, ppid, cpus, st, cg, rest, n, a) {
     }
     close(f)
     n = split(t, a, "/")
+    # irq/N-* threads follow their IRQ effective affinity, which the kernel
+    # changes only at the next interrupt: compare the IRQ, not the thread.
+    if (name ~ /^irq\//) { name = name " (cpus " cpus ", not compared)"; cpus = "~" }
     printf "task %s %s cpus=%s cg=%s # %s %s\n", a[5], st, cpus, cg, tgid, name
 }
 { one($0) }' /tmp/.snap.tasks.$me 2>/dev/null

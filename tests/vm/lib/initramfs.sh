@@ -58,7 +58,7 @@ overlay_initramfs() {
     cp "$VM_DIR/guest/init" "$root/init"
     chmod 755 "$root/init"
     cp "$VM_DIR"/guest/*.sh "$root/guest/"
-    cp "$VM_DIR"/scenarios/*.sh "$root/scenarios/"
+    cp "$VM_DIR"/scenarios/*.sh "$VM_DIR"/probes/*.sh "$root/scenarios/"
     cp "$VM_DIR/guest/motd" "$root/etc/motd" 2>/dev/null || true
     if [ -n "$bin" ]; then
         cp "$bin" "$root/usr/local/bin/cpushield"
