@@ -16,7 +16,7 @@
 #   --batch                 run the scenarios of a kernel in one boot each
 #                           (faster; they share one guest) — default in CI
 #   --separate              one boot per scenario (default)
-#   --timeout SEC           limit per boot (default 240)
+#   --timeout SEC           limit per boot (default 120 s + 90 s per scenario)
 #   --append ARGS           extra kernel command line (e.g. isolcpus=3)
 #   --verbose               stream the guest console
 #   --refresh               re-resolve and re-download the kernels
@@ -31,7 +31,7 @@ set -euo pipefail
 . "$VM_DIR/lib/initramfs.sh"
 
 KERNELS=""; CPUS=4; MEM=1024; BINARY=""; BUILD=1; SHELL_MODE=0; BATCH=0
-TIMEOUT=240; APPEND=""; VERBOSE=0; SCENARIOS=()
+TIMEOUT=""; APPEND=""; VERBOSE=0; SCENARIOS=()
 while [ $# -gt 0 ]; do
     case $1 in
         --kernel) KERNELS=$2; shift ;;
@@ -122,12 +122,14 @@ boot() {
     if [ "$SHELL_MODE" = 1 ]; then
         exec "${qemu[@]}"
     fi
+    local limit=${TIMEOUT:-$(( 120 + 90 * $(echo "$scen" | tr ',' '\n' | wc -l) ))}
+    BOOT_LIMIT=$limit
     set +e
     if [ $VERBOSE = 1 ]; then
-        timeout -k 5 "$TIMEOUT" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' | tee "$logf"
+        timeout -k 5 "$limit" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' | tee "$logf"
         rc=${PIPESTATUS[0]}
     else
-        timeout -k 5 "$TIMEOUT" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' >"$logf"
+        timeout -k 5 "$limit" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' >"$logf"
         rc=${PIPESTATUS[0]}
     fi
     set -e
@@ -190,7 +192,7 @@ for i in "${!BOOT_K[@]}"; do
             r=$(grep "^CPUSHIELD-RESULT: [A-Z]* $s\b" "$logf" | tail -n1 | sed 's/^CPUSHIELD-RESULT: //' || true)
             if [ -z "$r" ]; then
                 why="guest ended without a result"
-                [ $qrc = 124 ] && why="timed out after ${TIMEOUT}s"
+                [ $qrc = 124 ] && why="timed out: the boot's limit is ${BOOT_LIMIT}s"
                 r="FAIL $s ($why)"
             fi
             printf '%-5s %-22s %s\n' "$k" "$s" "$r" | tee -a "$SUMMARY"

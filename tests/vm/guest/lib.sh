@@ -17,6 +17,9 @@ NCPUS=$(nproc)
 ok()   { CHECKS=$((CHECKS + 1)); echo "CPUSHIELD-CHECK: ok   $*"; }
 bad()  { CHECKS=$((CHECKS + 1)); FAILED=$((FAILED + 1)); echo "CPUSHIELD-CHECK: FAIL $*"; }
 note() { echo "CPUSHIELD-NOTE: [$KSERIES] $*"; }
+# snote: a note about the shield's effect, only while 'on' has succeeded
+SHIELD_ON=0
+snote() { [ "$SHIELD_ON" = 1 ] && note "$@"; true; }
 info() { echo "  $*"; }
 
 # check WHAT CMD...: ok when CMD exits 0
@@ -44,6 +47,7 @@ cs() {
     echo "\$ cpushield $*"
     cpushield "$@" >"$OUT/cs.stdout" 2>"$OUT/cs.stderr" </dev/null
     CS_RC=$?
+    case "$1:$CS_RC" in on:0) SHIELD_ON=1 ;; off:0) SHIELD_ON=0 ;; esac
     cat "$OUT/cs.stdout" "$OUT/cs.stderr" >"$OUT/cs.out"
     cp "$OUT/cs.out" "$OUT/cs.$CS_N.out"
     sed 's/^/  | /' "$OUT/cs.out" | head -n "${CS_SHOW:-60}"
@@ -213,7 +217,7 @@ assert_shield() {
     done
     check "every IRQ that accepts an affinity is off $sh ($irq_bad not)" [ "$irq_bad" -eq 0 ]
     check "every refusing IRQ is named (number and name) in cpushield's output ($unnamed not)" [ "$unnamed" -eq 0 ]
-    [ -n "$lagging" ] && note "IRQ affinity accepted but effective_affinity_list still on the shield right after 'on':$lagging"
+    [ -n "$lagging" ] && snote "IRQ affinity accepted but effective_affinity_list still on the shield right after 'on':$lagging"
     a=$(mask_to_list "$(cat /proc/irq/default_smp_affinity)")
     if cpus_overlap "$a" "$sh"; then bad "default_smp_affinity ($a) is off $sh"; else ok "default_smp_affinity ($a) is off $sh"; fi
     if [ -f /sys/devices/virtual/workqueue/cpumask ]; then
@@ -233,7 +237,7 @@ assert_shield() {
             esac
             a=$(cat /sys/fs/cgroup/cpuset.cpus.effective)
             if cpus_overlap "$a" "$sh"; then bad "root cpuset.cpus.effective ($a) excludes $sh"; else ok "root cpuset.cpus.effective ($a) excludes $sh"; fi
-            [ -f /sys/fs/cgroup/cpuset.cpus.isolated ] && note "root cpuset.cpus.isolated with an isolated partition on $sh reads '$(cat /sys/fs/cgroup/cpuset.cpus.isolated)'"
+            [ -f /sys/fs/cgroup/cpuset.cpus.isolated ] && snote "root cpuset.cpus.isolated with an isolated partition on $sh reads '$(cat /sys/fs/cgroup/cpuset.cpus.isolated)'"
             ;;
         v1)
             local r=/sys/fs/cgroup/cpuset d rt="" nrt=""
@@ -281,15 +285,15 @@ children_check() {
     # asking for the shield with sched_setaffinity, from outside it
     local got rc
     got=$(taskset -c "$sh" awk '/^Cpus_allowed_list:/ { print $2 }' /proc/self/status 2>"$OUT/ts.err"); rc=$?
-    note "taskset -c $sh CMD (all shield CPUs) outside the shield: exit $rc, child cpus '${got}' $(head -c 120 "$OUT/ts.err" | tr '\n' ' ')"
+    snote "taskset -c $sh CMD (all shield CPUs) outside the shield: exit $rc, child cpus '${got}' $(head -c 120 "$OUT/ts.err" | tr '\n' ' ')"
     if [ -n "$got" ] && cpus_overlap "$got" "$sh"; then bad "taskset -c $sh from outside gets no shielded CPU (got $got)"; else ok "taskset -c $sh from outside gets no shielded CPU (exit $rc, '${got}')"; fi
     got=$(taskset -c "0-$((NCPUS - 1))" awk '/^Cpus_allowed_list:/ { print $2 }' /proc/self/status 2>"$OUT/ts.err"); rc=$?
-    note "taskset -c 0-$((NCPUS - 1)) CMD outside the shield: exit $rc, child cpus '${got}'"
+    snote "taskset -c 0-$((NCPUS - 1)) CMD outside the shield: exit $rc, child cpus '${got}'"
     if [ -n "$got" ] && cpus_overlap "$got" "$sh"; then bad "taskset -c all-CPUs from outside gets no shielded CPU (got $got)"; else ok "taskset -c all-CPUs from outside gets no shielded CPU (exit $rc, '${got}')"; fi
     sleep 1000 & local sl=$!
     taskset -p -c "$sh" $sl >"$OUT/ts.out" 2>&1; rc=$?
     got=$(awk '/^Cpus_allowed_list:/ { print $2 }' /proc/$sl/status)
-    note "taskset -p -c $sh on a running task outside the shield: exit $rc, its cpus now '$got' ($(tail -n1 "$OUT/ts.out" | head -c 100))"
+    snote "taskset -p -c $sh on a running task outside the shield: exit $rc, its cpus now '$got' ($(tail -n1 "$OUT/ts.out" | head -c 100))"
     if cpus_overlap "$got" "$sh"; then bad "taskset -p on a running outside task cannot put it on the shield (got $got)"; else ok "taskset -p on a running outside task cannot put it on the shield (exit $rc, $got)"; fi
     kill $sl 2>/dev/null; wait $sl 2>/dev/null
     touch /tmp/stop.forks; wait $loop 2>/dev/null; rm -f /tmp/stop.forks
