@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# CI entry for the real-kernel test bed: installs what it needs with apt-get
+# (idempotent), builds the static cpushield, runs every scenario on the
+# Debian 6.1 and 6.12 kernels (one boot per kernel and cgroup layout; the
+# guest checks between scenarios that none left the system changed).
+#   tests/vm/ci.sh [--install-only] [extra run.sh options]
+# Nothing here changes this machine beyond installing Debian packages; all
+# shielding happens inside QEMU guests.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+INSTALL_ONLY=0
+if [ "${1:-}" = --install-only ]; then INSTALL_ONLY=1; shift; fi
+
+PKGS="qemu-system-x86 busybox-static rt-tests stress-ng xz-utils util-linux file"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "== apt-get install$missing"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 -q update >/dev/null
+    # shellcheck disable=SC2086
+    $SUDO apt-get -o DPkg::Lock::Timeout=600 -q install -y --no-install-recommends $missing >/dev/null
+fi
+[ $INSTALL_ONLY = 1 ] && exit 0
+
+echo "== static cpushield for the guest"
+RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu
+BIN=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/cpushield
+
+echo "== real-kernel scenarios (QEMU, software emulation)"
+t0=$(date +%s)
+rc=0
+tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel all "$@" || rc=$?
+echo "== test bed took $(( $(date +%s) - t0 ))s"
+exit $rc

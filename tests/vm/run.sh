@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# cpushield's real-kernel test bed: boots a disposable QEMU guest (software
+# emulation) with a Debian kernel and runs scenarios inside it.  Nothing is
+# changed on this machine: every shield, IRQ, cgroup and tunable change
+# happens inside the guest.
+#
+#   tests/vm/run.sh [options] [SCENARIO...]     run scenarios (default: all)
+#   tests/vm/run.sh --shell [--kernel 6.12]     interactive shell in a guest
+#
+# Options:
+#   --kernel 6.1|6.12|all   kernel(s) to boot (default: all; --shell: 6.12)
+#   --cpus N                vCPUs (default 4; a scenario may ask for more)
+#   --mem MB                guest memory (default 1024)
+#   --binary PATH           static cpushield binary (default: build one)
+#   --no-build              use the default binary as already built
+#   --batch                 run the scenarios of a kernel in one boot each
+#                           (faster; they share one guest) — default in CI
+#   --separate              one boot per scenario (default)
+#   --timeout SEC           limit per boot (default 120 s + 90 s per scenario)
+#   --append ARGS           extra kernel command line (e.g. isolcpus=3)
+#   --verbose               stream the guest console
+#   --refresh               re-resolve and re-download the kernels
+#   --list                  list the scenarios
+# SCENARIO: a name or prefix under tests/vm/scenarios (e.g. 01, 04-undo) or
+# tests/vm/probes (kernel-facts: raw kernel behaviour, printed as notes).
+# Exit status: 0 all passed (or skipped), 1 a scenario failed, 3 a boot
+# failure (the guest died before a scenario started, twice), 2 usage/set-up.
+set -euo pipefail
+. "$(dirname "$0")/lib/common.sh"
+. "$VM_DIR/lib/fetch.sh"
+. "$VM_DIR/lib/initramfs.sh"
+
+KERNELS=""; CPUS=4; MEM=1024; BINARY=""; BUILD=1; SHELL_MODE=0; BATCH=0
+TIMEOUT=""; APPEND=""; VERBOSE=0; SCENARIOS=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --kernel) KERNELS=$2; shift ;;
+        --cpus) CPUS=$2; shift ;;
+        --mem) MEM=$2; shift ;;
+        --binary) BINARY=$2; shift ;;
+        --no-build) BUILD=0 ;;
+        --shell) SHELL_MODE=1 ;;
+        --batch) BATCH=1 ;;
+        --separate) BATCH=0 ;;
+        --timeout) TIMEOUT=$2; shift ;;
+        --append) APPEND=$2; shift ;;
+        --verbose|-v) VERBOSE=1 ;;
+        --refresh) export VM_REFRESH=1 ;;
+        --list) for f in "$VM_DIR"/scenarios/*.sh "$VM_DIR"/probes/*.sh; do
+                    printf '%-22s %s\n' "$(basename "$f" .sh)" "$(sed -n 's/^# summary: //p' "$f")"
+                done; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        -*) die "unknown option $1 (see --help)" ;;
+        *) SCENARIOS+=("$1") ;;
+    esac
+    shift
+done
+if [ -z "$KERNELS" ]; then
+    if [ $SHELL_MODE = 1 ]; then KERNELS=6.12; else KERNELS=all; fi
+fi
+[ "$KERNELS" = all ] && KERNELS="6.1,6.12"
+KERNELS=${KERNELS//,/ }
+
+need_cmd qemu-system-x86_64 busybox dpkg apt-get xz timeout
+mkdir -p "$CACHE_DIR" "$WORK_DIR"
+
+# ---- the binary under test
+if [ -z "$BINARY" ]; then
+    BTARGET=${CARGO_TARGET_DIR:-$REPO_DIR/target}
+    BINARY=$BTARGET/x86_64-unknown-linux-gnu/release/cpushield
+    if [ $BUILD = 1 ]; then
+        log "building static cpushield (cargo build --release, crt-static)"
+        (cd "$REPO_DIR" && RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+            cargo build --quiet --release --target x86_64-unknown-linux-gnu) || die "cargo build failed"
+    fi
+fi
+[ -x "$BINARY" ] || die "no binary at $BINARY"
+if ! file "$BINARY" 2>/dev/null | grep -q 'statically linked\|static-pie'; then
+    case $(file "$BINARY" 2>/dev/null) in
+        *dynamically*) log "warning: $BINARY is dynamically linked; the guest has no libc for it" ;;
+    esac
+fi
+
+# ---- scenarios
+scenario_files=()
+if [ ${#SCENARIOS[@]} -eq 0 ] && [ $SHELL_MODE = 0 ]; then
+    for f in "$VM_DIR"/scenarios/[0-9]*.sh; do scenario_files+=("$f"); done
+else
+    for s in "${SCENARIOS[@]}"; do
+        f=$(ls "$VM_DIR"/scenarios/"$s".sh "$VM_DIR"/probes/"$s".sh 2>/dev/null | head -n1 || true)
+        [ -n "$f" ] || f=$(ls "$VM_DIR"/scenarios/"$s"*.sh "$VM_DIR"/probes/"$s"*.sh 2>/dev/null | head -n1 || true)
+        [ -n "$f" ] || die "no scenario '$s' (see --list)"
+        scenario_files+=("$f")
+    done
+fi
+# header: "# vm: cgroup=v1 cpus=4 kernels=6.1"
+hdr() { sed -n 's/^# vm: //p' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
+
+RUN_ID=$(date +%Y%m%d-%H%M%S)
+RUN_DIR=$WORK_DIR/$RUN_ID
+mkdir -p "$RUN_DIR"
+OVERLAY=$RUN_DIR/overlay.cpio
+overlay_initramfs "$BINARY" "$OVERLAY"
+
+# boot KERNEL_DIR CPUS CGROUP SCENARIOS(comma) LOG -> runs qemu; returns qemu's status
+boot() {
+    local kdir=$1 cpus=$2 cg=$3 scen=$4 logf=$5 initrd disk rc
+    initrd=$RUN_DIR/initrd-$(basename "$kdir").cpio
+    [ -f "$initrd" ] || cat "$(base_initramfs "$kdir")" "$OVERLAY" >"$initrd"
+    disk=$RUN_DIR/scratch.img
+    [ -f "$disk" ] || truncate -s 64M "$disk"
+    local cmdline="console=ttyS0 panic=-1 quiet loglevel=4 cpushield.cgroup=$cg"
+    [ -n "$scen" ] && cmdline="$cmdline cpushield.scenarios=$scen"
+    [ "$SHELL_MODE" = 1 ] && cmdline="$cmdline cpushield.shell=1"
+    [ -n "$APPEND" ] && cmdline="$cmdline $APPEND"
+    local qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max,-cx16
+        -smp "$cpus" -m "$MEM" -nographic -no-reboot -vga none
+        -kernel "$kdir/vmlinuz" -initrd "$initrd" -append "$cmdline"
+        -drive "file=$disk,if=none,id=d0,format=raw,cache=unsafe"
+        -device virtio-blk-pci,drive=d0
+        -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=)
+    if [ "$SHELL_MODE" = 1 ]; then
+        exec "${qemu[@]}"
+    fi
+    local limit=${TIMEOUT:-$(( 120 + 90 * $(echo "$scen" | tr ',' '\n' | wc -l) ))}
+    BOOT_LIMIT=$limit
+    set +e
+    if [ $VERBOSE = 1 ]; then
+        timeout -k 5 "$limit" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' | tee "$logf"
+        rc=${PIPESTATUS[0]}
+    else
+        timeout -k 5 "$limit" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' >"$logf"
+        rc=${PIPESTATUS[0]}
+    fi
+    set -e
+    return $rc
+}
+
+if [ $SHELL_MODE = 1 ]; then
+    k=${KERNELS%% *}
+    kdir=$(fetch_kernel "$k")
+    log "interactive guest: kernel $(cat "$kdir/release"), $CPUS vCPUs; leave with 'poweroff -f' (or Ctrl-A x)"
+    boot "$kdir" "$CPUS" "${VM_CGROUP:-v2}" "" /dev/null
+fi
+
+# ---- plan the boots: per kernel, scenarios grouped by their guest set-up
+declare -a BOOT_K BOOT_CPUS BOOT_CG BOOT_SCEN
+for k in $KERNELS; do
+    for f in "${scenario_files[@]}"; do
+        name=$(basename "$f" .sh)
+        c=$(hdr "$f" cpus); c=${c:-$CPUS}
+        g=$(hdr "$f" cgroup); g=${g:-v2}
+        placed=0
+        if [ $BATCH = 1 ]; then
+            for i in "${!BOOT_K[@]}"; do
+                if [ "${BOOT_K[$i]}" = "$k" ] && [ "${BOOT_CPUS[$i]}" = "$c" ] && [ "${BOOT_CG[$i]}" = "$g" ]; then
+                    BOOT_SCEN[$i]="${BOOT_SCEN[$i]},$name"; placed=1; break
+                fi
+            done
+        fi
+        if [ $placed = 0 ]; then
+            BOOT_K+=("$k"); BOOT_CPUS+=("$c"); BOOT_CG+=("$g"); BOOT_SCEN+=("$name")
+        fi
+    done
+done
+
+declare -A KDIR
+for k in $KERNELS; do KDIR[$k]=$(fetch_kernel "$k"); done
+
+SUMMARY=$RUN_DIR/summary.txt
+: >"$SUMMARY"
+NOTES=$RUN_DIR/notes.txt
+: >"$NOTES"
+status=0
+for i in "${!BOOT_K[@]}"; do
+    k=${BOOT_K[$i]}; kdir=${KDIR[$k]}; todo=${BOOT_SCEN[$i]}
+    for attempt in 1 2; do
+        tag=${todo%%,*}; [ "$todo" != "$tag" ] && tag="$tag+"
+        logf=$RUN_DIR/$k-$tag-try$attempt.log
+        log "boot $k ($(cat "$kdir/release")), ${BOOT_CPUS[$i]} vCPUs, cgroup ${BOOT_CG[$i]}: $todo"
+        t0=$(date +%s)
+        qrc=0
+        boot "$kdir" "${BOOT_CPUS[$i]}" "${BOOT_CG[$i]}" "$todo" "$logf" || qrc=$?
+        secs=$(( $(date +%s) - t0 ))
+        grep '^CPUSHIELD-NOTE:' "$logf" | sed "s/^CPUSHIELD-NOTE: //" >>"$NOTES" || true
+        retry=""
+        for s in ${todo//,/ }; do
+            if ! grep -q "^CPUSHIELD-SCENARIO-START: $s" "$logf"; then
+                retry="$retry,$s"
+                continue
+            fi
+            r=$(grep "^CPUSHIELD-RESULT: [A-Z]* $s\b" "$logf" | tail -n1 | sed 's/^CPUSHIELD-RESULT: //' || true)
+            if [ -z "$r" ]; then
+                why="guest ended without a result"
+                [ $qrc = 124 ] && why="timed out: the boot's limit is ${BOOT_LIMIT}s"
+                r="FAIL $s ($why)"
+            fi
+            printf '%-5s %-22s %s\n' "$k" "$s" "$r" | tee -a "$SUMMARY"
+            case $r in
+                PASS*|SKIP*) ;;
+                *) status=1
+                   echo "---- guest output of $s on $k ($logf):"
+                   awk -v s="$s" '$0 ~ "^CPUSHIELD-SCENARIO-START: " s {p=1} p {print} p && /^CPUSHIELD-RESULT:/ {exit}' "$logf" | sed 's/^/  /'
+                   echo "----" ;;
+            esac
+        done
+        log "boot took ${secs}s (qemu exit $qrc)"
+        retry=${retry#,}
+        [ -z "$retry" ] && break
+        if [ $attempt = 1 ]; then
+            log "guest died before $retry started; retrying once"
+            echo "---- tail of $logf:"; tail -n 15 "$logf" | sed 's/^/  /'
+            todo=$retry
+        else
+            for s in ${retry//,/ }; do
+                printf '%-5s %-22s %s\n' "$k" "$s" "BOOT FAILURE (the guest died before the scenario started, twice; see $logf)" | tee -a "$SUMMARY"
+            done
+            echo "---- tail of $logf:"; tail -n 30 "$logf" | sed 's/^/  /'
+            [ $status = 0 ] && status=3
+        fi
+    done
+done
+
+echo "==== summary ($RUN_DIR)"
+cat "$SUMMARY"
+if [ -s "$NOTES" ]; then
+    echo "==== kernel behaviour noted by the scenarios"
+    sort -u "$NOTES"
+fi
+npass=$(grep -c ' PASS ' "$SUMMARY" || true); nfail=$(grep -cv ' PASS \| SKIP ' "$SUMMARY" || true)
+nskip=$(grep -c ' SKIP ' "$SUMMARY" || true)
+echo "vm: $npass passed, $nfail failed, $nskip skipped"
+exit $status
