@@ -214,6 +214,12 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
         for s in plan {
             let line = match &s.action {
                 Action::Mkdir { path } => format!("mkdir /{path}"),
+                Action::Remember { affinities } => {
+                    format!(
+                        "record the affinity of {} threads (restored by off)",
+                        affinities.len()
+                    )
+                }
                 Action::Write { path, value, .. } => format!("write {value:?} > /{path}"),
                 Action::MoveTask { tid, to, .. } => format!("move task {tid} > /{to}"),
                 Action::SetAffinity {

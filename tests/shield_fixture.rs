@@ -295,7 +295,8 @@ fn killed_at_every_write_then_off_restores(layout: CgroupLayout) {
     standard(dir.path(), layout, FixtureConfig::default());
     let before = tree(dir.path());
     let o = cpushield(dir.path(), &["on", "2-3", "--json"]);
-    let total = json(&o)["planned"].as_u64().unwrap();
+    // One planned step only records affinities and makes no kernel write.
+    let total = json(&o)["planned"].as_u64().unwrap() - 1;
     assert!(cpushield(dir.path(), &["off"]).status.success());
     assert!(
         total > 10,

@@ -141,6 +141,7 @@ pub fn describe(a: &Action) -> String {
         Action::Write { path, .. } => format!("/{path}"),
         Action::MoveTask { tid, .. } => format!("task {tid}"),
         Action::SetAffinity { tid, name, .. } => format!("task {tid} ({name})"),
+        Action::Remember { affinities } => format!("{} task affinities", affinities.len()),
     }
 }
 
@@ -155,6 +156,7 @@ fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
         }
         Action::MoveTask { tid, to, .. } => sys.write(to, &tid.to_string())?,
         Action::SetAffinity { tid, cpus, .. } => sys.set_affinity(*tid, cpus)?,
+        Action::Remember { .. } => {}
     }
     Ok(())
 }
@@ -202,7 +204,7 @@ pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
     let mut out = Undone::default();
     for e in entries.iter().rev() {
         match &e.action {
-            Action::SetAffinity { .. } => {}
+            Action::SetAffinity { .. } | Action::Remember { .. } => {}
             Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
             Action::Write { path, undo, .. } => {
                 let value = match (undo, &e.previous) {
@@ -229,7 +231,9 @@ pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
     for e in entries {
         let recs: Vec<(i32, CpuSet)> = match &e.action {
             Action::SetAffinity { tid, previous, .. } => vec![(*tid, previous.clone())],
-            Action::MoveTask { affinities, .. } => affinities.clone(),
+            Action::MoveTask { affinities, .. } | Action::Remember { affinities } => {
+                affinities.clone()
+            }
             _ => continue,
         };
         for (tid, cpus) in recs {

@@ -88,6 +88,13 @@ pub enum Action {
         /// Affinity of each moved thread before the move (the kernel resets it).
         affinities: Vec<(i32, CpuSet)>,
     },
+    /// Record the affinity of every thread; changes nothing. Undo puts each
+    /// back, because some kernels (6.1) reset the affinity of every task in
+    /// a cpuset when the cpuset or a partition beside it changes.
+    Remember {
+        /// (tid, affinity) of every thread at snapshot time.
+        affinities: Vec<(i32, CpuSet)>,
+    },
     /// Change one thread's affinity.
     SetAffinity {
         /// Process id.
@@ -269,7 +276,17 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         crate::tune::resolve(&req.tune)?
     };
 
-    let mut steps = Vec::new();
+    let mut steps = vec![Step {
+        action: Action::Remember {
+            affinities: snap
+                .threads
+                .iter()
+                .filter(|t| !t.is_pinned_by_kernel())
+                .map(|t| (t.tid, t.cpus_allowed.clone()))
+                .collect(),
+        },
+        fatal: false,
+    }];
     let mut partition = None;
     let fatal = |action| Step {
         action,
