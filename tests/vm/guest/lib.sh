@@ -112,7 +112,7 @@ tasks_table() {
     END { flush() }' /proc/[0-9]*/task/[0-9]*/status 2>/dev/null
 }
 # Per-CPU kernel threads that a shield reports by kind instead of moving.
-PERCPU_KTHREADS='^(ksoftirqd/|migration/|cpuhp/|kworker/[0-9]+:|rcuc/|rcuop/|rcuog/|idle_inject/|watchdog/|irq_work/|posixcputmr/|kworker/R-|irq/|swapper/)'
+PERCPU_KTHREADS='^(ksoftirqd/|migration/|cpuhp/|kworker/[0-9]+:|rcuc/|rcuop/|rcuog/|idle_inject/|watchdog/|irq_work/|posixcputmr/|irq/|swapper/)'
 
 # ---- irqs ------------------------------------------------------------------
 irq_name() { # irq_name N -> the action name (last column) of /proc/interrupts
@@ -183,11 +183,20 @@ assert_shield() {
         cpus_overlap "$cpus" "$sh" || continue
         case "$exempt" in *" $tid "*|*" $tgid "*) echo "placed $tid $name $cpus" >>"$OUT/tasks.inside"; continue ;; esac
         if [ "$ppid" = 2 ] || [ "$tid" = 2 ]; then
-            if echo "$name" | grep -Eq "$PERCPU_KTHREADS"; then
-                echo "kthread $tid $name $cpus" >>"$OUT/tasks.inside"; continue
-            fi
+            case $name in
+                kworker/R-*)
+                    # 6.12 rescuers of per-CPU workqueues: on every CPU and
+                    # unmovable; they must be reported, by thread or by kind
+                    if grep -qF "kworker/R" "$outf"; then
+                        echo "kthread $tid $name $cpus" >>"$OUT/tasks.inside"; continue
+                    fi ;;
+                *)
+                    if echo "$name" | grep -Eq "$PERCPU_KTHREADS"; then
+                        echo "kthread $tid $name $cpus" >>"$OUT/tasks.inside"; continue
+                    fi ;;
+            esac
         fi
-        if grep -qw "$tid" "$outf" && grep -qF "$name" "$outf"; then
+        if { grep -qw "$tid" "$outf" || grep -qw "$tgid" "$outf"; } && grep -qF "$name" "$outf"; then
             echo "reported $tid $name $cpus" >>"$OUT/tasks.inside"; continue
         fi
         bad_tasks=$((bad_tasks + 1))
