@@ -221,6 +221,9 @@ for i in "${!BOOT_K[@]}"; do
     done
 done
 
+# keep the logs, drop the images; keep the last 20 runs
+rm -f "$RUN_DIR"/*.cpio "$RUN_DIR"/scratch.img
+ls -1d "$WORK_DIR"/[0-9]*-[0-9]*/ 2>/dev/null | head -n -20 | xargs -r rm -rf
 echo "==== summary ($RUN_DIR)"
 cat "$SUMMARY"
 if [ -s "$NOTES" ]; then
