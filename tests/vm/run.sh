@@ -164,7 +164,7 @@ for k in $KERNELS; do
     done
 done
 
-declare -A KDIR
+declare -A KDIR CRASHED
 for k in $KERNELS; do KDIR[$k]=$(fetch_kernel "$k"); done
 
 SUMMARY=$RUN_DIR/summary.txt
@@ -193,8 +193,22 @@ for i in "${!BOOT_K[@]}"; do
             if [ -z "$r" ]; then
                 why="guest ended without a result"
                 [ $qrc = 124 ] && why="timed out: the boot's limit is ${BOOT_LIMIT}s"
+                oops=$(awk -v s="$s" '$0 ~ "^CPUSHIELD-SCENARIO-START: " s {p=1} p' "$logf" \
+                    | grep -m1 -E 'Oops|Kernel panic|BUG:|general protection' || true)
+                if [ -n "$oops" ]; then
+                    why="the guest kernel crashed during the scenario: ${oops#*] }"
+                    # a crash of the emulated kernel (TCG flakes happen, see
+                    # TESTBED.md): retried once in a fresh boot, and said so
+                    if [ $attempt = 1 ]; then
+                        CRASHED[$s]="$why ($logf)"
+                        retry="$retry,$s"
+                        log "$k $s: $why; retrying once in a fresh boot"
+                        continue
+                    fi
+                fi
                 r="FAIL $s ($why)"
             fi
+            [ -n "${CRASHED[$s]:-}" ] && r="$r [first try: ${CRASHED[$s]}]"
             printf '%-5s %-22s %s\n' "$k" "$s" "$r" | tee -a "$SUMMARY"
             case $r in
                 PASS*|SKIP*) ;;
@@ -208,7 +222,7 @@ for i in "${!BOOT_K[@]}"; do
         retry=${retry#,}
         [ -z "$retry" ] && break
         if [ $attempt = 1 ]; then
-            log "guest died before $retry started; retrying once"
+            log "retrying once in a fresh boot: $retry"
             echo "---- tail of $logf:"; tail -n 15 "$logf" | sed 's/^/  /'
             todo=$retry
         else
@@ -221,6 +235,9 @@ for i in "${!BOOT_K[@]}"; do
     done
 done
 
+# keep the logs, drop the images; keep the last 20 runs
+rm -f "$RUN_DIR"/*.cpio "$RUN_DIR"/scratch.img
+ls -1d "$WORK_DIR"/[0-9]*-[0-9]*/ 2>/dev/null | head -n -20 | xargs -r rm -rf
 echo "==== summary ($RUN_DIR)"
 cat "$SUMMARY"
 if [ -s "$NOTES" ]; then

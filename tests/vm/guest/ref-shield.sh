@@ -45,9 +45,11 @@ do_on() {
     lock
     [ -s $J ] && { do_off >/dev/null; lock; }
     hk=$(cpus_minus "$(all_cpus)" "$sh"); hkmask=$(hexmask "$hk")
-    : >$J
-    # every thread's affinity and cgroup first (the snapshot's task lines)
-    sh /guest/snapshot.sh | awk '$1 == "task" { sub(/^cpus=/, "", $4); sub(/^cg=/, "", $5); sub(/^0::/, "", $5); sub(/^[0-9]*:cpuset:/, "", $5); print "task", $2, $3, $4, $5 }' >>$J
+    # every thread's affinity and cgroup first (the snapshot's task lines),
+    # into a temporary file renamed into place: a SIGKILL here leaves no
+    # journal, and nothing has been changed yet
+    sh /guest/snapshot.sh | awk '$1 == "task" { sub(/^cpus=/, "", $4); sub(/^cg=/, "", $5); sub(/^0::/, "", $5); sub(/^[0-9]*:cpuset:/, "", $5); print "task", $2, $3, $4, $5 }' >$J.tmp
+    mv $J.tmp $J
     # the workqueue mask before the partition: on 6.12 the partition already
     # reduces it, and writing that reduced value back would make it stick
     f=/sys/devices/virtual/workqueue/cpumask

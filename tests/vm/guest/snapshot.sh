@@ -3,7 +3,8 @@
 # that two snapshots can be compared (guest/compare.sh).  Line kinds:
 #   task <tid> <start> cpus=<list> cg=<cgroup(s)> # <tgid> <name>
 #        (keyed by tid+start time; the name after '#' is informational;
-#        irq/N-* threads show cpus=~: they follow their IRQ lazily)
+#        irq/N-* threads and PF_NO_SETAFFINITY kthreads show cpus=~: the
+#        kernel alone sets their CPUs)
 #   irq <n> <smp_affinity_list>        effective affinity is not compared
 #   file <path> <content>              cpuset / workqueue / irq / knob files
 #   cgdir <path>                       every cgroup directory
@@ -26,10 +27,10 @@ function one(t,   line, f, name, tgid, ppid, cpus, st, cg, rest, n, a) {
     close(f)
     if (cpus == "") return               # exited meanwhile
     if (tgid == me || ppid == me) return # this snapshot itself
-    f = t "/stat"; st = ""
-    if ((getline line < f) > 0) {        # start time: field 22, after the ")"
+    f = t "/stat"; st = ""; fl = 0
+    if ((getline line < f) > 0) {        # after the ")": flags (field 9), start time (22)
         rest = substr(line, match(line, /\) /) + 2)
-        n = split(rest, a, " "); st = a[20]
+        n = split(rest, a, " "); st = a[20]; fl = a[7] + 0
     }
     close(f)
     f = t "/cgroup"; cg = ""
@@ -42,6 +43,10 @@ function one(t,   line, f, name, tgid, ppid, cpus, st, cg, rest, n, a) {
     # irq/N-* threads follow their IRQ effective affinity, which the kernel
     # changes only at the next interrupt: compare the IRQ, not the thread.
     if (name ~ /^irq\//) { name = name " (cpus " cpus ", not compared)"; cpus = "~" }
+    # PF_NO_SETAFFINITY (0x04000000) threads: no one in user space can set
+    # their CPUs; the kernel moves them itself (e.g. 6.1 rescuers re-affined
+    # by any write to the workqueue cpumask): not compared either.
+    else if (int(fl / 67108864) % 2) { name = name " (cpus " cpus ", kernel-managed, not compared)"; cpus = "~" }
     printf "task %s %s cpus=%s cg=%s # %s %s\n", a[5], st, cpus, cg, tgid, name
 }
 { one($0) }' /tmp/.snap.tasks.$me 2>/dev/null

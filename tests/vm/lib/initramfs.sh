@@ -61,7 +61,8 @@ overlay_initramfs() {
     cp "$VM_DIR"/scenarios/*.sh "$VM_DIR"/probes/*.sh "$root/scenarios/"
     cp "$VM_DIR/guest/motd" "$root/etc/motd" 2>/dev/null || true
     if [ -n "$bin" ]; then
-        cp "$bin" "$root/usr/local/bin/cpushield"
+        # a stripped copy: smaller initrd (the binary keeps its debug info)
+        strip -o "$root/usr/local/bin/cpushield" "$bin" 2>/dev/null || cp "$bin" "$root/usr/local/bin/cpushield"
         chmod 755 "$root/usr/local/bin/cpushield"
     fi
     mkcpio "$root" "$out"

@@ -126,6 +126,8 @@ if [ "$(cgroup_mode)" = v1 ]; then
     try "v1: taskset -p -c 1-3 on a task in nrt" taskset -p -c 1-3 $PALL
     note "v1: ... its affinity afterwards '$(aff $PALL)'"
     note "v1: root cpuset.cpus '$(cat $R/cpuset.cpus)' effective '$(cat $R/cpuset.effective_cpus 2>/dev/null)'"
+    r=$(grep -qx 2 $R/nrt/tasks && echo "kthreadd is in nrt" || echo "kthreadd stayed in root")
+    e=$( (echo 2 >$R/tasks) 2>&1 | sed 's/^.*: //'); note "v1: $r; moving kthreadd (pid 2) back to the root: ${e:-ok}; it is now in '$(sed -n 's/^[0-9]*:cpuset://p' /proc/2/cgroup)'"
     for t in $(cat $R/nrt/tasks); do echo $t >$R/tasks 2>/dev/null; done
     rmdir $R/rt $R/nrt
     echo 1 >$R/cpuset.sched_load_balance

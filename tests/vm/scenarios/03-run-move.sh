@@ -11,7 +11,7 @@ check "run exits 0" [ "$CS_RC" -eq 0 ]
 check "run: CMD's affinity is CPU 3 only" grep -q '^Cpus_allowed_list:[[:space:]]*3$' "$OUT/cs.stdout"
 check "run: CMD is SCHED_FIFO" grep -q 'policy: SCHED_FIFO' "$OUT/cs.stdout"
 check "run: CMD has priority 80" grep -q 'priority: 80' "$OUT/cs.stdout"
-[ -n "$part" ] && check "run: CMD is in the shield's cgroup ($part)" grep -qx "0::$part" "$OUT/cs.stdout"
+[ -n "$part" ] && check "run: CMD is in the shield's cgroup ($part or below)" grep -Eq "^0::$part(/|$)" "$OUT/cs.stdout"
 cs run -- sh -c 'exit 7'
 check "run passes the exit code through (7)" [ "$CS_RC" -eq 7 ]
 cs run -- sh -c 'grep Cpus_allowed_list /proc/self/status'
@@ -28,7 +28,7 @@ threads_in() { # threads_in CPUS [CGROUP]: every thread of P on CPUS (and in CGR
     for t in /proc/$P/task/*; do
         c=$(awk '/^Cpus_allowed_list/ { print $2 }' $t/status)
         cpus_subset "$c" "$1" || { info "thread ${t##*/} on $c"; return 1; }
-        if [ -n "${2:-}" ]; then grep -qx "0::$2" $t/cgroup || { info "thread ${t##*/} in $(cat $t/cgroup)"; return 1; }; fi
+        if [ -n "${2:-}" ]; then grep -Eq "^0::$2(/|$)" $t/cgroup || { info "thread ${t##*/} in $(cat $t/cgroup)"; return 1; }; fi
     done
 }
 cs move $P --in; check "move --in exits 0" [ "$CS_RC" -eq 0 ]
@@ -36,7 +36,7 @@ check "move --in: all $nthr threads on $SH${part:+ and in $part}" threads_in $SH
 cs move $P --out; check "move --out exits 0" [ "$CS_RC" -eq 0 ]
 check "move --out: all $nthr threads on $HK" threads_in $HK
 if [ -n "$part" ]; then
-    check "move --out: no thread left in $part" sh -c "! grep -qx '0::$part' /proc/$P/task/*/cgroup"
+    check "move --out: no thread left in $part" sh -c "! grep -Eq '^0::$part(/|\$)' /proc/$P/task/*/cgroup"
 fi
 kill $P; wait $P 2>/dev/null
 cs off; check "off exits 0" [ "$CS_RC" -eq 0 ]

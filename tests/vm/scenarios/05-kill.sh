@@ -21,6 +21,7 @@ for d in 0 0.002 0.005 0.01 0.02 0.05 0.1 0.2 0.3 0.5 1 2; do
     [ $rc -eq 137 ] && how=killed || how="had exited $rc"
     cs off >/dev/null; offrc=$CS_RC
     snap "k$d"
+    [ "$offrc" -ne 0 ] && sed 's/^/    off| /' "$OUT/cs.out" | head -n 6
     if sh /guest/compare.sh "$OUT/snap.before" "$OUT/snap.k$d" >"$OUT/diff.k$d"; then
         ok "kill -9 after ${d}s ($how), off (exit $offrc): snapshot equal"
     else
