@@ -105,7 +105,7 @@ pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
         row(w, "isolated at boot", &r.boot_isolated)?;
     }
     row(w, "tasks inside", r.tasks_inside.len())?;
-    row(w, "per-CPU kthreads", kinds(&r.per_cpu_kthreads))?;
+    row(w, "kthreads the kernel pins", kinds(&r.per_cpu_kthreads))?;
     row(w, "tasks that should leave", r.intruders.len())?;
     let mask = |m: &Option<cpushield::CpuSet>| {
         m.as_ref()
@@ -176,7 +176,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
         row(w, "IRQs moved", r.irqs_moved.len())?;
     }
     row(w, "IRQs bound to shield", list(&r.irqs_to_shield))?;
-    row(w, "per-CPU kthreads stay", kinds(&r.per_cpu_kthreads))?;
+    row(w, "kthreads the kernel pins", kinds(&r.per_cpu_kthreads))?;
     if !r.irqs_refused.is_empty() {
         writeln!(
             w,

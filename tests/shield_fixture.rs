@@ -131,6 +131,15 @@ fn v1_on_off_restores_exactly() {
         .unwrap()
         .unwrap();
     assert_eq!(k.cgroup, "/", "per-CPU kthreads stay in the root cpuset");
+    // kthreadd refuses the cpuset move; its affinity still leaves the shield,
+    // so the kernel threads it forks start off the shield too.
+    let kthreadd = procfs::read_thread(&sys, 3, 3, Hierarchy::CpusetV1)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (kthreadd.cgroup.as_str(), kthreadd.cpus_allowed.clone()),
+        ("/", cpus("0-1"))
+    );
     let o = cpushield(dir.path(), &["off"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());

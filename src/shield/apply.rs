@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::journal::{Entry, Journal, JournalError};
 use super::plan::{Action, Check, Step, Undo};
 use crate::cpulist::CpuSet;
+use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::{ErrorKind, Sys, SysError};
 
 /// Steps journaled together in one segment.
@@ -215,9 +216,14 @@ pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
                 };
                 restore_write(sys, path, &value, matches!(undo, Undo::Previous), &mut out);
             }
-            Action::MoveTask { tid, back, .. } => match sys.write(back, &tid.to_string()) {
+            Action::MoveTask { pid, tid, back, .. } => match sys.write(back, &tid.to_string()) {
                 Ok(()) => out.restored += 1,
                 Err(err) if err.kind == ErrorKind::NotFound => out.exited += 1,
+                // The move it undoes was refused too (kthreadd on v1): the
+                // task never reached the cgroup it was sent to.
+                Err(err) if err.kind == ErrorKind::Refused && never_moved(sys, e, *pid, *tid) => {
+                    out.unchanged += 1
+                }
                 Err(err) => out.failed.push(Refusal {
                     target: format!("task {tid}"),
                     reason: err.to_string(),
@@ -264,6 +270,24 @@ pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
         }
     }
     out
+}
+
+/// Whether the thread of a journaled move is outside the cgroup it was
+/// sent to, read from `/proc/PID/task/TID/cgroup`.
+fn never_moved(sys: &Sys, entry: &Entry, pid: i32, tid: i32) -> bool {
+    let Action::MoveTask { to, .. } = &entry.action else {
+        return false;
+    };
+    let (to_dir, file) = to.rsplit_once('/').unwrap_or(("", to));
+    let hierarchy = if file == "tasks" {
+        Hierarchy::CpusetV1
+    } else {
+        Hierarchy::Unified
+    };
+    match procfs::read_thread(sys, pid, tid, hierarchy) {
+        Ok(Some(t)) => t.cgroup == "/" || !to_dir.ends_with(t.cgroup.as_str()),
+        _ => false,
+    }
 }
 
 fn restore_write(sys: &Sys, path: &str, value: &str, skip_if_same: bool, out: &mut Undone) {

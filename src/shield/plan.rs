@@ -509,7 +509,10 @@ pub fn plan_tasks(
                     },
                     fatal: false,
                 });
-                if &target != housekeeping {
+                // The kernel refuses to move kthreadd between v1 cpusets
+                // (EINVAL) but lets its affinity change, and the kernel
+                // threads it forks inherit that affinity.
+                if &target != housekeeping || t.is_kthread() {
                     affinities.push(set_affinity(t, target));
                 }
                 continue;

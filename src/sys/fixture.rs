@@ -8,7 +8,8 @@
 //! - writes to cgroup files never create files; a missing file is ENOENT;
 //! - moving a task into a cpuset resets its affinity to the cpuset's CPUs
 //!   (6.1 forgets what the task asked for; `keep_affinity_on_move` models 6.12);
-//! - kernel threads cannot join a v2 cgroup (EINVAL); per-CPU kernel threads
+//! - kernel threads cannot join a v2 cgroup (EINVAL), nor can kthreadd or
+//!   per-CPU kernel threads join a v1 cpuset; per-CPU kernel threads
 //!   (`PF_NO_SETAFFINITY`) refuse any affinity change (EINVAL);
 //! - `sched_setaffinity` is masked by the task's cpuset; an empty result is EINVAL;
 //! - a task cannot join a v1 cpuset with no CPUs or no memory nodes (ENOSPC);
@@ -385,9 +386,12 @@ impl Fixture {
             vec![id]
         };
         let stat = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{id}/stat")))?;
-        let flags = procfs::parse_stat(&stat).map_or(0, |(_, f)| f);
+        let (name, flags) = procfs::parse_stat(&stat).unwrap_or_default();
+        // kthreadd carries `no_cgroup_migration`: it never changes cgroup.
         if flags & PF_KTHREAD != 0
-            && (hierarchy == Hierarchy::Unified || flags & PF_NO_SETAFFINITY != 0)
+            && (hierarchy == Hierarchy::Unified
+                || flags & PF_NO_SETAFFINITY != 0
+                || name == "kthreadd")
         {
             return Err(errno(libc::EINVAL));
         }

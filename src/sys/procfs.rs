@@ -55,6 +55,8 @@ pub fn kthread_kind(name: &str) -> String {
     let base = name.split(['/', ':']).next().unwrap_or(name);
     let base = if name.starts_with("kworker/R-") {
         "kworker/R"
+    } else if name.starts_with("kworker/u") {
+        "kworker/u"
     } else {
         base
     };
@@ -348,6 +350,7 @@ mod tests {
         assert_eq!(kthread_kind("ksoftirqd/3"), "ksoftirqd");
         assert_eq!(kthread_kind("kworker/3:1H-events_highpri"), "kworker");
         assert_eq!(kthread_kind("kworker/R-rcu_g"), "kworker/R");
+        assert_eq!(kthread_kind("kworker/u8:2-events_unbound"), "kworker/u");
         assert_eq!(kthread_kind("migration/0"), "migration");
     }
 
