@@ -355,3 +355,68 @@ fn dry_run_changes_nothing_and_prints_the_plan() {
     );
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }
+
+/// 6.12 reads the workqueue mask without the partition's CPUs. With more
+/// threads than one journal batch, the mask write is journaled after the
+/// partition exists; undo must still restore the mask read before it.
+#[test]
+fn kernel_6_12_workqueue_mask_is_restored_as_requested_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(
+        dir.path(),
+        CgroupLayout::V2,
+        FixtureConfig {
+            keep_affinity_on_move: true,
+            workqueue_excludes_isolated: true,
+            ..Default::default()
+        },
+    );
+    let workers: Vec<_> = (0..600)
+        .map(|i| common::task(&format!("w{i}"), 0x40, "2-3"))
+        .collect();
+    cpushield::sys::fixture::add_process(&sys, 5000, &workers).unwrap();
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        sys.read_cpumask("sys/devices/virtual/workqueue/cpumask")
+            .unwrap(),
+        cpus("0-1")
+    );
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        sys.read_cpumask(cpushield::sys::fixture::WQ_REQUESTED)
+            .unwrap(),
+        cpus("0-3"),
+        "the request is the mask from before the shield"
+    );
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+}
+
+/// An invalid partition stays invalid after its cause is gone (seen on 6.1
+/// and 6.12): `on` must fail and roll back, not wait for it to heal.
+#[test]
+fn a_partition_invalidated_by_a_sibling_stays_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    sys.mkdir("sys/fs/cgroup/other").unwrap();
+    sys.write("sys/fs/cgroup/other/cpuset.cpus", "1-2").unwrap();
+    let partition = "sys/fs/cgroup/cpushield/cpuset.cpus.partition";
+    assert!(sys.read_trimmed(partition).unwrap().contains("invalid"));
+    sys.write("sys/fs/cgroup/other/cpuset.cpus", "1").unwrap();
+    assert!(
+        sys.read_trimmed(partition).unwrap().contains("invalid"),
+        "still invalid once the overlap is gone"
+    );
+    let st = json(&cpushield(dir.path(), &["status", "--json"]));
+    assert!(
+        st.to_string().contains("invalid"),
+        "status names the invalid partition: {st}"
+    );
+    sys.rmdir("sys/fs/cgroup/other").unwrap();
+    sys.write(partition, "isolated").unwrap();
+    assert_eq!(sys.read_trimmed(partition).unwrap(), "isolated");
+}

@@ -421,7 +421,11 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
                     path: WORKQUEUE_MASK.into(),
                     value: away_from(mask, &shield, &housekeeping).to_mask(bits),
                     check: Check::CpuMask,
-                    undo: Undo::Previous,
+                    // 6.12 reads the mask without the partition's CPUs once
+                    // the partition exists; writing that back would make the
+                    // reduced mask the request for good. Restore the mask
+                    // read before the partition.
+                    undo: Undo::Value(mask.to_mask(bits)),
                 },
                 fatal: false,
             });

@@ -16,6 +16,9 @@
 //! - a partition write always succeeds, and an invalid partition reads back
 //!   `isolated invalid (reason)`; a sibling's overlapping `cpuset.cpus`
 //!   invalidates an existing partition;
+//!   the invalid state is sticky until the partition type is written again;
+//! - on 6.12 (`workqueue_excludes_isolated`) the workqueue cpumask reads
+//!   without the isolated partitions' CPUs, and a write sets the request;
 //! - IRQs listed in `refuse` fail with their errno (IRQ 0/2: EIO, managed
 //!   queues: EPERM); `effective_affinity_list` lags for IRQs in `effective_lag`;
 //! - a cgroup with tasks or children cannot be removed (EBUSY).
@@ -55,7 +58,17 @@ pub struct FixtureConfig {
     pub keep_affinity_on_move: bool,
     /// IRQ numbers whose effective affinity does not follow a new affinity.
     pub effective_lag: Vec<u32>,
+    /// Model 6.12: the unbound-workqueue cpumask reads as the requested
+    /// mask without the CPUs of isolated partitions, and a write sets the
+    /// requested mask. The requested mask lives in the fixture-only file
+    /// [`WQ_REQUESTED`] beside it, so a tree comparison sees it.
+    pub workqueue_excludes_isolated: bool,
 }
+
+/// Fixture-only file holding the requested workqueue mask under
+/// [`FixtureConfig::workqueue_excludes_isolated`].
+pub const WQ_REQUESTED: &str = "sys/devices/virtual/workqueue/cpumask.requested";
+const WQ_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
 
 /// Kernel emulation for a fixture root.
 #[derive(Debug, Clone)]
@@ -148,6 +161,11 @@ impl Fixture {
             "cgroup.subtree_control" => self.write_subtree_control(sys, rel, data).map_err(err),
             "smp_affinity_list" | "smp_affinity" if dir.starts_with("proc/irq/") => {
                 self.write_irq(sys, dir, file, data.trim()).map_err(err)
+            }
+            _ if rel == WQ_MASK && self.config.workqueue_excludes_isolated => {
+                let requested = CpuSet::parse_mask(data).map_err(|_| err(errno(libc::EINVAL)))?;
+                fs::write(sys.path(WQ_REQUESTED), format!("{}\n", data.trim())).map_err(err)?;
+                self.refresh_workqueue_mask(sys, &requested).map_err(err)
             }
             // The kernel prints what it stores in its own format, newline-terminated.
             _ => fs::write(&path, format!("{}\n", data.trim_end())).map_err(err),
@@ -544,12 +562,20 @@ impl Fixture {
                 continue;
             }
             let cpus = cpus_of(d);
+            // An invalid partition stays invalid after its cause is gone,
+            // until its type is written again (KERNEL-NOTES 8).
+            let sticky = text
+                .split_once(" invalid")
+                .map(|(_, r)| r.trim().trim_start_matches('(').trim_end_matches(')'))
+                .map(|r| if r.is_empty() { "no longer valid" } else { r });
             let overlap = children
                 .iter()
                 .filter(|o| *o != d)
                 .any(|o| cpus_of(o).intersects(&cpus));
             let reason = if let Some(r) = &self.config.partition_invalid {
                 Some(r.clone())
+            } else if let Some(r) = sticky {
+                Some(r.to_string())
             } else if cpus.is_empty() {
                 Some("cpuset.cpus is empty".to_string())
             } else if overlap {
@@ -609,7 +635,29 @@ impl Fixture {
                     format!("{isolated}\n"),
                 );
             }
+            if self.config.workqueue_excludes_isolated {
+                if let Ok(requested) = sys.read_cpumask(WQ_REQUESTED) {
+                    let _ = self.refresh_workqueue_mask(sys, &requested);
+                }
+            }
         }
+    }
+
+    /// 6.12: the readable workqueue mask is the requested one without the
+    /// isolated partitions' CPUs (KERNEL-NOTES 15).
+    fn refresh_workqueue_mask(&self, sys: &Sys, requested: &CpuSet) -> io::Result<()> {
+        let isolated = sys
+            .read_cpulist("sys/fs/cgroup/cpuset.cpus.isolated")
+            .unwrap_or_default();
+        let bits = procfs::present_cpus(sys)
+            .map_err(|e| e.source)?
+            .last()
+            .map_or(1, |c| c + 1);
+        let readable = match requested.difference(&isolated) {
+            r if r.is_empty() => requested.clone(),
+            r => r,
+        };
+        fs::write(sys.path(WQ_MASK), format!("{}\n", readable.to_mask(bits)))
     }
 
     fn write_irq(&self, sys: &Sys, dir: &str, file: &str, data: &str) -> io::Result<()> {
@@ -771,10 +819,10 @@ impl FixtureBuilder {
                 )?;
             }
         }
-        put(
-            "sys/devices/virtual/workqueue/cpumask",
-            &format!("{}\n", all.to_mask(self.ncpus)),
-        )?;
+        put(WQ_MASK, &format!("{}\n", all.to_mask(self.ncpus)))?;
+        if self.config.workqueue_excludes_isolated {
+            put(WQ_REQUESTED, &format!("{}\n", all.to_mask(self.ncpus)))?;
+        }
         put(
             "proc/irq/default_smp_affinity",
             &format!("{}\n", all.to_mask(self.ncpus)),
