@@ -420,3 +420,17 @@ fn a_partition_invalidated_by_a_sibling_stays_invalid() {
     sys.write(partition, "isolated").unwrap();
     assert_eq!(sys.read_trimmed(partition).unwrap(), "isolated");
 }
+
+/// Outside the partition, asking for shielded CPUs only is EINVAL and a
+/// wider request is masked, as 6.1 and 6.12 do (KERNEL-NOTES 11).
+#[test]
+fn affinity_requests_from_outside_the_shield_are_masked_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = sys.set_affinity(1, &cpus("2-3")).unwrap_err();
+    assert_eq!(err.kind, cpushield::sys::ErrorKind::Refused, "{err}");
+    sys.set_affinity(1, &cpus("1-3")).unwrap();
+    assert_eq!(sys.affinity(1).unwrap(), cpus("1"));
+}
