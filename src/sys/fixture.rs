@@ -18,7 +18,10 @@
 //!   invalidates an existing partition;
 //! - IRQs listed in `refuse` fail with their errno (IRQ 0/2: EIO, managed
 //!   queues: EPERM); `effective_affinity_list` lags for IRQs in `effective_lag`;
-//! - a cgroup with tasks or children cannot be removed (EBUSY).
+//! - a cgroup with tasks or children cannot be removed (EBUSY);
+//! - writing 0 / 1 to `cpuN/online` takes the CPU out of / back into the
+//!   online list; going offline breaks the affinity of IRQs left with no
+//!   online CPU (managed ones keep theirs) and shrinks partitions.
 //!
 //! With `CPUSHIELD_FIXTURE_CRASH_AFTER=k` in the environment, the process
 //! kills itself with SIGKILL at its (k+1)-th kernel write: fault injection
@@ -149,6 +152,9 @@ impl Fixture {
             "smp_affinity_list" | "smp_affinity" if dir.starts_with("proc/irq/") => {
                 self.write_irq(sys, dir, file, data.trim()).map_err(err)
             }
+            "online" if cpu_of_dir(dir).is_some() => self
+                .write_cpu_online(sys, rel, cpu_of_dir(dir).unwrap_or(0), data.trim())
+                .map_err(err),
             // The kernel prints what it stores in its own format, newline-terminated.
             _ => fs::write(&path, format!("{}\n", data.trim_end())).map_err(err),
         }
@@ -529,6 +535,7 @@ impl Fixture {
             sys.read_cpulist(&format!("{d}/cpuset.cpus"))
                 .unwrap_or_default()
         };
+        let online = procfs::online_cpus(sys).unwrap_or_default();
         let mut taken = CpuSet::new();
         let mut isolated = CpuSet::new();
         for d in &children {
@@ -543,13 +550,18 @@ impl Fixture {
             if kind == "member" {
                 continue;
             }
-            let cpus = cpus_of(d);
+            let configured = cpus_of(d);
+            // Offline CPUs drop out of a partition; with none left it is
+            // invalid until one comes back (seen on 6.1).
+            let cpus = configured.intersection(&online);
             let overlap = children
                 .iter()
                 .filter(|o| *o != d)
-                .any(|o| cpus_of(o).intersects(&cpus));
+                .any(|o| cpus_of(o).intersects(&configured));
             let reason = if let Some(r) = &self.config.partition_invalid {
                 Some(r.clone())
+            } else if !configured.is_empty() && cpus.is_empty() {
+                Some("No cpu available due to hotplug".to_string())
             } else if cpus.is_empty() {
                 Some("cpuset.cpus is empty".to_string())
             } else if overlap {
@@ -612,6 +624,83 @@ impl Fixture {
         }
     }
 
+    /// CPU hotplug: 0 takes the CPU out of the online list, 1 brings it
+    /// back (either is accepted when already so). Going offline, an IRQ
+    /// with no other online CPU in its affinity gets the online CPUs (its
+    /// affinity is broken, and stays so after the CPU comes back), except
+    /// refusing (kernel-managed) IRQs, which keep theirs; an effective
+    /// affinity on the CPU moves to another online CPU. Sleeping tasks keep
+    /// their affinity (seen on 6.1: a task pinned to the CPU still shows it).
+    fn write_cpu_online(&self, sys: &Sys, rel: &str, cpu: u32, data: &str) -> io::Result<()> {
+        let up = match data {
+            "1" => true,
+            "0" => false,
+            _ => return Err(errno(libc::EINVAL)),
+        };
+        let mut online = procfs::online_cpus(sys).map_err(|e| e.source)?;
+        if up {
+            online.insert(cpu);
+        } else {
+            online = online.difference(&[cpu].into_iter().collect());
+            if online.is_empty() {
+                return Err(errno(libc::EBUSY));
+            }
+        }
+        fs::write(sys.path(rel), if up { "1\n" } else { "0\n" })?;
+        fs::write(
+            sys.path("sys/devices/system/cpu/online"),
+            format!("{online}\n"),
+        )?;
+        if !up {
+            self.break_irq_affinities(sys, &online)?;
+        }
+        if let Some(mount) = self.mount_of(sys, Hierarchy::Unified) {
+            if sys.exists(&format!("{mount}/cpuset.cpus.effective")) {
+                self.recompute_partitions(sys, &mount);
+            }
+        }
+        Ok(())
+    }
+
+    fn break_irq_affinities(&self, sys: &Sys, online: &CpuSet) -> io::Result<()> {
+        let ncpus = procfs::present_cpus(sys)
+            .map_err(|e| e.source)?
+            .last()
+            .map_or(1, |c| c + 1);
+        for n in sys.list("proc/irq").unwrap_or_default() {
+            let dir = format!("proc/irq/{n}");
+            let Ok(aff) = sys.read_cpulist(&format!("{dir}/smp_affinity_list")) else {
+                continue;
+            };
+            let managed = self.refused(&format!("{dir}/smp_affinity_list")).is_some();
+            let aff = if !aff.intersects(online) && !managed {
+                fs::write(
+                    sys.path(&format!("{dir}/smp_affinity_list")),
+                    format!("{online}\n"),
+                )?;
+                fs::write(
+                    sys.path(&format!("{dir}/smp_affinity")),
+                    format!("{}\n", online.to_mask(ncpus)),
+                )?;
+                online.clone()
+            } else {
+                aff
+            };
+            let eff_rel = format!("{dir}/effective_affinity_list");
+            if let Ok(eff) = sys.read_cpulist(&eff_rel) {
+                if !eff.is_empty() && !eff.intersects(online) {
+                    let first = aff
+                        .intersection(online)
+                        .first()
+                        .or(online.first())
+                        .unwrap_or(0);
+                    fs::write(sys.path(&eff_rel), format!("{first}\n"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn write_irq(&self, sys: &Sys, dir: &str, file: &str, data: &str) -> io::Result<()> {
         let cpus = if file == "smp_affinity" {
             CpuSet::parse_mask(data)
@@ -646,6 +735,11 @@ impl Fixture {
         }
         Ok(())
     }
+}
+
+/// The CPU of `sys/devices/system/cpu/cpuN`.
+fn cpu_of_dir(dir: &str) -> Option<u32> {
+    dir.strip_prefix("sys/devices/system/cpu/cpu")?.parse().ok()
 }
 
 fn parent_rel(rel: &str) -> &str {
