@@ -312,6 +312,7 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
         ("irq-effective", Severity::Bad),
         ("irq-affinity", Severity::Warn),
         ("irq-default", Severity::Warn),
+        ("workqueue", Severity::Warn),
         ("kthreads", Severity::Ok),
         ("preemption", Severity::Bad),
         ("boot.isolcpus", Severity::Warn),
@@ -344,6 +345,12 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
         .next
         .contains("--tune=rt-throttling"));
     assert!(finding(&r, "idle-states").reason.contains("C6"));
+    assert!(finding(&r, "workqueue")
+        .reason
+        .contains("writeback flushers"));
+    assert!(finding(&r, "workqueue")
+        .next
+        .contains("--tune=workqueue,writeback"));
     // Worst first.
     let order: Vec<Severity> = r.findings.iter().map(|f| f.severity).collect();
     let mut sorted = order.clone();
@@ -375,6 +382,8 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
     assert!(r.shield_active);
     for id in [
         "tasks",
+        "irq-default",
+        "workqueue",
         "rt-throttling",
         "timer-migration",
         "vmstat",
