@@ -568,3 +568,39 @@ fn v1_hotplug_restart_killed_at_every_write_then_off_restores() {
         tree_without_effective,
     );
 }
+
+#[test]
+fn hotplug_restart_moves_irqs_a_driver_spread_again_when_the_cpus_came_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(
+        dir.path(),
+        CgroupLayout::V2,
+        FixtureConfig {
+            respread_on_online: vec![25],
+            ..Default::default()
+        },
+    );
+    let before = tree_without_effective(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--hotplug-restart", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report = json(&o);
+    assert_eq!(
+        sys.read_cpulist("proc/irq/25/smp_affinity_list").unwrap(),
+        cpus("0-1"),
+        "{report}"
+    );
+    assert!(
+        report["notes"].to_string().contains("IRQs 25 came back"),
+        "{report}"
+    );
+    assert!(report["irqs_moved"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!(25)));
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        diff(&before, &tree_without_effective(dir.path())),
+        Vec::<String>::new()
+    );
+}

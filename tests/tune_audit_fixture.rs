@@ -351,11 +351,20 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
     assert!(finding(&r, "workqueue")
         .next
         .contains("--tune=workqueue,writeback"));
-    // Worst first.
-    let order: Vec<Severity> = r.findings.iter().map(|f| f.severity).collect();
-    let mut sorted = order.clone();
-    sorted.sort();
-    assert_eq!(order, sorted);
+    // Worst first, then by expected impact; every finding that is not ok
+    // says what to do next.
+    for w in r.findings.windows(2) {
+        assert!(
+            (w[0].severity, std::cmp::Reverse(w[0].impact))
+                <= (w[1].severity, std::cmp::Reverse(w[1].impact)),
+            "{:?} before {:?}",
+            w[0],
+            w[1]
+        );
+    }
+    for f in r.findings.iter().filter(|f| f.severity != Severity::Ok) {
+        assert!(!f.next.trim().is_empty(), "no next step: {f:?}");
+    }
 
     // Human table and JSON through the binary.
     let o = cpushield(dir.path(), &["audit", "--cpus", "2-3", "--window", "0"]);

@@ -655,7 +655,7 @@ fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
 }
 
 /// `cpus` without the shield; the housekeeping CPUs when nothing would remain.
-fn away_from(cpus: &CpuSet, shield: &CpuSet, housekeeping: &CpuSet) -> CpuSet {
+pub(crate) fn away_from(cpus: &CpuSet, shield: &CpuSet, housekeeping: &CpuSet) -> CpuSet {
     match cpus.difference(shield) {
         s if s.is_empty() => housekeeping.clone(),
         s => s,

@@ -21,7 +21,8 @@
 //! - a cgroup with tasks or children cannot be removed (EBUSY);
 //! - writing 0 / 1 to `cpuN/online` takes the CPU out of / back into the
 //!   online list; going offline breaks the affinity of IRQs left with no
-//!   online CPU (managed ones keep theirs) and shrinks partitions.
+//!   online CPU (managed ones keep theirs) and shrinks partitions; IRQs in
+//!   `respread_on_online` get every online CPU when a CPU comes online.
 //!
 //! With `CPUSHIELD_FIXTURE_CRASH_AFTER=k` in the environment, the process
 //! kills itself with SIGKILL at its (k+1)-th kernel write: fault injection
@@ -58,6 +59,9 @@ pub struct FixtureConfig {
     pub keep_affinity_on_move: bool,
     /// IRQ numbers whose effective affinity does not follow a new affinity.
     pub effective_lag: Vec<u32>,
+    /// IRQ numbers whose driver sets their affinity to every online CPU
+    /// when a CPU comes online (virtio-net's CPU hotplug callbacks).
+    pub respread_on_online: Vec<u32>,
 }
 
 /// Kernel emulation for a fixture root.
@@ -653,6 +657,24 @@ impl Fixture {
         )?;
         if !up {
             self.break_irq_affinities(sys, &online)?;
+        } else {
+            let ncpus = procfs::present_cpus(sys)
+                .map_err(|e| e.source)?
+                .last()
+                .map_or(1, |c| c + 1);
+            for irq in &self.config.respread_on_online {
+                let dir = format!("proc/irq/{irq}");
+                if sys.exists(&format!("{dir}/smp_affinity_list")) {
+                    fs::write(
+                        sys.path(&format!("{dir}/smp_affinity_list")),
+                        format!("{online}\n"),
+                    )?;
+                    fs::write(
+                        sys.path(&format!("{dir}/smp_affinity")),
+                        format!("{}\n", online.to_mask(ncpus)),
+                    )?;
+                }
+            }
         }
         if let Some(mount) = self.mount_of(sys, Hierarchy::Unified) {
             if sys.exists(&format!("{mount}/cpuset.cpus.effective")) {
