@@ -170,6 +170,11 @@ struct OnArgs {
     #[arg(long, value_name = "KNOBS", num_args = 0..=1, require_equals = true,
           default_missing_value = "all", value_delimiter = ',')]
     tune: Option<Vec<String>>,
+    /// Take each shielded CPU offline and online again before the cpusets
+    /// are created, to push per-CPU timers off it (CPU hotplug; refused for
+    /// CPUs that cannot go offline, such as CPU 0 on most x86 machines).
+    #[arg(long)]
+    hotplug_restart: bool,
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     json: bool,
@@ -288,6 +293,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 force: a.force,
                 allow_split_siblings: a.allow_split_siblings,
                 tune: a.tune.unwrap_or_default(),
+                hotplug_restart: a.hotplug_restart,
             };
             let report = shield::on(&sys, &req, a.dry_run, &stop)?;
             emit(&mut out, a.json, &report, output::on)?;

@@ -79,6 +79,8 @@ pub const WATCHDOG: &str = "proc/sys/kernel/watchdog";
 pub const NMI_WATCHDOG: &str = "proc/sys/kernel/nmi_watchdog";
 /// Path of the soft-lockup-only watchdog switch (never written; never read while off).
 pub const SOFT_WATCHDOG: &str = "proc/sys/kernel/soft_watchdog";
+/// The cpumask of the block writeback flusher workqueue.
+pub const WRITEBACK_MASK: &str = "sys/bus/workqueue/devices/writeback/cpumask";
 /// Files that must not be read while a shield has the watchdog off.
 pub const WATCHDOG_FILES: [&str; 3] = [WATCHDOG, SOFT_WATCHDOG, NMI_WATCHDOG];
 
@@ -109,10 +111,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "writeback",
         scope: Scope::Global {
-            files: &[
-                "sys/bus/workqueue/devices/writeback/cpumask",
-                "sys/bus/workqueue/devices/writeback/numa",
-            ],
+            files: &[WRITEBACK_MASK, "sys/bus/workqueue/devices/writeback/numa"],
         },
         value: Value::HousekeepingMask,
         why: "block writeback flusher threads run on the housekeeping CPUs only (numa 0: no per-node pools that ignore the mask)",

@@ -312,6 +312,7 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
         ("irq-effective", Severity::Bad),
         ("irq-affinity", Severity::Warn),
         ("irq-default", Severity::Warn),
+        ("workqueue", Severity::Warn),
         ("kthreads", Severity::Ok),
         ("preemption", Severity::Bad),
         ("boot.isolcpus", Severity::Warn),
@@ -344,11 +345,26 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
         .next
         .contains("--tune=rt-throttling"));
     assert!(finding(&r, "idle-states").reason.contains("C6"));
-    // Worst first.
-    let order: Vec<Severity> = r.findings.iter().map(|f| f.severity).collect();
-    let mut sorted = order.clone();
-    sorted.sort();
-    assert_eq!(order, sorted);
+    assert!(finding(&r, "workqueue")
+        .reason
+        .contains("writeback flushers"));
+    assert!(finding(&r, "workqueue")
+        .next
+        .contains("--tune=workqueue,writeback"));
+    // Worst first, then by expected impact; every finding that is not ok
+    // says what to do next.
+    for w in r.findings.windows(2) {
+        assert!(
+            (w[0].severity, std::cmp::Reverse(w[0].impact))
+                <= (w[1].severity, std::cmp::Reverse(w[1].impact)),
+            "{:?} before {:?}",
+            w[0],
+            w[1]
+        );
+    }
+    for f in r.findings.iter().filter(|f| f.severity != Severity::Ok) {
+        assert!(!f.next.trim().is_empty(), "no next step: {f:?}");
+    }
 
     // Human table and JSON through the binary.
     let o = cpushield(dir.path(), &["audit", "--cpus", "2-3", "--window", "0"]);
@@ -375,6 +391,8 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
     assert!(r.shield_active);
     for id in [
         "tasks",
+        "irq-default",
+        "workqueue",
         "rt-throttling",
         "timer-migration",
         "vmstat",

@@ -22,7 +22,7 @@ use crate::shield::journal::{self, JournalError};
 use crate::shield::snapshot::{self, SHIELD_CGROUP};
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::{Sys, SysError};
-use crate::tune::{self, NMI_WATCHDOG, WATCHDOG};
+use crate::tune::{self, NMI_WATCHDOG, WATCHDOG, WRITEBACK_MASK};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -193,6 +193,7 @@ pub fn audit(
     preemption(&mut cx);
     boot_params(&mut cx);
     sysctls(&mut cx);
+    workqueues(&mut cx);
     watchdogs(&mut cx);
     cpufreq_and_idle(&mut cx);
     siblings(&mut cx);
@@ -405,8 +406,58 @@ fn irq_affinity(cx: &mut Ctx, entries: &[journal::Entry]) -> Result<(), AuditErr
             format!("new IRQs may land on {list} (default_smp_affinity {d})"),
             format!("cpushield on {list}, or boot with irqaffinity={hk}"),
         );
+    } else {
+        cx.add(
+            "irq-default",
+            Severity::Ok,
+            40,
+            format!("new IRQs start off {list} (default_smp_affinity)"),
+            String::new(),
+        );
     }
     Ok(())
+}
+
+/// Unbound workqueues and the writeback flushers: their cpumasks decide
+/// where kernel background work runs.
+fn workqueues(cx: &mut Ctx) {
+    let list = cx.list();
+    let mut on = Vec::new();
+    let mut seen = 0;
+    for (rel, what) in [
+        (snapshot::WORKQUEUE_MASK, "unbound workqueues"),
+        (WRITEBACK_MASK, "writeback flushers"),
+    ] {
+        if let Ok(m) = cx.sys.read_cpumask(rel) {
+            seen += 1;
+            if m.intersects(&cx.targets) {
+                on.push(format!("{what} (/{rel}: {m})"));
+            }
+        }
+    }
+    if seen == 0 {
+        return;
+    }
+    if on.is_empty() {
+        cx.add(
+            "workqueue",
+            Severity::Ok,
+            45,
+            format!("unbound workqueues and writeback flushers run off {list}"),
+            String::new(),
+        );
+    } else {
+        cx.add(
+            "workqueue",
+            Severity::Warn,
+            45,
+            format!(
+                "kernel background work may run on {list}: {}",
+                on.join(", ")
+            ),
+            format!("cpushield on {list} --tune=workqueue,writeback"),
+        );
+    }
 }
 
 fn tasks(cx: &mut Ctx) -> Result<(), AuditError> {

@@ -176,7 +176,14 @@ pub fn on(
     let mut state = state_for(&plan, &snap.cgroup);
     let mut journal = Journal::create(sys, &state)?;
     let mut applied = Applied::default();
+    let mut respread = Vec::new();
     let result = apply::apply(sys, &mut journal, &plan.steps, stop, &mut applied)
+        .and_then(|()| {
+            if req.hotplug_restart {
+                respread = sweep_irqs(sys, &plan, &mut journal, stop, &mut applied)?;
+            }
+            Ok(())
+        })
         .and_then(|()| sweep_forked(sys, &plan, &mut journal, stop, &mut applied));
     let after = match result {
         Ok(after) => after,
@@ -195,6 +202,14 @@ pub fn on(
     state.complete = true;
     journal.write_state(&state)?;
     let mut out = report(&plan, &after, Some(&applied), false);
+    if !respread.is_empty() {
+        let list: Vec<String> = respread.iter().map(u32::to_string).collect();
+        out.notes.push(format!(
+            "--hotplug-restart: IRQs {} came back onto the shield when the CPUs came online (their driver sets them on CPU hotplug); moved off again",
+            list.join(", ")
+        ));
+        out.irqs_moved.extend(respread);
+    }
     if let (CgroupSetup::V2 { .. }, Some(dir)) = (&after.cgroup, after.cgroup.shield_dir()) {
         out.partition = sys
             .read_trimmed(&format!("{dir}/cpuset.cpus.partition"))
@@ -222,6 +237,51 @@ fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
         snap.tunables = Some(crate::tune::read_state(sys, &knobs, &req.cpus, &known));
     }
     Ok(snap)
+}
+
+/// After CPU hotplug some drivers set their IRQs' affinity again (seen:
+/// virtio-net spreads its queue IRQs from its CPU hotplug callbacks, over
+/// what the shield wrote before the CPUs went offline). Moves every IRQ
+/// that came back onto the shield off it again, journaled like the first
+/// move (undo writes the driver's value back, then the original). Returns
+/// the IRQs moved.
+fn sweep_irqs(
+    sys: &Sys,
+    plan: &Plan,
+    journal: &mut Journal,
+    stop: &AtomicBool,
+    applied: &mut Applied,
+) -> Result<Vec<u32>, ApplyError> {
+    let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
+    let mut steps = Vec::new();
+    let mut irqs = Vec::new();
+    for irq in snapshot::read_irqs(sys)? {
+        if plan.irqs_to_shield.contains(&irq.irq) || !irq.affinity.intersects(&plan.shield) {
+            continue;
+        }
+        let action = Action::Write {
+            path: format!("proc/irq/{}/smp_affinity_list", irq.irq),
+            value: plan::away_from(&irq.affinity, &plan.shield, &plan.housekeeping).to_string(),
+            check: plan::Check::CpuList,
+            undo: plan::Undo::Previous,
+        };
+        if refused.contains(&apply::describe(&action)) {
+            continue;
+        }
+        irqs.push(irq.irq);
+        steps.push(Step {
+            action,
+            fatal: false,
+        });
+    }
+    let before = applied.refused.len();
+    apply::apply(sys, journal, &steps, stop, applied)?;
+    let now_refused: HashSet<String> = applied.refused[before..]
+        .iter()
+        .map(|r| r.target.clone())
+        .collect();
+    irqs.retain(|n| !now_refused.contains(&format!("/proc/irq/{n}/smp_affinity_list")));
+    Ok(irqs)
 }
 
 /// Tasks forked while the shield was going up may still carry shielded

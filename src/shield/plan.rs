@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::snapshot::{
-    CgroupSetup, Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_CGROUP, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
+    cpu_online_file, CgroupSetup, Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_CGROUP, SYSTEM_CGROUP_V1,
+    WORKQUEUE_MASK,
 };
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
@@ -25,6 +26,10 @@ pub struct Request {
     /// Tuning knobs to apply (`--tune`: `all` or knob names, see [`crate::tune`]).
     #[serde(default)]
     pub tune: Vec<String>,
+    /// Take each shielded CPU offline and online again (CPU hotplug) before
+    /// the cpusets are created, to push per-CPU timers and work off it.
+    #[serde(default)]
+    pub hotplug_restart: bool,
 }
 
 /// How a write is checked by reading back.
@@ -217,6 +222,12 @@ pub enum PlanError {
     /// A `--tune` name is not a knob.
     #[error(transparent)]
     UnknownKnob(#[from] crate::tune::UnknownKnob),
+    /// `--hotplug-restart` names CPUs that cannot be taken offline.
+    #[error("--hotplug-restart: {detail}; shield only CPUs that can go offline (writable /sys/devices/system/cpu/cpuN/online) or leave out --hotplug-restart")]
+    NoHotplug {
+        /// Which CPUs and why.
+        detail: String,
+    },
 }
 
 /// Validates the request against the machine and plans the shield.
@@ -270,6 +281,9 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         ));
     }
     let irqs_to_shield = resolve_irqs(snap, &req.irqs)?;
+    if req.hotplug_restart {
+        check_hotplug(snap, &shield)?;
+    }
     let knobs = if req.tune.is_empty() {
         Vec::new()
     } else {
@@ -382,37 +396,70 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     let (per_cpu_kthreads, stranded) = (tasks.per_cpu_kthreads, tasks.stranded);
 
     let bits = snap.mask_bits();
+    // (bound to the shield, step), in IRQ order.
+    let mut irq_steps: Vec<(bool, Step)> = Vec::new();
     if let Some(default) = &snap.default_irq_affinity {
         let target = away_from(default, &shield, &housekeeping);
         if &target != default {
-            steps.push(Step {
-                action: Action::Write {
-                    path: DEFAULT_IRQ_AFFINITY.into(),
-                    value: target.to_mask(bits),
-                    check: Check::CpuMask,
-                    undo: Undo::Previous,
+            irq_steps.push((
+                false,
+                Step {
+                    action: Action::Write {
+                        path: DEFAULT_IRQ_AFFINITY.into(),
+                        value: target.to_mask(bits),
+                        check: Check::CpuMask,
+                        undo: Undo::Previous,
+                    },
+                    fatal: true,
                 },
-                fatal: true,
-            });
+            ));
         }
     }
     for irq in &snap.irqs {
-        let target = if irqs_to_shield.contains(&irq.irq) {
+        let to_shield = irqs_to_shield.contains(&irq.irq);
+        let target = if to_shield {
             shield.clone()
         } else {
             away_from(&irq.affinity, &shield, &housekeeping)
         };
         if target != irq.affinity {
-            steps.push(Step {
-                action: Action::Write {
-                    path: format!("proc/irq/{}/smp_affinity_list", irq.irq),
-                    value: target.to_string(),
-                    check: Check::CpuList,
-                    undo: Undo::Previous,
+            irq_steps.push((
+                to_shield,
+                Step {
+                    action: Action::Write {
+                        path: format!("proc/irq/{}/smp_affinity_list", irq.irq),
+                        value: target.to_string(),
+                        check: Check::CpuList,
+                        undo: Undo::Previous,
+                    },
+                    fatal: false,
                 },
-                fatal: false,
-            });
+            ));
         }
+    }
+    if req.hotplug_restart {
+        // Order: IRQs leave the shield first (a CPU going offline breaks
+        // the affinity of an IRQ that has no other online CPU, and the
+        // kernel does not give it back), then each CPU goes offline and
+        // online again, then the cpusets are created (MISSION §2), then
+        // the tasks move and IRQs asked into the shield are bound to it.
+        let cgroups_and_tasks = steps.split_off(1);
+        let (to_shield, away): (Vec<_>, Vec<_>) = irq_steps.into_iter().partition(|(t, _)| *t);
+        steps.extend(away.into_iter().map(|(_, s)| s));
+        steps.extend(hotplug_steps(&shield));
+        steps.extend(cgroups_and_tasks);
+        steps.extend(to_shield.into_iter().map(|(_, s)| s));
+        notes.push(format!(
+            "--hotplug-restart: CPUs {shield} are taken offline and online again before the cpusets are created"
+        ));
+        if !stranded.is_empty() {
+            notes.push(format!(
+                "--hotplug-restart: {} task(s) whose affinity lies wholly on the shield lose it while their CPU is offline (the kernel widens it); off gives it back",
+                stranded.len()
+            ));
+        }
+    } else {
+        steps.extend(irq_steps.into_iter().map(|(_, s)| s));
     }
     if let Some(mask) = &snap.workqueue_mask {
         if mask.intersects(&shield) {
@@ -454,6 +501,74 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         irqs_to_shield,
         notes,
     })
+}
+
+/// Refuses `--hotplug-restart` when a shielded CPU cannot be taken offline:
+/// no `cpuN/online` file (x86 CPU 0, kernels without CPU hotplug), or one
+/// that may not be written.
+fn check_hotplug(snap: &Snapshot, shield: &CpuSet) -> Result<(), PlanError> {
+    let missing = shield.difference(&snap.hotplug_files);
+    let readonly = shield
+        .intersection(&snap.hotplug_files)
+        .difference(&snap.hotplug_writable);
+    let mut detail = Vec::new();
+    if !missing.is_empty() {
+        detail.push(format!(
+            "CPUs {missing} cannot be taken offline (no {})",
+            missing
+                .iter()
+                .map(|c| format!("/{}", cpu_online_file(c)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !readonly.is_empty() {
+        detail.push(format!(
+            "CPUs {readonly} have a read-only online file ({})",
+            readonly
+                .iter()
+                .map(|c| format!("/{}", cpu_online_file(c)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if detail.is_empty() {
+        Ok(())
+    } else {
+        Err(PlanError::NoHotplug {
+            detail: detail.join("; "),
+        })
+    }
+}
+
+/// Offline then online again, for each shielded CPU in turn. Undoing an
+/// offline is writing 1: after a crash between the two writes, `off`
+/// brings the CPU back. Both are fatal: a CPU that refuses to go offline
+/// (EBUSY) or to come back aborts the shield and rolls it back.
+fn hotplug_steps(shield: &CpuSet) -> Vec<Step> {
+    let mut out = Vec::new();
+    for cpu in shield.iter() {
+        let path = cpu_online_file(cpu);
+        out.push(Step {
+            action: Action::Write {
+                path: path.clone(),
+                value: "0".into(),
+                check: Check::Text,
+                undo: Undo::Value("1".into()),
+            },
+            fatal: true,
+        });
+        out.push(Step {
+            action: Action::Write {
+                path,
+                value: "1".into(),
+                check: Check::Text,
+                undo: Undo::Nothing,
+            },
+            fatal: true,
+        });
+    }
+    out
 }
 
 /// The task part of a plan: which threads leave the shield and how.
@@ -544,7 +659,7 @@ fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
 }
 
 /// `cpus` without the shield; the housekeeping CPUs when nothing would remain.
-fn away_from(cpus: &CpuSet, shield: &CpuSet, housekeeping: &CpuSet) -> CpuSet {
+pub(crate) fn away_from(cpus: &CpuSet, shield: &CpuSet, housekeeping: &CpuSet) -> CpuSet {
     match cpus.difference(shield) {
         s if s.is_empty() => housekeeping.clone(),
         s => s,
@@ -637,6 +752,8 @@ mod tests {
             workqueue_mask: Some(cpus("0-3")),
             sibling_groups: vec![cpus("0"), cpus("1"), cpus("2"), cpus("3")],
             tunables: None,
+            hotplug_files: cpus("1-3"),
+            hotplug_writable: cpus("1-3"),
         }
     }
 

@@ -18,6 +18,11 @@ pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
 /// The default affinity of new IRQs.
 pub const DEFAULT_IRQ_AFFINITY: &str = "proc/irq/default_smp_affinity";
 
+/// The CPU hotplug switch of `cpu`: write 0 to take it offline, 1 to bring it back.
+pub fn cpu_online_file(cpu: u32) -> String {
+    format!("sys/devices/system/cpu/cpu{cpu}/online")
+}
+
 /// How this machine offers cpusets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -122,6 +127,13 @@ pub struct Snapshot {
     /// change; `None` unless tuning was asked for (see [`crate::tune`]).
     #[serde(default)]
     pub tunables: Option<crate::tune::TuneState>,
+    /// Online CPUs that have a `/sys/devices/system/cpu/cpuN/online` file
+    /// (CPU hotplug; x86 CPU 0 usually has none).
+    #[serde(default)]
+    pub hotplug_files: CpuSet,
+    /// Of those, the CPUs whose `online` file may be written.
+    #[serde(default)]
+    pub hotplug_writable: CpuSet,
 }
 
 impl Snapshot {
@@ -144,6 +156,17 @@ impl Snapshot {
                 sibling_groups.push(sib);
             }
         }
+        let mut hotplug_files = CpuSet::new();
+        let mut hotplug_writable = CpuSet::new();
+        for cpu in online.iter() {
+            let file = cpu_online_file(cpu);
+            if sys.exists(&file) {
+                hotplug_files.insert(cpu);
+                if sys.mode_allows_write(&file) {
+                    hotplug_writable.insert(cpu);
+                }
+            }
+        }
         Ok(Snapshot {
             present,
             online,
@@ -155,6 +178,8 @@ impl Snapshot {
             workqueue_mask,
             sibling_groups,
             tunables: None,
+            hotplug_files,
+            hotplug_writable,
         })
     }
 

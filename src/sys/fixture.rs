@@ -21,7 +21,11 @@
 //!   without the isolated partitions' CPUs, and a write sets the request;
 //! - IRQs listed in `refuse` fail with their errno (IRQ 0/2: EIO, managed
 //!   queues: EPERM); `effective_affinity_list` lags for IRQs in `effective_lag`;
-//! - a cgroup with tasks or children cannot be removed (EBUSY).
+//! - a cgroup with tasks or children cannot be removed (EBUSY);
+//! - writing 0 / 1 to `cpuN/online` takes the CPU out of / back into the
+//!   online list; going offline breaks the affinity of IRQs left with no
+//!   online CPU (managed ones keep theirs) and shrinks partitions; IRQs in
+//!   `respread_on_online` get every online CPU when a CPU comes online.
 //!
 //! With `CPUSHIELD_FIXTURE_CRASH_AFTER=k` in the environment, the process
 //! kills itself with SIGKILL at its (k+1)-th kernel write: fault injection
@@ -63,12 +67,17 @@ pub struct FixtureConfig {
     /// requested mask. The requested mask lives in the fixture-only file
     /// [`WQ_REQUESTED`] beside it, so a tree comparison sees it.
     pub workqueue_excludes_isolated: bool,
+    /// IRQ numbers whose driver sets their affinity to every online CPU
+    /// when a CPU comes online (virtio-net's CPU hotplug callbacks).
+    pub respread_on_online: Vec<u32>,
 }
 
 /// Fixture-only file holding the requested workqueue mask under
 /// [`FixtureConfig::workqueue_excludes_isolated`].
 pub const WQ_REQUESTED: &str = "sys/devices/virtual/workqueue/cpumask.requested";
 const WQ_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
+/// Why a partition left with no online CPU is invalid; it heals when one returns.
+const HOTPLUG_INVALID: &str = "No cpu available due to hotplug";
 
 /// Kernel emulation for a fixture root.
 #[derive(Debug, Clone)]
@@ -167,6 +176,9 @@ impl Fixture {
                 fs::write(sys.path(WQ_REQUESTED), format!("{}\n", data.trim())).map_err(err)?;
                 self.refresh_workqueue_mask(sys, &requested).map_err(err)
             }
+            "online" if cpu_of_dir(dir).is_some() => self
+                .write_cpu_online(sys, rel, cpu_of_dir(dir).unwrap_or(0), data.trim())
+                .map_err(err),
             // The kernel prints what it stores in its own format, newline-terminated.
             _ => fs::write(&path, format!("{}\n", data.trim_end())).map_err(err),
         }
@@ -547,6 +559,7 @@ impl Fixture {
             sys.read_cpulist(&format!("{d}/cpuset.cpus"))
                 .unwrap_or_default()
         };
+        let online = procfs::online_cpus(sys).unwrap_or_default();
         let mut taken = CpuSet::new();
         let mut isolated = CpuSet::new();
         for d in &children {
@@ -561,19 +574,25 @@ impl Fixture {
             if kind == "member" {
                 continue;
             }
-            let cpus = cpus_of(d);
-            // An invalid partition stays invalid after its cause is gone,
-            // until its type is written again (KERNEL-NOTES 8).
+            let configured = cpus_of(d);
+            // Offline CPUs drop out of a partition; with none left it is
+            // invalid until one comes back (seen on 6.1).
+            let cpus = configured.intersection(&online);
+            // Any other invalid state stays after its cause is gone, until
+            // the partition type is written again (KERNEL-NOTES 8).
             let sticky = text
                 .split_once(" invalid")
                 .map(|(_, r)| r.trim().trim_start_matches('(').trim_end_matches(')'))
+                .filter(|r| *r != HOTPLUG_INVALID)
                 .map(|r| if r.is_empty() { "no longer valid" } else { r });
             let overlap = children
                 .iter()
                 .filter(|o| *o != d)
-                .any(|o| cpus_of(o).intersects(&cpus));
+                .any(|o| cpus_of(o).intersects(&configured));
             let reason = if let Some(r) = &self.config.partition_invalid {
                 Some(r.clone())
+            } else if !configured.is_empty() && cpus.is_empty() {
+                Some(HOTPLUG_INVALID.to_string())
             } else if let Some(r) = sticky {
                 Some(r.to_string())
             } else if cpus.is_empty() {
@@ -660,6 +679,101 @@ impl Fixture {
         fs::write(sys.path(WQ_MASK), format!("{}\n", readable.to_mask(bits)))
     }
 
+    /// CPU hotplug: 0 takes the CPU out of the online list, 1 brings it
+    /// back (either is accepted when already so). Going offline, an IRQ
+    /// with no other online CPU in its affinity gets the online CPUs (its
+    /// affinity is broken, and stays so after the CPU comes back), except
+    /// refusing (kernel-managed) IRQs, which keep theirs; an effective
+    /// affinity on the CPU moves to another online CPU. Sleeping tasks keep
+    /// their affinity (seen on 6.1: a task pinned to the CPU still shows it).
+    fn write_cpu_online(&self, sys: &Sys, rel: &str, cpu: u32, data: &str) -> io::Result<()> {
+        let up = match data {
+            "1" => true,
+            "0" => false,
+            _ => return Err(errno(libc::EINVAL)),
+        };
+        let mut online = procfs::online_cpus(sys).map_err(|e| e.source)?;
+        if up {
+            online.insert(cpu);
+        } else {
+            online = online.difference(&[cpu].into_iter().collect());
+            if online.is_empty() {
+                return Err(errno(libc::EBUSY));
+            }
+        }
+        fs::write(sys.path(rel), if up { "1\n" } else { "0\n" })?;
+        fs::write(
+            sys.path("sys/devices/system/cpu/online"),
+            format!("{online}\n"),
+        )?;
+        if !up {
+            self.break_irq_affinities(sys, &online)?;
+        } else {
+            let ncpus = procfs::present_cpus(sys)
+                .map_err(|e| e.source)?
+                .last()
+                .map_or(1, |c| c + 1);
+            for irq in &self.config.respread_on_online {
+                let dir = format!("proc/irq/{irq}");
+                if sys.exists(&format!("{dir}/smp_affinity_list")) {
+                    fs::write(
+                        sys.path(&format!("{dir}/smp_affinity_list")),
+                        format!("{online}\n"),
+                    )?;
+                    fs::write(
+                        sys.path(&format!("{dir}/smp_affinity")),
+                        format!("{}\n", online.to_mask(ncpus)),
+                    )?;
+                }
+            }
+        }
+        if let Some(mount) = self.mount_of(sys, Hierarchy::Unified) {
+            if sys.exists(&format!("{mount}/cpuset.cpus.effective")) {
+                self.recompute_partitions(sys, &mount);
+            }
+        }
+        Ok(())
+    }
+
+    fn break_irq_affinities(&self, sys: &Sys, online: &CpuSet) -> io::Result<()> {
+        let ncpus = procfs::present_cpus(sys)
+            .map_err(|e| e.source)?
+            .last()
+            .map_or(1, |c| c + 1);
+        for n in sys.list("proc/irq").unwrap_or_default() {
+            let dir = format!("proc/irq/{n}");
+            let Ok(aff) = sys.read_cpulist(&format!("{dir}/smp_affinity_list")) else {
+                continue;
+            };
+            let managed = self.refused(&format!("{dir}/smp_affinity_list")).is_some();
+            let aff = if !aff.intersects(online) && !managed {
+                fs::write(
+                    sys.path(&format!("{dir}/smp_affinity_list")),
+                    format!("{online}\n"),
+                )?;
+                fs::write(
+                    sys.path(&format!("{dir}/smp_affinity")),
+                    format!("{}\n", online.to_mask(ncpus)),
+                )?;
+                online.clone()
+            } else {
+                aff
+            };
+            let eff_rel = format!("{dir}/effective_affinity_list");
+            if let Ok(eff) = sys.read_cpulist(&eff_rel) {
+                if !eff.is_empty() && !eff.intersects(online) {
+                    let first = aff
+                        .intersection(online)
+                        .first()
+                        .or(online.first())
+                        .unwrap_or(0);
+                    fs::write(sys.path(&eff_rel), format!("{first}\n"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn write_irq(&self, sys: &Sys, dir: &str, file: &str, data: &str) -> io::Result<()> {
         let cpus = if file == "smp_affinity" {
             CpuSet::parse_mask(data)
@@ -694,6 +808,11 @@ impl Fixture {
         }
         Ok(())
     }
+}
+
+/// The CPU of `sys/devices/system/cpu/cpuN`.
+fn cpu_of_dir(dir: &str) -> Option<u32> {
+    dir.strip_prefix("sys/devices/system/cpu/cpu")?.parse().ok()
 }
 
 fn parent_rel(rel: &str) -> &str {
