@@ -261,7 +261,12 @@ fn main() -> ExitCode {
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
-            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            .map(std::io::Error::kind)
+            .or_else(|| {
+                c.downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            })
+            == Some(std::io::ErrorKind::BrokenPipe)
     })
 }
 

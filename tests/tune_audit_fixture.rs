@@ -499,3 +499,24 @@ fn audit_counts_interrupts_over_the_window() {
     let quiet = audit::audit(&sys, Some(&cpus("0")), Duration::from_millis(10)).unwrap();
     assert_eq!(sev(&quiet, "interrupts.device"), Severity::Ok);
 }
+
+/// A reader that stops early (`| head`) is not an error: JSON written into
+/// a closed pipe exits 0 without a message.
+#[test]
+fn json_into_a_closed_pipe_is_quiet_success() {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
+        .args(["tune", "--list", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
