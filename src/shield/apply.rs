@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -202,7 +203,13 @@ pub struct Undone {
 /// Replays journal entries in reverse. Affinities are restored last,
 /// because moving a task between cpusets makes the kernel reset them.
 pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
+    undo_timed(sys, entries, &mut super::Timings::default())
+}
+
+/// [`undo`], adding the time of its two halves to `timings`.
+pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) -> Undone {
     let mut out = Undone::default();
+    let t = Instant::now();
     for e in entries.iter().rev() {
         match &e.action {
             Action::SetAffinity { .. } | Action::Remember { .. } => {}
@@ -231,6 +238,8 @@ pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
             },
         }
     }
+    timings.undo_writes += t.elapsed();
+    let t = Instant::now();
     // The oldest record of a thread's affinity is what it had before cpushield.
     let mut original: Vec<(i32, CpuSet)> = Vec::new();
     let mut seen: HashMap<i32, ()> = HashMap::new();
@@ -269,6 +278,7 @@ pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
             }),
         }
     }
+    timings.undo_affinities += t.elapsed();
     out
 }
 

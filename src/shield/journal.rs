@@ -11,6 +11,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -164,6 +165,7 @@ fn write_atomic(path: &Path, data: &[u8]) -> Result<(), JournalError> {
 pub struct Journal {
     dir: PathBuf,
     next_segment: usize,
+    spent: Duration,
 }
 
 impl Journal {
@@ -184,9 +186,10 @@ impl Journal {
             .mode(0o700)
             .create(&dir)
             .map_err(io_err(&dir))?;
-        let j = Journal {
+        let mut j = Journal {
             dir,
             next_segment: 1,
+            spent: Duration::ZERO,
         };
         j.write_state(state)?;
         Ok(j)
@@ -202,13 +205,31 @@ impl Journal {
             return Err(JournalError::Unsafe(dir));
         }
         let next_segment = segment_files(&dir)?.len() + 1;
-        Ok(Journal { dir, next_segment })
+        Ok(Journal {
+            dir,
+            next_segment,
+            spent: Duration::ZERO,
+        })
+    }
+
+    /// Wall-clock time this handle has spent writing journal files
+    /// (serialising, writing, fsync, rename), for the benchmark.
+    pub fn time_spent(&self) -> Duration {
+        self.spent
+    }
+
+    /// Number of segments in the journal so far.
+    pub fn segments(&self) -> usize {
+        self.next_segment - 1
     }
 
     /// Replaces the state record.
-    pub fn write_state(&self, state: &State) -> Result<(), JournalError> {
+    pub fn write_state(&mut self, state: &State) -> Result<(), JournalError> {
+        let t = Instant::now();
         let data = serde_json::to_vec_pretty(state).expect("state serialises");
-        write_atomic(&self.dir.join("state.json"), &data)
+        let r = write_atomic(&self.dir.join("state.json"), &data);
+        self.spent += t.elapsed();
+        r
     }
 
     /// Appends a batch of entries durably. Call before making the changes.
@@ -216,9 +237,12 @@ impl Journal {
         if entries.is_empty() {
             return Ok(());
         }
+        let t = Instant::now();
         let data = serde_json::to_vec(entries).expect("entries serialise");
         let path = self.dir.join(format!("{:06}.json", self.next_segment));
-        write_atomic(&path, &data)?;
+        let r = write_atomic(&path, &data);
+        self.spent += t.elapsed();
+        r?;
         self.next_segment += 1;
         Ok(())
     }

@@ -11,6 +11,7 @@ pub mod snapshot;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -148,6 +149,30 @@ fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
     }
 }
 
+/// Wall-clock time spent in each phase of [`on_timed`] and [`off_timed`]:
+/// what the scale benchmark prints. Never shown to users.
+#[derive(Debug, Default, Clone)]
+pub struct Timings {
+    /// Reading the snapshot (tasks, IRQs, cgroups) before planning.
+    pub snapshot: Duration,
+    /// Planning (pure).
+    pub plan: Duration,
+    /// Writing journal segments and the state record (fsync included).
+    pub journal: Duration,
+    /// Journal segments written.
+    pub segments: usize,
+    /// Making the planned changes and reading them back (journal excluded).
+    pub apply: Duration,
+    /// The sweep for tasks forked meanwhile: snapshot, plan, apply (journal excluded).
+    pub sweep: Duration,
+    /// Reading the journal back for undo.
+    pub read_journal: Duration,
+    /// Undo of writes, cgroups and cgroup moves, in reverse.
+    pub undo_writes: Duration,
+    /// Undo of thread affinities.
+    pub undo_affinities: Duration,
+}
+
 /// Shields `req.cpus`. A shield already in place is undone first (after the
 /// new request has been validated), so the journal always holds the
 /// original values. On any failure everything done is rolled back.
@@ -156,6 +181,17 @@ pub fn on(
     req: &Request,
     dry_run: bool,
     stop: &AtomicBool,
+) -> Result<OnReport, ShieldError> {
+    on_timed(sys, req, dry_run, stop, &mut Timings::default())
+}
+
+/// [`on`], adding the time of each phase to `timings`.
+pub fn on_timed(
+    sys: &Sys,
+    req: &Request,
+    dry_run: bool,
+    stop: &AtomicBool,
+    timings: &mut Timings,
 ) -> Result<OnReport, ShieldError> {
     if dry_run {
         let snap = snapshot_for(sys, req)?;
@@ -169,15 +205,28 @@ pub fn on(
         let mut snap = Snapshot::read(sys)?;
         snap.threads.clear();
         plan::plan(&snap, req)?;
-        undo_journal(sys)?;
+        undo_journal(sys, timings)?;
     }
+    let t = Instant::now();
     let snap = snapshot_for(sys, req)?;
+    timings.snapshot += t.elapsed();
+    let t = Instant::now();
     let plan = plan::plan(&snap, req)?;
+    timings.plan += t.elapsed();
     let mut state = state_for(&plan, &snap.cgroup);
     let mut journal = Journal::create(sys, &state)?;
     let mut applied = Applied::default();
-    let result = apply::apply(sys, &mut journal, &plan.steps, stop, &mut applied)
-        .and_then(|()| sweep_forked(sys, &plan, &mut journal, stop, &mut applied));
+    let t = Instant::now();
+    let journal_before = journal.time_spent();
+    let result = apply::apply(sys, &mut journal, &plan.steps, stop, &mut applied);
+    timings.apply += t.elapsed() - (journal.time_spent() - journal_before);
+    let result = result.and_then(|()| {
+        let t = Instant::now();
+        let journal_before = journal.time_spent();
+        let r = sweep_forked(sys, &plan, &mut journal, stop, &mut applied);
+        timings.sweep += t.elapsed() - (journal.time_spent() - journal_before);
+        r
+    });
     let after = match result {
         Ok(after) => after,
         Err(error) => {
@@ -194,6 +243,8 @@ pub fn on(
     };
     state.complete = true;
     journal.write_state(&state)?;
+    timings.journal += journal.time_spent();
+    timings.segments += journal.segments();
     let mut out = report(&plan, &after, Some(&applied), false);
     if let (CgroupSetup::V2 { .. }, Some(dir)) = (&after.cgroup, after.cgroup.shield_dir()) {
         out.partition = sys
@@ -354,10 +405,12 @@ pub struct OffReport {
     pub undone: Undone,
 }
 
-fn undo_journal(sys: &Sys) -> Result<(Option<State>, Undone), ShieldError> {
+fn undo_journal(sys: &Sys, timings: &mut Timings) -> Result<(Option<State>, Undone), ShieldError> {
+    let t = Instant::now();
     let state = journal::read_state(sys)?;
     let entries = journal::read_entries(sys)?;
-    let undone = apply::undo(sys, &entries);
+    timings.read_journal += t.elapsed();
+    let undone = apply::undo_timed(sys, &entries, timings);
     if undone.failed.is_empty() {
         Journal::open(sys)?.remove()?;
     }
@@ -366,12 +419,17 @@ fn undo_journal(sys: &Sys) -> Result<(Option<State>, Undone), ShieldError> {
 
 /// Undoes the shield exactly, also after `on` was killed at any point.
 pub fn off(sys: &Sys) -> Result<OffReport, ShieldError> {
+    off_timed(sys, &mut Timings::default())
+}
+
+/// [`off`], adding the time of each phase to `timings`.
+pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldError> {
     require_root(sys, "off")?;
     let _lock = journal::lock(sys)?;
     if !Journal::exists(sys) {
         return Err(ShieldError::NoShield);
     }
-    let (state, undone) = undo_journal(sys)?;
+    let (state, undone) = undo_journal(sys, timings)?;
     Ok(OffReport {
         shield: state.map(|s| s.shield).unwrap_or_default(),
         undone,

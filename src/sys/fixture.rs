@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -65,6 +65,7 @@ pub struct Fixture {
     crash_after: Option<usize>,
     tid_index: Arc<Mutex<HashMap<i32, i32>>>,
     mounts: Arc<std::sync::OnceLock<Vec<procfs::Mount>>>,
+    emulation_ns: Arc<AtomicU64>,
 }
 
 fn errno(n: i32) -> io::Error {
@@ -98,6 +99,7 @@ impl Fixture {
             crash_after,
             tid_index: Arc::new(Mutex::new(HashMap::new())),
             mounts: Arc::default(),
+            emulation_ns: Arc::default(),
         })
     }
 
@@ -109,6 +111,22 @@ impl Fixture {
     /// Number of kernel writes made so far through this fixture.
     pub fn writes(&self) -> usize {
         self.writes.load(Ordering::SeqCst)
+    }
+
+    /// Wall-clock time spent emulating kernel calls (writes, mkdir, rmdir,
+    /// affinity calls): the part of a benchmark that a real kernel does in
+    /// one syscall each.
+    pub fn emulation_time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.emulation_ns.load(Ordering::Relaxed))
+    }
+
+    /// Runs one emulated kernel call, adding its time to [`Fixture::emulation_time`].
+    pub(super) fn timed<T>(&self, call: impl FnOnce() -> T) -> T {
+        let t = std::time::Instant::now();
+        let out = call();
+        self.emulation_ns
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        out
     }
 
     fn count_write(&self) {

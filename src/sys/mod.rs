@@ -210,7 +210,7 @@ impl Sys {
     /// not honour: callers read back.
     pub fn write(&self, rel: &str, data: &str) -> Result<()> {
         if let Some(fx) = &self.fixture {
-            return fx.write(self, rel, data);
+            return fx.timed(|| fx.write(self, rel, data));
         }
         write_existing(&self.path(rel), data)
             .map_err(|e| SysError::new("write", rel, Some(data), e))
@@ -230,7 +230,7 @@ impl Sys {
     /// Creates a directory (a cgroup). In a fixture the kernel's files appear in it.
     pub fn mkdir(&self, rel: &str) -> Result<()> {
         if let Some(fx) = &self.fixture {
-            return fx.mkdir(self, rel);
+            return fx.timed(|| fx.mkdir(self, rel));
         }
         fs::create_dir(self.path(rel)).map_err(|e| SysError::new("mkdir", rel, None, e))
     }
@@ -238,7 +238,7 @@ impl Sys {
     /// Removes an empty directory (a cgroup).
     pub fn rmdir(&self, rel: &str) -> Result<()> {
         if let Some(fx) = &self.fixture {
-            return fx.rmdir(self, rel);
+            return fx.timed(|| fx.rmdir(self, rel));
         }
         fs::remove_dir(self.path(rel)).map_err(|e| SysError::new("rmdir", rel, None, e))
     }
@@ -246,7 +246,7 @@ impl Sys {
     /// The CPUs a thread may run on (`sched_getaffinity`).
     pub fn affinity(&self, tid: i32) -> Result<CpuSet> {
         if let Some(fx) = &self.fixture {
-            return fx.affinity(self, tid);
+            return fx.timed(|| fx.affinity(self, tid));
         }
         syscalls::get_affinity(tid)
             .map_err(|e| SysError::new("get affinity of", format!("task {tid}"), None, e))
@@ -255,7 +255,7 @@ impl Sys {
     /// Sets the CPUs a thread may run on (`sched_setaffinity`).
     pub fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> Result<()> {
         if let Some(fx) = &self.fixture {
-            return fx.set_affinity(self, tid, cpus);
+            return fx.timed(|| fx.set_affinity(self, tid, cpus));
         }
         syscalls::set_affinity(tid, cpus).map_err(|e| {
             SysError::new(
