@@ -69,6 +69,19 @@ pub struct Entry {
     pub previous: Option<String>,
 }
 
+/// An [`Entry`] that borrows its action: what `apply` journals, so that a
+/// step (and the affinities of every thread it may carry) is serialised
+/// without being copied first. Reads back as an [`Entry`].
+#[derive(Debug, Serialize)]
+pub struct EntryRef<'a> {
+    /// The change.
+    #[serde(flatten)]
+    pub action: &'a Action,
+    /// As [`Entry::previous`].
+    #[serde(rename = "prior", skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+}
+
 /// What the shield is; lets `status`, `run`, `move` and `off` find it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct State {
@@ -233,7 +246,7 @@ impl Journal {
     }
 
     /// Appends a batch of entries durably. Call before making the changes.
-    pub fn append(&mut self, entries: &[Entry]) -> Result<(), JournalError> {
+    pub fn append<E: Serialize>(&mut self, entries: &[E]) -> Result<(), JournalError> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -347,6 +360,53 @@ mod tests {
             Journal::create(&sys, &state()).is_err(),
             "a second journal is refused"
         );
+    }
+
+    #[test]
+    fn borrowed_entries_read_back_as_entries() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = Sys::at(tmp.path());
+        let mut j = Journal::create(&sys, &state()).unwrap();
+        let actions = [
+            Action::Remember {
+                affinities: vec![(7, CpuSet::parse_list("0-3").unwrap())],
+            },
+            Action::Write {
+                path: "proc/irq/9/smp_affinity_list".into(),
+                value: "0-1".into(),
+                check: crate::shield::plan::Check::CpuList,
+                undo: crate::shield::plan::Undo::Previous,
+            },
+        ];
+        let refs = [
+            EntryRef {
+                action: &actions[0],
+                previous: None,
+            },
+            EntryRef {
+                action: &actions[1],
+                previous: Some("0-3".into()),
+            },
+        ];
+        j.append(&refs).unwrap();
+        let owned = vec![
+            Entry {
+                action: actions[0].clone(),
+                previous: None,
+            },
+            Entry {
+                action: actions[1].clone(),
+                previous: Some("0-3".into()),
+            },
+        ];
+        assert_eq!(read_entries(&sys).unwrap(), owned);
+        let data = fs::read(Journal::dir_of(&sys).join("000001.json")).unwrap();
+        assert_eq!(
+            data,
+            serde_json::to_vec(&owned).unwrap(),
+            "same bytes as owned entries"
+        );
+        assert_eq!(j.segments(), 1);
     }
 
     #[test]

@@ -202,8 +202,7 @@ pub fn on_timed(
     let _lock = journal::lock(sys)?;
     if Journal::exists(sys) {
         // Validate the new list before touching the old shield.
-        let mut snap = Snapshot::read(sys)?;
-        snap.threads.clear();
+        let snap = Snapshot::read_without_threads(sys)?;
         plan::plan(&snap, req)?;
         undo_journal(sys, timings)?;
     }
@@ -223,7 +222,7 @@ pub fn on_timed(
     let result = result.and_then(|()| {
         let t = Instant::now();
         let journal_before = journal.time_spent();
-        let r = sweep_forked(sys, &plan, &mut journal, stop, &mut applied);
+        let r = sweep_forked(sys, &snap, &plan, &mut journal, stop, &mut applied);
         timings.sweep += t.elapsed() - (journal.time_spent() - journal_before);
         r
     });
@@ -278,9 +277,10 @@ fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
 /// Tasks forked while the shield was going up may still carry shielded
 /// CPUs (a cpuset stops that only on v2, and only once the partition
 /// exists): sweep until none is left, a few rounds at most. Returns the
-/// last snapshot read.
+/// last snapshot read. `before` is the snapshot the plan was made from.
 fn sweep_forked(
     sys: &Sys,
+    before: &Snapshot,
     plan: &Plan,
     journal: &mut Journal,
     stop: &AtomicBool,
@@ -288,8 +288,9 @@ fn sweep_forked(
 ) -> Result<Snapshot, ApplyError> {
     let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
     let stranded: HashSet<i32> = plan.stranded.iter().map(|t| t.tid).collect();
+    let mut last: Option<Snapshot> = None;
     for _ in 0..3 {
-        let snap = Snapshot::read(sys)?;
+        let snap = Snapshot::reread(sys, last.as_ref().unwrap_or(before))?;
         let tasks = plan::plan_tasks(&snap, &plan.shield, &plan.housekeeping, false, |t| {
             !stranded.contains(&t.tid)
         });
@@ -303,16 +304,18 @@ fn sweep_forked(
                 _ => false,
             })
             .collect();
-        let before = applied.refused.len();
+        let refused_before = applied.refused.len();
         if steps.is_empty() {
             return Ok(snap);
         }
         apply::apply(sys, journal, &steps, stop, applied)?;
-        if applied.refused.len() - before == steps.len() {
+        let all_refused = applied.refused.len() - refused_before == steps.len();
+        last = Some(snap);
+        if all_refused {
             break;
         }
     }
-    Ok(Snapshot::read(sys)?)
+    Ok(Snapshot::reread(sys, last.as_ref().unwrap_or(before))?)
 }
 
 fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool) -> OnReport {

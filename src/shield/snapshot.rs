@@ -127,13 +127,28 @@ pub struct Snapshot {
 impl Snapshot {
     /// Reads the machine.
     pub fn read(sys: &Sys) -> Result<Snapshot> {
+        let mut snap = Snapshot::read_without_threads(sys)?;
+        snap.threads = procfs::read_all_threads(sys, snap.cgroup.hierarchy())?;
+        Ok(snap)
+    }
+
+    /// Reads the machine again after `before`: threads known from it are
+    /// not asked for their name and flags again (see [`procfs::reread_threads`]).
+    pub fn reread(sys: &Sys, before: &Snapshot) -> Result<Snapshot> {
+        let mut snap = Snapshot::read_without_threads(sys)?;
+        snap.threads = procfs::reread_threads(sys, snap.cgroup.hierarchy(), &before.threads)?;
+        Ok(snap)
+    }
+
+    /// Reads everything but the threads (`threads` is empty): enough to
+    /// validate a request.
+    pub fn read_without_threads(sys: &Sys) -> Result<Snapshot> {
         let present = procfs::present_cpus(sys)?;
         let online = procfs::online_cpus(sys)?;
         let boot_isolated = sys
             .read_cpulist("sys/devices/system/cpu/isolated")
             .unwrap_or_default();
         let cgroup = detect_cgroup(sys)?;
-        let threads = procfs::read_all_threads(sys, cgroup.hierarchy())?;
         let irqs = read_irqs(sys)?;
         let default_irq_affinity = optional(sys.read_cpumask(DEFAULT_IRQ_AFFINITY))?;
         let workqueue_mask = optional(sys.read_cpumask(WORKQUEUE_MASK))?;
@@ -149,7 +164,7 @@ impl Snapshot {
             online,
             boot_isolated,
             cgroup,
-            threads,
+            threads: Vec::new(),
             irqs,
             default_irq_affinity,
             workqueue_mask,
