@@ -66,6 +66,20 @@ pub struct Fixture {
     tid_index: Arc<Mutex<HashMap<i32, i32>>>,
     mounts: Arc<std::sync::OnceLock<Vec<procfs::Mount>>>,
     emulation_ns: Arc<AtomicU64>,
+    cache: Arc<Mutex<Cache>>,
+}
+
+/// What the emulation read before and may read again without a file
+/// operation. Only the fixture changes these files while it runs, so a
+/// cache entry stays true until the fixture itself writes (and then drops
+/// the entries that could have changed).
+#[derive(Debug, Default)]
+struct Cache {
+    /// tid → (comm, `PF_*` flags) from `stat`: fixed for a thread's life.
+    stat: HashMap<i32, (String, u64)>,
+    /// Contents of cgroup files (`cpuset.cpus`, `cpuset.mems`,
+    /// `cpuset.cpus.effective`) by path; dropped by any cgroup change.
+    cgroup_files: HashMap<String, String>,
 }
 
 fn errno(n: i32) -> io::Error {
@@ -100,6 +114,7 @@ impl Fixture {
             tid_index: Arc::new(Mutex::new(HashMap::new())),
             mounts: Arc::default(),
             emulation_ns: Arc::default(),
+            cache: Arc::default(),
         })
     }
 
@@ -127,6 +142,61 @@ impl Fixture {
         self.emulation_ns
             .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
         out
+    }
+
+    /// `(comm, flags)` of a thread, from its `stat` (cached: both are fixed
+    /// for the thread's life).
+    fn stat_of(&self, sys: &Sys, pid: i32, tid: i32) -> io::Result<(String, u64)> {
+        let mut cache = self.cache.lock().expect("fixture cache lock");
+        if let Some(hit) = cache.stat.get(&tid) {
+            return Ok(hit.clone());
+        }
+        let stat = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/stat")))?;
+        let parsed = procfs::parse_stat(&stat).unwrap_or_default();
+        cache.stat.insert(tid, parsed.clone());
+        Ok(parsed)
+    }
+
+    /// A cgroup file's contents (cached until the next cgroup change).
+    fn cgroup_file(&self, sys: &Sys, rel: &str) -> io::Result<String> {
+        let mut cache = self.cache.lock().expect("fixture cache lock");
+        if let Some(hit) = cache.cgroup_files.get(rel) {
+            return Ok(hit.clone());
+        }
+        let text = fs::read_to_string(sys.path(rel))?;
+        cache.cgroup_files.insert(rel.to_string(), text.clone());
+        Ok(text)
+    }
+
+    /// A cgroup file holding a cpulist.
+    fn cgroup_cpus(&self, sys: &Sys, rel: &str) -> io::Result<CpuSet> {
+        CpuSet::parse_list(&self.cgroup_file(sys, rel)?)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    fn forget_cgroup_files(&self) {
+        self.cache
+            .lock()
+            .expect("fixture cache lock")
+            .cgroup_files
+            .clear();
+    }
+
+    /// Whether any thread's `/proc/PID/task/TID/cgroup` places it in `cg`.
+    fn has_tasks(&self, sys: &Sys, hierarchy: Hierarchy, cg: &str) -> io::Result<bool> {
+        for pid in procfs::list_pids(sys).map_err(|e| e.source)? {
+            for tid in procfs::list_tids(sys, pid).map_err(|e| e.source)? {
+                let Ok(text) =
+                    fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/cgroup")))
+                else {
+                    continue;
+                };
+                if procfs::parse_cgroup(&text, hierarchy).as_deref() == Some(cg) {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     fn count_write(&self) {
@@ -157,6 +227,9 @@ impl Fixture {
         }
         let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
         let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+        if !matches!(file, "cgroup.procs" | "tasks" | "cgroup.threads") {
+            self.forget_cgroup_files();
+        }
         match file {
             "cgroup.procs" | "tasks" | "cgroup.threads" => {
                 self.move_task(sys, dir, file, data.trim()).map_err(err)
@@ -175,6 +248,7 @@ impl Fixture {
     pub(super) fn mkdir(&self, sys: &Sys, rel: &str) -> Result<()> {
         let err = |e: io::Error| SysError::new("mkdir", rel, None, e);
         self.count_write();
+        self.forget_cgroup_files();
         let path = sys.path(rel);
         fs::create_dir(&path).map_err(err)?;
         let parent = path.parent().expect("cgroup has a parent").to_path_buf();
@@ -214,6 +288,7 @@ impl Fixture {
     pub(super) fn rmdir(&self, sys: &Sys, rel: &str) -> Result<()> {
         let err = |e: io::Error| SysError::new("rmdir", rel, None, e);
         self.count_write();
+        self.forget_cgroup_files();
         let path = sys.path(rel);
         if !path.is_dir() {
             return Err(err(errno(libc::ENOENT)));
@@ -225,10 +300,7 @@ impl Fixture {
         let (hierarchy, cg) = self
             .cgroup_of_dir(sys, rel)
             .ok_or_else(|| err(errno(libc::EINVAL)))?;
-        let populated = procfs::read_all_threads(sys, hierarchy)
-            .map_err(|e| err(e.source))?
-            .iter()
-            .any(|t| t.cgroup == cg);
+        let populated = self.has_tasks(sys, hierarchy, &cg).map_err(err)?;
         if has_child || populated {
             return Err(err(errno(libc::EBUSY)));
         }
@@ -266,10 +338,7 @@ impl Fixture {
         let pid = self
             .pid_of(sys, tid)
             .ok_or_else(|| err(errno(libc::ESRCH)))?;
-        let stat = sys
-            .read(&format!("proc/{pid}/task/{tid}/stat"))
-            .map_err(|e| err(e.source))?;
-        let flags = procfs::parse_stat(&stat).map_or(0, |(_, f)| f);
+        let (_, flags) = self.stat_of(sys, pid, tid).map_err(err)?;
         if flags & PF_NO_SETAFFINITY != 0 {
             return Err(err(errno(libc::EINVAL)));
         }
@@ -282,15 +351,34 @@ impl Fixture {
     }
 
     fn store_affinity(&self, sys: &Sys, pid: i32, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+        self.update_affinity(sys, pid, tid, |_| cpus.clone())
+    }
+
+    /// Rewrites a thread's affinity in its `status` (and the process's, for
+    /// a leader) to `new_of(current)`: one read and one write per file.
+    fn update_affinity(
+        &self,
+        sys: &Sys,
+        pid: i32,
+        tid: i32,
+        new_of: impl Fn(&CpuSet) -> CpuSet,
+    ) -> io::Result<()> {
         let mut targets = vec![format!("proc/{pid}/task/{tid}/status")];
         if pid == tid {
             targets.push(format!("proc/{pid}/status"));
         }
-        for rel in targets {
-            let path = sys.path(&rel);
-            let Ok(text) = fs::read_to_string(&path) else {
-                continue;
+        let mut new: Option<CpuSet> = None;
+        for (i, rel) in targets.iter().enumerate() {
+            let path = sys.path(rel);
+            let text = match fs::read_to_string(&path) {
+                Ok(text) => text,
+                // The thread exited meanwhile.
+                Err(e) if i == 0 => return Err(e),
+                Err(_) => continue,
             };
+            let cpus = new.get_or_insert_with(|| {
+                new_of(&procfs::parse_status_cpus(&text).unwrap_or_default())
+            });
             let out: Vec<String> = text
                 .lines()
                 .map(|l| {
@@ -309,14 +397,14 @@ impl Fixture {
     }
 
     fn pid_of(&self, sys: &Sys, tid: i32) -> Option<i32> {
-        if sys.path(&format!("proc/{tid}/task/{tid}")).is_dir() {
-            return Some(tid);
-        }
         let mut index = self.tid_index.lock().expect("tid index lock");
         if let Some(pid) = index.get(&tid) {
             if sys.path(&format!("proc/{pid}/task/{tid}")).is_dir() {
                 return Some(*pid);
             }
+        }
+        if sys.path(&format!("proc/{tid}/task/{tid}")).is_dir() {
+            return Some(tid);
         }
         index.clear();
         for pid in procfs::list_pids(sys).ok()? {
@@ -383,7 +471,7 @@ impl Fixture {
                 Hierarchy::Unified => "cpuset.cpus.effective",
                 Hierarchy::CpusetV1 => "cpuset.cpus",
             };
-            if let Ok(set) = sys.read_cpulist(&format!("{dir}/{file}")) {
+            if let Ok(set) = self.cgroup_cpus(sys, &format!("{dir}/{file}")) {
                 if !set.is_empty() {
                     return set;
                 }
@@ -403,8 +491,7 @@ impl Fixture {
         } else {
             vec![id]
         };
-        let stat = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{id}/stat")))?;
-        let (name, flags) = procfs::parse_stat(&stat).unwrap_or_default();
+        let (name, flags) = self.stat_of(sys, pid, id)?;
         // kthreadd carries `no_cgroup_migration`: it never changes cgroup.
         if flags & PF_KTHREAD != 0
             && (hierarchy == Hierarchy::Unified
@@ -415,19 +502,15 @@ impl Fixture {
         }
         let cpus = match hierarchy {
             Hierarchy::CpusetV1 => {
-                let cpus = sys
-                    .read_cpulist(&format!("{dir}/cpuset.cpus"))
-                    .map_err(|e| e.source)?;
-                let mems = sys
-                    .read_trimmed(&format!("{dir}/cpuset.mems"))
-                    .map_err(|e| e.source)?;
-                if cpus.is_empty() || mems.is_empty() {
+                let cpus = self.cgroup_cpus(sys, &format!("{dir}/cpuset.cpus"))?;
+                let mems = self.cgroup_file(sys, &format!("{dir}/cpuset.mems"))?;
+                if cpus.is_empty() || mems.trim().is_empty() {
                     return Err(errno(libc::ENOSPC));
                 }
                 cpus
             }
-            Hierarchy::Unified => sys
-                .read_cpulist(&format!("{dir}/cpuset.cpus.effective"))
+            Hierarchy::Unified => self
+                .cgroup_cpus(sys, &format!("{dir}/cpuset.cpus.effective"))
                 .ok()
                 .filter(|c| !c.is_empty())
                 .unwrap_or_else(|| procfs::online_cpus(sys).unwrap_or_default()),
@@ -456,13 +539,13 @@ impl Fixture {
             if tid == pid {
                 fs::write(sys.path(&format!("proc/{pid}/cgroup")), &body)?;
             }
-            let old = self.affinity(sys, tid).map_err(|e| e.source)?;
-            let new = if self.config.keep_affinity_on_move && old.intersects(&cpus) {
-                old.intersection(&cpus)
-            } else {
-                cpus.clone()
-            };
-            self.store_affinity(sys, pid, tid, &new)?;
+            self.update_affinity(sys, pid, tid, |old| {
+                if self.config.keep_affinity_on_move && old.intersects(&cpus) {
+                    old.intersection(&cpus)
+                } else {
+                    cpus.clone()
+                }
+            })?;
         }
         Ok(())
     }
