@@ -142,7 +142,7 @@ fn is_task(a: &Action) -> bool {
 /// Short description of an action's target for reports.
 pub fn describe(a: &Action) -> String {
     match a {
-        Action::Mkdir { path } => format!("/{path}"),
+        Action::Mkdir { path } | Action::MountCgroup2 { target: path, .. } => format!("/{path}"),
         Action::Write { path, .. } => format!("/{path}"),
         Action::MoveTask { tid, .. } => format!("task {tid}"),
         Action::SetAffinity { tid, name, .. } => format!("task {tid} ({name})"),
@@ -152,6 +152,12 @@ pub fn describe(a: &Action) -> String {
 
 fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
     match a {
+        Action::MountCgroup2 { target, make_dir } => {
+            if *make_dir {
+                sys.make_mount_point(target)?;
+            }
+            sys.mount_cgroup2(target)?;
+        }
         Action::Mkdir { path } => sys.mkdir(path)?,
         Action::Write {
             path, value, check, ..
@@ -217,6 +223,9 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
         match &e.action {
             Action::SetAffinity { .. } | Action::Remember { .. } => {}
             Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
+            Action::MountCgroup2 { target, make_dir } => {
+                unmount_cgroup2(sys, target, *make_dir, &mut out)
+            }
             Action::Write { path, undo, .. } => {
                 let value = match (undo, &e.previous) {
                     (Undo::Nothing, _) => continue,
@@ -286,6 +295,54 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
     }
     timings.undo_affinities += t.elapsed();
     out
+}
+
+/// Unmounts the cgroup2 that `on` mounted, only while it is still the one
+/// mount at `target` and nothing is mounted below it (anything else there
+/// is someone else's, and stays); then removes the directory it made.
+/// Nothing mounted there means the mount was journaled but never made.
+fn unmount_cgroup2(sys: &Sys, target: &str, made_dir: bool, out: &mut Undone) {
+    let mounts = match sys.read("proc/self/mounts") {
+        Ok(text) => procfs::parse_mounts(&text),
+        Err(err) => {
+            out.failed.push(Refusal {
+                target: format!("/{target}"),
+                reason: format!("left mounted: cannot read the mount table: {err}"),
+            });
+            return;
+        }
+    };
+    let at = format!("/{}", target.trim_start_matches('/'));
+    let stacked: Vec<&procfs::Mount> = mounts.iter().filter(|m| m.target == at).collect();
+    let below = mounts
+        .iter()
+        .any(|m| m.target.starts_with(&format!("{at}/")));
+    match stacked.as_slice() {
+        [] => out.unchanged += 1,
+        [m] if m.fstype == "cgroup2" && !below => match sys.umount(target) {
+            Ok(()) => out.restored += 1,
+            Err(err) => out.failed.push(Refusal {
+                target: at.clone(),
+                reason: format!("could not unmount cgroup2: {}", err.errno_name()),
+            }),
+        },
+        _ => {
+            out.failed.push(Refusal {
+                target: at.clone(),
+                reason: "left mounted: something else is mounted on or below the cgroup2 cpushield mounted".into(),
+            });
+            return;
+        }
+    }
+    if made_dir && sys.exists(target) {
+        match sys.remove_mount_point(target) {
+            Ok(()) => out.restored += 1,
+            Err(err) => out.failed.push(Refusal {
+                target: at,
+                reason: format!("could not remove the mount point: {}", err.errno_name()),
+            }),
+        }
+    }
 }
 
 /// Whether the thread of a journaled move is outside the cgroup it was

@@ -18,7 +18,11 @@
 //!   invalidates an existing partition;
 //! - IRQs listed in `refuse` fail with their errno (IRQ 0/2: EIO, managed
 //!   queues: EPERM); `effective_affinity_list` lags for IRQs in `effective_lag`;
-//! - a cgroup with tasks or children cannot be removed (EBUSY).
+//! - a cgroup with tasks or children cannot be removed (EBUSY);
+//! - `mount -t cgroup2` needs cgroup2 in `/proc/filesystems` (ENODEV) and
+//!   an existing directory (ENOENT); it adds a `/proc/self/mounts` line and
+//!   the root cgroup's files, with the controllers no v1 hierarchy holds;
+//!   `umount` of a mount with another one below it is EBUSY.
 //!
 //! With `CPUSHIELD_FIXTURE_CRASH_AFTER=k` in the environment, the process
 //! kills itself with SIGKILL at its (k+1)-th kernel write: fault injection
@@ -64,7 +68,7 @@ pub struct Fixture {
     writes: Arc<AtomicUsize>,
     crash_after: Option<usize>,
     tid_index: Arc<Mutex<HashMap<i32, i32>>>,
-    mounts: Arc<std::sync::OnceLock<Vec<procfs::Mount>>>,
+    mounts: Arc<Mutex<Option<Arc<Vec<procfs::Mount>>>>>,
     emulation_ns: Arc<AtomicU64>,
     cache: Arc<Mutex<Cache>>,
 }
@@ -199,7 +203,7 @@ impl Fixture {
         Ok(false)
     }
 
-    fn count_write(&self) {
+    pub(super) fn count_write(&self) {
         let n = self.writes.fetch_add(1, Ordering::SeqCst);
         if self.crash_after == Some(n) {
             // Fault injection: die the way SIGKILL kills, no cleanup at all.
@@ -415,11 +419,93 @@ impl Fixture {
         index.get(&tid).copied()
     }
 
-    /// Mount point (relative to the root) and hierarchy holding `rel`.
-    /// The fixture's mount table; it never changes during a run.
-    fn mounts(&self, sys: &Sys) -> &[procfs::Mount] {
-        self.mounts
-            .get_or_init(|| procfs::parse_mounts(&sys.read("proc/self/mounts").unwrap_or_default()))
+    /// The fixture's mount table (read once; only [`Fixture::mount_cgroup2`]
+    /// and [`Fixture::umount`] change it).
+    fn mounts(&self, sys: &Sys) -> Arc<Vec<procfs::Mount>> {
+        let mut cached = self.mounts.lock().expect("mount table lock");
+        cached
+            .get_or_insert_with(|| {
+                Arc::new(procfs::parse_mounts(&sys.read(MOUNTS).unwrap_or_default()))
+            })
+            .clone()
+    }
+
+    /// `mount -t cgroup2`: adds the mount to `/proc/self/mounts` and the
+    /// root cgroup's files to the (existing, empty) directory. The
+    /// controllers are those not bound to a mounted v1 hierarchy. ENODEV
+    /// when `/proc/filesystems` has no cgroup2, ENOENT without the directory.
+    pub(super) fn mount_cgroup2(&self, sys: &Sys, rel: &str) -> Result<()> {
+        let err = |e: io::Error| SysError::new("mount cgroup2 on", rel, None, e);
+        self.count_write();
+        let filesystems = sys.read("proc/filesystems").unwrap_or_default();
+        if !filesystems.split_whitespace().any(|f| f == "cgroup2") {
+            return Err(err(errno(libc::ENODEV)));
+        }
+        if !sys.path(rel).is_dir() {
+            return Err(err(errno(libc::ENOENT)));
+        }
+        let mounts = self.mounts(sys);
+        let controllers: Vec<&str> = CGROUP2_CONTROLLERS
+            .iter()
+            .copied()
+            .filter(|c| {
+                !mounts
+                    .iter()
+                    .any(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == *c))
+            })
+            .collect();
+        let online = procfs::online_cpus(sys).map_err(|e| err(e.source))?;
+        write_cgroup2_root(&sys.path(rel), &online, &controllers.join(" "), "").map_err(err)?;
+        let target = format!("/{}", rel.trim_start_matches('/'));
+        let mut table = sys.read(MOUNTS).map_err(|e| err(e.source))?;
+        table.push_str(&format!(
+            "cgroup2 {target} cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n"
+        ));
+        fs::write(sys.path(MOUNTS), table).map_err(err)?;
+        *self.mounts.lock().expect("mount table lock") = None;
+        self.forget_cgroup_files();
+        Ok(())
+    }
+
+    /// `umount`: EINVAL when nothing is mounted at `rel`, EBUSY while
+    /// something is mounted below it; otherwise the mount leaves
+    /// `/proc/self/mounts` and its files leave the directory.
+    pub(super) fn umount(&self, sys: &Sys, rel: &str) -> Result<()> {
+        let err = |e: io::Error| SysError::new("umount", rel, None, e);
+        self.count_write();
+        let target = format!("/{}", rel.trim_start_matches('/'));
+        let text = sys.read(MOUNTS).map_err(|e| err(e.source))?;
+        let lines: Vec<&str> = text.lines().collect();
+        let on_target = |l: &&str| l.split_whitespace().nth(1) == Some(target.as_str());
+        let Some(last) = lines.iter().rposition(on_target) else {
+            return Err(err(errno(libc::EINVAL)));
+        };
+        let below = format!("{target}/");
+        if lines.iter().any(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|t| t.starts_with(&below))
+        }) {
+            return Err(err(errno(libc::EBUSY)));
+        }
+        let kept: String = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != last)
+            .map(|(_, l)| format!("{l}\n"))
+            .collect();
+        for entry in fs::read_dir(sys.path(rel)).map_err(err)?.flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                fs::remove_dir_all(&p).map_err(err)?;
+            } else {
+                fs::remove_file(&p).map_err(err)?;
+            }
+        }
+        fs::write(sys.path(MOUNTS), kept).map_err(err)?;
+        *self.mounts.lock().expect("mount table lock") = None;
+        self.forget_cgroup_files();
+        Ok(())
     }
 
     fn cgroup_of_dir(&self, sys: &Sys, rel: &str) -> Option<(Hierarchy, String)> {
@@ -753,6 +839,29 @@ fn parent_rel(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(d, _)| d)
 }
 
+/// The mount table the snapshot and the emulation read.
+const MOUNTS: &str = "proc/self/mounts";
+
+/// Controllers of the fixture kernel's cgroup2 root (when not bound to v1).
+const CGROUP2_CONTROLLERS: [&str; 5] = ["cpuset", "cpu", "io", "memory", "pids"];
+
+/// The files of a cgroup2 root cgroup, in an existing directory.
+fn write_cgroup2_root(
+    dir: &Path,
+    online: &CpuSet,
+    controllers: &str,
+    subtree_control: &str,
+) -> io::Result<()> {
+    let line = |s: &str| format!("{s}\n");
+    fs::write(dir.join("cgroup.controllers"), line(controllers))?;
+    fs::write(dir.join("cgroup.subtree_control"), line(subtree_control))?;
+    fs::write(dir.join("cgroup.procs"), "")?;
+    fs::write(dir.join("cgroup.threads"), "")?;
+    fs::write(dir.join("cpuset.cpus.effective"), line(&online.to_string()))?;
+    fs::write(dir.join("cpuset.mems.effective"), "0\n")?;
+    fs::write(dir.join("cpuset.cpus.isolated"), "\n")
+}
+
 /// Layout of the cgroup mounts in a fixture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupLayout {
@@ -760,8 +869,15 @@ pub enum CgroupLayout {
     V2,
     /// cgroup v1 cpuset at `/sys/fs/cgroup/cpuset`, v2 at `/sys/fs/cgroup/unified` without controllers.
     V1,
-    /// No cpuset support at all.
+    /// No cpuset support at all: no cgroup mounted, no cgroup2 in
+    /// `/proc/filesystems`, no `/sys/fs/cgroup`.
     None,
+    /// Nothing mounted on an empty `/sys/fs/cgroup`, but the kernel has
+    /// cgroup2 (`/proc/filesystems`): `on` mounts it.
+    Unmounted,
+    /// Like [`CgroupLayout::Unmounted`], but `/sys/fs/cgroup` holds a tmpfs
+    /// with a v1 memory hierarchy (no cpuset), so cgroup2 goes elsewhere.
+    UnmountedBusy,
 }
 
 /// Builds fixture roots for tests and benchmarks.
@@ -890,20 +1006,26 @@ impl FixtureBuilder {
         match self.layout {
             CgroupLayout::V2 => {
                 mounts.push_str("cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
-                let cg = "sys/fs/cgroup";
-                put(
-                    &format!("{cg}/cgroup.controllers"),
-                    "cpuset cpu io memory pids\n",
+                fs::create_dir_all(r.join("sys/fs/cgroup"))?;
+                write_cgroup2_root(
+                    &r.join("sys/fs/cgroup"),
+                    &online,
+                    &CGROUP2_CONTROLLERS.join(" "),
+                    "memory pids",
                 )?;
-                put(&format!("{cg}/cgroup.subtree_control"), "memory pids\n")?;
-                put(&format!("{cg}/cgroup.procs"), "")?;
-                put(&format!("{cg}/cgroup.threads"), "")?;
+            }
+            CgroupLayout::Unmounted => {
+                fs::create_dir_all(r.join("sys/fs/cgroup"))?;
+            }
+            CgroupLayout::UnmountedBusy => {
+                mounts.push_str("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n");
+                mounts.push_str("cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n");
                 put(
-                    &format!("{cg}/cpuset.cpus.effective"),
-                    &format!("{online}\n"),
+                    "sys/fs/cgroup/memory/memory.limit_in_bytes",
+                    "9223372036854771712\n",
                 )?;
-                put(&format!("{cg}/cpuset.mems.effective"), "0\n")?;
-                put(&format!("{cg}/cpuset.cpus.isolated"), "\n")?;
+                put("sys/fs/cgroup/memory/tasks", "")?;
+                put("sys/fs/cgroup/memory/cgroup.procs", "")?;
             }
             CgroupLayout::V1 => {
                 mounts.push_str("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n");
@@ -927,7 +1049,12 @@ impl FixtureBuilder {
             }
             CgroupLayout::None => {}
         }
-        put("proc/self/mounts", &mounts)?;
+        put(MOUNTS, &mounts)?;
+        let mut filesystems = String::from("nodev\tsysfs\nnodev\tproc\nnodev\ttmpfs\n");
+        if self.layout != CgroupLayout::None {
+            filesystems.push_str("nodev\tcgroup\nnodev\tcgroup2\n");
+        }
+        put("proc/filesystems", &filesystems)?;
         let mut interrupts = String::from(" ");
         for cpu in 0..self.ncpus {
             interrupts.push_str(&format!("      CPU{cpu}"));

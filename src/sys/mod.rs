@@ -243,6 +243,43 @@ impl Sys {
         fs::remove_dir(self.path(rel)).map_err(|e| SysError::new("rmdir", rel, None, e))
     }
 
+    /// Creates an empty directory to mount a file system on (mode 0755).
+    pub fn make_mount_point(&self, rel: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            fx.count_write();
+        }
+        use std::os::unix::fs::DirBuilderExt;
+        fs::DirBuilder::new()
+            .mode(0o755)
+            .create(self.path(rel))
+            .map_err(|e| SysError::new("mkdir", rel, None, e))
+    }
+
+    /// Removes an empty mount-point directory made by [`Sys::make_mount_point`].
+    pub fn remove_mount_point(&self, rel: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            fx.count_write();
+        }
+        fs::remove_dir(self.path(rel)).map_err(|e| SysError::new("rmdir", rel, None, e))
+    }
+
+    /// Mounts the cgroup v2 hierarchy at `rel` (an existing directory).
+    pub fn mount_cgroup2(&self, rel: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            return fx.timed(|| fx.mount_cgroup2(self, rel));
+        }
+        syscalls::mount_cgroup2(&self.path(rel))
+            .map_err(|e| SysError::new("mount cgroup2 on", rel, None, e))
+    }
+
+    /// Unmounts the file system mounted at `rel`.
+    pub fn umount(&self, rel: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            return fx.timed(|| fx.umount(self, rel));
+        }
+        syscalls::umount(&self.path(rel)).map_err(|e| SysError::new("umount", rel, None, e))
+    }
+
     /// The CPUs a thread may run on (`sched_getaffinity`).
     pub fn affinity(&self, tid: i32) -> Result<CpuSet> {
         if let Some(fx) = &self.fixture {
