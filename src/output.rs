@@ -214,6 +214,14 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
         for s in plan {
             let line = match &s.action {
                 Action::Mkdir { path } => format!("mkdir /{path}"),
+                Action::MountCgroup2 { target, make_dir } => format!(
+                    "{}mount -t cgroup2 cgroup2 /{target}",
+                    if *make_dir {
+                        format!("mkdir /{target}; ")
+                    } else {
+                        String::new()
+                    }
+                ),
                 Action::Remember { affinities } => {
                     format!(
                         "record the affinity of {} threads (restored by off)",

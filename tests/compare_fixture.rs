@@ -12,28 +12,34 @@ fn results(dir: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// `cpushield compare` on CPU 1 for 0.3 s per phase, writing to `out`.
+fn compare(
+    root: &std::path::Path,
+    load: &str,
+    out: &std::path::Path,
+    more: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "compare",
+        "--cpus",
+        "1",
+        "--load",
+        load,
+        "--duration",
+        "0.3",
+    ];
+    args.extend_from_slice(more);
+    args.extend(["--out", out.to_str().unwrap()]);
+    cpushield(root, &args)
+}
+
 fn compare_restores_fixture(layout: CgroupLayout, load: &str) {
     let root = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
     let _sys = standard(root.path(), layout, FixtureConfig::default());
     let before = tree(root.path());
     let dir = out.path().join("report");
-    let o = cpushield(
-        root.path(),
-        &[
-            "compare",
-            "--cpus",
-            "1",
-            "--load",
-            load,
-            "--duration",
-            "0.3",
-            "--threshold",
-            "50,500",
-            "--out",
-            dir.to_str().unwrap(),
-        ],
-    );
+    let o = compare(root.path(), load, &dir, &["--threshold", "50,500"]);
     assert!(o.status.success(), "{}", text(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
     for phase in ["idle", "unshielded", "shielded"] {
@@ -103,20 +109,7 @@ fn compare_refuses_with_shield_active() {
     standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
     assert!(cpushield(root.path(), &["on", "2"]).status.success());
     let dir = out.path().join("r");
-    let o = cpushield(
-        root.path(),
-        &[
-            "compare",
-            "--cpus",
-            "1",
-            "--load",
-            "none",
-            "--duration",
-            "0.3",
-            "--out",
-            dir.to_str().unwrap(),
-        ],
-    );
+    let o = compare(root.path(), "none", &dir, &[]);
     assert!(!o.status.success());
     assert!(text(&o).contains("cpushield off"), "{}", text(&o));
     assert!(!dir.exists(), "nothing written on refusal");

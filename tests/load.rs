@@ -149,17 +149,21 @@ fn run_scenario(scenario: Scenario, cpus: CpuSet, driver: Driver, expected: usiz
     assert!(!temp.exists(), "{scenario}: temp dir {temp:?} left behind");
 }
 
+/// Every scenario with its number of workers on one CPU (`full` runs the
+/// four kinds at once).
+const SCENARIOS: [(Scenario, usize); 5] = [
+    (Scenario::Cpu, 1),
+    (Scenario::Io, 1),
+    (Scenario::Vm, 1),
+    (Scenario::Hdd, 1),
+    (Scenario::Full, 4),
+];
+
 #[test]
 fn builtin_scenarios_are_confined_and_stop_completely() {
     let _g = serial();
     let cpus = one_cpu();
-    for (scenario, workers) in [
-        (Scenario::Cpu, 1),
-        (Scenario::Io, 1),
-        (Scenario::Vm, 1),
-        (Scenario::Hdd, 1),
-        (Scenario::Full, 4),
-    ] {
+    for (scenario, workers) in SCENARIOS {
         run_scenario(scenario, cpus.clone(), builtin(), workers);
     }
 }
@@ -252,13 +256,7 @@ fn stress_ng_scenarios_are_confined_and_stop_completely() {
     let Some(driver) = stress_ng() else { return };
     let _g = serial();
     let cpus = one_cpu();
-    for (scenario, workers) in [
-        (Scenario::Cpu, 1),
-        (Scenario::Io, 1),
-        (Scenario::Vm, 1),
-        (Scenario::Hdd, 1),
-        (Scenario::Full, 4),
-    ] {
+    for (scenario, workers) in SCENARIOS {
         // stress-ng itself plus one process per stressor instance.
         run_scenario(scenario, cpus.clone(), driver.clone(), 1 + workers);
     }

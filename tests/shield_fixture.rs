@@ -620,7 +620,7 @@ fn kernel_6_12_workqueue_mask_is_restored_as_requested_before() {
             ..Default::default()
         },
     );
-    let workers: Vec<_> = (0..600)
+    let workers: Vec<_> = (0..cpushield::shield::apply::BATCH + 100)
         .map(|i| common::task(&format!("w{i}"), 0x40, "2-3"))
         .collect();
     cpushield::sys::fixture::add_process(&sys, 5000, &workers).unwrap();
@@ -682,4 +682,121 @@ fn affinity_requests_from_outside_the_shield_are_masked_or_refused() {
     assert_eq!(err.kind, cpushield::sys::ErrorKind::Refused, "{err}");
     sys.set_affinity(1, &cpus("1-3")).unwrap();
     assert_eq!(sys.affinity(1).unwrap(), cpus("1"));
+}
+
+#[test]
+fn unmounted_cgroup2_on_off_restores_exactly() {
+    on_off_restores_exactly(CgroupLayout::Unmounted, FixtureConfig::default());
+    on_off_restores_exactly(CgroupLayout::UnmountedBusy, FixtureConfig::default());
+}
+
+#[test]
+fn unmounted_cgroup2_is_mounted_by_on_and_unmounted_by_off() {
+    for (layout, at) in [
+        (CgroupLayout::Unmounted, "/sys/fs/cgroup"),
+        (CgroupLayout::UnmountedBusy, "/run/cpushield/cgroup2"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = standard(dir.path(), layout, FixtureConfig::default());
+        let before = tree(dir.path());
+        let o = cpushield(dir.path(), &["on", "2-3", "--json"]);
+        assert!(o.status.success(), "{at}: {}", text(&o));
+        let report = json(&o);
+        assert_eq!(report["mechanism"], "cgroup v2 partition");
+        assert_eq!(report["partition"], "isolated", "{at}: {report}");
+        let mounts = procfs::parse_mounts(&sys.read("proc/self/mounts").unwrap());
+        let ours: Vec<_> = mounts.iter().filter(|m| m.target == at).collect();
+        assert_eq!(ours.len(), 1, "{at}: {mounts:?}");
+        assert_eq!(ours[0].fstype, "cgroup2");
+        let root = at.trim_start_matches('/');
+        assert_eq!(
+            sys.read_trimmed(&format!("{root}/cgroup.subtree_control"))
+                .unwrap(),
+            "cpuset"
+        );
+        assert_eq!(
+            sys.read_cpulist(&format!("{root}/cpushield/cpuset.cpus"))
+                .unwrap(),
+            cpus("2-3")
+        );
+        if layout == CgroupLayout::UnmountedBusy {
+            assert!(
+                mounts
+                    .iter()
+                    .any(|m| m.target == "/sys/fs/cgroup" && m.fstype == "tmpfs"),
+                "the busy /sys/fs/cgroup is left alone"
+            );
+        }
+        let st = json(&cpushield(dir.path(), &["status", "--json"]));
+        assert_eq!(st["partition"], "isolated", "{st}");
+
+        let o = cpushield(dir.path(), &["off", "--json"]);
+        assert!(o.status.success(), "{at}: {}", text(&o));
+        assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+        assert!(
+            !sys.exists("run/cpushield/cgroup2"),
+            "the mount point cpushield made is gone"
+        );
+    }
+}
+
+#[test]
+fn off_leaves_cgroup2_mounted_when_something_is_mounted_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(
+        dir.path(),
+        CgroupLayout::Unmounted,
+        FixtureConfig::default(),
+    );
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Someone mounts something inside the hierarchy cpushield mounted.
+    let mut table = sys.read("proc/self/mounts").unwrap();
+    table.push_str("tmpfs /sys/fs/cgroup/elsewhere tmpfs rw 0 0\n");
+    std::fs::write(sys.path("proc/self/mounts"), table).unwrap();
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("left mounted"),
+        "the refusal is named: {}",
+        text(&o)
+    );
+    let mounts = procfs::parse_mounts(&sys.read("proc/self/mounts").unwrap());
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m.target == "/sys/fs/cgroup" && m.fstype == "cgroup2"),
+        "still mounted: {mounts:?}"
+    );
+}
+
+#[test]
+fn unmounted_cgroup2_killed_at_every_write_then_off_restores() {
+    killed_at_every_write_then_off_restores(CgroupLayout::Unmounted);
+    killed_at_every_write_then_off_restores(CgroupLayout::UnmountedBusy);
+}
+
+#[test]
+fn dry_run_says_it_will_mount_cgroup2() {
+    let dir = tempfile::tempdir().unwrap();
+    standard(
+        dir.path(),
+        CgroupLayout::UnmountedBusy,
+        FixtureConfig::default(),
+    );
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains(
+            "mkdir /run/cpushield/cgroup2; mount -t cgroup2 cgroup2 /run/cpushield/cgroup2"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("mounting cgroup2 at /run/cpushield/cgroup2"),
+        "{out}"
+    );
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }

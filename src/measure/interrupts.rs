@@ -92,23 +92,31 @@ pub fn deltas(before: &Counts, after: &Counts, cpu: u32) -> Vec<Delta> {
 mod tests {
     use super::*;
 
-    const BEFORE: &str = "           CPU0       CPU1       \n  \
+    /// `/proc/interrupts` of two CPUs; between the two readings of the
+    /// tests IRQ 24 fires 3 times on CPU 1 and the local timer 100 and 500 times.
+    fn table(irq24_cpu1: u64, loc: [u64; 2]) -> String {
+        format!(
+            "           CPU0       CPU1       \n  \
   0:         25          0   IO-APIC   2-edge      timer\n \
- 24:          1          0  IO-APIC   5-edge      ACPI:Ged\n\
-LOC:       1000       2000   Local timer interrupts\n\
+ 24:          1 {irq24_cpu1:>10}  IO-APIC   5-edge      ACPI:Ged\n\
+LOC: {:>10} {:>10}   Local timer interrupts\n\
 RES:         10         20   Rescheduling interrupts\n\
-ERR:          0\n";
+ERR:          0\n",
+            loc[0], loc[1]
+        )
+    }
 
-    const AFTER: &str = "           CPU0       CPU1       \n  \
-  0:         25          0   IO-APIC   2-edge      timer\n \
- 24:          1          3  IO-APIC   5-edge      ACPI:Ged\n\
-LOC:       1100       2500   Local timer interrupts\n\
-RES:         10         20   Rescheduling interrupts\n\
-ERR:          0\n";
+    fn before() -> String {
+        table(0, [1000, 2000])
+    }
+
+    fn after() -> String {
+        table(3, [1100, 2500])
+    }
 
     #[test]
     fn parses_interrupts() {
-        let c = parse(BEFORE);
+        let c = parse(&before());
         assert_eq!(c.cpus, vec![0, 1]);
         assert_eq!(c.rows["LOC"].counts, vec![1000, 2000]);
         assert_eq!(c.rows["LOC"].description, "Local timer interrupts");
@@ -118,12 +126,12 @@ ERR:          0\n";
 
     #[test]
     fn deltas_per_cpu_largest_first() {
-        let d = deltas(&parse(BEFORE), &parse(AFTER), 1);
+        let d = deltas(&parse(&before()), &parse(&after()), 1);
         let names: Vec<_> = d.iter().map(|d| (d.source.as_str(), d.count)).collect();
         assert_eq!(names, vec![("LOC", 500), ("24", 3)]);
-        let d0 = deltas(&parse(BEFORE), &parse(AFTER), 0);
+        let d0 = deltas(&parse(&before()), &parse(&after()), 0);
         assert_eq!(d0.len(), 1);
-        assert!(deltas(&parse(BEFORE), &parse(AFTER), 7).is_empty());
+        assert!(deltas(&parse(&before()), &parse(&after()), 7).is_empty());
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod snapshot;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -148,6 +149,30 @@ fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
     }
 }
 
+/// Wall-clock time spent in each phase of [`on_timed`] and [`off_timed`]:
+/// what the scale benchmark prints. Never shown to users.
+#[derive(Debug, Default, Clone)]
+pub struct Timings {
+    /// Reading the snapshot (tasks, IRQs, cgroups) before planning.
+    pub snapshot: Duration,
+    /// Planning (pure).
+    pub plan: Duration,
+    /// Writing journal segments and the state record (fsync included).
+    pub journal: Duration,
+    /// Journal segments written.
+    pub segments: usize,
+    /// Making the planned changes and reading them back (journal excluded).
+    pub apply: Duration,
+    /// The sweep for tasks forked meanwhile: snapshot, plan, apply (journal excluded).
+    pub sweep: Duration,
+    /// Reading the journal back for undo.
+    pub read_journal: Duration,
+    /// Undo of writes, cgroups and cgroup moves, in reverse.
+    pub undo_writes: Duration,
+    /// Undo of thread affinities.
+    pub undo_affinities: Duration,
+}
+
 /// Shields `req.cpus`. A shield already in place is undone first (after the
 /// new request has been validated), so the journal always holds the
 /// original values. On any failure everything done is rolled back.
@@ -156,6 +181,17 @@ pub fn on(
     req: &Request,
     dry_run: bool,
     stop: &AtomicBool,
+) -> Result<OnReport, ShieldError> {
+    on_timed(sys, req, dry_run, stop, &mut Timings::default())
+}
+
+/// [`on`], adding the time of each phase to `timings`.
+pub fn on_timed(
+    sys: &Sys,
+    req: &Request,
+    dry_run: bool,
+    stop: &AtomicBool,
+    timings: &mut Timings,
 ) -> Result<OnReport, ShieldError> {
     if dry_run {
         let snap = snapshot_for(sys, req)?;
@@ -166,25 +202,36 @@ pub fn on(
     let _lock = journal::lock(sys)?;
     if Journal::exists(sys) {
         // Validate the new list before touching the old shield.
-        let mut snap = Snapshot::read(sys)?;
-        snap.threads.clear();
+        let snap = Snapshot::read_without_threads(sys)?;
         plan::plan(&snap, req)?;
-        undo_journal(sys)?;
+        undo_journal(sys, timings)?;
     }
+    let t = Instant::now();
     let snap = snapshot_for(sys, req)?;
+    timings.snapshot += t.elapsed();
+    let t = Instant::now();
     let plan = plan::plan(&snap, req)?;
+    timings.plan += t.elapsed();
     let mut state = state_for(&plan, &snap.cgroup);
     let mut journal = Journal::create(sys, &state)?;
     let mut applied = Applied::default();
     let mut respread = Vec::new();
-    let result = apply::apply(sys, &mut journal, &plan.steps, stop, &mut applied)
-        .and_then(|()| {
-            if req.hotplug_restart {
-                respread = sweep_irqs(sys, &plan, &mut journal, stop, &mut applied)?;
-            }
-            Ok(())
-        })
-        .and_then(|()| sweep_forked(sys, &plan, &mut journal, stop, &mut applied));
+    let t = Instant::now();
+    let journal_before = journal.time_spent();
+    let result = apply::apply(sys, &mut journal, &plan.steps, stop, &mut applied).and_then(|()| {
+        if req.hotplug_restart {
+            respread = sweep_irqs(sys, &plan, &mut journal, stop, &mut applied)?;
+        }
+        Ok(())
+    });
+    timings.apply += t.elapsed() - (journal.time_spent() - journal_before);
+    let result = result.and_then(|()| {
+        let t = Instant::now();
+        let journal_before = journal.time_spent();
+        let r = sweep_forked(sys, &snap, &plan, &mut journal, stop, &mut applied);
+        timings.sweep += t.elapsed() - (journal.time_spent() - journal_before);
+        r
+    });
     let after = match result {
         Ok(after) => after,
         Err(error) => {
@@ -201,6 +248,8 @@ pub fn on(
     };
     state.complete = true;
     journal.write_state(&state)?;
+    timings.journal += journal.time_spent();
+    timings.segments += journal.segments();
     let mut out = report(&plan, &after, Some(&applied), false);
     if !respread.is_empty() {
         let list: Vec<String> = respread.iter().map(u32::to_string).collect();
@@ -287,9 +336,10 @@ fn sweep_irqs(
 /// Tasks forked while the shield was going up may still carry shielded
 /// CPUs (a cpuset stops that only on v2, and only once the partition
 /// exists): sweep until none is left, a few rounds at most. Returns the
-/// last snapshot read.
+/// last snapshot read. `before` is the snapshot the plan was made from.
 fn sweep_forked(
     sys: &Sys,
+    before: &Snapshot,
     plan: &Plan,
     journal: &mut Journal,
     stop: &AtomicBool,
@@ -297,8 +347,9 @@ fn sweep_forked(
 ) -> Result<Snapshot, ApplyError> {
     let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
     let stranded: HashSet<i32> = plan.stranded.iter().map(|t| t.tid).collect();
+    let mut last: Option<Snapshot> = None;
     for _ in 0..3 {
-        let snap = Snapshot::read(sys)?;
+        let snap = Snapshot::reread(sys, last.as_ref().unwrap_or(before))?;
         let tasks = plan::plan_tasks(&snap, &plan.shield, &plan.housekeeping, false, |t| {
             !stranded.contains(&t.tid)
         });
@@ -312,16 +363,18 @@ fn sweep_forked(
                 _ => false,
             })
             .collect();
-        let before = applied.refused.len();
+        let refused_before = applied.refused.len();
         if steps.is_empty() {
             return Ok(snap);
         }
         apply::apply(sys, journal, &steps, stop, applied)?;
-        if applied.refused.len() - before == steps.len() {
+        let all_refused = applied.refused.len() - refused_before == steps.len();
+        last = Some(snap);
+        if all_refused {
             break;
         }
     }
-    Ok(Snapshot::read(sys)?)
+    Ok(Snapshot::reread(sys, last.as_ref().unwrap_or(before))?)
 }
 
 fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool) -> OnReport {
@@ -414,10 +467,12 @@ pub struct OffReport {
     pub undone: Undone,
 }
 
-fn undo_journal(sys: &Sys) -> Result<(Option<State>, Undone), ShieldError> {
+fn undo_journal(sys: &Sys, timings: &mut Timings) -> Result<(Option<State>, Undone), ShieldError> {
+    let t = Instant::now();
     let state = journal::read_state(sys)?;
     let entries = journal::read_entries(sys)?;
-    let undone = apply::undo(sys, &entries);
+    timings.read_journal += t.elapsed();
+    let undone = apply::undo_timed(sys, &entries, timings);
     if undone.failed.is_empty() {
         Journal::open(sys)?.remove()?;
     }
@@ -426,12 +481,17 @@ fn undo_journal(sys: &Sys) -> Result<(Option<State>, Undone), ShieldError> {
 
 /// Undoes the shield exactly, also after `on` was killed at any point.
 pub fn off(sys: &Sys) -> Result<OffReport, ShieldError> {
+    off_timed(sys, &mut Timings::default())
+}
+
+/// [`off`], adding the time of each phase to `timings`.
+pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldError> {
     require_root(sys, "off")?;
     let _lock = journal::lock(sys)?;
     if !Journal::exists(sys) {
         return Err(ShieldError::NoShield);
     }
-    let (state, undone) = undo_journal(sys)?;
+    let (state, undone) = undo_journal(sys, timings)?;
     Ok(OffReport {
         shield: state.map(|s| s.shield).unwrap_or_default(),
         undone,

@@ -64,6 +64,15 @@ pub enum Undo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum Action {
+    /// Mount the cgroup v2 hierarchy (none with cpuset was mounted).
+    /// Undone by unmounting it, only while it is the one mount at `target`
+    /// and nothing is mounted below it.
+    MountCgroup2 {
+        /// Mount point relative to the root.
+        target: String,
+        /// Make the directory first (and remove it on undo).
+        make_dir: bool,
+    },
     /// Create a cgroup directory; undone by removing it.
     Mkdir {
         /// Path relative to the root.
@@ -306,7 +315,29 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         action,
         fatal: true,
     };
-    match &snap.cgroup {
+    // No hierarchy with cpuset is mounted: mount cgroup2, whose fresh root
+    // enables no controller for its children yet.
+    let mounted;
+    let cgroup = match &snap.cgroup {
+        CgroupSetup::V2Unmounted { mount, make_dir } => {
+            steps.push(fatal(Action::MountCgroup2 {
+                target: mount.clone(),
+                make_dir: *make_dir,
+            }));
+            notes.push(format!(
+                "no cgroup hierarchy with cpuset is mounted: mounting cgroup2 at /{mount} (off unmounts it)"
+            ));
+            mounted = CgroupSetup::V2 {
+                mount: mount.clone(),
+                subtree_control: Vec::new(),
+                has_exclusive: false,
+            };
+            &mounted
+        }
+        other => other,
+    };
+    match cgroup {
+        CgroupSetup::V2Unmounted { .. } => unreachable!("planned as mounted above"),
         CgroupSetup::Unsupported { reason } => return Err(PlanError::NoCpuset(reason.clone())),
         CgroupSetup::V2 {
             mount,
@@ -902,6 +933,44 @@ mod tests {
             plan(&none, &req("2")),
             Err(PlanError::NoCpuset(_))
         ));
+    }
+
+    #[test]
+    fn unmounted_cgroup2_is_mounted_first_then_cpuset_enabled() {
+        let p = plan(
+            &snap(CgroupSetup::V2Unmounted {
+                mount: "run/cpushield/cgroup2".into(),
+                make_dir: true,
+            }),
+            &req("2-3"),
+        )
+        .unwrap();
+        let kinds: Vec<String> = p
+            .steps
+            .iter()
+            .take(5)
+            .map(|s| crate::shield::apply::describe(&s.action))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "4 task affinities",
+                "/run/cpushield/cgroup2",
+                "/run/cpushield/cgroup2/cgroup.subtree_control",
+                "/run/cpushield/cgroup2/cpushield",
+                "/run/cpushield/cgroup2/cpushield/cpuset.cpus",
+            ]
+        );
+        assert_eq!(
+            p.steps[1].action,
+            Action::MountCgroup2 {
+                target: "run/cpushield/cgroup2".into(),
+                make_dir: true
+            }
+        );
+        assert!(p.steps[1].fatal);
+        assert_eq!(p.mechanism, "cgroup v2 partition");
+        assert!(p.notes.iter().any(|n| n.contains("mounting cgroup2")));
     }
 
     #[test]

@@ -15,6 +15,12 @@ pub const SHIELD_CGROUP: &str = "cpushield";
 pub const SYSTEM_CGROUP_V1: &str = "cpushield-system";
 /// The unbound-workqueue cpumask file.
 pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
+/// Where cgroup2 is mounted when nothing is, but `/sys/fs/cgroup` is
+/// taken by another mount (a tmpfs of v1 hierarchies): a directory of
+/// cpushield's own run directory.
+pub const CGROUP2_FALLBACK: &str = "run/cpushield/cgroup2";
+/// Where cgroup2 is normally mounted.
+const CGROUP2_MOUNT: &str = "sys/fs/cgroup";
 /// The default affinity of new IRQs.
 pub const DEFAULT_IRQ_AFFINITY: &str = "proc/irq/default_smp_affinity";
 
@@ -45,6 +51,15 @@ pub enum CgroupSetup {
         /// The root cpuset's `cpuset.sched_load_balance`.
         load_balance: String,
     },
+    /// No cgroup hierarchy with cpuset is mounted, but the kernel has
+    /// cgroup2: `on` mounts it at `mount` first (and `off` unmounts it).
+    V2Unmounted {
+        /// Where to mount it, relative to the root: `sys/fs/cgroup`, or
+        /// [`CGROUP2_FALLBACK`] when something else is mounted there.
+        mount: String,
+        /// Whether the directory has to be made first (and removed by undo).
+        make_dir: bool,
+    },
     /// No cpuset support reachable.
     Unsupported {
         /// What was found instead.
@@ -56,7 +71,7 @@ impl CgroupSetup {
     /// Short name for reports: `cgroup v2 partition`, `cgroup v1 cpuset`.
     pub fn mechanism(&self) -> &'static str {
         match self {
-            CgroupSetup::V2 { .. } => "cgroup v2 partition",
+            CgroupSetup::V2 { .. } | CgroupSetup::V2Unmounted { .. } => "cgroup v2 partition",
             CgroupSetup::V1 { .. } => "cgroup v1 cpuset",
             CgroupSetup::Unsupported { .. } => "none",
         }
@@ -73,9 +88,9 @@ impl CgroupSetup {
     /// Directory of the shield cgroup, relative to the root.
     pub fn shield_dir(&self) -> Option<String> {
         match self {
-            CgroupSetup::V2 { mount, .. } | CgroupSetup::V1 { mount, .. } => {
-                Some(format!("{mount}/{SHIELD_CGROUP}"))
-            }
+            CgroupSetup::V2 { mount, .. }
+            | CgroupSetup::V1 { mount, .. }
+            | CgroupSetup::V2Unmounted { mount, .. } => Some(format!("{mount}/{SHIELD_CGROUP}")),
             CgroupSetup::Unsupported { .. } => None,
         }
     }
@@ -83,7 +98,9 @@ impl CgroupSetup {
     /// Mount point relative to the root.
     pub fn mount(&self) -> Option<&str> {
         match self {
-            CgroupSetup::V2 { mount, .. } | CgroupSetup::V1 { mount, .. } => Some(mount),
+            CgroupSetup::V2 { mount, .. }
+            | CgroupSetup::V1 { mount, .. }
+            | CgroupSetup::V2Unmounted { mount, .. } => Some(mount),
             CgroupSetup::Unsupported { .. } => None,
         }
     }
@@ -139,13 +156,28 @@ pub struct Snapshot {
 impl Snapshot {
     /// Reads the machine.
     pub fn read(sys: &Sys) -> Result<Snapshot> {
+        let mut snap = Snapshot::read_without_threads(sys)?;
+        snap.threads = procfs::read_all_threads(sys, snap.cgroup.hierarchy())?;
+        Ok(snap)
+    }
+
+    /// Reads the machine again after `before`: threads known from it are
+    /// not asked for their name and flags again (see [`procfs::reread_threads`]).
+    pub fn reread(sys: &Sys, before: &Snapshot) -> Result<Snapshot> {
+        let mut snap = Snapshot::read_without_threads(sys)?;
+        snap.threads = procfs::reread_threads(sys, snap.cgroup.hierarchy(), &before.threads)?;
+        Ok(snap)
+    }
+
+    /// Reads everything but the threads (`threads` is empty): enough to
+    /// validate a request.
+    pub fn read_without_threads(sys: &Sys) -> Result<Snapshot> {
         let present = procfs::present_cpus(sys)?;
         let online = procfs::online_cpus(sys)?;
         let boot_isolated = sys
             .read_cpulist("sys/devices/system/cpu/isolated")
             .unwrap_or_default();
         let cgroup = detect_cgroup(sys)?;
-        let threads = procfs::read_all_threads(sys, cgroup.hierarchy())?;
         let irqs = read_irqs(sys)?;
         let default_irq_affinity = optional(sys.read_cpumask(DEFAULT_IRQ_AFFINITY))?;
         let workqueue_mask = optional(sys.read_cpumask(WORKQUEUE_MASK))?;
@@ -172,7 +204,7 @@ impl Snapshot {
             online,
             boot_isolated,
             cgroup,
-            threads,
+            threads: Vec::new(),
             irqs,
             default_irq_affinity,
             workqueue_mask,
@@ -216,9 +248,7 @@ pub fn detect_cgroup(sys: &Sys) -> Result<CgroupSetup> {
         });
     }
     let Some(m) = mounts.iter().find(|m| m.fstype == "cgroup2") else {
-        return Ok(CgroupSetup::Unsupported {
-            reason: "no cgroup2 and no cgroup v1 cpuset hierarchy is mounted (mount -t cgroup2 none /sys/fs/cgroup)".into(),
-        });
+        return Ok(unmounted(sys, &mounts));
     };
     let mount = m.target.trim_start_matches('/').to_string();
     let controllers = sys.read(&format!("{mount}/cgroup.controllers"))?;
@@ -241,6 +271,43 @@ pub fn detect_cgroup(sys: &Sys) -> Result<CgroupSetup> {
         subtree_control,
         has_exclusive,
     })
+}
+
+/// Neither cgroup2 nor a v1 cpuset is mounted: cgroup2 can be mounted when
+/// the kernel has it and `/sys/fs/cgroup` exists; at `/sys/fs/cgroup`
+/// unless a mount is on or below it (then under cpushield's run directory,
+/// so that nothing mounted there is hidden).
+fn unmounted(sys: &Sys, mounts: &[procfs::Mount]) -> CgroupSetup {
+    let has_cgroup2 = sys.read("proc/filesystems").is_ok_and(|text| {
+        text.lines()
+            .any(|l| l.split_whitespace().last() == Some("cgroup2"))
+    });
+    if !has_cgroup2 {
+        return CgroupSetup::Unsupported {
+            reason: "no cgroup v1 cpuset hierarchy is mounted and the kernel has no cgroup2 (not in /proc/filesystems)".into(),
+        };
+    }
+    if !sys.path(CGROUP2_MOUNT).is_dir() {
+        return CgroupSetup::Unsupported {
+            reason: format!("no cgroup2 and no cgroup v1 cpuset hierarchy is mounted, and /{CGROUP2_MOUNT} does not exist (is sysfs mounted?)"),
+        };
+    }
+    let at = format!("/{CGROUP2_MOUNT}");
+    let busy = mounts
+        .iter()
+        .any(|m| m.target == at || m.target.starts_with(&format!("{at}/")))
+        || sys.list(CGROUP2_MOUNT).map_or(true, |e| !e.is_empty());
+    if busy {
+        CgroupSetup::V2Unmounted {
+            mount: CGROUP2_FALLBACK.into(),
+            make_dir: !sys.exists(CGROUP2_FALLBACK),
+        }
+    } else {
+        CgroupSetup::V2Unmounted {
+            mount: CGROUP2_MOUNT.into(),
+            make_dir: false,
+        }
+    }
 }
 
 /// Reads every IRQ directory under `/proc/irq`, named from `/proc/interrupts`.

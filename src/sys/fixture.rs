@@ -25,7 +25,11 @@
 //! - writing 0 / 1 to `cpuN/online` takes the CPU out of / back into the
 //!   online list; going offline breaks the affinity of IRQs left with no
 //!   online CPU (managed ones keep theirs) and shrinks partitions; IRQs in
-//!   `respread_on_online` get every online CPU when a CPU comes online.
+//!   `respread_on_online` get every online CPU when a CPU comes online;
+//! - `mount -t cgroup2` needs cgroup2 in `/proc/filesystems` (ENODEV) and
+//!   an existing directory (ENOENT); it adds a `/proc/self/mounts` line and
+//!   the root cgroup's files, with the controllers no v1 hierarchy holds;
+//!   `umount` of a mount with another one below it is EBUSY.
 //!
 //! With `CPUSHIELD_FIXTURE_CRASH_AFTER=k` in the environment, the process
 //! kills itself with SIGKILL at its (k+1)-th kernel write: fault injection
@@ -35,7 +39,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -86,7 +90,22 @@ pub struct Fixture {
     writes: Arc<AtomicUsize>,
     crash_after: Option<usize>,
     tid_index: Arc<Mutex<HashMap<i32, i32>>>,
-    mounts: Arc<std::sync::OnceLock<Vec<procfs::Mount>>>,
+    mounts: Arc<Mutex<Option<Arc<Vec<procfs::Mount>>>>>,
+    emulation_ns: Arc<AtomicU64>,
+    cache: Arc<Mutex<Cache>>,
+}
+
+/// What the emulation read before and may read again without a file
+/// operation. Only the fixture changes these files while it runs, so a
+/// cache entry stays true until the fixture itself writes (and then drops
+/// the entries that could have changed).
+#[derive(Debug, Default)]
+struct Cache {
+    /// tid → (comm, `PF_*` flags) from `stat`: fixed for a thread's life.
+    stat: HashMap<i32, (String, u64)>,
+    /// Contents of cgroup files (`cpuset.cpus`, `cpuset.mems`,
+    /// `cpuset.cpus.effective`) by path; dropped by any cgroup change.
+    cgroup_files: HashMap<String, String>,
 }
 
 fn errno(n: i32) -> io::Error {
@@ -120,6 +139,8 @@ impl Fixture {
             crash_after,
             tid_index: Arc::new(Mutex::new(HashMap::new())),
             mounts: Arc::default(),
+            emulation_ns: Arc::default(),
+            cache: Arc::default(),
         })
     }
 
@@ -133,7 +154,78 @@ impl Fixture {
         self.writes.load(Ordering::SeqCst)
     }
 
-    fn count_write(&self) {
+    /// Wall-clock time spent emulating kernel calls (writes, mkdir, rmdir,
+    /// affinity calls): the part of a benchmark that a real kernel does in
+    /// one syscall each.
+    pub fn emulation_time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.emulation_ns.load(Ordering::Relaxed))
+    }
+
+    /// Runs one emulated kernel call, adding its time to [`Fixture::emulation_time`].
+    pub(super) fn timed<T>(&self, call: impl FnOnce() -> T) -> T {
+        let t = std::time::Instant::now();
+        let out = call();
+        self.emulation_ns
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        out
+    }
+
+    /// `(comm, flags)` of a thread, from its `stat` (cached: both are fixed
+    /// for the thread's life).
+    fn stat_of(&self, sys: &Sys, pid: i32, tid: i32) -> io::Result<(String, u64)> {
+        let mut cache = self.cache.lock().expect("fixture cache lock");
+        if let Some(hit) = cache.stat.get(&tid) {
+            return Ok(hit.clone());
+        }
+        let stat = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/stat")))?;
+        let parsed = procfs::parse_stat(&stat).unwrap_or_default();
+        cache.stat.insert(tid, parsed.clone());
+        Ok(parsed)
+    }
+
+    /// A cgroup file's contents (cached until the next cgroup change).
+    fn cgroup_file(&self, sys: &Sys, rel: &str) -> io::Result<String> {
+        let mut cache = self.cache.lock().expect("fixture cache lock");
+        if let Some(hit) = cache.cgroup_files.get(rel) {
+            return Ok(hit.clone());
+        }
+        let text = fs::read_to_string(sys.path(rel))?;
+        cache.cgroup_files.insert(rel.to_string(), text.clone());
+        Ok(text)
+    }
+
+    /// A cgroup file holding a cpulist.
+    fn cgroup_cpus(&self, sys: &Sys, rel: &str) -> io::Result<CpuSet> {
+        CpuSet::parse_list(&self.cgroup_file(sys, rel)?)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    fn forget_cgroup_files(&self) {
+        self.cache
+            .lock()
+            .expect("fixture cache lock")
+            .cgroup_files
+            .clear();
+    }
+
+    /// Whether any thread's `/proc/PID/task/TID/cgroup` places it in `cg`.
+    fn has_tasks(&self, sys: &Sys, hierarchy: Hierarchy, cg: &str) -> io::Result<bool> {
+        for pid in procfs::list_pids(sys).map_err(|e| e.source)? {
+            for tid in procfs::list_tids(sys, pid).map_err(|e| e.source)? {
+                let Ok(text) =
+                    fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/cgroup")))
+                else {
+                    continue;
+                };
+                if procfs::parse_cgroup(&text, hierarchy).as_deref() == Some(cg) {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    pub(super) fn count_write(&self) {
         let n = self.writes.fetch_add(1, Ordering::SeqCst);
         if self.crash_after == Some(n) {
             // Fault injection: die the way SIGKILL kills, no cleanup at all.
@@ -161,6 +253,9 @@ impl Fixture {
         }
         let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
         let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+        if !matches!(file, "cgroup.procs" | "tasks" | "cgroup.threads") {
+            self.forget_cgroup_files();
+        }
         match file {
             "cgroup.procs" | "tasks" | "cgroup.threads" => {
                 self.move_task(sys, dir, file, data.trim()).map_err(err)
@@ -187,6 +282,7 @@ impl Fixture {
     pub(super) fn mkdir(&self, sys: &Sys, rel: &str) -> Result<()> {
         let err = |e: io::Error| SysError::new("mkdir", rel, None, e);
         self.count_write();
+        self.forget_cgroup_files();
         let path = sys.path(rel);
         fs::create_dir(&path).map_err(err)?;
         let parent = path.parent().expect("cgroup has a parent").to_path_buf();
@@ -226,6 +322,7 @@ impl Fixture {
     pub(super) fn rmdir(&self, sys: &Sys, rel: &str) -> Result<()> {
         let err = |e: io::Error| SysError::new("rmdir", rel, None, e);
         self.count_write();
+        self.forget_cgroup_files();
         let path = sys.path(rel);
         if !path.is_dir() {
             return Err(err(errno(libc::ENOENT)));
@@ -237,10 +334,7 @@ impl Fixture {
         let (hierarchy, cg) = self
             .cgroup_of_dir(sys, rel)
             .ok_or_else(|| err(errno(libc::EINVAL)))?;
-        let populated = procfs::read_all_threads(sys, hierarchy)
-            .map_err(|e| err(e.source))?
-            .iter()
-            .any(|t| t.cgroup == cg);
+        let populated = self.has_tasks(sys, hierarchy, &cg).map_err(err)?;
         if has_child || populated {
             return Err(err(errno(libc::EBUSY)));
         }
@@ -278,10 +372,7 @@ impl Fixture {
         let pid = self
             .pid_of(sys, tid)
             .ok_or_else(|| err(errno(libc::ESRCH)))?;
-        let stat = sys
-            .read(&format!("proc/{pid}/task/{tid}/stat"))
-            .map_err(|e| err(e.source))?;
-        let flags = procfs::parse_stat(&stat).map_or(0, |(_, f)| f);
+        let (_, flags) = self.stat_of(sys, pid, tid).map_err(err)?;
         if flags & PF_NO_SETAFFINITY != 0 {
             return Err(err(errno(libc::EINVAL)));
         }
@@ -294,15 +385,34 @@ impl Fixture {
     }
 
     fn store_affinity(&self, sys: &Sys, pid: i32, tid: i32, cpus: &CpuSet) -> io::Result<()> {
+        self.update_affinity(sys, pid, tid, |_| cpus.clone())
+    }
+
+    /// Rewrites a thread's affinity in its `status` (and the process's, for
+    /// a leader) to `new_of(current)`: one read and one write per file.
+    fn update_affinity(
+        &self,
+        sys: &Sys,
+        pid: i32,
+        tid: i32,
+        new_of: impl Fn(&CpuSet) -> CpuSet,
+    ) -> io::Result<()> {
         let mut targets = vec![format!("proc/{pid}/task/{tid}/status")];
         if pid == tid {
             targets.push(format!("proc/{pid}/status"));
         }
-        for rel in targets {
-            let path = sys.path(&rel);
-            let Ok(text) = fs::read_to_string(&path) else {
-                continue;
+        let mut new: Option<CpuSet> = None;
+        for (i, rel) in targets.iter().enumerate() {
+            let path = sys.path(rel);
+            let text = match fs::read_to_string(&path) {
+                Ok(text) => text,
+                // The thread exited meanwhile.
+                Err(e) if i == 0 => return Err(e),
+                Err(_) => continue,
             };
+            let cpus = new.get_or_insert_with(|| {
+                new_of(&procfs::parse_status_cpus(&text).unwrap_or_default())
+            });
             let out: Vec<String> = text
                 .lines()
                 .map(|l| {
@@ -321,14 +431,14 @@ impl Fixture {
     }
 
     fn pid_of(&self, sys: &Sys, tid: i32) -> Option<i32> {
-        if sys.path(&format!("proc/{tid}/task/{tid}")).is_dir() {
-            return Some(tid);
-        }
         let mut index = self.tid_index.lock().expect("tid index lock");
         if let Some(pid) = index.get(&tid) {
             if sys.path(&format!("proc/{pid}/task/{tid}")).is_dir() {
                 return Some(*pid);
             }
+        }
+        if sys.path(&format!("proc/{tid}/task/{tid}")).is_dir() {
+            return Some(tid);
         }
         index.clear();
         for pid in procfs::list_pids(sys).ok()? {
@@ -339,11 +449,93 @@ impl Fixture {
         index.get(&tid).copied()
     }
 
-    /// Mount point (relative to the root) and hierarchy holding `rel`.
-    /// The fixture's mount table; it never changes during a run.
-    fn mounts(&self, sys: &Sys) -> &[procfs::Mount] {
-        self.mounts
-            .get_or_init(|| procfs::parse_mounts(&sys.read("proc/self/mounts").unwrap_or_default()))
+    /// The fixture's mount table (read once; only [`Fixture::mount_cgroup2`]
+    /// and [`Fixture::umount`] change it).
+    fn mounts(&self, sys: &Sys) -> Arc<Vec<procfs::Mount>> {
+        let mut cached = self.mounts.lock().expect("mount table lock");
+        cached
+            .get_or_insert_with(|| {
+                Arc::new(procfs::parse_mounts(&sys.read(MOUNTS).unwrap_or_default()))
+            })
+            .clone()
+    }
+
+    /// `mount -t cgroup2`: adds the mount to `/proc/self/mounts` and the
+    /// root cgroup's files to the (existing, empty) directory. The
+    /// controllers are those not bound to a mounted v1 hierarchy. ENODEV
+    /// when `/proc/filesystems` has no cgroup2, ENOENT without the directory.
+    pub(super) fn mount_cgroup2(&self, sys: &Sys, rel: &str) -> Result<()> {
+        let err = |e: io::Error| SysError::new("mount cgroup2 on", rel, None, e);
+        self.count_write();
+        let filesystems = sys.read("proc/filesystems").unwrap_or_default();
+        if !filesystems.split_whitespace().any(|f| f == "cgroup2") {
+            return Err(err(errno(libc::ENODEV)));
+        }
+        if !sys.path(rel).is_dir() {
+            return Err(err(errno(libc::ENOENT)));
+        }
+        let mounts = self.mounts(sys);
+        let controllers: Vec<&str> = CGROUP2_CONTROLLERS
+            .iter()
+            .copied()
+            .filter(|c| {
+                !mounts
+                    .iter()
+                    .any(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == *c))
+            })
+            .collect();
+        let online = procfs::online_cpus(sys).map_err(|e| err(e.source))?;
+        write_cgroup2_root(&sys.path(rel), &online, &controllers.join(" "), "").map_err(err)?;
+        let target = format!("/{}", rel.trim_start_matches('/'));
+        let mut table = sys.read(MOUNTS).map_err(|e| err(e.source))?;
+        table.push_str(&format!(
+            "cgroup2 {target} cgroup2 rw,nosuid,nodev,noexec,relatime 0 0\n"
+        ));
+        fs::write(sys.path(MOUNTS), table).map_err(err)?;
+        *self.mounts.lock().expect("mount table lock") = None;
+        self.forget_cgroup_files();
+        Ok(())
+    }
+
+    /// `umount`: EINVAL when nothing is mounted at `rel`, EBUSY while
+    /// something is mounted below it; otherwise the mount leaves
+    /// `/proc/self/mounts` and its files leave the directory.
+    pub(super) fn umount(&self, sys: &Sys, rel: &str) -> Result<()> {
+        let err = |e: io::Error| SysError::new("umount", rel, None, e);
+        self.count_write();
+        let target = format!("/{}", rel.trim_start_matches('/'));
+        let text = sys.read(MOUNTS).map_err(|e| err(e.source))?;
+        let lines: Vec<&str> = text.lines().collect();
+        let on_target = |l: &&str| l.split_whitespace().nth(1) == Some(target.as_str());
+        let Some(last) = lines.iter().rposition(on_target) else {
+            return Err(err(errno(libc::EINVAL)));
+        };
+        let below = format!("{target}/");
+        if lines.iter().any(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|t| t.starts_with(&below))
+        }) {
+            return Err(err(errno(libc::EBUSY)));
+        }
+        let kept: String = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != last)
+            .map(|(_, l)| format!("{l}\n"))
+            .collect();
+        for entry in fs::read_dir(sys.path(rel)).map_err(err)?.flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                fs::remove_dir_all(&p).map_err(err)?;
+            } else {
+                fs::remove_file(&p).map_err(err)?;
+            }
+        }
+        fs::write(sys.path(MOUNTS), kept).map_err(err)?;
+        *self.mounts.lock().expect("mount table lock") = None;
+        self.forget_cgroup_files();
+        Ok(())
     }
 
     fn cgroup_of_dir(&self, sys: &Sys, rel: &str) -> Option<(Hierarchy, String)> {
@@ -395,7 +587,7 @@ impl Fixture {
                 Hierarchy::Unified => "cpuset.cpus.effective",
                 Hierarchy::CpusetV1 => "cpuset.cpus",
             };
-            if let Ok(set) = sys.read_cpulist(&format!("{dir}/{file}")) {
+            if let Ok(set) = self.cgroup_cpus(sys, &format!("{dir}/{file}")) {
                 if !set.is_empty() {
                     return set;
                 }
@@ -415,8 +607,7 @@ impl Fixture {
         } else {
             vec![id]
         };
-        let stat = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{id}/stat")))?;
-        let (name, flags) = procfs::parse_stat(&stat).unwrap_or_default();
+        let (name, flags) = self.stat_of(sys, pid, id)?;
         // kthreadd carries `no_cgroup_migration`: it never changes cgroup.
         if flags & PF_KTHREAD != 0
             && (hierarchy == Hierarchy::Unified
@@ -427,19 +618,15 @@ impl Fixture {
         }
         let cpus = match hierarchy {
             Hierarchy::CpusetV1 => {
-                let cpus = sys
-                    .read_cpulist(&format!("{dir}/cpuset.cpus"))
-                    .map_err(|e| e.source)?;
-                let mems = sys
-                    .read_trimmed(&format!("{dir}/cpuset.mems"))
-                    .map_err(|e| e.source)?;
-                if cpus.is_empty() || mems.is_empty() {
+                let cpus = self.cgroup_cpus(sys, &format!("{dir}/cpuset.cpus"))?;
+                let mems = self.cgroup_file(sys, &format!("{dir}/cpuset.mems"))?;
+                if cpus.is_empty() || mems.trim().is_empty() {
                     return Err(errno(libc::ENOSPC));
                 }
                 cpus
             }
-            Hierarchy::Unified => sys
-                .read_cpulist(&format!("{dir}/cpuset.cpus.effective"))
+            Hierarchy::Unified => self
+                .cgroup_cpus(sys, &format!("{dir}/cpuset.cpus.effective"))
                 .ok()
                 .filter(|c| !c.is_empty())
                 .unwrap_or_else(|| procfs::online_cpus(sys).unwrap_or_default()),
@@ -468,13 +655,13 @@ impl Fixture {
             if tid == pid {
                 fs::write(sys.path(&format!("proc/{pid}/cgroup")), &body)?;
             }
-            let old = self.affinity(sys, tid).map_err(|e| e.source)?;
-            let new = if self.config.keep_affinity_on_move && old.intersects(&cpus) {
-                old.intersection(&cpus)
-            } else {
-                cpus.clone()
-            };
-            self.store_affinity(sys, pid, tid, &new)?;
+            self.update_affinity(sys, pid, tid, |old| {
+                if self.config.keep_affinity_on_move && old.intersects(&cpus) {
+                    old.intersection(&cpus)
+                } else {
+                    cpus.clone()
+                }
+            })?;
         }
         Ok(())
     }
@@ -819,6 +1006,29 @@ fn parent_rel(rel: &str) -> &str {
     rel.rsplit_once('/').map_or("", |(d, _)| d)
 }
 
+/// The mount table the snapshot and the emulation read.
+const MOUNTS: &str = "proc/self/mounts";
+
+/// Controllers of the fixture kernel's cgroup2 root (when not bound to v1).
+const CGROUP2_CONTROLLERS: [&str; 5] = ["cpuset", "cpu", "io", "memory", "pids"];
+
+/// The files of a cgroup2 root cgroup, in an existing directory.
+fn write_cgroup2_root(
+    dir: &Path,
+    online: &CpuSet,
+    controllers: &str,
+    subtree_control: &str,
+) -> io::Result<()> {
+    let line = |s: &str| format!("{s}\n");
+    fs::write(dir.join("cgroup.controllers"), line(controllers))?;
+    fs::write(dir.join("cgroup.subtree_control"), line(subtree_control))?;
+    fs::write(dir.join("cgroup.procs"), "")?;
+    fs::write(dir.join("cgroup.threads"), "")?;
+    fs::write(dir.join("cpuset.cpus.effective"), line(&online.to_string()))?;
+    fs::write(dir.join("cpuset.mems.effective"), "0\n")?;
+    fs::write(dir.join("cpuset.cpus.isolated"), "\n")
+}
+
 /// Layout of the cgroup mounts in a fixture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupLayout {
@@ -826,8 +1036,15 @@ pub enum CgroupLayout {
     V2,
     /// cgroup v1 cpuset at `/sys/fs/cgroup/cpuset`, v2 at `/sys/fs/cgroup/unified` without controllers.
     V1,
-    /// No cpuset support at all.
+    /// No cpuset support at all: no cgroup mounted, no cgroup2 in
+    /// `/proc/filesystems`, no `/sys/fs/cgroup`.
     None,
+    /// Nothing mounted on an empty `/sys/fs/cgroup`, but the kernel has
+    /// cgroup2 (`/proc/filesystems`): `on` mounts it.
+    Unmounted,
+    /// Like [`CgroupLayout::Unmounted`], but `/sys/fs/cgroup` holds a tmpfs
+    /// with a v1 memory hierarchy (no cpuset), so cgroup2 goes elsewhere.
+    UnmountedBusy,
 }
 
 /// Builds fixture roots for tests and benchmarks.
@@ -956,20 +1173,26 @@ impl FixtureBuilder {
         match self.layout {
             CgroupLayout::V2 => {
                 mounts.push_str("cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
-                let cg = "sys/fs/cgroup";
-                put(
-                    &format!("{cg}/cgroup.controllers"),
-                    "cpuset cpu io memory pids\n",
+                fs::create_dir_all(r.join("sys/fs/cgroup"))?;
+                write_cgroup2_root(
+                    &r.join("sys/fs/cgroup"),
+                    &online,
+                    &CGROUP2_CONTROLLERS.join(" "),
+                    "memory pids",
                 )?;
-                put(&format!("{cg}/cgroup.subtree_control"), "memory pids\n")?;
-                put(&format!("{cg}/cgroup.procs"), "")?;
-                put(&format!("{cg}/cgroup.threads"), "")?;
+            }
+            CgroupLayout::Unmounted => {
+                fs::create_dir_all(r.join("sys/fs/cgroup"))?;
+            }
+            CgroupLayout::UnmountedBusy => {
+                mounts.push_str("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n");
+                mounts.push_str("cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n");
                 put(
-                    &format!("{cg}/cpuset.cpus.effective"),
-                    &format!("{online}\n"),
+                    "sys/fs/cgroup/memory/memory.limit_in_bytes",
+                    "9223372036854771712\n",
                 )?;
-                put(&format!("{cg}/cpuset.mems.effective"), "0\n")?;
-                put(&format!("{cg}/cpuset.cpus.isolated"), "\n")?;
+                put("sys/fs/cgroup/memory/tasks", "")?;
+                put("sys/fs/cgroup/memory/cgroup.procs", "")?;
             }
             CgroupLayout::V1 => {
                 mounts.push_str("tmpfs /sys/fs/cgroup tmpfs rw 0 0\n");
@@ -993,7 +1216,12 @@ impl FixtureBuilder {
             }
             CgroupLayout::None => {}
         }
-        put("proc/self/mounts", &mounts)?;
+        put(MOUNTS, &mounts)?;
+        let mut filesystems = String::from("nodev\tsysfs\nnodev\tproc\nnodev\ttmpfs\n");
+        if self.layout != CgroupLayout::None {
+            filesystems.push_str("nodev\tcgroup\nnodev\tcgroup2\n");
+        }
+        put("proc/filesystems", &filesystems)?;
         let mut interrupts = String::from(" ");
         for cpu in 0..self.ncpus {
             interrupts.push_str(&format!("      CPU{cpu}"));

@@ -15,7 +15,7 @@ pub mod procfs;
 pub mod syscalls;
 
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::cpulist::CpuSet;
@@ -171,7 +171,7 @@ impl Sys {
 
     /// Reads a whole file.
     pub fn read(&self, rel: &str) -> Result<String> {
-        fs::read_to_string(self.path(rel)).map_err(|e| SysError::new("read", rel, None, e))
+        read_small(&self.path(rel)).map_err(|e| SysError::new("read", rel, None, e))
     }
 
     /// Reads a file and trims surrounding white space.
@@ -210,7 +210,7 @@ impl Sys {
     /// not honour: callers read back.
     pub fn write(&self, rel: &str, data: &str) -> Result<()> {
         if let Some(fx) = &self.fixture {
-            return fx.write(self, rel, data);
+            return fx.timed(|| fx.write(self, rel, data));
         }
         write_existing(&self.path(rel), data)
             .map_err(|e| SysError::new("write", rel, Some(data), e))
@@ -230,7 +230,7 @@ impl Sys {
     /// Creates a directory (a cgroup). In a fixture the kernel's files appear in it.
     pub fn mkdir(&self, rel: &str) -> Result<()> {
         if let Some(fx) = &self.fixture {
-            return fx.mkdir(self, rel);
+            return fx.timed(|| fx.mkdir(self, rel));
         }
         fs::create_dir(self.path(rel)).map_err(|e| SysError::new("mkdir", rel, None, e))
     }
@@ -238,15 +238,52 @@ impl Sys {
     /// Removes an empty directory (a cgroup).
     pub fn rmdir(&self, rel: &str) -> Result<()> {
         if let Some(fx) = &self.fixture {
-            return fx.rmdir(self, rel);
+            return fx.timed(|| fx.rmdir(self, rel));
         }
         fs::remove_dir(self.path(rel)).map_err(|e| SysError::new("rmdir", rel, None, e))
+    }
+
+    /// Creates an empty directory to mount a file system on (mode 0755).
+    pub fn make_mount_point(&self, rel: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            fx.count_write();
+        }
+        use std::os::unix::fs::DirBuilderExt;
+        fs::DirBuilder::new()
+            .mode(0o755)
+            .create(self.path(rel))
+            .map_err(|e| SysError::new("mkdir", rel, None, e))
+    }
+
+    /// Removes an empty mount-point directory made by [`Sys::make_mount_point`].
+    pub fn remove_mount_point(&self, rel: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            fx.count_write();
+        }
+        fs::remove_dir(self.path(rel)).map_err(|e| SysError::new("rmdir", rel, None, e))
+    }
+
+    /// Mounts the cgroup v2 hierarchy at `rel` (an existing directory).
+    pub fn mount_cgroup2(&self, rel: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            return fx.timed(|| fx.mount_cgroup2(self, rel));
+        }
+        syscalls::mount_cgroup2(&self.path(rel))
+            .map_err(|e| SysError::new("mount cgroup2 on", rel, None, e))
+    }
+
+    /// Unmounts the file system mounted at `rel`.
+    pub fn umount(&self, rel: &str) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            return fx.timed(|| fx.umount(self, rel));
+        }
+        syscalls::umount(&self.path(rel)).map_err(|e| SysError::new("umount", rel, None, e))
     }
 
     /// The CPUs a thread may run on (`sched_getaffinity`).
     pub fn affinity(&self, tid: i32) -> Result<CpuSet> {
         if let Some(fx) = &self.fixture {
-            return fx.affinity(self, tid);
+            return fx.timed(|| fx.affinity(self, tid));
         }
         syscalls::get_affinity(tid)
             .map_err(|e| SysError::new("get affinity of", format!("task {tid}"), None, e))
@@ -255,7 +292,7 @@ impl Sys {
     /// Sets the CPUs a thread may run on (`sched_setaffinity`).
     pub fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> Result<()> {
         if let Some(fx) = &self.fixture {
-            return fx.set_affinity(self, tid, cpus);
+            return fx.timed(|| fx.set_affinity(self, tid, cpus));
         }
         syscalls::set_affinity(tid, cpus).map_err(|e| {
             SysError::new(
@@ -266,6 +303,24 @@ impl Sys {
             )
         })
     }
+}
+
+/// Reads a whole file with open, read until end, close: no `fstat` or
+/// `lseek` for a size hint as `fs::read_to_string` makes (files under
+/// /proc and /sys have no size), which counts when reading 10,000 tasks.
+fn read_small(path: &Path) -> io::Result<String> {
+    let mut f = fs::File::open(path)?;
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match f.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
 /// Opens an existing file for writing (no create, no truncate semantics

@@ -3,6 +3,8 @@
 //! Parsing is done by pure functions over strings (tested from literal
 //! file contents); the `read_*` functions fetch the text through [`Sys`].
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::{ErrorKind, Result, Sys, SysError};
@@ -135,12 +137,27 @@ pub fn list_tids(sys: &Sys, pid: i32) -> Result<Vec<i32>> {
 
 /// Reads one thread. `Ok(None)` when it exited while being read.
 pub fn read_thread(sys: &Sys, pid: i32, tid: i32, hierarchy: Hierarchy) -> Result<Option<Thread>> {
+    read_thread_with(sys, pid, tid, hierarchy, None)
+}
+
+/// Reads one thread; with `known` (name and flags read before), its `stat`
+/// is not read again.
+fn read_thread_with(
+    sys: &Sys,
+    pid: i32,
+    tid: i32,
+    hierarchy: Hierarchy,
+    known: Option<(&str, u64)>,
+) -> Result<Option<Thread>> {
     let dir = format!("proc/{pid}/task/{tid}");
     let gone = |e: &SysError| e.kind == ErrorKind::NotFound;
-    let stat = match sys.read(&format!("{dir}/stat")) {
-        Ok(s) => s,
-        Err(e) if gone(&e) => return Ok(None),
-        Err(e) => return Err(e),
+    let stat = match known {
+        Some(_) => String::new(),
+        None => match sys.read(&format!("{dir}/stat")) {
+            Ok(s) => s,
+            Err(e) if gone(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        },
     };
     let status = match sys.read(&format!("{dir}/status")) {
         Ok(s) => s,
@@ -160,7 +177,10 @@ pub fn read_thread(sys: &Sys, pid: i32, tid: i32, hierarchy: Hierarchy) -> Resul
             std::io::Error::new(std::io::ErrorKind::InvalidData, "unexpected format"),
         )
     };
-    let (name, flags) = parse_stat(&stat).ok_or_else(|| bad("stat", &stat))?;
+    let (name, flags) = match known {
+        Some((name, flags)) => (name.to_string(), flags),
+        None => parse_stat(&stat).ok_or_else(|| bad("stat", &stat))?,
+    };
     let cpus_allowed = parse_status_cpus(&status).ok_or_else(|| bad("status", &status))?;
     Ok(Some(Thread {
         pid,
@@ -174,10 +194,23 @@ pub fn read_thread(sys: &Sys, pid: i32, tid: i32, hierarchy: Hierarchy) -> Resul
 
 /// Every thread of the system.
 pub fn read_all_threads(sys: &Sys, hierarchy: Hierarchy) -> Result<Vec<Thread>> {
-    let mut out = Vec::new();
+    reread_threads(sys, hierarchy, &[])
+}
+
+/// Every thread of the system, again: threads of `before` (same pid and
+/// tid) keep the name and flags read then, so only their affinity and
+/// cgroup are read (`PF_*` flags do not change in a thread's life; a tid
+/// reused by a new thread within one `on` would need pid_max forks).
+pub fn reread_threads(sys: &Sys, hierarchy: Hierarchy, before: &[Thread]) -> Result<Vec<Thread>> {
+    let known: HashMap<i32, &Thread> = before.iter().map(|t| (t.tid, t)).collect();
+    let mut out = Vec::with_capacity(before.len());
     for pid in list_pids(sys)? {
         for tid in list_tids(sys, pid)? {
-            if let Some(t) = read_thread(sys, pid, tid, hierarchy)? {
+            let k = known
+                .get(&tid)
+                .filter(|t| t.pid == pid)
+                .map(|t| (t.name.as_str(), t.flags));
+            if let Some(t) = read_thread_with(sys, pid, tid, hierarchy, k)? {
                 out.push(t);
             }
         }
@@ -352,6 +385,39 @@ mod tests {
         assert_eq!(kthread_kind("kworker/R-rcu_g"), "kworker/R");
         assert_eq!(kthread_kind("kworker/u8:2-events_unbound"), "kworker/u");
         assert_eq!(kthread_kind("migration/0"), "migration");
+    }
+
+    #[test]
+    fn reread_skips_stat_of_known_threads_only() {
+        use crate::sys::fixture::{add_process, FixtureBuilder, FixtureTask};
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = FixtureBuilder::new(tmp.path(), 2).build().unwrap();
+        let task = |name: &str, flags| FixtureTask {
+            name: name.into(),
+            flags,
+            cpus: CpuSet::parse_list("0-1").unwrap(),
+        };
+        add_process(&sys, 10, &[task("old", PF_KTHREAD)]).unwrap();
+        let before = read_all_threads(&sys, Hierarchy::Unified).unwrap();
+        assert_eq!(before.len(), 1);
+        // A known thread's stat is not read again: break it to prove it.
+        std::fs::write(sys.path("proc/10/task/10/stat"), "garbage").unwrap();
+        add_process(&sys, 20, &[task("new", PF_NO_SETAFFINITY)]).unwrap();
+        let again = reread_threads(&sys, Hierarchy::Unified, &before).unwrap();
+        assert_eq!(again.len(), 2);
+        assert_eq!(
+            (again[0].name.as_str(), again[0].flags),
+            ("old", PF_KTHREAD)
+        );
+        assert_eq!(
+            (again[1].name.as_str(), again[1].flags),
+            ("new", PF_NO_SETAFFINITY),
+            "a thread forked meanwhile is read whole"
+        );
+        assert!(
+            read_all_threads(&sys, Hierarchy::Unified).is_err(),
+            "a full read does read stat"
+        );
     }
 
     #[test]

@@ -32,6 +32,26 @@ pub fn set_affinity(tid: i32, cpus: &CpuSet) -> io::Result<()> {
     sched_setaffinity(Pid::from_raw(tid), &set).map_err(to_io)
 }
 
+/// `mount("cgroup2", target, "cgroup2", nosuid|nodev|noexec|relatime)`:
+/// the cgroup v2 hierarchy, with the options systemd uses.
+pub fn mount_cgroup2(target: &std::path::Path) -> io::Result<()> {
+    use nix::mount::{mount, MsFlags};
+    mount(
+        Some("cgroup2"),
+        target,
+        Some("cgroup2"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RELATIME,
+        None::<&str>,
+    )
+    .map_err(to_io)
+}
+
+/// `umount2(target, UMOUNT_NOFOLLOW)`: detaches the file system mounted
+/// at `target` (EBUSY while something is mounted below it or it is in use).
+pub fn umount(target: &std::path::Path) -> io::Result<()> {
+    nix::mount::umount2(target, nix::mount::MntFlags::UMOUNT_NOFOLLOW).map_err(to_io)
+}
+
 /// Scheduling policy for [`set_scheduler`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
