@@ -91,29 +91,77 @@ pub fn apply(
             })
             .collect();
         journal.append(&entries)?;
-        for step in batch {
-            if stop.load(Ordering::SeqCst) {
-                return Err(ApplyError::Interrupted);
-            }
-            match execute(sys, &step.action) {
-                Ok(()) => {
-                    out.done += 1;
-                    if let Action::SetAffinity { tid, .. } | Action::MoveTask { tid, .. } =
-                        &step.action
-                    {
-                        out.tasks_changed.push(*tid);
-                    }
+        let mut rest = batch;
+        while let Some(first) = rest.first() {
+            // Runs of task moves and affinity changes are thousands of
+            // independent kernel calls (every thread of the machine): spread
+            // them over the CPUs. They are journaled already, and never fatal.
+            let run = rest
+                .iter()
+                .take_while(|s| {
+                    // One kind per run: a thread's affinity is set after its
+                    // move (the move resets it), never concurrently.
+                    !s.fatal
+                        && is_task(&s.action)
+                        && std::mem::discriminant(&s.action)
+                            == std::mem::discriminant(&first.action)
+                })
+                .count();
+            if run >= PARALLEL_RUN {
+                let (now, later) = rest.split_at(run);
+                let parts = crate::sys::in_parallel(now, PARALLEL_RUN, |part| {
+                    let mut local = Applied::default();
+                    let result = part
+                        .iter()
+                        .try_for_each(|step| execute_step(sys, step, stop, &mut local));
+                    (local, result)
+                });
+                let mut result = Ok(());
+                for (local, r) in parts {
+                    out.done += local.done;
+                    out.exited += local.exited;
+                    out.refused.extend(local.refused);
+                    out.tasks_changed.extend(local.tasks_changed);
+                    result = result.and(r);
                 }
-                Err(e) if is_task(&step.action) && e.kind() == Some(ErrorKind::NotFound) => {
-                    out.exited += 1
-                }
-                Err(e) if step.fatal => return Err(e),
-                Err(e) => out.refused.push(Refusal {
-                    target: describe(&step.action),
-                    reason: e.short(),
-                }),
+                result?;
+                rest = later;
+            } else {
+                execute_step(sys, first, stop, out)?;
+                rest = &rest[1..];
             }
         }
+    }
+    Ok(())
+}
+
+/// Task changes in a row worth spreading over the CPUs.
+const PARALLEL_RUN: usize = 512;
+
+/// Makes one step and records its outcome; `Err` only for an interruption
+/// or a fatal step's failure.
+fn execute_step(
+    sys: &Sys,
+    step: &Step,
+    stop: &AtomicBool,
+    out: &mut Applied,
+) -> Result<(), ApplyError> {
+    if stop.load(Ordering::SeqCst) {
+        return Err(ApplyError::Interrupted);
+    }
+    match execute(sys, &step.action) {
+        Ok(()) => {
+            out.done += 1;
+            if let Action::SetAffinity { tid, .. } | Action::MoveTask { tid, .. } = &step.action {
+                out.tasks_changed.push(*tid);
+            }
+        }
+        Err(e) if is_task(&step.action) && e.kind() == Some(ErrorKind::NotFound) => out.exited += 1,
+        Err(e) if step.fatal => return Err(e),
+        Err(e) => out.refused.push(Refusal {
+            target: describe(&step.action),
+            reason: e.short(),
+        }),
     }
     Ok(())
 }
@@ -219,9 +267,29 @@ pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
 pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) -> Undone {
     let mut out = Undone::default();
     let t = Instant::now();
-    for e in entries.iter().rev() {
+    let reversed: Vec<&Entry> = entries.iter().rev().collect();
+    let mut rest = &reversed[..];
+    while let Some(e) = rest.first() {
+        let moves = rest
+            .iter()
+            .take_while(|e| matches!(e.action, Action::MoveTask { .. }))
+            .count();
+        if moves > 0 {
+            // Moves back are independent of each other: spread them.
+            let (now, later) = rest.split_at(moves);
+            for part in crate::sys::in_parallel(now, PARALLEL_RUN, |part| {
+                let mut out = Undone::default();
+                part.iter().for_each(|e| move_back(sys, e, &mut out));
+                out
+            }) {
+                out.add(part);
+            }
+            rest = later;
+            continue;
+        }
+        rest = &rest[1..];
         match &e.action {
-            Action::SetAffinity { .. } | Action::Remember { .. } => {}
+            Action::SetAffinity { .. } | Action::Remember { .. } | Action::MoveTask { .. } => {}
             Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
             Action::MountCgroup2 { target, make_dir } => {
                 unmount_cgroup2(sys, target, *make_dir, &mut out)
@@ -235,19 +303,6 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
                 };
                 restore_write(sys, path, &value, matches!(undo, Undo::Previous), &mut out);
             }
-            Action::MoveTask { pid, tid, back, .. } => match sys.write(back, &tid.to_string()) {
-                Ok(()) => out.restored += 1,
-                Err(err) if err.kind == ErrorKind::NotFound => out.exited += 1,
-                // The move it undoes was refused too (kthreadd on v1): the
-                // task never reached the cgroup it was sent to.
-                Err(err) if err.kind == ErrorKind::Refused && never_moved(sys, e, *pid, *tid) => {
-                    out.unchanged += 1
-                }
-                Err(err) => out.failed.push(Refusal {
-                    target: format!("task {tid}"),
-                    reason: err.to_string(),
-                }),
-            },
         }
     }
     timings.undo_writes += t.elapsed();
@@ -272,29 +327,71 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
             }
         }
     }
-    for (tid, cpus) in original {
-        match sys.affinity(tid) {
-            Ok(now) if now == *cpus => {
-                out.unchanged += 1;
-                continue;
-            }
-            Err(err) if err.kind == ErrorKind::NotFound => {
-                out.exited += 1;
-                continue;
-            }
-            _ => {}
+    // Thousands of independent syscalls: spread them over the CPUs.
+    let parts = crate::sys::in_parallel(&original, 512, |part| {
+        let mut out = Undone::default();
+        for (tid, cpus) in part {
+            restore_affinity(sys, *tid, cpus, &mut out);
         }
-        match sys.set_affinity(tid, cpus) {
-            Ok(()) => out.restored += 1,
-            Err(err) if err.kind == ErrorKind::NotFound => out.exited += 1,
-            Err(err) => out.failed.push(Refusal {
-                target: format!("task {tid}"),
-                reason: format!("could not restore affinity {cpus}: {}", err.errno_name()),
-            }),
-        }
+        out
+    });
+    for part in parts {
+        out.add(part);
     }
     timings.undo_affinities += t.elapsed();
     out
+}
+
+impl Undone {
+    fn add(&mut self, other: Undone) {
+        self.restored += other.restored;
+        self.unchanged += other.unchanged;
+        self.exited += other.exited;
+        self.failed.extend(other.failed);
+    }
+}
+
+/// Moves a task back to the cgroup it was in before a journaled move.
+fn move_back(sys: &Sys, e: &Entry, out: &mut Undone) {
+    let Action::MoveTask { pid, tid, back, .. } = &e.action else {
+        return;
+    };
+    match sys.write(back, &tid.to_string()) {
+        Ok(()) => out.restored += 1,
+        Err(err) if err.kind == ErrorKind::NotFound => out.exited += 1,
+        // The move it undoes was refused too (kthreadd on v1): the task
+        // never reached the cgroup it was sent to.
+        Err(err) if err.kind == ErrorKind::Refused && never_moved(sys, e, *pid, *tid) => {
+            out.unchanged += 1
+        }
+        Err(err) => out.failed.push(Refusal {
+            target: format!("task {tid}"),
+            reason: err.to_string(),
+        }),
+    }
+}
+
+/// Puts one thread's affinity back unless it already is what it was.
+fn restore_affinity(sys: &Sys, tid: i32, cpus: &CpuSet, out: &mut Undone) {
+    match sys.affinity(tid) {
+        Ok(now) if now == *cpus => {
+            out.unchanged += 1;
+            return;
+        }
+        Err(err) if err.kind == ErrorKind::NotFound => {
+            out.exited += 1;
+            return;
+        }
+        _ => {}
+    }
+    match sys.set_affinity(tid, cpus) {
+        Ok(()) => out.restored += 1,
+        Err(err) if err.kind == ErrorKind::NotFound => out.exited += 1,
+        Err(err) => out.failed.push(Refusal {
+            target: format!("task {tid}"),
+            reason: format!("could not restore affinity {cpus}: {}", err.errno_name()),
+        }),
+    }
 }
 
 /// Unmounts the cgroup2 that `on` mounted, only while it is still the one

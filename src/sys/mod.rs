@@ -332,3 +332,41 @@ fn write_existing(path: &Path, data: &str) -> io::Result<()> {
         .open(path)?;
     f.write_all(data.as_bytes())
 }
+
+/// Runs `work` over `items` split into one chunk per CPU (at most 8), in
+/// scoped threads, and returns the chunks' results in order. Below
+/// `min_items` items, or on one CPU, it runs `work` once on the caller's
+/// thread. For thousands of independent small kernel reads or writes.
+pub fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    min_items: usize,
+    work: impl Fn(&[T]) -> R + Sync,
+) -> Vec<R> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    if workers < 2 || items.len() < min_items.max(2) {
+        return vec![work(items)];
+    }
+    let chunk = items.len().div_ceil(workers);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(|| work(part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a parallel kernel-access worker panicked"))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod parallel_tests {
+    #[test]
+    fn in_parallel_keeps_order_and_covers_every_item() {
+        let items: Vec<u32> = (0..1000).collect();
+        let parts = super::in_parallel(&items, 10, |c| c.to_vec());
+        assert_eq!(parts.concat(), items);
+        let small = super::in_parallel(&items[..5], 10, |c| c.len());
+        assert_eq!(small, vec![5]);
+    }
+}

@@ -203,17 +203,27 @@ pub fn read_all_threads(sys: &Sys, hierarchy: Hierarchy) -> Result<Vec<Thread>> 
 /// reused by a new thread within one `on` would need pid_max forks).
 pub fn reread_threads(sys: &Sys, hierarchy: Hierarchy, before: &[Thread]) -> Result<Vec<Thread>> {
     let known: HashMap<i32, &Thread> = before.iter().map(|t| (t.tid, t)).collect();
-    let mut out = Vec::with_capacity(before.len());
-    for pid in list_pids(sys)? {
-        for tid in list_tids(sys, pid)? {
-            let k = known
-                .get(&tid)
-                .filter(|t| t.pid == pid)
-                .map(|t| (t.name.as_str(), t.flags));
-            if let Some(t) = read_thread_with(sys, pid, tid, hierarchy, k)? {
-                out.push(t);
+    let pids = list_pids(sys)?;
+    let read_pids = |pids: &[i32]| -> Result<Vec<Thread>> {
+        let mut out = Vec::new();
+        for &pid in pids {
+            for tid in list_tids(sys, pid)? {
+                let k = known
+                    .get(&tid)
+                    .filter(|t| t.pid == pid)
+                    .map(|t| (t.name.as_str(), t.flags));
+                if let Some(t) = read_thread_with(sys, pid, tid, hierarchy, k)? {
+                    out.push(t);
+                }
             }
         }
+        Ok(out)
+    };
+    // Thousands of small /proc reads: split the processes over the CPUs.
+    let parts = super::in_parallel(&pids, 256, read_pids);
+    let mut out = Vec::with_capacity(before.len());
+    for part in parts {
+        out.extend(part?);
     }
     Ok(out)
 }
