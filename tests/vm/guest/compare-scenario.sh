@@ -76,10 +76,12 @@ compare_scenario() {
     info "figures (TCG emulation, one boot; other guests on the host distort them):"
     awk -F'\t' '$1 == "phase" { printf "  phase %-11s samples %-7s max %9s us  p99.9 %9s us  over thresholds %s %s\n", $2, $3, $4, $5, $6, $7 }' "$OUT/check.out"
     awk -F'\t' '$1 == "ratio" { printf "  ratio %-9s unshielded/shielded %-8s shielded/idle %s\n", $2, $3, $4 }' "$OUT/check.out"
-    # one line per run for benches/compare-guest.sh
+    # one line per run for benches/compare-guest.sh: PHASE_{samples,max,
+    # p999,over100,over1000} and ratio_us_METRIC (unshielded/shielded),
+    # ratio_si_METRIC (shielded/idle); "–" and "n/a" when unknown
     echo "CPUSHIELD-COMPARE: kernel=$KVER cpus=$NCPUS target=$target load=$load duration=$dur $(awk -F'\t' '
         $1 == "phase" { printf "%s_samples=%s %s_max=%s %s_p999=%s %s_over100=%s %s_over1000=%s ", $2, $3, $2, $4, $2, $5, $2, $6, $2, $7 }
-        $1 == "ratio" { m = $2; gsub(/ /, "", m); sub(/^>/, "over", m); gsub(/µ/, "u", m); printf "ratio_%s=%s/%s ", m, $3, $4 }' "$OUT/check.out")"
+        $1 == "ratio" { m = $2; gsub(/ /, "", m); sub(/^>/, "over", m); gsub(/µ/, "u", m); printf "ratio_us_%s=%s ratio_si_%s=%s ", m, $3, m, $4 }' "$OUT/check.out")"
     export_files "$d"
     result
 }
