@@ -340,7 +340,8 @@ pub struct Results {
     pub load_driver: String,
     /// The machine.
     pub machine: Machine,
-    /// Present when the machine is virtualised.
+    /// Present when the machine is virtualised, or may be (unknown): how
+    /// to read the figures there.
     pub virtualised_note: Option<&'static str>,
     /// The phases in order.
     pub phases: Vec<PhaseRecord>,
@@ -605,13 +606,38 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         options: opts.clone(),
         housekeeping,
         load_driver: ctx.driver.name().to_string(),
-        virtualised_note: (machine.virtualised == Some(true))
-            .then_some(report::html::VIRTUALISED_NOTE),
+        virtualised_note: virtualised_note(machine.virtualised),
         machine,
         phases,
         summary,
         ratios,
     })
+}
+
+/// What the report says about virtualisation: the note on max samples for
+/// a virtual machine, a hedged one when unknown, nothing on bare metal.
+pub fn virtualised_note(virtualised: Option<bool>) -> Option<&'static str> {
+    match virtualised {
+        Some(true) => Some(report::html::VIRTUALISED_NOTE),
+        None => Some(report::html::VIRTUALISATION_UNKNOWN_NOTE),
+        Some(false) => None,
+    }
+}
+
+/// The plot's title; it says "virtualised" so the figure does not travel
+/// without it.
+pub fn plot_title(r: &Results) -> String {
+    let virt = match r.machine.virtualised {
+        Some(true) => ", virtualised",
+        None => ", virtualisation unknown",
+        Some(false) => "",
+    };
+    format!(
+        "{} latency, CPUs {}, load {}{virt}",
+        r.options.probe.name(),
+        r.options.cpus,
+        r.options.load
+    )
 }
 
 /// The text of `summary.txt` (and of stdout without `--json`).
@@ -658,12 +684,7 @@ pub fn write_files(r: &Results, dir: &Path) -> Result<(), CompareError> {
     std::fs::write(&p, summary_text(r)).map_err(io(format!("writing {}", p.display())))?;
     let curves: Vec<Curve> = r.phases.iter().map(|p| p.measured.curve.clone()).collect();
     let opts = PlotOptions {
-        title: format!(
-            "{} latency, CPUs {}, load {}",
-            r.options.probe.name(),
-            r.options.cpus,
-            r.options.load
-        ),
+        title: plot_title(r),
         thresholds_us: r.options.thresholds_us.clone(),
         ..PlotOptions::default()
     };
@@ -700,10 +721,15 @@ pub fn write_files(r: &Results, dir: &Path) -> Result<(), CompareError> {
         commands,
         virtualised: (m.virtualised == Some(true))
             .then(|| m.system_vendor.clone().unwrap_or_else(|| "yes".into())),
-        notes: if r.interrupted {
-            vec!["The run was interrupted: later phases are missing.".into()]
-        } else {
-            Vec::new()
+        notes: {
+            let mut notes = Vec::new();
+            if m.virtualised.is_none() {
+                notes.push(report::html::VIRTUALISATION_UNKNOWN_NOTE.to_string());
+            }
+            if r.interrupted {
+                notes.push("The run was interrupted: later phases are missing.".into());
+            }
+            notes
         },
         files: FILES
             .iter()
@@ -1209,6 +1235,38 @@ mod tests {
         for f in FILES {
             assert!(c.problems.iter().any(|p| p.starts_with(f)), "{f}");
         }
+    }
+
+    #[test]
+    fn virtualisation_is_always_said() {
+        let r = full_results(Some(true), true);
+        let text = summary_text(&r);
+        assert!(text.contains(", virtualised,"), "{text}");
+        assert!(text.contains("swings by 100×"), "{text}");
+        assert!(plot_title(&r).ends_with(", virtualised"));
+        let dir = tempfile::tempdir().unwrap();
+        write_files(&r, dir.path()).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("histogram.svg")).unwrap();
+        assert!(svg.contains("load cpu, virtualised"), "plot title");
+        let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        assert!(html.contains("Virtualised machine"));
+
+        assert_eq!(
+            virtualised_note(None),
+            Some(report::html::VIRTUALISATION_UNKNOWN_NOTE)
+        );
+        let mut r = full_results(None, false);
+        r.virtualised_note = virtualised_note(None);
+        assert!(summary_text(&r).contains("could not be told"));
+        assert!(plot_title(&r).ends_with("virtualisation unknown"));
+        write_files(&r, dir.path()).unwrap();
+        let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        assert!(html.contains("could not be told"));
+
+        assert_eq!(virtualised_note(Some(false)), None);
+        let r = full_results(Some(false), false);
+        assert!(!summary_text(&r).contains("swings"));
+        assert!(!plot_title(&r).contains("virtual"));
     }
 
     #[test]
