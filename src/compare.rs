@@ -37,8 +37,13 @@ use crate::sys::Sys;
 /// Version of the `results.json` layout.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Histogram buckets (1 µs each) asked of every measurement: 10 ms of range.
-pub const MIN_BUCKETS: u64 = 10_000;
+/// Histogram buckets (1 µs each) asked of every measurement: 100 ms of
+/// range. Unshielded stock kernels under load reach tens of milliseconds
+/// (and the emulated test guest does so in every phase); with a 10 ms range
+/// p99 and p99.9 fell into the overflow there and their ratios were
+/// unknown. Trailing empty buckets are not written, so the range costs
+/// space in results.json only when latencies reach it.
+pub const MIN_BUCKETS: u64 = 100_000;
 
 /// One phase of the experiment.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -340,7 +345,8 @@ pub struct Results {
     pub load_driver: String,
     /// The machine.
     pub machine: Machine,
-    /// Present when the machine is virtualised.
+    /// Present when the machine is virtualised, or may be (unknown): how
+    /// to read the figures there.
     pub virtualised_note: Option<&'static str>,
     /// The phases in order.
     pub phases: Vec<PhaseRecord>,
@@ -605,13 +611,38 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         options: opts.clone(),
         housekeeping,
         load_driver: ctx.driver.name().to_string(),
-        virtualised_note: (machine.virtualised == Some(true))
-            .then_some(report::html::VIRTUALISED_NOTE),
+        virtualised_note: virtualised_note(machine.virtualised),
         machine,
         phases,
         summary,
         ratios,
     })
+}
+
+/// What the report says about virtualisation: the note on max samples for
+/// a virtual machine, a hedged one when unknown, nothing on bare metal.
+pub fn virtualised_note(virtualised: Option<bool>) -> Option<&'static str> {
+    match virtualised {
+        Some(true) => Some(report::html::VIRTUALISED_NOTE),
+        None => Some(report::html::VIRTUALISATION_UNKNOWN_NOTE),
+        Some(false) => None,
+    }
+}
+
+/// The plot's title; it says "virtualised" so the figure does not travel
+/// without it.
+pub fn plot_title(r: &Results) -> String {
+    let virt = match r.machine.virtualised {
+        Some(true) => ", virtualised",
+        None => ", virtualisation unknown",
+        Some(false) => "",
+    };
+    format!(
+        "{} latency, CPUs {}, load {}{virt}",
+        r.options.probe.name(),
+        r.options.cpus,
+        r.options.load
+    )
 }
 
 /// The text of `summary.txt` (and of stdout without `--json`).
@@ -658,12 +689,7 @@ pub fn write_files(r: &Results, dir: &Path) -> Result<(), CompareError> {
     std::fs::write(&p, summary_text(r)).map_err(io(format!("writing {}", p.display())))?;
     let curves: Vec<Curve> = r.phases.iter().map(|p| p.measured.curve.clone()).collect();
     let opts = PlotOptions {
-        title: format!(
-            "{} latency, CPUs {}, load {}",
-            r.options.probe.name(),
-            r.options.cpus,
-            r.options.load
-        ),
+        title: plot_title(r),
         thresholds_us: r.options.thresholds_us.clone(),
         ..PlotOptions::default()
     };
@@ -700,10 +726,15 @@ pub fn write_files(r: &Results, dir: &Path) -> Result<(), CompareError> {
         commands,
         virtualised: (m.virtualised == Some(true))
             .then(|| m.system_vendor.clone().unwrap_or_else(|| "yes".into())),
-        notes: if r.interrupted {
-            vec!["The run was interrupted: later phases are missing.".into()]
-        } else {
-            Vec::new()
+        notes: {
+            let mut notes = Vec::new();
+            if m.virtualised.is_none() {
+                notes.push(report::html::VIRTUALISATION_UNKNOWN_NOTE.to_string());
+            }
+            if r.interrupted {
+                notes.push("The run was interrupted: later phases are missing.".into());
+            }
+            notes
         },
         files: FILES
             .iter()
@@ -714,6 +745,208 @@ pub fn write_files(r: &Results, dir: &Path) -> Result<(), CompareError> {
     let p = dir.join("report.html");
     std::fs::write(&p, html).map_err(io(format!("writing {}", p.display())))?;
     Ok(())
+}
+
+/// What `compare --check DIR` found in a report directory written by
+/// [`write_files`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DirCheck {
+    /// Everything wrong with the directory; empty when it is well-formed.
+    pub problems: Vec<String>,
+    /// Tab-separated lines for scripts: `phase`, `ratio` and `machine`
+    /// records (see [`check_dir`]).
+    pub lines: Vec<String>,
+}
+
+/// The PNG signature.
+const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+/// A ratio for scripts: `2.500`, `inf`, `n/a`.
+fn ratio_field(r: &report::Ratio) -> String {
+    match r {
+        report::Ratio::Value(v) => format!("{v:.3}"),
+        report::Ratio::Infinite => "inf".into(),
+        report::Ratio::Undefined => "n/a".into(),
+    }
+}
+
+/// Checks a report directory: every file of [`FILES`] present with the
+/// right header (PNG signature, `<svg`…`</svg>`, an offline HTML page),
+/// results.json parses with this [`SCHEMA_VERSION`], its phases have
+/// samples, the load of each phase was stopped with no process left, the
+/// shield of the shielded phase was undone, and a virtualised machine
+/// carries the virtualisation note in results.json and summary.txt.
+///
+/// The lines have tab-separated fields (shown here with `|`):
+/// `machine|KERNEL|virtualised, bare metal or unknown|PREEMPTION`, one
+/// `phase|NAME|SAMPLES|MAX_US|P999_US|OVER...` per phase and one
+/// `ratio|METRIC|UNSHIELDED/SHIELDED|SHIELDED/IDLE` per ratio row
+/// (numbers, `inf` or `n/a`; ratios are recomputed from the table).
+pub fn check_dir(dir: &Path) -> DirCheck {
+    let mut c = DirCheck::default();
+    let read = |f: &str| std::fs::read(dir.join(f));
+    for f in FILES {
+        match std::fs::metadata(dir.join(f)) {
+            Ok(m) if m.len() > 0 => {}
+            Ok(_) => c.problems.push(format!("{f} is empty")),
+            Err(e) => c.problems.push(format!("{f}: {e}")),
+        }
+    }
+    if let Ok(b) = read("histogram.png") {
+        if !b.starts_with(PNG_MAGIC) || b.get(12..16) != Some(b"IHDR") {
+            c.problems
+                .push("histogram.png has no PNG signature and IHDR chunk".into());
+        }
+    }
+    if let Ok(b) = read("histogram.svg") {
+        let t = String::from_utf8_lossy(&b);
+        let head = t.trim_start();
+        if !(head.starts_with("<svg") || head.starts_with("<?xml")) || !t.contains("<svg") {
+            c.problems
+                .push("histogram.svg does not start an SVG document".into());
+        }
+        if !t.trim_end().ends_with("</svg>") {
+            c.problems
+                .push("histogram.svg does not end with </svg>".into());
+        }
+    }
+    if let Ok(b) = read("report.html") {
+        let t = String::from_utf8_lossy(&b);
+        if !t
+            .trim_start()
+            .to_ascii_lowercase()
+            .starts_with("<!doctype html")
+        {
+            c.problems
+                .push("report.html does not start with <!DOCTYPE html>".into());
+        }
+        if !t.trim_end().ends_with("</html>") {
+            c.problems
+                .push("report.html does not end with </html>".into());
+        }
+        if !t.contains("<svg") {
+            c.problems.push("report.html has no inline plot".into());
+        }
+        if t.contains("http://") || t.contains("https://") {
+            c.problems
+                .push("report.html refers to the network (it must read offline)".into());
+        }
+    }
+    let json: Value = match read("results.json")
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => {
+            c.problems.push(format!("results.json: {e}"));
+            return c;
+        }
+    };
+    if json["schema_version"] != SCHEMA_VERSION {
+        c.problems.push(format!(
+            "results.json: schema_version {} (expected {SCHEMA_VERSION})",
+            json["schema_version"]
+        ));
+    }
+    if json["interrupted"] != false {
+        c.problems
+            .push("results.json: the run was interrupted (or says nothing about it)".into());
+    }
+    let m = &json["machine"];
+    let virt = match m["virtualised"].as_bool() {
+        Some(true) => "virtualised",
+        Some(false) => "bare metal",
+        None => "unknown",
+    };
+    let text = |v: &Value| v.as_str().unwrap_or("unknown").to_string();
+    c.lines.push(format!(
+        "machine\t{}\t{virt}\t{}",
+        text(&m["kernel_release"]),
+        text(&m["preemption"]["model"])
+    ));
+    if virt == "virtualised" {
+        let summary = read("summary.txt").unwrap_or_default();
+        let summary = String::from_utf8_lossy(&summary);
+        if json["virtualised_note"].as_str().is_none()
+            || !summary.contains(report::html::VIRTUALISED_NOTE)
+        {
+            c.problems.push(
+                "the machine is virtualised but the report does not say so (virtualised_note, summary.txt)"
+                    .into(),
+            );
+        }
+    }
+    let empty = Vec::new();
+    let phases = json["phases"].as_array().unwrap_or(&empty);
+    let names: Vec<&str> = phases.iter().filter_map(|p| p["phase"].as_str()).collect();
+    let wanted: Vec<&str> = json["options"]["phases"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .filter_map(|p| p.as_str())
+        .collect();
+    if names.is_empty() || names != wanted {
+        c.problems.push(format!(
+            "results.json: phases {names:?}, but the run asked for {wanted:?}"
+        ));
+    }
+    for p in phases {
+        let name = p["phase"].as_str().unwrap_or("?");
+        if p["stats"]["samples"].as_u64().unwrap_or(0) == 0 {
+            c.problems.push(format!("phase {name}: no samples"));
+        }
+        if !p["load"].is_null() {
+            match p["load_stop"]["zombies_left"].as_array() {
+                Some(z) if z.is_empty() => {}
+                Some(z) => c
+                    .problems
+                    .push(format!("phase {name}: load processes left: {z:?}")),
+                None => c
+                    .problems
+                    .push(format!("phase {name}: the load has no stop record")),
+            }
+        }
+        if name == SHIELDED && (p["shield"].is_null() || p["unshield"].is_null()) {
+            c.problems
+                .push("phase shielded: no record of the shield applied and undone".into());
+        }
+    }
+    let table: SummaryTable = match serde_json::from_value(json["summary"].clone()) {
+        Ok(t) => t,
+        Err(e) => {
+            c.problems.push(format!("results.json: summary: {e}"));
+            return c;
+        }
+    };
+    if table.rows.len() != phases.len() {
+        c.problems.push(format!(
+            "results.json: {} table rows for {} phases",
+            table.rows.len(),
+            phases.len()
+        ));
+    }
+    for r in &table.rows {
+        let mut line = format!(
+            "phase\t{}\t{}\t{}\t{}",
+            r.phase,
+            r.samples,
+            report::table::format_us(r.max_us),
+            report::table::format_us(r.p999_us)
+        );
+        for o in &r.over {
+            line.push_str(&format!("\t{o}"));
+        }
+        c.lines.push(line);
+    }
+    for r in table.ratios() {
+        c.lines.push(format!(
+            "ratio\t{}\t{}\t{}",
+            r.metric,
+            ratio_field(&r.unshielded_over_shielded),
+            ratio_field(&r.shielded_over_idle)
+        ));
+    }
+    c
 }
 
 #[cfg(test)]
@@ -910,6 +1143,137 @@ mod tests {
         assert!(summary_text(&r).contains("hypervisor"));
     }
 
+    fn full_results(virtualised: Option<bool>, note: bool) -> Results {
+        let phases = vec![
+            record(Phase::Idle, 2000, &[0, 9]),
+            record(Phase::Unshielded, 8000, &[0, 1, 4, 4]),
+            record(Phase::Shielded, 4000, &[0, 5, 4]),
+        ];
+        let summary = assemble(&phases, &[2.0]);
+        let mut machine = Machine::read(&Sys::at("/nonexistent-root"));
+        machine.virtualised = virtualised;
+        Results {
+            schema_version: SCHEMA_VERSION,
+            tool: crate::measure::report::Tool {
+                name: "cpushield",
+                version: "0",
+            },
+            started_unix_s: 0.0,
+            interrupted: false,
+            options: opts("2"),
+            housekeeping: cpus("0-1"),
+            load_driver: "builtin".into(),
+            machine,
+            virtualised_note: note.then_some(report::html::VIRTUALISED_NOTE),
+            phases,
+            ratios: summary.ratios(),
+            summary,
+        }
+    }
+
+    /// Writes the files, lets `patch` change results.json, checks.
+    fn checked_with(r: &Results, patch: impl Fn(&mut Value)) -> DirCheck {
+        let dir = tempfile::tempdir().unwrap();
+        write_files(r, dir.path()).unwrap();
+        let p = dir.path().join("results.json");
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        patch(&mut v);
+        std::fs::write(&p, v.to_string()).unwrap();
+        check_dir(dir.path())
+    }
+
+    fn checked(r: &Results) -> DirCheck {
+        checked_with(r, |_| {})
+    }
+
+    /// The shielded phase's shield and unshield records, as `run` fills them.
+    fn shield_records(v: &mut Value) {
+        v["phases"][2]["shield"] = json!({"shield": "2"});
+        v["phases"][2]["unshield"] = json!({});
+    }
+
+    #[test]
+    fn check_dir_lines_for_a_good_report() {
+        let r = full_results(Some(false), false);
+        let c = checked_with(&r, shield_records);
+        assert_eq!(c.problems, Vec::<String>::new());
+        assert_eq!(c.lines[0], "machine\tunknown\tbare metal\tunknown");
+        assert_eq!(c.lines[1], "phase\tidle\t10\t2.0\t2.0\t0");
+        assert!(c.lines.contains(&"ratio\tmax\t2.000\t2.000".to_string()));
+        assert_eq!(c.lines.len(), 1 + 3 + 3);
+    }
+
+    #[test]
+    fn check_dir_finds_what_is_missing() {
+        // shielded phase without shield records
+        let c = checked(&full_results(Some(false), false));
+        assert!(c.problems.iter().any(|p| p.contains("applied and undone")));
+        // a virtualised machine whose report says nothing about it
+        let c = checked(&full_results(Some(true), false));
+        assert!(
+            c.problems.iter().any(|p| p.contains("virtualised")),
+            "{:?}",
+            c.problems
+        );
+        // a load that left a process behind
+        let c = checked_with(&full_results(None, false), |v| {
+            shield_records(v);
+            v["phases"][1]["load"] = json!({"scenario": "cpu"});
+            v["phases"][1]["load_stop"] = json!({"zombies_left": [42]});
+        });
+        assert_eq!(
+            c.problems,
+            ["phase unshielded: load processes left: [Number(42)]"]
+        );
+        // virtualised and saying so: fine
+        let c = checked_with(&full_results(Some(true), true), shield_records);
+        assert_eq!(c.problems, Vec::<String>::new());
+        assert!(c.lines[0].contains("\tvirtualised\t"));
+        // a phase missing that the options asked for
+        let mut r = full_results(None, false);
+        r.phases.truncate(2);
+        let c = checked(&r);
+        assert!(c.problems.iter().any(|p| p.contains("asked for")));
+        // an empty directory: every file named
+        let dir = tempfile::tempdir().unwrap();
+        let c = check_dir(dir.path());
+        for f in FILES {
+            assert!(c.problems.iter().any(|p| p.starts_with(f)), "{f}");
+        }
+    }
+
+    #[test]
+    fn virtualisation_is_always_said() {
+        let r = full_results(Some(true), true);
+        let text = summary_text(&r);
+        assert!(text.contains(", virtualised,"), "{text}");
+        assert!(text.contains("swings by 100×"), "{text}");
+        assert!(plot_title(&r).ends_with(", virtualised"));
+        let dir = tempfile::tempdir().unwrap();
+        write_files(&r, dir.path()).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("histogram.svg")).unwrap();
+        assert!(svg.contains("load cpu, virtualised"), "plot title");
+        let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        assert!(html.contains("Virtualised machine"));
+
+        assert_eq!(
+            virtualised_note(None),
+            Some(report::html::VIRTUALISATION_UNKNOWN_NOTE)
+        );
+        let mut r = full_results(None, false);
+        r.virtualised_note = virtualised_note(None);
+        assert!(summary_text(&r).contains("could not be told"));
+        assert!(plot_title(&r).ends_with("virtualisation unknown"));
+        write_files(&r, dir.path()).unwrap();
+        let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        assert!(html.contains("could not be told"));
+
+        assert_eq!(virtualised_note(Some(false)), None);
+        let r = full_results(Some(false), false);
+        assert!(!summary_text(&r).contains("swings"));
+        assert!(!plot_title(&r).contains("virtual"));
+    }
+
     #[test]
     fn shielded_command_enters_the_shield() {
         let o = opts("2");
@@ -917,6 +1281,18 @@ mod tests {
         let idle = measure_command(exe, None, Phase::Idle, &o, true);
         assert_eq!(idle[1], "measure");
         assert!(!idle.contains(&"--no-rt".to_string()));
+        // 100 ms of 1 µs buckets, or more when a threshold lies beyond
+        let buckets = |argv: &[String]| {
+            let i = argv.iter().position(|a| a == "--buckets").unwrap();
+            argv[i + 1].clone()
+        };
+        assert_eq!(buckets(&idle), "100000");
+        let mut far = o.clone();
+        far.thresholds_us = vec![100.0, 250_000.0];
+        assert_eq!(
+            buckets(&measure_command(exe, None, Phase::Idle, &far, true)),
+            "250001"
+        );
         let sh = measure_command(exe, Some(Path::new("/fx")), Phase::Shielded, &o, false);
         assert_eq!(&sh[1..6], ["--root", "/fx", "run", "--", "/bin/cpushield"]);
         assert!(sh.contains(&"--no-rt".to_string()));

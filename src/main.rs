@@ -113,8 +113,8 @@ struct AuditArgs {
 struct CompareArgs {
     /// CPUs to measure and shield (cpulist or hex mask); at least one
     /// online CPU must stay outside.
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
-    cpus: CpuSet,
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, required_unless_present = "check")]
+    cpus: Option<CpuSet>,
     /// Background load: cpu, io, vm, hdd, full or none.
     #[arg(long, value_name = "SCENARIO", default_value = "full")]
     load: cpushield::load::Scenario,
@@ -139,6 +139,12 @@ struct CompareArgs {
     /// Print results.json to stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// Check a report directory written earlier (files, headers,
+    /// results.json, phases) and print its phases and ratios as
+    /// tab-separated lines; exit 1 when it is not well-formed. For test
+    /// scripts (the guest has no JSON tool).
+    #[arg(long, value_name = "DIR", hide = true, conflicts_with_all = ["cpus", "dry_run", "json"])]
+    check: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -404,6 +410,28 @@ fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
 fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> {
     use cpushield::compare::{self, Options, Phase, Preconditions};
     use std::io::IsTerminal;
+    if let Some(dir) = &a.check {
+        let c = compare::check_dir(dir);
+        for l in &c.lines {
+            writeln!(out, "{l}")?;
+        }
+        for p in &c.problems {
+            writeln!(out, "problem\t{p}")?;
+        }
+        if !c.problems.is_empty() {
+            eprintln!(
+                "cpushield compare --check {}: {} problem(s): {}",
+                dir.display(),
+                c.problems.len(),
+                c.problems.join("; ")
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(cpus) = a.cpus else {
+        bail!("--cpus is required");
+    };
     let dir = a.out.unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -412,7 +440,7 @@ fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> 
         PathBuf::from(format!("cpushield-compare-{t}"))
     });
     let opts = Options {
-        cpus: a.cpus,
+        cpus,
         load: a.load,
         probe: a.probe,
         duration_s: a.duration,

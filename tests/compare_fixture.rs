@@ -90,6 +90,47 @@ fn compare_restores_fixture(layout: CgroupLayout, load: &str) {
     let o = cpushield(root.path(), &["off"]);
     assert!(!o.status.success());
     assert!(text(&o).contains("no shield is active"), "{}", text(&o));
+    check_dir_accepts_then_rejects(root.path(), &dir);
+}
+
+/// `compare --check DIR` (what the guest scenarios use): accepts the
+/// directory just written and prints its phases and ratios; rejects it once
+/// a file is damaged or a phase lost its samples.
+fn check_dir_accepts_then_rejects(root: &std::path::Path, dir: &std::path::Path) {
+    let d = dir.to_str().unwrap();
+    let o = cpushield(root, &["compare", "--check", d]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let kinds = |k: &str| out.lines().filter(|l| l.starts_with(k)).count();
+    assert_eq!(kinds("phase\t"), 3, "{out}");
+    assert_eq!(kinds("ratio\t"), 4, "{out}");
+    assert_eq!(kinds("machine\t"), 1, "{out}");
+    assert!(out.contains("ratio\tmax\t"), "{out}");
+    assert!(out.contains("ratio\t> 500 µs\t"), "{out}");
+
+    let png = dir.join("histogram.png");
+    let good = std::fs::read(&png).unwrap();
+    std::fs::write(&png, b"GIF89a").unwrap();
+    let o = cpushield(root, &["compare", "--check", d]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("histogram.png"), "{}", text(&o));
+    std::fs::write(&png, good).unwrap();
+
+    let json = dir.join("results.json");
+    let mut r = results(dir);
+    r["phases"][1]["stats"]["samples"] = 0.into();
+    std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
+    let o = cpushield(root, &["compare", "--check", d]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("phase unshielded: no samples"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(&json, "{").unwrap();
+    let o = cpushield(root, &["compare", "--check", d]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("results.json"), "{}", text(&o));
 }
 
 #[test]

@@ -75,13 +75,24 @@ impl Machine {
         );
         let cpuinfo = sys.read("proc/cpuinfo").ok();
         let system_vendor = get("sys/class/dmi/id/sys_vendor");
+        let product_name = get("sys/class/dmi/id/product_name");
+        // Xen guests; a device-tree node on ARM/RISC-V guests (NUL-separated).
+        let hypervisor_type = get("sys/hypervisor/type");
+        let dt_hypervisor = get("proc/device-tree/hypervisor/compatible")
+            .map(|s| s.trim_matches('\0').replace('\0', ","));
         Machine {
             kernel_release,
             kernel_version,
             preemption,
             cpu_model: cpuinfo.as_deref().and_then(cpu_model),
             cpus_online: get("sys/devices/system/cpu/online"),
-            virtualised: virtualised(cpuinfo.as_deref(), system_vendor.as_deref()),
+            virtualised: virtualised(&VirtEvidence {
+                cpuinfo: cpuinfo.as_deref(),
+                sys_vendor: system_vendor.as_deref(),
+                product_name: product_name.as_deref(),
+                hypervisor_type: hypervisor_type.as_deref(),
+                dt_hypervisor: dt_hypervisor.as_deref(),
+            }),
             system_vendor,
             clocksource: get("sys/devices/system/clocksource/clocksource0/current_clocksource"),
             boot_params: sys
@@ -176,30 +187,71 @@ pub fn cpu_model(cpuinfo: &str) -> Option<String> {
     })
 }
 
-/// Virtualised when /proc/cpuinfo has the `hypervisor` flag or the DMI
-/// system vendor names a known hypervisor; bare metal when the flags are
-/// readable and neither says so; unknown otherwise.
-pub fn virtualised(cpuinfo: Option<&str>, sys_vendor: Option<&str>) -> Option<bool> {
-    const VENDORS: [&str; 8] = [
-        "QEMU",
-        "KVM",
-        "VMware",
-        "Microsoft Corporation",
-        "Xen",
-        "innotek",
-        "Amazon EC2",
-        "Google",
-    ];
-    if let Some(v) = sys_vendor {
-        if VENDORS.iter().any(|h| v.contains(h)) {
-            return Some(true);
-        }
+/// What the kernel shows that tells a virtual machine from bare metal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VirtEvidence<'a> {
+    /// `/proc/cpuinfo`.
+    pub cpuinfo: Option<&'a str>,
+    /// `/sys/class/dmi/id/sys_vendor`.
+    pub sys_vendor: Option<&'a str>,
+    /// `/sys/class/dmi/id/product_name`.
+    pub product_name: Option<&'a str>,
+    /// `/sys/hypervisor/type` (`xen`).
+    pub hypervisor_type: Option<&'a str>,
+    /// `/proc/device-tree/hypervisor/compatible` (ARM and RISC-V guests).
+    pub dt_hypervisor: Option<&'a str>,
+}
+
+/// DMI vendors and products only virtual machines have.
+const VM_DMI: [&str; 16] = [
+    "QEMU",
+    "KVM",
+    "Bochs",
+    "VMware",
+    "VirtualBox",
+    "innotek",
+    "Xen",
+    "HVM domU",
+    "Parallels",
+    "BHYVE",
+    "Virtual Machine", // Hyper-V's product name (its vendor, Microsoft, also makes laptops)
+    "Standard PC",     // QEMU's machine types
+    "Google Compute Engine",
+    "OpenStack",
+    "Amazon EC2",
+    "Firecracker",
+];
+
+/// Whether the kernel runs under a hypervisor.
+///
+/// A hypervisor node in sysfs or the device tree, or a DMI vendor/product
+/// that only virtual machines have, says yes (EC2 `*.metal` products
+/// excepted: same vendor, bare metal). On x86 the CPUID `hypervisor` flag
+/// in /proc/cpuinfo says yes, and its absence says bare metal unless DMI
+/// disagrees (a hypervisor can hide the flag). Other architectures have no
+/// such flag: without other evidence the answer there is unknown, never
+/// "bare metal".
+pub fn virtualised(e: &VirtEvidence) -> Option<bool> {
+    let given = |v: Option<&str>| v.is_some_and(|s| !s.trim().is_empty());
+    if given(e.hypervisor_type) || given(e.dt_hypervisor) {
+        return Some(true);
     }
-    let flags = cpuinfo?.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        matches!(k.trim(), "flags" | "Features").then_some(v)
-    })?;
-    Some(flags.split_whitespace().any(|f| f == "hypervisor"))
+    let metal = e.product_name.is_some_and(|p| p.contains(".metal"));
+    let dmi_vm = !metal
+        && [e.sys_vendor, e.product_name]
+            .into_iter()
+            .flatten()
+            .any(|v| VM_DMI.iter().any(|h| v.contains(h)));
+    let x86_flags = e.cpuinfo.and_then(|c| {
+        c.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == "flags").then_some(v)
+        })
+    });
+    match x86_flags {
+        Some(flags) => Some(dmi_vm || flags.split_whitespace().any(|f| f == "hypervisor")),
+        None => dmi_vm.then_some(true),
+    }
 }
 
 /// The latency-relevant parameters of a kernel command line. Everything
@@ -264,11 +316,60 @@ mod tests {
     fn cpu_model_and_virtualisation() {
         let ci = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu tsc hypervisor\n";
         assert_eq!(cpu_model(ci).as_deref(), Some("AMD EPYC 7B13"));
-        assert_eq!(virtualised(Some(ci), None), Some(true));
+        let ev = |cpuinfo, vendor, product| VirtEvidence {
+            cpuinfo,
+            sys_vendor: vendor,
+            product_name: product,
+            ..VirtEvidence::default()
+        };
+        assert_eq!(virtualised(&ev(Some(ci), None, None)), Some(true));
         let bare = "model name\t: Intel\nflags\t\t: fpu tsc\n";
-        assert_eq!(virtualised(Some(bare), Some("Dell Inc.")), Some(false));
-        assert_eq!(virtualised(Some(bare), Some("QEMU")), Some(true));
-        assert_eq!(virtualised(None, None), None);
+        assert_eq!(
+            virtualised(&ev(Some(bare), Some("Dell Inc."), None)),
+            Some(false)
+        );
+        // a hypervisor hiding the CPUID flag is still named by DMI
+        assert_eq!(virtualised(&ev(Some(bare), Some("QEMU"), None)), Some(true));
+        assert_eq!(virtualised(&ev(None, None, None)), None);
+    }
+
+    #[test]
+    fn virtualisation_beyond_the_x86_flag() {
+        let arm = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes\nCPU implementer\t: 0x41\n";
+        let ev = |vendor, product| VirtEvidence {
+            cpuinfo: Some(arm),
+            sys_vendor: vendor,
+            product_name: product,
+            ..VirtEvidence::default()
+        };
+        // ARM has no hypervisor flag: no evidence is "unknown", not "bare metal"
+        assert_eq!(virtualised(&ev(None, None)), None);
+        assert_eq!(
+            virtualised(&ev(Some("Amazon EC2"), Some("m7g.large"))),
+            Some(true)
+        );
+        assert_eq!(virtualised(&ev(Some("Amazon EC2"), Some("a1.metal"))), None);
+        let dt = VirtEvidence {
+            cpuinfo: Some(arm),
+            dt_hypervisor: Some("linux,kvm"),
+            ..VirtEvidence::default()
+        };
+        assert_eq!(virtualised(&dt), Some(true));
+        let xen = VirtEvidence {
+            hypervisor_type: Some("xen"),
+            ..VirtEvidence::default()
+        };
+        assert_eq!(virtualised(&xen), Some(true));
+        // Microsoft makes laptops too: only Hyper-V's product name counts
+        let bare = "flags\t\t: fpu tsc\n";
+        let ms = |product| VirtEvidence {
+            cpuinfo: Some(bare),
+            sys_vendor: Some("Microsoft Corporation"),
+            product_name: Some(product),
+            ..VirtEvidence::default()
+        };
+        assert_eq!(virtualised(&ms("Surface Laptop 5")), Some(false));
+        assert_eq!(virtualised(&ms("Virtual Machine")), Some(true));
     }
 
     #[test]
@@ -306,5 +407,8 @@ mod tests {
         assert_eq!(m.boot_params.rcu_nocbs.as_deref(), Some("1"));
         assert_eq!(m.cpus_online, None);
         assert!(m.one_line().contains("PREEMPT_RT"));
+        put("proc/device-tree/hypervisor/compatible", "linux,kvm\0");
+        put("proc/cpuinfo", "Features\t: fp asimd\n");
+        assert_eq!(Machine::read(&Sys::at(dir.path())).virtualised, Some(true));
     }
 }

@@ -233,7 +233,7 @@ where
         .draw()
         .map_err(plot_err)?;
 
-    for &t in &opts.thresholds_us {
+    for (k, &t) in opts.thresholds_us.iter().enumerate() {
         if t > 0.0 && t < x_max {
             let guide = RGBColor(150, 150, 150);
             chart
@@ -245,8 +245,13 @@ where
             chart
                 .draw_series(std::iter::once(Text::new(
                     threshold_label(t),
-                    // Half-way up the log axis, clear of the legend.
-                    (t + x_max * 0.005, (0.5 * y_max).sqrt()),
+                    // Half-way up the log axis, clear of the legend; each
+                    // further label lower, so that close thresholds on a
+                    // long axis (100 µs and 1 ms of 100 ms) do not overlap.
+                    (
+                        t + x_max * 0.005,
+                        (0.5 * y_max).sqrt() / 3f64.powi(k as i32),
+                    ),
                     ("sans-serif", 13).into_font().color(&guide),
                 )))
                 .map_err(plot_err)?;
@@ -348,5 +353,34 @@ mod tests {
         assert_eq!(d[0].runs.len(), 2);
         assert_eq!(d[0].lone.len(), 2); // the first bin and the outlier
         assert!(legend_label(&d[0]).contains("2 beyond 5000 µs"));
+    }
+
+    /// The y coordinate of the SVG `<text>` element holding `label`.
+    fn text_y(svg: &str, label: &str) -> f64 {
+        let end = svg
+            .find(label)
+            .unwrap_or_else(|| panic!("{label} not in the SVG"));
+        let start = svg[..end].rfind("<text").unwrap();
+        let tag = &svg[start..end];
+        let y = tag.find(" y=\"").unwrap() + 4;
+        tag[y..y + tag[y..].find('"').unwrap()].parse().unwrap()
+    }
+
+    #[test]
+    fn threshold_labels_are_staggered() {
+        // 100 µs and 1 ms on a 100 ms axis lie a few pixels apart: their
+        // labels must not be drawn on top of each other.
+        let mut counts = vec![0u64; 100_000];
+        counts[50] = 1000;
+        counts[99_000] = 1;
+        let c = Curve {
+            label: SHIELDED.into(),
+            bucket_width_us: 1.0,
+            counts,
+            overflow: 0,
+        };
+        let svg = svg_string(&[c], &PlotOptions::default()).unwrap();
+        let (a, b) = (text_y(&svg, "&gt; 100 µs"), text_y(&svg, "&gt; 1 ms"));
+        assert!(b - a > 20.0, "labels at y {a} and {b}");
     }
 }

@@ -19,6 +19,9 @@
 #   --timeout SEC           limit per boot (default 120 s + 90 s per scenario)
 #   --append ARGS           extra kernel command line (e.g. isolcpus=3)
 #   --verbose               stream the guest console
+#   --export DIR            also copy the files scenarios export (reports,
+#                           plots) to DIR/<kernel>/<scenario>/ (they are
+#                           always kept in work/<run>/export/)
 #   --refresh               re-resolve and re-download the kernels
 #   --list                  list the scenarios
 # SCENARIO: a name or prefix under tests/vm/scenarios (e.g. 01, 04-undo) or
@@ -31,7 +34,7 @@ set -euo pipefail
 . "$VM_DIR/lib/initramfs.sh"
 
 KERNELS=""; CPUS=4; MEM=1024; BINARY=""; BUILD=1; SHELL_MODE=0; BATCH=0
-TIMEOUT=""; APPEND=""; VERBOSE=0; SCENARIOS=()
+TIMEOUT=""; APPEND=""; VERBOSE=0; SCENARIOS=(); EXPORT_TO=""
 while [ $# -gt 0 ]; do
     case $1 in
         --kernel) KERNELS=$2; shift ;;
@@ -45,6 +48,7 @@ while [ $# -gt 0 ]; do
         --timeout) TIMEOUT=$2; shift ;;
         --append) APPEND=$2; shift ;;
         --verbose|-v) VERBOSE=1 ;;
+        --export) EXPORT_TO=$2; shift ;;
         --refresh) export VM_REFRESH=1 ;;
         --list) for f in "$VM_DIR"/scenarios/*.sh "$VM_DIR"/probes/*.sh; do
                     printf '%-22s %s\n' "$(basename "$f" .sh)" "$(sed -n 's/^# summary: //p' "$f")"
@@ -101,6 +105,29 @@ RUN_DIR=$WORK_DIR/$RUN_ID
 mkdir -p "$RUN_DIR"
 OVERLAY=$RUN_DIR/overlay.cpio
 overlay_initramfs "$BINARY" "$OVERLAY"
+
+# collect_export LOG KERNEL: files the guest exported (guest/init:
+# export_results) are read from the scratch disk image into
+# $RUN_DIR/export/KERNEL/, then that area is zeroed for the next boot.
+EXPORT_OFFSET_MB=32
+collect_export() {
+    local logf=$1 k=$2 n disk=$RUN_DIR/scratch.img dest=$RUN_DIR/export/$2
+    n=$(sed -n 's/^CPUSHIELD-EXPORT: \([0-9]*\) bytes.*/\1/p' "$logf" | tail -n1)
+    [ -n "$n" ] && [ -f "$disk" ] || return 0
+    mkdir -p "$dest"
+    # a file in between, not a pipe: under pipefail a reader that stops
+    # early would fail the writer with SIGPIPE
+    dd if="$disk" of="$RUN_DIR/export.tmp" bs=1M skip=$EXPORT_OFFSET_MB \
+        count=$(( (n + 1048575) / 1048576 )) 2>/dev/null
+    truncate -s "$n" "$RUN_DIR/export.tmp"
+    if tar -xzf "$RUN_DIR/export.tmp" -C "$dest"; then
+        log "exported files: $dest ($n bytes)"
+    else
+        log "warning: could not read the exported files back from $disk"
+    fi
+    rm -f "$RUN_DIR/export.tmp"
+    dd if=/dev/zero of="$disk" bs=1M seek=$EXPORT_OFFSET_MB count=1 conv=notrunc 2>/dev/null
+}
 
 # boot KERNEL_DIR CPUS CGROUP SCENARIOS(comma) LOG -> runs qemu; returns qemu's status
 boot() {
@@ -183,6 +210,7 @@ for i in "${!BOOT_K[@]}"; do
         boot "$kdir" "${BOOT_CPUS[$i]}" "${BOOT_CG[$i]}" "$todo" "$logf" || qrc=$?
         secs=$(( $(date +%s) - t0 ))
         grep '^CPUSHIELD-NOTE:' "$logf" | sed "s/^CPUSHIELD-NOTE: //" >>"$NOTES" || true
+        collect_export "$logf" "$k"
         retry=""
         for s in ${todo//,/ }; do
             if ! grep -q "^CPUSHIELD-SCENARIO-START: $s" "$logf"; then
@@ -235,6 +263,11 @@ for i in "${!BOOT_K[@]}"; do
     done
 done
 
+if [ -d "$RUN_DIR/export" ] && [ -n "$EXPORT_TO" ]; then
+    mkdir -p "$EXPORT_TO"
+    cp -r "$RUN_DIR/export/." "$EXPORT_TO/"
+    log "exported files copied to $EXPORT_TO"
+fi
 # keep the logs, drop the images; keep the last 20 runs
 rm -f "$RUN_DIR"/*.cpio "$RUN_DIR"/scratch.img
 ls -1d "$WORK_DIR"/[0-9]*-[0-9]*/ 2>/dev/null | head -n -20 | xargs -r rm -rf

@@ -55,6 +55,13 @@ cs() {
     return $CS_RC
 }
 
+# export_files PATH...: copy files or directories to the host; they come
+# back in tests/vm/work/<run>/export/<kernel>/<scenario>/ (and --export DIR)
+export_files() {
+    mkdir -p "/results/export/$SCEN"
+    cp -r "$@" "/results/export/$SCEN/"
+}
+
 # ---- cpu lists -------------------------------------------------------------
 # awk functions shared by the checks: expand("0-2,5") -> " 0 1 2 5 "
 AWK_CPULIB='
