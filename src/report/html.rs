@@ -147,6 +147,7 @@ pub fn render_html(r: &HtmlReport) -> String {
          shielded/idle: distance from this machine's limit (1× is the limit). \
          ∞: the divisor is zero; n/a: both are zero or unknown.</p>\n",
     );
+    let _ = writeln!(out, "<p>{}</p>", escape_html(super::table::RATE_NOTE));
 
     for note in &r.notes {
         let _ = writeln!(out, "<p>{}</p>", escape_html(note));

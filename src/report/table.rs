@@ -15,6 +15,9 @@ pub const UNSHIELDED: &str = "unshielded";
 /// Name of the phase measured inside the shield, load on the housekeeping CPUs.
 pub const SHIELDED: &str = "shielded";
 
+/// How the over-threshold ratios are formed, printed under the ratio table.
+pub const RATE_NOTE: &str = "over-threshold ratios compare rates (count / samples): a loaded phase loses the periods its late wake-ups overran";
+
 /// The default over-threshold limits: 100 µs and 1 ms.
 pub const DEFAULT_THRESHOLDS_US: [f64; 2] = [100.0, 1000.0];
 
@@ -288,8 +291,9 @@ impl SummaryTable {
         self.rows.iter().find(|r| r.phase == phase)
     }
 
-    /// Ratios for max, p99.9 and each over-threshold count:
-    /// unshielded/shielded and shielded/idle. A missing phase gives `n/a`.
+    /// Ratios for max, p99.9 and each over-threshold rate (count per
+    /// sample): unshielded/shielded and shielded/idle. A missing phase
+    /// gives `n/a`.
     pub fn ratios(&self) -> Vec<RatioRow> {
         let (i, u, s) = (self.row(IDLE), self.row(UNSHIELDED), self.row(SHIELDED));
         let pair = |get: &dyn Fn(&PhaseStats) -> Option<f64>| {
@@ -309,7 +313,15 @@ impl SummaryTable {
         for (k, &t) in self.thresholds_us.iter().enumerate() {
             push(
                 threshold_label(t),
-                pair(&|r| r.over.get(k).map(|&c| c as f64)),
+                // Rates, not counts: a phase under load loses samples (a
+                // late wake-up skips the periods it overran), so its raw
+                // count would look better than it is.
+                pair(&|r| {
+                    r.over
+                        .get(k)
+                        .filter(|_| r.samples > 0)
+                        .map(|&c| c as f64 / r.samples as f64)
+                }),
             );
         }
         out
@@ -382,6 +394,8 @@ impl SummaryTable {
         out.push('\n');
         let (h, r) = self.ratio_cells();
         out.push_str(&align(&h, &r));
+        out.push_str(RATE_NOTE);
+        out.push('\n');
         out
     }
 }
@@ -452,6 +466,17 @@ mod tests {
                 stats(SHIELDED, 151.0, 40.0, vec![2, 0]),
             ],
         }
+    }
+
+    #[test]
+    fn over_threshold_ratios_compare_rates_not_counts() {
+        let mut t = table();
+        // Unshielded kept half the samples: 57 of 500 is 57× shielded's 2 of 1000.
+        t.rows[1].samples = 500;
+        let r = t.ratios();
+        assert_eq!(r[2].unshielded_over_shielded, Ratio::Value(57.0));
+        t.rows[2].samples = 0;
+        assert_eq!(t.ratios()[2].unshielded_over_shielded, Ratio::Undefined);
     }
 
     #[test]
@@ -528,7 +553,8 @@ mod tests {
         // Ratio table follows after a blank line.
         assert_eq!(lines[5], "");
         assert!(lines[6].starts_with("ratio"));
-        let rat: Vec<&str> = lines[6..].to_vec();
+        let rat: Vec<&str> = lines[6..lines.len() - 1].to_vec();
+        assert_eq!(lines[lines.len() - 1], RATE_NOTE);
         let end = w(rat[0]);
         for l in &rat {
             assert_eq!(w(l), end, "{l:?}\n{text}");
