@@ -855,10 +855,7 @@ impl Fixture {
         let isolated = sys
             .read_cpulist("sys/fs/cgroup/cpuset.cpus.isolated")
             .unwrap_or_default();
-        let bits = procfs::present_cpus(sys)
-            .map_err(|e| e.source)?
-            .last()
-            .map_or(1, |c| c + 1);
+        let bits = mask_bits(sys)?;
         let readable = match requested.difference(&isolated) {
             r if r.is_empty() => requested.clone(),
             r => r,
@@ -896,21 +893,11 @@ impl Fixture {
         if !up {
             self.break_irq_affinities(sys, &online)?;
         } else {
-            let ncpus = procfs::present_cpus(sys)
-                .map_err(|e| e.source)?
-                .last()
-                .map_or(1, |c| c + 1);
+            let ncpus = mask_bits(sys)?;
             for irq in &self.config.respread_on_online {
                 let dir = format!("proc/irq/{irq}");
                 if sys.exists(&format!("{dir}/smp_affinity_list")) {
-                    fs::write(
-                        sys.path(&format!("{dir}/smp_affinity_list")),
-                        format!("{online}\n"),
-                    )?;
-                    fs::write(
-                        sys.path(&format!("{dir}/smp_affinity")),
-                        format!("{}\n", online.to_mask(ncpus)),
-                    )?;
+                    store_irq_affinity(sys, &dir, &online, ncpus)?;
                 }
             }
         }
@@ -923,10 +910,7 @@ impl Fixture {
     }
 
     fn break_irq_affinities(&self, sys: &Sys, online: &CpuSet) -> io::Result<()> {
-        let ncpus = procfs::present_cpus(sys)
-            .map_err(|e| e.source)?
-            .last()
-            .map_or(1, |c| c + 1);
+        let ncpus = mask_bits(sys)?;
         for n in sys.list("proc/irq").unwrap_or_default() {
             let dir = format!("proc/irq/{n}");
             let Ok(aff) = sys.read_cpulist(&format!("{dir}/smp_affinity_list")) else {
@@ -934,14 +918,7 @@ impl Fixture {
             };
             let managed = self.refused(&format!("{dir}/smp_affinity_list")).is_some();
             let aff = if !aff.intersects(online) && !managed {
-                fs::write(
-                    sys.path(&format!("{dir}/smp_affinity_list")),
-                    format!("{online}\n"),
-                )?;
-                fs::write(
-                    sys.path(&format!("{dir}/smp_affinity")),
-                    format!("{}\n", online.to_mask(ncpus)),
-                )?;
+                store_irq_affinity(sys, &dir, online, ncpus)?;
                 online.clone()
             } else {
                 aff
@@ -972,18 +949,8 @@ impl Fixture {
         if !cpus.intersects(&online) {
             return Err(errno(libc::EINVAL));
         }
-        let ncpus = procfs::present_cpus(sys)
-            .map_err(|e| e.source)?
-            .last()
-            .map_or(1, |c| c + 1);
-        fs::write(
-            sys.path(&format!("{dir}/smp_affinity_list")),
-            format!("{cpus}\n"),
-        )?;
-        fs::write(
-            sys.path(&format!("{dir}/smp_affinity")),
-            format!("{}\n", cpus.to_mask(ncpus)),
-        )?;
+        let ncpus = mask_bits(sys)?;
+        store_irq_affinity(sys, dir, &cpus, ncpus)?;
         let irq: u32 = dir
             .trim_start_matches("proc/irq/")
             .parse()
@@ -1000,6 +967,26 @@ impl Fixture {
 /// The CPU of `sys/devices/system/cpu/cpuN`.
 fn cpu_of_dir(dir: &str) -> Option<u32> {
     dir.strip_prefix("sys/devices/system/cpu/cpu")?.parse().ok()
+}
+
+/// Bits in a hex CPU mask: up to the last present CPU (the kernel's nr_cpu_ids).
+fn mask_bits(sys: &Sys) -> io::Result<u32> {
+    Ok(procfs::present_cpus(sys)
+        .map_err(|e| e.source)?
+        .last()
+        .map_or(1, |c| c + 1))
+}
+
+/// Stores an IRQ's affinity in both of its forms, as the kernel shows it.
+fn store_irq_affinity(sys: &Sys, dir: &str, cpus: &CpuSet, bits: u32) -> io::Result<()> {
+    fs::write(
+        sys.path(&format!("{dir}/smp_affinity_list")),
+        format!("{cpus}\n"),
+    )?;
+    fs::write(
+        sys.path(&format!("{dir}/smp_affinity")),
+        format!("{}\n", cpus.to_mask(bits)),
+    )
 }
 
 fn parent_rel(rel: &str) -> &str {
