@@ -9,13 +9,13 @@ use super::table::SummaryTable;
 
 /// The note shown when the machine is virtualised.
 pub const VIRTUALISED_NOTE: &str = "On virtual machines a single max sample is driven by \
-the hypervisor and swings by 100× between runs; compare p99.9 and over-threshold counts.";
+the hypervisor and swings by 100× between runs; compare p99.9 and over-threshold rates.";
 
 /// The note shown when it is unknown whether the machine is virtualised.
 pub const VIRTUALISATION_UNKNOWN_NOTE: &str = "Whether this machine is virtualised \
 could not be told (no hypervisor flag, DMI or hypervisor node). If it is a virtual \
 machine, a single max sample is driven by the hypervisor and swings by 100× between \
-runs; compare p99.9 and over-threshold counts.";
+runs; compare p99.9 and over-threshold rates.";
 
 /// Everything the page shows.
 #[derive(Debug, Clone, Default)]
