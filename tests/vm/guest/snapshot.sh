@@ -39,6 +39,11 @@ function one(t,   line, f, name, tgid, ppid, cpus, st, cg, rest, n, a) {
         if (line ~ /^0::/ || line ~ /:cpuset:/) cg = cg (cg == "" ? "" : ";") line
     }
     close(f)
+    # Until cgroup2 is first mounted the kernel prints no "0::" line, and
+    # after that it always does (KERNEL-NOTES 31): every task is in the
+    # root of the default hierarchy either way.
+    if (cg !~ /(^|;)0::/) cg = cg (cg == "" ? "" : ";") "0::/"
+
     n = split(t, a, "/")
     # irq/N-* threads follow their IRQ effective affinity, which the kernel
     # changes only at the next interrupt: compare the IRQ, not the thread.
