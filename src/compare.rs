@@ -1094,25 +1094,7 @@ mod tests {
 
     #[test]
     fn results_json_shape() {
-        let phases = vec![record(Phase::Idle, 2000, &[0, 9])];
-        let summary = assemble(&phases, &[2.0]);
-        let r = Results {
-            schema_version: SCHEMA_VERSION,
-            tool: crate::measure::report::Tool {
-                name: "cpushield",
-                version: "0",
-            },
-            started_unix_s: 0.0,
-            interrupted: false,
-            options: opts("2"),
-            housekeeping: cpus("0-1"),
-            load_driver: "builtin".into(),
-            machine: Machine::read(&Sys::at("/nonexistent-root")),
-            virtualised_note: Some(report::html::VIRTUALISED_NOTE),
-            phases,
-            ratios: summary.ratios(),
-            summary,
-        };
+        let r = full_results(None, true);
         let v = serde_json::to_value(&r).unwrap();
         for key in [
             "schema_version",
