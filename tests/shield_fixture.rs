@@ -16,6 +16,18 @@ fn json(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
 }
 
+/// Runs `off` and checks it succeeds and that the tree, as `snapshot`
+/// reads it, is again `before`.
+fn off_restores(
+    root: &std::path::Path,
+    before: &std::collections::BTreeMap<String, String>,
+    snapshot: fn(&std::path::Path) -> std::collections::BTreeMap<String, String>,
+) {
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(diff(before, &snapshot(root)), Vec::<String>::new());
+}
+
 fn on_off_restores_exactly(layout: CgroupLayout, config: FixtureConfig) {
     let dir = tempfile::tempdir().unwrap();
     let sys = standard(dir.path(), layout, config);
@@ -140,9 +152,7 @@ fn v1_on_off_restores_exactly() {
         (kthreadd.cgroup.as_str(), kthreadd.cpus_allowed.clone()),
         ("/", cpus("0-1"))
     );
-    let o = cpushield(dir.path(), &["off"]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+    off_restores(dir.path(), &before, tree);
 }
 
 #[test]
@@ -434,12 +444,7 @@ fn hotplug_restart_takes_each_cpu_offline_and_online_before_the_partition() {
         sys.read_cpulist("proc/irq/24/smp_affinity_list").unwrap(),
         cpus("0-1")
     );
-    let o = cpushield(dir.path(), &["off"]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(
-        diff(&before, &tree_without_effective(dir.path())),
-        Vec::<String>::new()
-    );
+    off_restores(dir.path(), &before, tree_without_effective);
 }
 
 #[test]
@@ -597,12 +602,7 @@ fn hotplug_restart_moves_irqs_a_driver_spread_again_when_the_cpus_came_back() {
         .as_array()
         .unwrap()
         .contains(&serde_json::json!(25)));
-    let o = cpushield(dir.path(), &["off"]);
-    assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(
-        diff(&before, &tree_without_effective(dir.path())),
-        Vec::<String>::new()
-    );
+    off_restores(dir.path(), &before, tree_without_effective);
 }
 
 /// 6.12 reads the workqueue mask without the partition's CPUs. With more
