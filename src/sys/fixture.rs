@@ -269,7 +269,14 @@ impl Fixture {
             _ if rel == WQ_MASK && self.config.workqueue_excludes_isolated => {
                 let requested = CpuSet::parse_mask(data).map_err(|_| err(errno(libc::EINVAL)))?;
                 fs::write(sys.path(WQ_REQUESTED), format!("{}\n", data.trim())).map_err(err)?;
-                self.refresh_workqueue_mask(sys, &requested).map_err(err)
+                // The isolated CPUs as the root cgroup shows them, wherever
+                // cgroup2 is mounted (none when it is not).
+                let isolated = self
+                    .mount_of(sys, Hierarchy::Unified)
+                    .and_then(|m| sys.read_cpulist(&format!("{m}/cpuset.cpus.isolated")).ok())
+                    .unwrap_or_default();
+                self.refresh_workqueue_mask(sys, &requested, &isolated)
+                    .map_err(err)
             }
             "online" if cpu_of_dir(dir).is_some() => self
                 .write_cpu_online(sys, rel, cpu_of_dir(dir).unwrap_or(0), data.trim())
@@ -843,7 +850,7 @@ impl Fixture {
             }
             if self.config.workqueue_excludes_isolated {
                 if let Ok(requested) = sys.read_cpumask(WQ_REQUESTED) {
-                    let _ = self.refresh_workqueue_mask(sys, &requested);
+                    let _ = self.refresh_workqueue_mask(sys, &requested, &isolated);
                 }
             }
         }
@@ -851,12 +858,14 @@ impl Fixture {
 
     /// 6.12: the readable workqueue mask is the requested one without the
     /// isolated partitions' CPUs (KERNEL-NOTES 15).
-    fn refresh_workqueue_mask(&self, sys: &Sys, requested: &CpuSet) -> io::Result<()> {
-        let isolated = sys
-            .read_cpulist("sys/fs/cgroup/cpuset.cpus.isolated")
-            .unwrap_or_default();
+    fn refresh_workqueue_mask(
+        &self,
+        sys: &Sys,
+        requested: &CpuSet,
+        isolated: &CpuSet,
+    ) -> io::Result<()> {
         let bits = mask_bits(sys)?;
-        let readable = match requested.difference(&isolated) {
+        let readable = match requested.difference(isolated) {
             r if r.is_empty() => requested.clone(),
             r => r,
         };
