@@ -18,6 +18,9 @@
 #   --separate              one boot per scenario (default)
 #   --timeout SEC           limit per boot (default 120 s + 90 s per scenario)
 #   --append ARGS           extra kernel command line (e.g. isolcpus=3)
+#   --tcg single|multi      QEMU's TCG threading (default single: with one
+#                           host thread per vCPU, 6.12 guests oopsed on int3
+#                           while patching jump labels, most on busy hosts)
 #   --verbose               stream the guest console
 #   --export DIR            also copy the files scenarios export (reports,
 #                           plots) to DIR/<kernel>/<scenario>/ (they are
@@ -26,15 +29,17 @@
 #   --list                  list the scenarios
 # SCENARIO: a name or prefix under tests/vm/scenarios (e.g. 01, 04-undo) or
 # tests/vm/probes (kernel-facts: raw kernel behaviour, printed as notes).
+# A guest that crashes (an oops of the emulated kernel) or dies before a
+# scenario starts is booted again, up to 3 boots; the summary says so.
 # Exit status: 0 all passed (or skipped), 1 a scenario failed, 3 a boot
-# failure (the guest died before a scenario started, twice), 2 usage/set-up.
+# failure (the guest died before a scenario started, 3 times), 2 usage/set-up.
 set -euo pipefail
 . "$(dirname "$0")/lib/common.sh"
 . "$VM_DIR/lib/fetch.sh"
 . "$VM_DIR/lib/initramfs.sh"
 
 KERNELS=""; CPUS=4; MEM=1024; BINARY=""; BUILD=1; SHELL_MODE=0; BATCH=0
-TIMEOUT=""; APPEND=""; VERBOSE=0; SCENARIOS=(); EXPORT_TO=""
+TIMEOUT=""; APPEND=""; VERBOSE=0; TCG_THREAD=${VM_TCG:-single}; ATTEMPTS=3; SCENARIOS=(); EXPORT_TO=""
 while [ $# -gt 0 ]; do
     case $1 in
         --kernel) KERNELS=$2; shift ;;
@@ -47,6 +52,7 @@ while [ $# -gt 0 ]; do
         --separate) BATCH=0 ;;
         --timeout) TIMEOUT=$2; shift ;;
         --append) APPEND=$2; shift ;;
+        --tcg) TCG_THREAD=$2; shift ;;
         --verbose|-v) VERBOSE=1 ;;
         --export) EXPORT_TO=$2; shift ;;
         --refresh) export VM_REFRESH=1 ;;
@@ -64,6 +70,7 @@ if [ -z "$KERNELS" ]; then
 fi
 [ "$KERNELS" = all ] && KERNELS="6.1,6.12"
 KERNELS=${KERNELS//,/ }
+case $TCG_THREAD in single|multi) ;; *) die "--tcg takes single or multi, not '$TCG_THREAD'" ;; esac
 
 need_cmd qemu-system-x86_64 busybox dpkg apt-get xz timeout
 mkdir -p "$CACHE_DIR" "$WORK_DIR"
@@ -140,7 +147,7 @@ boot() {
     [ -n "$scen" ] && cmdline="$cmdline cpushield.scenarios=$scen"
     [ "$SHELL_MODE" = 1 ] && cmdline="$cmdline cpushield.shell=1"
     [ -n "$APPEND" ] && cmdline="$cmdline $APPEND"
-    local qemu=(qemu-system-x86_64 -accel tcg,thread=multi -cpu max,-cx16
+    local qemu=(qemu-system-x86_64 -accel "tcg,thread=$TCG_THREAD" -cpu max,-cx16
         -smp "$cpus" -m "$MEM" -nographic -no-reboot -vga none
         -kernel "$kdir/vmlinuz" -initrd "$initrd" -append "$cmdline"
         -drive "file=$disk,if=none,id=d0,format=raw,cache=unsafe"
@@ -201,7 +208,7 @@ NOTES=$RUN_DIR/notes.txt
 status=0
 for i in "${!BOOT_K[@]}"; do
     k=${BOOT_K[$i]}; kdir=${KDIR[$k]}; todo=${BOOT_SCEN[$i]}
-    for attempt in 1 2; do
+    for attempt in $(seq 1 $ATTEMPTS); do
         tag=${todo%%,*}; [ "$todo" != "$tag" ] && tag="$tag+"
         logf=$RUN_DIR/$k-$tag-try$attempt.log
         log "boot $k ($(cat "$kdir/release")), ${BOOT_CPUS[$i]} vCPUs, cgroup ${BOOT_CG[$i]}: $todo"
@@ -226,17 +233,17 @@ for i in "${!BOOT_K[@]}"; do
                 if [ -n "$oops" ]; then
                     why="the guest kernel crashed during the scenario: ${oops#*] }"
                     # a crash of the emulated kernel (TCG flakes happen, see
-                    # TESTBED.md): retried once in a fresh boot, and said so
-                    if [ $attempt = 1 ]; then
-                        CRASHED[$s]="$why ($logf)"
+                    # TESTBED.md): retried in a fresh boot, and said so
+                    if [ $attempt -lt $ATTEMPTS ]; then
+                        CRASHED[$s]="${CRASHED[$s]:+${CRASHED[$s]}; }$why ($logf)"
                         retry="$retry,$s"
-                        log "$k $s: $why; retrying once in a fresh boot"
+                        log "$k $s: $why; retrying in a fresh boot"
                         continue
                     fi
                 fi
                 r="FAIL $s ($why)"
             fi
-            [ -n "${CRASHED[$s]:-}" ] && r="$r [first try: ${CRASHED[$s]}]"
+            [ -n "${CRASHED[$s]:-}" ] && r="$r [earlier tries: ${CRASHED[$s]}]"
             printf '%-5s %-22s %s\n' "$k" "$s" "$r" | tee -a "$SUMMARY"
             case $r in
                 PASS*|SKIP*) ;;
@@ -249,13 +256,13 @@ for i in "${!BOOT_K[@]}"; do
         log "boot took ${secs}s (qemu exit $qrc)"
         retry=${retry#,}
         [ -z "$retry" ] && break
-        if [ $attempt = 1 ]; then
-            log "retrying once in a fresh boot: $retry"
+        if [ $attempt -lt $ATTEMPTS ]; then
+            log "retrying in a fresh boot: $retry"
             echo "---- tail of $logf:"; tail -n 15 "$logf" | sed 's/^/  /'
             todo=$retry
         else
             for s in ${retry//,/ }; do
-                printf '%-5s %-22s %s\n' "$k" "$s" "BOOT FAILURE (the guest died before the scenario started, twice; see $logf)" | tee -a "$SUMMARY"
+                printf '%-5s %-22s %s\n' "$k" "$s" "BOOT FAILURE (the guest died before the scenario started, $ATTEMPTS times; see $logf)" | tee -a "$SUMMARY"
             done
             echo "---- tail of $logf:"; tail -n 30 "$logf" | sed 's/^/  /'
             [ $status = 0 ] && status=3
