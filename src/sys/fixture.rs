@@ -106,6 +106,9 @@ struct Cache {
     /// Contents of cgroup files (`cpuset.cpus`, `cpuset.mems`,
     /// `cpuset.cpus.effective`) by path; dropped by any cgroup change.
     cgroup_files: HashMap<String, String>,
+    /// tid → its `/proc/PID/task/TID/cgroup`: only a cgroup move through
+    /// the fixture changes it, and that move updates the entry.
+    task_cgroup: HashMap<i32, String>,
 }
 
 fn errno(n: i32) -> io::Error {
@@ -212,9 +215,7 @@ impl Fixture {
     fn has_tasks(&self, sys: &Sys, hierarchy: Hierarchy, cg: &str) -> io::Result<bool> {
         for pid in procfs::list_pids(sys).map_err(|e| e.source)? {
             for tid in procfs::list_tids(sys, pid).map_err(|e| e.source)? {
-                let Ok(text) =
-                    fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/cgroup")))
-                else {
+                let Ok(text) = self.task_cgroup(sys, pid, tid) else {
                     continue;
                 };
                 if procfs::parse_cgroup(&text, hierarchy).as_deref() == Some(cg) {
@@ -352,18 +353,20 @@ impl Fixture {
         Ok(())
     }
 
+    /// `sched_getaffinity`: the thread's mask without offline CPUs (the
+    /// kernel masks it with the active CPUs; `status` shows it whole).
     pub(super) fn affinity(&self, sys: &Sys, tid: i32) -> Result<CpuSet> {
-        let pid = self.pid_of(sys, tid).ok_or_else(|| {
-            SysError::new(
-                "get affinity of",
-                format!("task {tid}"),
-                None,
-                errno(libc::ESRCH),
-            )
-        })?;
-        let rel = format!("proc/{pid}/task/{tid}/status");
-        let text = sys.read(&rel)?;
-        Ok(procfs::parse_status_cpus(&text).unwrap_or_default())
+        self.on_task(sys, tid, |pid| {
+            fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/status")))
+        })
+        .map(|text| {
+            let mask = procfs::parse_status_cpus(&text).unwrap_or_default();
+            match procfs::online_cpus(sys) {
+                Ok(online) => mask.intersection(&online),
+                Err(_) => mask,
+            }
+        })
+        .map_err(|e| SysError::new("get affinity of", format!("task {tid}"), None, e))
     }
 
     pub(super) fn set_affinity(&self, sys: &Sys, tid: i32, cpus: &CpuSet) -> Result<()> {
@@ -376,19 +379,19 @@ impl Fixture {
             )
         };
         self.count_write();
-        let pid = self
-            .pid_of(sys, tid)
-            .ok_or_else(|| err(errno(libc::ESRCH)))?;
-        let (_, flags) = self.stat_of(sys, pid, tid).map_err(err)?;
-        if flags & PF_NO_SETAFFINITY != 0 {
-            return Err(err(errno(libc::EINVAL)));
-        }
-        let allowed = self.cpuset_cpus_of_task(sys, pid, tid);
-        let effective = cpus.intersection(&allowed);
-        if effective.is_empty() {
-            return Err(err(errno(libc::EINVAL)));
-        }
-        self.store_affinity(sys, pid, tid, &effective).map_err(err)
+        self.on_task(sys, tid, |pid| {
+            let (_, flags) = self.stat_of(sys, pid, tid)?;
+            if flags & PF_NO_SETAFFINITY != 0 {
+                return Err(errno(libc::EINVAL));
+            }
+            let allowed = self.cpuset_cpus_of_task(sys, pid, tid)?;
+            let effective = cpus.intersection(&allowed);
+            if effective.is_empty() {
+                return Err(errno(libc::EINVAL));
+            }
+            self.store_affinity(sys, pid, tid, &effective)
+        })
+        .map_err(err)
     }
 
     fn store_affinity(&self, sys: &Sys, pid: i32, tid: i32, cpus: &CpuSet) -> io::Result<()> {
@@ -437,12 +440,13 @@ impl Fixture {
         Ok(())
     }
 
+    /// The process a thread belongs to, from an index of the tree (built on
+    /// a miss). A hit is not checked against the tree: callers go through
+    /// [`Fixture::on_task`], which looks again when the thread is gone.
     fn pid_of(&self, sys: &Sys, tid: i32) -> Option<i32> {
         let mut index = self.tid_index.lock().expect("tid index lock");
         if let Some(pid) = index.get(&tid) {
-            if sys.path(&format!("proc/{pid}/task/{tid}")).is_dir() {
-                return Some(*pid);
-            }
+            return Some(*pid);
         }
         if sys.path(&format!("proc/{tid}/task/{tid}")).is_dir() {
             return Some(tid);
@@ -454,6 +458,53 @@ impl Fixture {
             }
         }
         index.get(&tid).copied()
+    }
+
+    /// Runs `call` with the process of thread `tid`. When the thread's files
+    /// are gone (it exited, or the index is stale), forgets what the index
+    /// and caches knew of it and tries once more with a fresh lookup;
+    /// ESRCH when there is no such thread.
+    fn on_task<T>(
+        &self,
+        sys: &Sys,
+        tid: i32,
+        call: impl Fn(i32) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let gone = |e: &io::Error| e.kind() == io::ErrorKind::NotFound;
+        let pid = self.pid_of(sys, tid).ok_or_else(|| errno(libc::ESRCH))?;
+        match call(pid) {
+            Err(e) if gone(&e) => {
+                self.tid_index.lock().expect("tid index lock").remove(&tid);
+                self.cache
+                    .lock()
+                    .expect("fixture cache lock")
+                    .task_cgroup
+                    .remove(&tid);
+                let pid = self.pid_of(sys, tid).ok_or_else(|| errno(libc::ESRCH))?;
+                call(pid).map_err(|e| if gone(&e) { errno(libc::ESRCH) } else { e })
+            }
+            other => other,
+        }
+    }
+
+    /// A thread's `/proc/PID/task/TID/cgroup` (cached, see [`Cache`]).
+    fn task_cgroup(&self, sys: &Sys, pid: i32, tid: i32) -> io::Result<String> {
+        if let Some(hit) = self
+            .cache
+            .lock()
+            .expect("fixture cache lock")
+            .task_cgroup
+            .get(&tid)
+        {
+            return Ok(hit.clone());
+        }
+        let text = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/cgroup")))?;
+        self.cache
+            .lock()
+            .expect("fixture cache lock")
+            .task_cgroup
+            .insert(tid, text.clone());
+        Ok(text)
     }
 
     /// The fixture's mount table (read once; only [`Fixture::mount_cgroup2`]
@@ -580,10 +631,8 @@ impl Fixture {
     }
 
     /// The CPUs the task's cpuset allows (online CPUs when it has none).
-    fn cpuset_cpus_of_task(&self, sys: &Sys, pid: i32, tid: i32) -> CpuSet {
-        let text = sys
-            .read(&format!("proc/{pid}/task/{tid}/cgroup"))
-            .unwrap_or_default();
+    fn cpuset_cpus_of_task(&self, sys: &Sys, pid: i32, tid: i32) -> io::Result<CpuSet> {
+        let text = self.task_cgroup(sys, pid, tid)?;
         for h in [Hierarchy::CpusetV1, Hierarchy::Unified] {
             let (Some(cg), Some(mount)) = (procfs::parse_cgroup(&text, h), self.mount_of(sys, h))
             else {
@@ -596,11 +645,11 @@ impl Fixture {
             };
             if let Ok(set) = self.cgroup_cpus(sys, &format!("{dir}/{file}")) {
                 if !set.is_empty() {
-                    return set;
+                    return Ok(set);
                 }
             }
         }
-        procfs::online_cpus(sys).unwrap_or_default()
+        Ok(procfs::online_cpus(sys).unwrap_or_default())
     }
 
     fn move_task(&self, sys: &Sys, dir: &str, file: &str, data: &str) -> io::Result<()> {
@@ -608,7 +657,23 @@ impl Fixture {
         let (hierarchy, cg) = self
             .cgroup_of_dir(sys, dir)
             .ok_or_else(|| errno(libc::EINVAL))?;
-        let pid = self.pid_of(sys, id).ok_or_else(|| errno(libc::ESRCH))?;
+        self.on_task(sys, id, |pid| {
+            self.move_task_of(sys, pid, id, file, &cg, hierarchy, dir)
+        })
+    }
+
+    /// [`Fixture::move_task`] once the process `pid` of task `id` is known.
+    #[allow(clippy::too_many_arguments)]
+    fn move_task_of(
+        &self,
+        sys: &Sys,
+        pid: i32,
+        id: i32,
+        file: &str,
+        cg: &str,
+        hierarchy: Hierarchy,
+        dir: &str,
+    ) -> io::Result<()> {
         let tids = if file == "cgroup.procs" {
             procfs::list_tids(sys, pid).map_err(|e| e.source)?
         } else {
@@ -640,7 +705,7 @@ impl Fixture {
         };
         for tid in tids {
             let rel = format!("proc/{pid}/task/{tid}/cgroup");
-            let text = fs::read_to_string(sys.path(&rel))?;
+            let text = self.task_cgroup(sys, pid, tid)?;
             let updated: Vec<String> = text
                 .lines()
                 .map(|l| {
@@ -659,6 +724,11 @@ impl Fixture {
                 .collect();
             let body = updated.join("\n") + "\n";
             fs::write(sys.path(&rel), &body)?;
+            self.cache
+                .lock()
+                .expect("fixture cache lock")
+                .task_cgroup
+                .insert(tid, body.clone());
             if tid == pid {
                 fs::write(sys.path(&format!("proc/{pid}/cgroup")), &body)?;
             }

@@ -137,7 +137,30 @@ pub fn list_tids(sys: &Sys, pid: i32) -> Result<Vec<i32>> {
 
 /// Reads one thread. `Ok(None)` when it exited while being read.
 pub fn read_thread(sys: &Sys, pid: i32, tid: i32, hierarchy: Hierarchy) -> Result<Option<Thread>> {
-    read_thread_with(sys, pid, tid, hierarchy, None)
+    read_thread_with(sys, pid, tid, hierarchy, None, AffinitySource::of(sys))
+}
+
+/// Where a thread's affinity is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AffinitySource {
+    /// `sched_getaffinity`: one syscall, where `status` makes the kernel
+    /// format some 60 lines (at 10,000 threads, most of a snapshot's time).
+    Syscall,
+    /// `Cpus_allowed_list` of `status`: the mask as the task holds it.
+    Status,
+}
+
+impl AffinitySource {
+    /// The syscall reports the mask without inactive CPUs, `status` with
+    /// them; they agree when every CPU that can exist is online, else
+    /// `status` keeps what a later restore must give back.
+    fn of(sys: &Sys) -> AffinitySource {
+        let possible = sys.read_cpulist("sys/devices/system/cpu/possible");
+        match (possible, online_cpus(sys)) {
+            (Ok(possible), Ok(online)) if possible == online => AffinitySource::Syscall,
+            _ => AffinitySource::Status,
+        }
+    }
 }
 
 /// Reads one thread; with `known` (name and flags read before), its `stat`
@@ -148,27 +171,10 @@ fn read_thread_with(
     tid: i32,
     hierarchy: Hierarchy,
     known: Option<(&str, u64)>,
+    source: AffinitySource,
 ) -> Result<Option<Thread>> {
     let dir = format!("proc/{pid}/task/{tid}");
     let gone = |e: &SysError| e.kind == ErrorKind::NotFound;
-    let stat = match known {
-        Some(_) => String::new(),
-        None => match sys.read(&format!("{dir}/stat")) {
-            Ok(s) => s,
-            Err(e) if gone(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        },
-    };
-    let status = match sys.read(&format!("{dir}/status")) {
-        Ok(s) => s,
-        Err(e) if gone(&e) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let cgroup = match sys.read(&format!("{dir}/cgroup")) {
-        Ok(s) => parse_cgroup(&s, hierarchy).unwrap_or_else(|| "/".into()),
-        Err(e) if gone(&e) => return Ok(None),
-        Err(e) => return Err(e),
-    };
     let bad = |what: &str, text: &str| {
         SysError::new(
             "parse",
@@ -179,9 +185,29 @@ fn read_thread_with(
     };
     let (name, flags) = match known {
         Some((name, flags)) => (name.to_string(), flags),
-        None => parse_stat(&stat).ok_or_else(|| bad("stat", &stat))?,
+        None => match sys.read(&format!("{dir}/stat")) {
+            Ok(stat) => parse_stat(&stat).ok_or_else(|| bad("stat", &stat))?,
+            Err(e) if gone(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        },
     };
-    let cpus_allowed = parse_status_cpus(&status).ok_or_else(|| bad("status", &status))?;
+    let cpus_allowed = match source {
+        AffinitySource::Syscall => match sys.affinity(tid) {
+            Ok(cpus) => cpus,
+            Err(e) if gone(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        },
+        AffinitySource::Status => match sys.read(&format!("{dir}/status")) {
+            Ok(text) => parse_status_cpus(&text).ok_or_else(|| bad("status", &text))?,
+            Err(e) if gone(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        },
+    };
+    let cgroup = match sys.read(&format!("{dir}/cgroup")) {
+        Ok(s) => parse_cgroup(&s, hierarchy).unwrap_or_else(|| "/".into()),
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
     Ok(Some(Thread {
         pid,
         tid,
@@ -203,6 +229,7 @@ pub fn read_all_threads(sys: &Sys, hierarchy: Hierarchy) -> Result<Vec<Thread>> 
 /// reused by a new thread within one `on` would need pid_max forks).
 pub fn reread_threads(sys: &Sys, hierarchy: Hierarchy, before: &[Thread]) -> Result<Vec<Thread>> {
     let known: HashMap<i32, &Thread> = before.iter().map(|t| (t.tid, t)).collect();
+    let source = AffinitySource::of(sys);
     let pids = list_pids(sys)?;
     let read_pids = |pids: &[i32]| -> Result<Vec<Thread>> {
         let mut out = Vec::new();
@@ -212,7 +239,7 @@ pub fn reread_threads(sys: &Sys, hierarchy: Hierarchy, before: &[Thread]) -> Res
                     .get(&tid)
                     .filter(|t| t.pid == pid)
                     .map(|t| (t.name.as_str(), t.flags));
-                if let Some(t) = read_thread_with(sys, pid, tid, hierarchy, k)? {
+                if let Some(t) = read_thread_with(sys, pid, tid, hierarchy, k, source)? {
                     out.push(t);
                 }
             }
@@ -395,6 +422,44 @@ mod tests {
         assert_eq!(kthread_kind("kworker/R-rcu_g"), "kworker/R");
         assert_eq!(kthread_kind("kworker/u8:2-events_unbound"), "kworker/u");
         assert_eq!(kthread_kind("migration/0"), "migration");
+    }
+
+    #[test]
+    fn affinity_comes_from_status_while_a_cpu_is_offline() {
+        use crate::sys::fixture::{add_process, FixtureBuilder, FixtureTask};
+        let tmp = tempfile::tempdir().unwrap();
+        let task = FixtureTask {
+            name: "t".into(),
+            flags: 0,
+            cpus: CpuSet::parse_list("0-3").unwrap(),
+        };
+        let all_online = FixtureBuilder::new(tmp.path().join("a"), 4)
+            .build()
+            .unwrap();
+        let one_offline = FixtureBuilder::new(tmp.path().join("b"), 4)
+            .online("0-2")
+            .build()
+            .unwrap();
+        for sys in [&all_online, &one_offline] {
+            add_process(sys, 10, std::slice::from_ref(&task)).unwrap();
+        }
+        assert_eq!(AffinitySource::of(&all_online), AffinitySource::Syscall);
+        assert_eq!(AffinitySource::of(&one_offline), AffinitySource::Status);
+        // sched_getaffinity leaves out the offline CPU; the snapshot must
+        // keep it, or off would give the thread back 0-2.
+        assert_eq!(one_offline.affinity(10).unwrap().to_string(), "0-2");
+        for sys in [&all_online, &one_offline] {
+            let t = read_thread(sys, 10, 10, Hierarchy::Unified)
+                .unwrap()
+                .unwrap();
+            assert_eq!(t.cpus_allowed.to_string(), "0-3");
+            assert_eq!(
+                read_all_threads(sys, Hierarchy::Unified).unwrap()[0]
+                    .cpus_allowed
+                    .to_string(),
+                "0-3"
+            );
+        }
     }
 
     #[test]
