@@ -100,6 +100,30 @@ fn on_off_restores_exactly(layout: CgroupLayout, config: FixtureConfig) {
     assert!(o.status.success(), "{}", text(&o));
     let after = tree(dir.path());
     assert_eq!(diff(&before, &after), Vec::<String>::new());
+    assert_took(&report, &["snapshot", "plan", "journal", "apply", "sweep"]);
+    assert_took(
+        &json(&o),
+        &["read_journal", "undo_writes", "undo_affinities"],
+    );
+}
+
+/// `took` in a report: a total in ms that covers its phases, each measured.
+fn assert_took(report: &serde_json::Value, phases: &[&str]) {
+    let took = &report["took"];
+    let total = took["total"].as_f64().unwrap_or(-1.0);
+    let parts: Vec<f64> = phases
+        .iter()
+        .map(|p| took[*p].as_f64().unwrap_or(-1.0))
+        .collect();
+    assert!(total > 0.0, "took.total in ms: {took}");
+    assert!(
+        parts.iter().all(|ms| *ms > 0.0),
+        "every phase measured: {took}"
+    );
+    assert!(
+        parts.iter().sum::<f64>() <= total + 0.01,
+        "phases within the total: {took}"
+    );
 }
 
 #[test]

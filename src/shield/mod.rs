@@ -130,6 +130,9 @@ pub struct OnReport {
     /// The plan, with `--dry-run`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<Step>>,
+    /// How long it took, by phase (filled in by [`on`]).
+    #[serde(default)]
+    pub took: Timings,
 }
 
 fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
@@ -150,27 +153,54 @@ fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
 }
 
 /// Wall-clock time spent in each phase of [`on_timed`] and [`off_timed`]:
-/// what the scale benchmark prints. Never shown to users.
-#[derive(Debug, Default, Clone)]
+/// what `on` and `off` report as `took`, and the scale benchmark prints.
+/// In JSON, milliseconds.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Timings {
+    /// The whole command.
+    #[serde(with = "millis")]
+    pub total: Duration,
     /// Reading the snapshot (tasks, IRQs, cgroups) before planning.
+    #[serde(with = "millis")]
     pub snapshot: Duration,
     /// Planning (pure).
+    #[serde(with = "millis")]
     pub plan: Duration,
     /// Writing journal segments and the state record (fsync included).
+    #[serde(with = "millis")]
     pub journal: Duration,
     /// Journal segments written.
     pub segments: usize,
     /// Making the planned changes and reading them back (journal excluded).
+    #[serde(with = "millis")]
     pub apply: Duration,
     /// The sweep for tasks forked meanwhile: snapshot, plan, apply (journal excluded).
+    #[serde(with = "millis")]
     pub sweep: Duration,
     /// Reading the journal back for undo.
+    #[serde(with = "millis")]
     pub read_journal: Duration,
     /// Undo of writes, cgroups and cgroup moves, in reverse.
+    #[serde(with = "millis")]
     pub undo_writes: Duration,
     /// Undo of thread affinities.
+    #[serde(with = "millis")]
     pub undo_affinities: Duration,
+}
+
+/// Durations as milliseconds (fractional) in JSON.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64((d.as_secs_f64() * 1e6).round() / 1e3)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let ms = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(ms / 1e3).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Shields `req.cpus`. A shield already in place is undone first (after the
@@ -182,11 +212,27 @@ pub fn on(
     dry_run: bool,
     stop: &AtomicBool,
 ) -> Result<OnReport, ShieldError> {
-    on_timed(sys, req, dry_run, stop, &mut Timings::default())
+    let mut timings = Timings::default();
+    let mut report = on_timed(sys, req, dry_run, stop, &mut timings)?;
+    report.took = timings;
+    Ok(report)
 }
 
 /// [`on`], adding the time of each phase to `timings`.
 pub fn on_timed(
+    sys: &Sys,
+    req: &Request,
+    dry_run: bool,
+    stop: &AtomicBool,
+    timings: &mut Timings,
+) -> Result<OnReport, ShieldError> {
+    let started = Instant::now();
+    let report = on_phases(sys, req, dry_run, stop, timings);
+    timings.total += started.elapsed();
+    report
+}
+
+fn on_phases(
     sys: &Sys,
     req: &Request,
     dry_run: bool,
@@ -454,6 +500,7 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
         other_refused,
         notes: plan.notes.clone(),
         plan: dry_run.then(|| plan.steps.clone()),
+        took: Timings::default(),
     }
 }
 
@@ -465,6 +512,9 @@ pub struct OffReport {
     /// What undo did.
     #[serde(flatten)]
     pub undone: Undone,
+    /// How long it took, by phase (filled in by [`off`]).
+    #[serde(default)]
+    pub took: Timings,
 }
 
 fn undo_journal(sys: &Sys, timings: &mut Timings) -> Result<(Option<State>, Undone), ShieldError> {
@@ -481,11 +531,21 @@ fn undo_journal(sys: &Sys, timings: &mut Timings) -> Result<(Option<State>, Undo
 
 /// Undoes the shield exactly, also after `on` was killed at any point.
 pub fn off(sys: &Sys) -> Result<OffReport, ShieldError> {
-    off_timed(sys, &mut Timings::default())
+    let mut timings = Timings::default();
+    let mut report = off_timed(sys, &mut timings)?;
+    report.took = timings;
+    Ok(report)
 }
 
 /// [`off`], adding the time of each phase to `timings`.
 pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldError> {
+    let started = Instant::now();
+    let report = off_phases(sys, timings);
+    timings.total += started.elapsed();
+    report
+}
+
+fn off_phases(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldError> {
     require_root(sys, "off")?;
     let _lock = journal::lock(sys)?;
     if !Journal::exists(sys) {
@@ -495,6 +555,7 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
     Ok(OffReport {
         shield: state.map(|s| s.shield).unwrap_or_default(),
         undone,
+        took: Timings::default(),
     })
 }
 
