@@ -28,7 +28,7 @@ fi
 
 echo "== static cpushield for the guest"
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --quiet --release --target x86_64-unknown-linux-gnu
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield --example idle_tasks
 BIN=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/cpushield
 
 echo "== real-kernel scenarios (QEMU, software emulation)"

@@ -82,7 +82,7 @@ if [ -z "$BINARY" ]; then
     if [ $BUILD = 1 ]; then
         log "building static cpushield (cargo build --release, crt-static)"
         (cd "$REPO_DIR" && RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-            cargo build --quiet --release --target x86_64-unknown-linux-gnu) || die "cargo build failed"
+            cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield --example idle_tasks) || die "cargo build failed"
     fi
 fi
 [ -x "$BINARY" ] || die "no binary at $BINARY"

@@ -50,9 +50,10 @@ base_initramfs() {
     printf '%s\n' "$out"
 }
 
-# overlay_initramfs BINARY OUT
+# overlay_initramfs BINARY OUT: the scenarios, guest scripts and the binary;
+# also the idle_tasks example (scale scenario) when it was built beside it
 overlay_initramfs() {
-    local bin=$1 out=$2 root
+    local bin=$1 out=$2 root idle
     root=$(mktemp -d "$WORK_DIR/overlay.XXXXXX")
     mkdir -p "$root/usr/local/bin" "$root/guest" "$root/scenarios" "$root/etc"
     cp "$VM_DIR/guest/init" "$root/init"
@@ -64,6 +65,10 @@ overlay_initramfs() {
         # a stripped copy: smaller initrd (the binary keeps its debug info)
         strip -o "$root/usr/local/bin/cpushield" "$bin" 2>/dev/null || cp "$bin" "$root/usr/local/bin/cpushield"
         chmod 755 "$root/usr/local/bin/cpushield"
+        idle=$(dirname "$bin")/examples/idle_tasks
+        if [ -x "$idle" ]; then
+            strip -o "$root/usr/local/bin/idle_tasks" "$idle" 2>/dev/null || cp "$idle" "$root/usr/local/bin/idle_tasks"
+        fi
     fi
     mkcpio "$root" "$out"
     rm -rf "$root"

@@ -1,0 +1,61 @@
+#!/bin/sh
+# summary: on + off with 10,000 more threads (1000 processes x 10): every one leaves the shield and gets its CPUs back; notes the times
+# vm: cpus=4
+. /guest/lib.sh "$1"
+SH=2-3
+HK=$(cpus_minus "$(all_cpus)" $SH)
+PROCS=1000
+THREADS=10
+has_cpushield || { bad "cpushield binary in the guest"; result; }
+command -v idle_tasks >/dev/null 2>&1 || skip "no idle_tasks in the guest (cargo build --example idle_tasks)"
+
+now() { cut -d' ' -f1 /proc/uptime; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+nthreads() { ls -d /proc/[0-9]*/task/[0-9]* 2>/dev/null | wc -l; }
+# affinity_counts PIDS...: "COUNT CPULIST" per distinct Cpus_allowed_list of their threads
+affinity_counts() {
+    for p in "$@"; do echo /proc/"$p"/task/*/status; done | xargs cat 2>/dev/null |
+        awk '/^Cpus_allowed_list:/ { n[$2]++ } END { for (c in n) print n[c], c }'
+}
+
+# the same on + off with only the guest's own tasks, for comparison
+base=$(nthreads)
+t0=$(now); cs on $SH >/dev/null; rc_on=$CS_RC; t1=$(now); cs off >/dev/null; rc_off=$CS_RC; t2=$(now)
+check "baseline: on and off exit 0 with $base threads" [ "$rc_on" -eq 0 ] && [ "$rc_off" -eq 0 ]
+base_on=$(secs "$t0" "$t1"); base_off=$(secs "$t1" "$t2")
+
+old_max=$(cat /proc/sys/kernel/threads-max)
+want=$((PROCS * THREADS + base + 1000))
+[ "$old_max" -lt "$want" ] && echo "$want" >/proc/sys/kernel/threads-max
+mkfifo "$OUT/hold"
+idle_tasks $PROCS $THREADS <"$OUT/hold" >"$OUT/ready" 2>&1 &
+IDLE=$!
+exec 7>"$OUT/hold"      # idle_tasks holds its tasks while this stays open
+i=0
+while ! grep -q '^ready' "$OUT/ready" && [ $i -lt 300 ] && kill -0 $IDLE 2>/dev/null; do
+    sleep 1; i=$((i + 1))
+done
+PIDS=$(sed -n 's/^ready //p' "$OUT/ready")
+total=$(nthreads)
+info "idle_tasks started $PROCS x $THREADS threads in ${i}s; $total threads in all"
+check "$((PROCS * THREADS)) idle threads exist" [ "$(affinity_counts $PIDS | awk '{ s += $1 } END { print s + 0 }')" -eq $((PROCS * THREADS)) ]
+
+t0=$(now); CS_SHOW=20 cs on $SH; rc=$CS_RC; t1=$(now)
+check "on $SH exits 0 with $total threads" [ "$rc" -eq 0 ]
+counts=$(affinity_counts $PIDS)
+info "idle threads by Cpus_allowed_list after on: $(echo $counts)"
+# one_list COUNTS CPUS: every idle thread has the same list, equal to CPUS
+one_list() { [ "$(echo "$1" | wc -l)" -eq 1 ] && [ "${1%% *}" -eq $((PROCS * THREADS)) ] && cpus_equal "${1#* }" "$2"; }
+check "every idle thread is on the housekeeping CPUs $HK after on" one_list "$counts" "$HK"
+t2=$(now); CS_SHOW=20 cs off; rc=$CS_RC; t3=$(now)
+check "off exits 0" [ "$rc" -eq 0 ]
+counts=$(affinity_counts $PIDS)
+check "every idle thread has all CPUs $(all_cpus) again after off" one_list "$counts" "$(all_cpus)"
+note "scale: $total threads: on $(secs "$t0" "$t1") s, off $(secs "$t2" "$t3") s; with $base threads: on $base_on s, off $base_off s (TCG, /proc/uptime resolution 10 ms)"
+note "scale: cpushield's own account: on $(sed -n 's/^ *took *//p' "$OUT/cs.$((CS_N - 1)).out"); off $(sed -n 's/^ *took *//p' "$OUT/cs.$CS_N.out")"
+
+exec 7>&-
+wait $IDLE
+check "idle_tasks ended and took its processes with it" [ "$(nthreads)" -lt $((base + 100)) ]
+echo "$old_max" >/proc/sys/kernel/threads-max
+result
