@@ -7,13 +7,20 @@
 //! syscall), summed over the threads that make the calls: task changes and
 //! /proc reads are spread over the CPUs, so it can exceed the wall time.
 //!
+//! The reads that `on` makes twice (the snapshot, then the sweep for tasks
+//! forked meanwhile) are also timed on this machine's real kernel, read-only,
+//! with 10,000 idle threads of the benchmark's own: in the real-kernel guest
+//! (tests/vm scenario 12-scale) those reads are most of `on`.
+//!
 //! Run: `cargo bench --bench shield_scale` (`-- --rounds N` for more rounds).
 
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use cpushield::shield::snapshot::Snapshot;
 use cpushield::shield::{self, plan::Request, Timings};
 use cpushield::sys::fixture::{self, CgroupLayout, FixtureBuilder, FixtureConfig, FixtureTask};
+use cpushield::sys::Sys;
 use cpushield::CpuSet;
 
 const THREADS: i32 = 10_000;
@@ -38,6 +45,7 @@ fn main() {
             run(layout, round);
         }
     }
+    live_reads(rounds);
     println!("load average: {}", load_average());
 }
 
@@ -132,4 +140,49 @@ fn run(layout: CgroupLayout, round: usize) {
         ms(emu_off).trim(),
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
+}
+
+/// Times the snapshot and the re-read of every thread on the running kernel
+/// (read-only: nothing is written), with `THREADS` idle threads added.
+fn live_reads(rounds: usize) {
+    let park = std::sync::Arc::new(AtomicBool::new(false));
+    let idle: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let park = park.clone();
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    while !park.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::park();
+                    }
+                })
+                .expect("idle thread")
+        })
+        .collect();
+    let sys = Sys::live();
+    for round in 1..=rounds {
+        let t0 = Instant::now();
+        let snap = match Snapshot::read(&sys) {
+            Ok(snap) => snap,
+            Err(e) => {
+                println!("live kernel: cannot read a snapshot here ({e}); skipped");
+                break;
+            }
+        };
+        let t_snap = t0.elapsed();
+        let t1 = Instant::now();
+        let again = Snapshot::reread(&sys, &snap).expect("re-read");
+        let t_reread = t1.elapsed();
+        println!(
+            "live kernel, read-only (round {round}) {} threads: snapshot {}, re-read {}",
+            again.threads.len(),
+            ms(t_snap).trim(),
+            ms(t_reread).trim(),
+        );
+    }
+    park.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in idle {
+        t.thread().unpark();
+        t.join().expect("idle thread ends");
+    }
 }

@@ -140,7 +140,14 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
         .open(&path)
         .map_err(io_err(&path))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(flock) => Ok(Lock { _flock: flock }),
+        Ok(flock) => {
+            // The fixture's kernel emulation caches what it wrote; another
+            // cpushield may have changed the tree since.
+            if let Some(fixture) = sys.fixture() {
+                fixture.forget_caches();
+            }
+            Ok(Lock { _flock: flock })
+        }
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(JournalError::Locked(path)),
         Err((_, e)) => Err(io_err(&path)(io::Error::from_raw_os_error(e as i32))),
     }

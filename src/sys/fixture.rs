@@ -98,7 +98,9 @@ pub struct Fixture {
 /// What the emulation read before and may read again without a file
 /// operation. Only the fixture changes these files while it runs, so a
 /// cache entry stays true until the fixture itself writes (and then drops
-/// the entries that could have changed).
+/// or updates the entries that could have changed). Another process may
+/// change the tree between two commands: taking the cpushield lock drops
+/// everything ([`Fixture::forget_caches`]).
 #[derive(Debug, Default)]
 struct Cache {
     /// tid → (comm, `PF_*` flags) from `stat`: fixed for a thread's life.
@@ -485,6 +487,13 @@ impl Fixture {
             }
             other => other,
         }
+    }
+
+    /// Drops everything cached: called when a command takes the cpushield
+    /// lock, since another process may have changed the tree before.
+    pub fn forget_caches(&self) {
+        self.tid_index.lock().expect("tid index lock").clear();
+        *self.cache.lock().expect("fixture cache lock") = Cache::default();
     }
 
     /// A thread's `/proc/PID/task/TID/cgroup` (cached, see [`Cache`]).
