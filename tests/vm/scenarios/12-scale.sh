@@ -1,11 +1,11 @@
 #!/bin/sh
-# summary: on + off with 10,000 more threads (1000 processes x 10): every one leaves the shield and gets its CPUs back; notes the times
+# summary: on + off with 10,000 more threads (100 processes x 100): every one leaves the shield and gets its CPUs back; notes the times
 # vm: cpus=4
 . /guest/lib.sh "$1"
 SH=2-3
 HK=$(cpus_minus "$(all_cpus)" $SH)
-PROCS=1000
-THREADS=10
+PROCS=100
+THREADS=100
 has_cpushield || { bad "cpushield binary in the guest"; result; }
 command -v idle_tasks >/dev/null 2>&1 || skip "no idle_tasks in the guest (cargo build --example idle_tasks)"
 
