@@ -11,9 +11,13 @@ fn row(w: &mut dyn Write, key: &str, value: impl std::fmt::Display) -> Result<()
     writeln!(w, "  {key:<24} {value}")
 }
 
-/// `1.23 s (snapshot 0.40 s, apply 0.71 s)`: the total, then the phases
-/// that took at least 1 ms.
-fn phases(total: std::time::Duration, parts: &[(&str, std::time::Duration)]) -> String {
+/// The `took` row: `1.23 s (snapshot 0.40 s, apply 0.71 s)`, the total,
+/// then the phases that took at least 1 ms.
+fn took(
+    w: &mut dyn Write,
+    total: std::time::Duration,
+    parts: &[(&str, std::time::Duration)],
+) -> Result<()> {
     let secs = |d: std::time::Duration| format!("{:.2} s", d.as_secs_f64());
     let shown: Vec<String> = parts
         .iter()
@@ -21,9 +25,9 @@ fn phases(total: std::time::Duration, parts: &[(&str, std::time::Duration)]) -> 
         .map(|(name, d)| format!("{name} {}", secs(*d)))
         .collect();
     if shown.is_empty() {
-        secs(total)
+        row(w, "took", secs(total))
     } else {
-        format!("{} ({})", secs(total), shown.join(", "))
+        row(w, "took", format!("{} ({})", secs(total), shown.join(", ")))
     }
 }
 
@@ -192,19 +196,16 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
         row(w, "IRQs moved", r.irqs_moved.len())?;
     }
     let t = &r.took;
-    row(
+    took(
         w,
-        "took",
-        phases(
-            t.total,
-            &[
-                ("snapshot", t.snapshot),
-                ("apply", t.apply),
-                ("journal", t.journal),
-                ("sweep", t.sweep),
-                ("undo first", t.undo_writes + t.undo_affinities),
-            ],
-        ),
+        t.total,
+        &[
+            ("snapshot", t.snapshot),
+            ("apply", t.apply),
+            ("journal", t.journal),
+            ("sweep", t.sweep),
+            ("undo first", t.undo_writes + t.undo_affinities),
+        ],
     )?;
     row(w, "IRQs bound to shield", list(&r.irqs_to_shield))?;
     row(w, "kthreads the kernel pins", kinds(&r.per_cpu_kthreads))?;
@@ -293,17 +294,14 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
     row(w, "already as before", u.unchanged)?;
     row(w, "tasks exited meanwhile", u.exited)?;
     let t = &r.took;
-    row(
+    took(
         w,
-        "took",
-        phases(
-            t.total,
-            &[
-                ("journal", t.read_journal),
-                ("writes and moves", t.undo_writes),
-                ("affinities", t.undo_affinities),
-            ],
-        ),
+        t.total,
+        &[
+            ("journal", t.read_journal),
+            ("writes and moves", t.undo_writes),
+            ("affinities", t.undo_affinities),
+        ],
     )?;
     refusals(w, "could not restore", &u.failed)
 }
