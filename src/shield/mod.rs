@@ -157,7 +157,8 @@ fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
 /// In JSON, milliseconds.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Timings {
-    /// The whole command.
+    /// The whole command (set by [`on`] and [`off`]; the `_timed` forms
+    /// leave it to their caller, which times the call itself).
     #[serde(with = "millis")]
     pub total: Duration,
     /// Reading the snapshot (tasks, IRQs, cgroups) before planning.
@@ -212,27 +213,16 @@ pub fn on(
     dry_run: bool,
     stop: &AtomicBool,
 ) -> Result<OnReport, ShieldError> {
+    let started = Instant::now();
     let mut timings = Timings::default();
     let mut report = on_timed(sys, req, dry_run, stop, &mut timings)?;
+    timings.total = started.elapsed();
     report.took = timings;
     Ok(report)
 }
 
 /// [`on`], adding the time of each phase to `timings`.
 pub fn on_timed(
-    sys: &Sys,
-    req: &Request,
-    dry_run: bool,
-    stop: &AtomicBool,
-    timings: &mut Timings,
-) -> Result<OnReport, ShieldError> {
-    let started = Instant::now();
-    let report = on_phases(sys, req, dry_run, stop, timings);
-    timings.total += started.elapsed();
-    report
-}
-
-fn on_phases(
     sys: &Sys,
     req: &Request,
     dry_run: bool,
@@ -531,21 +521,16 @@ fn undo_journal(sys: &Sys, timings: &mut Timings) -> Result<(Option<State>, Undo
 
 /// Undoes the shield exactly, also after `on` was killed at any point.
 pub fn off(sys: &Sys) -> Result<OffReport, ShieldError> {
+    let started = Instant::now();
     let mut timings = Timings::default();
     let mut report = off_timed(sys, &mut timings)?;
+    timings.total = started.elapsed();
     report.took = timings;
     Ok(report)
 }
 
 /// [`off`], adding the time of each phase to `timings`.
 pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldError> {
-    let started = Instant::now();
-    let report = off_phases(sys, timings);
-    timings.total += started.elapsed();
-    report
-}
-
-fn off_phases(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldError> {
     require_root(sys, "off")?;
     let _lock = journal::lock(sys)?;
     if !Journal::exists(sys) {
