@@ -461,10 +461,13 @@ fn workqueues(cx: &mut Ctx) {
 }
 
 fn tasks(cx: &mut Ctx) -> Result<(), AuditError> {
-    let hierarchy = snapshot::detect_cgroup(cx.sys)
-        .map(|c| c.hierarchy())
-        .unwrap_or(Hierarchy::Unified);
-    let threads = procfs::read_all_threads(cx.sys, hierarchy)?;
+    let setup = snapshot::detect_cgroup(cx.sys).ok();
+    let source = setup
+        .as_ref()
+        .map_or(procfs::CgroupSource::per_thread(Hierarchy::Unified), |c| {
+            c.thread_source()
+        });
+    let threads = procfs::read_all_threads(cx.sys, source)?;
     let inside = format!("/{SHIELD_CGROUP}");
     let list = cx.list();
     let mut intruders = Vec::new();

@@ -85,6 +85,18 @@ impl CgroupSetup {
         }
     }
 
+    /// Where the threads' cgroups are read: the thread lists of the
+    /// mounted hierarchy, else each thread's `/proc` file.
+    pub fn thread_source(&self) -> procfs::CgroupSource<'_> {
+        procfs::CgroupSource {
+            hierarchy: self.hierarchy(),
+            mount: match self {
+                CgroupSetup::V2 { mount, .. } | CgroupSetup::V1 { mount, .. } => Some(mount),
+                _ => None,
+            },
+        }
+    }
+
     /// Directory of the shield cgroup, relative to the root.
     pub fn shield_dir(&self) -> Option<String> {
         match self {
@@ -157,7 +169,7 @@ impl Snapshot {
     /// Reads the machine.
     pub fn read(sys: &Sys) -> Result<Snapshot> {
         let mut snap = Snapshot::read_without_threads(sys)?;
-        snap.threads = procfs::read_all_threads(sys, snap.cgroup.hierarchy())?;
+        snap.threads = procfs::read_all_threads(sys, snap.cgroup.thread_source())?;
         Ok(snap)
     }
 
@@ -165,7 +177,7 @@ impl Snapshot {
     /// not asked for their name and flags again (see [`procfs::reread_threads`]).
     pub fn reread(sys: &Sys, before: &Snapshot) -> Result<Snapshot> {
         let mut snap = Snapshot::read_without_threads(sys)?;
-        snap.threads = procfs::reread_threads(sys, snap.cgroup.hierarchy(), &before.threads)?;
+        snap.threads = procfs::reread_threads(sys, snap.cgroup.thread_source(), &before.threads)?;
         Ok(snap)
     }
 

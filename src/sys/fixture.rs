@@ -442,6 +442,56 @@ impl Fixture {
         Ok(())
     }
 
+    /// Reads the kernel files the emulation makes up rather than stores:
+    /// the thread and process lists of a cgroup (`cgroup.threads`,
+    /// `cgroup.procs`, v1 `tasks`), from the threads' own `cgroup` files,
+    /// as the kernel lists them from its own records. `None` for any other file.
+    pub(super) fn read(&self, sys: &Sys, rel: &str) -> Option<io::Result<String>> {
+        let (dir, file) = rel.rsplit_once('/')?;
+        if !matches!(file, "cgroup.procs" | "cgroup.threads" | "tasks") {
+            return None;
+        }
+        let (hierarchy, cg) = self.cgroup_of_dir(sys, dir)?;
+        let procs = match (file, hierarchy) {
+            ("cgroup.procs", _) => true,
+            ("cgroup.threads", Hierarchy::Unified) | ("tasks", Hierarchy::CpusetV1) => false,
+            _ => return None,
+        };
+        if !sys.path(dir).is_dir() {
+            return Some(Err(errno(libc::ENOENT)));
+        }
+        Some(Ok(self.timed(|| self.members(sys, hierarchy, &cg, procs))))
+    }
+
+    /// The threads (or, with `procs`, the processes) whose `cgroup` file
+    /// places them in `cg`, one id a line, ascending. Threads are those of
+    /// the tid index (built when empty), so one added to the tree after it
+    /// was built is missing until the index is rebuilt: as when a thread
+    /// forks after the kernel's list was read.
+    fn members(&self, sys: &Sys, hierarchy: Hierarchy, cg: &str, procs: bool) -> String {
+        let threads: Vec<(i32, i32)> = {
+            let mut index = self.tid_index.lock().expect("tid index lock");
+            if index.is_empty() {
+                index_tree(sys, &mut index);
+            }
+            index.iter().map(|(tid, pid)| (*tid, *pid)).collect()
+        };
+        let parts = super::in_parallel(&threads, 512, |part| {
+            part.iter()
+                .filter(|(tid, pid)| {
+                    self.task_cgroup(sys, *pid, *tid).is_ok_and(|text| {
+                        procfs::parse_cgroup(&text, hierarchy).as_deref() == Some(cg)
+                    })
+                })
+                .map(|(tid, pid)| if procs { *pid } else { *tid })
+                .collect::<Vec<i32>>()
+        });
+        let mut ids: Vec<i32> = parts.into_iter().flatten().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.iter().map(|id| format!("{id}\n")).collect()
+    }
+
     /// The process a thread belongs to, from an index of the tree (built on
     /// a miss). A hit is not checked against the tree: callers go through
     /// [`Fixture::on_task`], which looks again when the thread is gone.
@@ -453,12 +503,7 @@ impl Fixture {
         if sys.path(&format!("proc/{tid}/task/{tid}")).is_dir() {
             return Some(tid);
         }
-        index.clear();
-        for pid in procfs::list_pids(sys).ok()? {
-            for t in procfs::list_tids(sys, pid).ok()? {
-                index.insert(t, pid);
-            }
-        }
+        index_tree(sys, &mut index);
         index.get(&tid).copied()
     }
 
@@ -1053,6 +1098,16 @@ impl Fixture {
 }
 
 /// The CPU of `sys/devices/system/cpu/cpuN`.
+/// Fills `index` with tid → pid for every thread of the tree (emptied first).
+fn index_tree(sys: &Sys, index: &mut HashMap<i32, i32>) {
+    index.clear();
+    for pid in procfs::list_pids(sys).unwrap_or_default() {
+        for tid in procfs::list_tids(sys, pid).unwrap_or_default() {
+            index.insert(tid, pid);
+        }
+    }
+}
+
 fn cpu_of_dir(dir: &str) -> Option<u32> {
     dir.strip_prefix("sys/devices/system/cpu/cpu")?.parse().ok()
 }

@@ -171,7 +171,13 @@ impl Sys {
 
     /// Reads a whole file.
     pub fn read(&self, rel: &str) -> Result<String> {
-        read_small(&self.path(rel)).map_err(|e| SysError::new("read", rel, None, e))
+        let err = |e| SysError::new("read", rel, None, e);
+        if let Some(fx) = &self.fixture {
+            if let Some(made_up) = fx.read(self, rel) {
+                return made_up.map_err(err);
+            }
+        }
+        read_small(&self.path(rel)).map_err(err)
     }
 
     /// Reads a file and trims surrounding white space.
@@ -223,6 +229,21 @@ impl Sys {
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Names of the subdirectories of a directory (from the directory
+    /// entries' types: no `stat` of each entry), sorted.
+    pub fn subdirs(&self, rel: &str) -> Result<Vec<String>> {
+        let err = |e| SysError::new("list", rel, None, e);
+        let mut names = Vec::new();
+        for entry in fs::read_dir(self.path(rel)).map_err(err)? {
+            let entry = entry.map_err(err)?;
+            if entry.file_type().map_err(err)?.is_dir() {
+                names.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
         names.sort();
         Ok(names)
     }

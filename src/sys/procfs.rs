@@ -137,7 +137,15 @@ pub fn list_tids(sys: &Sys, pid: i32) -> Result<Vec<i32>> {
 
 /// Reads one thread. `Ok(None)` when it exited while being read.
 pub fn read_thread(sys: &Sys, pid: i32, tid: i32, hierarchy: Hierarchy) -> Result<Option<Thread>> {
-    read_thread_with(sys, pid, tid, hierarchy, None, AffinitySource::of(sys))
+    read_thread_with(
+        sys,
+        pid,
+        tid,
+        hierarchy,
+        None,
+        None,
+        AffinitySource::of(sys),
+    )
 }
 
 /// Where a thread's affinity is read from.
@@ -164,13 +172,15 @@ impl AffinitySource {
 }
 
 /// Reads one thread; with `known` (name and flags read before), its `stat`
-/// is not read again.
+/// is not read again; with `cgroup` (from the cgroup's thread list), its
+/// `cgroup` file is not read.
 fn read_thread_with(
     sys: &Sys,
     pid: i32,
     tid: i32,
     hierarchy: Hierarchy,
     known: Option<(&str, u64)>,
+    cgroup: Option<&str>,
     source: AffinitySource,
 ) -> Result<Option<Thread>> {
     let dir = format!("proc/{pid}/task/{tid}");
@@ -203,10 +213,13 @@ fn read_thread_with(
             Err(e) => return Err(e),
         },
     };
-    let cgroup = match sys.read(&format!("{dir}/cgroup")) {
-        Ok(s) => parse_cgroup(&s, hierarchy).unwrap_or_else(|| "/".into()),
-        Err(e) if gone(&e) => return Ok(None),
-        Err(e) => return Err(e),
+    let cgroup = match cgroup {
+        Some(cg) => cg.to_string(),
+        None => match sys.read(&format!("{dir}/cgroup")) {
+            Ok(s) => parse_cgroup(&s, hierarchy).unwrap_or_else(|| "/".into()),
+            Err(e) if gone(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        },
     };
     Ok(Some(Thread {
         pid,
@@ -218,19 +231,46 @@ fn read_thread_with(
     }))
 }
 
+/// Where the threads' cgroups are read from: the hierarchy that places
+/// them, and where it is mounted when it is (then the thread lists of its
+/// cgroups are read, see [`cgroup_members`]; else each thread's `cgroup`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CgroupSource<'a> {
+    /// Which line of `/proc/PID/task/TID/cgroup` places a thread.
+    pub hierarchy: Hierarchy,
+    /// The hierarchy's mount point relative to the root, when mounted.
+    pub mount: Option<&'a str>,
+}
+
+impl CgroupSource<'_> {
+    /// Each thread's `cgroup` file, no thread lists.
+    pub fn per_thread(hierarchy: Hierarchy) -> CgroupSource<'static> {
+        CgroupSource {
+            hierarchy,
+            mount: None,
+        }
+    }
+}
+
 /// Every thread of the system.
-pub fn read_all_threads(sys: &Sys, hierarchy: Hierarchy) -> Result<Vec<Thread>> {
-    reread_threads(sys, hierarchy, &[])
+pub fn read_all_threads(sys: &Sys, cgroups: CgroupSource) -> Result<Vec<Thread>> {
+    reread_threads(sys, cgroups, &[])
 }
 
 /// Every thread of the system, again: threads of `before` (same pid and
 /// tid) keep the name and flags read then, so only their affinity and
 /// cgroup are read (`PF_*` flags do not change in a thread's life; a tid
 /// reused by a new thread within one `on` would need pid_max forks).
-pub fn reread_threads(sys: &Sys, hierarchy: Hierarchy, before: &[Thread]) -> Result<Vec<Thread>> {
+pub fn reread_threads(sys: &Sys, cgroups: CgroupSource, before: &[Thread]) -> Result<Vec<Thread>> {
     let known: HashMap<i32, &Thread> = before.iter().map(|t| (t.tid, t)).collect();
     let source = AffinitySource::of(sys);
+    let hierarchy = cgroups.hierarchy;
     let pids = list_pids(sys)?;
+    let members = cgroups
+        .mount
+        .and_then(|mount| cgroup_members(sys, mount, hierarchy).ok())
+        .filter(|members| members_agree_with_proc(sys, members, &pids, hierarchy))
+        .unwrap_or_default();
     let read_pids = |pids: &[i32]| -> Result<Vec<Thread>> {
         let mut out = Vec::new();
         for &pid in pids {
@@ -239,7 +279,8 @@ pub fn reread_threads(sys: &Sys, hierarchy: Hierarchy, before: &[Thread]) -> Res
                     .get(&tid)
                     .filter(|t| t.pid == pid)
                     .map(|t| (t.name.as_str(), t.flags));
-                if let Some(t) = read_thread_with(sys, pid, tid, hierarchy, k, source)? {
+                let cg = members.get(&tid).map(String::as_str);
+                if let Some(t) = read_thread_with(sys, pid, tid, hierarchy, k, cg, source)? {
                     out.push(t);
                 }
             }
@@ -253,6 +294,86 @@ pub fn reread_threads(sys: &Sys, hierarchy: Hierarchy, before: &[Thread]) -> Res
         out.extend(part?);
     }
     Ok(out)
+}
+
+/// The file of a cgroup that lists the ids of its threads.
+pub fn thread_list_file(hierarchy: Hierarchy) -> &'static str {
+    match hierarchy {
+        Hierarchy::Unified => "cgroup.threads",
+        Hierarchy::CpusetV1 => "tasks",
+    }
+}
+
+/// Which cgroup each thread is in, from the thread list of every cgroup
+/// under `mount` (relative to the root): one read per cgroup instead of one
+/// `/proc/PID/task/TID/cgroup` per thread, each of which takes the kernel's
+/// cgroup lock. Paths are as `/proc/PID/cgroup` shows them (`/` for the
+/// mount's root). A thread listed twice (it moved during the walk) is left
+/// out, as is every thread the lists miss (forked after its cgroup was
+/// read): callers read those from `/proc`. Cgroups removed during the walk
+/// are skipped; an error when the mount's own list cannot be read.
+pub fn cgroup_members(
+    sys: &Sys,
+    mount: &str,
+    hierarchy: Hierarchy,
+) -> Result<HashMap<i32, String>> {
+    let file = thread_list_file(hierarchy);
+    let mut members: HashMap<i32, String> = HashMap::new();
+    let mut twice: Vec<i32> = Vec::new();
+    let mut pending = vec![String::from("/")];
+    while let Some(cg) = pending.pop() {
+        let dir = if cg == "/" {
+            mount.to_string()
+        } else {
+            format!("{mount}{cg}")
+        };
+        let text = match sys.read(&format!("{dir}/{file}")) {
+            Ok(text) => text,
+            Err(e) if cg != "/" && e.kind == ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for tid in text
+            .split_whitespace()
+            .filter_map(|t| t.parse::<i32>().ok())
+        {
+            if members.insert(tid, cg.clone()).is_some() {
+                twice.push(tid);
+            }
+        }
+        let children = match sys.subdirs(&dir) {
+            Ok(children) => children,
+            Err(e) if cg != "/" && e.kind == ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let prefix = if cg == "/" { "" } else { cg.as_str() };
+        pending.extend(children.into_iter().map(|c| format!("{prefix}/{c}")));
+    }
+    for tid in twice {
+        members.remove(&tid);
+    }
+    Ok(members)
+}
+
+/// Whether the thread lists name cgroups the way `/proc` does: checked on
+/// the first process leader they list that `/proc` still has. They would
+/// not when the mount shows a subtree of the hierarchy (a bind mount).
+fn members_agree_with_proc(
+    sys: &Sys,
+    members: &HashMap<i32, String>,
+    pids: &[i32],
+    hierarchy: Hierarchy,
+) -> bool {
+    for &pid in pids {
+        let Some(listed) = members.get(&pid) else {
+            continue;
+        };
+        match sys.read(&format!("proc/{pid}/task/{pid}/cgroup")) {
+            Ok(text) => return parse_cgroup(&text, hierarchy).as_ref() == Some(listed),
+            Err(e) if e.kind == ErrorKind::NotFound => continue,
+            Err(_) => return false,
+        }
+    }
+    members.is_empty()
 }
 
 /// One mount from `/proc/self/mounts`.
@@ -454,7 +575,7 @@ mod tests {
                 .unwrap();
             assert_eq!(t.cpus_allowed.to_string(), "0-3");
             assert_eq!(
-                read_all_threads(sys, Hierarchy::Unified).unwrap()[0]
+                read_all_threads(sys, CgroupSource::per_thread(Hierarchy::Unified)).unwrap()[0]
                     .cpus_allowed
                     .to_string(),
                 "0-3"
@@ -473,12 +594,13 @@ mod tests {
             cpus: CpuSet::parse_list("0-1").unwrap(),
         };
         add_process(&sys, 10, &[task("old", PF_KTHREAD)]).unwrap();
-        let before = read_all_threads(&sys, Hierarchy::Unified).unwrap();
+        let before = read_all_threads(&sys, CgroupSource::per_thread(Hierarchy::Unified)).unwrap();
         assert_eq!(before.len(), 1);
         // A known thread's stat is not read again: break it to prove it.
         std::fs::write(sys.path("proc/10/task/10/stat"), "garbage").unwrap();
         add_process(&sys, 20, &[task("new", PF_NO_SETAFFINITY)]).unwrap();
-        let again = reread_threads(&sys, Hierarchy::Unified, &before).unwrap();
+        let again =
+            reread_threads(&sys, CgroupSource::per_thread(Hierarchy::Unified), &before).unwrap();
         assert_eq!(again.len(), 2);
         assert_eq!(
             (again[0].name.as_str(), again[0].flags),
@@ -490,8 +612,143 @@ mod tests {
             "a thread forked meanwhile is read whole"
         );
         assert!(
-            read_all_threads(&sys, Hierarchy::Unified).is_err(),
+            read_all_threads(&sys, CgroupSource::per_thread(Hierarchy::Unified)).is_err(),
             "a full read does read stat"
+        );
+    }
+
+    /// A fixture with threads 10, 20-21 and 30, and 20's process in a child cgroup.
+    fn tree_with_a_child_cgroup(
+        layout: crate::sys::fixture::CgroupLayout,
+    ) -> (tempfile::TempDir, Sys, String) {
+        use crate::sys::fixture::{add_process, FixtureBuilder, FixtureTask};
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = FixtureBuilder::new(tmp.path(), 2)
+            .layout(layout)
+            .build()
+            .unwrap();
+        let task = |name: &str| FixtureTask {
+            name: name.into(),
+            flags: 0,
+            cpus: CpuSet::parse_list("0-1").unwrap(),
+        };
+        add_process(&sys, 10, &[task("a")]).unwrap();
+        add_process(&sys, 20, &[task("b"), task("b2")]).unwrap();
+        add_process(&sys, 30, &[task("c")]).unwrap();
+        let mount = match layout {
+            crate::sys::fixture::CgroupLayout::V1 => "sys/fs/cgroup/cpuset",
+            _ => "sys/fs/cgroup",
+        };
+        sys.mkdir(&format!("{mount}/rt")).unwrap();
+        if layout == crate::sys::fixture::CgroupLayout::V1 {
+            sys.write(&format!("{mount}/rt/cpuset.cpus"), "1").unwrap();
+            sys.write(&format!("{mount}/rt/cpuset.mems"), "0").unwrap();
+        }
+        sys.write(&format!("{mount}/rt/cgroup.procs"), "20")
+            .unwrap();
+        (tmp, sys, mount.to_string())
+    }
+
+    #[test]
+    fn cgroup_thread_lists_give_what_each_threads_file_gives() {
+        use crate::sys::fixture::CgroupLayout;
+        for (layout, hierarchy) in [
+            (CgroupLayout::V2, Hierarchy::Unified),
+            (CgroupLayout::V1, Hierarchy::CpusetV1),
+        ] {
+            let (_tmp, sys, mount) = tree_with_a_child_cgroup(layout);
+            let members = cgroup_members(&sys, &mount, hierarchy).unwrap();
+            let mut listed: Vec<(i32, &str)> =
+                members.iter().map(|(t, c)| (*t, c.as_str())).collect();
+            listed.sort();
+            assert_eq!(
+                listed,
+                [(10, "/"), (20, "/rt"), (21, "/rt"), (30, "/")],
+                "{layout:?}"
+            );
+            let by_lists = read_all_threads(
+                &sys,
+                CgroupSource {
+                    hierarchy,
+                    mount: Some(&mount),
+                },
+            )
+            .unwrap();
+            let by_files = read_all_threads(&sys, CgroupSource::per_thread(hierarchy)).unwrap();
+            assert_eq!(by_lists, by_files, "{layout:?}");
+            assert_eq!(
+                sys.read(&format!("{mount}/rt/cgroup.procs")).unwrap(),
+                "20\n",
+                "{layout:?}: cgroup.procs lists processes"
+            );
+        }
+    }
+
+    #[test]
+    fn a_thread_listed_twice_or_missed_is_read_from_proc() {
+        // A plain tree (no fixture): the lists are files as they were read
+        // while thread 20 moved from / to /a and thread 30 was forked.
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = Sys::at(tmp.path());
+        let put = |rel: &str, text: &str| {
+            let path = sys.path(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        put("cg/cgroup.threads", "10\n20\n");
+        put("cg/a/cgroup.threads", "20\n40\n");
+        put("cg/a/b/cgroup.threads", "");
+        put("sys/devices/system/cpu/online", "0-1\n");
+        for (tid, cg) in [(10, "/"), (20, "/a"), (30, "/a/b")] {
+            put(
+                &format!("proc/{tid}/task/{tid}/stat"),
+                &format!("{tid} (t) S 1 {tid} {tid} 0 -1 0 0\n"),
+            );
+            put(
+                &format!("proc/{tid}/task/{tid}/status"),
+                "Cpus_allowed_list:\t0-1\n",
+            );
+            put(
+                &format!("proc/{tid}/task/{tid}/cgroup"),
+                &format!("0::{cg}\n"),
+            );
+        }
+        // Thread 40 has no cgroup file: only the list can place it.
+        put("proc/40/task/40/stat", "40 (t) S 1 40 40 0 -1 0 0\n");
+        put("proc/40/task/40/status", "Cpus_allowed_list:\t0-1\n");
+        let members = cgroup_members(&sys, "cg", Hierarchy::Unified).unwrap();
+        assert_eq!(members.len(), 2, "{members:?}");
+        assert_eq!((members[&10].as_str(), members[&40].as_str()), ("/", "/a"));
+        let source = CgroupSource {
+            hierarchy: Hierarchy::Unified,
+            mount: Some("cg"),
+        };
+        let cgroups: Vec<(i32, String)> = read_all_threads(&sys, source)
+            .unwrap()
+            .into_iter()
+            .map(|t| (t.tid, t.cgroup))
+            .collect();
+        assert_eq!(
+            cgroups,
+            [
+                (10, "/".into()),
+                (20, "/a".into()),
+                (30, "/a/b".into()),
+                (40, "/a".into())
+            ]
+        );
+        // Lists that name cgroups unlike /proc (a mount of a subtree) are
+        // not used at all.
+        put("proc/10/task/10/cgroup", "0::/sub\n");
+        let cgroups: Vec<String> = read_all_threads(&sys, source)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.cgroup)
+            .collect();
+        assert_eq!(
+            cgroups,
+            ["/sub", "/a", "/a/b"],
+            "40 is not placed by the lists"
         );
     }
 
