@@ -105,6 +105,16 @@ pub struct State {
 #[derive(Debug)]
 pub struct Lock {
     _flock: Flock<File>,
+    /// The fixture whose emulation caches while the lock is held.
+    fixture: Option<crate::sys::fixture::Fixture>,
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if let Some(fixture) = &self.fixture {
+            fixture.lock_released();
+        }
+    }
 }
 
 /// Opens (creating if needed) the run directory safely: mode 0700, not a symlink.
@@ -141,12 +151,14 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
         .map_err(io_err(&path))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(flock) => {
-            // The fixture's kernel emulation caches what it wrote; another
-            // cpushield may have changed the tree since.
-            if let Some(fixture) = sys.fixture() {
-                fixture.forget_caches();
+            let fixture = sys.fixture().cloned();
+            if let Some(fixture) = &fixture {
+                fixture.lock_taken();
             }
-            Ok(Lock { _flock: flock })
+            Ok(Lock {
+                _flock: flock,
+                fixture,
+            })
         }
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(JournalError::Locked(path)),
         Err((_, e)) => Err(io_err(&path)(io::Error::from_raw_os_error(e as i32))),

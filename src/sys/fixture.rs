@@ -37,7 +37,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io;
+use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -92,25 +92,65 @@ pub struct Fixture {
     tid_index: Arc<Mutex<HashMap<i32, i32>>>,
     mounts: Arc<Mutex<Option<Arc<Vec<procfs::Mount>>>>>,
     emulation_ns: Arc<AtomicU64>,
-    cache: Arc<Mutex<Cache>>,
+    cache: Arc<Cache>,
 }
 
 /// What the emulation read before and may read again without a file
-/// operation. Only the fixture changes these files while it runs, so a
-/// cache entry stays true until the fixture itself writes (and then drops
-/// or updates the entries that could have changed). Another process may
-/// change the tree between two commands: taking the cpushield lock drops
-/// everything ([`Fixture::forget_caches`]).
+/// operation. Entries are kept and used only while this process holds the
+/// cpushield lock ([`Fixture::lock_taken`]): then no other cpushield
+/// changes the tree, only this fixture writes these files, and each write
+/// updates or drops the entries it could change. Without the lock (a test
+/// reading the tree after running the binary, say) every read goes to the files.
 #[derive(Debug, Default)]
 struct Cache {
-    /// tid → (comm, `PF_*` flags) from `stat`: fixed for a thread's life.
-    stat: HashMap<i32, (String, u64)>,
+    /// How many cpushield locks this process holds now.
+    held: AtomicUsize,
+    /// Per-thread entries, sharded by tid so that the threads spreading
+    /// task changes over the CPUs seldom wait for each other.
+    tasks: [Mutex<TaskEntries>; 16],
     /// Contents of cgroup files (`cpuset.cpus`, `cpuset.mems`,
     /// `cpuset.cpus.effective`) by path; dropped by any cgroup change.
-    cgroup_files: HashMap<String, String>,
-    /// tid → its `/proc/PID/task/TID/cgroup`: only a cgroup move through
-    /// the fixture changes it, and that move updates the entry.
-    task_cgroup: HashMap<i32, String>,
+    cgroup_files: Mutex<HashMap<String, String>>,
+    /// The online CPUs; dropped by CPU hotplug.
+    online: Mutex<Option<CpuSet>>,
+}
+
+/// What [`Cache`] knows of threads, by tid.
+#[derive(Debug, Default)]
+struct TaskEntries {
+    /// (comm, `PF_*` flags) from `stat`: fixed for a thread's life.
+    stat: HashMap<i32, (String, u64)>,
+    /// `/proc/PID/task/TID/cgroup`: only a cgroup move changes it.
+    cgroup: HashMap<i32, String>,
+    /// `/proc/PID/task/TID/status`: only an affinity change changes it.
+    status: HashMap<i32, String>,
+}
+
+impl Cache {
+    fn active(&self) -> bool {
+        self.held.load(Ordering::SeqCst) > 0
+    }
+
+    /// Runs `f` on the entries of thread `tid`'s shard; `None` while no
+    /// lock is held (nothing is kept then).
+    fn task<T>(&self, tid: i32, f: impl FnOnce(&mut TaskEntries) -> T) -> Option<T> {
+        if !self.active() {
+            return None;
+        }
+        let shard = &self.tasks[tid.unsigned_abs() as usize % self.tasks.len()];
+        Some(f(&mut shard.lock().expect("fixture cache lock")))
+    }
+
+    fn clear(&self) {
+        for shard in &self.tasks {
+            *shard.lock().expect("fixture cache lock") = TaskEntries::default();
+        }
+        self.cgroup_files
+            .lock()
+            .expect("fixture cache lock")
+            .clear();
+        *self.online.lock().expect("fixture cache lock") = None;
+    }
 }
 
 fn errno(n: i32) -> io::Error {
@@ -178,25 +218,41 @@ impl Fixture {
     /// `(comm, flags)` of a thread, from its `stat` (cached: both are fixed
     /// for the thread's life).
     fn stat_of(&self, sys: &Sys, pid: i32, tid: i32) -> io::Result<(String, u64)> {
-        let mut cache = self.cache.lock().expect("fixture cache lock");
-        if let Some(hit) = cache.stat.get(&tid) {
-            return Ok(hit.clone());
+        if let Some(Some(hit)) = self.cache.task(tid, |t| t.stat.get(&tid).cloned()) {
+            return Ok(hit);
         }
         let stat = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/stat")))?;
         let parsed = procfs::parse_stat(&stat).unwrap_or_default();
-        cache.stat.insert(tid, parsed.clone());
+        self.cache.task(tid, |t| t.stat.insert(tid, parsed.clone()));
         Ok(parsed)
     }
 
     /// A cgroup file's contents (cached until the next cgroup change).
     fn cgroup_file(&self, sys: &Sys, rel: &str) -> io::Result<String> {
-        let mut cache = self.cache.lock().expect("fixture cache lock");
-        if let Some(hit) = cache.cgroup_files.get(rel) {
+        if !self.cache.active() {
+            return fs::read_to_string(sys.path(rel));
+        }
+        let mut files = self.cache.cgroup_files.lock().expect("fixture cache lock");
+        if let Some(hit) = files.get(rel) {
             return Ok(hit.clone());
         }
         let text = fs::read_to_string(sys.path(rel))?;
-        cache.cgroup_files.insert(rel.to_string(), text.clone());
+        files.insert(rel.to_string(), text.clone());
         Ok(text)
+    }
+
+    /// The online CPUs (cached while the lock is held, see [`Cache`]).
+    fn online(&self, sys: &Sys) -> io::Result<CpuSet> {
+        if !self.cache.active() {
+            return procfs::online_cpus(sys).map_err(|e| e.source);
+        }
+        let mut online = self.cache.online.lock().expect("fixture cache lock");
+        if let Some(hit) = &*online {
+            return Ok(hit.clone());
+        }
+        let read = procfs::online_cpus(sys).map_err(|e| e.source)?;
+        *online = Some(read.clone());
+        Ok(read)
     }
 
     /// A cgroup file holding a cpulist.
@@ -207,9 +263,9 @@ impl Fixture {
 
     fn forget_cgroup_files(&self) {
         self.cache
+            .cgroup_files
             .lock()
             .expect("fixture cache lock")
-            .cgroup_files
             .clear();
     }
 
@@ -358,17 +414,15 @@ impl Fixture {
     /// `sched_getaffinity`: the thread's mask without offline CPUs (the
     /// kernel masks it with the active CPUs; `status` shows it whole).
     pub(super) fn affinity(&self, sys: &Sys, tid: i32) -> Result<CpuSet> {
-        self.on_task(sys, tid, |pid| {
-            fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/status")))
-        })
-        .map(|text| {
-            let mask = procfs::parse_status_cpus(&text).unwrap_or_default();
-            match procfs::online_cpus(sys) {
-                Ok(online) => mask.intersection(&online),
-                Err(_) => mask,
-            }
-        })
-        .map_err(|e| SysError::new("get affinity of", format!("task {tid}"), None, e))
+        self.on_task(sys, tid, |pid| self.task_status(sys, pid, tid))
+            .map(|text| {
+                let mask = procfs::parse_status_cpus(&text).unwrap_or_default();
+                match self.online(sys) {
+                    Ok(online) => mask.intersection(&online),
+                    Err(_) => mask,
+                }
+            })
+            .map_err(|e| SysError::new("get affinity of", format!("task {tid}"), None, e))
     }
 
     pub(super) fn set_affinity(&self, sys: &Sys, tid: i32, cpus: &CpuSet) -> Result<()> {
@@ -400,8 +454,18 @@ impl Fixture {
         self.update_affinity(sys, pid, tid, |_| cpus.clone())
     }
 
+    /// A thread's `/proc/PID/task/TID/status` (cached, see [`Cache`]).
+    fn task_status(&self, sys: &Sys, pid: i32, tid: i32) -> io::Result<String> {
+        if let Some(Some(hit)) = self.cache.task(tid, |t| t.status.get(&tid).cloned()) {
+            return Ok(hit);
+        }
+        let text = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/status")))?;
+        self.cache.task(tid, |t| t.status.insert(tid, text.clone()));
+        Ok(text)
+    }
+
     /// Rewrites a thread's affinity in its `status` (and the process's, for
-    /// a leader) to `new_of(current)`: one read and one write per file.
+    /// a leader, which the fixture keeps equal) to `new_of(current)`.
     fn update_affinity(
         &self,
         sys: &Sys,
@@ -409,36 +473,34 @@ impl Fixture {
         tid: i32,
         new_of: impl Fn(&CpuSet) -> CpuSet,
     ) -> io::Result<()> {
-        let mut targets = vec![format!("proc/{pid}/task/{tid}/status")];
+        let text = self.task_status(sys, pid, tid)?;
+        let cpus = new_of(&procfs::parse_status_cpus(&text).unwrap_or_default());
+        let mut body: String = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("Cpus_allowed_list:") {
+                    format!("Cpus_allowed_list:\t{cpus}\n")
+                } else if l.starts_with("Cpus_allowed:") {
+                    format!("Cpus_allowed:\t{}\n", cpus.to_mask(1))
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        // Never creates a file: a thread that exited meanwhile stays gone.
+        let rewrite = |rel: &str, body: &str| -> io::Result<()> {
+            let mut f = fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(sys.path(rel))?;
+            f.write_all(body.as_bytes())
+        };
+        rewrite(&format!("proc/{pid}/task/{tid}/status"), &body)?;
         if pid == tid {
-            targets.push(format!("proc/{pid}/status"));
+            let _ = rewrite(&format!("proc/{pid}/status"), &body);
         }
-        let mut new: Option<CpuSet> = None;
-        for (i, rel) in targets.iter().enumerate() {
-            let path = sys.path(rel);
-            let text = match fs::read_to_string(&path) {
-                Ok(text) => text,
-                // The thread exited meanwhile.
-                Err(e) if i == 0 => return Err(e),
-                Err(_) => continue,
-            };
-            let cpus = new.get_or_insert_with(|| {
-                new_of(&procfs::parse_status_cpus(&text).unwrap_or_default())
-            });
-            let out: Vec<String> = text
-                .lines()
-                .map(|l| {
-                    if l.starts_with("Cpus_allowed_list:") {
-                        format!("Cpus_allowed_list:\t{cpus}")
-                    } else if l.starts_with("Cpus_allowed:") {
-                        format!("Cpus_allowed:\t{}", cpus.to_mask(1))
-                    } else {
-                        l.to_string()
-                    }
-                })
-                .collect();
-            fs::write(&path, out.join("\n") + "\n")?;
-        }
+        body.shrink_to_fit();
+        self.cache.task(tid, |t| t.status.insert(tid, body));
         Ok(())
     }
 
@@ -522,11 +584,10 @@ impl Fixture {
         match call(pid) {
             Err(e) if gone(&e) => {
                 self.tid_index.lock().expect("tid index lock").remove(&tid);
-                self.cache
-                    .lock()
-                    .expect("fixture cache lock")
-                    .task_cgroup
-                    .remove(&tid);
+                self.cache.task(tid, |t| {
+                    t.cgroup.remove(&tid);
+                    t.status.remove(&tid);
+                });
                 let pid = self.pid_of(sys, tid).ok_or_else(|| errno(libc::ESRCH))?;
                 call(pid).map_err(|e| if gone(&e) { errno(libc::ESRCH) } else { e })
             }
@@ -534,30 +595,33 @@ impl Fixture {
         }
     }
 
-    /// Drops everything cached: called when a command takes the cpushield
-    /// lock, since another process may have changed the tree before.
-    pub fn forget_caches(&self) {
+    /// This process took the cpushield lock: another process may have
+    /// changed the tree before, so everything known is dropped; from now
+    /// until [`Fixture::lock_released`], what the emulation reads is cached.
+    pub fn lock_taken(&self) {
         self.tid_index.lock().expect("tid index lock").clear();
-        *self.cache.lock().expect("fixture cache lock") = Cache::default();
+        self.cache.clear();
+        self.cache.held.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// This process released the cpushield lock: nothing is cached any more.
+    pub fn lock_released(&self) {
+        let _ = self
+            .cache
+            .held
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if !self.cache.active() {
+            self.cache.clear();
+        }
     }
 
     /// A thread's `/proc/PID/task/TID/cgroup` (cached, see [`Cache`]).
     fn task_cgroup(&self, sys: &Sys, pid: i32, tid: i32) -> io::Result<String> {
-        if let Some(hit) = self
-            .cache
-            .lock()
-            .expect("fixture cache lock")
-            .task_cgroup
-            .get(&tid)
-        {
-            return Ok(hit.clone());
+        if let Some(Some(hit)) = self.cache.task(tid, |t| t.cgroup.get(&tid).cloned()) {
+            return Ok(hit);
         }
         let text = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/cgroup")))?;
-        self.cache
-            .lock()
-            .expect("fixture cache lock")
-            .task_cgroup
-            .insert(tid, text.clone());
+        self.cache.task(tid, |t| t.cgroup.insert(tid, text.clone()));
         Ok(text)
     }
 
@@ -778,11 +842,7 @@ impl Fixture {
                 .collect();
             let body = updated.join("\n") + "\n";
             fs::write(sys.path(&rel), &body)?;
-            self.cache
-                .lock()
-                .expect("fixture cache lock")
-                .task_cgroup
-                .insert(tid, body.clone());
+            self.cache.task(tid, |t| t.cgroup.insert(tid, body.clone()));
             if tid == pid {
                 fs::write(sys.path(&format!("proc/{pid}/cgroup")), &body)?;
             }
@@ -1019,6 +1079,7 @@ impl Fixture {
             }
         }
         fs::write(sys.path(rel), if up { "1\n" } else { "0\n" })?;
+        *self.cache.online.lock().expect("fixture cache lock") = None;
         fs::write(
             sys.path("sys/devices/system/cpu/online"),
             format!("{online}\n"),
