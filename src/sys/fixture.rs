@@ -269,7 +269,8 @@ impl Fixture {
             .clear();
     }
 
-    /// Whether any thread's `/proc/PID/task/TID/cgroup` places it in `cg`.
+    /// Whether any thread's `/proc/PID/task/TID/cgroup` places it in `cg`
+    /// (every thread of the tree, not only those of the tid index).
     fn has_tasks(&self, sys: &Sys, hierarchy: Hierarchy, cg: &str) -> io::Result<bool> {
         for pid in procfs::list_pids(sys).map_err(|e| e.source)? {
             for tid in procfs::list_tids(sys, pid).map_err(|e| e.source)? {
@@ -510,6 +511,9 @@ impl Fixture {
     /// as the kernel lists them from its own records. `None` for any other file.
     pub(super) fn read(&self, sys: &Sys, rel: &str) -> Option<io::Result<String>> {
         let (dir, file) = rel.rsplit_once('/')?;
+        if file == "stat" {
+            return self.read_stat(sys, dir);
+        }
         if !matches!(file, "cgroup.procs" | "cgroup.threads" | "tasks") {
             return None;
         }
@@ -523,6 +527,23 @@ impl Fixture {
             return Some(Err(errno(libc::ENOENT)));
         }
         Some(Ok(self.timed(|| self.members(sys, hierarchy, &cg, procs))))
+    }
+
+    /// Reads a thread's `stat` (`dir` is `proc/PID/task/TID`) from its file,
+    /// keeping its name and flags for the emulation's own later checks
+    /// while the lock is held. `None` for any other directory.
+    fn read_stat(&self, sys: &Sys, dir: &str) -> Option<io::Result<String>> {
+        if !self.cache.active() {
+            return None;
+        }
+        let mut parts = dir.strip_prefix("proc/")?.split('/');
+        let (_pid, task, tid) = (parts.next()?, parts.next()?, parts.next()?);
+        let tid: i32 = tid.parse().ok().filter(|_| task == "task")?;
+        let text = fs::read_to_string(sys.path(&format!("{dir}/stat")));
+        if let Ok(Some(parsed)) = text.as_deref().map(procfs::parse_stat) {
+            self.cache.task(tid, |t| t.stat.insert(tid, parsed));
+        }
+        Some(text)
     }
 
     /// The threads (or, with `procs`, the processes) whose `cgroup` file
@@ -1139,7 +1160,7 @@ impl Fixture {
             CpuSet::parse_list(data)
         }
         .map_err(|_| errno(libc::EINVAL))?;
-        let online = procfs::online_cpus(sys).map_err(|e| e.source)?;
+        let online = self.online(sys)?;
         if !cpus.intersects(&online) {
             return Err(errno(libc::EINVAL));
         }
@@ -1158,17 +1179,22 @@ impl Fixture {
     }
 }
 
-/// The CPU of `sys/devices/system/cpu/cpuN`.
 /// Fills `index` with tid → pid for every thread of the tree (emptied first).
 fn index_tree(sys: &Sys, index: &mut HashMap<i32, i32>) {
     index.clear();
-    for pid in procfs::list_pids(sys).unwrap_or_default() {
-        for tid in procfs::list_tids(sys, pid).unwrap_or_default() {
-            index.insert(tid, pid);
-        }
-    }
+    let pids = procfs::list_pids(sys).unwrap_or_default();
+    let parts = super::in_parallel(&pids, 256, |pids| {
+        pids.iter()
+            .flat_map(|&pid| {
+                let tids = procfs::list_tids(sys, pid).unwrap_or_default();
+                tids.into_iter().map(move |tid| (tid, pid))
+            })
+            .collect::<Vec<_>>()
+    });
+    index.extend(parts.into_iter().flatten());
 }
 
+/// The CPU of `sys/devices/system/cpu/cpuN`.
 fn cpu_of_dir(dir: &str) -> Option<u32> {
     dir.strip_prefix("sys/devices/system/cpu/cpu")?.parse().ok()
 }
