@@ -448,8 +448,10 @@ fn never_moved(sys: &Sys, entry: &Entry, pid: i32, tid: i32) -> bool {
     let Action::MoveTask { to, .. } = &entry.action else {
         return false;
     };
-    let (to_dir, file) = to.rsplit_once('/').unwrap_or(("", to));
-    let hierarchy = if file == "tasks" {
+    let to_dir = to.rsplit_once('/').map_or("", |(dir, _)| dir);
+    // Only v1 cgroups have a `tasks` file (moves there may go through
+    // `cgroup.procs` too).
+    let hierarchy = if sys.exists(&format!("{to_dir}/tasks")) {
         Hierarchy::CpusetV1
     } else {
         Hierarchy::Unified

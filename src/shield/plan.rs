@@ -1,7 +1,7 @@
 //! Plan: a pure function from (snapshot, request) to the list of changes a
 //! shield needs. No I/O here; `--dry-run` prints the plan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -624,6 +624,7 @@ pub fn plan_tasks(
 ) -> TaskPlan {
     let mut out = TaskPlan::default();
     let mut affinities = Vec::new();
+    let mut v1_moves = Vec::new();
     let shield_cgroup = format!("/{SHIELD_CGROUP}");
     for t in snap.threads.iter().filter(|t| include(t)) {
         if t.cgroup == shield_cgroup {
@@ -645,35 +646,90 @@ pub fn plan_tasks(
             continue;
         }
         let target = away_from(&t.cpus_allowed, shield, housekeeping);
-        if let CgroupSetup::V1 { mount, .. } = &snap.cgroup {
-            if t.cgroup == "/" {
-                // Moving into the system cpuset resets the affinity to its
-                // CPUs; the task's own restriction is put back right after.
-                out.steps.push(Step {
-                    action: Action::MoveTask {
-                        pid: t.pid,
-                        tid: t.tid,
-                        to: format!("{mount}/{SYSTEM_CGROUP_V1}/tasks"),
-                        back: format!("{mount}/tasks"),
-                        affinities: vec![(t.tid, t.cpus_allowed.clone())],
-                    },
-                    fatal: false,
-                });
-                // The kernel refuses to move kthreadd between v1 cpusets
-                // (EINVAL) but lets its affinity change, and the kernel
-                // threads it forks inherit that affinity.
-                if &target != housekeeping || t.is_kthread() {
-                    affinities.push(set_affinity(t, target));
-                }
-                continue;
-            }
+        if matches!(snap.cgroup, CgroupSetup::V1 { .. }) && t.cgroup == "/" {
+            v1_moves.push((t, target));
+            continue;
         }
         if on_shield {
             affinities.push(set_affinity(t, target));
         }
     }
+    if let CgroupSetup::V1 { mount, .. } = &snap.cgroup {
+        plan_v1_moves(
+            snap,
+            mount,
+            housekeeping,
+            v1_moves,
+            &mut out,
+            &mut affinities,
+        );
+    }
     out.steps.extend(affinities);
     out
+}
+
+/// Moves the threads of the v1 root cpuset into the system cpuset: a
+/// process whose every thread goes is moved whole, in one write of its pid
+/// to `cgroup.procs` (each move waits for an RCU grace period on kernels
+/// since 6.0 unless the hierarchy is mounted with `favordynmods`, so one a
+/// process rather than one a thread); others thread by thread through
+/// `tasks`. Moving resets a thread's affinity to the cpuset's CPUs; the
+/// thread's own restriction is put back right after.
+fn plan_v1_moves(
+    snap: &Snapshot,
+    mount: &str,
+    housekeeping: &CpuSet,
+    moves: Vec<(&Thread, CpuSet)>,
+    out: &mut TaskPlan,
+    affinities: &mut Vec<Step>,
+) {
+    let mut threads_of: HashMap<i32, usize> = HashMap::new();
+    for t in &snap.threads {
+        *threads_of.entry(t.pid).or_default() += 1;
+    }
+    let mut moving_of: HashMap<i32, Vec<(i32, CpuSet)>> = HashMap::new();
+    for (t, _) in &moves {
+        moving_of
+            .entry(t.pid)
+            .or_default()
+            .push((t.tid, t.cpus_allowed.clone()));
+    }
+    let whole: HashSet<i32> = moving_of
+        .iter()
+        .filter(|(pid, moving)| threads_of.get(pid) == Some(&moving.len()))
+        .map(|(pid, _)| *pid)
+        .collect();
+    for (t, target) in &moves {
+        if !whole.contains(&t.pid) {
+            out.steps.push(Step {
+                action: Action::MoveTask {
+                    pid: t.pid,
+                    tid: t.tid,
+                    to: format!("{mount}/{SYSTEM_CGROUP_V1}/tasks"),
+                    back: format!("{mount}/tasks"),
+                    affinities: vec![(t.tid, t.cpus_allowed.clone())],
+                },
+                fatal: false,
+            });
+        } else if let Some(affinities) = moving_of.get_mut(&t.pid).map(std::mem::take) {
+            out.steps.push(Step {
+                action: Action::MoveTask {
+                    pid: t.pid,
+                    tid: t.pid,
+                    to: format!("{mount}/{SYSTEM_CGROUP_V1}/cgroup.procs"),
+                    back: format!("{mount}/cgroup.procs"),
+                    affinities,
+                },
+                fatal: false,
+            });
+        }
+        // The kernel refuses to move kthreadd between v1 cpusets (EINVAL)
+        // but lets its affinity change, and the kernel threads it forks
+        // inherit that affinity.
+        if target != housekeeping || t.is_kthread() {
+            affinities.push(set_affinity(t, target.clone()));
+        }
+    }
 }
 
 fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
@@ -1011,6 +1067,64 @@ mod tests {
         assert_eq!(
             write_to(&p, "sys/fs/cgroup/cpuset/cpuset.sched_load_balance").as_deref(),
             Some("0")
+        );
+    }
+
+    #[test]
+    fn v1_moves_a_process_whole_only_when_every_thread_goes() {
+        let mut s = snap(CgroupSetup::V1 {
+            mount: "sys/fs/cgroup/cpuset".into(),
+            mems: "0".into(),
+            load_balance: "1".into(),
+        });
+        let of = |pid, tid, cgroup: &str, allowed| Thread {
+            tid,
+            cgroup: cgroup.into(),
+            ..thread(pid, "worker", 0, allowed)
+        };
+        // 40: three threads in the root cpuset. 50: one thread already in a
+        // cpuset of the user's. 60: one thread wholly on the shield (stays).
+        s.threads.extend([
+            of(40, 40, "/", "0-3"),
+            of(40, 41, "/", "0-3"),
+            of(40, 42, "/", "1-2"),
+            of(50, 50, "/", "0-3"),
+            of(50, 51, "/app", "0-3"),
+            of(60, 60, "/", "0-3"),
+            of(60, 61, "/", "3"),
+        ]);
+        let p = plan(&s, &req("2-3")).unwrap();
+        let moves: Vec<(i32, &str, Vec<i32>)> = p
+            .steps
+            .iter()
+            .filter_map(|st| match &st.action {
+                Action::MoveTask {
+                    tid,
+                    to,
+                    affinities,
+                    ..
+                } => Some((
+                    *tid,
+                    to.rsplit_once('/').unwrap().1,
+                    affinities.iter().map(|(t, _)| *t).collect(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            moves.contains(&(40, "cgroup.procs", vec![40, 41, 42])),
+            "{moves:?}"
+        );
+        assert!(moves.contains(&(50, "tasks", vec![50])), "{moves:?}");
+        assert!(moves.contains(&(60, "tasks", vec![60])), "{moves:?}");
+        assert!(
+            !moves.iter().any(|(tid, ..)| [41, 42, 51, 61].contains(tid)),
+            "{moves:?}"
+        );
+        assert_eq!(
+            affinity_of(&p, 42),
+            Some(cpus("1")),
+            "a thread of a process moved whole gets its own restriction back"
         );
     }
 }
