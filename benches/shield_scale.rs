@@ -7,10 +7,12 @@
 //! syscall), summed over the threads that make the calls: task changes and
 //! /proc reads are spread over the CPUs, so it can exceed the wall time.
 //!
-//! The reads that `on` makes twice (the snapshot, then the sweep for tasks
-//! forked meanwhile) are also timed on this machine's real kernel, read-only,
-//! with 10,000 idle threads of the benchmark's own: in the real-kernel guest
-//! (tests/vm scenario 12-scale) those reads are most of `on`.
+//! The per-thread work of `on` + `off` is also timed on this machine's real
+//! kernel, with 10,000 idle threads of the benchmark's own: the reads of
+//! every thread (the snapshot, then the sweep for tasks forked meanwhile)
+//! and an affinity change and restore of the benchmark's own threads only
+//! (nothing else of the machine is written). In the real-kernel guest
+//! (tests/vm scenario 12-scale) the reads are most of `on`.
 //!
 //! Run: `cargo bench --bench shield_scale` (`-- --rounds N` for more rounds,
 //! `-- --fixture-only` to skip the live-kernel reads).
@@ -145,16 +147,24 @@ fn run(layout: CgroupLayout, round: usize) {
     );
 }
 
-/// Times the snapshot and the re-read of every thread on the running kernel
-/// (read-only: nothing is written), with `THREADS` idle threads added.
+/// Times, on the running kernel, the per-thread work of `on` + `off` with
+/// `THREADS` idle threads of the benchmark's own added: the snapshot, an
+/// affinity change of each of its own threads (what `on` makes of every
+/// thread), the re-read of the sweep, and the check-and-restore of `off`
+/// (get, then set). Only the benchmark's own threads are changed; nothing
+/// of the machine's is written. Not included: the journal (timed on the
+/// fixture) and the cgroup and IRQ writes, a few hundred at most.
 fn live_reads(rounds: usize) {
     let park = std::sync::Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
     let idle: Vec<_> = (0..THREADS)
         .map(|_| {
             let park = park.clone();
+            let tx = tx.clone();
             std::thread::Builder::new()
                 .stack_size(64 * 1024)
                 .spawn(move || {
+                    let _ = tx.send(cpushield::sys::syscalls::gettid());
                     while !park.load(std::sync::atomic::Ordering::Relaxed) {
                         std::thread::park();
                     }
@@ -162,6 +172,9 @@ fn live_reads(rounds: usize) {
                 .expect("idle thread")
         })
         .collect();
+    drop(tx);
+    let mut own: Vec<i32> = rx.iter().take(idle.len()).collect();
+    own.sort_unstable();
     let sys = Sys::live();
     for round in 1..=rounds {
         let t0 = Instant::now();
@@ -173,14 +186,47 @@ fn live_reads(rounds: usize) {
             }
         };
         let t_snap = t0.elapsed();
+        let mine: Vec<_> = snap
+            .threads
+            .iter()
+            .filter(|t| own.binary_search(&t.tid).is_ok())
+            .collect();
+        // Off one CPU, as `on` moves threads off the shield.
+        let shield = snap.online.last();
         let t1 = Instant::now();
+        let mut changed = 0;
+        for t in &mine {
+            let away: CpuSet = t
+                .cpus_allowed
+                .iter()
+                .filter(|&c| Some(c) != shield)
+                .collect();
+            if !away.is_empty() && sys.set_affinity(t.tid, &away).is_ok() {
+                changed += 1;
+            }
+        }
+        let t_set = t1.elapsed();
+        let t2 = Instant::now();
         let again = Snapshot::reread(&sys, &snap).expect("re-read");
-        let t_reread = t1.elapsed();
+        let t_reread = t2.elapsed();
+        let t3 = Instant::now();
+        let mut restored = 0;
+        for t in &mine {
+            if sys.affinity(t.tid).is_ok_and(|now| now != t.cpus_allowed)
+                && sys.set_affinity(t.tid, &t.cpus_allowed).is_ok()
+            {
+                restored += 1;
+            }
+        }
+        let t_restore = t3.elapsed();
         println!(
-            "live kernel, read-only (round {round}) {} threads: snapshot {}, re-read {}",
+            "live kernel (round {round}) {} threads: snapshot {}, set {changed} own threads' affinity {}, re-read {}, check and restore {restored} {}; sum {}",
             again.threads.len(),
             ms(t_snap).trim(),
+            ms(t_set).trim(),
             ms(t_reread).trim(),
+            ms(t_restore).trim(),
+            ms(t_snap + t_set + t_reread + t_restore).trim(),
         );
     }
     park.store(true, std::sync::atomic::Ordering::Relaxed);
