@@ -221,7 +221,7 @@ impl Fixture {
         if let Some(Some(hit)) = self.cache.task(tid, |t| t.stat.get(&tid).cloned()) {
             return Ok(hit);
         }
-        let stat = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/stat")))?;
+        let stat = super::read_small(&sys.path(&format!("proc/{pid}/task/{tid}/stat")))?;
         let parsed = procfs::parse_stat(&stat).unwrap_or_default();
         self.cache.task(tid, |t| t.stat.insert(tid, parsed.clone()));
         Ok(parsed)
@@ -230,13 +230,13 @@ impl Fixture {
     /// A cgroup file's contents (cached until the next cgroup change).
     fn cgroup_file(&self, sys: &Sys, rel: &str) -> io::Result<String> {
         if !self.cache.active() {
-            return fs::read_to_string(sys.path(rel));
+            return super::read_small(&sys.path(rel));
         }
         let mut files = self.cache.cgroup_files.lock().expect("fixture cache lock");
         if let Some(hit) = files.get(rel) {
             return Ok(hit.clone());
         }
-        let text = fs::read_to_string(sys.path(rel))?;
+        let text = super::read_small(&sys.path(rel))?;
         files.insert(rel.to_string(), text.clone());
         Ok(text)
     }
@@ -460,7 +460,7 @@ impl Fixture {
         if let Some(Some(hit)) = self.cache.task(tid, |t| t.status.get(&tid).cloned()) {
             return Ok(hit);
         }
-        let text = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/status")))?;
+        let text = super::read_small(&sys.path(&format!("proc/{pid}/task/{tid}/status")))?;
         self.cache.task(tid, |t| t.status.insert(tid, text.clone()));
         Ok(text)
     }
@@ -539,7 +539,7 @@ impl Fixture {
         let mut parts = dir.strip_prefix("proc/")?.split('/');
         let (_pid, task, tid) = (parts.next()?, parts.next()?, parts.next()?);
         let tid: i32 = tid.parse().ok().filter(|_| task == "task")?;
-        let text = fs::read_to_string(sys.path(&format!("{dir}/stat")));
+        let text = super::read_small(&sys.path(&format!("{dir}/stat")));
         if let Ok(Some(parsed)) = text.as_deref().map(procfs::parse_stat) {
             self.cache.task(tid, |t| t.stat.insert(tid, parsed));
         }
@@ -641,7 +641,7 @@ impl Fixture {
         if let Some(Some(hit)) = self.cache.task(tid, |t| t.cgroup.get(&tid).cloned()) {
             return Ok(hit);
         }
-        let text = fs::read_to_string(sys.path(&format!("proc/{pid}/task/{tid}/cgroup")))?;
+        let text = super::read_small(&sys.path(&format!("proc/{pid}/task/{tid}/cgroup")))?;
         self.cache.task(tid, |t| t.cgroup.insert(tid, text.clone()));
         Ok(text)
     }

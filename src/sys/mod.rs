@@ -329,7 +329,7 @@ impl Sys {
 /// Reads a whole file with open, read until end, close: no `fstat` or
 /// `lseek` for a size hint as `fs::read_to_string` makes (files under
 /// /proc and /sys have no size), which counts when reading 10,000 tasks.
-fn read_small(path: &Path) -> io::Result<String> {
+pub(super) fn read_small(path: &Path) -> io::Result<String> {
     let mut f = fs::File::open(path)?;
     let mut out = Vec::new();
     let mut chunk = [0u8; 4096];
