@@ -272,17 +272,25 @@ impl Fixture {
     /// Whether any thread's `/proc/PID/task/TID/cgroup` places it in `cg`
     /// (every thread of the tree, not only those of the tid index).
     fn has_tasks(&self, sys: &Sys, hierarchy: Hierarchy, cg: &str) -> io::Result<bool> {
-        for pid in procfs::list_pids(sys).map_err(|e| e.source)? {
-            for tid in procfs::list_tids(sys, pid).map_err(|e| e.source)? {
-                let Ok(text) = self.task_cgroup(sys, pid, tid) else {
-                    continue;
-                };
-                if procfs::parse_cgroup(&text, hierarchy).as_deref() == Some(cg) {
-                    return Ok(true);
+        let pids = procfs::list_pids(sys).map_err(|e| e.source)?;
+        let parts = super::in_parallel(&pids, 256, |pids| -> io::Result<bool> {
+            for &pid in pids {
+                for tid in procfs::list_tids(sys, pid).map_err(|e| e.source)? {
+                    let Ok(text) = self.task_cgroup(sys, pid, tid) else {
+                        continue;
+                    };
+                    if procfs::parse_cgroup(&text, hierarchy).as_deref() == Some(cg) {
+                        return Ok(true);
+                    }
                 }
             }
+            Ok(false)
+        });
+        let mut any = false;
+        for part in parts {
+            any |= part?;
         }
-        Ok(false)
+        Ok(any)
     }
 
     pub(super) fn count_write(&self) {
