@@ -465,11 +465,24 @@ impl Fixture {
 
     /// A thread's `/proc/PID/task/TID/status` (cached, see [`Cache`]).
     fn task_status(&self, sys: &Sys, pid: i32, tid: i32) -> io::Result<String> {
-        if let Some(Some(hit)) = self.cache.task(tid, |t| t.status.get(&tid).cloned()) {
+        self.task_file(sys, pid, tid, "status", |t| &mut t.status)
+    }
+
+    /// A thread's `/proc/PID/task/TID/<file>`, kept in `entries(cache)`.
+    fn task_file(
+        &self,
+        sys: &Sys,
+        pid: i32,
+        tid: i32,
+        file: &str,
+        entries: fn(&mut TaskEntries) -> &mut HashMap<i32, String>,
+    ) -> io::Result<String> {
+        if let Some(Some(hit)) = self.cache.task(tid, |t| entries(t).get(&tid).cloned()) {
             return Ok(hit);
         }
-        let text = super::read_small(&sys.path(&format!("proc/{pid}/task/{tid}/status")))?;
-        self.cache.task(tid, |t| t.status.insert(tid, text.clone()));
+        let text = super::read_small(&sys.path(&format!("proc/{pid}/task/{tid}/{file}")))?;
+        self.cache
+            .task(tid, |t| entries(t).insert(tid, text.clone()));
         Ok(text)
     }
 
@@ -646,12 +659,7 @@ impl Fixture {
 
     /// A thread's `/proc/PID/task/TID/cgroup` (cached, see [`Cache`]).
     fn task_cgroup(&self, sys: &Sys, pid: i32, tid: i32) -> io::Result<String> {
-        if let Some(Some(hit)) = self.cache.task(tid, |t| t.cgroup.get(&tid).cloned()) {
-            return Ok(hit);
-        }
-        let text = super::read_small(&sys.path(&format!("proc/{pid}/task/{tid}/cgroup")))?;
-        self.cache.task(tid, |t| t.cgroup.insert(tid, text.clone()));
-        Ok(text)
+        self.task_file(sys, pid, tid, "cgroup", |t| &mut t.cgroup)
     }
 
     /// The fixture's mount table (read once; only [`Fixture::mount_cgroup2`]
