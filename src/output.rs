@@ -96,6 +96,13 @@ pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
                 format!("{} (used by 'cpushield on')", r.mechanism),
             )?,
         }
+        if let Some(mount) = &r.mount_first {
+            row(
+                w,
+                "cgroup2",
+                format!("not mounted: 'on' mounts it at {mount}, 'off' unmounts it"),
+            )?;
+        }
         if !r.boot_isolated.is_empty() {
             row(w, "isolated at boot", &r.boot_isolated)?;
         }

@@ -801,6 +801,30 @@ fn unmounted_cgroup2_killed_at_every_write_then_off_restores() {
 }
 
 #[test]
+fn status_says_on_would_mount_cgroup2() {
+    let dir = tempfile::tempdir().unwrap();
+    standard(
+        dir.path(),
+        CgroupLayout::UnmountedBusy,
+        FixtureConfig::default(),
+    );
+    let o = cpushield(dir.path(), &["status"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("not mounted: 'on' mounts it at /run/cpushield/cgroup2"),
+        "{out}"
+    );
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    assert_eq!(json(&o)["mount_first"], "/run/cpushield/cgroup2");
+    // Mounted: nothing to say.
+    let dir = tempfile::tempdir().unwrap();
+    standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    assert!(json(&o).get("mount_first").is_none());
+}
+
+#[test]
 fn dry_run_says_it_will_mount_cgroup2() {
     let dir = tempfile::tempdir().unwrap();
     standard(

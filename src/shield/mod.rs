@@ -564,6 +564,10 @@ pub struct StatusReport {
     pub online: CpuSet,
     /// The mechanism in use, or the one `on` would use.
     pub mechanism: String,
+    /// Where `on` would mount cgroup2 first (nothing with cpuset is
+    /// mounted; `off` unmounts it again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_first: Option<String>,
     /// Why no mechanism is available.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsupported: Option<String>,
@@ -640,6 +644,10 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
     Ok(StatusReport {
         online: snap.online.clone(),
         mechanism: snap.cgroup.mechanism().to_string(),
+        mount_first: match &snap.cgroup {
+            CgroupSetup::V2Unmounted { mount, .. } => Some(format!("/{mount}")),
+            _ => None,
+        },
         unsupported,
         housekeeping: state.as_ref().map(|s| s.housekeeping.clone()),
         complete: state.as_ref().is_none_or(|s| s.complete),
