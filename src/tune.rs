@@ -281,8 +281,9 @@ pub struct TuneState {
     pub files: BTreeMap<String, FileState>,
 }
 
-/// The concrete files of a knob for a shield.
-fn files_of(sys: &Sys, knob: &Knob, shield: &CpuSet) -> Vec<String> {
+/// The concrete files of a knob for a shield of `shield` (the machinecheck
+/// file of each shielded CPU, every queue of every network interface, ...).
+pub fn files_of(sys: &Sys, knob: &Knob, shield: &CpuSet) -> Vec<String> {
     match knob.scope {
         Scope::Global { files } => files.iter().map(|f| f.to_string()).collect(),
         Scope::PerShieldCpu { pattern } => shield

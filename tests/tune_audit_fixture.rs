@@ -333,9 +333,22 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
         ("siblings", Severity::Ok),
         ("irqbalance", Severity::Bad),
         ("numa", Severity::Ok),
+        ("dirty-writeback", Severity::Warn),
+        ("machinecheck", Severity::Warn),
+        ("net-queues", Severity::Warn),
     ] {
         assert_eq!(sev(&r, id), want, "{id}: {:?}", finding(&r, id));
     }
+    assert!(finding(&r, "machinecheck")
+        .reason
+        .contains("CPU 2 every 300 s"));
+    // rx-0 (0) and rx-1 (2-3) receive, tx-0 (0-3) sends: two on the targets.
+    let queues = &finding(&r, "net-queues").reason;
+    assert!(
+        queues.contains("eth0 rx-1 (2-3)") && queues.contains("eth0 tx-0 (0-3)"),
+        "{queues}"
+    );
+    assert!(!queues.contains("rx-0"), "{queues}");
     assert!(!finding(&r, "tasks").reason.contains("housekeeper"));
     assert!(finding(&r, "boot.nohz_full").next.contains("nohz_full=2-3"));
     assert!(finding(&r, "irqbalance")
@@ -407,6 +420,11 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
     assert!(finding(&r, "irq-effective").reason.contains("40"));
     // nmi_watchdog is read-only here: still on, reported.
     assert_eq!(sev(&r, "nmi-watchdog"), Severity::Warn);
+    for id in ["machinecheck", "net-queues"] {
+        assert_eq!(sev(&r, id), Severity::Ok, "{id}: {:?}", finding(&r, id));
+    }
+    // The flusher interval refuses writes here (EIO): still reported.
+    assert_eq!(sev(&r, "dirty-writeback"), Severity::Warn);
 
     std::fs::write(sys.path("proc/sys/kernel/watchdog"), "0\n").unwrap();
     let o = cpushield(dir.path(), &["off"]);

@@ -199,6 +199,7 @@ pub fn audit(
     siblings(&mut cx);
     irqbalance(&mut cx);
     numa(&mut cx);
+    background_work(&mut cx);
 
     let mut findings = cx.out;
     findings.sort_by(|a, b| a.severity.cmp(&b.severity).then(b.impact.cmp(&a.impact)));
@@ -806,6 +807,95 @@ fn watchdogs(cx: &mut Ctx) {
                 format!("cpushield on {list} --tune={knob} (or boot with {arg})"),
             ),
         }
+    }
+}
+
+/// Periodic work that `--tune` quiets: the dirty-page flusher's interval,
+/// machine-check polling on the targets, and network queues steered to them.
+fn background_work(cx: &mut Ctx) {
+    let list = cx.list();
+    if let Some(v) = cx.read("proc/sys/vm/dirty_writeback_centisecs") {
+        match v.parse::<u64>() {
+            Ok(n) if n == 0 || n >= 1500 => cx.add(
+                "dirty-writeback",
+                Severity::Ok,
+                15,
+                format!("dirty-page flusher interval {v} cs"),
+                String::new(),
+            ),
+            _ => cx.add(
+                "dirty-writeback",
+                Severity::Warn,
+                15,
+                format!("the dirty-page flusher wakes every {v} cs"),
+                format!("cpushield on {list} --tune=dirty-writeback"),
+            ),
+        }
+    }
+    let files_of = |name: &str| {
+        tune::knob(name).map_or_else(Vec::new, |k| tune::files_of(cx.sys, k, &cx.targets))
+    };
+    let (mce_files, queue_files) = (files_of("machinecheck"), files_of("net-queues"));
+    let polling: Vec<String> = mce_files
+        .iter()
+        .filter_map(|f| {
+            let v = cx.read(f)?;
+            let cpu = f.split("machinecheck").nth(2)?.split('/').next()?;
+            (v != "0").then(|| format!("CPU {cpu} every {v} s"))
+        })
+        .collect();
+    if !polling.is_empty() {
+        cx.add(
+            "machinecheck",
+            Severity::Warn,
+            20,
+            format!(
+                "machine-check polling on the targets: {}",
+                polling.join(", ")
+            ),
+            format!("cpushield on {list} --tune=machinecheck"),
+        );
+    } else if mce_files.iter().any(|f| cx.sys.exists(f)) {
+        cx.add(
+            "machinecheck",
+            Severity::Ok,
+            20,
+            "no machine-check polling on the targets".into(),
+            String::new(),
+        );
+    }
+    let mut steered = Vec::new();
+    let mut queues = 0;
+    for f in queue_files {
+        let Some(mask) = cx.read(&f).and_then(|v| CpuSet::parse_mask(&v).ok()) else {
+            continue;
+        };
+        queues += 1;
+        if mask.intersects(&cx.targets) {
+            let mut parts = f.trim_start_matches("sys/class/net/").split('/');
+            let (iface, queue) = (parts.next().unwrap_or(""), parts.nth(1).unwrap_or(""));
+            steered.push(format!("{iface} {queue} ({mask})"));
+        }
+    }
+    if !steered.is_empty() {
+        cx.add(
+            "net-queues",
+            Severity::Warn,
+            30,
+            format!(
+                "network queues steered to the targets (rps/xps): {}",
+                steered.join(", ")
+            ),
+            format!("cpushield on {list} --tune=net-queues"),
+        );
+    } else if queues > 0 {
+        cx.add(
+            "net-queues",
+            Severity::Ok,
+            30,
+            format!("no network queue steered to the targets ({queues} checked)"),
+            String::new(),
+        );
     }
 }
 
