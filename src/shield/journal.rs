@@ -211,13 +211,20 @@ impl Journal {
         Journal::dir_of(sys).join("state.json").exists()
     }
 
-    /// Starts a new journal; fails if one exists.
+    /// Starts a new journal; fails if one exists. A directory without a
+    /// state record and without segments is what an `on` killed before it
+    /// wrote its state leaves (it changed nothing yet): it is replaced.
     pub fn create(sys: &Sys, state: &State) -> Result<Journal, JournalError> {
         let dir = run_dir(sys)?.join("journal");
-        fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map_err(io_err(&dir))?;
+        let make = || fs::DirBuilder::new().mode(0o700).create(&dir);
+        match make() {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && Journal::unstarted(&dir)? => {
+                fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+                make().map_err(io_err(&dir))?;
+            }
+            Err(e) => return Err(io_err(&dir)(e)),
+        }
         let mut j = Journal {
             dir,
             next_segment: 1,
@@ -225,6 +232,15 @@ impl Journal {
         };
         j.write_state(state)?;
         Ok(j)
+    }
+
+    /// Whether `dir` is a journal directory (not a symlink) that never got
+    /// its state record nor any segment.
+    fn unstarted(dir: &Path) -> Result<bool, JournalError> {
+        let real_dir = fs::symlink_metadata(dir)
+            .map(|m| m.file_type().is_dir())
+            .map_err(io_err(dir))?;
+        Ok(real_dir && !dir.join("state.json").exists() && segment_files(dir)?.is_empty())
     }
 
     /// Opens the existing journal to append to it.
@@ -347,6 +363,25 @@ mod tests {
             outside_procs: "sys/fs/cgroup/cgroup.procs".into(),
             complete: false,
         }
+    }
+
+    #[test]
+    fn a_journal_killed_before_its_state_is_replaced_but_not_one_with_segments() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = Sys::at(tmp.path());
+        // What `on` killed between the directory and the state's rename leaves.
+        let dir = Journal::dir_of(&sys);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(".state.json.tmp"), "{").unwrap();
+        assert!(!Journal::exists(&sys));
+        Journal::create(&sys, &state()).expect("a directory with no state is replaced");
+        assert_eq!(read_state(&sys).unwrap(), Some(state()));
+        assert!(!dir.join(".state.json.tmp").exists());
+        // Segments without a state were never written by cpushield: keep them.
+        fs::remove_file(dir.join("state.json")).unwrap();
+        fs::write(dir.join("000001.json"), "[]").unwrap();
+        assert!(Journal::create(&sys, &state()).is_err());
+        assert!(dir.join("000001.json").exists());
     }
 
     #[test]
