@@ -708,6 +708,32 @@ fn affinity_requests_from_outside_the_shield_are_masked_or_refused() {
     assert_eq!(sys.affinity(1).unwrap(), cpus("1"));
 }
 
+/// A process's `status` and `cgroup` are its leader's, as the kernel shows
+/// them: after `on` has moved and re-pinned every task, each still reads
+/// what its leader thread's files read.
+#[test]
+fn process_files_follow_their_leader_through_on() {
+    for layout in [CgroupLayout::V2, CgroupLayout::V1] {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = standard(dir.path(), layout, FixtureConfig::default());
+        let o = cpushield(dir.path(), &["on", "2-3"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let pids = procfs::list_pids(&sys).unwrap();
+        assert!(pids.len() > 3, "{pids:?}");
+        for pid in pids {
+            for file in ["status", "cgroup"] {
+                assert_eq!(
+                    sys.read(&format!("proc/{pid}/{file}")).unwrap(),
+                    sys.read(&format!("proc/{pid}/task/{pid}/{file}")).unwrap(),
+                    "{layout:?}: process {pid}'s {file}"
+                );
+            }
+        }
+        let status = sys.read("proc/1/status").unwrap();
+        assert!(status.contains("Cpus_allowed_list:\t0-1\n"), "{status}");
+    }
+}
+
 #[test]
 fn unmounted_cgroup2_on_off_restores_exactly() {
     on_off_restores_exactly(CgroupLayout::Unmounted, FixtureConfig::default());

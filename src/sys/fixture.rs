@@ -509,18 +509,8 @@ impl Fixture {
                 }
             })
             .collect();
-        // Never creates a file: a thread that exited meanwhile stays gone.
-        let rewrite = |rel: &str, body: &str| -> io::Result<()> {
-            let mut f = fs::OpenOptions::new()
-                .write(true)
-                .truncate(true)
-                .open(sys.path(rel))?;
-            f.write_all(body.as_bytes())
-        };
-        rewrite(&format!("proc/{pid}/task/{tid}/status"), &body)?;
-        if pid == tid {
-            let _ = rewrite(&format!("proc/{pid}/status"), &body);
-        }
+        // A leader's `proc/PID/status` is the same file (see [`add_process`]).
+        overwrite(&sys.path(&format!("proc/{pid}/task/{tid}/status")), &body)?;
         body.shrink_to_fit();
         self.cache.task(tid, |t| t.status.insert(tid, body));
         Ok(())
@@ -878,11 +868,8 @@ impl Fixture {
                 })
                 .collect();
             let body = updated.join("\n") + "\n";
-            fs::write(sys.path(&rel), &body)?;
+            overwrite(&sys.path(&rel), &body)?;
             self.cache.task(tid, |t| t.cgroup.insert(tid, body.clone()));
-            if tid == pid {
-                fs::write(sys.path(&format!("proc/{pid}/cgroup")), &body)?;
-            }
             self.update_affinity(sys, pid, tid, |old| {
                 if self.config.keep_affinity_on_move && old.intersects(&cpus) {
                     old.intersection(&cpus)
@@ -1196,6 +1183,17 @@ impl Fixture {
 }
 
 /// Fills `index` with tid → pid for every thread of the tree (emptied first).
+/// Replaces the contents of an existing file in place: never creates one
+/// (a thread that exited meanwhile stays gone) and keeps its inode, so a
+/// leader's process file, a hard link to its task file, changes with it.
+/// Overwriting rather than truncating first keeps tmpfs from freeing and
+/// zeroing the page for every one of thousands of task changes.
+fn overwrite(path: &Path, body: &str) -> io::Result<()> {
+    let mut f = fs::OpenOptions::new().write(true).open(path)?;
+    f.write_all(body.as_bytes())?;
+    f.set_len(body.len() as u64)
+}
+
 fn index_tree(sys: &Sys, index: &mut HashMap<i32, i32>) {
     index.clear();
     let pids = procfs::list_pids(sys).unwrap_or_default();
@@ -1497,10 +1495,12 @@ pub fn add_process(sys: &Sys, pid: i32, tasks: &[FixtureTask]) -> io::Result<Vec
         fs::write(dir.join("status"), &status)?;
         fs::write(dir.join("cgroup"), cgroup)?;
         if i == 0 {
+            // The process's files are its leader's, as the kernel shows
+            // them: one file, so that a change of the leader is one write.
             let pdir = sys.path(&format!("proc/{pid}"));
-            fs::write(pdir.join("stat"), &stat)?;
-            fs::write(pdir.join("status"), &status)?;
-            fs::write(pdir.join("cgroup"), cgroup)?;
+            for file in ["stat", "status", "cgroup"] {
+                fs::hard_link(dir.join(file), pdir.join(file))?;
+            }
         }
         tids.push(tid);
     }
