@@ -29,7 +29,9 @@
 //! - `mount -t cgroup2` needs cgroup2 in `/proc/filesystems` (ENODEV) and
 //!   an existing directory (ENOENT); it adds a `/proc/self/mounts` line and
 //!   the root cgroup's files, with the controllers no v1 hierarchy holds;
-//!   `umount` of a mount with another one below it is EBUSY.
+//!   `umount` of a mount with another one below it is EBUSY;
+//! - a process's `stat`, `status` and `cgroup` are its leader thread's
+//!   (hard links to the leader's task files, changed in place).
 //!
 //! With `CPUSHIELD_FIXTURE_CRASH_AFTER=k` in the environment, the process
 //! kills itself with SIGKILL at its (k+1)-th kernel write: fault injection
