@@ -272,27 +272,33 @@ impl Fixture {
     }
 
     /// Whether any thread's `/proc/PID/task/TID/cgroup` places it in `cg`
-    /// (every thread of the tree, not only those of the tid index).
-    fn has_tasks(&self, sys: &Sys, hierarchy: Hierarchy, cg: &str) -> io::Result<bool> {
-        let pids = procfs::list_pids(sys).map_err(|e| e.source)?;
-        let parts = super::in_parallel(&pids, 256, |pids| -> io::Result<bool> {
-            for &pid in pids {
-                for tid in procfs::list_tids(sys, pid).map_err(|e| e.source)? {
-                    let Ok(text) = self.task_cgroup(sys, pid, tid) else {
-                        continue;
-                    };
-                    if procfs::parse_cgroup(&text, hierarchy).as_deref() == Some(cg) {
-                        return Ok(true);
-                    }
-                }
-            }
-            Ok(false)
+    /// (every thread of the tree as it is now, not only those of the tid index).
+    fn has_tasks(&self, sys: &Sys, hierarchy: Hierarchy, cg: &str) -> bool {
+        let mut now = HashMap::new();
+        index_tree(sys, &mut now);
+        let threads: Vec<(i32, i32)> = now.into_iter().collect();
+        !self.threads_in(sys, hierarchy, cg, &threads).is_empty()
+    }
+
+    /// The (tid, pid) of `threads` whose `cgroup` file places them in `cg`.
+    fn threads_in(
+        &self,
+        sys: &Sys,
+        hierarchy: Hierarchy,
+        cg: &str,
+        threads: &[(i32, i32)],
+    ) -> Vec<(i32, i32)> {
+        let parts = super::in_parallel(threads, 512, |part| {
+            part.iter()
+                .filter(|(tid, pid)| {
+                    self.task_cgroup(sys, *pid, *tid).is_ok_and(|text| {
+                        procfs::parse_cgroup(&text, hierarchy).as_deref() == Some(cg)
+                    })
+                })
+                .copied()
+                .collect::<Vec<_>>()
         });
-        let mut any = false;
-        for part in parts {
-            any |= part?;
-        }
-        Ok(any)
+        parts.concat()
     }
 
     pub(super) fn count_write(&self) {
@@ -411,7 +417,7 @@ impl Fixture {
         let (hierarchy, cg) = self
             .cgroup_of_dir(sys, rel)
             .ok_or_else(|| err(errno(libc::EINVAL)))?;
-        let populated = self.has_tasks(sys, hierarchy, &cg).map_err(err)?;
+        let populated = self.has_tasks(sys, hierarchy, &cg);
         if has_child || populated {
             return Err(err(errno(libc::EBUSY)));
         }
@@ -572,17 +578,11 @@ impl Fixture {
             }
             index.iter().map(|(tid, pid)| (*tid, *pid)).collect()
         };
-        let parts = super::in_parallel(&threads, 512, |part| {
-            part.iter()
-                .filter(|(tid, pid)| {
-                    self.task_cgroup(sys, *pid, *tid).is_ok_and(|text| {
-                        procfs::parse_cgroup(&text, hierarchy).as_deref() == Some(cg)
-                    })
-                })
-                .map(|(tid, pid)| if procs { *pid } else { *tid })
-                .collect::<Vec<i32>>()
-        });
-        let mut ids: Vec<i32> = parts.into_iter().flatten().collect();
+        let mut ids: Vec<i32> = self
+            .threads_in(sys, hierarchy, cg, &threads)
+            .into_iter()
+            .map(|(tid, pid)| if procs { pid } else { tid })
+            .collect();
         ids.sort_unstable();
         ids.dedup();
         ids.iter().map(|id| format!("{id}\n")).collect()
@@ -1184,7 +1184,6 @@ impl Fixture {
     }
 }
 
-/// Fills `index` with tid → pid for every thread of the tree (emptied first).
 /// Replaces the contents of an existing file in place: never creates one
 /// (a thread that exited meanwhile stays gone) and keeps its inode, so a
 /// leader's process file, a hard link to its task file, changes with it.
@@ -1196,6 +1195,7 @@ fn overwrite(path: &Path, body: &str) -> io::Result<()> {
     f.set_len(body.len() as u64)
 }
 
+/// Fills `index` with tid → pid for every thread of the tree (emptied first).
 fn index_tree(sys: &Sys, index: &mut HashMap<i32, i32>) {
     index.clear();
     let pids = procfs::list_pids(sys).unwrap_or_default();
