@@ -17,6 +17,10 @@ use cpushield::sys::Sys;
 mod output;
 mod output_audit;
 
+/// `status`: a shield is active but no longer holds (see the README's
+/// table of exit codes).
+const EXIT_BROKEN: u8 = 3;
+
 /// Shield CPUs for real-time work on a stock Linux machine, undo it exactly,
 /// and measure the effect.
 ///
@@ -51,7 +55,11 @@ enum Command {
     /// Undo the shield exactly (also after an interrupted `on`).
     Off(JsonArg),
     /// Show the shield, what is inside it, and anything that should not be
-    /// on the shielded CPUs. Read-only; the default command.
+    /// on the shielded CPUs; check that it still holds. Read-only; the
+    /// default command.
+    ///
+    /// Exit status: 0 no shield, or the shield holds; 3 a shield is active
+    /// but broken (the reasons and their repair are printed); 1 an error.
     Status(JsonArg),
     /// Start a command inside the shield (exec, no shell in between).
     Run(RunArgs),
@@ -295,6 +303,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Status(a) => {
             let report = shield::status(&sys)?;
             emit(&mut out, a.json, &report, output::status)?;
+            if !report.holds {
+                return Ok(ExitCode::from(EXIT_BROKEN));
+            }
         }
         Command::On(a) => {
             let stop = stop_flag()?;

@@ -109,12 +109,17 @@ pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
         row(w, "IRQs", r.irqs_total)?;
         return Ok(());
     };
-    writeln!(w, "shield on CPUs {shield}")?;
-    if !r.complete {
-        writeln!(
-            w,
-            "  WARNING: 'cpushield on' did not finish; run 'cpushield off' to undo it"
-        )?;
+    if r.holds {
+        writeln!(w, "shield on CPUs {shield}: holds")?;
+    } else {
+        writeln!(w, "shield on CPUs {shield}: BROKEN")?;
+        for b in &r.broken {
+            writeln!(w, "  broken: {}", b.what)?;
+            writeln!(w, "    repair: {}", b.repair)?;
+        }
+    }
+    for n in &r.notes {
+        writeln!(w, "  note: {n}")?;
     }
     row(
         w,
@@ -278,6 +283,10 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
                 } => {
                     format!("affinity of {tid} ({name}): {previous} -> {cpus}")
                 }
+                Action::Systemd { call, .. } => call.command_line().join(" "),
+                Action::IrqbalanceBan { banned, .. } => format!(
+                    "irqbalance: runtime drop-in IRQBALANCE_BANNED_CPULIST={banned}, daemon-reload, try-restart"
+                ),
             };
             writeln!(w, "    {line}")?;
         }

@@ -10,9 +10,11 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::journal::{Entry, EntryRef, Journal, JournalError};
+use super::owners::{IRQBALANCE_DROPIN, IRQBALANCE_ENV, IRQBALANCE_UNIT};
 use super::plan::{Action, Check, Step, Undo};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
+use crate::sys::systemd::SystemdCall;
 use crate::sys::{ErrorKind, Sys, SysError};
 
 /// Steps journaled together in one segment: each segment costs two fsyncs
@@ -195,6 +197,8 @@ pub fn describe(a: &Action) -> String {
         Action::MoveTask { tid, .. } => format!("task {tid}"),
         Action::SetAffinity { tid, name, .. } => format!("task {tid} ({name})"),
         Action::Remember { affinities } => format!("{} task affinities", affinities.len()),
+        Action::Systemd { call, .. } => format!("systemd: {}", call.command_line().join(" ")),
+        Action::IrqbalanceBan { .. } => format!("/{IRQBALANCE_DROPIN}"),
     }
 }
 
@@ -216,8 +220,43 @@ fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
         Action::MoveTask { tid, to, .. } => sys.write(to, &tid.to_string())?,
         Action::SetAffinity { tid, cpus, .. } => sys.set_affinity(*tid, cpus)?,
         Action::Remember { .. } => {}
+        Action::Systemd { call, .. } => sys.systemd(call)?,
+        Action::IrqbalanceBan {
+            banned, make_dir, ..
+        } => {
+            sys.write_config(IRQBALANCE_ENV, &irqbalance_env(banned), *make_dir)?;
+            sys.write_config(IRQBALANCE_DROPIN, &irqbalance_dropin(banned), false)?;
+            reload_and_restart(sys)?;
+        }
     }
     Ok(())
+}
+
+/// The environment file of the irqbalance ban. irqbalance takes the first
+/// non-empty of IRQBALANCE_BANNED_CPUS (hex, deprecated) and
+/// IRQBALANCE_BANNED_CPULIST (irqbalance 1.8+, cputree.c
+/// setup_banned_cpus), so the first is set empty: a user's hex mask,
+/// already part of `banned`, must not hide the list.
+fn irqbalance_env(banned: &CpuSet) -> String {
+    format!(
+        "# cpushield: CPUs {banned} banned while shielded; removed by 'cpushield off'\nIRQBALANCE_BANNED_CPUS=\nIRQBALANCE_BANNED_CPULIST={banned}\n"
+    )
+}
+
+/// The drop-in. Variables of an EnvironmentFile= override Environment=,
+/// and of several files the last one read wins (systemd.exec(5)); a
+/// drop-in's EnvironmentFile= comes after the unit's own.
+fn irqbalance_dropin(banned: &CpuSet) -> String {
+    format!(
+        "# cpushield: keeps irqbalance off the shielded CPUs {banned}; removed by 'cpushield off'\n[Service]\nEnvironmentFile=/{IRQBALANCE_ENV}\n"
+    )
+}
+
+fn reload_and_restart(sys: &Sys) -> Result<(), SysError> {
+    sys.systemd(&SystemdCall::DaemonReload)?;
+    sys.systemd(&SystemdCall::TryRestart {
+        unit: IRQBALANCE_UNIT.into(),
+    })
 }
 
 fn verify(sys: &Sys, path: &str, wrote: &str, check: Check) -> Result<(), ApplyError> {
@@ -291,6 +330,21 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
         match &e.action {
             Action::SetAffinity { .. } | Action::Remember { .. } | Action::MoveTask { .. } => {}
             Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
+            Action::Systemd { call, undo, back } => {
+                undo_systemd(sys, call, undo.as_ref(), back.as_deref(), &mut out)
+            }
+            Action::IrqbalanceBan {
+                make_dir,
+                previous_dropin,
+                previous_env,
+                ..
+            } => undo_irqbalance_ban(
+                sys,
+                *make_dir,
+                previous_dropin.as_deref(),
+                previous_env.as_deref(),
+                &mut out,
+            ),
             Action::MountCgroup2 { target, make_dir } => {
                 unmount_cgroup2(sys, target, *make_dir, &mut out)
             }
@@ -526,4 +580,96 @@ fn remove_cgroup(sys: &Sys, path: &str, out: &mut Undone) {
         }
     }
     out.restored += 1;
+}
+
+/// Undoes a request to systemd: the processes a scope still holds go back
+/// to `back` first (stopping it would kill them), then the undoing call is
+/// made, unless the unit never came to be (a journaled call that a crash
+/// stopped before it was made).
+fn undo_systemd(
+    sys: &Sys,
+    call: &SystemdCall,
+    undo: Option<&SystemdCall>,
+    back: Option<&str>,
+    out: &mut Undone,
+) {
+    let dir = match call {
+        SystemdCall::StartSlice { cgroup_dir, .. } | SystemdCall::StartScope { cgroup_dir, .. } => {
+            Some(cgroup_dir.as_str())
+        }
+        _ => None,
+    };
+    if let Some(dir) = dir {
+        if !sys.exists(dir) {
+            out.unchanged += 1;
+            return;
+        }
+    }
+    if let (Some(back), Some(dir)) = (back, dir) {
+        let procs = sys.read(&format!("{dir}/cgroup.procs")).unwrap_or_default();
+        for pid in procs.split_whitespace() {
+            match sys.write(back, pid) {
+                Ok(()) => {}
+                Err(err) if err.kind == ErrorKind::NotFound && sys.exists(back) => {}
+                Err(err) => out.failed.push(Refusal {
+                    target: format!("process {pid}"),
+                    reason: format!("could not move it back to /{back}: {}", err.errno_name()),
+                }),
+            }
+        }
+        // An empty transient scope is stopped and collected by systemd itself.
+        out.restored += 1;
+        return;
+    }
+    let Some(undo) = undo else {
+        return;
+    };
+    match sys.systemd(undo) {
+        Ok(()) => out.restored += 1,
+        Err(err) => out.failed.push(Refusal {
+            target: format!("systemd: {}", undo.command_line().join(" ")),
+            reason: err.to_string(),
+        }),
+    }
+}
+
+/// Removes the irqbalance ban (or writes back what was there before), then
+/// reloads systemd and restarts irqbalance if it runs, so that it balances
+/// over the CPUs it used before.
+fn undo_irqbalance_ban(
+    sys: &Sys,
+    made_dir: bool,
+    previous_dropin: Option<&str>,
+    previous_env: Option<&str>,
+    out: &mut Undone,
+) {
+    let mut restore = |path: &str, previous: Option<&str>| {
+        let result = match previous {
+            Some(text) => sys.write_config(path, text, false),
+            None => sys.remove_config(path, false),
+        };
+        if let Err(err) = result {
+            out.failed.push(Refusal {
+                target: format!("/{path}"),
+                reason: err.to_string(),
+            });
+        }
+    };
+    restore(IRQBALANCE_DROPIN, previous_dropin);
+    restore(IRQBALANCE_ENV, previous_env);
+    if made_dir {
+        if let Err(err) = sys.remove_config(IRQBALANCE_DROPIN, true) {
+            out.failed.push(Refusal {
+                target: format!("/{IRQBALANCE_DROPIN}"),
+                reason: err.to_string(),
+            });
+        }
+    }
+    match reload_and_restart(sys) {
+        Ok(()) => out.restored += 1,
+        Err(err) => out.failed.push(Refusal {
+            target: "irqbalance".into(),
+            reason: format!("could not reload systemd and restart irqbalance: {err}"),
+        }),
+    }
 }

@@ -99,6 +99,16 @@ pub struct State {
     pub outside_procs: String,
     /// Whether `on` finished (false while it runs, or when it was killed).
     pub complete: bool,
+    /// The partition type written (v2), which `status` expects to read back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// IRQs allowed on the shield when `on` finished: bound to it on
+    /// request, or refusing a new affinity. Any other IRQ there is drift.
+    #[serde(default)]
+    pub irqs_kept: Vec<u32>,
+    /// The CPUs banned for irqbalance, when `on` set the ban.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irqbalance_ban: Option<CpuSet>,
 }
 
 /// The exclusive lock of a running cpushield; released on drop.
@@ -362,6 +372,9 @@ mod tests {
             shield_dir: "sys/fs/cgroup/cpushield".into(),
             outside_procs: "sys/fs/cgroup/cgroup.procs".into(),
             complete: false,
+            partition: Some("isolated".into()),
+            irqs_kept: Vec::new(),
+            irqbalance_ban: None,
         }
     }
 

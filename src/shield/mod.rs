@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod journal;
+pub mod owners;
 pub mod plan;
 pub mod snapshot;
 
@@ -17,11 +18,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
+use crate::sys::systemd::SystemdCall;
 use crate::sys::{syscalls, ErrorKind, Sys, SysError};
 use apply::{Applied, ApplyError, Refusal, Undone};
 use journal::{Journal, JournalError, State};
 use plan::{Action, Plan, PlanError, Request, Step, TaskRef};
-use snapshot::{CgroupSetup, Snapshot, SHIELD_CGROUP, SYSTEM_CGROUP_V1};
+use snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 
 /// Everything that can stop a shield command.
 #[derive(Debug, thiserror::Error)]
@@ -146,9 +148,12 @@ fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
         shield: plan.shield.clone(),
         housekeeping: plan.housekeeping.clone(),
         mechanism: plan.mechanism.clone(),
-        shield_dir: format!("{mount}/{SHIELD_CGROUP}"),
+        shield_dir: plan.shield_dir.clone(),
         outside_procs,
         complete: false,
+        partition: plan.partition.clone(),
+        irqs_kept: Vec::new(),
+        irqbalance_ban: None,
     }
 }
 
@@ -282,11 +287,28 @@ pub fn on_timed(
             });
         }
     };
+    let mut out = report(&plan, &after, Some(&applied), false);
     state.complete = true;
+    state.irqs_kept = out
+        .irqs_refused
+        .iter()
+        .map(|r| r.irq)
+        .chain(out.irqs_to_shield.iter().copied())
+        .collect();
+    state.irqbalance_ban = plan.steps.iter().find_map(|s| match &s.action {
+        Action::IrqbalanceBan { banned, .. }
+            if !applied
+                .refused
+                .iter()
+                .any(|r| r.target == apply::describe(&s.action)) =>
+        {
+            Some(banned.clone())
+        }
+        _ => None,
+    });
     journal.write_state(&state)?;
     timings.journal += journal.time_spent();
     timings.segments += journal.segments();
-    let mut out = report(&plan, &after, Some(&applied), false);
     if !respread.is_empty() {
         let list: Vec<String> = respread.iter().map(u32::to_string).collect();
         out.notes.push(format!(
@@ -295,9 +317,9 @@ pub fn on_timed(
         ));
         out.irqs_moved.extend(respread);
     }
-    if let (CgroupSetup::V2 { .. }, Some(dir)) = (&after.cgroup, after.cgroup.shield_dir()) {
+    if let CgroupSetup::V2 { .. } = &after.cgroup {
         out.partition = sys
-            .read_trimmed(&format!("{dir}/cpuset.cpus.partition"))
+            .read_trimmed(&format!("{}/cpuset.cpus.partition", plan.shield_dir))
             .ok();
     }
     Ok(out)
@@ -595,6 +617,179 @@ pub struct StatusReport {
     pub default_irq_affinity: Option<CpuSet>,
     /// Unbound workqueue cpumask.
     pub workqueue_mask: Option<CpuSet>,
+    /// Whether the shield still holds (true when there is none): nothing
+    /// in `broken`.
+    #[serde(default)]
+    pub holds: bool,
+    /// What no longer holds, each with its repair.
+    #[serde(default)]
+    pub broken: Vec<Breakage>,
+    /// Other owners of the machine that may fight the shield (tuned).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// One way a shield stopped holding.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Breakage {
+    /// Short name (`partition`, `cpuset-controller`, `enforcement`,
+    /// `irqbalance`, `threads`, `irqs`, `incomplete`).
+    pub check: String,
+    /// What is wrong, as read from the kernel.
+    pub what: String,
+    /// How to repair it.
+    pub repair: String,
+}
+
+/// Checks that an active shield still holds: judged by what the kernel
+/// would refuse (the cpuset controller, the partition, the CPUs left to
+/// everything outside), then by what drifted (irqbalance's ban, threads and
+/// IRQs outside the shield allowed on it).
+fn holds_checks(
+    sys: &Sys,
+    state: &State,
+    snap: &Snapshot,
+    intruders: &[TaskRef],
+    irqs_on_shield: &[IrqPlacement],
+) -> Vec<Breakage> {
+    let shield = &state.shield;
+    let rebuild = format!(
+        "run 'cpushield on {shield}' again: it undoes what is left and builds the shield anew"
+    );
+    let mut out = Vec::new();
+    let mut broken = |check: &str, what: String, repair: &str| {
+        out.push(Breakage {
+            check: check.into(),
+            what,
+            repair: repair.to_string(),
+        })
+    };
+    if !state.complete {
+        broken(
+            "incomplete",
+            "the last 'cpushield on' did not finish".into(),
+            "run 'cpushield off', then 'cpushield on' again",
+        );
+        return out;
+    }
+    match &snap.cgroup {
+        CgroupSetup::V2 {
+            mount,
+            subtree_control,
+            ..
+        } => {
+            if !subtree_control.iter().any(|c| c == "cpuset") {
+                broken(
+                    "cpuset-controller",
+                    format!("the cpuset controller is no longer enabled in /{mount}/cgroup.subtree_control: nothing enforces the shield"),
+                    &rebuild,
+                );
+            }
+            let dir = &state.shield_dir;
+            match sys.read_trimmed(&format!("{dir}/cpuset.cpus.partition")) {
+                Err(_) => broken(
+                    "partition",
+                    format!("the shield's cgroup /{dir} or its partition file is gone"),
+                    &rebuild,
+                ),
+                Ok(p)
+                    if p.contains("invalid")
+                        || state
+                            .partition
+                            .as_deref()
+                            .is_some_and(|want| !p.starts_with(want)) =>
+                {
+                    broken(
+                        "partition",
+                        format!("/{dir}/cpuset.cpus.partition reads {p:?}"),
+                        &rebuild,
+                    )
+                }
+                Ok(_) => {}
+            }
+            if let Ok(eff) = sys.read_cpulist(&format!("{mount}/cpuset.cpus.effective")) {
+                let open = eff.intersection(shield);
+                if !open.is_empty() {
+                    broken(
+                        "enforcement",
+                        format!("the kernel lets tasks outside the shield run on CPUs {open} (/{mount}/cpuset.cpus.effective is {eff})"),
+                        &rebuild,
+                    );
+                }
+            }
+        }
+        CgroupSetup::V1 { mount, .. } => {
+            let file = format!("{mount}/{SYSTEM_CGROUP_V1}/cpuset.cpus");
+            match sys.read_cpulist(&file) {
+                Ok(c) if !c.intersects(shield) => {}
+                Ok(c) => broken(
+                    "enforcement",
+                    format!("/{file} reads {c}, which includes shielded CPUs"),
+                    &rebuild,
+                ),
+                Err(_) => broken("enforcement", format!("/{file} is gone"), &rebuild),
+            }
+        }
+        _ => broken(
+            "cpuset-controller",
+            "no cpuset hierarchy is mounted any more".into(),
+            &rebuild,
+        ),
+    }
+    if let Some(ban) = &state.irqbalance_ban {
+        let irqb = snap.owners.irqbalance.as_ref();
+        if irqb.is_none_or(|i| i.dropin.is_none()) {
+            broken(
+                "irqbalance",
+                format!(
+                    "cpushield's drop-in /{} is gone: irqbalance may move IRQs onto the shield",
+                    owners::IRQBALANCE_DROPIN
+                ),
+                &rebuild,
+            );
+        } else if let Some(pid) = irqb.and_then(|i| i.pid) {
+            let env = sys.read(&format!("proc/{pid}/environ")).unwrap_or_default();
+            let var = |name: &str| {
+                env.split('\0')
+                    .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+                    .map(str::to_string)
+            };
+            let list = var("IRQBALANCE_BANNED_CPULIST")
+                .and_then(|v| CpuSet::parse_list(&v).ok())
+                .unwrap_or_default();
+            let hex = var("IRQBALANCE_BANNED_CPUS").filter(|v| !v.is_empty());
+            if hex.is_some() || !list.is_superset_of(shield) {
+                broken(
+                    "irqbalance",
+                    format!("irqbalance (pid {pid}) runs without the ban of CPUs {ban} (its environment: IRQBALANCE_BANNED_CPULIST={list}{})", hex.map(|h| format!(", IRQBALANCE_BANNED_CPUS={h}")).unwrap_or_default()),
+                    "systemctl daemon-reload && systemctl restart irqbalance (or run 'cpushield on' again)",
+                );
+            }
+        }
+    }
+    if !intruders.is_empty() {
+        broken(
+            "threads",
+            format!(
+                "{} thread(s) outside the shield may run on CPUs {shield}",
+                intruders.len()
+            ),
+            &rebuild,
+        );
+    }
+    let drifted: Vec<String> = irqs_on_shield
+        .iter()
+        .filter(|i| i.affinity.intersects(shield) && !state.irqs_kept.contains(&i.irq))
+        .map(|i| i.irq.to_string())
+        .collect();
+    if !drifted.is_empty() {
+        broken(
+            "irqs",
+            format!("IRQs {} are allowed on the shield again", drifted.join(" ")),
+            &rebuild,
+        );
+    }
+    out
 }
 
 /// Reports the shield (or its absence). Read-only.
@@ -606,7 +801,6 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         _ => None,
     };
     let shield = state.as_ref().map(|s| s.shield.clone());
-    let inside_cg = format!("/{SHIELD_CGROUP}");
     let mut tasks_inside = Vec::new();
     let mut intruders = Vec::new();
     let mut per_cpu_kthreads = BTreeMap::new();
@@ -614,7 +808,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
     let mut partition = None;
     if let Some(shield) = &shield {
         for t in &snap.threads {
-            if t.cgroup == inside_cg {
+            if in_shield_cgroup(&t.cgroup) {
                 tasks_inside.push(TaskRef::from(t));
             } else if t.cpus_allowed.intersects(shield) {
                 if t.is_pinned_by_kernel() || (t.is_kthread() && t.cpus_allowed.is_subset(shield)) {
@@ -635,15 +829,19 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
                 });
             }
         }
-        if let (CgroupSetup::V2 { .. }, Some(dir)) = (&snap.cgroup, snap.cgroup.shield_dir()) {
+        if let (CgroupSetup::V2 { .. }, Some(s)) = (&snap.cgroup, &state) {
             partition = sys
-                .read_trimmed(&format!("{dir}/cpuset.cpus.partition"))
+                .read_trimmed(&format!("{}/cpuset.cpus.partition", s.shield_dir))
                 .ok();
         }
     }
+    let broken = match &state {
+        Some(s) => holds_checks(sys, s, &snap, &intruders, &irqs_on_shield),
+        None => Vec::new(),
+    };
     Ok(StatusReport {
         online: snap.online.clone(),
-        mechanism: snap.cgroup.mechanism().to_string(),
+        mechanism: plan::mechanism(&snap),
         mount_first: match &snap.cgroup {
             CgroupSetup::V2Unmounted { mount, .. } => Some(format!("/{mount}")),
             _ => None,
@@ -661,6 +859,9 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         irqs_on_shield,
         default_irq_affinity: snap.default_irq_affinity.clone(),
         workqueue_mask: snap.workqueue_mask.clone(),
+        holds: broken.is_empty(),
+        broken,
+        notes: plan::tuned_notes(&snap.owners),
     })
 }
 
@@ -740,6 +941,18 @@ pub fn move_tasks(
     } else {
         "cgroup.procs"
     };
+    // Under systemd a process changes cgroup as a transient scope of its
+    // own (systemd moves it and keeps it there through reloads): in the
+    // shield's slice, or in system.slice when it leaves the shield.
+    let by_systemd =
+        (state.shield_dir.ends_with(SHIELD_SLICE) && !single_thread).then(|| match direction {
+            Direction::In => (SHIELD_SLICE, state.shield_dir.clone(), "cpushield-run"),
+            Direction::Out => (
+                "system.slice",
+                format!("{mount}/system.slice"),
+                "cpushield-out",
+            ),
+        });
     let mut journal = Journal::open(sys)?;
     let mut report = MoveReport {
         moved: Vec::new(),
@@ -769,17 +982,34 @@ pub fn move_tasks(
         } else {
             first.cgroup.clone()
         };
-        let mut entries = vec![journal::Entry {
-            action: Action::MoveTask {
+        let back = format!("{mount}{origin}/{file}");
+        let placement = match &by_systemd {
+            Some((slice, slice_dir, prefix)) => {
+                let unit = format!("{prefix}-{id}.scope");
+                Action::Systemd {
+                    call: SystemdCall::StartScope {
+                        cgroup_dir: format!("{slice_dir}/{unit}"),
+                        unit,
+                        slice: slice.to_string(),
+                        pids: vec![id],
+                    },
+                    undo: None,
+                    back: Some(back),
+                }
+            }
+            None => Action::MoveTask {
                 pid: first.pid,
                 tid: id,
                 to: format!("{dest_dir}/{file}"),
-                back: format!("{mount}{origin}/{file}"),
+                back,
                 affinities: threads
                     .iter()
                     .map(|t| (t.tid, t.cpus_allowed.clone()))
                     .collect(),
             },
+        };
+        let mut entries = vec![journal::Entry {
+            action: placement.clone(),
             previous: None,
         }];
         for t in &threads {
@@ -795,7 +1025,10 @@ pub fn move_tasks(
             });
         }
         journal.append(&entries)?;
-        sys.write(&format!("{dest_dir}/{file}"), &id.to_string())?;
+        match &placement {
+            Action::Systemd { call, .. } => sys.systemd(call)?,
+            _ => sys.write(&format!("{dest_dir}/{file}"), &id.to_string())?,
+        }
         for t in &threads {
             match sys.set_affinity(t.tid, &cpus) {
                 Err(e) if e.kind != ErrorKind::NotFound => return Err(e.into()),

@@ -5,12 +5,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::owners::{Owners, IRQBALANCE_UNIT};
 use super::snapshot::{
-    cpu_online_file, CgroupSetup, Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_CGROUP, SYSTEM_CGROUP_V1,
-    WORKQUEUE_MASK,
+    cpu_online_file, in_shield_cgroup, CgroupSetup, Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_CGROUP,
+    SHIELD_SLICE, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
 };
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
+use crate::sys::systemd::SystemdCall;
 
 /// What the user asked for.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -109,6 +111,32 @@ pub enum Action {
         /// (tid, affinity) of every thread at snapshot time.
         affinities: Vec<(i32, CpuSet)>,
     },
+    /// A request to systemd (see [`SystemdCall`]), undone by `undo`. When
+    /// `back` is set, undo first moves the processes still in the unit's
+    /// cgroup there (a scope of `run` or `move`: its processes outlive it).
+    Systemd {
+        /// The request.
+        call: SystemdCall,
+        /// The request that undoes it.
+        undo: Option<SystemdCall>,
+        /// `cgroup.procs` the unit's processes go back to before `undo`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        back: Option<String>,
+    },
+    /// Keep irqbalance off the shield: a runtime drop-in for its unit adds
+    /// an environment file setting `IRQBALANCE_BANNED_CPULIST`, then
+    /// systemd reloads and restarts it if it runs. Undone by removing both
+    /// (or writing back what was there), reloading and restarting again.
+    IrqbalanceBan {
+        /// CPUs banned: the shield and irqbalance's own ban.
+        banned: CpuSet,
+        /// The drop-in directory had to be made (and is removed by undo).
+        make_dir: bool,
+        /// The drop-in that was there before, if any.
+        previous_dropin: Option<String>,
+        /// The environment file that was there before, if any.
+        previous_env: Option<String>,
+    },
     /// Change one thread's affinity.
     SetAffinity {
         /// Process id.
@@ -169,6 +197,8 @@ pub struct Plan {
     pub mechanism: String,
     /// Partition type written (v2): `isolated`, or `root` when boot-time isolation forbids `isolated`.
     pub partition: Option<String>,
+    /// The shield's cgroup directory, relative to the root.
+    pub shield_dir: String,
     /// Changes, in order.
     pub steps: Vec<Step>,
     /// Per-CPU kernel threads on shielded CPUs, by kind; the kernel keeps them there.
@@ -310,7 +340,10 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         },
         fatal: false,
     }];
+    steps.extend(plan_irqbalance(&snap.owners, &shield, &mut notes));
+    notes.extend(tuned_notes(&snap.owners));
     let mut partition = None;
+    let shield_dir: String;
     let fatal = |action| Step {
         action,
         fatal: true,
@@ -344,22 +377,45 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
             subtree_control,
             ..
         } => {
-            if !subtree_control.iter().any(|c| c == "cpuset") {
-                steps.push(fatal(Action::Write {
-                    path: format!("{mount}/cgroup.subtree_control"),
-                    value: "+cpuset".into(),
-                    check: Check::None,
-                    undo: Undo::Value("-cpuset".into()),
+            let dir = if snap.owners.systemd {
+                // systemd enables in each subtree_control only what its own
+                // units need, and takes back at the next reload or unit
+                // start what others enabled (tests/vm/SYSTEMD-NOTES.md 1):
+                // the shield is a unit of its own, whose AllowedCPUs= make
+                // systemd keep +cpuset in the root and write cpuset.cpus.
+                let dir = format!("{mount}/{SHIELD_SLICE}");
+                steps.push(fatal(Action::Systemd {
+                    call: SystemdCall::StartSlice {
+                        unit: SHIELD_SLICE.into(),
+                        cpus: shield.clone(),
+                        cgroup_dir: dir.clone(),
+                    },
+                    undo: Some(SystemdCall::Stop {
+                        unit: SHIELD_SLICE.into(),
+                    }),
+                    back: None,
                 }));
-            }
-            let dir = format!("{mount}/{SHIELD_CGROUP}");
-            steps.push(fatal(Action::Mkdir { path: dir.clone() }));
-            steps.push(fatal(Action::Write {
-                path: format!("{dir}/cpuset.cpus"),
-                value: shield.to_string(),
-                check: Check::CpuList,
-                undo: Undo::Nothing,
-            }));
+                dir
+            } else {
+                if !subtree_control.iter().any(|c| c == "cpuset") {
+                    steps.push(fatal(Action::Write {
+                        path: format!("{mount}/cgroup.subtree_control"),
+                        value: "+cpuset".into(),
+                        check: Check::None,
+                        undo: Undo::Value("-cpuset".into()),
+                    }));
+                }
+                let dir = format!("{mount}/{SHIELD_CGROUP}");
+                steps.push(fatal(Action::Mkdir { path: dir.clone() }));
+                steps.push(fatal(Action::Write {
+                    path: format!("{dir}/cpuset.cpus"),
+                    value: shield.to_string(),
+                    check: Check::CpuList,
+                    undo: Undo::Nothing,
+                }));
+                dir
+            };
+            shield_dir = dir.clone();
             // An `isolated` partition over CPUs already isolated at boot is
             // rejected by the kernel ("partition config conflicts with
             // housekeeping setup"); a `root` partition is accepted there.
@@ -386,6 +442,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
             load_balance,
         } => {
             let rt = format!("{mount}/{SHIELD_CGROUP}");
+            shield_dir = rt.clone();
             let nrt = format!("{mount}/{SYSTEM_CGROUP_V1}");
             // A new cpuset has no memory nodes, and a task cannot join a
             // cpuset with none (ENOSPC): copy the root's.
@@ -524,14 +581,79 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     Ok(Plan {
         shield,
         housekeeping,
-        mechanism: snap.cgroup.mechanism().to_string(),
+        mechanism: mechanism(snap),
         partition,
+        shield_dir,
         steps,
         per_cpu_kthreads,
         stranded,
         irqs_to_shield,
         notes,
     })
+}
+
+/// The mechanism's name for reports: the cgroup mechanism, and whether
+/// systemd holds it.
+pub fn mechanism(snap: &Snapshot) -> String {
+    let base = snap.cgroup.mechanism();
+    match &snap.cgroup {
+        CgroupSetup::V2 { .. } if snap.owners.systemd => format!("{base} (systemd slice)"),
+        _ => base.to_string(),
+    }
+}
+
+/// irqbalance rebalances every 10 s and knows nothing of cpusets: it
+/// reads its banned CPUs from its environment only at start. Under
+/// systemd a runtime drop-in gives it a ban of the shield plus what it
+/// banned by itself (the variable switches its own isolcpus/nohz_full
+/// detection off), leaving the user's files as they are. Elsewhere the
+/// conflict is reported.
+fn plan_irqbalance(owners: &Owners, shield: &CpuSet, notes: &mut Vec<String>) -> Vec<Step> {
+    let Some(irqb) = &owners.irqbalance else {
+        return Vec::new();
+    };
+    if !(owners.systemd && irqb.unit) {
+        if let Some(pid) = irqb.pid {
+            notes.push(format!(
+                "irqbalance (pid {pid}) runs without a systemd unit: cpushield cannot ban CPUs for it, and it moves IRQs back onto CPUs {shield} within seconds; restart it with IRQBALANCE_BANNED_CPULIST={} in its environment, or stop it",
+                shield.union(&irqb.own_ban)
+            ));
+        }
+        return Vec::new();
+    }
+    if !irqb.pid.is_some_and(|_| irqb.under_systemd()) && irqb.pid.is_some() {
+        notes.push(format!(
+            "irqbalance runs outside its unit ({}): the ban reaches it only if it is restarted as {IRQBALANCE_UNIT}",
+            irqb.cgroup.as_deref().unwrap_or("?")
+        ));
+    }
+    let banned = shield.union(&irqb.own_ban);
+    if let Some(user) = &irqb.user_ban {
+        notes.push(format!(
+            "irqbalance's own ban ({user}) is kept: cpushield bans CPUs {banned} while shielded"
+        ));
+    }
+    vec![Step {
+        action: Action::IrqbalanceBan {
+            banned,
+            make_dir: !irqb.dropin_dir,
+            previous_dropin: irqb.dropin.clone(),
+            previous_env: irqb.env.clone(),
+        },
+        fatal: false,
+    }]
+}
+
+/// A tuned profile that pins CPUs or IRQs fights any shield it did not make.
+pub fn tuned_notes(owners: &Owners) -> Vec<String> {
+    match &owners.tuned {
+        Some(t) if t.running && !t.pins.is_empty() => vec![format!(
+            "tuned profile '{}' pins CPUs or IRQs ({}): it may move threads and IRQs back onto the shield when it re-applies; use a profile without isolated_cores/banned_cpus (tuned-adm profile ...) while cpushield shields",
+            t.profile,
+            t.pins.join(", ")
+        )],
+        _ => Vec::new(),
+    }
 }
 
 /// Refuses `--hotplug-restart` when a shielded CPU cannot be taken offline:
@@ -625,9 +747,8 @@ pub fn plan_tasks(
     let mut out = TaskPlan::default();
     let mut affinities = Vec::new();
     let mut v1_moves = Vec::new();
-    let shield_cgroup = format!("/{SHIELD_CGROUP}");
     for t in snap.threads.iter().filter(|t| include(t)) {
-        if t.cgroup == shield_cgroup {
+        if in_shield_cgroup(&t.cgroup) {
             continue;
         }
         let on_shield = t.cpus_allowed.intersects(shield);
@@ -834,7 +955,122 @@ mod tests {
             tunables: None,
             hotplug_files: cpus("1-3"),
             hotplug_writable: cpus("1-3"),
+            owners: Owners::default(),
         }
+    }
+
+    /// A systemd host with irqbalance running as its unit.
+    fn systemd_host(own_ban: &str) -> Owners {
+        Owners {
+            systemd: true,
+            irqbalance: Some(crate::shield::owners::Irqbalance {
+                pid: Some(400),
+                cgroup: Some("/system.slice/irqbalance.service".into()),
+                unit: true,
+                own_ban: cpus(own_ban),
+                ..Default::default()
+            }),
+            tuned: None,
+        }
+    }
+
+    #[test]
+    fn under_systemd_the_shield_is_a_transient_slice_and_the_partition_is_its_cgroup() {
+        let mut s = snap(v2());
+        s.owners = systemd_host("");
+        let plan = plan(&s, &req("2-3")).unwrap();
+        assert_eq!(plan.shield_dir, "sys/fs/cgroup/cpushield.slice");
+        let slice = plan
+            .steps
+            .iter()
+            .position(|s| matches!(&s.action, Action::Systemd { call: SystemdCall::StartSlice { cpus: c, .. }, undo: Some(SystemdCall::Stop { .. }), .. } if *c == cpus("2-3")))
+            .expect("a transient slice with AllowedCPUs=2-3, stopped by undo");
+        assert!(plan.steps[slice].fatal);
+        let partition = plan
+            .steps
+            .iter()
+            .position(|s| matches!(&s.action, Action::Write { path, .. } if path == "sys/fs/cgroup/cpushield.slice/cpuset.cpus.partition"))
+            .expect("the partition is written on the slice's cgroup");
+        assert!(slice < partition);
+        // systemd enables +cpuset itself; cpushield makes no cgroup of its own
+        assert_eq!(
+            write_to(&plan, "sys/fs/cgroup/cgroup.subtree_control"),
+            None
+        );
+        assert!(!plan
+            .steps
+            .iter()
+            .any(|s| matches!(s.action, Action::Mkdir { .. })));
+        assert!(plan.mechanism.contains("systemd"));
+    }
+
+    #[test]
+    fn irqbalance_under_systemd_is_banned_from_the_shield_and_its_own_ban() {
+        let mut s = snap(v2());
+        s.owners = systemd_host("5");
+        let plan = plan(&s, &req("2-3")).unwrap();
+        let bans: Vec<&Step> = plan
+            .steps
+            .iter()
+            .filter(|s| matches!(s.action, Action::IrqbalanceBan { .. }))
+            .collect();
+        assert_eq!(bans.len(), 1);
+        let Action::IrqbalanceBan {
+            banned, make_dir, ..
+        } = &bans[0].action
+        else {
+            unreachable!()
+        };
+        assert_eq!(*banned, cpus("2-3,5"));
+        assert!(*make_dir);
+        assert!(!bans[0].fatal);
+        // before any IRQ is moved, so that irqbalance does not move them back meanwhile
+        let ban_at = plan
+            .steps
+            .iter()
+            .position(|s| matches!(s.action, Action::IrqbalanceBan { .. }));
+        let irq_at = plan.steps.iter().position(
+            |s| matches!(&s.action, Action::Write { path, .. } if path.starts_with("proc/irq/")),
+        );
+        assert!(ban_at < irq_at);
+    }
+
+    #[test]
+    fn irqbalance_without_systemd_is_reported_not_banned() {
+        let mut s = snap(v2());
+        s.owners = systemd_host("");
+        s.owners.systemd = false;
+        let plan = plan(&s, &req("2-3")).unwrap();
+        assert!(!plan
+            .steps
+            .iter()
+            .any(|s| matches!(s.action, Action::IrqbalanceBan { .. })));
+        assert!(plan
+            .notes
+            .iter()
+            .any(|n| n.contains("irqbalance (pid 400) runs without a systemd unit")));
+        assert_eq!(plan.shield_dir, "sys/fs/cgroup/cpushield");
+    }
+
+    #[test]
+    fn a_tuned_profile_that_isolates_cores_is_reported() {
+        let mut s = snap(v2());
+        s.owners.tuned = Some(crate::shield::owners::Tuned {
+            profile: "cpu-partitioning".into(),
+            running: true,
+            pins: vec!["cpu-partitioning: isolated_cores".into()],
+        });
+        let plan = plan(&s, &req("2-3")).unwrap();
+        assert!(plan
+            .notes
+            .iter()
+            .any(|n| n.contains("tuned profile 'cpu-partitioning'")));
+        s.owners.tuned.as_mut().unwrap().pins.clear();
+        assert!(!super::plan(&s, &req("2-3"))
+            .unwrap()
+            .notes
+            .iter()
+            .any(|n| n.contains("tuned")));
     }
 
     fn v2() -> CgroupSetup {

@@ -11,6 +11,19 @@ use crate::sys::{ErrorKind, Result, Sys};
 
 /// Name of the cgroup (v2 partition, v1 rt cpuset) that holds the shield.
 pub const SHIELD_CGROUP: &str = "cpushield";
+/// The shield's transient slice on a systemd host (cgroup v2): its cgroup
+/// is `cpushield.slice` under the root, its processes are in scopes below.
+pub const SHIELD_SLICE: &str = "cpushield.slice";
+/// Whether a thread in cgroup `cgroup` (as `/proc/PID/cgroup` names it) is
+/// inside the shield: its cgroup or one below it.
+pub fn in_shield_cgroup(cgroup: &str) -> bool {
+    [SHIELD_CGROUP, SHIELD_SLICE].iter().any(|name| {
+        cgroup
+            .strip_prefix('/')
+            .and_then(|c| c.strip_prefix(name))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
 /// Name of the v1 cpuset for everything else (the housekeeping CPUs).
 pub const SYSTEM_CGROUP_V1: &str = "cpushield-system";
 /// The unbound-workqueue cpumask file.
@@ -163,6 +176,9 @@ pub struct Snapshot {
     /// Of those, the CPUs whose `online` file may be written.
     #[serde(default)]
     pub hotplug_writable: CpuSet,
+    /// systemd, irqbalance and tuned as found (read with the threads).
+    #[serde(default)]
+    pub owners: super::owners::Owners,
 }
 
 impl Snapshot {
@@ -170,6 +186,7 @@ impl Snapshot {
     pub fn read(sys: &Sys) -> Result<Snapshot> {
         let mut snap = Snapshot::read_without_threads(sys)?;
         snap.threads = procfs::read_all_threads(sys, snap.cgroup.thread_source())?;
+        snap.owners = super::owners::Owners::read(sys, &snap.threads, &snap.boot_isolated);
         Ok(snap)
     }
 
@@ -224,6 +241,7 @@ impl Snapshot {
             tunables: None,
             hotplug_files,
             hotplug_writable,
+            owners: Default::default(),
         })
     }
 

@@ -47,6 +47,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use super::procfs::{self, Hierarchy, PF_KTHREAD, PF_NO_SETAFFINITY};
+use super::systemd::SystemdCall;
 use super::{Result, Sys, SysError};
 use crate::cpulist::CpuSet;
 
@@ -363,8 +364,13 @@ impl Fixture {
     }
 
     pub(super) fn mkdir(&self, sys: &Sys, rel: &str) -> Result<()> {
-        let err = |e: io::Error| SysError::new("mkdir", rel, None, e);
         self.count_write();
+        self.make_cgroup(sys, rel)
+    }
+
+    /// `mkdir` of a cgroup: the kernel's files appear in it.
+    fn make_cgroup(&self, sys: &Sys, rel: &str) -> Result<()> {
+        let err = |e: io::Error| SysError::new("mkdir", rel, None, e);
         self.forget_cgroup_files();
         let path = sys.path(rel);
         fs::create_dir(&path).map_err(err)?;
@@ -399,6 +405,107 @@ impl Fixture {
             put("tasks", "")?;
             put("cgroup.procs", "")?;
         }
+        Ok(())
+    }
+
+    /// systemd as the fixture models it (one kernel write a call, as a
+    /// crash can only fall between calls): a transient slice is a cgroup
+    /// under the root with `cpuset.cpus` set, for which systemd enables
+    /// `+cpuset` in the root while the slice needs it; a transient scope a
+    /// cgroup in its slice holding the given processes; stop removes the
+    /// unit's cgroup (processes still inside are moved to the root: the
+    /// fixture has no signals) and takes `+cpuset` away again when the
+    /// slice had brought it. Transient unit files are written under
+    /// `run/systemd/transient` as systemd does. Reload and restart change
+    /// nothing in the tree.
+    pub(super) fn systemd(&self, sys: &Sys, call: &SystemdCall) -> Result<()> {
+        self.count_write();
+        let shown = call.command_line().join(" ");
+        let err = |e: io::Error| SysError::new("run", shown.clone(), None, e);
+        let transient = |unit: &str| format!("run/systemd/transient/{unit}");
+        match call {
+            SystemdCall::StartSlice {
+                unit,
+                cpus,
+                cgroup_dir,
+            } => {
+                let parent = parent_rel(cgroup_dir).to_string();
+                let control = format!("{parent}/cgroup.subtree_control");
+                let had_cpuset = sys
+                    .read(&control)
+                    .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpuset"));
+                if !had_cpuset {
+                    self.write_subtree_control(sys, &control, "+cpuset")
+                        .map_err(err)?;
+                }
+                fs::create_dir_all(sys.path("run/systemd/transient")).map_err(err)?;
+                fs::write(
+                    sys.path(&transient(unit)),
+                    format!(
+                        "[Slice]\nAllowedCPUs={cpus}\n# fixture: enabled cpuset={}\n",
+                        !had_cpuset
+                    ),
+                )
+                .map_err(err)?;
+                self.make_cgroup(sys, cgroup_dir)?;
+                self.write_cpuset_cpus(sys, cgroup_dir, &cpus.to_string())
+                    .map_err(err)
+            }
+            SystemdCall::StartScope {
+                unit,
+                pids,
+                cgroup_dir,
+                ..
+            } => {
+                fs::create_dir_all(sys.path("run/systemd/transient")).map_err(err)?;
+                fs::write(sys.path(&transient(unit)), "[Scope]\n").map_err(err)?;
+                self.make_cgroup(sys, cgroup_dir)?;
+                for pid in pids {
+                    self.move_task(sys, cgroup_dir, "cgroup.procs", &pid.to_string())
+                        .map_err(err)?;
+                }
+                Ok(())
+            }
+            SystemdCall::Stop { unit } => {
+                let file = sys.path(&transient(unit));
+                let Ok(text) = fs::read_to_string(&file) else {
+                    return Ok(());
+                };
+                let Some(mount) = self.mount_of(sys, Hierarchy::Unified) else {
+                    return Ok(());
+                };
+                let dir = find_dir(sys, &mount, unit).unwrap_or_default();
+                if !dir.is_empty() {
+                    self.remove_unit_cgroup(sys, &mount, &dir).map_err(err)?;
+                }
+                fs::remove_file(&file).map_err(err)?;
+                if text.contains("enabled cpuset=true") {
+                    self.write_subtree_control(
+                        sys,
+                        &format!("{mount}/cgroup.subtree_control"),
+                        "-cpuset",
+                    )
+                    .map_err(err)?;
+                }
+                Ok(())
+            }
+            SystemdCall::DaemonReload | SystemdCall::TryRestart { .. } => Ok(()),
+        }
+    }
+
+    /// Removes a unit's cgroup and those below it, moving their processes
+    /// to the root cgroup first.
+    fn remove_unit_cgroup(&self, sys: &Sys, mount: &str, dir: &str) -> io::Result<()> {
+        for child in sys.subdirs(dir).map_err(|e| e.source)? {
+            self.remove_unit_cgroup(sys, mount, &format!("{dir}/{child}"))?;
+        }
+        let procs = sys.read(&format!("{dir}/cgroup.procs")).unwrap_or_default();
+        for pid in procs.split_whitespace() {
+            self.move_task(sys, mount, "cgroup.procs", pid)?;
+        }
+        self.forget_cgroup_files();
+        fs::remove_dir_all(sys.path(dir))?;
+        self.recompute_partitions(sys, mount);
         Ok(())
     }
 
@@ -1536,4 +1643,17 @@ pub fn add_irq(sys: &Sys, irq: u32, name: &str, cpus: &str) -> io::Result<()> {
     let mut text = fs::read_to_string(&path)?;
     text.push_str(&line);
     fs::write(path, text)
+}
+
+/// The cgroup directory of a unit named `unit`: directly under the mount
+/// (a slice) or in one of its slices (a scope).
+fn find_dir(sys: &Sys, mount: &str, unit: &str) -> Option<String> {
+    let top = format!("{mount}/{unit}");
+    if sys.path(&top).is_dir() {
+        return Some(top);
+    }
+    sys.subdirs(mount).ok()?.into_iter().find_map(|d| {
+        let below = format!("{mount}/{d}/{unit}");
+        sys.path(&below).is_dir().then_some(below)
+    })
 }

@@ -13,6 +13,7 @@
 pub mod fixture;
 pub mod procfs;
 pub mod syscalls;
+pub mod systemd;
 
 use std::fs;
 use std::io::{self, Read, Write};
@@ -299,6 +300,70 @@ impl Sys {
             return fx.timed(|| fx.umount(self, rel));
         }
         syscalls::umount(&self.path(rel)).map_err(|e| SysError::new("umount", rel, None, e))
+    }
+
+    /// Whether systemd is the init system (its own test, `sd_booted()`:
+    /// `/run/systemd/system` is a directory).
+    pub fn systemd_booted(&self) -> bool {
+        self.path("run/systemd/system").is_dir()
+    }
+
+    /// Makes a request to systemd and waits for its effect (see
+    /// [`systemd::SystemdCall`]). In a fixture the effect is emulated.
+    pub fn systemd(&self, call: &systemd::SystemdCall) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            return fx.timed(|| fx.systemd(self, call));
+        }
+        systemd::call_live(self, call)
+    }
+
+    /// Writes a configuration file (a unit drop-in): created or replaced
+    /// atomically (a temporary file, then rename), mode 0644, making its
+    /// directory first when `make_dir`. Not for kernel files: see [`Sys::write`].
+    pub fn write_config(&self, rel: &str, content: &str, make_dir: bool) -> Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Some(fx) = &self.fixture {
+            fx.count_write();
+        }
+        let path = self.path(rel);
+        let err = |e| SysError::new("write", rel, Some(content), e);
+        if make_dir {
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir).map_err(err)?;
+            }
+        }
+        let tmp = path.with_extension("cpushield-tmp");
+        let _ = fs::remove_file(&tmp);
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(err)?;
+        f.write_all(content.as_bytes()).map_err(err)?;
+        f.sync_all().map_err(err)?;
+        fs::rename(&tmp, &path).map_err(err)
+    }
+
+    /// Removes a configuration file written by [`Sys::write_config`], and its
+    /// directory when `remove_dir` and it is then empty.
+    pub fn remove_config(&self, rel: &str, remove_dir: bool) -> Result<()> {
+        if let Some(fx) = &self.fixture {
+            fx.count_write();
+        }
+        let path = self.path(rel);
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(SysError::new("remove", rel, None, e)),
+        }
+        if remove_dir {
+            if let Some(dir) = path.parent() {
+                let _ = fs::remove_dir(dir);
+            }
+        }
+        Ok(())
     }
 
     /// The CPUs a thread may run on (`sched_getaffinity`).

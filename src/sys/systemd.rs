@@ -1,0 +1,226 @@
+//! systemd, the other owner of the cgroup tree, reached through its own
+//! command-line clients (`busctl`, `systemctl`), which every systemd host
+//! has. systemd is the single writer of the cgroup v2 tree: a cgroup made
+//! behind its back loses its controllers at the next `daemon-reload` or
+//! unit start, because systemd enables in each `cgroup.subtree_control`
+//! only what its own units need (tests/vm/SYSTEMD-NOTES.md, items 1-2).
+//! So on a systemd host the shield is a unit of systemd's: a transient
+//! slice with `AllowedCPUs=`, which makes systemd itself keep `+cpuset`
+//! enabled in the root, and whose processes live in transient scopes.
+//!
+//! Transient units live under `/run/systemd/transient` and vanish when
+//! stopped or at reboot, so nothing of the shield outlives the machine's
+//! uptime.
+
+use std::io;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Sys, SysError};
+use crate::cpulist::CpuSet;
+
+/// One request to systemd.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "call", rename_all = "snake_case")]
+pub enum SystemdCall {
+    /// Start a transient slice with `AllowedCPUs=cpus`; done once its
+    /// cgroup (`cgroup_dir`, relative to the root) reads those CPUs.
+    StartSlice {
+        /// Unit name (`cpushield.slice`).
+        unit: String,
+        /// Its `AllowedCPUs=`.
+        cpus: CpuSet,
+        /// Its cgroup directory, relative to the root.
+        cgroup_dir: String,
+    },
+    /// Start a transient scope in `slice` holding the processes `pids`;
+    /// done once they are in its cgroup (`cgroup_dir`).
+    StartScope {
+        /// Unit name (`cpushield-run-PID.scope`).
+        unit: String,
+        /// The slice it belongs to.
+        slice: String,
+        /// Processes moved into it.
+        pids: Vec<i32>,
+        /// Its cgroup directory, relative to the root.
+        cgroup_dir: String,
+    },
+    /// Stop a unit (and wait for the job).
+    Stop {
+        /// Unit name.
+        unit: String,
+    },
+    /// Reload the unit files (after a drop-in changed).
+    DaemonReload,
+    /// Restart a unit if it runs.
+    TryRestart {
+        /// Unit name.
+        unit: String,
+    },
+}
+
+impl SystemdCall {
+    /// The command line that makes this call on a live system.
+    pub fn command_line(&self) -> Vec<String> {
+        let manager = [
+            "busctl",
+            "call",
+            "org.freedesktop.systemd1",
+            "/org/freedesktop/systemd1",
+            "org.freedesktop.systemd1.Manager",
+            "StartTransientUnit",
+            "ssa(sv)a(sa(sv))",
+        ];
+        let mut out: Vec<String> = Vec::new();
+        match self {
+            SystemdCall::StartSlice { unit, cpus, .. } => {
+                out.extend(manager.iter().map(|s| s.to_string()));
+                out.extend([unit.clone(), "fail".into(), "2".into()]);
+                out.extend([
+                    "Description".into(),
+                    "s".into(),
+                    format!("cpushield: CPUs {cpus} shielded"),
+                ]);
+                out.extend(["AllowedCPUs".into(), "ay".into()]);
+                let bytes = allowed_cpus_bytes(cpus);
+                out.push(bytes.len().to_string());
+                out.extend(bytes.iter().map(u8::to_string));
+                out.push("0".into());
+            }
+            SystemdCall::StartScope {
+                unit, slice, pids, ..
+            } => {
+                out.extend(manager.iter().map(|s| s.to_string()));
+                out.extend([unit.clone(), "fail".into(), "2".into()]);
+                out.extend(["Slice".into(), "s".into(), slice.clone()]);
+                out.extend(["PIDs".into(), "au".into(), pids.len().to_string()]);
+                out.extend(pids.iter().map(i32::to_string));
+                out.push("0".into());
+            }
+            SystemdCall::Stop { unit } => {
+                out.extend(["systemctl".into(), "stop".into(), unit.clone()])
+            }
+            SystemdCall::DaemonReload => out.extend(["systemctl".into(), "daemon-reload".into()]),
+            SystemdCall::TryRestart { unit } => {
+                out.extend(["systemctl".into(), "try-restart".into(), unit.clone()])
+            }
+        }
+        out
+    }
+}
+
+/// systemd's D-Bus form of a CPU set (`AllowedCPUs`, type `ay`): CPU n is
+/// bit n % 8 of byte n / 8.
+pub fn allowed_cpus_bytes(cpus: &CpuSet) -> Vec<u8> {
+    let Some(last) = cpus.last() else {
+        return Vec::new();
+    };
+    let mut bytes = vec![0u8; last as usize / 8 + 1];
+    for c in cpus.iter() {
+        bytes[c as usize / 8] |= 1 << (c % 8);
+    }
+    bytes
+}
+
+/// How long a started unit may take to show up in the cgroup tree.
+const SETTLE: Duration = Duration::from_secs(15);
+
+/// Makes `call` on the live system and waits until its effect is visible
+/// in the cgroup tree (busctl returns when the job is queued, not done).
+pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
+    let argv = call.command_line();
+    let shown = argv.join(" ");
+    let output = Command::new(&argv[0])
+        .args(&argv[1..])
+        .output()
+        .map_err(|e| SysError::new("run", shown.clone(), None, e))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        return Err(SysError::new(
+            "run",
+            shown,
+            None,
+            io::Error::other(format!("{} ({stderr})", output.status)),
+        ));
+    }
+    let settled = |cond: &dyn Fn() -> bool| {
+        let start = Instant::now();
+        while start.elapsed() < SETTLE {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    };
+    let ok = match call {
+        SystemdCall::StartSlice {
+            cpus, cgroup_dir, ..
+        } => settled(&|| {
+            sys.read_cpulist(&format!("{cgroup_dir}/cpuset.cpus"))
+                .is_ok_and(|c| &c == cpus)
+        }),
+        SystemdCall::StartScope {
+            pids, cgroup_dir, ..
+        } => settled(&|| {
+            sys.read(&format!("{cgroup_dir}/cgroup.procs"))
+                .is_ok_and(|text| {
+                    let inside: Vec<&str> = text.split_whitespace().collect();
+                    pids.iter()
+                        .all(|p| inside.contains(&p.to_string().as_str()))
+                })
+        }),
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(SysError::new(
+            "run",
+            shown,
+            None,
+            io::Error::other(format!(
+                "systemd accepted the call but its effect did not show in the cgroup tree within {} s",
+                SETTLE.as_secs()
+            )),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_cpus_bytes_put_cpu_n_in_bit_n_mod_8_of_byte_n_div_8() {
+        assert_eq!(
+            allowed_cpus_bytes(&CpuSet::parse_list("2-3").unwrap()),
+            [12]
+        );
+        assert_eq!(
+            allowed_cpus_bytes(&CpuSet::parse_list("0,9,17").unwrap()),
+            [1, 2, 2]
+        );
+        assert!(allowed_cpus_bytes(&CpuSet::new()).is_empty());
+    }
+
+    #[test]
+    fn start_slice_is_one_busctl_call_with_the_cpus_as_bytes() {
+        let call = SystemdCall::StartSlice {
+            unit: "cpushield.slice".into(),
+            cpus: CpuSet::parse_list("2-3").unwrap(),
+            cgroup_dir: "sys/fs/cgroup/cpushield.slice".into(),
+        };
+        let argv = call.command_line();
+        assert_eq!(argv[0], "busctl");
+        assert!(argv.ends_with(&[
+            "AllowedCPUs".to_string(),
+            "ay".into(),
+            "1".into(),
+            "12".into(),
+            "0".into()
+        ]));
+    }
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The distribution test bed: boots a Debian system with systemd, irqbalance
+# and tuned (tests/vm/distro/image.sh) in a disposable QEMU guest and runs
+# scenarios from tests/vm/distro/scenarios there, one boot per suite and
+# cgroup layout. Nothing is changed on this machine: the image is booted
+# with -snapshot, every shield exists only inside the guest.
+#
+#   tests/vm/distro/run.sh [options] [SCENARIO...]   (default: all)
+# Options:
+#   --suite bookworm|trixie|all  (default all)
+#   --binary PATH                static cpushield (default: the release build)
+#   --cpus N                     vCPUs (default 4)
+#   --timeout SEC                limit per boot (default 240 + 150 per scenario)
+#   --verbose                    stream the guest console
+# A scenario's header may say "# distro: cgroup=v1 suites=bookworm".
+# Exit status: 0 all passed (or skipped), 1 a scenario failed, 3 a boot failed
+# twice, 2 usage or set-up.
+set -euo pipefail
+. "$(dirname "$0")/../lib/common.sh"
+D_DIR=$VM_DIR/distro
+SUITES=all; BINARY=""; CPUS=4; TIMEOUT=""; VERBOSE=0; SCENARIOS=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --suite) SUITES=$2; shift ;;
+        --binary) BINARY=$2; shift ;;
+        --cpus) CPUS=$2; shift ;;
+        --timeout) TIMEOUT=$2; shift ;;
+        --verbose|-v) VERBOSE=1 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        -*) die "unknown option $1 (see --help)" ;;
+        *) SCENARIOS+=("$1") ;;
+    esac
+    shift
+done
+[ "$SUITES" = all ] && SUITES="bookworm trixie"
+SUITES=${SUITES//,/ }
+need_cmd qemu-system-x86_64 tar timeout
+BINARY=${BINARY:-${CARGO_TARGET_DIR:-$REPO_DIR/target}/x86_64-unknown-linux-gnu/release/cpushield}
+[ -x "$BINARY" ] || die "no static cpushield at $BINARY (build it: see tests/vm/ci.sh)"
+
+files=()
+if [ ${#SCENARIOS[@]} -eq 0 ]; then
+    files=("$D_DIR"/scenarios/[0-9]*.sh)
+else
+    for s in "${SCENARIOS[@]}"; do
+        f=$(ls "$D_DIR"/scenarios/"$s"*.sh "$D_DIR"/probes/"$s"*.sh 2>/dev/null | head -n1 || true)
+        [ -n "$f" ] || die "no distro scenario '$s'"
+        files+=("$f")
+    done
+fi
+hdr() { sed -n 's/^# distro: //p' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
+
+RUN_DIR=$WORK_DIR/distro-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$RUN_DIR"
+SUMMARY=$RUN_DIR/summary.txt; : >"$SUMMARY"
+NOTES=$RUN_DIR/notes.txt; : >"$NOTES"
+status=0
+
+# boot SUITE CGROUP "SCENARIOS" -> one guest running them in order
+boot() {
+    local suite=$1 cg=$2 scen=$3 img job res logf append rc limit n
+    img=$(bash "$D_DIR/image.sh" "$suite")
+    job=$RUN_DIR/job-$suite-$cg
+    rm -rf "$job"; mkdir -p "$job/scenarios"
+    cp "$BINARY" "$job/cpushield"
+    cp "$D_DIR/guest/"* "$job/"
+    for s in $scen; do cp "$(ls "$D_DIR"/scenarios/$s.sh "$D_DIR"/probes/$s.sh 2>/dev/null | head -n1)" "$job/scenarios/"; done
+    echo "$scen" >"$job/order"
+    tar -cf "$RUN_DIR/job.tar" -C "$job" .
+    res=$RUN_DIR/results.img
+    rm -f "$res"; truncate -s 64M "$res"
+    append="root=/dev/vda rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
+    [ "$cg" = v1 ] && append="$append systemd.unified_cgroup_hierarchy=0"
+    n=$(echo "$scen" | wc -w)
+    limit=${TIMEOUT:-$(( 240 + 150 * n ))}
+    logf=$RUN_DIR/$suite-$cg.log
+    local qemu=(qemu-system-x86_64 -accel tcg,thread=single -cpu max,-cx16
+        -smp "$CPUS" -m 1536 -nographic -no-reboot -vga none
+        -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append"
+        -drive "file=$img/root.img,if=virtio,format=raw,snapshot=on,cache=unsafe"
+        -drive "file=$RUN_DIR/job.tar,if=virtio,format=raw,readonly=on"
+        -drive "file=$res,if=virtio,format=raw,cache=unsafe"
+        -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=)
+    log "boot $suite ($(cat "$img/release")), $CPUS vCPUs, cgroup $cg: $scen"
+    local t0; t0=$(date +%s)
+    set +e
+    if [ $VERBOSE = 1 ]; then
+        timeout -k 5 "$limit" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' | tee "$logf"; rc=${PIPESTATUS[0]}
+    else
+        timeout -k 5 "$limit" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' >"$logf"; rc=${PIPESTATUS[0]}
+    fi
+    set -e
+    log "boot took $(( $(date +%s) - t0 ))s (qemu exit $rc)"
+    mkdir -p "$RUN_DIR/results/$suite-$cg"
+    tar -xf "$res" -C "$RUN_DIR/results/$suite-$cg" 2>/dev/null || true
+    return 0
+}
+
+declare -A GROUPS_
+for suite in $SUITES; do
+    for f in "${files[@]}"; do
+        name=$(basename "$f" .sh)
+        ss=$(hdr "$f" suites); ss=${ss:-bookworm,trixie}
+        case ",$ss," in *",$suite,"*) ;; *) printf '%-9s %-24s %s\n' "$suite" "$name" "SKIP $name (not for $suite: $(sed -n 's/^# skip-why: //p' "$f"))" >>"$SUMMARY"; continue ;; esac
+        cg=$(hdr "$f" cgroup); cg=${cg:-v2}
+        GROUPS_[$suite/$cg]="${GROUPS_[$suite/$cg]:-} $name"
+    done
+done
+for key in $(printf '%s\n' "${!GROUPS_[@]}" | sort); do
+    suite=${key%/*}; cg=${key#*/}; todo=${GROUPS_[$key]}
+    for attempt in 1 2; do
+        boot "$suite" "$cg" "$todo"
+        logf=$RUN_DIR/$suite-$cg.log
+        cp "$logf" "$RUN_DIR/$suite-$cg-try$attempt.log"
+        grep '^CPUSHIELD-NOTE:' "$logf" | sed "s/^CPUSHIELD-NOTE: /$suite: /" >>"$NOTES" || true
+        if grep -q '^CPUSHIELD-SCENARIO-START:' "$logf" || [ $attempt = 2 ]; then break; fi
+        log "the $suite guest died before its first scenario; booting again"
+        tail -n 20 "$logf" | sed 's/^/  /'
+    done
+    for s in $todo; do
+        r=$(grep "^CPUSHIELD-RESULT: [A-Z]* $s\b" "$logf" | tail -n1 | sed 's/^CPUSHIELD-RESULT: //' || true)
+        if [ -z "$r" ]; then
+            if grep -q "^CPUSHIELD-SCENARIO-START: $s" "$logf"; then r="FAIL $s (guest ended without a result)"
+            else r="BOOT FAILURE $s (the guest died before the scenario started; $logf)"; fi
+        fi
+        printf '%-9s %-24s %s\n' "$suite/$cg" "$s" "$r" | tee -a "$SUMMARY"
+        case $r in
+            PASS*|SKIP*) ;;
+            *) [ $status = 0 ] && status=1
+               case $r in BOOT*) status=3 ;; esac
+               echo "---- guest output of $s ($logf):"
+               awk -v s="$s" '$0 ~ "^CPUSHIELD-SCENARIO-START: " s {p=1} p {print} p && /^CPUSHIELD-RESULT:/ {exit}' "$logf" | sed 's/^/  /'
+               echo "----" ;;
+        esac
+    done
+done
+rm -f "$RUN_DIR/job.tar" "$RUN_DIR/results.img"
+ls -1d "$WORK_DIR"/distro-*/ 2>/dev/null | head -n -10 | xargs -r rm -rf
+echo "==== summary ($RUN_DIR)"
+cat "$SUMMARY"
+if [ -s "$NOTES" ]; then echo "==== systemd behaviour noted by the scenarios"; sort -u "$NOTES"; fi
+npass=$(grep -c ' PASS ' "$SUMMARY" || true); nfail=$(grep -cv ' PASS \| SKIP ' "$SUMMARY" || true)
+nskip=$(grep -c ' SKIP ' "$SUMMARY" || true)
+echo "distro: $npass passed, $nfail failed, $nskip skipped"
+exit $status

@@ -1,0 +1,82 @@
+#!/bin/sh
+# summary: on 2-3 under systemd survives daemon-reload, restarts of journald
+#   and irqbalance, new services, a user.slice process, a stress-ng service
+#   and 60 s; run --cpu 3 works; off gives everything back
+. /job/lib.sh "$1"
+SH=2-3
+snap before
+check "before: a service may ask for CPU 2 by itself" service_may_run_on 2
+cs on $SH
+check "on $SH exits 0" [ "$CS_RC" = 0 ]
+cp "$OUT/cs.out" "$OUT/on.out"
+# IRQs left on the shield right after on must be ones the kernel refuses
+irq_on $SH >"$OUT/irqs.after-on"
+refused=""
+while read -r n l; do
+    if echo 0-1 >"/proc/irq/$n/smp_affinity_list" 2>/dev/null; then
+        check "IRQ $n (on $l after on) is one the kernel refuses" false
+    else refused="$refused $n"; fi
+done <"$OUT/irqs.after-on"
+info "IRQs that refuse to move:${refused:- none}"
+cs run --cpu 3 -- sleep 900 &
+sleep 3
+RUNPID=$(pgrep -x sleep -n)
+
+info "ordinary activity: daemon-reload, journald and irqbalance restarts, new services, a user.slice process"
+systemctl daemon-reload
+systemctl restart systemd-journald
+systemctl restart irqbalance
+systemd-run --quiet --unit=cs-new sleep 900
+systemd-run --quiet --slice=user.slice --uid=nobody --unit=cs-user sleep 900
+systemd-run --quiet --unit=cs-stress stress-ng --cpu 4 --vm 1 --timeout 40s >/dev/null
+sleep 5
+systemctl daemon-reload
+# sample where stress-ng's threads run (field 39 of stat: the CPU it last ran on)
+seen=0; samples=0
+for i in $(seq 1 40); do
+    for st in /proc/$(pgrep -d ' /proc/' stress-ng | sed 's| | |g')/task/*/stat; do
+        [ -r "$st" ] || continue
+        cpu=$(awk '{print $39}' "$st" 2>/dev/null); [ -n "$cpu" ] || continue
+        samples=$((samples + 1)); in_set "$cpu" $SH && seen=$((seen + 1))
+    done
+    sleep 0.25
+done
+info "stress-ng service: $seen of $samples samples on CPUs $SH"
+check "no stress-ng thread seen running on the shield ($samples samples)" [ "$seen" = 0 ] -a "$samples" -gt 0
+t_rest=$((60 - 15))
+info "waiting ${t_rest}s more (irqbalance rebalances every 10 s)"
+sleep $t_rest
+thread_leaks $SH >"$OUT/leaks"
+info "threads outside the shield allowed on $SH: $(wc -l <"$OUT/leaks")"
+sed 's/^/    /' "$OUT/leaks" | head -20
+check "after a minute: 0 threads outside the shield allowed on $SH" [ ! -s "$OUT/leaks" ]
+irq_on $SH >"$OUT/irqs.after-minute"
+moved=$(awk -v r=" $refused " '{ if (index(r, " " $1 " ") == 0) print }' "$OUT/irqs.after-minute")
+info "movable IRQs on $SH after a minute: ${moved:-none}"
+check "after a minute: 0 movable IRQs on $SH" [ -z "$moved" ]
+for u in cs-new cs-user systemd-journald irqbalance; do
+    pid=$(systemctl show -p MainPID --value $u)
+    c=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$pid/status)
+    check "service $u (pid $pid) allowed $c: off $SH" eval '! meets "$c" $SH'
+done
+check "a new service asking for CPU 2 by itself is refused by the kernel" eval '! service_may_run_on 2'
+c=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$RUNPID/status)
+cg=$(cat /proc/$RUNPID/cgroup)
+info "run --cpu 3: pid $RUNPID allowed $c, cgroup $cg"
+check "run --cpu 3: still on CPU 3 after daemon-reloads" [ "$c" = 3 ]
+check "run --cpu 3: in the shield's cgroup" eval 'echo "$cg" | grep -q cpushield'
+cs status
+check "status says the shield holds (exit 0)" [ "$CS_RC" = 0 ]
+systemctl stop cs-new cs-user cs-stress 2>/dev/null
+kill "$RUNPID" 2>/dev/null; wait
+cs off
+check "off exits 0" [ "$CS_RC" = 0 ]
+sleep 2
+snap after
+snap_equal before after "after off: threads, IRQs, cgroups, unit properties, irqbalance as before"
+check "after off: a new service may ask for CPU 2 again" service_may_run_on 2
+systemd-run --quiet --unit=cs-after sleep 30
+c=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$(systemctl show -p MainPID --value cs-after)/status)
+check "after off: a new service gets all CPUs ($c)" [ "$c" = 0-3 ]
+systemctl stop cs-after
+result
