@@ -617,15 +617,16 @@ fn undo_systemd(
                 }),
             }
         }
-        // An empty transient scope is stopped and collected by systemd itself.
-        out.restored += 1;
-        return;
     }
     let Some(undo) = undo else {
+        out.restored += 1;
         return;
     };
     match sys.systemd(undo) {
         Ok(()) => out.restored += 1,
+        // systemd collects an empty transient scope by itself: stopping
+        // one already gone fails, and changes nothing.
+        Err(_) if back.is_some() && dir.is_some_and(|d| !sys.exists(d)) => out.restored += 1,
         Err(err) => out.failed.push(Refusal {
             target: format!("systemd: {}", undo.command_line().join(" ")),
             reason: err.to_string(),

@@ -767,13 +767,16 @@ fn holds_checks(
             }
         }
     }
-    if !intruders.is_empty() {
+    // A task that asked only for shielded CPUs is the user's real-time
+    // task, not a leak.
+    let leaked = intruders
+        .iter()
+        .filter(|t| !t.cpus.is_subset(shield))
+        .count();
+    if leaked > 0 {
         broken(
             "threads",
-            format!(
-                "{} thread(s) outside the shield may run on CPUs {shield}",
-                intruders.len()
-            ),
+            format!("{leaked} thread(s) outside the shield may run on CPUs {shield}"),
             &rebuild,
         );
     }
@@ -989,11 +992,11 @@ pub fn move_tasks(
                 Action::Systemd {
                     call: SystemdCall::StartScope {
                         cgroup_dir: format!("{slice_dir}/{unit}"),
-                        unit,
+                        unit: unit.clone(),
                         slice: slice.to_string(),
                         pids: vec![id],
                     },
-                    undo: None,
+                    undo: Some(SystemdCall::Stop { unit }),
                     back: Some(back),
                 }
             }

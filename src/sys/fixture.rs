@@ -489,8 +489,45 @@ impl Fixture {
                 }
                 Ok(())
             }
+            SystemdCall::TryRestart { unit } if unit == "irqbalance.service" => {
+                self.restart_irqbalance(sys).map_err(err)
+            }
             SystemdCall::DaemonReload | SystemdCall::TryRestart { .. } => Ok(()),
         }
+    }
+
+    /// irqbalance restarted by systemd: its environment (`proc/PID/environ`
+    /// of a running process named `irqbalance`) becomes what the unit's
+    /// runtime environment file of cpushield's drop-in sets, if the drop-in
+    /// is there. A fixture without such a process or environ file is left as is.
+    fn restart_irqbalance(&self, sys: &Sys) -> io::Result<()> {
+        let Some(pid) = procfs::list_pids(sys)
+            .map_err(|e| e.source)?
+            .into_iter()
+            .find(|pid| {
+                sys.read(&format!("proc/{pid}/stat"))
+                    .is_ok_and(|st| st.contains("(irqbalance)"))
+            })
+        else {
+            return Ok(());
+        };
+        let environ = format!("proc/{pid}/environ");
+        if !sys.exists(&environ) {
+            return Ok(());
+        }
+        let dir = "run/systemd/system/irqbalance.service.d";
+        let env = if sys.exists(&format!("{dir}/50-cpushield.conf")) {
+            sys.read(&format!("{dir}/cpushield.env"))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let vars: Vec<String> = env
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .map(|l| format!("{l}\0"))
+            .collect();
+        fs::write(sys.path(&environ), vars.concat())
     }
 
     /// Removes a unit's cgroup and those below it, moving their processes

@@ -10,7 +10,7 @@
 #   --suite bookworm|trixie|all  (default all)
 #   --binary PATH                static cpushield (default: the release build)
 #   --cpus N                     vCPUs (default 4)
-#   --timeout SEC                limit per boot (default 240 + 150 per scenario)
+#   --timeout SEC                limit per boot (default 200 + 240 per scenario)
 #   --verbose                    stream the guest console
 # A scenario's header may say "# distro: cgroup=v1 suites=bookworm".
 # Exit status: 0 all passed (or skipped), 1 a scenario failed, 3 a boot failed
@@ -72,7 +72,7 @@ boot() {
     append="root=/dev/vda rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
     [ "$cg" = v1 ] && append="$append systemd.unified_cgroup_hierarchy=0"
     n=$(echo "$scen" | wc -w)
-    limit=${TIMEOUT:-$(( 240 + 150 * n ))}
+    limit=${TIMEOUT:-$(( 200 + 240 * n ))}
     logf=$RUN_DIR/$suite-$cg.log
     local qemu=(qemu-system-x86_64 -accel tcg,thread=single -cpu max,-cx16
         -smp "$CPUS" -m 1536 -nographic -no-reboot -vga none

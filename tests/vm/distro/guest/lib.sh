@@ -5,17 +5,20 @@ S=$1
 OUT=/results/$S
 mkdir -p "$OUT"
 FAILS=0
-info() { echo "  $*"; }
+T0=$(cut -d. -f1 /proc/uptime)
+el() { echo "$(( $(cut -d. -f1 /proc/uptime) - T0 ))s"; }
+info() { echo "  [$(el)] $*"; }
 note() { echo "CPUSHIELD-NOTE: $*"; }
 check() { # check DESCRIPTION COMMAND...
     d=$1; shift
-    if "$@"; then echo "  ok   $d"; else echo "  FAIL $d"; FAILS=$((FAILS + 1)); fi
+    if "$@"; then echo "  ok   $d [$(el)]"; else echo "  FAIL $d [$(el)]"; FAILS=$((FAILS + 1)); fi
 }
 result() {
     if [ "$FAILS" = 0 ]; then echo "CPUSHIELD-RESULT: PASS $S"; else echo "CPUSHIELD-RESULT: FAIL $S ($FAILS checks failed)"; fi
     exit 0
 }
 cs() { # cs ARGS: runs cpushield; output in $OUT/cs.out, exit code in CS_RC
+    info "cpushield $*"
     /job/cpushield "$@" >"$OUT/cs.out" 2>&1; CS_RC=$?
     sed 's/^/    | /' "$OUT/cs.out"
 }
@@ -73,7 +76,7 @@ snap() { # snap NAME
         echo "root.subtree_control $(cat /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null)"
         (cd /sys/fs/cgroup && find . -maxdepth 2 -type d | grep -v 'cs-probe\|run-' | sort | sed 's/^/cgdir /')
         for u in -.slice init.scope system.slice user.slice; do
-            echo "unit $u $(systemctl show -p AllowedCPUs -p EffectiveCPUs "$u" | tr '\n' ' ')"
+            echo "unit $u $(systemctl show -p AllowedCPUs -p EffectiveCPUs -- "$u" | tr '\n' ' ')"
         done
         echo "irqbalance $(systemctl is-active irqbalance) $(tr '\0' '\n' </proc/"$(systemctl show -p MainPID --value irqbalance)"/environ 2>/dev/null | grep BANNED)"
         find /run/systemd/system /run/systemd/system.control /run/systemd/transient -name '*cpushield*' 2>/dev/null | sed 's/^/runfile /'

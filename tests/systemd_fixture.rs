@@ -1,0 +1,216 @@
+//! The shield on a systemd host, on fixture roots: the shield is a transient
+//! slice of systemd's, irqbalance gets a runtime ban, and `status` tells a
+//! shield that holds from one that broke. The fixture models systemd's part
+//! (see `Fixture::systemd`); real systemd is tested in tests/vm/distro.
+
+mod common;
+
+use common::*;
+use cpushield::sys::fixture::{self, CgroupLayout, FixtureConfig};
+use cpushield::sys::Sys;
+use cpushield::CpuSet;
+use std::path::Path;
+
+const SLICE: &str = "sys/fs/cgroup/cpushield.slice";
+const DROPIN: &str = "run/systemd/system/irqbalance.service.d/50-cpushield.conf";
+const ENV: &str = "run/systemd/system/irqbalance.service.d/cpushield.env";
+
+/// The standard 4-CPU fixture booted by systemd: irqbalance.service runs in
+/// system.slice (pid 200), the user's /etc/default/irqbalance bans nothing.
+fn systemd_host(root: &Path) -> Sys {
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    for (file, text) in [
+        ("run/systemd/system/.keep", ""),
+        ("run/systemd/transient/.keep", ""),
+        ("lib/systemd/system/irqbalance.service", "[Service]\nEnvironmentFile=-/etc/default/irqbalance\nExecStart=/usr/sbin/irqbalance --foreground\n"),
+        ("etc/default/irqbalance", "#IRQBALANCE_BANNED_CPULIST=\n"),
+    ] {
+        std::fs::create_dir_all(sys.path(file).parent().unwrap()).unwrap();
+        std::fs::write(sys.path(file), text).unwrap();
+    }
+    for dir in [
+        "sys/fs/cgroup/system.slice",
+        "sys/fs/cgroup/system.slice/irqbalance.service",
+    ] {
+        sys.mkdir(dir).unwrap();
+    }
+    fixture::add_process(&sys, 200, &[task("irqbalance", 0, "0-3")]).unwrap();
+    sys.write(
+        "sys/fs/cgroup/system.slice/irqbalance.service/cgroup.procs",
+        "200",
+    )
+    .unwrap();
+    std::fs::write(sys.path("proc/200/environ"), "").unwrap();
+    sys
+}
+
+fn status_code(root: &Path) -> (i32, serde_json::Value) {
+    let o = cpushield(root, &["status", "--json"]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    (o.status.code().unwrap_or(-1), v)
+}
+
+fn broken_checks(v: &serde_json::Value) -> Vec<String> {
+    v["broken"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["check"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn under_systemd_on_makes_a_slice_partition_and_an_irqbalance_ban_and_off_restores_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        sys.read_trimmed(&format!("{SLICE}/cpuset.cpus.partition"))
+            .unwrap(),
+        "isolated"
+    );
+    assert_eq!(
+        sys.read_cpulist(&format!("{SLICE}/cpuset.cpus")).unwrap(),
+        CpuSet::parse_list("2-3").unwrap()
+    );
+    assert!(
+        !sys.exists("sys/fs/cgroup/cpushield"),
+        "no cgroup made behind systemd's back"
+    );
+    assert!(sys.exists("run/systemd/transient/cpushield.slice"));
+    assert!(sys
+        .read(ENV)
+        .unwrap()
+        .contains("IRQBALANCE_BANNED_CPULIST=2-3\n"));
+    assert!(sys
+        .read(DROPIN)
+        .unwrap()
+        .contains("EnvironmentFile=/run/systemd/system/irqbalance.service.d/cpushield.env"));
+    assert!(sys
+        .read("proc/200/environ")
+        .unwrap()
+        .contains("IRQBALANCE_BANNED_CPULIST=2-3\0"));
+    // the user's file is theirs
+    assert_eq!(
+        sys.read("etc/default/irqbalance").unwrap(),
+        "#IRQBALANCE_BANNED_CPULIST=\n"
+    );
+    let (code, st) = status_code(dir.path());
+    assert_eq!(code, 0, "{st}");
+    assert_eq!(st["holds"], true);
+    assert!(st["mechanism"].as_str().unwrap().contains("systemd"));
+
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+}
+
+#[test]
+fn status_names_what_broke_exits_3_and_on_repairs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    let before = tree(dir.path());
+    assert!(cpushield(dir.path(), &["on", "2-3"]).status.success());
+
+    // Someone removes the irqbalance ban and restarts irqbalance.
+    std::fs::remove_file(sys.path(DROPIN)).unwrap();
+    std::fs::write(sys.path("proc/200/environ"), "").unwrap();
+    let (code, st) = status_code(dir.path());
+    assert_eq!(code, 3, "{st}");
+    assert_eq!(broken_checks(&st), ["irqbalance"]);
+    let o = cpushield(dir.path(), &["status"]);
+    let human = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        human.contains("BROKEN") && human.contains("repair:"),
+        "{human}"
+    );
+
+    // Running on again repairs it.
+    assert!(cpushield(dir.path(), &["on", "2-3"]).status.success());
+    let (code, st) = status_code(dir.path());
+    assert_eq!((code, broken_checks(&st)), (0, vec![]), "{st}");
+
+    // The partition made a member again: the kernel enforces nothing.
+    sys.write(&format!("{SLICE}/cpuset.cpus.partition"), "member")
+        .unwrap();
+    let (code, st) = status_code(dir.path());
+    assert_eq!(code, 3);
+    assert!(
+        broken_checks(&st).contains(&"partition".to_string()),
+        "{st}"
+    );
+    assert!(
+        broken_checks(&st).contains(&"enforcement".to_string()),
+        "{st}"
+    );
+    assert!(cpushield(dir.path(), &["on", "2-3"]).status.success());
+    assert_eq!(status_code(dir.path()).0, 0);
+
+    // An IRQ moved back onto the shield (irqbalance without its ban).
+    sys.write("proc/irq/25/smp_affinity_list", "0-3").unwrap();
+    let (code, st) = status_code(dir.path());
+    assert_eq!(
+        (code, broken_checks(&st)),
+        (3, vec!["irqs".to_string()]),
+        "{st}"
+    );
+
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+    // off puts back what it found before on, not the drift
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+    assert_eq!(status_code(dir.path()).0, 0, "no shield is not a failure");
+}
+
+#[test]
+fn under_systemd_move_in_is_a_scope_in_the_slice_and_off_puts_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    let before = tree(dir.path());
+    assert!(cpushield(dir.path(), &["on", "2-3"]).status.success());
+    let o = cpushield(dir.path(), &["move", "101", "--in", "--cpu", "3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(sys
+        .read(&format!("{SLICE}/cpushield-run-101.scope/cgroup.procs"))
+        .unwrap()
+        .split_whitespace()
+        .any(|p| p == "101"));
+    assert_eq!(sys.affinity(101).unwrap(), CpuSet::parse_list("3").unwrap());
+    let (code, st) = status_code(dir.path());
+    assert_eq!(code, 0, "{st}");
+    assert!(st["tasks_inside"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["pid"] == 101));
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+}
+
+#[test]
+fn under_systemd_killed_at_every_write_then_off_restores() {
+    let dir = tempfile::tempdir().unwrap();
+    systemd_host(dir.path());
+    let before = tree(dir.path());
+    let mut k = 0;
+    loop {
+        let o = cpushield_env(
+            dir.path(),
+            &["on", "2-3"],
+            &[("CPUSHIELD_FIXTURE_CRASH_AFTER", k.to_string())],
+        );
+        let finished = o.status.success();
+        let o = cpushield(dir.path(), &["off"]);
+        assert!(o.status.success(), "k={k}: off failed: {}", text(&o));
+        let d = diff(&before, &tree(dir.path()));
+        assert!(d.is_empty(), "k={k}: not restored: {d:#?}");
+        if finished {
+            break;
+        }
+        k += 1;
+        assert!(k < 500, "on never finished");
+    }
+    assert!(k > 10, "the plan should have many writes ({k})");
+}
