@@ -195,6 +195,13 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     if let Some(p) = &r.partition {
         row(w, "partition", p)?;
     }
+    if let Some(b) = &r.irqbalance_ban {
+        row(
+            w,
+            "irqbalance",
+            format!("CPUs {b} banned (runtime drop-in, restarted; off removes it)"),
+        )?;
+    }
     if !r.dry_run {
         row(
             w,

@@ -127,6 +127,10 @@ pub struct OnReport {
     pub irqs_effective_on_shield: Vec<u32>,
     /// Other non-fatal refusals (workqueue mask, ...).
     pub other_refused: Vec<Refusal>,
+    /// The CPUs banned for irqbalance (systemd hosts): set, or with
+    /// `--dry-run` planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irqbalance_ban: Option<CpuSet>,
     /// Notes for the user.
     pub notes: Vec<String>,
     /// The plan, with `--dry-run`.
@@ -295,17 +299,7 @@ pub fn on_timed(
         .map(|r| r.irq)
         .chain(out.irqs_to_shield.iter().copied())
         .collect();
-    state.irqbalance_ban = plan.steps.iter().find_map(|s| match &s.action {
-        Action::IrqbalanceBan { banned, .. }
-            if !applied
-                .refused
-                .iter()
-                .any(|r| r.target == apply::describe(&s.action)) =>
-        {
-            Some(banned.clone())
-        }
-        _ => None,
-    });
+    state.irqbalance_ban = out.irqbalance_ban.clone();
     journal.write_state(&state)?;
     timings.journal += journal.time_spent();
     timings.segments += journal.segments();
@@ -510,6 +504,14 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
         irqs_refused,
         irqs_effective_on_shield,
         other_refused,
+        irqbalance_ban: plan.steps.iter().find_map(|s| match &s.action {
+            Action::IrqbalanceBan { banned, .. }
+                if !refused_paths.contains(&apply::describe(&s.action)) =>
+            {
+                Some(banned.clone())
+            }
+            _ => None,
+        }),
         notes: plan.notes.clone(),
         plan: dry_run.then(|| plan.steps.clone()),
         took: Timings::default(),

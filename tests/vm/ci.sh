@@ -2,7 +2,9 @@
 # CI entry for the real-kernel test bed: installs what it needs with apt-get
 # (idempotent), builds the static cpushield, runs every scenario on the
 # Debian 6.1 and 6.12 kernels (one boot per kernel and cgroup layout; the
-# guest checks between scenarios that none left the system changed).
+# guest checks between scenarios that none left the system changed), then
+# the distribution scenarios in Debian 12 and 13 guests booted by systemd
+# (tests/vm/distro/run.sh).
 #   tests/vm/ci.sh [--install-only] [extra run.sh options]
 # Nothing here changes this machine beyond installing Debian packages; all
 # shielding happens inside QEMU guests.
@@ -11,7 +13,7 @@ cd "$(dirname "$0")/../.."
 INSTALL_ONLY=0
 if [ "${1:-}" = --install-only ]; then INSTALL_ONLY=1; shift; fi
 
-PKGS="qemu-system-x86 busybox-static rt-tests stress-ng xz-utils util-linux file"
+PKGS="qemu-system-x86 busybox-static rt-tests stress-ng xz-utils util-linux file mmdebstrap e2fsprogs"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
@@ -36,4 +38,10 @@ t0=$(date +%s)
 rc=0
 tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel all "$@" || rc=$?
 echo "== test bed took $(( $(date +%s) - t0 ))s"
+[ $rc = 0 ] || exit $rc
+
+echo "== distributions: Debian 12 and 13 booted by systemd, with irqbalance and tuned (QEMU)"
+t0=$(date +%s)
+tests/vm/distro/run.sh --binary "$BIN" || rc=$?
+echo "== distribution test bed took $(( $(date +%s) - t0 ))s"
 exit $rc

@@ -63,7 +63,7 @@ boot() {
     job=$RUN_DIR/job-$suite-$cg
     rm -rf "$job"; mkdir -p "$job/scenarios"
     cp "$BINARY" "$job/cpushield"
-    cp "$D_DIR/guest/"* "$job/"
+    cp "$D_DIR/guest/"* "$VM_DIR/guest/snapshot.sh" "$VM_DIR/guest/compare.sh" "$job/"
     for s in $scen; do cp "$(ls "$D_DIR"/scenarios/$s.sh "$D_DIR"/probes/$s.sh 2>/dev/null | head -n1)" "$job/scenarios/"; done
     echo "$scen" >"$job/order"
     tar -cf "$RUN_DIR/job.tar" -C "$job" .

@@ -36,23 +36,43 @@ meets() {
 }
 expand() { echo "$1" | tr ',' '\n' | while IFS=- read -r a b; do seq "$a" "${b:-$a}"; done; }
 # Threads outside the shield cgroup allowed on SHIELD, except per-CPU
-# kernel threads (allowed on one CPU) and tasks that asked only for
-# shielded CPUs: "pid tid comm cpus cgroup" lines.
+# kernel threads (kthreads allowed on one CPU only, or that no one may move:
+# PF_NO_SETAFFINITY) and irq/N threads (they follow their IRQ, checked
+# apart): "tid name cpus cgroup" lines. One awk reads each thread's files
+# once (threads exit meanwhile).
 thread_leaks() {
-    sh_list=$1
-    for st in /proc/[0-9]*/task/[0-9]*/status; do
-        d=${st%/status}
-        cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$st" 2>/dev/null) || continue
-        [ -n "$cpus" ] || continue
-        meets "$cpus" "$sh_list" || continue
-        cg=$(cut -d: -f3 "$d/cgroup" 2>/dev/null | tail -n1)
-        case $cg in /cpushield*) continue ;; esac
-        comm=$(cat "$d/comm" 2>/dev/null)
-        # per-CPU kthreads: on one CPU only
-        case $cpus in *[-,]*) ;; *) [ "$(sed -n 's/^PPid:[[:space:]]*//p' "$st")" = 2 ] && continue ;; esac
-        pid=$(sed -n 's/^Tgid:[[:space:]]*//p' "$st")
-        echo "$pid ${d##*/} $comm $cpus $cg"
-    done
+    for t in /proc/[0-9]*/task/[0-9]*; do echo "$t"; done >/tmp/.leaks.$$
+    awk -v sh="$1" '
+    function expand(l, set,   n, a, i, r, lo, hi, c) {
+        n = split(l, a, ","); for (i = 1; i <= n; i++) { r = split(a[i], lo, "-"); hi = (r == 2) ? lo[2] : lo[1]; for (c = lo[1] + 0; c <= hi + 0; c++) set[c] = 1 }
+    }
+    BEGIN { expand(sh, S) }
+    {
+        t = $0; f = t "/status"; name = ppid = cpus = ""
+        while ((getline line < f) > 0) {
+            if (line ~ /^Name:/) { name = line; sub(/^Name:[ \t]*/, "", name) }
+            else if (line ~ /^PPid:/) { split(line, a, /[ \t]+/); ppid = a[2] }
+            else if (line ~ /^Cpus_allowed_list:/) { split(line, a, /[ \t]+/); cpus = a[2] }
+        }
+        close(f)
+        if (cpus == "") next
+        delete C; expand(cpus, C); on = 0; n = 0
+        for (c in C) { n++; if (c in S) on = 1 }
+        if (!on) next
+        f = t "/cgroup"; cg = ""
+        while ((getline line < f) > 0) if (line ~ /^0::/ || line ~ /:cpuset:/) cg = line
+        close(f)
+        if (cg ~ /:\/cpushield/) next
+        f = t "/stat"; fl = 0
+        if ((getline line < f) > 0) { rest = substr(line, match(line, /\) /) + 2); split(rest, a, " "); fl = a[7] + 0 }
+        close(f)
+        kthread = (ppid == 2 || ppid == 0)
+        if (kthread && n == 1) next
+        if (int(fl / 67108864) % 2) next
+        if (name ~ /^irq\//) next
+        split(t, p, "/"); print p[5], name, cpus, cg
+    }' /tmp/.leaks.$$
+    rm -f /tmp/.leaks.$$
 }
 # IRQs whose smp_affinity_list meets SHIELD: "irq list" lines
 irq_on() {
@@ -60,32 +80,25 @@ irq_on() {
         l=$(cat "$f"); meets "$l" "$1" && { n=${f#/proc/irq/}; echo "${n%%/*} $l"; }
     done
 }
-# The state a shield must give back: thread affinities by command name,
-# IRQs, cgroup tree and controllers, unit properties, irqbalance, sysctls.
+# The state a shield must give back: every thread's CPUs and cgroup, IRQs,
+# cpuset and control files of every cgroup (the busybox test bed's
+# snapshot), plus what systemd and irqbalance hold: unit properties, the
+# irqbalance environment, runtime files. Units the scenarios start and stop
+# themselves (cs-*, run-u*) are left out.
 snap() { # snap NAME
     f=$OUT/snap.$1
     {
-        for st in /proc/[0-9]*/task/[0-9]*/status; do
-            c=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$st" 2>/dev/null)
-            n=$(sed -n 's/^Name:[[:space:]]*//p' "$st" 2>/dev/null)
-            [ -n "$c" ] && echo "task $n $c"
-        done | sort | uniq -c | sed 's/^ *//'
-        for f2 in /proc/irq/[0-9]*/smp_affinity_list; do echo "irq $f2 $(cat "$f2")"; done
-        echo "default_smp_affinity $(cat /proc/irq/default_smp_affinity)"
-        echo "wq $(cat /sys/devices/virtual/workqueue/cpumask 2>/dev/null)"
-        echo "root.subtree_control $(cat /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null)"
-        (cd /sys/fs/cgroup && find . -maxdepth 2 -type d | grep -v 'cs-probe\|run-' | sort | sed 's/^/cgdir /')
+        sh /job/snapshot.sh | grep -v '/cs-\|/run-u[0-9]'
         for u in -.slice init.scope system.slice user.slice; do
             echo "unit $u $(systemctl show -p AllowedCPUs -p EffectiveCPUs -- "$u" | tr '\n' ' ')"
         done
-        echo "irqbalance $(systemctl is-active irqbalance) $(tr '\0' '\n' </proc/"$(systemctl show -p MainPID --value irqbalance)"/environ 2>/dev/null | grep BANNED)"
-        find /run/systemd/system /run/systemd/system.control /run/systemd/transient -name '*cpushield*' 2>/dev/null | sed 's/^/runfile /'
-        for k in kernel/sched_rt_runtime_us vm/stat_interval kernel/timer_migration; do echo "sysctl $k $(cat /proc/sys/$k)"; done
+        echo "irqbalance $(systemctl is-active irqbalance) env=$(tr '\0' '\n' </proc/"$(systemctl show -p MainPID --value irqbalance)"/environ 2>/dev/null | grep BANNED | tr '\n' ' ')"
+        find /run/systemd/system /run/systemd/system.control /run/systemd/transient 2>/dev/null | grep -v '/cs-\|/run-u[0-9]' | sort | sed 's/^/runfile /'
     } >"$f"
 }
 # snap_equal A B DESCRIPTION: checks two snapshots match (shows the difference)
 snap_equal() {
-    if diff "$OUT/snap.$1" "$OUT/snap.$2" >"$OUT/diff.$1.$2"; then
+    if sh /job/compare.sh "$OUT/snap.$1" "$OUT/snap.$2" >"$OUT/diff.$1.$2"; then
         check "$3" true
     else
         sed 's/^/    /' "$OUT/diff.$1.$2" | head -n 40

@@ -28,22 +28,22 @@ systemctl restart systemd-journald
 systemctl restart irqbalance
 systemd-run --quiet --unit=cs-new sleep 900
 systemd-run --quiet --slice=user.slice --uid=nobody --unit=cs-user sleep 900
-systemd-run --quiet --unit=cs-stress stress-ng --cpu 4 --vm 1 --timeout 40s >/dev/null
+systemd-run --quiet --unit=cs-stress stress-ng --cpu 4 --vm 1 --timeout 90s >/dev/null
 sleep 5
 systemctl daemon-reload
 # sample where stress-ng's threads run (field 39 of stat: the CPU it last ran on)
 seen=0; samples=0; shielded=" $(expand $SH | tr '\n' ' ')"
-for i in $(seq 1 40); do
-    for cpu in $(for p in $(pgrep stress-ng); do cat /proc/$p/task/*/stat 2>/dev/null; done | awk '{print $39}'); do
+for i in $(seq 1 20); do
+    for cpu in $(cat /proc/[0-9]*/stat 2>/dev/null | awk '$2 == "(stress-ng)" || $2 ~ /^\(stress-ng-/ {print $39}'); do
         samples=$((samples + 1))
         case "$shielded " in *" $cpu "*) seen=$((seen + 1)) ;; esac
     done
-    sleep 0.25
+    sleep 0.5
 done
 info "stress-ng service: $seen of $samples samples on CPUs $SH"
-check "stress-ng service ran (threads sampled $samples times)" [ "$samples" -gt 100 ]
+check "stress-ng service ran (its processes sampled $samples times)" [ "$samples" -gt 40 ]
 check "no stress-ng thread seen running on the shield" [ "$seen" = 0 ]
-t_rest=$((60 - 15))
+t_rest=30
 info "waiting ${t_rest}s more (irqbalance rebalances every 10 s)"
 sleep $t_rest
 thread_leaks $SH >"$OUT/leaks"

@@ -1,0 +1,36 @@
+#!/bin/sh
+# summary: status tells a shield that holds (exit 0) from one broken on
+#   purpose (exit 3, naming what broke): the irqbalance ban removed, the
+#   partition made a member; on again repairs it
+. /job/lib.sh "$1"
+SH=2-3
+D=/run/systemd/system/irqbalance.service.d
+cs on $SH
+check "on $SH exits 0" [ "$CS_RC" = 0 ]
+cs status
+check "status: holds, exit 0" [ "$CS_RC" = 0 ]
+info "breaking it: the irqbalance drop-in removed, irqbalance restarted"
+rm -f $D/50-cpushield.conf
+systemctl daemon-reload; systemctl restart irqbalance; sleep 2
+cs status
+check "status: exit 3 when the irqbalance ban is gone" [ "$CS_RC" = 3 ]
+check "status names irqbalance" grep -q "broken: .*irqbalance" "$OUT/cs.out"
+cs on $SH
+check "on again repairs it (exit 0)" [ "$CS_RC" = 0 ]
+cs status
+check "status: holds again" [ "$CS_RC" = 0 ]
+info "breaking it: the partition made a member"
+echo member >/sys/fs/cgroup/cpushield.slice/cpuset.cpus.partition
+cs status
+check "status: exit 3 when the partition is gone" [ "$CS_RC" = 3 ]
+check "status names the partition" grep -q "broken: .*partition" "$OUT/cs.out"
+check "status says the kernel no longer enforces it" grep -q "broken: the kernel lets tasks outside" "$OUT/cs.out"
+cs on $SH
+check "on again repairs it" [ "$CS_RC" = 0 ]
+cs status
+check "status: holds again" [ "$CS_RC" = 0 ]
+cs off
+check "off exits 0" [ "$CS_RC" = 0 ]
+cs status
+check "status without a shield: exit 0" [ "$CS_RC" = 0 ]
+result

@@ -1,0 +1,19 @@
+#!/bin/sh
+# summary: SIGKILL during on at several moments, then off: threads, IRQs,
+#   cgroups, unit properties and irqbalance exactly as before
+. /job/lib.sh "$1"
+SH=2-3
+snap before
+for delay in 0.3 1 2 4; do
+    /job/cpushield on $SH >"$OUT/on.$delay" 2>&1 &
+    p=$!
+    sleep $delay
+    kill -9 $p 2>/dev/null && info "killed on after ${delay}s" || info "on finished before ${delay}s"
+    wait $p 2>/dev/null
+    cs off
+    check "kill after ${delay}s: off exits 0" [ "$CS_RC" = 0 ]
+    sleep 2
+    snap after.$delay
+    snap_equal before after.$delay "kill after ${delay}s: everything as before"
+done
+result
