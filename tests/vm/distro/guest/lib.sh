@@ -93,7 +93,7 @@ snap() { # snap NAME
             echo "unit $u $(systemctl show -p AllowedCPUs -p EffectiveCPUs -- "$u" | tr '\n' ' ')"
         done
         echo "irqbalance $(systemctl is-active irqbalance) env=$(tr '\0' '\n' </proc/"$(systemctl show -p MainPID --value irqbalance)"/environ 2>/dev/null | grep BANNED | tr '\n' ' ')"
-        find /run/systemd/system /run/systemd/system.control /run/systemd/transient 2>/dev/null | grep -v '/cs-\|/run-u[0-9]' | sort | sed 's/^/runfile /'
+        find /run/systemd/system /run/systemd/system.control /run/systemd/transient -mindepth 1 2>/dev/null | grep -v '/cs-\|/run-u[0-9]' | sort | sed 's/^/runfile /'
     } >"$f"
 }
 # snap_equal A B DESCRIPTION: checks two snapshots match (shows the difference)
