@@ -251,8 +251,20 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     }
     tasks(
         w,
-        "left alone, own affinity inside the shield (use --force to move)",
-        &r.stranded,
+        "kept on the shield, own affinity inside it (--force moves them off)",
+        &r.kept,
+        20,
+    )?;
+    tasks(
+        w,
+        "asked only for shielded CPUs but NOT kept there (now)",
+        &r.not_kept,
+        20,
+    )?;
+    tasks(
+        w,
+        "moved off: only these threads of their process asked for shielded CPUs",
+        &r.split_off,
         20,
     )?;
     refusals(w, "task changes refused", &r.tasks_refused)?;

@@ -36,11 +36,13 @@ fn on_off_restores_exactly(layout: CgroupLayout, config: FixtureConfig) {
     assert!(o.status.success(), "{}", text(&o));
     let report = json(&o);
 
-    // Every movable thread is off the shield; per-CPU kthreads and the
-    // task pinned inside stay and are reported.
+    // Every movable thread is off the shield; per-CPU kthreads stay, and
+    // the task that asked only for CPU 3 is kept there, inside the
+    // shield's cgroup. The thread of 'straddler' that asked only for CPU 2
+    // cannot follow alone (cgroup v2 places whole processes): moved off.
     let snap = Snapshot::read(&sys).unwrap();
     for t in snap.threads.iter().filter(|t| !t.is_pinned_by_kernel()) {
-        let expected_inside = t.name == "pinned-inside" || t.name == "straddler-t";
+        let expected_inside = t.name == "pinned-inside";
         assert_eq!(
             t.cpus_allowed.intersects(&cpus("2-3")),
             expected_inside,
@@ -55,8 +57,21 @@ fn on_off_restores_exactly(layout: CgroupLayout, config: FixtureConfig) {
         cpus("1"),
         "own restriction kept, shield removed"
     );
-    assert_eq!(report["stranded"][0]["name"], "pinned-inside");
-    assert_eq!(report["stranded"][1]["name"], "straddler-t");
+    let pinned = snap
+        .threads
+        .iter()
+        .find(|t| t.name == "pinned-inside")
+        .unwrap();
+    assert_eq!(
+        (pinned.cgroup.as_str(), pinned.cpus_allowed.clone()),
+        ("/cpushield", cpus("3")),
+        "kept: inside the shield with its own CPU"
+    );
+    assert_eq!(report["kept"][0]["name"], "pinned-inside");
+    assert_eq!(report["kept"][0]["cpus"], "3");
+    assert_eq!(report["kept"].as_array().unwrap().len(), 1);
+    assert_eq!(report["split_off"][0]["name"], "straddler-t");
+    assert_eq!(report["not_kept"], serde_json::json!([]));
     assert_eq!(report["per_cpu_kthreads"]["ksoftirqd"], 2);
     let refused: Vec<(u64, String)> = report["irqs_refused"]
         .as_array()
@@ -90,11 +105,9 @@ fn on_off_restores_exactly(layout: CgroupLayout, config: FixtureConfig) {
 
     let st = json(&cpushield(dir.path(), &["status", "--json"]));
     assert_eq!(st["shield"], "2-3");
-    assert_eq!(
-        st["intruders"].as_array().unwrap().len(),
-        2,
-        "only the stranded tasks: {st}"
-    );
+    assert_eq!(st["intruders"], serde_json::json!([]), "{st}");
+    assert_eq!(st["tasks_inside"][0]["name"], "pinned-inside");
+    assert_eq!(st["holds"], true, "{st}");
 
     let o = cpushield(dir.path(), &["off", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -176,6 +189,17 @@ fn v1_on_off_restores_exactly() {
         (kthreadd.cgroup.as_str(), kthreadd.cpus_allowed.clone()),
         ("/", cpus("0-1"))
     );
+    // cgroup v1 moves single threads: both threads that asked only for
+    // shielded CPUs are kept there, in the shield's cpuset.
+    for (pid, tid, own) in [(100, 100, "3"), (102, 103, "2")] {
+        let t = procfs::read_thread(&sys, pid, tid, Hierarchy::CpusetV1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (t.cgroup.as_str(), t.cpus_allowed),
+            ("/cpushield", cpus(own))
+        );
+    }
     off_restores(dir.path(), &before, tree);
 }
 
@@ -287,7 +311,11 @@ fn move_in_and_out_is_undone_by_off() {
         );
     }
     let st = json(&cpushield(dir.path(), &["status", "--json"]));
-    assert_eq!(st["tasks_inside"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        st["tasks_inside"].as_array().unwrap().len(),
+        3,
+        "the two threads moved in, and the task kept by on: {st}"
+    );
     let o = cpushield(dir.path(), &["move", "102", "--in", "--cpu", "0"]);
     assert!(
         !o.status.success() && text(&o).contains("not one of the shielded CPUs"),

@@ -113,8 +113,17 @@ pub struct OnReport {
     pub tasks_exited: usize,
     /// Per-CPU kernel threads left on the shield, by kind.
     pub per_cpu_kthreads: BTreeMap<String, usize>,
-    /// Tasks left alone because their own affinity is inside the shield.
-    pub stranded: Vec<TaskRef>,
+    /// Tasks that asked only for shielded CPUs, kept there: inside the
+    /// shield's cgroup with their own affinity, as read back from the
+    /// kernel (with `--dry-run`: planned).
+    pub kept: Vec<TaskRef>,
+    /// Tasks that asked only for shielded CPUs but could not be kept
+    /// there, with the CPUs they have now (read back).
+    pub not_kept: Vec<TaskRef>,
+    /// Threads that asked only for shielded CPUs in a process that also
+    /// runs outside the shield (cgroup v2 places whole processes): moved to
+    /// the housekeeping CPUs.
+    pub split_off: Vec<TaskRef>,
     /// Task changes the kernel refused.
     pub tasks_refused: Vec<Refusal>,
     /// IRQs moved to the housekeeping CPUs.
@@ -398,12 +407,12 @@ fn sweep_forked(
     applied: &mut Applied,
 ) -> Result<Snapshot, ApplyError> {
     let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
-    let stranded: HashSet<i32> = plan.stranded.iter().map(|t| t.tid).collect();
+    let kept: HashSet<i32> = plan.kept.iter().map(|t| t.tid).collect();
     let mut last: Option<Snapshot> = None;
     for _ in 0..3 {
         let snap = Snapshot::reread(sys, last.as_ref().unwrap_or(before))?;
         let tasks = plan::plan_tasks(&snap, &plan.shield, &plan.housekeeping, false, |t| {
-            !stranded.contains(&t.tid)
+            !kept.contains(&t.tid)
         });
         let steps: Vec<Step> = tasks
             .steps
@@ -486,6 +495,25 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
         })
         .map(|i| i.irq)
         .collect();
+    // What the report says was kept is what the kernel shows.
+    let (kept, not_kept) = if dry_run {
+        (plan.kept.clone(), Vec::new())
+    } else {
+        let now: std::collections::HashMap<i32, &procfs::Thread> =
+            snap.threads.iter().map(|t| (t.tid, t)).collect();
+        let mut kept = Vec::new();
+        let mut not_kept = Vec::new();
+        for want in &plan.kept {
+            match now.get(&want.tid) {
+                Some(t) if in_shield_cgroup(&t.cgroup) && t.cpus_allowed == want.cpus => {
+                    kept.push(TaskRef::from(*t))
+                }
+                Some(t) => not_kept.push(TaskRef::from(*t)),
+                None => {}
+            }
+        }
+        (kept, not_kept)
+    };
     OnReport {
         dry_run,
         shield: plan.shield.clone(),
@@ -497,7 +525,9 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
         tasks_moved: applied.map_or(0, |a| a.tasks_changed.iter().collect::<HashSet<_>>().len()),
         tasks_exited: applied.map_or(0, |a| a.exited),
         per_cpu_kthreads: plan.per_cpu_kthreads.clone(),
-        stranded: plan.stranded.clone(),
+        kept,
+        not_kept,
+        split_off: plan.split_off.clone(),
         tasks_refused,
         irqs_moved,
         irqs_to_shield: plan.irqs_to_shield.clone(),

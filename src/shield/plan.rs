@@ -203,8 +203,14 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// Per-CPU kernel threads on shielded CPUs, by kind; the kernel keeps them there.
     pub per_cpu_kthreads: BTreeMap<String, usize>,
-    /// User tasks whose own affinity lies wholly inside the shield, left alone (no `--force`).
-    pub stranded: Vec<TaskRef>,
+    /// User tasks whose own affinity lies wholly inside the shield (the
+    /// user's real-time tasks): moved into the shield with their affinity
+    /// unchanged (no `--force`).
+    pub kept: Vec<TaskRef>,
+    /// Threads that asked only for shielded CPUs but cannot be kept: their
+    /// process has threads outside the shield, and cgroup v2 places whole
+    /// processes. The kernel would move them off; the plan does.
+    pub split_off: Vec<TaskRef>,
     /// IRQs bound to the shield on request.
     pub irqs_to_shield: Vec<u32>,
     /// Things the user should know.
@@ -481,7 +487,13 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
 
     let tasks = plan_tasks(snap, &shield, &housekeeping, req.force, |_| true);
     steps.extend(tasks.steps);
-    let (per_cpu_kthreads, stranded) = (tasks.per_cpu_kthreads, tasks.stranded);
+    let (per_cpu_kthreads, kept, split_off) = (tasks.per_cpu_kthreads, tasks.kept, tasks.split_off);
+    if !split_off.is_empty() {
+        notes.push(format!(
+            "{} thread(s) asked only for shielded CPUs but their process also has threads outside the shield, and cgroup v2 places whole processes: moved to the housekeeping CPUs (move the whole process in with 'cpushield move PID --in')",
+            split_off.len()
+        ));
+    }
 
     let bits = snap.mask_bits();
     // (bound to the shield, step), in IRQ order.
@@ -540,12 +552,6 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         notes.push(format!(
             "--hotplug-restart: CPUs {shield} are taken offline and online again before the cpusets are created"
         ));
-        if !stranded.is_empty() {
-            notes.push(format!(
-                "--hotplug-restart: {} task(s) whose affinity lies wholly on the shield lose it while their CPU is offline (the kernel widens it); off gives it back",
-                stranded.len()
-            ));
-        }
     } else {
         steps.extend(irq_steps.into_iter().map(|(_, s)| s));
     }
@@ -586,7 +592,8 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         shield_dir,
         steps,
         per_cpu_kthreads,
-        stranded,
+        kept,
+        split_off,
         irqs_to_shield,
         notes,
     })
@@ -731,8 +738,11 @@ pub struct TaskPlan {
     pub steps: Vec<Step>,
     /// Per-CPU kernel threads on the shield, by kind.
     pub per_cpu_kthreads: BTreeMap<String, usize>,
-    /// User tasks left alone because their own affinity lies inside the shield.
-    pub stranded: Vec<TaskRef>,
+    /// User tasks kept on the shield (moved into it, own affinity kept).
+    pub kept: Vec<TaskRef>,
+    /// Threads that asked only for shielded CPUs in processes that cannot
+    /// move whole (cgroup v2): moved off.
+    pub split_off: Vec<TaskRef>,
 }
 
 /// Plans how every thread accepted by `include` leaves the shield. Also used
@@ -747,6 +757,7 @@ pub fn plan_tasks(
     let mut out = TaskPlan::default();
     let mut affinities = Vec::new();
     let mut v1_moves = Vec::new();
+    let mut keep = Vec::new();
     for t in snap.threads.iter().filter(|t| include(t)) {
         if in_shield_cgroup(&t.cgroup) {
             continue;
@@ -762,7 +773,7 @@ pub fn plan_tasks(
             if t.is_kthread() {
                 *out.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
             } else {
-                out.stranded.push(TaskRef::from(t));
+                keep.push(t);
             }
             continue;
         }
@@ -775,6 +786,7 @@ pub fn plan_tasks(
             affinities.push(set_affinity(t, target));
         }
     }
+    plan_kept(snap, keep, housekeeping, &mut out, &mut affinities);
     if let CgroupSetup::V1 { mount, .. } = &snap.cgroup {
         plan_v1_moves(
             snap,
@@ -787,6 +799,107 @@ pub fn plan_tasks(
     }
     out.steps.extend(affinities);
     out
+}
+
+/// The shield's cgroup directory for this machine (relative to the root).
+pub fn shield_dir(snap: &Snapshot) -> Option<String> {
+    match &snap.cgroup {
+        CgroupSetup::V2 { mount, .. } if snap.owners.systemd => {
+            Some(format!("{mount}/{SHIELD_SLICE}"))
+        }
+        other => other.shield_dir(),
+    }
+}
+
+/// A task that asked only for shielded CPUs is the user's real-time task
+/// (the shielded-CPU semantics: a task keeps its CPUs when taking them
+/// would leave it none). It moves into the shield with its own affinity:
+/// a v2 process only whole (every thread asked only for shielded CPUs),
+/// as a transient scope of the shield's slice under systemd; a v1 thread
+/// by itself. Moving into a cpuset resets the affinity (6.1), so it is set
+/// again right after. Threads of a v2 process that also runs elsewhere
+/// cannot follow: they go to the housekeeping CPUs, as the partition
+/// would make the kernel do anyway.
+fn plan_kept(
+    snap: &Snapshot,
+    keep: Vec<&Thread>,
+    housekeeping: &CpuSet,
+    out: &mut TaskPlan,
+    affinities: &mut Vec<Step>,
+) {
+    let Some(dir) = shield_dir(snap) else { return };
+    let mount = snap.cgroup.mount().unwrap_or("").to_string();
+    let cgroup_of = |t: &Thread| {
+        if t.cgroup == "/" {
+            String::new()
+        } else {
+            t.cgroup.clone()
+        }
+    };
+    let step = |action| Step {
+        action,
+        fatal: false,
+    };
+    if let CgroupSetup::V1 { .. } = &snap.cgroup {
+        for t in keep {
+            out.steps.push(step(Action::MoveTask {
+                pid: t.pid,
+                tid: t.tid,
+                to: format!("{dir}/tasks"),
+                back: format!("{mount}{}/tasks", cgroup_of(t)),
+                affinities: vec![(t.tid, t.cpus_allowed.clone())],
+            }));
+            affinities.push(set_affinity(t, t.cpus_allowed.clone()));
+            out.kept.push(TaskRef::from(t));
+        }
+        return;
+    }
+    let mut threads_of: HashMap<i32, usize> = HashMap::new();
+    for t in &snap.threads {
+        *threads_of.entry(t.pid).or_default() += 1;
+    }
+    let mut by_pid: BTreeMap<i32, Vec<&Thread>> = BTreeMap::new();
+    for t in keep {
+        by_pid.entry(t.pid).or_default().push(t);
+    }
+    for (pid, threads) in by_pid {
+        if threads_of.get(&pid) != Some(&threads.len()) {
+            for t in threads {
+                affinities.push(set_affinity(t, housekeeping.clone()));
+                out.split_off.push(TaskRef::from(t));
+            }
+            continue;
+        }
+        let back = format!("{mount}{}/cgroup.procs", cgroup_of(threads[0]));
+        out.steps.push(step(if snap.owners.systemd {
+            let unit = format!("cpushield-run-{pid}.scope");
+            Action::Systemd {
+                call: SystemdCall::StartScope {
+                    cgroup_dir: format!("{dir}/{unit}"),
+                    unit: unit.clone(),
+                    slice: SHIELD_SLICE.into(),
+                    pids: vec![pid],
+                },
+                undo: Some(SystemdCall::Stop { unit }),
+                back: Some(back),
+            }
+        } else {
+            Action::MoveTask {
+                pid,
+                tid: pid,
+                to: format!("{dir}/cgroup.procs"),
+                back,
+                affinities: threads
+                    .iter()
+                    .map(|t| (t.tid, t.cpus_allowed.clone()))
+                    .collect(),
+            }
+        }));
+        for t in threads {
+            affinities.push(set_affinity(t, t.cpus_allowed.clone()));
+            out.kept.push(TaskRef::from(t));
+        }
+    }
 }
 
 /// Moves the threads of the v1 root cpuset into the system cpuset: a
@@ -1124,10 +1237,14 @@ mod tests {
         assert_eq!(p.per_cpu_kthreads.get("ksoftirqd"), Some(&1));
         assert_eq!(
             affinity_of(&p, 30),
-            None,
-            "a task pinned inside is not stranded"
+            Some(cpus("3")),
+            "a task pinned inside keeps its own CPU (set again after its move)"
         );
-        assert_eq!(p.stranded.len(), 1);
+        assert_eq!(p.kept.len(), 1);
+        assert!(p.steps.iter().any(|s| matches!(&s.action,
+            Action::MoveTask { pid: 30, to, back, .. }
+                if to == "sys/fs/cgroup/cpushield/cgroup.procs" && back == "sys/fs/cgroup/cgroup.procs")),
+            "and moves into the shield, whole");
         assert_eq!(
             affinity_of(&p, 31),
             None,
@@ -1156,8 +1273,42 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(p.stranded.is_empty());
+        assert!(p.kept.is_empty());
         assert_eq!(affinity_of(&p, 30), Some(cpus("0-1")));
+    }
+
+    #[test]
+    fn a_process_that_asked_only_for_shielded_cpus_is_kept_whole_or_its_threads_move_off() {
+        let mut s = snap(v2());
+        let mut helper = thread(30, "pinned-helper", 0, "0-1");
+        helper.tid = 32;
+        s.threads.push(helper);
+        let p = plan(&s, &req("2-3")).unwrap();
+        assert!(p.kept.is_empty(), "v2 places whole processes");
+        assert_eq!(p.split_off.len(), 1);
+        assert_eq!(affinity_of(&p, 30), Some(cpus("0-1")));
+        assert!(p
+            .notes
+            .iter()
+            .any(|n| n.contains("cgroup v2 places whole processes")));
+        // cgroup v1 moves single threads: the pinned one is kept
+        let mut s1 = s.clone();
+        s1.cgroup = CgroupSetup::V1 {
+            mount: "sys/fs/cgroup/cpuset".into(),
+            mems: "0".into(),
+            load_balance: "1".into(),
+        };
+        let p = plan(&s1, &req("2-3")).unwrap();
+        assert_eq!(p.kept.len(), 1);
+        assert!(p.steps.iter().any(|s| matches!(&s.action,
+            Action::MoveTask { tid: 30, to, .. } if to == "sys/fs/cgroup/cpuset/cpushield/tasks")));
+        // under systemd the process is kept as a scope of the shield's slice
+        let mut s2 = snap(v2());
+        s2.owners.systemd = true;
+        let p = plan(&s2, &req("2-3")).unwrap();
+        assert!(p.steps.iter().any(|s| matches!(&s.action,
+            Action::Systemd { call: SystemdCall::StartScope { pids, slice, .. }, back: Some(_), .. }
+                if pids == &vec![30] && slice == "cpushield.slice")));
     }
 
     #[test]
@@ -1279,11 +1430,16 @@ mod tests {
             .steps
             .iter()
             .filter_map(|st| match &st.action {
-                Action::MoveTask { tid, .. } => Some(*tid),
+                Action::MoveTask { tid, to, .. } if to.contains(SYSTEM_CGROUP_V1) => Some(*tid),
                 _ => None,
             })
             .collect();
         assert_eq!(moved, vec![1, 2, 31]);
+        assert!(
+            p.steps.iter().any(|st| matches!(&st.action,
+                Action::MoveTask { tid: 30, to, .. } if to == "sys/fs/cgroup/cpuset/cpushield/tasks")),
+            "the task pinned inside is kept: moved into the shield"
+        );
         assert_eq!(
             affinity_of(&p, 31),
             Some(cpus("0")),
@@ -1344,11 +1500,12 @@ mod tests {
         assert_eq!(
             workers,
             [
+                &(61, "tasks", vec![61]),
                 &(40, "cgroup.procs", vec![40, 41, 42]),
                 &(50, "tasks", vec![50]),
                 &(60, "tasks", vec![60])
             ],
-            "one move for process 40, none for 51 (elsewhere) or 61 (stranded)"
+            "one move for process 40, none for 51 (elsewhere); 61 (pinned inside) into the shield"
         );
         assert_eq!(
             affinity_of(&p, 42),
