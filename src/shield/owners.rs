@@ -135,9 +135,23 @@ fn read_irqbalance(sys: &Sys, threads: &[Thread], boot_isolated: &CpuSet) -> Opt
             .unwrap_or_default();
         boot_isolated.union(&nohz)
     });
+    // Its systemd unit shows in the unified hierarchy ("0::"), or with
+    // cgroup v1 in systemd's own ("name=systemd"): not in the thread's
+    // cpuset cgroup, which is all the snapshot reads on v1.
+    let cgroup = process.map(|t| {
+        sys.read(&format!("proc/{}/cgroup", t.pid))
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .filter_map(|l| l.splitn(3, ':').nth(2))
+                    .find(|path| path.ends_with(".service"))
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| t.cgroup.clone())
+    });
     Some(Irqbalance {
         pid: process.map(|t| t.pid),
-        cgroup: process.map(|t| t.cgroup.clone()),
+        cgroup,
         unit,
         own_ban,
         user_ban,

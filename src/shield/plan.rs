@@ -346,7 +346,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         },
         fatal: false,
     }];
-    steps.extend(plan_irqbalance(&snap.owners, &shield, &mut notes));
+    let irqbalance = plan_irqbalance(&snap.owners, &shield, &mut notes);
     notes.extend(tuned_notes(&snap.owners));
     let mut partition = None;
     let shield_dir: String;
@@ -555,6 +555,13 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     } else {
         steps.extend(irq_steps.into_iter().map(|(_, s)| s));
     }
+    // After the IRQs: undo, in reverse, gives irqbalance its environment
+    // back (a restart) before the IRQs their affinities. The other way
+    // round, the irqbalance still banned from the shield moved IRQs the
+    // undo had just put back on all CPUs (scenario 04-v1, SYSTEMD-NOTES 10).
+    // On the way up, the restart with the ban makes irqbalance place what
+    // it balances off the shield by itself.
+    steps.extend(irqbalance);
     if let Some(mask) = &snap.workqueue_mask {
         if mask.intersects(&shield) {
             steps.push(Step {
@@ -1137,15 +1144,16 @@ mod tests {
         assert_eq!(*banned, cpus("2-3,5"));
         assert!(*make_dir);
         assert!(!bans[0].fatal);
-        // before any IRQ is moved, so that irqbalance does not move them back meanwhile
+        // after every IRQ write, so that undo restarts irqbalance without
+        // the ban before it puts the IRQs back
         let ban_at = plan
             .steps
             .iter()
             .position(|s| matches!(s.action, Action::IrqbalanceBan { .. }));
-        let irq_at = plan.steps.iter().position(
+        let last_irq = plan.steps.iter().rposition(
             |s| matches!(&s.action, Action::Write { path, .. } if path.starts_with("proc/irq/")),
         );
-        assert!(ban_at < irq_at);
+        assert!(ban_at > last_irq, "{ban_at:?} {last_irq:?}");
     }
 
     #[test]

@@ -13,17 +13,7 @@ systemctl daemon-reload
 systemctl restart systemd-journald irqbalance
 systemd-run --quiet --unit=cs-new sleep 900
 sleep 20
-thread_leaks_v1() {
-    for st in /proc/[0-9]*/task/[0-9]*/status; do
-        d=${st%/status}
-        cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$st" 2>/dev/null) || continue
-        [ -n "$cpus" ] && meets "$cpus" $SH || continue
-        grep -q ':cpuset:/cpushield$' "$d/cgroup" 2>/dev/null && continue
-        case $cpus in *[-,]*) ;; *) [ "$(sed -n 's/^PPid:[[:space:]]*//p' "$st")" = 2 ] && continue ;; esac
-        echo "$(cat $d/comm) $cpus"
-    done
-}
-thread_leaks_v1 >"$OUT/leaks"
+thread_leaks $SH >"$OUT/leaks"
 sed 's/^/    /' "$OUT/leaks" | head
 check "0 threads outside the shield allowed on $SH" [ ! -s "$OUT/leaks" ]
 pid=$(systemctl show -p MainPID --value cs-new)
