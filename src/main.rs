@@ -17,9 +17,36 @@ use cpushield::sys::Sys;
 mod output;
 mod output_audit;
 
-/// `status`: a shield is active but no longer holds (see the README's
-/// table of exit codes).
-const EXIT_BROKEN: u8 = 3;
+/// Exit codes, one meaning each (the README's table; `--help` shows it).
+mod exit {
+    /// Something failed that is not the request's fault (I/O, a damaged
+    /// journal, a fatal change the kernel refused, rolled back).
+    pub const ERROR: u8 = 1;
+    /// Bad input or a request refused; nothing was changed (also clap's
+    /// usage errors).
+    pub const REFUSED: u8 = 2;
+    /// `status`: a shield is active but no longer holds.
+    pub const BROKEN: u8 = 3;
+    /// Changing the system needs root; nothing was changed.
+    pub const NOT_ROOT: u8 = 4;
+    /// `off`, or the rollback of a failed `on`, could not restore everything.
+    pub const PARTLY_RESTORED: u8 = 5;
+    /// Another cpushield holds the lock; nothing was changed. Try again.
+    pub const BUSY: u8 = 6;
+    /// `run`: the command could not be started (as a shell says it).
+    pub const CANNOT_EXEC: u8 = 127;
+}
+
+/// The exit-code table, as `--help` prints it.
+const EXIT_CODES: &str = "Exit status:
+  0    success (status: no shield, or the shield holds; off: also nothing to undo)
+  1    error (I/O, damaged journal, a fatal change refused and rolled back)
+  2    bad input or refused request; nothing was changed
+  3    status: a shield is active but broken (what and how to repair are printed)
+  4    not root; nothing was changed
+  5    partly restored: off (or the rollback of on) could not restore everything
+  6    another cpushield is running; nothing was changed
+  run  the command's own exit status; 127 when it cannot be started";
 
 /// Shield CPUs for real-time work on a stock Linux machine, undo it exactly,
 /// and measure the effect.
@@ -36,7 +63,7 @@ const EXIT_BROKEN: u8 = 3;
 ///   cpushield status                  what is where
 ///   cpushield off                     undo exactly
 #[derive(Parser, Debug)]
-#[command(name = "cpushield", version, verbatim_doc_comment)]
+#[command(name = "cpushield", version, verbatim_doc_comment, after_help = EXIT_CODES)]
 struct Cli {
     /// Root of the kernel's file systems; a fixture directory in tests.
     #[arg(long, global = true, default_value = "/", hide = true)]
@@ -266,10 +293,71 @@ fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("cpushield: {err:#}");
-            ExitCode::FAILURE
+            eprintln!("cpushield: {}", message(&err));
+            ExitCode::from(exit_code(&err))
         }
     }
+}
+
+/// The error and its causes on one line, each said once: a cause whose
+/// text its error already shows (many errors print their source) is left out.
+fn message(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+/// The exit code for an error (see [`exit`]).
+fn exit_code(err: &anyhow::Error) -> u8 {
+    use cpushield::shield::{journal::JournalError, ShieldError};
+    for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<ShieldError>() {
+            return match e {
+                ShieldError::NotRoot(_) => exit::NOT_ROOT,
+                ShieldError::Plan(_) | ShieldError::Invalid(_) | ShieldError::NoShield => {
+                    exit::REFUSED
+                }
+                ShieldError::RolledBack { undone, .. } if !undone.failed.is_empty() => {
+                    exit::PARTLY_RESTORED
+                }
+                ShieldError::Journal(JournalError::Locked(_)) => exit::BUSY,
+                _ => exit::ERROR,
+            };
+        }
+        if let Some(JournalError::Locked(_)) = cause.downcast_ref::<JournalError>() {
+            return exit::BUSY;
+        }
+        if cause.downcast_ref::<Refusal>().is_some() {
+            return exit::REFUSED;
+        }
+        if cause.downcast_ref::<CannotExec>().is_some() {
+            return exit::CANNOT_EXEC;
+        }
+    }
+    exit::ERROR
+}
+
+/// A request refused before anything was changed, outside the library's
+/// own errors (an argument checked here).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Refusal(String);
+
+/// `run`: the command could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start {program:?}: {error}")]
+struct CannotExec {
+    program: String,
+    error: std::io::Error,
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
@@ -304,7 +392,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let report = shield::status(&sys)?;
             emit(&mut out, a.json, &report, output::status)?;
             if !report.holds {
-                return Ok(ExitCode::from(EXIT_BROKEN));
+                return Ok(ExitCode::from(exit::BROKEN));
             }
         }
         Command::On(a) => {
@@ -324,7 +412,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let report = shield::off(&sys)?;
             emit(&mut out, a.json, &report, output::off)?;
             if !report.undone.failed.is_empty() {
-                return Ok(ExitCode::FAILURE);
+                return Ok(ExitCode::from(exit::PARTLY_RESTORED));
             }
         }
         Command::Move(a) => {
@@ -336,7 +424,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let report = shield::move_tasks(&sys, &a.pids, dir, a.cpu, a.thread)?;
             emit(&mut out, a.json, &report, output::moved)?;
             if !report.not_found.is_empty() {
-                return Ok(ExitCode::FAILURE);
+                return Ok(ExitCode::from(exit::REFUSED));
             }
         }
         Command::Run(a) => return run_command(&sys, a),
@@ -359,7 +447,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Audit(a) => {
             if !(a.window >= 0.0 && a.window <= 3600.0) {
-                bail!("--window {}: give seconds between 0 and 3600", a.window);
+                return Err(Refusal(format!(
+                    "--window {}: give seconds between 0 and 3600",
+                    a.window
+                ))
+                .into());
             }
             let window = std::time::Duration::from_secs_f64(a.window);
             let report = cpushield::audit::audit(&sys, a.cpus.as_ref(), window)?;
@@ -394,7 +486,11 @@ fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
         Some(name) => Some(
             nix::unistd::User::from_name(name)
                 .with_context(|| format!("looking up user {name:?}"))?
-                .with_context(|| format!("--user {name:?}: no such user"))?,
+                .ok_or_else(|| {
+                    Refusal(format!(
+                        "--user {name:?}: no such user (give a name from /etc/passwd)"
+                    ))
+                })?,
         ),
         None => None,
     };
@@ -414,8 +510,12 @@ fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
         }
         cmd.env("USER", &u.name).env("HOME", &u.dir);
     }
-    let err = cmd.exec();
-    bail!("cannot start {program:?}: {err}")
+    let error = cmd.exec();
+    Err(CannotExec {
+        program: program.clone(),
+        error,
+    }
+    .into())
 }
 
 fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> {
@@ -441,7 +541,10 @@ fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> 
         return Ok(ExitCode::SUCCESS);
     }
     let Some(cpus) = a.cpus else {
-        bail!("--cpus is required");
+        return Err(Refusal(
+            "compare: --cpus is required (the CPUs to measure and shield, e.g. --cpus 2-3)".into(),
+        )
+        .into());
     };
     let dir = a.out.unwrap_or_else(|| {
         let t = std::time::SystemTime::now()

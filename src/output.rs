@@ -315,6 +315,9 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
 
 /// `cpushield off`.
 pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
+    if r.nothing_to_undo {
+        return writeln!(w, "no shield active: nothing to undo");
+    }
     let u = &r.undone;
     if u.failed.is_empty() {
         writeln!(

@@ -50,7 +50,7 @@ pub enum ShieldError {
         /// What the rollback did.
         undone: Box<Undone>,
     },
-    /// `run`, `move` or `off` without a shield.
+    /// `run` or `move` without a shield.
     #[error("no shield is active (start one with: cpushield on CPULIST)")]
     NoShield,
     /// A bad argument of `run` or `move`.
@@ -553,6 +553,9 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
 pub struct OffReport {
     /// The shield that was removed.
     pub shield: CpuSet,
+    /// No shield was active: nothing was undone (and `off` succeeds).
+    #[serde(default)]
+    pub nothing_to_undo: bool,
     /// What undo did.
     #[serde(flatten)]
     pub undone: Undone,
@@ -587,12 +590,20 @@ pub fn off(sys: &Sys) -> Result<OffReport, ShieldError> {
 pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldError> {
     require_root(sys, "off")?;
     let _lock = journal::lock(sys)?;
+    // Nothing to undo is what `off` is asked to ensure (ExecStop=, a
+    // playbook's clean-up): success, as `systemctl stop` of a stopped unit.
     if !Journal::exists(sys) {
-        return Err(ShieldError::NoShield);
+        return Ok(OffReport {
+            shield: CpuSet::new(),
+            nothing_to_undo: true,
+            undone: Undone::default(),
+            took: Timings::default(),
+        });
     }
     let (state, undone) = undo_journal(sys, timings)?;
     Ok(OffReport {
         shield: state.map(|s| s.shield).unwrap_or_default(),
+        nothing_to_undo: false,
         undone,
         took: Timings::default(),
     })
