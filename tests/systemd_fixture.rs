@@ -214,3 +214,57 @@ fn under_systemd_killed_at_every_write_then_off_restores() {
     }
     assert!(k > 10, "the plan should have many writes ({k})");
 }
+
+#[test]
+fn a_tuned_profile_that_isolates_cores_is_reported_by_on_and_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    for (file, text) in [
+        ("etc/tuned/active_profile", "cpu-partitioning\n"),
+        (
+            "usr/lib/tuned/cpu-partitioning/tuned.conf",
+            "[main]\nsummary=Optimize for CPU partitioning\n[scheduler]\nisolated_cores=${isolated_cores}\n# banned_cpus is not set here\n",
+        ),
+    ] {
+        std::fs::create_dir_all(sys.path(file).parent().unwrap()).unwrap();
+        std::fs::write(sys.path(file), text).unwrap();
+    }
+    fixture::add_process(&sys, 210, &[task("tuned", 0, "0-3")]).unwrap();
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("tuned profile 'cpu-partitioning' pins CPUs or IRQs (profile cpu-partitioning, cpu-partitioning: isolated_cores)"),
+        "{out}"
+    );
+    let (code, st) = status_code(dir.path());
+    assert_eq!(code, 0, "a conflict reported is not a broken shield: {st}");
+    assert!(
+        st["notes"][0].as_str().unwrap().contains("tuned profile"),
+        "{st}"
+    );
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+}
+
+#[test]
+fn the_users_own_irqbalance_ban_is_kept_in_ours_and_their_file_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    let theirs = "IRQBALANCE_BANNED_CPUS=\"2\"\nIRQBALANCE_ARGS=--foo\n";
+    std::fs::write(sys.path("etc/default/irqbalance"), theirs).unwrap();
+    let o = cpushield(dir.path(), &["on", "3", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["irqbalance_ban"], "1,3",
+        "hex 2 is CPU 1, plus the shield"
+    );
+    let env = sys.read(ENV).unwrap();
+    assert!(
+        env.contains("IRQBALANCE_BANNED_CPUS=\n")
+            && env.contains("IRQBALANCE_BANNED_CPULIST=1,3\n"),
+        "the hex mask is emptied so that the list counts: {env}"
+    );
+    assert_eq!(sys.read("etc/default/irqbalance").unwrap(), theirs);
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+}
