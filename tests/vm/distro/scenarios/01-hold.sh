@@ -75,17 +75,7 @@ sleep 2
 info "snapshot after off"
 snap after
 info "snapshot taken"
-# irqbalance places every IRQ it balances again at each start, by the
-# interrupt counts so far: the scenario restarted it under load and off
-# restarts it without the ban (SYSTEMD-NOTES 9). IRQs it moved from one
-# single CPU to another are its own doing and are listed apart; every other
-# difference fails.
-sh /job/compare.sh "$OUT/snap.before" "$OUT/snap.after" >"$OUT/diff.before.after"
-awk '/^changed: +irq [0-9]+ \(\): [0-9]+ -> [0-9]+$/ { print > "/dev/stderr"; next } { print }' \
-    "$OUT/diff.before.after" 2>"$OUT/diff.irqbalance" >"$OUT/diff.rest"
-[ -s "$OUT/diff.irqbalance" ] && info "IRQs irqbalance placed anew after its restart: $(awk '{print $3 ": " $5 " -> " $7}' "$OUT/diff.irqbalance" | tr '\n' ' ')"
-sed 's/^/    /' "$OUT/diff.rest"
-check "after off: threads, IRQs, cgroups, unit properties, irqbalance as before" eval '[ "$(grep -vc "^(tasks compared" "$OUT/diff.rest")" = 0 ]'
+snap_equal_after_irqbalance before after "after off: threads, IRQs, cgroups, unit properties, irqbalance as before"
 check "after off: a new service may ask for CPU 2 again" service_may_run_on 2
 systemd-run --quiet --unit=cs-after sleep 30
 c=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$(systemctl show -p MainPID --value cs-after)/status)

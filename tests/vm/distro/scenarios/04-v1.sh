@@ -27,5 +27,5 @@ cs off
 check "off exits 0" [ "$CS_RC" = 0 ]
 sleep 2
 snap after
-snap_equal before after "after off: as before"
+snap_equal_after_irqbalance before after "after off: as before"
 result
