@@ -118,6 +118,16 @@ snap_equal_after_irqbalance() {
     sed 's/^/    /' "$OUT/diff.rest" | head -n 40
     check "$3" [ ! -s "$OUT/diff.rest" ]
 }
+# irqbalance_settle: waits until irqbalance (when it runs) has been up for
+# 12 s: one 10 s rebalancing cycle after its start-up placement
+irqbalance_settle() {
+    pid=$(systemctl show -p MainPID --value irqbalance 2>/dev/null)
+    [ -n "$pid" ] && [ "$pid" != 0 ] || return 0
+    hz=$(getconf CLK_TCK); start=$(awk '{print $22}' /proc/$pid/stat 2>/dev/null) || return 0
+    up=$(( $(cut -d. -f1 /proc/uptime) - start / hz ))
+    [ "$up" -lt 12 ] && sleep $((12 - up))
+    return 0
+}
 # refused_cpu CPU: a new service asking for CPU by itself (taskset) is refused by the kernel
 service_may_run_on() {
     systemd-run --quiet --wait --collect -p Type=oneshot --unit="cs-probe-$$-$1" taskset -c "$1" true >/dev/null 2>&1

@@ -4,6 +4,7 @@
 #   and 60 s; run --cpu 3 works; off gives everything back
 . /job/lib.sh "$1"
 SH=2-3
+irqbalance_settle
 snap before
 check "before: a service may ask for CPU 2 by itself" service_may_run_on 2
 cs on $SH
@@ -73,6 +74,7 @@ cs off
 check "off exits 0" [ "$CS_RC" = 0 ]
 sleep 2
 info "snapshot after off"
+irqbalance_settle
 snap after
 info "snapshot taken"
 snap_equal_after_irqbalance before after "after off: threads, IRQs, cgroups, unit properties, irqbalance as before"

@@ -6,6 +6,7 @@
 . /job/lib.sh "$1"
 SH=2-3
 info "cgroup: $(stat -fc %T /sys/fs/cgroup) $(ls /sys/fs/cgroup | tr '\n' ' ')"
+irqbalance_settle
 snap before
 cs on $SH
 check "on $SH exits 0" [ "$CS_RC" = 0 ]
@@ -26,6 +27,7 @@ systemctl stop cs-new
 cs off
 check "off exits 0" [ "$CS_RC" = 0 ]
 sleep 2
+irqbalance_settle
 snap after
 snap_equal_after_irqbalance before after "after off: as before"
 result
