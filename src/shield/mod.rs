@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
-use crate::sys::systemd::SystemdCall;
 use crate::sys::{syscalls, ErrorKind, Sys, SysError};
 use apply::{Applied, ApplyError, Refusal, Undone};
 use journal::{Journal, JournalError, State};
@@ -1031,17 +1030,7 @@ pub fn move_tasks(
         let back = format!("{mount}{origin}/{file}");
         let placement = match &by_systemd {
             Some((slice, slice_dir, prefix)) => {
-                let unit = format!("{prefix}-{id}.scope");
-                Action::Systemd {
-                    call: SystemdCall::StartScope {
-                        cgroup_dir: format!("{slice_dir}/{unit}"),
-                        unit: unit.clone(),
-                        slice: slice.to_string(),
-                        pids: vec![id],
-                    },
-                    undo: Some(SystemdCall::Stop { unit }),
-                    back: Some(back),
-                }
+                plan::scope_action(slice, slice_dir, prefix, id, back)
             }
             None => Action::MoveTask {
                 pid: first.pid,

@@ -879,17 +879,7 @@ fn plan_kept(
         }
         let back = format!("{mount}{}/cgroup.procs", cgroup_of(threads[0]));
         out.steps.push(step(if snap.owners.systemd {
-            let unit = format!("cpushield-run-{pid}.scope");
-            Action::Systemd {
-                call: SystemdCall::StartScope {
-                    cgroup_dir: format!("{dir}/{unit}"),
-                    unit: unit.clone(),
-                    slice: SHIELD_SLICE.into(),
-                    pids: vec![pid],
-                },
-                undo: Some(SystemdCall::Stop { unit }),
-                back: Some(back),
-            }
+            scope_action(SHIELD_SLICE, &dir, "cpushield-run", pid, back)
         } else {
             Action::MoveTask {
                 pid,
@@ -906,6 +896,24 @@ fn plan_kept(
             affinities.push(set_affinity(t, t.cpus_allowed.clone()));
             out.kept.push(TaskRef::from(t));
         }
+    }
+}
+
+/// Process `pid` as a transient scope `PREFIX-PID.scope` of `slice` (whose
+/// cgroup is `slice_dir`): systemd moves it and keeps it there through
+/// reloads. Undo moves what the scope holds back to `back` (a
+/// `cgroup.procs`), then stops it.
+pub fn scope_action(slice: &str, slice_dir: &str, prefix: &str, pid: i32, back: String) -> Action {
+    let unit = format!("{prefix}-{pid}.scope");
+    Action::Systemd {
+        call: SystemdCall::StartScope {
+            cgroup_dir: format!("{slice_dir}/{unit}"),
+            unit: unit.clone(),
+            slice: slice.to_string(),
+            pids: vec![pid],
+        },
+        undo: Some(SystemdCall::Stop { unit }),
+        back: Some(back),
     }
 }
 
