@@ -34,7 +34,7 @@ sleep 5
 systemctl daemon-reload
 # sample where stress-ng's threads run (field 39 of stat: the CPU it last ran on)
 seen=0; samples=0; shielded=" $(expand $SH | tr '\n' ' ')"
-for i in $(seq 1 20); do
+for i in $(seq 1 10); do
     for cpu in $(cat /proc/[0-9]*/stat 2>/dev/null | awk '$2 == "(stress-ng)" || $2 ~ /^\(stress-ng-/ {print $39}'); do
         samples=$((samples + 1))
         case "$shielded " in *" $cpu "*) seen=$((seen + 1)) ;; esac
@@ -42,7 +42,7 @@ for i in $(seq 1 20); do
     sleep 0.5
 done
 info "stress-ng service: $seen of $samples samples on CPUs $SH"
-check "stress-ng service ran (its processes sampled $samples times)" [ "$samples" -gt 40 ]
+check "stress-ng service ran (its processes sampled $samples times)" [ "$samples" -gt 20 ]
 check "no stress-ng thread seen running on the shield" [ "$seen" = 0 ]
 t_rest=30
 info "waiting ${t_rest}s more (irqbalance rebalances every 10 s)"

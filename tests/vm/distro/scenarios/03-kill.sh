@@ -7,7 +7,7 @@ SH=2-3
 # (the scenario before this one restarted it): let it settle first
 irqbalance_settle
 snap before
-for delay in 0.3 1 2 4; do
+for delay in 0.5 3 6; do
     /job/cpushield on $SH >"$OUT/on.$delay" 2>&1 &
     p=$!
     sleep $delay
