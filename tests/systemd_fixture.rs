@@ -268,3 +268,30 @@ fn the_users_own_irqbalance_ban_is_kept_in_ours_and_their_file_untouched() {
     assert_eq!(sys.read("etc/default/irqbalance").unwrap(), theirs);
     assert!(cpushield(dir.path(), &["off"]).status.success());
 }
+
+#[test]
+fn under_systemd_a_task_pinned_inside_is_kept_as_a_scope_and_the_report_says_it_left_its_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    // pid 100 ('pinned-inside', CPU 3) runs as a service
+    sys.mkdir("sys/fs/cgroup/system.slice/rt.service").unwrap();
+    sys.write("sys/fs/cgroup/system.slice/rt.service/cgroup.procs", "100")
+        .unwrap();
+    // the move reset its affinity (as 6.1 does): pinned again
+    sys.set_affinity(100, &CpuSet::parse_list("3").unwrap())
+        .unwrap();
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kept"][0]["pid"], 100, "{v}");
+    assert_eq!(v["kept"][0]["cpus"], "3");
+    assert!(sys
+        .read(&format!("{SLICE}/cpushield-run-100.scope/cgroup.procs"))
+        .unwrap()
+        .contains("100"));
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("leave their units (rt.service)"), "{notes}");
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+}

@@ -488,6 +488,23 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     let tasks = plan_tasks(snap, &shield, &housekeeping, req.force, |_| true);
     steps.extend(tasks.steps);
     let (per_cpu_kthreads, kept, split_off) = (tasks.per_cpu_kthreads, tasks.kept, tasks.split_off);
+    if snap.owners.systemd && matches!(snap.cgroup, CgroupSetup::V2 { .. }) && !kept.is_empty() {
+        // Under systemd a process belongs to the unit whose cgroup holds it.
+        let mut units: Vec<String> = kept
+            .iter()
+            .filter_map(|k| snap.threads.iter().find(|t| t.tid == k.tid))
+            .filter_map(|t| t.cgroup.rsplit('/').next().map(str::to_string))
+            .filter(|u| u.ends_with(".service") || u.ends_with(".scope"))
+            .collect();
+        units.sort();
+        units.dedup();
+        if !units.is_empty() {
+            notes.push(format!(
+                "tasks kept on the shield leave their units ({}) for scopes of {SHIELD_SLICE} (cpushield-run-PID.scope): stopping or restarting those units does not reach them, nor does their accounting, until off puts them back",
+                units.join(", ")
+            ));
+        }
+    }
     if !split_off.is_empty() {
         notes.push(format!(
             "{} thread(s) asked only for shielded CPUs but their process also has threads outside the shield, and cgroup v2 places whole processes: moved to the housekeeping CPUs (move the whole process in with 'cpushield move PID --in')",
