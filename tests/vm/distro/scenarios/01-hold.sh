@@ -19,9 +19,13 @@ while read -r n l; do
     else refused="$refused $n"; fi
 done <"$OUT/irqs.after-on"
 info "IRQs that refuse to move:${refused:- none}"
+ORIGIN=$(cut -d: -f3 /proc/self/cgroup)
+/job/cpushield run --cpu 2 -- sleep 901 >"$OUT/run2.out" 2>&1 &
+sleep 3
+KEEPPID=$(pgrep -f "sleep 901" -n)
 /job/cpushield run --cpu 3 -- sleep 900 >"$OUT/run.out" 2>&1 &
 sleep 3
-RUNPID=$(pgrep -x sleep -n)
+RUNPID=$(pgrep -f "sleep 900" -n)
 
 info "ordinary activity: daemon-reload, journald and irqbalance restarts, new services, a user.slice process"
 systemctl daemon-reload
@@ -72,6 +76,10 @@ systemctl stop cs-new cs-user cs-stress 2>/dev/null
 kill "$RUNPID" 2>/dev/null; wait
 cs off
 check "off exits 0" [ "$CS_RC" = 0 ]
+check "a task started with run and alive at off still runs" [ -d /proc/$KEEPPID ]
+cg=$(cut -d: -f3 /proc/$KEEPPID/cgroup)
+check "off put it back where it was started from ($ORIGIN; it is in $cg)" [ "$cg" = "$ORIGIN" ]
+kill "$KEEPPID" 2>/dev/null
 sleep 2
 info "snapshot after off"
 irqbalance_settle
