@@ -73,7 +73,7 @@ check "run --cpu 3: in the shield's cgroup" eval 'echo "$cg" | grep -q cpushield
 cs status
 check "status says the shield holds (exit 0)" [ "$CS_RC" = 0 ]
 systemctl stop cs-new cs-user cs-stress 2>/dev/null
-kill "$RUNPID" 2>/dev/null; wait
+kill "$RUNPID" 2>/dev/null; sleep 1
 cs off
 check "off exits 0" [ "$CS_RC" = 0 ]
 check "a task started with run and alive at off still runs" [ -d /proc/$KEEPPID ]
