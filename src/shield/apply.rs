@@ -306,7 +306,32 @@ pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
 pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) -> Undone {
     let mut out = Undone::default();
     let t = Instant::now();
-    let reversed: Vec<&Entry> = entries.iter().rev().collect();
+    // irqbalance gets its environment back before anything else: a
+    // banned irqbalance still running while undo puts IRQs back moves them
+    // again within its 10 s cycle (SYSTEMD-NOTES 10). Its ban is the first
+    // change `on` makes, for the same reason the other way round.
+    for e in entries.iter().rev() {
+        if let Action::IrqbalanceBan {
+            make_dir,
+            previous_dropin,
+            previous_env,
+            ..
+        } = &e.action
+        {
+            undo_irqbalance_ban(
+                sys,
+                *make_dir,
+                previous_dropin.as_deref(),
+                previous_env.as_deref(),
+                &mut out,
+            );
+        }
+    }
+    let reversed: Vec<&Entry> = entries
+        .iter()
+        .rev()
+        .filter(|e| !matches!(e.action, Action::IrqbalanceBan { .. }))
+        .collect();
     let mut rest = &reversed[..];
     while let Some(e) = rest.first() {
         let moves = rest
@@ -333,18 +358,7 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
             Action::Systemd { call, undo, back } => {
                 undo_systemd(sys, call, undo.as_ref(), back.as_deref(), &mut out)
             }
-            Action::IrqbalanceBan {
-                make_dir,
-                previous_dropin,
-                previous_env,
-                ..
-            } => undo_irqbalance_ban(
-                sys,
-                *make_dir,
-                previous_dropin.as_deref(),
-                previous_env.as_deref(),
-                &mut out,
-            ),
+            Action::IrqbalanceBan { .. } => {}
             Action::MountCgroup2 { target, make_dir } => {
                 unmount_cgroup2(sys, target, *make_dir, &mut out)
             }

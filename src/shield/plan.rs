@@ -346,7 +346,10 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         },
         fatal: false,
     }];
-    let irqbalance = plan_irqbalance(&snap.owners, &shield, &mut notes);
+    // Before the IRQs move, so that irqbalance (restarted with the ban)
+    // does not move them back meanwhile; undo gives it back first of all
+    // (apply::undo, SYSTEMD-NOTES 10).
+    steps.extend(plan_irqbalance(&snap.owners, &shield, &mut notes));
     notes.extend(tuned_notes(&snap.owners));
     let mut partition = None;
     let shield_dir: String;
@@ -572,13 +575,6 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     } else {
         steps.extend(irq_steps.into_iter().map(|(_, s)| s));
     }
-    // After the IRQs: undo, in reverse, gives irqbalance its environment
-    // back (a restart) before the IRQs their affinities. The other way
-    // round, the irqbalance still banned from the shield moved IRQs the
-    // undo had just put back on all CPUs (scenario 04-v1, SYSTEMD-NOTES 10).
-    // On the way up, the restart with the ban makes irqbalance place what
-    // it balances off the shield by itself.
-    steps.extend(irqbalance);
     if let Some(mask) = &snap.workqueue_mask {
         if mask.intersects(&shield) {
             steps.push(Step {
@@ -1169,16 +1165,15 @@ mod tests {
         assert_eq!(*banned, cpus("2-3,5"));
         assert!(*make_dir);
         assert!(!bans[0].fatal);
-        // after every IRQ write, so that undo restarts irqbalance without
-        // the ban before it puts the IRQs back
+        // before any IRQ is moved, so that irqbalance does not move them back
         let ban_at = plan
             .steps
             .iter()
             .position(|s| matches!(s.action, Action::IrqbalanceBan { .. }));
-        let last_irq = plan.steps.iter().rposition(
+        let first_irq = plan.steps.iter().position(
             |s| matches!(&s.action, Action::Write { path, .. } if path.starts_with("proc/irq/")),
         );
-        assert!(ban_at > last_irq, "{ban_at:?} {last_irq:?}");
+        assert!(ban_at < first_irq, "{ban_at:?} {first_irq:?}");
     }
 
     #[test]
