@@ -140,7 +140,15 @@ collect_export() {
 boot() {
     local kdir=$1 cpus=$2 cg=$3 scen=$4 logf=$5 initrd disk rc
     initrd=$RUN_DIR/initrd-$(basename "$kdir").cpio
-    [ -f "$initrd" ] || cat "$(base_initramfs "$kdir")" "$OVERLAY" >"$initrd"
+    if [ ! -f "$initrd" ]; then
+        # a failure inside $(...) does not stop the script: without this
+        # check a missing guest tool gave an initrd without /bin/sh, and
+        # every boot died with "Failed to execute /init (error -2)"
+        local base
+        base=$(base_initramfs "$kdir") && [ -s "$base" ] \
+            || die "could not build the base initramfs for $kdir (are the guest tools installed? tests/vm/ci.sh --install-only)"
+        cat "$base" "$OVERLAY" >"$initrd"
+    fi
     disk=$RUN_DIR/scratch.img
     [ -f "$disk" ] || truncate -s 64M "$disk"
     local cmdline="console=ttyS0 panic=-1 quiet loglevel=4 cpushield.cgroup=$cg"
