@@ -67,7 +67,7 @@ mmdebstrap --quiet --variant=minbase --include="$PKGS" \
 cp "$(ls "$ROOTFS"/boot/vmlinuz-* | head -n1)" "$OUT/vmlinuz"
 cp "$(ls "$ROOTFS"/boot/initrd.img-* | head -n1)" "$OUT/initrd.img"
 basename "$(ls "$ROOTFS"/boot/vmlinuz-* | head -n1)" | sed 's/^vmlinuz-//' >"$OUT/release"
-mke2fs -q -t ext4 -d "$ROOTFS" "$OUT/root.img" 3G
+mke2fs -q -t ext4 -d "$ROOTFS" "$OUT/root.img" 3G >"$OUT/mke2fs.log" 2>&1 || die "mke2fs failed (log: $OUT/mke2fs.log)"
 rm -rf "$ROOTFS"
 touch "$OUT/.done"
 echo "$OUT"

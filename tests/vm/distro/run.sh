@@ -59,7 +59,8 @@ status=0
 # boot SUITE CGROUP "SCENARIOS" -> one guest running them in order
 boot() {
     local suite=$1 cg=$2 scen=$3 img job res logf append rc limit n
-    img=$(bash "$D_DIR/image.sh" "$suite")
+    img=$(bash "$D_DIR/image.sh" "$suite" | tail -n1)
+    [ -f "$img/root.img" ] || die "no $suite image (tests/vm/distro/image.sh $suite)"
     job=$RUN_DIR/job-$suite-$cg
     rm -rf "$job"; mkdir -p "$job/scenarios"
     cp "$BINARY" "$job/cpushield"
