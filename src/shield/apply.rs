@@ -353,12 +353,15 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
         }
         rest = &rest[1..];
         match &e.action {
-            Action::SetAffinity { .. } | Action::Remember { .. } | Action::MoveTask { .. } => {}
+            // IrqbalanceBan: undone first of all, above
+            Action::SetAffinity { .. }
+            | Action::Remember { .. }
+            | Action::MoveTask { .. }
+            | Action::IrqbalanceBan { .. } => {}
             Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
             Action::Systemd { call, undo, back } => {
                 undo_systemd(sys, call, undo.as_ref(), back.as_deref(), &mut out)
             }
-            Action::IrqbalanceBan { .. } => {}
             Action::MountCgroup2 { target, make_dir } => {
                 unmount_cgroup2(sys, target, *make_dir, &mut out)
             }
@@ -658,10 +661,10 @@ fn undo_irqbalance_ban(
     previous_env: Option<&str>,
     out: &mut Undone,
 ) {
-    let mut restore = |path: &str, previous: Option<&str>| {
+    let mut restore = |path: &str, previous: Option<&str>, remove_dir: bool| {
         let result = match previous {
             Some(text) => sys.write_config(path, text, false),
-            None => sys.remove_config(path, false),
+            None => sys.remove_config(path, remove_dir),
         };
         if let Err(err) = result {
             out.failed.push(Refusal {
@@ -670,16 +673,9 @@ fn undo_irqbalance_ban(
             });
         }
     };
-    restore(IRQBALANCE_DROPIN, previous_dropin);
-    restore(IRQBALANCE_ENV, previous_env);
-    if made_dir {
-        if let Err(err) = sys.remove_config(IRQBALANCE_DROPIN, true) {
-            out.failed.push(Refusal {
-                target: format!("/{IRQBALANCE_DROPIN}"),
-                reason: err.to_string(),
-            });
-        }
-    }
+    restore(IRQBALANCE_DROPIN, previous_dropin, false);
+    // the directory goes with the last file, when on made it (and it is empty)
+    restore(IRQBALANCE_ENV, previous_env, made_dir);
     match reload_and_restart(sys) {
         Ok(()) => out.restored += 1,
         Err(err) => out.failed.push(Refusal {

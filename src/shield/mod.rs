@@ -683,7 +683,8 @@ pub struct Breakage {
     pub repair: String,
 }
 
-/// Checks that an active shield still holds: judged by what the kernel
+/// Checks that an active shield still holds (`partition`: the shield
+/// cgroup's partition file as read, v2): judged by what the kernel
 /// would refuse (the cpuset controller, the partition, the CPUs left to
 /// everything outside), then by what drifted (irqbalance's ban, threads and
 /// IRQs outside the shield allowed on it).
@@ -691,6 +692,7 @@ fn holds_checks(
     sys: &Sys,
     state: &State,
     snap: &Snapshot,
+    partition: Option<&str>,
     intruders: &[TaskRef],
     irqs_on_shield: &[IrqPlacement],
 ) -> Vec<Breakage> {
@@ -728,13 +730,13 @@ fn holds_checks(
                 );
             }
             let dir = &state.shield_dir;
-            match sys.read_trimmed(&format!("{dir}/cpuset.cpus.partition")) {
-                Err(_) => broken(
+            match partition {
+                None => broken(
                     "partition",
                     format!("the shield's cgroup /{dir} or its partition file is gone"),
                     &rebuild,
                 ),
-                Ok(p)
+                Some(p)
                     if p.contains("invalid")
                         || state
                             .partition
@@ -747,7 +749,7 @@ fn holds_checks(
                         &rebuild,
                     )
                 }
-                Ok(_) => {}
+                Some(_) => {}
             }
             if let Ok(eff) = sys.read_cpulist(&format!("{mount}/cpuset.cpus.effective")) {
                 let open = eff.intersection(shield);
@@ -881,7 +883,14 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         }
     }
     let broken = match &state {
-        Some(s) => holds_checks(sys, s, &snap, &intruders, &irqs_on_shield),
+        Some(s) => holds_checks(
+            sys,
+            s,
+            &snap,
+            partition.as_deref(),
+            &intruders,
+            &irqs_on_shield,
+        ),
         None => Vec::new(),
     };
     Ok(StatusReport {
