@@ -6,43 +6,13 @@
 mod common;
 
 use common::*;
-use cpushield::sys::fixture::{self, CgroupLayout, FixtureConfig};
-use cpushield::sys::Sys;
+use cpushield::sys::fixture;
 use cpushield::CpuSet;
 use std::path::Path;
 
 const SLICE: &str = "sys/fs/cgroup/cpushield.slice";
 const DROPIN: &str = "run/systemd/system/irqbalance.service.d/50-cpushield.conf";
 const ENV: &str = "run/systemd/system/irqbalance.service.d/cpushield.env";
-
-/// The standard 4-CPU fixture booted by systemd: irqbalance.service runs in
-/// system.slice (pid 200), the user's /etc/default/irqbalance bans nothing.
-fn systemd_host(root: &Path) -> Sys {
-    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
-    for (file, text) in [
-        ("run/systemd/system/.keep", ""),
-        ("run/systemd/transient/.keep", ""),
-        ("lib/systemd/system/irqbalance.service", "[Service]\nEnvironmentFile=-/etc/default/irqbalance\nExecStart=/usr/sbin/irqbalance --foreground\n"),
-        ("etc/default/irqbalance", "#IRQBALANCE_BANNED_CPULIST=\n"),
-    ] {
-        std::fs::create_dir_all(sys.path(file).parent().unwrap()).unwrap();
-        std::fs::write(sys.path(file), text).unwrap();
-    }
-    for dir in [
-        "sys/fs/cgroup/system.slice",
-        "sys/fs/cgroup/system.slice/irqbalance.service",
-    ] {
-        sys.mkdir(dir).unwrap();
-    }
-    fixture::add_process(&sys, 200, &[task("irqbalance", 0, "0-3")]).unwrap();
-    sys.write(
-        "sys/fs/cgroup/system.slice/irqbalance.service/cgroup.procs",
-        "200",
-    )
-    .unwrap();
-    std::fs::write(sys.path("proc/200/environ"), "").unwrap();
-    sys
-}
 
 fn status_code(root: &Path) -> (i32, serde_json::Value) {
     let o = cpushield(root, &["status", "--json"]);

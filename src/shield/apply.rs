@@ -237,7 +237,7 @@ fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
 /// IRQBALANCE_BANNED_CPULIST (irqbalance 1.8+, cputree.c
 /// setup_banned_cpus), so the first is set empty: a user's hex mask,
 /// already part of `banned`, must not hide the list.
-fn irqbalance_env(banned: &CpuSet) -> String {
+pub(crate) fn irqbalance_env(banned: &CpuSet) -> String {
     format!(
         "# cpushield: CPUs {banned} banned while shielded; removed by 'cpushield off'\nIRQBALANCE_BANNED_CPUS=\nIRQBALANCE_BANNED_CPULIST={banned}\n"
     )
@@ -246,7 +246,7 @@ fn irqbalance_env(banned: &CpuSet) -> String {
 /// The drop-in. Variables of an EnvironmentFile= override Environment=,
 /// and of several files the last one read wins (systemd.exec(5)); a
 /// drop-in's EnvironmentFile= comes after the unit's own.
-fn irqbalance_dropin(banned: &CpuSet) -> String {
+pub(crate) fn irqbalance_dropin(banned: &CpuSet) -> String {
     format!(
         "# cpushield: keeps irqbalance off the shielded CPUs {banned}; removed by 'cpushield off'\n[Service]\nEnvironmentFile=/{IRQBALANCE_ENV}\n"
     )
@@ -264,15 +264,7 @@ fn verify(sys: &Sys, path: &str, wrote: &str, check: Check) -> Result<(), ApplyE
         Check::None => return Ok(()),
         _ => sys.read_trimmed(path)?,
     };
-    let same = match check {
-        Check::None => true,
-        Check::Text => read == wrote.trim(),
-        Check::CpuList => CpuSet::parse_list(&read).ok() == CpuSet::parse_list(wrote).ok(),
-        Check::CpuMask => CpuSet::parse_mask(&read).ok() == CpuSet::parse_mask(wrote).ok(),
-        // Writes of an invalid partition succeed; only the read-back tells.
-        Check::Partition => !read.contains("invalid") && read.starts_with(wrote.trim()),
-    };
-    if same {
+    if reads_as(check, &read, wrote) {
         Ok(())
     } else {
         Err(ApplyError::NotHonoured {
@@ -280,6 +272,23 @@ fn verify(sys: &Sys, path: &str, wrote: &str, check: Check) -> Result<(), ApplyE
             wrote: wrote.to_string(),
             read,
         })
+    }
+}
+
+/// Whether a file that reads `read` holds the value `wrote`, as `check`
+/// compares them (`Check::None`: cannot tell, so no).
+pub(crate) fn reads_as(check: Check, read: &str, wrote: &str) -> bool {
+    match check {
+        Check::None => false,
+        Check::Text => read.trim() == wrote.trim(),
+        Check::CpuList => {
+            CpuSet::parse_list(read.trim()).ok() == CpuSet::parse_list(wrote.trim()).ok()
+        }
+        Check::CpuMask => {
+            CpuSet::parse_mask(read.trim()).ok() == CpuSet::parse_mask(wrote.trim()).ok()
+        }
+        // Writes of an invalid partition succeed; only the read-back tells.
+        Check::Partition => !read.contains("invalid") && read.trim().starts_with(wrote.trim()),
     }
 }
 
@@ -611,9 +620,9 @@ fn undo_systemd(
     out: &mut Undone,
 ) {
     let dir = match call {
-        SystemdCall::StartSlice { cgroup_dir, .. } | SystemdCall::StartScope { cgroup_dir, .. } => {
-            Some(cgroup_dir.as_str())
-        }
+        SystemdCall::StartSlice { cgroup_dir, .. }
+        | SystemdCall::StartScope { cgroup_dir, .. }
+        | SystemdCall::SetAllowedCpus { cgroup_dir, .. } => Some(cgroup_dir.as_str()),
         _ => None,
     };
     if let Some(dir) = dir {

@@ -109,6 +109,9 @@ pub struct State {
     /// The CPUs banned for irqbalance, when `on` set the ban.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irqbalance_ban: Option<CpuSet>,
+    /// The request the shield was last brought to (`on`, `apply`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<crate::shield::plan::Request>,
 }
 
 /// The exclusive lock of a running cpushield; released on drop.
@@ -305,6 +308,15 @@ impl Journal {
         Ok(())
     }
 
+    /// Drops the segments after the first `keep` (a change undone again).
+    pub fn truncate(&mut self, keep: usize) -> Result<(), JournalError> {
+        for path in segment_files(&self.dir)?.into_iter().skip(keep) {
+            fs::remove_file(&path).map_err(io_err(&path))?;
+        }
+        self.next_segment = keep + 1;
+        Ok(())
+    }
+
     /// Removes the journal after a complete undo.
     pub fn remove(self) -> Result<(), JournalError> {
         fs::remove_dir_all(&self.dir).map_err(io_err(&self.dir))
@@ -344,9 +356,15 @@ pub fn read_state(sys: &Sys) -> Result<Option<State>, JournalError> {
 
 /// Reads every entry, oldest first.
 pub fn read_entries(sys: &Sys) -> Result<Vec<Entry>, JournalError> {
+    read_entries_from(sys, 0)
+}
+
+/// The entries of the segments after the first `skip` (those one later
+/// change appended), in order.
+pub fn read_entries_from(sys: &Sys, skip: usize) -> Result<Vec<Entry>, JournalError> {
     let dir = Journal::dir_of(sys);
     let mut out = Vec::new();
-    for path in segment_files(&dir)? {
+    for path in segment_files(&dir)?.into_iter().skip(skip) {
         let data = fs::read(&path).map_err(io_err(&path))?;
         let mut entries: Vec<Entry> =
             serde_json::from_slice(&data).map_err(|e| JournalError::Damaged {
@@ -375,6 +393,7 @@ mod tests {
             partition: Some("isolated".into()),
             irqs_kept: Vec::new(),
             irqbalance_ban: None,
+            request: None,
         }
     }
 

@@ -8,6 +8,7 @@ pub mod apply;
 pub mod journal;
 pub mod owners;
 pub mod plan;
+pub mod reshape;
 pub mod snapshot;
 
 use std::collections::{BTreeMap, HashSet};
@@ -141,6 +142,13 @@ pub struct OnReport {
     pub irqbalance_ban: Option<CpuSet>,
     /// Notes for the user.
     pub notes: Vec<String>,
+    /// The shield before, when an active shield was changed in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_from: Option<CpuSet>,
+    /// Tasks that were inside the shield and had to leave it (all their
+    /// CPUs left the shield), moved out to the housekeeping CPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_shield: Vec<TaskRef>,
     /// The plan, with `--dry-run`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<Step>>,
@@ -166,6 +174,7 @@ fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
         partition: plan.partition.clone(),
         irqs_kept: Vec::new(),
         irqbalance_ban: None,
+        request: None,
     }
 }
 
@@ -221,9 +230,10 @@ mod millis {
     }
 }
 
-/// Shields `req.cpus`. A shield already in place is undone first (after the
-/// new request has been validated), so the journal always holds the
-/// original values. On any failure everything done is rolled back.
+/// Shields `req.cpus`. A shield already in place is changed in place
+/// ([`reshape`]): the journal keeps the original values, and the shield
+/// stays up throughout. On any failure everything done is rolled back (to
+/// the old shield, when there was one).
 pub fn on(
     sys: &Sys,
     req: &Request,
@@ -247,6 +257,9 @@ pub fn on_timed(
     timings: &mut Timings,
 ) -> Result<OnReport, ShieldError> {
     if dry_run {
+        if let Some(state) = journal::read_state(sys)?.filter(|s| s.complete) {
+            return reshape_timed(sys, req, state, true, stop, timings);
+        }
         let snap = snapshot_for(sys, req)?;
         let plan = plan::plan(&snap, req)?;
         return Ok(report(&plan, &snap, None, true));
@@ -254,10 +267,18 @@ pub fn on_timed(
     require_root(sys, "on")?;
     let _lock = journal::lock(sys)?;
     if Journal::exists(sys) {
-        // Validate the new list before touching the old shield.
-        let snap = Snapshot::read_without_threads(sys)?;
-        plan::plan(&snap, req)?;
-        undo_journal(sys, timings)?;
+        match journal::read_state(sys)? {
+            Some(state) if state.complete => {
+                return reshape_timed(sys, req, state, false, stop, timings)
+            }
+            // An `on` that was interrupted: validate the new list before
+            // touching what it left, undo that, and start afresh.
+            _ => {
+                let snap = Snapshot::read_without_threads(sys)?;
+                plan::plan(&snap, req)?;
+                undo_journal(sys, timings)?;
+            }
+        }
     }
     let t = Instant::now();
     let snap = snapshot_for(sys, req)?;
@@ -269,22 +290,17 @@ pub fn on_timed(
     let mut journal = Journal::create(sys, &state)?;
     let mut applied = Applied::default();
     let mut respread = Vec::new();
-    let t = Instant::now();
-    let journal_before = journal.time_spent();
-    let result = apply::apply(sys, &mut journal, &plan.steps, stop, &mut applied).and_then(|()| {
-        if req.hotplug_restart {
-            respread = sweep_irqs(sys, &plan, &mut journal, stop, &mut applied)?;
-        }
-        Ok(())
-    });
-    timings.apply += t.elapsed() - (journal.time_spent() - journal_before);
-    let result = result.and_then(|()| {
-        let t = Instant::now();
-        let journal_before = journal.time_spent();
-        let r = sweep_forked(sys, &snap, &plan, &mut journal, stop, &mut applied);
-        timings.sweep += t.elapsed() - (journal.time_spent() - journal_before);
-        r
-    });
+    let result = apply_plan(
+        sys,
+        &snap,
+        &plan,
+        req,
+        &mut journal,
+        stop,
+        &mut applied,
+        &mut respread,
+        timings,
+    );
     let after = match result {
         Ok(after) => after,
         Err(error) => {
@@ -300,6 +316,65 @@ pub fn on_timed(
         }
     };
     let mut out = report(&plan, &after, Some(&applied), false);
+    finish(
+        sys,
+        &plan,
+        &after,
+        req,
+        &mut state,
+        &mut journal,
+        &mut out,
+        respread,
+        timings,
+    )?;
+    Ok(out)
+}
+
+/// Applies a plan's steps, then moves off what forked meanwhile; returns
+/// the machine after.
+#[allow(clippy::too_many_arguments)]
+fn apply_plan(
+    sys: &Sys,
+    snap: &Snapshot,
+    plan: &Plan,
+    req: &Request,
+    journal: &mut Journal,
+    stop: &AtomicBool,
+    applied: &mut Applied,
+    respread: &mut Vec<u32>,
+    timings: &mut Timings,
+) -> Result<Snapshot, ApplyError> {
+    let t = Instant::now();
+    let journal_before = journal.time_spent();
+    let result = apply::apply(sys, journal, &plan.steps, stop, applied).and_then(|()| {
+        if req.hotplug_restart {
+            *respread = sweep_irqs(sys, plan, journal, stop, applied)?;
+        }
+        Ok(())
+    });
+    timings.apply += t.elapsed() - (journal.time_spent() - journal_before);
+    result?;
+    let t = Instant::now();
+    let journal_before = journal.time_spent();
+    let r = sweep_forked(sys, snap, plan, journal, stop, applied);
+    timings.sweep += t.elapsed() - (journal.time_spent() - journal_before);
+    r
+}
+
+/// Records the shield as complete and adds what only the machine after
+/// can tell to the report.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    sys: &Sys,
+    plan: &Plan,
+    after: &Snapshot,
+    req: &Request,
+    state: &mut State,
+    journal: &mut Journal,
+    out: &mut OnReport,
+    respread: Vec<u32>,
+    timings: &mut Timings,
+) -> Result<(), ShieldError> {
     state.complete = true;
     state.irqs_kept = out
         .irqs_refused
@@ -308,7 +383,8 @@ pub fn on_timed(
         .chain(out.irqs_to_shield.iter().copied())
         .collect();
     state.irqbalance_ban = out.irqbalance_ban.clone();
-    journal.write_state(&state)?;
+    state.request = Some(req.clone());
+    journal.write_state(state)?;
     timings.journal += journal.time_spent();
     timings.segments += journal.segments();
     if !respread.is_empty() {
@@ -324,6 +400,117 @@ pub fn on_timed(
             .read_trimmed(&format!("{}/cpuset.cpus.partition", plan.shield_dir))
             .ok();
     }
+    Ok(())
+}
+
+/// Changes the active shield (`state`) in place to `req` (see [`reshape`]).
+/// Changes only what differs; nothing at all when the machine already
+/// matches. A failure rolls back this change only: the old shield stays.
+fn reshape_timed(
+    sys: &Sys,
+    req: &Request,
+    old: State,
+    dry_run: bool,
+    stop: &AtomicBool,
+    timings: &mut Timings,
+) -> Result<OnReport, ShieldError> {
+    let t = Instant::now();
+    let entries = journal::read_entries(sys)?;
+    let snap = snapshot_for(sys, req)?;
+    timings.snapshot += t.elapsed();
+    let t = Instant::now();
+    let change = reshape::plan(&snap, &entries, &old, req, |p| sys.read_trimmed(p).ok())?;
+    timings.plan += t.elapsed();
+    let plan = &change.plan;
+    let changed_from = (change.from != plan.shield).then(|| change.from.clone());
+    let finished = |mut out: OnReport| {
+        out.changed_from = changed_from.clone();
+        out.left_shield = change.leaving.clone();
+        out.kept.extend(change.staying.iter().cloned());
+        out.irqbalance_ban = out.irqbalance_ban.take().or(change.irqbalance_ban.clone());
+        for path in &change.still_refused {
+            let irq = path
+                .strip_prefix("proc/irq/")
+                .and_then(|p| p.strip_suffix("/smp_affinity_list"))
+                .and_then(|n| n.parse::<u32>().ok());
+            if let Some(irq) = irq {
+                out.irqs_refused.push(IrqRefusal {
+                    irq,
+                    name: snap
+                        .irqs
+                        .iter()
+                        .find(|i| i.irq == irq)
+                        .map(|i| i.name.clone())
+                        .unwrap_or_default(),
+                    reason: "refused before; not tried again".into(),
+                });
+            }
+        }
+        out
+    };
+    if dry_run || plan.steps.is_empty() {
+        let mut out = finished(report(plan, &snap, None, dry_run));
+        if !dry_run && old.request.as_ref() != Some(req) {
+            // Nothing to change on the machine, but the request differs in
+            // what leaves no trace (flags): record it.
+            let mut journal = Journal::open(sys)?;
+            let mut state = old.clone();
+            state.request = Some(req.clone());
+            journal.write_state(&state)?;
+        }
+        out.partition = old.partition.clone();
+        return Ok(out);
+    }
+    let mut journal = Journal::open(sys)?;
+    let kept_segments = journal.segments();
+    let mut state = State {
+        complete: false,
+        ..old.clone()
+    };
+    journal.write_state(&state)?;
+    let mut applied = Applied::default();
+    let mut respread = Vec::new();
+    let result = apply_plan(
+        sys,
+        &snap,
+        plan,
+        req,
+        &mut journal,
+        stop,
+        &mut applied,
+        &mut respread,
+        timings,
+    );
+    let after = match result {
+        Ok(after) => after,
+        Err(error) => {
+            let entries = journal::read_entries_from(sys, kept_segments)?;
+            let undone = apply::undo(sys, &entries);
+            if undone.failed.is_empty() {
+                journal.truncate(kept_segments)?;
+                journal.write_state(&old)?;
+            }
+            return Err(ShieldError::RolledBack {
+                error: Box::new(error),
+                undone: Box::new(undone),
+            });
+        }
+    };
+    state.shield = plan.shield.clone();
+    state.housekeeping = plan.housekeeping.clone();
+    state.partition = plan.partition.clone().or(old.partition.clone());
+    let mut out = finished(report(plan, &after, Some(&applied), false));
+    finish(
+        sys,
+        plan,
+        &after,
+        req,
+        &mut state,
+        &mut journal,
+        &mut out,
+        respread,
+        timings,
+    )?;
     Ok(out)
 }
 
@@ -542,6 +729,8 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
             _ => None,
         }),
         notes: plan.notes.clone(),
+        changed_from: None,
+        left_shield: Vec::new(),
         plan: dry_run.then(|| plan.steps.clone()),
         took: Timings::default(),
     }

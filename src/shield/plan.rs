@@ -15,7 +15,7 @@ use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
 
 /// What the user asked for.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
     /// CPUs to shield.
     pub cpus: CpuSet,

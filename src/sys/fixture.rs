@@ -451,6 +451,27 @@ impl Fixture {
                 self.write_cpuset_cpus(sys, cgroup_dir, &cpus.to_string())
                     .map_err(err)
             }
+            SystemdCall::SetAllowedCpus {
+                unit,
+                cpus,
+                cgroup_dir,
+            } => {
+                let file = sys.path(&transient(unit));
+                let text = fs::read_to_string(&file).map_err(err)?;
+                let text: String = text
+                    .lines()
+                    .map(|l| {
+                        if l.starts_with("AllowedCPUs=") {
+                            format!("AllowedCPUs={cpus}\n")
+                        } else {
+                            format!("{l}\n")
+                        }
+                    })
+                    .collect();
+                fs::write(&file, text).map_err(err)?;
+                self.write_cpuset_cpus(sys, cgroup_dir, &cpus.to_string())
+                    .map_err(err)
+            }
             SystemdCall::StartScope {
                 unit,
                 pids,

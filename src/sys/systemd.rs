@@ -47,6 +47,16 @@ pub enum SystemdCall {
         /// Its cgroup directory, relative to the root.
         cgroup_dir: String,
     },
+    /// Change the `AllowedCPUs=` of a running slice (runtime only);
+    /// done once its cgroup (`cgroup_dir`) reads those CPUs.
+    SetAllowedCpus {
+        /// Unit name (`cpushield.slice`).
+        unit: String,
+        /// Its new `AllowedCPUs=`.
+        cpus: CpuSet,
+        /// Its cgroup directory, relative to the root.
+        cgroup_dir: String,
+    },
     /// Stop a unit (and wait for the job).
     Stop {
         /// Unit name.
@@ -88,6 +98,27 @@ impl SystemdCall {
                 out.push(bytes.len().to_string());
                 out.extend(bytes.iter().map(u8::to_string));
                 out.push("0".into());
+            }
+            SystemdCall::SetAllowedCpus { unit, cpus, .. } => {
+                out.extend(
+                    [
+                        "busctl",
+                        "call",
+                        "org.freedesktop.systemd1",
+                        "/org/freedesktop/systemd1",
+                        "org.freedesktop.systemd1.Manager",
+                        "SetUnitProperties",
+                        "sba(sv)",
+                    ]
+                    .iter()
+                    .map(|s| s.to_string()),
+                );
+                // runtime = true: the change lives under /run and ends with the unit.
+                out.extend([unit.clone(), "true".into(), "1".into()]);
+                out.extend(["AllowedCPUs".into(), "ay".into()]);
+                let bytes = allowed_cpus_bytes(cpus);
+                out.push(bytes.len().to_string());
+                out.extend(bytes.iter().map(u8::to_string));
             }
             SystemdCall::StartScope {
                 unit, slice, pids, ..
@@ -157,6 +188,9 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
     };
     let ok = match call {
         SystemdCall::StartSlice {
+            cpus, cgroup_dir, ..
+        }
+        | SystemdCall::SetAllowedCpus {
             cpus, cgroup_dir, ..
         } => settled(&|| {
             sys.read_cpulist(&format!("{cgroup_dir}/cpuset.cpus"))

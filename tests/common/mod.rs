@@ -139,3 +139,32 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// The standard 4-CPU fixture booted by systemd: irqbalance.service runs in
+/// system.slice (pid 200), the user's /etc/default/irqbalance bans nothing.
+pub fn systemd_host(root: &Path) -> Sys {
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    for (file, text) in [
+        ("run/systemd/system/.keep", ""),
+        ("run/systemd/transient/.keep", ""),
+        ("lib/systemd/system/irqbalance.service", "[Service]\nEnvironmentFile=-/etc/default/irqbalance\nExecStart=/usr/sbin/irqbalance --foreground\n"),
+        ("etc/default/irqbalance", "#IRQBALANCE_BANNED_CPULIST=\n"),
+    ] {
+        std::fs::create_dir_all(sys.path(file).parent().unwrap()).unwrap();
+        std::fs::write(sys.path(file), text).unwrap();
+    }
+    for dir in [
+        "sys/fs/cgroup/system.slice",
+        "sys/fs/cgroup/system.slice/irqbalance.service",
+    ] {
+        sys.mkdir(dir).unwrap();
+    }
+    fixture::add_process(&sys, 200, &[task("irqbalance", 0, "0-3")]).unwrap();
+    sys.write(
+        "sys/fs/cgroup/system.slice/irqbalance.service/cgroup.procs",
+        "200",
+    )
+    .unwrap();
+    std::fs::write(sys.path("proc/200/environ"), "").unwrap();
+    sys
+}

@@ -1,0 +1,576 @@
+//! Changing an active shield in place: from the CPUs (and IRQs, knobs) of
+//! one request to another without a moment with no shield, and without
+//! moving out the tasks inside it that stay valid. Also what `apply` uses
+//! to repair a shield that drifted: a reshape to the same request changes
+//! only what no longer holds, and nothing when everything does.
+//!
+//! The plan is the one a fresh `on` would make on the machine as it was
+//! before the shield (the [`original_view`]: the live snapshot with every
+//! value the journal changed replaced by the value it recorded first),
+//! with three differences:
+//! - the shield's cgroup is resized instead of created ([`resize_steps`]);
+//! - changes the machine already holds are left out;
+//! - what the old shield changed and the new one does not is written back
+//!   to what it was before the shield ([`restore_steps`]).
+//!
+//! Every change is appended to the existing journal with its previous
+//! value, so `off` still replays everything in reverse, to the machine as
+//! it was before the first `on`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::apply::{irqbalance_dropin, irqbalance_env, reads_as};
+use super::journal::{Entry, State};
+use super::plan::{self, Action, Check, Plan, PlanError, Request, Step, TaskRef, Undo};
+use super::snapshot::{
+    cpu_online_file, in_shield_cgroup, CgroupSetup, Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_SLICE,
+    SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
+};
+use crate::cpulist::CpuSet;
+use crate::sys::procfs::Thread;
+use crate::sys::systemd::SystemdCall;
+
+/// The plan of an in-place change, and what it does to the tasks inside.
+#[derive(Debug, Clone)]
+pub struct Reshape {
+    /// The changes, as a plan for the new request (its `steps` are only
+    /// what differs from the machine now).
+    pub plan: Plan,
+    /// The shield before.
+    pub from: CpuSet,
+    /// Tasks inside the shield that stay, with their affinity after.
+    pub staying: Vec<TaskRef>,
+    /// Tasks inside the shield whose CPUs all leave it: moved out to the
+    /// housekeeping CPUs.
+    pub leaving: Vec<TaskRef>,
+    /// The irqbalance ban the new shield needs, whether it holds already or not.
+    pub irqbalance_ban: Option<CpuSet>,
+    /// IRQ affinity files whose write the kernel refused before and that
+    /// still read what they had: not tried again.
+    pub still_refused: Vec<String>,
+}
+
+/// The oldest value the journal recorded for each target it changed: what
+/// the machine had before the shield.
+#[derive(Debug, Default)]
+struct Originals {
+    /// Kernel file (relative path) → value before.
+    files: BTreeMap<String, (String, Check)>,
+    /// Thread → affinity before.
+    affinities: HashMap<i32, CpuSet>,
+    /// Threads whose affinity the shield set itself (not only recorded).
+    set_by_shield: HashSet<i32>,
+}
+
+fn originals(entries: &[Entry]) -> Originals {
+    let mut out = Originals::default();
+    for e in entries {
+        match &e.action {
+            Action::Write {
+                path, undo, check, ..
+            } => {
+                let before = match (undo, &e.previous) {
+                    (Undo::Previous, Some(p)) => p.clone(),
+                    (Undo::Value(v), _) => v.clone(),
+                    _ => continue,
+                };
+                out.files.entry(path.clone()).or_insert((before, *check));
+            }
+            Action::SetAffinity { tid, previous, .. } => {
+                out.affinities
+                    .entry(*tid)
+                    .or_insert_with(|| previous.clone());
+                out.set_by_shield.insert(*tid);
+            }
+            Action::MoveTask { affinities, .. } | Action::Remember { affinities } => {
+                for (tid, cpus) in affinities {
+                    out.affinities.entry(*tid).or_insert_with(|| cpus.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The live snapshot as the machine was before the shield: IRQ, default
+/// IRQ and workqueue masks, and thread affinities the journal recorded
+/// are put back. Cgroups stay as they are (the shield's own are resized,
+/// not planned anew).
+pub fn original_view(live: &Snapshot, entries: &[Entry]) -> Snapshot {
+    let orig = originals(entries);
+    let mut snap = live.clone();
+    let file = |path: &str| orig.files.get(path).map(|(v, _)| v.as_str());
+    for irq in &mut snap.irqs {
+        if let Some(cpus) = file(&irq_file(irq.irq)).and_then(|v| CpuSet::parse_list(v).ok()) {
+            irq.affinity = cpus;
+        }
+    }
+    if let Some(mask) = file(DEFAULT_IRQ_AFFINITY).and_then(|v| CpuSet::parse_mask(v).ok()) {
+        snap.default_irq_affinity = Some(mask);
+    }
+    if let Some(mask) = file(WORKQUEUE_MASK).and_then(|v| CpuSet::parse_mask(v).ok()) {
+        snap.workqueue_mask = Some(mask);
+    }
+    for t in &mut snap.threads {
+        if in_shield_cgroup(&t.cgroup) {
+            continue;
+        }
+        if let Some(cpus) = orig.affinities.get(&t.tid) {
+            t.cpus_allowed = cpus.clone();
+        }
+    }
+    snap
+}
+
+fn irq_file(irq: u32) -> String {
+    format!("proc/irq/{irq}/smp_affinity_list")
+}
+
+/// Plans the change of the active shield (`state`, journal `entries`) to
+/// `req`, on the machine `live`. `read` reads a kernel file now (relative
+/// path), to leave out what already holds. Refuses what `on` refuses.
+pub fn plan(
+    live: &Snapshot,
+    entries: &[Entry],
+    state: &State,
+    req: &Request,
+    read: impl Fn(&str) -> Option<String>,
+) -> Result<Reshape, PlanError> {
+    let orig = originals(entries);
+    let fresh = plan::plan(&original_view(live, entries), req)?;
+    let from = state.shield.clone();
+    let to = fresh.shield.clone();
+    let mount = live.cgroup.mount().unwrap_or("").to_string();
+    let is_cgroup = |a: &Action| match a {
+        Action::MountCgroup2 { .. } | Action::Mkdir { .. } => true,
+        Action::Systemd {
+            call: SystemdCall::StartSlice { .. },
+            ..
+        } => true,
+        Action::Write { path, .. } => !mount.is_empty() && path.starts_with(&format!("{mount}/")),
+        _ => false,
+    };
+    let old_hotplug: HashSet<String> = from.iter().map(cpu_online_file).collect();
+    // What the kernel refused before and still has as it was: a write it
+    // refuses for good (a kernel-managed IRQ, kthreadd's v1 cpuset) is not
+    // tried again, so that the same request twice changes nothing.
+    let tried_moves: HashSet<(i32, &str)> = entries
+        .iter()
+        .filter_map(|e| match &e.action {
+            Action::MoveTask { tid, to, .. } => Some((*tid, to.as_str())),
+            _ => None,
+        })
+        .collect();
+    // Threads whose process moves into the shield now: their affinity is
+    // set again after the move (it resets it), even when it reads the same.
+    let moving_in: HashSet<i32> = fresh
+        .steps
+        .iter()
+        .filter_map(|s| match &s.action {
+            Action::MoveTask { pid, tid, to, .. }
+                if !tried_moves.contains(&(*tid, to.as_str())) =>
+            {
+                Some(*pid)
+            }
+            Action::Systemd {
+                call: SystemdCall::StartScope { pids, .. },
+                ..
+            } => pids.first().copied(),
+            _ => None,
+        })
+        .collect();
+    let live_affinity: HashMap<i32, &CpuSet> = live
+        .threads
+        .iter()
+        .map(|t| (t.tid, &t.cpus_allowed))
+        .collect();
+    let inside = inside_tasks(live, state, entries, &from, &to);
+
+    let irqbalance_ban = fresh.steps.iter().find_map(|s| match &s.action {
+        Action::IrqbalanceBan { banned, .. } => Some(banned.clone()),
+        _ => None,
+    });
+    let refused_before = |path: &str| -> bool {
+        let Some(irq) = path
+            .strip_prefix("proc/irq/")
+            .and_then(|p| p.strip_suffix("/smp_affinity_list"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            return false;
+        };
+        state.irqs_kept.contains(&irq)
+            && orig.files.get(path).is_some_and(|(before, check)| {
+                read(path).is_some_and(|now| reads_as(*check, &now, before))
+            })
+    };
+    let mut still_refused = Vec::new();
+    let mut steps: Vec<Step> = Vec::new();
+    let mut remember = None;
+    let mut resized = false;
+    let mut written: HashSet<String> = HashSet::new();
+    let mut set: HashSet<i32> = HashSet::new();
+    for step in &fresh.steps {
+        match &step.action {
+            Action::Remember { .. } => remember = Some(step.clone()),
+            Action::IrqbalanceBan {
+                banned,
+                previous_dropin,
+                previous_env,
+                ..
+            } => {
+                let holds = previous_dropin.as_deref() == Some(&irqbalance_dropin(banned))
+                    && previous_env.as_deref() == Some(&irqbalance_env(banned));
+                if !holds {
+                    steps.push(step.clone());
+                }
+            }
+            a if is_cgroup(a) => {
+                if !resized {
+                    // Tasks whose CPUs all leave go before the shield shrinks.
+                    steps.extend(inside.out.iter().cloned());
+                    steps.extend(resize_steps(live, state, &fresh, &read));
+                    resized = true;
+                }
+            }
+            Action::Write { path, .. } if old_hotplug.contains(path) => {}
+            Action::Write {
+                path, value, check, ..
+            } => {
+                written.insert(path.clone());
+                if refused_before(path) {
+                    still_refused.push(path.clone());
+                } else if !read(path).is_some_and(|now| reads_as(*check, &now, value)) {
+                    steps.push(step.clone());
+                }
+            }
+            Action::MoveTask { tid, to, .. } if tried_moves.contains(&(*tid, to.as_str())) => {}
+            Action::SetAffinity { pid, tid, cpus, .. } => {
+                set.insert(*tid);
+                if moving_in.contains(pid) || live_affinity.get(tid) != Some(&cpus) {
+                    steps.push(step.clone());
+                }
+            }
+            _ => steps.push(step.clone()),
+        }
+    }
+    if !resized {
+        steps.extend(inside.out.iter().cloned());
+        steps.extend(resize_steps(live, state, &fresh, &read));
+    }
+    steps.extend(inside.affinities.iter().cloned());
+    steps.extend(restore_steps(live, &orig, &written, &set, &read, &mount));
+    if let (Some(r), false) = (remember, steps.is_empty()) {
+        // Undo puts back the affinity every thread has now (the kernel of
+        // 6.1 resets them when the partition changes), then the older ones.
+        steps.insert(0, r);
+    }
+    let mut notes = fresh.notes.clone();
+    if from != to {
+        notes.insert(
+            0,
+            format!(
+                "shield changed in place from CPUs {from} to {to}: the shield stayed up throughout"
+            ),
+        );
+    }
+    if !inside.leaving.is_empty() {
+        notes.push(format!(
+            "{} task(s) inside the shield asked only for CPUs that leave it: moved out to the housekeeping CPUs {}",
+            inside.leaving.len(),
+            fresh.housekeeping
+        ));
+    }
+    let plan = Plan {
+        steps,
+        notes,
+        ..fresh
+    };
+    Ok(Reshape {
+        plan,
+        from,
+        staying: inside.staying,
+        leaving: inside.leaving,
+        irqbalance_ban,
+        still_refused,
+    })
+}
+
+/// The steps that turn the shield's cgroup from the old CPUs into the new
+/// ones, each undone by writing back what it read (fatal: a shield that
+/// cannot take its new CPUs is rolled back to the old one). The partition
+/// type is written again when it does not read back (a repair).
+fn resize_steps(
+    live: &Snapshot,
+    state: &State,
+    fresh: &Plan,
+    read: &impl Fn(&str) -> Option<String>,
+) -> Vec<Step> {
+    let (from, to) = (&state.shield, &fresh.shield);
+    let dir = &state.shield_dir;
+    let fatal = |action| Step {
+        action,
+        fatal: true,
+    };
+    let write = |path: String, value: String, check| {
+        fatal(Action::Write {
+            path,
+            value,
+            check,
+            undo: Undo::Previous,
+        })
+    };
+    let mut out = Vec::new();
+    match &live.cgroup {
+        CgroupSetup::V1 { mount, .. } => {
+            if from != to {
+                // The shield cpuset is exclusive: no sibling may share its
+                // CPUs, so it lets go of that before the system cpuset takes
+                // the CPUs it gives back.
+                let system = format!("{mount}/{SYSTEM_CGROUP_V1}");
+                out.push(write(
+                    format!("{dir}/cpuset.cpu_exclusive"),
+                    "0".into(),
+                    Check::Text,
+                ));
+                out.push(write(
+                    format!("{system}/cpuset.cpus"),
+                    fresh.housekeeping.to_string(),
+                    Check::CpuList,
+                ));
+                out.push(write(
+                    format!("{dir}/cpuset.cpus"),
+                    to.to_string(),
+                    Check::CpuList,
+                ));
+                out.push(write(
+                    format!("{dir}/cpuset.cpu_exclusive"),
+                    "1".into(),
+                    Check::Text,
+                ));
+            }
+        }
+        _ => {
+            if from != to {
+                out.push(if dir.ends_with(SHIELD_SLICE) {
+                    fatal(Action::Systemd {
+                        call: SystemdCall::SetAllowedCpus {
+                            unit: SHIELD_SLICE.into(),
+                            cpus: to.clone(),
+                            cgroup_dir: dir.clone(),
+                        },
+                        undo: Some(SystemdCall::SetAllowedCpus {
+                            unit: SHIELD_SLICE.into(),
+                            cpus: from.clone(),
+                            cgroup_dir: dir.clone(),
+                        }),
+                        back: None,
+                    })
+                } else {
+                    write(format!("{dir}/cpuset.cpus"), to.to_string(), Check::CpuList)
+                });
+            }
+            // Written again after a resize, whose read-back proves the
+            // partition took its new CPUs; else only when it does not read
+            // back (a repair).
+            if let Some(kind) = &fresh.partition {
+                let path = format!("{dir}/cpuset.cpus.partition");
+                let holds = read(&path).is_some_and(|now| reads_as(Check::Partition, &now, kind));
+                if from != to || !holds {
+                    out.push(write(path, kind.clone(), Check::Partition));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What happens to the tasks already inside the shield.
+#[derive(Debug, Default)]
+struct Inside {
+    /// Moves out, before the shield shrinks.
+    out: Vec<Step>,
+    /// Affinities set after it changed.
+    affinities: Vec<Step>,
+    staying: Vec<TaskRef>,
+    leaving: Vec<TaskRef>,
+}
+
+/// A task inside stays when one of its CPUs stays in the shield; its
+/// affinity becomes what remains of it (all of the new shield when it had
+/// all of the old one). A task none of whose CPUs stay leaves for the
+/// cgroup it came from (the housekeeping CPUs): a v2 process whole, and
+/// only when none of its threads stays; a v1 thread by itself.
+fn inside_tasks(
+    live: &Snapshot,
+    state: &State,
+    entries: &[Entry],
+    from: &CpuSet,
+    to: &CpuSet,
+) -> Inside {
+    let mut out = Inside::default();
+    let mount = live.cgroup.mount().unwrap_or("").to_string();
+    let v1 = matches!(live.cgroup, CgroupSetup::V1 { .. });
+    // A task that had all of a shield of several CPUs follows the shield;
+    // one pinned to some of its CPUs keeps those that stay.
+    let new_affinity = |t: &Thread| -> Option<CpuSet> {
+        if from.len() > 1 && t.cpus_allowed.is_superset_of(from) {
+            Some(to.clone())
+        } else {
+            Some(t.cpus_allowed.intersection(to)).filter(|c| !c.is_empty())
+        }
+    };
+    let set = |t: &Thread, cpus: CpuSet| Step {
+        action: Action::SetAffinity {
+            pid: t.pid,
+            tid: t.tid,
+            name: t.name.clone(),
+            cpus,
+            previous: t.cpus_allowed.clone(),
+        },
+        fatal: false,
+    };
+    let mut by_pid: BTreeMap<i32, Vec<&Thread>> = BTreeMap::new();
+    for t in live.threads.iter().filter(|t| in_shield_cgroup(&t.cgroup)) {
+        by_pid.entry(t.pid).or_default().push(t);
+    }
+    for (pid, threads) in by_pid {
+        let stays = |t: &&Thread| new_affinity(t).is_some();
+        let whole_leaves = !v1 && !threads.iter().any(stays);
+        for t in &threads {
+            let here = format!("{mount}{}", t.cgroup);
+            match new_affinity(t) {
+                Some(cpus) => {
+                    if cpus != t.cpus_allowed {
+                        out.affinities.push(set(t, cpus.clone()));
+                    }
+                    out.staying.push(TaskRef {
+                        cpus,
+                        ..TaskRef::from(*t)
+                    });
+                }
+                None if v1 => {
+                    out.out.push(Step {
+                        action: Action::MoveTask {
+                            pid,
+                            tid: t.tid,
+                            to: format!("{mount}/{SYSTEM_CGROUP_V1}/tasks"),
+                            back: format!("{here}/tasks"),
+                            affinities: vec![(t.tid, t.cpus_allowed.clone())],
+                        },
+                        fatal: false,
+                    });
+                    out.affinities.push(set(t, t.cpus_allowed.clone()));
+                    out.leaving.push(TaskRef::from(*t));
+                }
+                // Its own CPUs are housekeeping now: it keeps them (the
+                // move resets them).
+                None if whole_leaves => {
+                    out.affinities.push(set(t, t.cpus_allowed.clone()));
+                    out.leaving.push(TaskRef::from(*t));
+                }
+                // A thread of a process that stays: it cannot leave alone
+                // (v2 places whole processes); all of the shield, as the
+                // kernel would give it.
+                None => {
+                    out.affinities.push(set(t, to.clone()));
+                    out.staying.push(TaskRef {
+                        cpus: to.clone(),
+                        ..TaskRef::from(*t)
+                    });
+                }
+            }
+        }
+        if whole_leaves {
+            let here = format!("{mount}{}", threads[0].cgroup);
+            out.out.push(Step {
+                action: Action::MoveTask {
+                    pid,
+                    tid: pid,
+                    to: came_from(entries, pid).unwrap_or_else(|| state.outside_procs.clone()),
+                    back: format!("{here}/cgroup.procs"),
+                    affinities: threads
+                        .iter()
+                        .map(|t| (t.tid, t.cpus_allowed.clone()))
+                        .collect(),
+                },
+                fatal: false,
+            });
+        }
+    }
+    out
+}
+
+/// The `cgroup.procs` a process moved into the shield came from, as its
+/// journaled move (or scope) says.
+fn came_from(entries: &[Entry], pid: i32) -> Option<String> {
+    entries.iter().find_map(|e| match &e.action {
+        Action::MoveTask {
+            pid: p, tid, back, ..
+        } if *p == pid && *tid == pid => Some(back.clone()),
+        Action::Systemd {
+            call: SystemdCall::StartScope { pids, .. },
+            back: Some(back),
+            ..
+        } if pids.contains(&pid) => Some(back.clone()),
+        _ => None,
+    })
+}
+
+/// Writes back what the old shield changed and the new plan leaves alone
+/// (an IRQ or knob the new shield does not need to move, a thread whose
+/// CPUs no longer meet the shield), when it is not already back.
+fn restore_steps(
+    live: &Snapshot,
+    orig: &Originals,
+    written: &HashSet<String>,
+    set: &HashSet<i32>,
+    read: &impl Fn(&str) -> Option<String>,
+    mount: &str,
+) -> Vec<Step> {
+    let mut out = Vec::new();
+    for (path, (before, check)) in &orig.files {
+        let cgroup_file = !mount.is_empty() && path.starts_with(&format!("{mount}/"));
+        if cgroup_file
+            || *check == Check::None
+            || path.ends_with("/online")
+            || written.contains(path)
+        {
+            continue;
+        }
+        match read(path) {
+            Some(now) if !reads_as(*check, &now, before) => out.push(Step {
+                action: Action::Write {
+                    path: path.clone(),
+                    value: before.clone(),
+                    check: *check,
+                    undo: Undo::Previous,
+                },
+                fatal: false,
+            }),
+            _ => {}
+        }
+    }
+    for t in &live.threads {
+        if set.contains(&t.tid) || in_shield_cgroup(&t.cgroup) || t.is_pinned_by_kernel() {
+            continue;
+        }
+        if let Some(before) = orig.affinities.get(&t.tid) {
+            // Only affinities the old shield set itself; those the kernel
+            // reset when the cpusets changed are `off`'s business.
+            if before != &t.cpus_allowed && orig.set_by_shield.contains(&t.tid) {
+                out.push(Step {
+                    action: Action::SetAffinity {
+                        pid: t.pid,
+                        tid: t.tid,
+                        name: t.name.clone(),
+                        cpus: before.clone(),
+                        previous: t.cpus_allowed.clone(),
+                    },
+                    fatal: false,
+                });
+            }
+        }
+    }
+    out
+}
