@@ -8,7 +8,9 @@
 
 pub mod audit;
 pub mod compare;
+pub mod config;
 pub mod cpulist;
+pub mod fleet;
 pub mod load;
 pub mod measure;
 pub mod report;

@@ -33,6 +33,9 @@ mod exit {
     pub const PARTLY_RESTORED: u8 = 5;
     /// Another cpushield holds the lock; nothing was changed. Try again.
     pub const BUSY: u8 = 6;
+    /// `verify`: the machine does not match the config (no shield, other
+    /// CPUs, IRQs or knobs), though what is there holds.
+    pub const DIFFERS: u8 = 7;
     /// `run`: the command could not be started (as a shell says it).
     pub const CANNOT_EXEC: u8 = 127;
 }
@@ -42,10 +45,11 @@ const EXIT_CODES: &str = "Exit status:
   0    success (status: no shield, or the shield holds; off: also nothing to undo)
   1    error (I/O, damaged journal, a fatal change refused and rolled back)
   2    bad input or refused request; nothing was changed
-  3    status: a shield is active but broken (what and how to repair are printed)
+  3    status, verify: a shield is active but broken (what and how to repair are printed)
   4    not root; nothing was changed
   5    partly restored: off (or the rollback of on) could not restore everything
   6    another cpushield is running; nothing was changed
+  7    verify: the machine does not match the config (the shield holds)
   run  the command's own exit status; 127 when it cannot be started";
 
 /// Shield CPUs for real-time work on a stock Linux machine, undo it exactly,
@@ -80,7 +84,20 @@ enum Command {
     /// Running `on` again with another list changes the shield.
     On(OnArgs),
     /// Undo the shield exactly (also after an interrupted `on`).
-    Off(JsonArg),
+    Off(OffArgs),
+    /// Bring the machine to the config file: shield it, change the shield
+    /// in place, or repair what drifted. Idempotent: run twice, the second
+    /// run changes nothing.
+    Apply(ApplyArgs),
+    /// Check that the machine matches the config file and that the shield
+    /// holds; for monitoring. Read-only.
+    ///
+    /// Exit status: 0 matches and holds; 3 the shield is broken; 7 the
+    /// machine differs from the config; 2 the config is invalid.
+    Verify(VerifyArgs),
+    /// Write the shield's state as Prometheus metrics (node_exporter's
+    /// textfile collector). Read-only, apart from the file written.
+    Metrics(MetricsArgs),
     /// Show the shield, what is inside it, and anything that should not be
     /// on the shielded CPUs; check that it still holds. Read-only; the
     /// default command.
@@ -183,6 +200,51 @@ struct CompareArgs {
 }
 
 #[derive(Args, Debug)]
+struct OffArgs {
+    /// Show what would be undone; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct ApplyArgs {
+    /// The config file [default: /etc/cpushield/cpushield.toml].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Show what would change; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct VerifyArgs {
+    /// The config file [default: /etc/cpushield/cpushield.toml].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print JSON for machines instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct MetricsArgs {
+    /// Write DIR/cpushield.prom atomically (node_exporter's textfile
+    /// directory, on Debian /var/lib/prometheus/node-exporter) instead of
+    /// printing.
+    #[arg(long, value_name = "DIR")]
+    textfile: Option<PathBuf>,
+    /// Also export the latency figures of this `compare` results.json.
+    #[arg(long, value_name = "FILE")]
+    results: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
 struct JsonArg {
     /// Print JSON for machines instead of a table.
     #[arg(long)]
@@ -235,6 +297,9 @@ struct RunArgs {
     /// Run as this user, with all privileges dropped.
     #[arg(long, value_name = "USER")]
     user: Option<String>,
+    /// Show where and how the command would run; run nothing.
+    #[arg(long)]
+    dry_run: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
@@ -257,6 +322,9 @@ struct MoveArgs {
     /// Move single threads rather than whole processes (cgroup v1 only).
     #[arg(long)]
     thread: bool,
+    /// Show what would move; move nothing.
+    #[arg(long)]
+    dry_run: bool,
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     json: bool,
@@ -336,7 +404,11 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if let Some(JournalError::Locked(_)) = cause.downcast_ref::<JournalError>() {
             return exit::BUSY;
         }
-        if cause.downcast_ref::<Refusal>().is_some() {
+        if cause.downcast_ref::<Refusal>().is_some()
+            || cause
+                .downcast_ref::<cpushield::config::ConfigError>()
+                .is_some()
+        {
             return exit::REFUSED;
         }
         if cause.downcast_ref::<CannotExec>().is_some() {
@@ -408,6 +480,42 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let report = shield::on(&sys, &req, a.dry_run, &stop)?;
             emit(&mut out, a.json, &report, output::on)?;
         }
+        Command::Apply(a) => {
+            let path = config_path(&sys, a.config);
+            let req = cpushield::config::load(&path)?;
+            let stop = stop_flag()?;
+            let report = shield::on(&sys, &req, a.dry_run, &stop)?;
+            if !a.dry_run {
+                shield::journal::record_apply(&sys, unix_now())
+                    .map_err(shield::ShieldError::from)?;
+            }
+            emit(&mut out, a.json, &report, output::on)?;
+        }
+        Command::Verify(a) => {
+            let path = config_path(&sys, a.config);
+            let req = cpushield::config::load(&path)?;
+            let report = cpushield::fleet::verify(&sys, &req, &path.display().to_string())?;
+            emit(&mut out, a.json, &report, output::verify)?;
+            if !report.holds {
+                return Ok(ExitCode::from(exit::BROKEN));
+            }
+            if !report.matches {
+                return Ok(ExitCode::from(exit::DIFFERS));
+            }
+        }
+        Command::Metrics(a) => {
+            let text = cpushield::fleet::metrics(&sys, a.results.as_deref(), unix_now())?;
+            match a.textfile {
+                Some(dir) => {
+                    cpushield::fleet::write_textfile(&dir, &text)?;
+                }
+                None => out.write_all(text.as_bytes())?,
+            }
+        }
+        Command::Off(a) if a.dry_run => {
+            let report = shield::off_plan(&sys)?;
+            emit(&mut out, a.json, &report, output::off)?;
+        }
         Command::Off(a) => {
             let report = shield::off(&sys)?;
             emit(&mut out, a.json, &report, output::off)?;
@@ -421,7 +529,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 Direction::Out
             };
-            let report = shield::move_tasks(&sys, &a.pids, dir, a.cpu, a.thread)?;
+            let report = shield::move_tasks(&sys, &a.pids, dir, a.cpu, a.thread, a.dry_run)?;
             emit(&mut out, a.json, &report, output::moved)?;
             if !report.not_found.is_empty() {
                 return Ok(ExitCode::from(exit::REFUSED));
@@ -461,6 +569,17 @@ fn run(cli: Cli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The config file: the one given, else the default under the root.
+fn config_path(sys: &Sys, given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| sys.path(cpushield::config::DEFAULT_PATH))
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 fn emit<T: serde::Serialize>(
     out: &mut impl Write,
     json: bool,
@@ -494,8 +613,25 @@ fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
         ),
         None => None,
     };
-    shield::enter_shield(sys, a.cpu, policy)?;
     let (program, args) = a.command.split_first().expect("clap requires a command");
+    if a.dry_run {
+        let (state, cpus) = shield::run_target(sys, a.cpu)?;
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "dry run: would run {:?} on CPUs {cpus} inside the shield ({}), scheduling {}{}; nothing started",
+            a.command.join(" "),
+            state.shield_dir,
+            match policy {
+                RunPolicy::Fifo(p) => format!("SCHED_FIFO {p}"),
+                RunPolicy::RoundRobin(p) => format!("SCHED_RR {p}"),
+                RunPolicy::Inherit => "inherited".into(),
+            },
+            user.as_ref().map(|u| format!(", as user {}", u.name)).unwrap_or_default(),
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    shield::enter_shield(sys, a.cpu, policy)?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(args);
     if let Some(u) = user {

@@ -181,14 +181,25 @@ pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
 
 /// `cpushield on`.
 pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
+    let from = r
+        .changed_from
+        .as_ref()
+        .map(|f| format!(" (changed in place from CPUs {f})"))
+        .unwrap_or_default();
     if r.dry_run {
         writeln!(
             w,
-            "dry run: would shield CPUs {} ({} changes); nothing changed",
+            "dry run: would shield CPUs {}{from} ({} changes); nothing changed",
             r.shield, r.planned
         )?;
+    } else if r.planned == 0 {
+        writeln!(
+            w,
+            "shielded CPUs {}: already as asked, nothing changed",
+            r.shield
+        )?;
     } else {
-        writeln!(w, "shielded CPUs {}", r.shield)?;
+        writeln!(w, "shielded CPUs {}{from}", r.shield)?;
     }
     row(w, "housekeeping CPUs", &r.housekeeping)?;
     row(w, "mechanism", &r.mechanism)?;
@@ -257,6 +268,12 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     )?;
     tasks(
         w,
+        "left the shield: none of their CPUs stays in it (moved to housekeeping)",
+        &r.left_shield,
+        20,
+    )?;
+    tasks(
+        w,
         "asked only for shielded CPUs but NOT kept there (now)",
         &r.not_kept,
         20,
@@ -313,10 +330,52 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
+/// `cpushield verify`.
+pub fn verify(r: &cpushield::fleet::VerifyReport, w: &mut dyn Write) -> Result<()> {
+    let verdict = match (r.matches, r.holds) {
+        (true, true) => "OK: the shield matches the config and holds",
+        (_, false) => "BROKEN: the shield no longer holds",
+        (false, true) => "DIFFERS: the machine does not match the config",
+    };
+    writeln!(w, "{verdict}")?;
+    row(w, "config", &r.config)?;
+    row(w, "config asks for CPUs", &r.wanted)?;
+    row(
+        w,
+        "shield",
+        r.shield
+            .as_ref()
+            .map_or("none".to_string(), |s| format!("CPUs {s}")),
+    )?;
+    for d in &r.differences {
+        writeln!(w, "  differs: {d}")?;
+    }
+    for b in &r.broken {
+        writeln!(w, "  broken ({}): {}", b.check, b.what)?;
+        writeln!(w, "    repair: {}", b.repair)?;
+    }
+    if !r.ok() {
+        writeln!(w, "  to bring the machine to the config: cpushield apply")?;
+    }
+    Ok(())
+}
+
 /// `cpushield off`.
 pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
     if r.nothing_to_undo {
         return writeln!(w, "no shield active: nothing to undo");
+    }
+    if r.dry_run {
+        writeln!(
+            w,
+            "dry run: off would remove the shield on CPUs {} by undoing {} changes, newest first; nothing changed",
+            r.shield,
+            r.would_undo.len()
+        )?;
+        for line in &r.would_undo {
+            writeln!(w, "    {line}")?;
+        }
+        return Ok(());
     }
     let u = &r.undone;
     if u.failed.is_empty() {
@@ -346,7 +405,12 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
 
 /// `cpushield move`.
 pub fn moved(r: &MoveReport, w: &mut dyn Write) -> Result<()> {
-    tasks(w, "moved", &r.moved, 50)?;
+    let title = if r.dry_run {
+        "dry run, nothing moved; would move"
+    } else {
+        "moved"
+    };
+    tasks(w, title, &r.moved, 50)?;
     if !r.not_found.is_empty() {
         writeln!(w, "  not found: {}", list(&r.not_found))?;
     }

@@ -150,6 +150,25 @@ fn run_dir(sys: &Sys) -> Result<PathBuf, JournalError> {
     Ok(dir)
 }
 
+/// Records that `apply` brought the machine to its config now (Unix
+/// seconds), for the age `metrics` reports. Kept beside the journal, under
+/// `/run`: gone at reboot, like the shield.
+pub fn record_apply(sys: &Sys, unix_s: u64) -> Result<(), JournalError> {
+    write_atomic(
+        &run_dir(sys)?.join("last-apply"),
+        format!("{unix_s}\n").as_bytes(),
+    )
+}
+
+/// When `apply` last brought the machine to its config (Unix seconds).
+pub fn last_apply(sys: &Sys) -> Option<u64> {
+    fs::read_to_string(sys.path(RUN_DIR).join("last-apply"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// Takes the lock without waiting.
 pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
     let path = run_dir(sys)?.join("lock");

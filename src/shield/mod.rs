@@ -747,6 +747,13 @@ pub struct OffReport {
     /// What undo did.
     #[serde(flatten)]
     pub undone: Undone,
+    /// `--dry-run`: nothing was undone; `would_undo` says what would be.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// `--dry-run`: the journaled changes undo would replay, newest first
+    /// (irqbalance's ban first of all, thread affinities last).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub would_undo: Vec<String>,
     /// How long it took, by phase (filled in by [`off`]).
     #[serde(default)]
     pub took: Timings,
@@ -785,6 +792,8 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
             shield: CpuSet::new(),
             nothing_to_undo: true,
             undone: Undone::default(),
+            dry_run: false,
+            would_undo: Vec::new(),
             took: Timings::default(),
         });
     }
@@ -793,8 +802,69 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
         shield: state.map(|s| s.shield).unwrap_or_default(),
         nothing_to_undo: false,
         undone,
+        dry_run: false,
+        would_undo: Vec::new(),
         took: Timings::default(),
     })
+}
+
+/// What `off` would undo, read from the journal; changes nothing.
+pub fn off_plan(sys: &Sys) -> Result<OffReport, ShieldError> {
+    let state = journal::read_state(sys)?;
+    let entries = if Journal::exists(sys) {
+        journal::read_entries(sys)?
+    } else {
+        Vec::new()
+    };
+    let changes = entries
+        .iter()
+        .filter(|e| !matches!(e.action, Action::Remember { .. }));
+    let (ban, rest): (Vec<_>, Vec<_>) = changes
+        .rev()
+        .partition(|e| matches!(e.action, Action::IrqbalanceBan { .. }));
+    let mut would_undo: Vec<String> = ban
+        .into_iter()
+        .chain(rest)
+        .map(|e| format!("{}{}", apply::describe(&e.action), undo_value(e)))
+        .collect();
+    let threads: HashSet<i32> = entries
+        .iter()
+        .flat_map(|e| match &e.action {
+            Action::Remember { affinities } | Action::MoveTask { affinities, .. } => {
+                affinities.iter().map(|(tid, _)| *tid).collect::<Vec<_>>()
+            }
+            Action::SetAffinity { tid, .. } => vec![*tid],
+            _ => Vec::new(),
+        })
+        .collect();
+    if !threads.is_empty() {
+        would_undo.push(format!(
+            "the affinity of {} threads, as recorded first",
+            threads.len()
+        ));
+    }
+    Ok(OffReport {
+        shield: state.as_ref().map(|s| s.shield.clone()).unwrap_or_default(),
+        nothing_to_undo: state.is_none() && entries.is_empty(),
+        undone: Undone::default(),
+        dry_run: true,
+        would_undo,
+        took: Timings::default(),
+    })
+}
+
+/// What undo writes back for a journaled write, for `off --dry-run`.
+fn undo_value(e: &journal::Entry) -> String {
+    match &e.action {
+        Action::Write { undo, .. } => match (undo, &e.previous) {
+            (plan::Undo::Previous, Some(p)) => format!(" <- {p:?}"),
+            (plan::Undo::Value(v), _) => format!(" <- {v:?}"),
+            _ => " (left as is)".into(),
+        },
+        Action::MoveTask { back, .. } => format!(" back to /{back}"),
+        Action::Mkdir { .. } => " (removed)".into(),
+        _ => String::new(),
+    }
 }
 
 /// An IRQ and where it may run, for `status`.
@@ -1120,6 +1190,9 @@ pub enum Direction {
 /// The result of `move`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MoveReport {
+    /// `--dry-run`: `moved` is what would move; nothing moved.
+    #[serde(default)]
+    pub dry_run: bool,
     /// Threads moved.
     pub moved: Vec<TaskRef>,
     /// Ids that do not exist.
@@ -1154,9 +1227,14 @@ pub fn move_tasks(
     direction: Direction,
     cpu: Option<u32>,
     single_thread: bool,
+    dry_run: bool,
 ) -> Result<MoveReport, ShieldError> {
-    require_root(sys, "move")?;
-    let _lock = journal::lock(sys)?;
+    let _lock = if dry_run {
+        None
+    } else {
+        require_root(sys, "move")?;
+        Some(journal::lock(sys)?)
+    };
     let state = active_state(sys)?;
     let cgroup = snapshot::detect_cgroup(sys)?;
     let v1 = matches!(cgroup, CgroupSetup::V1 { .. });
@@ -1196,8 +1274,13 @@ pub fn move_tasks(
                 "cpushield-out",
             ),
         });
-    let mut journal = Journal::open(sys)?;
+    let mut journal = if dry_run {
+        None
+    } else {
+        Some(Journal::open(sys)?)
+    };
     let mut report = MoveReport {
+        dry_run,
         moved: Vec::new(),
         not_found: Vec::new(),
     };
@@ -1240,6 +1323,13 @@ pub fn move_tasks(
                     .map(|t| (t.tid, t.cpus_allowed.clone()))
                     .collect(),
             },
+        };
+        let Some(journal) = journal.as_mut() else {
+            report.moved.extend(threads.iter().map(|t| TaskRef {
+                cpus: cpus.clone(),
+                ..TaskRef::from(t)
+            }));
+            continue;
         };
         let mut entries = vec![journal::Entry {
             action: placement.clone(),
@@ -1300,6 +1390,16 @@ pub enum RunPolicy {
 /// Places the calling process inside the shield (journaled), pinned to
 /// `cpu` or the whole shield, with the given policy. The caller then drops
 /// privileges and execs the command, which inherits all of it.
+/// Where `run` would place a command: the CPUs, checked against the active
+/// shield; changes nothing (`run --dry-run`).
+pub fn run_target(sys: &Sys, cpu: Option<u32>) -> Result<(State, CpuSet), ShieldError> {
+    let state = active_state(sys)?;
+    let cpus = check_cpu(cpu, &state.shield, "shielded")?;
+    Ok((state, cpus))
+}
+
+/// Moves the calling process into the shield (on `cpu`, else on all
+/// shielded CPUs) with `policy`, for `run` to exec the command.
 pub fn enter_shield(sys: &Sys, cpu: Option<u32>, policy: RunPolicy) -> Result<CpuSet, ShieldError> {
     if let RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p) = policy {
         if !(1..=99).contains(&p) {
@@ -1315,7 +1415,7 @@ pub fn enter_shield(sys: &Sys, cpu: Option<u32>, policy: RunPolicy) -> Result<Cp
     };
     let cpus = check_cpu(cpu, &state.shield, "shielded")?;
     let me = std::process::id() as i32;
-    move_tasks(sys, &[me], Direction::In, cpu, false)?;
+    move_tasks(sys, &[me], Direction::In, cpu, false, false)?;
     let sched = match policy {
         RunPolicy::Inherit => None,
         RunPolicy::Fifo(p) => Some(syscalls::Policy::Fifo(p)),

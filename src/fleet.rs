@@ -1,0 +1,351 @@
+//! For machines that keep one shield for their whole life: `verify` (does
+//! the machine match its config, and does the shield hold?) and `metrics`
+//! (the same as Prometheus gauges for node_exporter's textfile collector).
+//!
+//! The Prometheus text format is written here directly: a dozen gauges of
+//! three line kinds (`# HELP`, `# TYPE`, samples) need no registry.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::CpuSet;
+use crate::report::table::SummaryTable;
+use crate::shield::journal;
+use crate::shield::plan::Request;
+use crate::shield::{self, Breakage, ShieldError, StatusReport};
+use crate::sys::procfs;
+use crate::sys::Sys;
+
+/// What `verify` found.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VerifyReport {
+    /// The config file checked against.
+    pub config: String,
+    /// The CPUs the config asks for.
+    pub wanted: CpuSet,
+    /// The active shield's CPUs, if any.
+    pub shield: Option<CpuSet>,
+    /// Whether the active shield is what the config asks for.
+    pub matches: bool,
+    /// Whether the active shield holds (`status`'s checks).
+    pub holds: bool,
+    /// How the machine differs from the config.
+    pub differences: Vec<String>,
+    /// What no longer holds, with the repair.
+    pub broken: Vec<Breakage>,
+}
+
+impl VerifyReport {
+    /// Whether everything is as the config asks and holds.
+    pub fn ok(&self) -> bool {
+        self.matches && self.holds
+    }
+}
+
+/// Compares the machine with the config's request `want` (read from
+/// `config`) and runs `status`'s checks. Read-only.
+pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, ShieldError> {
+    let status = shield::status(sys)?;
+    let state = journal::read_state(sys)?;
+    let mut differences = Vec::new();
+    match &state {
+        None => differences.push(format!(
+            "no shield is active (the config asks for CPUs {})",
+            want.cpus
+        )),
+        Some(s) if !s.complete => differences.push(
+            "a shield change was interrupted: run 'cpushield apply' (or 'off') to finish".into(),
+        ),
+        Some(s) => differences.extend(request_differences(&s.shield, s.request.as_ref(), want)),
+    }
+    Ok(VerifyReport {
+        config: config.to_string(),
+        wanted: want.cpus.clone(),
+        shield: status.shield.clone(),
+        matches: differences.is_empty(),
+        holds: status.holds,
+        differences,
+        broken: status.broken,
+    })
+}
+
+/// How the request a shield was made with differs from `want`, field by
+/// field. A shield made before requests were recorded is compared by its CPUs.
+fn request_differences(shield: &CpuSet, had: Option<&Request>, want: &Request) -> Vec<String> {
+    let mut out = Vec::new();
+    if shield != &want.cpus {
+        out.push(format!(
+            "cpus: the shield has CPUs {shield}, the config asks for {}",
+            want.cpus
+        ));
+    }
+    let Some(had) = had else { return out };
+    let mut field = |name: &str, now: String, wanted: String| {
+        if now != wanted {
+            out.push(format!(
+                "{name}: the shield has {now}, the config asks for {wanted}"
+            ));
+        }
+    };
+    let list = |v: &[String]| {
+        let mut v = v.to_vec();
+        v.sort();
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    field("irqs", list(&had.irqs), list(&want.irqs));
+    field("tune", list(&had.tune), list(&want.tune));
+    field(
+        "hotplug_restart",
+        had.hotplug_restart.to_string(),
+        want.hotplug_restart.to_string(),
+    );
+    field("force", had.force.to_string(), want.force.to_string());
+    field(
+        "allow_split_siblings",
+        had.allow_split_siblings.to_string(),
+        want.allow_split_siblings.to_string(),
+    );
+    out
+}
+
+/// The figures of a `compare` results file that `metrics` exports.
+#[derive(Debug, Deserialize)]
+struct CompareFigures {
+    started_unix_s: f64,
+    summary: SummaryTable,
+}
+
+/// Why `metrics` could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// Reading the shield failed.
+    #[error(transparent)]
+    Shield(#[from] ShieldError),
+    /// The results file is not a `compare` results.json.
+    #[error("results {path}: {reason} (give the results.json that 'cpushield compare' wrote)")]
+    Results {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The textfile could not be written.
+    #[error("textfile {path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The metrics in the Prometheus text format. `now` is the Unix time the
+/// ages are taken at; `results` a `compare` results.json.
+pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, MetricsError> {
+    let status = shield::status(sys)?;
+    let state = journal::read_state(sys).map_err(ShieldError::from)?;
+    let kept: Vec<u32> = state.map(|s| s.irqs_kept).unwrap_or_default();
+    let figures = match results {
+        None => None,
+        Some(path) => {
+            let err = |reason: String| MetricsError::Results {
+                path: path.display().to_string(),
+                reason,
+            };
+            let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+            Some(serde_json::from_str::<CompareFigures>(&text).map_err(|e| err(e.to_string()))?)
+        }
+    };
+    let interrupts = sys
+        .read("proc/interrupts")
+        .ok()
+        .map(|t| procfs::parse_interrupts(&t));
+    Ok(render(
+        &status,
+        &kept,
+        interrupts.as_ref(),
+        journal::last_apply(sys),
+        figures.as_ref(),
+        now,
+    ))
+}
+
+fn render(
+    status: &StatusReport,
+    irqs_kept: &[u32],
+    interrupts: Option<&(Vec<u32>, Vec<procfs::InterruptLine>)>,
+    last_apply: Option<u64>,
+    figures: Option<&CompareFigures>,
+    now: u64,
+) -> String {
+    let mut out = String::new();
+    let mut gauge = |name: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(out, "# HELP cpushield_{name} {help}");
+        let _ = writeln!(out, "# TYPE cpushield_{name} gauge");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "cpushield_{name}{labels} {value}");
+        }
+    };
+    let one = |v: f64| vec![(String::new(), v)];
+    let active = status.shield.is_some();
+    let shield = status.shield.clone().unwrap_or_default();
+    gauge(
+        "shield_active",
+        "1 when a shield is active (complete or not), else 0.",
+        &one(f64::from(u8::from(active))),
+    );
+    gauge(
+        "shield_up",
+        "1 when a shield is active, complete and holds (the kernel enforces it, nothing drifted), else 0.",
+        &one(f64::from(u8::from(active && status.complete && status.holds))),
+    );
+    gauge(
+        "broken_checks",
+        "Checks of the active shield that fail (cpushield status names them).",
+        &one(status.broken.len() as f64),
+    );
+    gauge(
+        "shielded_cpus",
+        "Number of shielded CPUs.",
+        &one(shield.len() as f64),
+    );
+    gauge(
+        "housekeeping_cpus",
+        "Number of online CPUs outside the shield.",
+        &one(status.online.difference(&shield).len() as f64),
+    );
+    gauge(
+        "leaked_threads",
+        "Threads outside the shield that may run on shielded CPUs.",
+        &one(status.intruders.len() as f64),
+    );
+    let leaked_irqs = status
+        .irqs_on_shield
+        .iter()
+        .filter(|i| i.affinity.intersects(&shield) && !irqs_kept.contains(&i.irq))
+        .count();
+    gauge(
+        "leaked_irqs",
+        "IRQs whose affinity allows shielded CPUs and that the shield neither bound there nor failed to move.",
+        &one(leaked_irqs as f64),
+    );
+    if let (Some((cpus, lines)), true) = (interrupts, active) {
+        let samples: Vec<(String, f64)> = cpus
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| shield.contains(**c))
+            .map(|(col, c)| {
+                let sum: u64 = lines.iter().filter_map(|l| l.counts.get(col)).sum();
+                (format!("{{cpu=\"{c}\"}}"), sum as f64)
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "# HELP cpushield_interrupts_total Interrupts served by each shielded CPU since boot (all lines of /proc/interrupts)."
+        );
+        let _ = writeln!(out, "# TYPE cpushield_interrupts_total counter");
+        for (labels, v) in samples {
+            let _ = writeln!(out, "cpushield_interrupts_total{labels} {v}");
+        }
+    }
+    let mut gauge = |name: &str, help: &str, samples: &[(String, f64)]| {
+        let _ = writeln!(out, "# HELP cpushield_{name} {help}");
+        let _ = writeln!(out, "# TYPE cpushield_{name} gauge");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "cpushield_{name}{labels} {value}");
+        }
+    };
+    if let Some(at) = last_apply {
+        gauge(
+            "last_apply_timestamp_seconds",
+            "When cpushield apply last brought the machine to its config (Unix time).",
+            &[(String::new(), at as f64)],
+        );
+        gauge(
+            "last_apply_age_seconds",
+            "Seconds since cpushield apply last brought the machine to its config.",
+            &[(String::new(), now.saturating_sub(at) as f64)],
+        );
+    }
+    if let Some(f) = figures {
+        gauge(
+            "results_timestamp_seconds",
+            "When the compare run of the exported latency figures started (Unix time).",
+            &[(String::new(), f.started_unix_s.floor())],
+        );
+        let per_phase = |pick: fn(&crate::report::table::PhaseStats) -> Option<f64>| {
+            f.summary
+                .rows
+                .iter()
+                .filter_map(|r| pick(r).map(|v| (format!("{{phase=\"{}\"}}", r.phase), v)))
+                .collect::<Vec<_>>()
+        };
+        gauge(
+            "latency_max_microseconds",
+            "Largest latency per phase of the last compare run, µs.",
+            &per_phase(|r| r.max_us),
+        );
+        gauge(
+            "latency_p99_microseconds",
+            "99th percentile latency per phase of the last compare run, µs.",
+            &per_phase(|r| r.p99_us),
+        );
+        gauge(
+            "latency_avg_microseconds",
+            "Mean latency per phase of the last compare run, µs.",
+            &per_phase(|r| r.avg_us),
+        );
+    }
+    out
+}
+
+/// Writes `text` as `DIR/cpushield.prom` atomically (a temporary file the
+/// collector ignores, then a rename), so a scrape never sees half a file.
+pub fn write_textfile(dir: &Path, text: &str) -> Result<std::path::PathBuf, MetricsError> {
+    let path = dir.join("cpushield.prom");
+    let tmp = dir.join(".cpushield.prom.tmp");
+    let err = |p: &Path| {
+        let p = p.display().to_string();
+        move |source| MetricsError::Write { path: p, source }
+    };
+    std::fs::write(&tmp, text).map_err(err(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(err(&path))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    fn req(list: &str) -> Request {
+        Request {
+            cpus: cpus(list),
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn differences_name_each_field() {
+        let had = Request {
+            tune: vec!["all".into()],
+            ..req("2-3")
+        };
+        let d = request_differences(&cpus("2-3"), Some(&had), &req("1-3"));
+        assert_eq!(d.len(), 2, "{d:?}");
+        assert!(d[0].starts_with("cpus:") && d[0].contains("1-3"), "{d:?}");
+        assert!(d[1].starts_with("tune:") && d[1].contains("all"), "{d:?}");
+        assert!(request_differences(&cpus("2-3"), Some(&had), &had).is_empty());
+        // An older shield without a recorded request: its CPUs only.
+        assert!(request_differences(&cpus("2-3"), None, &had).is_empty());
+    }
+}

@@ -1,0 +1,249 @@
+//! A shield kept by its config file: `apply` (idempotent, changes in
+//! place, repairs), `verify` for monitoring, `metrics` for node_exporter,
+//! and `--dry-run` on every command that changes the system; on fixture
+//! roots of a systemd host.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+const CONFIG: &str = "etc/cpushield/cpushield.toml";
+const DROPIN: &str = "run/systemd/system/irqbalance.service.d/50-cpushield.conf";
+
+fn write_config(root: &Path, text: &str) {
+    std::fs::create_dir_all(root.join("etc/cpushield")).unwrap();
+    std::fs::write(root.join(CONFIG), text).unwrap();
+}
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+fn code(o: &std::process::Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// Samples of a Prometheus text file, checked line by line: every sample
+/// has a HELP and TYPE line before it and a number value.
+fn parse_prom(text: &str) -> Vec<(String, f64)> {
+    let mut typed = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let mut w = rest.split_whitespace();
+            let name = w.next().unwrap();
+            assert!(matches!(w.next(), Some("gauge" | "counter")), "{line}");
+            typed.insert(name.to_string());
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        let name = series.split('{').next().unwrap();
+        assert!(typed.contains(name), "no TYPE before {line}");
+        assert!(name.starts_with("cpushield_"), "{line}");
+        out.push((
+            series.to_string(),
+            value.parse().unwrap_or_else(|_| panic!("{line}")),
+        ));
+    }
+    out
+}
+
+fn sample(samples: &[(String, f64)], series: &str) -> Option<f64> {
+    samples.iter().find(|(s, _)| s == series).map(|(_, v)| *v)
+}
+
+#[test]
+fn apply_is_idempotent_changes_in_place_and_verify_and_metrics_tell() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = systemd_host(root);
+    write_config(root, "# test\ncpus = \"2-3\"\n");
+    let before = tree(root);
+
+    // verify before any apply: the machine differs (no shield).
+    let o = cpushield(root, &["verify"]);
+    assert_eq!(code(&o), 7, "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no shield is active"));
+
+    let o = cpushield(root, &["apply", "--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        diff(&before, &tree(root)),
+        Vec::<String>::new(),
+        "dry run changed nothing"
+    );
+
+    let o = cpushield(root, &["apply", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(json(&o)["shield"], "2-3");
+    let o = cpushield(root, &["verify", "--json"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(json(&o)["matches"], true);
+
+    // Run twice: the second changes nothing.
+    let mid = tree(root);
+    let o = cpushield(root, &["apply"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("already as asked, nothing changed"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(diff(&mid, &tree(root)), Vec::<String>::new());
+
+    // Metrics: one atomic file, Prometheus text.
+    let metrics_dir = tempfile::tempdir().unwrap();
+    let o = cpushield(
+        root,
+        &[
+            "metrics",
+            "--textfile",
+            metrics_dir.path().to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let files: Vec<_> = std::fs::read_dir(metrics_dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(files, ["cpushield.prom"], "no temporary file left");
+    let prom = std::fs::read_to_string(metrics_dir.path().join("cpushield.prom")).unwrap();
+    let s = parse_prom(&prom);
+    assert_eq!(sample(&s, "cpushield_shield_up"), Some(1.0), "{prom}");
+    assert_eq!(sample(&s, "cpushield_shielded_cpus"), Some(2.0));
+    assert_eq!(sample(&s, "cpushield_housekeeping_cpus"), Some(2.0));
+    assert_eq!(sample(&s, "cpushield_leaked_threads"), Some(0.0));
+    assert_eq!(sample(&s, "cpushield_leaked_irqs"), Some(0.0));
+    assert!(
+        sample(&s, "cpushield_interrupts_total{cpu=\"2\"}").is_some(),
+        "{prom}"
+    );
+    assert!(
+        sample(&s, "cpushield_interrupts_total{cpu=\"1\"}").is_none(),
+        "{prom}"
+    );
+    let age = sample(&s, "cpushield_last_apply_age_seconds").unwrap();
+    assert!((0.0..60.0).contains(&age), "{age}");
+
+    // Break it: the irqbalance ban is removed. verify fails and names it.
+    std::fs::remove_file(sys.path(DROPIN)).unwrap();
+    std::fs::write(sys.path("proc/200/environ"), "").unwrap();
+    let o = cpushield(root, &["verify"]);
+    assert_eq!(code(&o), 3, "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("BROKEN") && out.contains("irqbalance") && out.contains("repair:"),
+        "{out}"
+    );
+    let prom = String::from_utf8_lossy(&cpushield(root, &["metrics"]).stdout).into_owned();
+    assert_eq!(
+        sample(&parse_prom(&prom), "cpushield_shield_up"),
+        Some(0.0),
+        "{prom}"
+    );
+    assert_eq!(
+        sample(&parse_prom(&prom), "cpushield_broken_checks"),
+        Some(1.0),
+        "{prom}"
+    );
+    // apply repairs it.
+    assert!(cpushield(root, &["apply"]).status.success());
+    assert_eq!(code(&cpushield(root, &["verify"])), 0);
+
+    // Another config: verify says how it differs; apply changes in place.
+    write_config(root, "cpus = \"3\"\n");
+    let o = cpushield(root, &["verify", "--json"]);
+    assert_eq!(code(&o), 7, "{}", text(&o));
+    let v = json(&o);
+    assert!(
+        v["differences"][0].as_str().unwrap().starts_with("cpus:"),
+        "{v}"
+    );
+    let o = cpushield(root, &["apply", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(json(&o)["changed_from"], "2-3");
+    assert_eq!(code(&cpushield(root, &["verify"])), 0);
+
+    // An invalid config is refused, naming the file and line; nothing changes.
+    write_config(root, "cpus = \"3\"\nirq = [\"eth0\"]\n");
+    let mid = tree(root);
+    let o = cpushield(root, &["apply"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cpushield.toml:2") && err.contains("irq") && err.contains("valid keys"),
+        "{err}"
+    );
+    assert_eq!(diff(&mid, &tree(root)), Vec::<String>::new());
+    assert_eq!(code(&cpushield(root, &["verify"])), 2);
+
+    // off --dry-run says what it would undo and undoes nothing.
+    let o = cpushield(root, &["off", "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("dry run") && out.contains("irqbalance"),
+        "{out}"
+    );
+    assert_eq!(diff(&mid, &tree(root)), Vec::<String>::new());
+
+    assert!(cpushield(root, &["off"]).status.success());
+    let mut after = tree(root);
+    after.remove(CONFIG);
+    let mut was = before.clone();
+    was.remove(CONFIG);
+    assert_eq!(diff(&was, &after), Vec::<String>::new());
+}
+
+#[test]
+fn move_and_run_dry_runs_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    standard(
+        root,
+        cpushield::sys::fixture::CgroupLayout::V2,
+        Default::default(),
+    );
+    assert!(cpushield(root, &["on", "2-3"]).status.success());
+    let mid = tree(root);
+    let o = cpushield(
+        root,
+        &["move", "101", "--in", "--cpu", "2", "--dry-run", "--json"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(
+        (v["dry_run"].clone(), v["moved"][0]["cpus"].clone()),
+        (true.into(), "2".into()),
+        "{v}"
+    );
+    let o = cpushield(
+        root,
+        &[
+            "run",
+            "--cpu",
+            "3",
+            "--fifo",
+            "50",
+            "--dry-run",
+            "--",
+            "sleep",
+            "1",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("CPUs 3"),
+        "{}",
+        text(&o)
+    );
+    let o = cpushield(root, &["run", "--cpu", "1", "--dry-run", "--", "true"]);
+    assert_eq!(code(&o), 2, "CPU 1 is not shielded: {}", text(&o));
+    assert_eq!(diff(&mid, &tree(root)), Vec::<String>::new());
+    assert!(cpushield(root, &["off"]).status.success());
+}
