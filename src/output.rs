@@ -390,6 +390,13 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
     row(w, "restored", u.restored)?;
     row(w, "already as before", u.unchanged)?;
     row(w, "tasks exited meanwhile", u.exited)?;
+    if !u.recycled.is_empty() {
+        row(
+            w,
+            "left alone: id now names a newer thread",
+            list(&u.recycled),
+        )?;
+    }
     let t = &r.took;
     took(
         w,

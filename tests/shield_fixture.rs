@@ -901,3 +901,41 @@ fn dry_run_says_it_will_mount_cgroup2() {
     );
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }
+
+/// A shield lives for weeks: a thread it changed exits and its id is
+/// reused by a newer thread. `off` must leave the stranger alone (its start
+/// time is later than the journal's record) and say so.
+#[test]
+fn off_leaves_alone_a_thread_whose_id_was_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    std::fs::write(sys.path("proc/uptime"), "1000.00 1500.00\n").unwrap();
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // 'straddler' (pid 102, affinity 1-2, set to 1 by on) exits; a new
+    // process gets pid 102 two hours later.
+    std::fs::remove_dir_all(sys.path("proc/102")).unwrap();
+    std::fs::write(sys.path("proc/uptime"), "8200.00 9000.00\n").unwrap();
+    cpushield::sys::fixture::add_process(&sys, 102, &[task("newcomer", 0, "0-1")]).unwrap();
+    let stat = std::fs::read_to_string(sys.path("proc/102/task/102/stat")).unwrap();
+    let fields: Vec<&str> = stat.split_whitespace().collect();
+    let mut full: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+    full.resize(21, "0".into());
+    full.push("800000".into()); // start time, ticks since boot: after the journal's
+    std::fs::write(sys.path("proc/102/task/102/stat"), full.join(" ") + "\n").unwrap();
+
+    let o = cpushield(dir.path(), &["off", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(v["recycled"], serde_json::json!([102]), "{v}");
+    let newcomer = procfs::read_thread(&sys, 102, 102, Hierarchy::Unified)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        newcomer.cpus_allowed,
+        cpus("0-1"),
+        "the stranger keeps its own CPUs"
+    );
+    let human = cpushield(dir.path(), &["status"]);
+    assert!(human.status.success());
+}

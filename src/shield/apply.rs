@@ -78,6 +78,7 @@ pub fn apply(
     out: &mut Applied,
 ) -> Result<(), ApplyError> {
     for batch in steps.chunks(BATCH) {
+        let at = procfs::boot_ticks(sys);
         let entries: Vec<EntryRef> = batch
             .iter()
             .map(|s| EntryRef {
@@ -90,6 +91,7 @@ pub fn apply(
                     _ => None,
                 },
                 action: &s.action,
+                at,
             })
             .collect();
         journal.append(&entries)?;
@@ -303,6 +305,10 @@ pub struct Undone {
     pub exited: usize,
     /// What could not be restored.
     pub failed: Vec<Refusal>,
+    /// Thread ids left alone: each now names a thread started after the
+    /// change was journaled (the recorded thread exited, its id was reused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recycled: Vec<i32>,
 }
 
 /// Replays journal entries in reverse. Affinities are restored last,
@@ -388,13 +394,13 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
     timings.undo_writes += t.elapsed();
     let t = Instant::now();
     // The oldest record of a thread's affinity is what it had before cpushield.
-    let mut original: Vec<(i32, &CpuSet)> = Vec::new();
+    let mut original: Vec<(i32, &CpuSet, Option<u64>)> = Vec::new();
     let mut seen: HashSet<i32> = HashSet::new();
     for e in entries {
         let recs: &[(i32, CpuSet)] = match &e.action {
             Action::SetAffinity { tid, previous, .. } => {
                 if seen.insert(*tid) {
-                    original.push((*tid, previous));
+                    original.push((*tid, previous, e.at));
                 }
                 continue;
             }
@@ -403,14 +409,18 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
         };
         for (tid, cpus) in recs {
             if seen.insert(*tid) {
-                original.push((*tid, cpus));
+                original.push((*tid, cpus, e.at));
             }
         }
     }
     // Thousands of independent syscalls: spread them over the CPUs.
     let parts = crate::sys::in_parallel(&original, 512, |part| {
         let mut out = Undone::default();
-        for (tid, cpus) in part {
+        for (tid, cpus, at) in part {
+            if recycled(sys, *tid, *at) {
+                out.recycled.push(*tid);
+                continue;
+            }
             restore_affinity(sys, *tid, cpus, &mut out);
         }
         out
@@ -428,6 +438,17 @@ impl Undone {
         self.unchanged += other.unchanged;
         self.exited += other.exited;
         self.failed.extend(other.failed);
+        self.recycled.extend(other.recycled);
+    }
+}
+
+/// Whether thread id `tid`, journaled at `at` (ticks since boot), now
+/// names a thread that started later: the recorded one exited and the id
+/// was reused. Unknown times (an entry or a kernel without them) say no.
+fn recycled(sys: &Sys, tid: i32, at: Option<u64>) -> bool {
+    match (at, procfs::start_ticks(sys, tid)) {
+        (Some(at), Some(start)) => start > at,
+        _ => false,
     }
 }
 
@@ -436,6 +457,10 @@ fn move_back(sys: &Sys, e: &Entry, out: &mut Undone) {
     let Action::MoveTask { pid, tid, back, .. } = &e.action else {
         return;
     };
+    if recycled(sys, *tid, e.at) {
+        out.recycled.push(*tid);
+        return;
+    }
     match sys.write(back, &tid.to_string()) {
         Ok(()) => out.restored += 1,
         Err(err) if err.kind == ErrorKind::NotFound => out.exited += 1,

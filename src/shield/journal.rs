@@ -67,6 +67,11 @@ pub struct Entry {
     /// For writes undone with the previous value: that value, read just before.
     #[serde(default, rename = "prior", skip_serializing_if = "Option::is_none")]
     pub previous: Option<String>,
+    /// When it was journaled, in clock ticks since boot (the unit of a
+    /// thread's start time in `/proc/TID/stat`). A thread id that names a
+    /// thread started later is a recycled id: undo leaves that thread alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
 }
 
 /// An [`Entry`] that borrows its action: what `apply` journals, so that a
@@ -80,6 +85,9 @@ pub struct EntryRef<'a> {
     /// As [`Entry::previous`].
     #[serde(rename = "prior", skip_serializing_if = "Option::is_none")]
     pub previous: Option<String>,
+    /// As [`Entry::at`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
 }
 
 /// What the shield is; lets `status`, `run`, `move` and `off` find it.
@@ -487,8 +495,10 @@ mod tests {
             EntryRef {
                 action: &actions[0],
                 previous: None,
+                at: Some(12),
             },
             EntryRef {
+                at: None,
                 action: &actions[1],
                 previous: Some("0-3".into()),
             },

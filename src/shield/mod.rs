@@ -1331,9 +1331,11 @@ pub fn move_tasks(
             }));
             continue;
         };
+        let at = procfs::boot_ticks(sys);
         let mut entries = vec![journal::Entry {
             action: placement.clone(),
             previous: None,
+            at,
         }];
         for t in &threads {
             entries.push(journal::Entry {
@@ -1345,6 +1347,7 @@ pub fn move_tasks(
                     previous: t.cpus_allowed.clone(),
                 },
                 previous: None,
+                at,
             });
         }
         journal.append(&entries)?;

@@ -430,6 +430,27 @@ pub struct InterruptLine {
     pub description: String,
 }
 
+/// Clock ticks per second of the times in `/proc/PID/stat` (USER_HZ, 100
+/// on every architecture Linux runs on today).
+const USER_HZ: f64 = 100.0;
+
+/// Now, in clock ticks since boot (`/proc/uptime`): the unit and origin
+/// of a thread's start time in `/proc/PID/stat`.
+pub fn boot_ticks(sys: &Sys) -> Option<u64> {
+    let text = sys.read("proc/uptime").ok()?;
+    let secs: f64 = text.split_whitespace().next()?.parse().ok()?;
+    Some((secs * USER_HZ).floor() as u64)
+}
+
+/// When thread `tid` started, in clock ticks since boot (field 22 of
+/// `/proc/TID/stat`); `None` when it is gone or the field is missing.
+pub fn start_ticks(sys: &Sys, tid: i32) -> Option<u64> {
+    let text = sys.read(&format!("proc/{tid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 1..];
+    // Fields after the name start at 3 (state); start time is field 22.
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
 /// Parses `/proc/interrupts` (also works for `/proc/softirqs`): the header
 /// gives the CPU columns; returns the CPU numbers of the columns and the lines.
 pub fn parse_interrupts(text: &str) -> (Vec<u32>, Vec<InterruptLine>) {

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 INSTALL_ONLY=0
 if [ "${1:-}" = --install-only ]; then INSTALL_ONLY=1; shift; fi
 
-PKGS="qemu-system-x86 busybox-static rt-tests stress-ng xz-utils util-linux file mmdebstrap e2fsprogs"
+PKGS="qemu-system-x86 busybox-static rt-tests stress-ng xz-utils util-linux file mmdebstrap e2fsprogs binutils"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
@@ -30,8 +30,15 @@ fi
 
 echo "== static cpushield for the guest"
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield --example idle_tasks
-BIN=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/cpushield
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield --example idle_tasks --example package-assets
+REL=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release
+BIN=$REL/cpushield
+
+echo "== the .deb, from that binary (packaging/build-deb.sh)"
+rm -rf "$REL/package-assets" && "$REL/examples/package-assets" "$REL/package-assets" >/dev/null
+DEB=$(CPUSHIELD_BIN=$BIN CPUSHIELD_ASSETS=$REL/package-assets packaging/build-deb.sh 2>/dev/null | tail -n1)
+[ -f "$DEB" ] || { echo "packaging/build-deb.sh made no .deb" >&2; exit 1; }
+echo "$DEB"
 
 echo "== real-kernel scenarios (QEMU, software emulation)"
 t0=$(date +%s)
@@ -42,6 +49,6 @@ echo "== test bed took $(( $(date +%s) - t0 ))s"
 
 echo "== distributions: Debian 12 and 13 booted by systemd, with irqbalance and tuned (QEMU)"
 t0=$(date +%s)
-tests/vm/distro/run.sh --binary "$BIN" || rc=$?
+tests/vm/distro/run.sh --binary "$BIN" --deb "$DEB" || rc=$?
 echo "== distribution test bed took $(( $(date +%s) - t0 ))s"
 exit $rc

@@ -12,7 +12,7 @@ set -euo pipefail
 SUITE=${1:?usage: image.sh bookworm|trixie}
 case $SUITE in bookworm|trixie) ;; *) die "suite '$SUITE': bookworm or trixie" ;; esac
 need_cmd mmdebstrap mke2fs
-PKGS=systemd-sysv,udev,dbus,kmod,procps,util-linux,iproute2,irqbalance,tuned,rt-tests,stress-ng,python3,initramfs-tools,linux-image-cloud-amd64
+PKGS=systemd-sysv,udev,dbus,kmod,procps,util-linux,iproute2,irqbalance,tuned,rt-tests,stress-ng,python3,initramfs-tools,linux-image-cloud-amd64,man-db
 # The unit that runs a job: the job disk (/dev/vdb) holds a tar with run.sh;
 # its results go as a tar onto /dev/vdc; then the guest powers off.
 read -r -d '' UNIT <<'UNIT_EOF' || true

@@ -9,20 +9,25 @@
 # Options:
 #   --suite bookworm|trixie|all  (default all)
 #   --binary PATH                static cpushield (default: the release build)
+#   --deb PATH                   the package (packaging/build-deb.sh; default:
+#                                the newest under target/debian)
 #   --cpus N                     vCPUs (default 4)
 #   --timeout SEC                limit per boot (default 200 + 240 per scenario)
 #   --verbose                    stream the guest console
-# A scenario's header may say "# distro: cgroup=v1 suites=bookworm".
+# A scenario's header may say "# distro: cgroup=v1 suites=bookworm reboot=yes"
+# (reboot=yes: the scenario reboots the guest and goes on in the second
+# boot of the same disk; its boot then runs without -no-reboot).
 # Exit status: 0 all passed (or skipped), 1 a scenario failed, 3 a boot failed
 # twice, 2 usage or set-up.
 set -euo pipefail
 . "$(dirname "$0")/../lib/common.sh"
 D_DIR=$VM_DIR/distro
-SUITES=all; BINARY=""; CPUS=4; TIMEOUT=""; VERBOSE=0; SCENARIOS=()
+SUITES=all; BINARY=""; DEB=""; CPUS=4; TIMEOUT=""; VERBOSE=0; SCENARIOS=()
 while [ $# -gt 0 ]; do
     case $1 in
         --suite) SUITES=$2; shift ;;
         --binary) BINARY=$2; shift ;;
+        --deb) DEB=$2; shift ;;
         --cpus) CPUS=$2; shift ;;
         --timeout) TIMEOUT=$2; shift ;;
         --verbose|-v) VERBOSE=1 ;;
@@ -37,6 +42,7 @@ SUITES=${SUITES//,/ }
 need_cmd qemu-system-x86_64 tar timeout
 BINARY=${BINARY:-${CARGO_TARGET_DIR:-$REPO_DIR/target}/x86_64-unknown-linux-gnu/release/cpushield}
 [ -x "$BINARY" ] || die "no static cpushield at $BINARY (build it: see tests/vm/ci.sh)"
+DEB=${DEB:-$(ls -t "${CARGO_TARGET_DIR:-$REPO_DIR/target}"/debian/cpushield_*.deb 2>/dev/null | head -n1 || true)}
 
 files=()
 if [ ${#SCENARIOS[@]} -eq 0 ]; then
@@ -64,6 +70,7 @@ boot() {
     job=$RUN_DIR/job-$suite-$cg
     rm -rf "$job"; mkdir -p "$job/scenarios"
     cp "$BINARY" "$job/cpushield"
+    [ -n "$DEB" ] && cp "$DEB" "$job/cpushield.deb"
     cp "$D_DIR/guest/"* "$VM_DIR/guest/snapshot.sh" "$VM_DIR/guest/compare.sh" "$job/"
     for s in $scen; do cp "$(ls "$D_DIR"/scenarios/$s.sh "$D_DIR"/probes/$s.sh 2>/dev/null | head -n1)" "$job/scenarios/"; done
     echo "$scen" >"$job/order"
@@ -75,8 +82,14 @@ boot() {
     n=$(echo "$scen" | wc -w)
     limit=${TIMEOUT:-$(( 200 + 240 * n ))}
     logf=$RUN_DIR/$suite-$cg.log
+    # A guest reboots only when a scenario asks for it (reboot=yes);
+    # otherwise a reboot (a panic) ends QEMU.
+    local reboot=-no-reboot
+    for s in $scen; do
+        [ "$(hdr "$(ls "$D_DIR"/scenarios/$s.sh "$D_DIR"/probes/$s.sh 2>/dev/null | head -n1)" reboot)" = yes ] && reboot=""
+    done
     local qemu=(qemu-system-x86_64 -accel tcg,thread=single -cpu max,-cx16
-        -smp "$CPUS" -m 1536 -nographic -no-reboot -vga none
+        -smp "$CPUS" -m 1536 -nographic $reboot -vga none
         -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append"
         -drive "file=$img/root.img,if=virtio,format=raw,snapshot=on,cache=unsafe"
         -drive "file=$RUN_DIR/job.tar,if=virtio,format=raw,readonly=on"

@@ -3,6 +3,8 @@
 # tools rather than with cpushield's reports.
 S=$1
 OUT=/results/$S
+# The phase of a scenario that reboots: 1 in the first boot, 2 after.
+PHASE=1; [ -f "/var/lib/cpushield-test/$S.rebooted" ] && PHASE=2
 mkdir -p "$OUT"
 FAILS=0
 T0=$(cut -d. -f1 /proc/uptime)
@@ -132,3 +134,15 @@ irqbalance_settle() {
 service_may_run_on() {
     systemd-run --quiet --wait --collect -p Type=oneshot --unit="cs-probe-$$-$1" taskset -c "$1" true >/dev/null 2>&1
 }
+# reboot_and_resume: reboots the guest; the job goes on with this scenario
+# (PHASE=2) in the second boot of the same disk. Checks so far are kept.
+reboot_and_resume() {
+    echo "$FAILS" >"$OUT/fails.phase1"
+    echo "$S" >/var/lib/cpushield-test/resume
+    touch "/var/lib/cpushield-test/$S.rebooted"
+    sync
+    info "rebooting"
+    systemctl reboot
+    sleep 600
+}
+[ "$PHASE" = 2 ] && [ -f "$OUT/fails.phase1" ] && FAILS=$(cat "$OUT/fails.phase1")

@@ -2,12 +2,30 @@
 # Inside the distribution guest: runs the job's scenarios in order
 # (/job/order), each in its own shell, with the results protocol of the
 # busybox test bed (CPUSHIELD-SCENARIO-START / CPUSHIELD-RESULT lines).
+# A scenario may reboot the guest (guest/lib.sh reboot_and_resume): the
+# second boot of the same disk runs this again, which goes on from that
+# scenario. Any other reboot ends the job.
 export PATH=/job:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 chmod 755 /job/cpushield
+T=/var/lib/cpushield-test
+resume=""
+if [ -f $T/resume ]; then
+    resume=$(cat $T/resume); rm -f $T/resume
+    echo "CPUSHIELD-REBOOTED: second boot, going on with $resume"
+elif [ -f $T/started ]; then
+    echo "CPUSHIELD-NOTE: the guest rebooted without a scenario asking for it; job ended"
+    exit 0
+fi
+mkdir -p $T; touch $T/started
 for s in $(cat /job/order); do
-    mkdir -p "/results/$s"
-    echo "CPUSHIELD-SCENARIO-START: $s at $(cut -d' ' -f1 /proc/uptime)s"
-    timeout 600 sh "/job/scenarios/$s.sh" "$s" || echo "CPUSHIELD-RESULT: FAIL $s (the scenario script exited $?)"
+    if [ -n "$resume" ]; then
+        [ "$s" = "$resume" ] || continue
+        resume=""
+    else
+        mkdir -p "/results/$s"
+        echo "CPUSHIELD-SCENARIO-START: $s at $(cut -d' ' -f1 /proc/uptime)s"
+    fi
+    timeout 900 sh "/job/scenarios/$s.sh" "$s" || echo "CPUSHIELD-RESULT: FAIL $s (the scenario script exited $?)"
     # a shield a failed scenario left behind must not spoil the next one
     /job/cpushield off >/dev/null 2>&1
 done

@@ -1,0 +1,302 @@
+//! The command line: every command, flag and help text. Shared by the
+//! binary and by the packaging example that generates the man pages and
+//! shell completions from it (examples/package-assets.rs).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use cpushield::cpulist::CpuSet;
+
+/// The exit-code table, as `--help` prints it.
+pub const EXIT_CODES: &str = "Exit status:
+  0    success (status: no shield, or the shield holds; off: also nothing to undo)
+  1    error (I/O, damaged journal, a fatal change refused and rolled back)
+  2    bad input or refused request; nothing was changed
+  3    status, verify: a shield is active but broken (what and how to repair are printed)
+  4    not root; nothing was changed
+  5    partly restored: off (or the rollback of on) could not restore everything
+  6    another cpushield is running; nothing was changed
+  7    verify: the machine does not match the config (the shield holds)
+  run  the command's own exit status; 127 when it cannot be started";
+
+/// Shield CPUs for real-time work on a stock Linux machine, undo it exactly,
+/// and measure the effect.
+///
+/// A shielded CPU runs only the tasks and interrupts you put there: every
+/// other process, kernel thread and interrupt is moved to the remaining
+/// (housekeeping) CPUs, enforced by a cpuset the kernel maintains, so new
+/// processes cannot leak onto it. `cpushield off` gives everything back
+/// exactly as it was.
+///
+/// Typical session (as root):
+///   cpushield on 2-3                  shield CPUs 2 and 3
+///   cpushield run --cpu 3 --fifo 80 -- ./control-loop
+///   cpushield status                  what is where
+///   cpushield off                     undo exactly
+#[derive(Parser, Debug)]
+#[command(name = "cpushield", version, verbatim_doc_comment, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// Root of the kernel's file systems; a fixture directory in tests.
+    #[arg(long, global = true, default_value = "/", hide = true)]
+    pub root: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Shield CPUs: move every task, IRQ and unbound workqueue off them.
+    ///
+    /// Running `on` again with another list changes the shield.
+    On(OnArgs),
+    /// Undo the shield exactly (also after an interrupted `on`).
+    Off(OffArgs),
+    /// Bring the machine to the config file: shield it, change the shield
+    /// in place, or repair what drifted. Idempotent: run twice, the second
+    /// run changes nothing.
+    Apply(ApplyArgs),
+    /// Check that the machine matches the config file and that the shield
+    /// holds; for monitoring. Read-only.
+    ///
+    /// Exit status: 0 matches and holds; 3 the shield is broken; 7 the
+    /// machine differs from the config; 2 the config is invalid.
+    Verify(VerifyArgs),
+    /// Write the shield's state as Prometheus metrics (node_exporter's
+    /// textfile collector). Read-only, apart from the file written.
+    Metrics(MetricsArgs),
+    /// Show the shield, what is inside it, and anything that should not be
+    /// on the shielded CPUs; check that it still holds. Read-only; the
+    /// default command.
+    ///
+    /// Exit status: 0 no shield, or the shield holds; 3 a shield is active
+    /// but broken (the reasons and their repair are printed); 1 an error.
+    Status(JsonArg),
+    /// Start a command inside the shield (exec, no shell in between).
+    Run(RunArgs),
+    /// Move running processes or threads into or out of the shield.
+    Move(MoveArgs),
+    /// Measure latency on CPUs (timer, rtc, noise, gtod, periodic probes).
+    ///
+    /// Pins and prioritises only its own threads: safe on any machine.
+    Measure(cpushield::measure::MeasureArgs),
+    /// Document the tuning knobs that `on --tune` applies.
+    Tune(TuneArgs),
+    /// The experiment: latency idle, unshielded under load, and shielded
+    /// under the same load; table, plots and an HTML report.
+    ///
+    /// The shielded phase applies a shield to the whole machine (root
+    /// needed) and always undoes it, also on error or Ctrl-C.
+    Compare(CompareArgs),
+    /// Print the kernel command line that isolates CPUs from boot on (advice only).
+    BootArgs(BootArgsArgs),
+    /// Report what noise still reaches the shielded CPUs, and what to do
+    /// about it. Read-only.
+    Audit(AuditArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TuneArgs {
+    /// List the knobs: files, value set, why, risk.
+    #[arg(long, required = true)]
+    pub list: bool,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BootArgsArgs {
+    /// CPUs to isolate at boot.
+    #[arg(value_name = "CPULIST", value_parser = parse_cpus)]
+    pub cpus: CpuSet,
+    /// Print JSON for machines instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// CPUs to audit (default: the active shield's).
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuSet>,
+    /// Seconds to count interrupts over (0: skip the deltas).
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub window: f64,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// CPUs to measure and shield (cpulist or hex mask); at least one
+    /// online CPU must stay outside.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, required_unless_present = "check")]
+    pub cpus: Option<CpuSet>,
+    /// Background load: cpu, io, vm, hdd, full or none.
+    #[arg(long, value_name = "SCENARIO", default_value = "full")]
+    pub load: cpushield::load::Scenario,
+    /// Latency probe.
+    #[arg(long, value_enum, default_value = "timer")]
+    pub probe: cpushield::measure::ProbeKind,
+    /// Seconds per phase.
+    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    pub duration: f64,
+    /// Output directory (default: ./cpushield-compare-<unix time>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Over-threshold limits in µs (comma-separated).
+    #[arg(long, value_name = "US,...", value_delimiter = ',', default_values_t = cpushield::report::DEFAULT_THRESHOLDS_US)]
+    pub threshold: Vec<f64>,
+    /// Phases to run, in order (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = cpushield::compare::Phase::ALL)]
+    pub phases: Vec<cpushield::compare::Phase>,
+    /// Check the request and show the phases and the shield plan; run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print results.json to stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Check a report directory written earlier (files, headers,
+    /// results.json, phases) and print its phases and ratios as
+    /// tab-separated lines; exit 1 when it is not well-formed. For test
+    /// scripts (the guest has no JSON tool).
+    #[arg(long, value_name = "DIR", hide = true, conflicts_with_all = ["cpus", "dry_run", "json"])]
+    pub check: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct OffArgs {
+    /// Show what would be undone; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    /// The config file [default: /etc/cpushield/cpushield.toml].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Show what would change; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// The config file [default: /etc/cpushield/cpushield.toml].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Print JSON for machines instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MetricsArgs {
+    /// Write DIR/cpushield.prom atomically (node_exporter's textfile
+    /// directory, on Debian /var/lib/prometheus/node-exporter) instead of
+    /// printing.
+    #[arg(long, value_name = "DIR")]
+    pub textfile: Option<PathBuf>,
+    /// Also export the latency figures of this `compare` results.json.
+    #[arg(long, value_name = "FILE")]
+    pub results: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct JsonArg {
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct OnArgs {
+    /// CPUs to shield: a cpulist such as `2-3` or `1,3,5-7`, or a hex mask such as `0xc`.
+    #[arg(value_name = "CPULIST", value_parser = parse_cpus)]
+    pub cpus: CpuSet,
+    /// IRQ to bind to the shield (number, or name as in /proc/interrupts); repeatable.
+    #[arg(long = "irq", value_name = "IRQ")]
+    pub irqs: Vec<String>,
+    /// Show what would change; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also move tasks whose own affinity lies wholly inside the shield.
+    #[arg(long)]
+    pub force: bool,
+    /// Allow shielding one hyper-thread sibling of a core but not the other.
+    #[arg(long)]
+    pub allow_split_siblings: bool,
+    /// Also apply tuning knobs, undone by `off`: `--tune` for all, or
+    /// `--tune=KNOB,...` (see `cpushield tune --list`).
+    #[arg(long, value_name = "KNOBS", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all", value_delimiter = ',')]
+    pub tune: Option<Vec<String>>,
+    /// Take each shielded CPU offline and online again before the cpusets
+    /// are created, to push per-CPU timers off it (CPU hotplug; refused for
+    /// CPUs that cannot go offline, such as CPU 0 on most x86 machines).
+    #[arg(long)]
+    pub hotplug_restart: bool,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Pin the command to this shielded CPU (default: all shielded CPUs).
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<u32>,
+    /// Run with SCHED_FIFO at this priority (1-99).
+    #[arg(long, value_name = "PRIO", conflicts_with = "rr", value_parser = clap::value_parser!(i32).range(1..=99))]
+    pub fifo: Option<i32>,
+    /// Run with SCHED_RR at this priority (1-99).
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(i32).range(1..=99))]
+    pub rr: Option<i32>,
+    /// Run as this user, with all privileges dropped.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Show where and how the command would run; run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct MoveArgs {
+    /// Process ids (or thread ids with --thread).
+    #[arg(required = true, value_name = "PID")]
+    pub pids: Vec<i32>,
+    /// Move into the shield.
+    #[arg(long = "in", conflicts_with = "out", required_unless_present = "out")]
+    pub into: bool,
+    /// Move out to the housekeeping CPUs.
+    #[arg(long)]
+    pub out: bool,
+    /// Pin to this CPU (of the shield with --in, of the housekeeping CPUs with --out).
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<u32>,
+    /// Move single threads rather than whole processes (cgroup v1 only).
+    #[arg(long)]
+    pub thread: bool,
+    /// Show what would move; move nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn parse_cpus(s: &str) -> Result<CpuSet, String> {
+    CpuSet::parse_user(s).map_err(|e| e.to_string())
+}

@@ -1,0 +1,103 @@
+#!/bin/sh
+# summary: the .deb installs and changes nothing; a config and the enabled
+#   cpushield.service shield CPUs 2-3 at boot (a second boot of the same
+#   disk), before multi-user.target, with the services started at boot off
+#   them; verify, metrics and man work; a removed irqbalance ban fails
+#   verify; systemctl stop cpushield gives back the machine; purge
+# distro: reboot=yes
+. /job/lib.sh "$1"
+SH=2-3
+D=/run/systemd/system/irqbalance.service.d
+us() { systemctl show -p "$2" --value "$1"; }   # a unit's monotonic timestamp, µs
+if [ "$PHASE" = 1 ]; then
+    [ -f /job/cpushield.deb ] || { check "the job has the .deb (tests/vm/ci.sh builds it)" false; result; }
+    irqbalance_settle
+    snap before
+    dpkg -i /job/cpushield.deb >"$OUT/dpkg-i.out" 2>&1; rc=$?
+    sed 's/^/    | /' "$OUT/dpkg-i.out"
+    check "dpkg -i exits 0" [ "$rc" = 0 ]
+    check "the unit is installed, disabled" [ "$(systemctl is-enabled cpushield.service 2>&1)" = disabled ]
+    snap installed
+    snap_equal before installed "installing the package changed nothing on the running system"
+    check "man cpushield shows the page" eval 'man -P cat cpushield 2>/dev/null | grep -q "cpushield apply"'
+    check "man cpushield-apply shows the page" eval 'man -P cat cpushield-apply 2>/dev/null | grep -q -- "--config"'
+    check "bash completion installed" [ -s /usr/share/bash-completion/completions/cpushield ]
+    mkdir -p /etc/cpushield
+    cp /usr/share/doc/cpushield/examples/cpushield.toml /etc/cpushield/cpushield.toml
+    echo 'cpus = "2-3"' >>/etc/cpushield/cpushield.toml
+    cs verify
+    check "verify before the shield: exit 7 (differs: no shield)" [ "$CS_RC" = 7 ]
+    systemctl enable cpushield.service >/dev/null 2>&1
+    check "systemctl enable cpushield" [ "$(systemctl is-enabled cpushield.service)" = enabled ]
+    reboot_and_resume
+fi
+
+info "second boot: $(cut -d' ' -f1 /proc/uptime)s up"
+check "cpushield.service is active" [ "$(systemctl is-active cpushield.service)" = active ]
+applied=$(us cpushield.service ExecMainExitTimestampMonotonic)
+multi=$(us multi-user.target ActiveEnterTimestampMonotonic)
+started=$(us cpushield.service ExecMainStartTimestampMonotonic)
+info "boot to shield applied: $(awk -v a="$applied" 'BEGIN { printf "%.1f", a / 1e6 }') s (apply took $(awk -v a="$applied" -v s="$started" 'BEGIN { printf "%.1f", (a - s) / 1e6 }') s); multi-user.target at $(awk -v m="$multi" 'BEGIN { printf "%.1f", m / 1e6 }') s"
+note "boot to shield applied: $(awk -v a="$applied" 'BEGIN { printf "%.1f", a / 1e6 }') s, apply $(awk -v a="$applied" -v s="$started" 'BEGIN { printf "%.1f", (a - s) / 1e6 }') s, multi-user.target $(awk -v m="$multi" 'BEGIN { printf "%.1f", m / 1e6 }') s (TCG)"
+check "the shield was in place before multi-user.target" [ "$applied" -gt 0 ] && [ "$applied" -le "$multi" ]
+journalctl -b -u cpushield.service --no-pager -o cat >"$OUT/unit.journal" 2>&1
+sed 's/^/    | /' "$OUT/unit.journal" | head -n 30
+irqbalance_settle
+thread_leaks $SH >"$OUT/leaks"
+sed 's/^/    /' "$OUT/leaks" | head -20
+check "services started at boot: 0 threads outside the shield allowed on $SH" [ ! -s "$OUT/leaks" ]
+for u in systemd-journald irqbalance dbus systemd-logind; do
+    pid=$(us $u MainPID)
+    [ -n "$pid" ] && [ "$pid" != 0 ] || continue
+    c=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/$pid/status)
+    check "service $u started at boot (pid $pid) allowed $c: off $SH" eval '! meets "$c" $SH'
+done
+check "a new service asking for CPU 2 by itself is refused by the kernel" eval '! service_may_run_on 2'
+cs verify
+check "verify: exit 0" [ "$CS_RC" = 0 ]
+mkdir -p /tmp/prom
+cs metrics --textfile /tmp/prom
+check "metrics --textfile exits 0" [ "$CS_RC" = 0 ]
+sed 's/^/    | /' /tmp/prom/cpushield.prom | grep -v '# HELP' | head -n 30
+check "the textfile parses: HELP/TYPE lines and 'name{labels} number' samples" awk '
+    /^# HELP cpushield_[a-z_]+ / { next }
+    /^# TYPE cpushield_[a-z_]+ (gauge|counter)$/ { typed[$3] = 1; next }
+    { n = $1; sub(/\{.*/, "", n)
+      if (!(n in typed) || $0 !~ /^cpushield_[a-z_]+(\{[a-z]+="[^"]*"\})? -?[0-9.e+]+$/) { print "bad: " $0; bad = 1 } }
+    END { exit bad }' /tmp/prom/cpushield.prom
+check "metrics: shield_up 1" grep -qx 'cpushield_shield_up 1' /tmp/prom/cpushield.prom
+check "metrics: 0 leaked threads" grep -qx 'cpushield_leaked_threads 0' /tmp/prom/cpushield.prom
+
+info "breaking it: the irqbalance ban removed, irqbalance restarted"
+rm -f $D/50-cpushield.conf
+systemctl daemon-reload; systemctl restart irqbalance; sleep 2
+cs verify
+check "verify: exit 3 when the irqbalance ban is gone" [ "$CS_RC" = 3 ]
+check "verify names irqbalance" grep -q "broken (irqbalance)" "$OUT/cs.out"
+systemctl reload cpushield.service
+check "systemctl reload cpushield (apply) repairs it" [ "$(systemctl is-active cpushield.service)" = active ]
+cs verify
+check "verify: exit 0 again" [ "$CS_RC" = 0 ]
+
+systemctl stop cpushield.service
+check "systemctl stop cpushield: inactive" [ "$(systemctl is-active cpushield.service)" = inactive ]
+irqbalance_settle
+snap stopped
+snap_equal_after_irqbalance before stopped "after systemctl stop: IRQs, cgroups, unit properties, irqbalance, runtime files as before the first boot's shield"
+check "after stop: a new service may ask for CPU 2 again" service_may_run_on 2
+systemctl start cpushield.service
+check "systemctl start cpushield again: active" [ "$(systemctl is-active cpushield.service)" = active ]
+systemctl stop cpushield.service
+irqbalance_settle
+snap stopped2
+snap_equal_after_irqbalance stopped stopped2 "start and stop in one boot: everything as before, threads included"
+
+systemctl disable cpushield.service >/dev/null 2>&1
+dpkg --purge cpushield >"$OUT/purge.out" 2>&1; rc=$?
+sed 's/^/    | /' "$OUT/purge.out"
+check "dpkg --purge exits 0" [ "$rc" = 0 ]
+check "the binary is gone" [ ! -e /usr/sbin/cpushield ]
+check "the admin's config is kept" [ -f /etc/cpushield/cpushield.toml ]
+snap purged
+snap_equal stopped2 purged "purging the package changed nothing on the running system"
+result
