@@ -451,6 +451,7 @@ mod tests {
         let e = |path: &str| Entry {
             action: Action::Mkdir { path: path.into() },
             previous: None,
+            at: Some(5),
         };
         j.append(&[e("a"), e("b")]).unwrap();
         j.append(&[e("c")]).unwrap();
@@ -508,10 +509,12 @@ mod tests {
             Entry {
                 action: actions[0].clone(),
                 previous: None,
+                at: Some(12),
             },
             Entry {
                 action: actions[1].clone(),
                 previous: Some("0-3".into()),
+                at: None,
             },
         ];
         assert_eq!(read_entries(&sys).unwrap(), owned);
