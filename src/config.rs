@@ -6,7 +6,7 @@
 //! ```toml
 //! cpus = "2-3"                 # required: cpulist or hex mask
 //! irqs = ["eth0-rx-0", "45"]   # IRQs bound to the shield
-//! tune = ["all"]               # or knob names (cpushield tune --list), or "all"
+//! tune = ["all"]               # or knob names such as "timer-migration" (cpushield tune --list), or "all"
 //! hotplug_restart = false
 //! force = false
 //! allow_split_siblings = false
@@ -162,7 +162,7 @@ mod tests {
         assert_eq!(r.tune, ["all"]);
         assert!(r.hotplug_restart && r.force && r.allow_split_siblings);
         let r = parse(
-            "cpus = \"0xc\"\ntune = [\"timer_migration\"]\n",
+            "cpus = \"0xc\"\ntune = [\"timer-migration\"]\n",
             Path::new("c"),
         )
         .unwrap();

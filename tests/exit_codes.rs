@@ -236,17 +236,18 @@ fn help_shows_the_exit_code_table() {
     for line in [
         "Exit status:",
         "  2    bad input",
-        "  3    status:",
+        "  3    status, verify:",
         "  4    not root",
         "  5    partly restored",
         "  6    another cpushield",
+        "  7    verify:",
     ] {
         assert!(help.contains(line), "{line:?} not in --help:\n{help}");
     }
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     for row in [
-        "| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 4 |", "| 5 |", "| 6 |", "| 127 |",
+        "| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 4 |", "| 5 |", "| 6 |", "| 7 |", "| 127 |",
     ] {
         assert!(readme.contains(row), "README's exit code table lacks {row}");
     }
