@@ -987,7 +987,8 @@ fn plan_v1_moves(
     }
 }
 
-fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
+/// The step that sets thread `t`'s affinity to `cpus` (recording what it was).
+pub(crate) fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
     Step {
         action: Action::SetAffinity {
             pid: t.pid,

@@ -420,16 +420,7 @@ fn inside_tasks(
             Some(t.cpus_allowed.intersection(to)).filter(|c| !c.is_empty())
         }
     };
-    let set = |t: &Thread, cpus: CpuSet| Step {
-        action: Action::SetAffinity {
-            pid: t.pid,
-            tid: t.tid,
-            name: t.name.clone(),
-            cpus,
-            previous: t.cpus_allowed.clone(),
-        },
-        fatal: false,
-    };
+    let set = plan::set_affinity;
     let mut by_pid: BTreeMap<i32, Vec<&Thread>> = BTreeMap::new();
     for t in live.threads.iter().filter(|t| in_shield_cgroup(&t.cgroup)) {
         by_pid.entry(t.pid).or_default().push(t);
@@ -441,7 +432,10 @@ fn inside_tasks(
             let here = format!("{mount}{}", t.cgroup);
             match new_affinity(t) {
                 Some(cpus) => {
-                    if cpus != t.cpus_allowed {
+                    // Set again after a resize even when unchanged: 6.1
+                    // resets the affinity of every task of a cpuset whose
+                    // CPUs change.
+                    if cpus != t.cpus_allowed || from != to {
                         out.affinities.push(set(t, cpus.clone()));
                     }
                     out.staying.push(TaskRef {
