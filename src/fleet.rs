@@ -335,6 +335,20 @@ mod tests {
     }
 
     #[test]
+    fn a_request_reads_back_as_its_on_command() {
+        let r = Request {
+            irqs: vec!["eth0".into()],
+            tune: vec!["vmstat".into(), "watchdog".into()],
+            force: true,
+            ..req("2-3")
+        };
+        assert_eq!(
+            r.command_line(),
+            "cpushield on 2-3 --irq eth0 --tune=vmstat,watchdog --force"
+        );
+    }
+
+    #[test]
     fn differences_name_each_field() {
         let had = Request {
             tune: vec!["all".into()],

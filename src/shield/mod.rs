@@ -956,8 +956,12 @@ fn holds_checks(
     irqs_on_shield: &[IrqPlacement],
 ) -> Vec<Breakage> {
     let shield = &state.shield;
+    let again = state
+        .request
+        .as_ref()
+        .map_or_else(|| format!("cpushield on {shield}"), Request::command_line);
     let rebuild = format!(
-        "run 'cpushield on {shield}' again: it undoes what is left and builds the shield anew"
+        "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"
     );
     let mut out = Vec::new();
     let mut broken = |check: &str, what: String, repair: &str| {

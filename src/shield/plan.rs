@@ -34,6 +34,29 @@ pub struct Request {
     pub hotplug_restart: bool,
 }
 
+impl Request {
+    /// The `cpushield on` command line that makes this request.
+    pub fn command_line(&self) -> String {
+        let mut out = format!("cpushield on {}", self.cpus);
+        for irq in &self.irqs {
+            out.push_str(&format!(" --irq {irq}"));
+        }
+        if !self.tune.is_empty() {
+            out.push_str(&format!(" --tune={}", self.tune.join(",")));
+        }
+        for (set, flag) in [
+            (self.hotplug_restart, " --hotplug-restart"),
+            (self.force, " --force"),
+            (self.allow_split_siblings, " --allow-split-siblings"),
+        ] {
+            if set {
+                out.push_str(flag);
+            }
+        }
+        out
+    }
+}
+
 /// How a write is checked by reading back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -120,6 +120,15 @@ irqbalance_settle
 snap stopped2
 snap_equal_after_irqbalance stopped stopped2 "start and stop in one boot: everything as before, threads included"
 
+info "an invalid config: the unit must fail visibly"
+echo 'cpus = "2-9"' >/etc/cpushield/cpushield.toml
+systemctl start cpushield.service 2>/dev/null
+check "start with an invalid config: the unit failed" [ "$(systemctl is-active cpushield.service)" = failed ]
+systemctl status cpushield.service --no-pager -l >"$OUT/failed.status" 2>&1
+sed 's/^/    | /' "$OUT/failed.status" | head -n 14
+check "systemctl status shows why (CPUs 4-9 do not exist)" grep -q "CPUs 4-9 do not exist" "$OUT/failed.status"
+check "and nothing changed: a new service may ask for CPU 2" service_may_run_on 2
+systemctl reset-failed cpushield.service
 systemctl disable cpushield.service >/dev/null 2>&1
 dpkg --purge cpushield >"$OUT/purge.out" 2>&1; rc=$?
 sed 's/^/    | /' "$OUT/purge.out"
