@@ -348,7 +348,7 @@ fn apply_plan(
     let journal_before = journal.time_spent();
     let result = apply::apply(sys, journal, &plan.steps, stop, applied).and_then(|()| {
         if req.hotplug_restart {
-            *respread = sweep_irqs(sys, plan, journal, stop, applied)?;
+            *respread = sweep_irqs(sys, plan, journal, stop, applied, &[])?;
         }
         Ok(())
     });
@@ -481,6 +481,13 @@ fn reshape_timed(
         &mut respread,
         timings,
     );
+    // IRQs that came back onto the shield while it changed (irqbalance
+    // placing IRQs anew at its restart, seen on Debian 13): off again.
+    let mut came_back = Vec::new();
+    let result = result.and_then(|after| {
+        came_back = sweep_irqs(sys, plan, &mut journal, stop, &mut applied, &old.irqs_kept)?;
+        Ok(after)
+    });
     let after = match result {
         Ok(after) => after,
         Err(error) => {
@@ -500,6 +507,14 @@ fn reshape_timed(
     state.housekeeping = plan.housekeeping.clone();
     state.partition = plan.partition.clone().or(old.partition.clone());
     let mut out = finished(report(plan, &after, Some(&applied), false));
+    if !came_back.is_empty() {
+        let list: Vec<String> = came_back.iter().map(u32::to_string).collect();
+        out.notes.push(format!(
+            "IRQs {} came back onto the shield while it changed (irqbalance places IRQs anew when it restarts); moved off again",
+            list.join(", ")
+        ));
+        out.irqs_moved.extend(came_back);
+    }
     finish(
         sys,
         plan,
@@ -547,12 +562,16 @@ fn sweep_irqs(
     journal: &mut Journal,
     stop: &AtomicBool,
     applied: &mut Applied,
+    skip: &[u32],
 ) -> Result<Vec<u32>, ApplyError> {
     let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
     let mut steps = Vec::new();
     let mut irqs = Vec::new();
     for irq in snapshot::read_irqs(sys)? {
-        if plan.irqs_to_shield.contains(&irq.irq) || !irq.affinity.intersects(&plan.shield) {
+        if plan.irqs_to_shield.contains(&irq.irq)
+            || skip.contains(&irq.irq)
+            || !irq.affinity.intersects(&plan.shield)
+        {
             continue;
         }
         let action = Action::Write {

@@ -79,15 +79,16 @@ boot() {
     rm -f "$res"; truncate -s 64M "$res"
     append="root=/dev/vda rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
     [ "$cg" = v1 ] && append="$append systemd.unified_cgroup_hierarchy=0"
-    n=$(echo "$scen" | wc -w)
-    limit=${TIMEOUT:-$(( 200 + 240 * n ))}
-    logf=$RUN_DIR/$suite-$cg.log
     # A guest reboots only when a scenario asks for it (reboot=yes);
     # otherwise a reboot (a panic) ends QEMU.
     local reboot=-no-reboot
     for s in $scen; do
         [ "$(hdr "$(ls "$D_DIR"/scenarios/$s.sh "$D_DIR"/probes/$s.sh 2>/dev/null | head -n1)" reboot)" = yes ] && reboot=""
     done
+    n=$(echo "$scen" | wc -w)
+    limit=${TIMEOUT:-$(( 200 + 240 * n ))}
+    [ -z "$reboot" ] && [ -z "$TIMEOUT" ] && limit=$((limit + 300))
+    logf=$RUN_DIR/$suite-$cg.log
     local qemu=(qemu-system-x86_64 -accel tcg,thread=single -cpu max,-cx16
         -smp "$CPUS" -m 1536 -nographic $reboot -vga none
         -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append"
