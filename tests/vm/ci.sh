@@ -36,8 +36,8 @@ BIN=$REL/cpushield
 
 echo "== the .deb, from that binary (packaging/build-deb.sh)"
 rm -rf "$REL/package-assets" && "$REL/examples/package-assets" "$REL/package-assets" >/dev/null
-DEB=$(CPUSHIELD_BIN=$BIN CPUSHIELD_ASSETS=$REL/package-assets packaging/build-deb.sh 2>/dev/null | tail -n1)
-[ -f "$DEB" ] || { echo "packaging/build-deb.sh made no .deb" >&2; exit 1; }
+DEB=$(CPUSHIELD_BIN=$BIN CPUSHIELD_ASSETS=$REL/package-assets packaging/build-deb.sh 2>"$REL/build-deb.log" | tail -n1) || true
+[ -f "$DEB" ] || { cat "$REL/build-deb.log" >&2; echo "packaging/build-deb.sh made no .deb (output above)" >&2; exit 1; }
 echo "$DEB"
 
 echo "== real-kernel scenarios (QEMU, software emulation)"
