@@ -185,42 +185,41 @@ fn render(
     now: u64,
 ) -> String {
     let mut out = String::new();
-    let mut gauge = |name: &str, help: &str, samples: &[(String, f64)]| {
-        let _ = writeln!(out, "# HELP cpushield_{name} {help}");
-        let _ = writeln!(out, "# TYPE cpushield_{name} gauge");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "cpushield_{name}{labels} {value}");
-        }
-    };
     let one = |v: f64| vec![(String::new(), v)];
     let active = status.shield.is_some();
     let shield = status.shield.clone().unwrap_or_default();
     gauge(
+        &mut out,
         "shield_active",
         "1 when a shield is active (complete or not), else 0.",
         &one(f64::from(u8::from(active))),
     );
     gauge(
+        &mut out,
         "shield_up",
         "1 when a shield is active, complete and holds (the kernel enforces it, nothing drifted), else 0.",
         &one(f64::from(u8::from(active && status.complete && status.holds))),
     );
     gauge(
+        &mut out,
         "broken_checks",
         "Checks of the active shield that fail (cpushield status names them).",
         &one(status.broken.len() as f64),
     );
     gauge(
+        &mut out,
         "shielded_cpus",
         "Number of shielded CPUs.",
         &one(shield.len() as f64),
     );
     gauge(
+        &mut out,
         "housekeeping_cpus",
         "Number of online CPUs outside the shield.",
         &one(status.online.difference(&shield).len() as f64),
     );
     gauge(
+        &mut out,
         "leaked_threads",
         "Threads outside the shield that may run on shielded CPUs.",
         &one(status.intruders.len() as f64),
@@ -231,6 +230,7 @@ fn render(
         .filter(|i| i.affinity.intersects(&shield) && !irqs_kept.contains(&i.irq))
         .count();
     gauge(
+        &mut out,
         "leaked_irqs",
         "IRQs whose affinity allows shielded CPUs and that the shield neither bound there nor failed to move.",
         &one(leaked_irqs as f64),
@@ -245,29 +245,23 @@ fn render(
                 (format!("{{cpu=\"{c}\"}}"), sum as f64)
             })
             .collect();
-        let _ = writeln!(
-            out,
-            "# HELP cpushield_interrupts_total Interrupts served by each shielded CPU since boot (all lines of /proc/interrupts)."
+        family(
+            &mut out,
+            "interrupts_total",
+            "counter",
+            "Interrupts served by each shielded CPU since boot (all lines of /proc/interrupts).",
+            &samples,
         );
-        let _ = writeln!(out, "# TYPE cpushield_interrupts_total counter");
-        for (labels, v) in samples {
-            let _ = writeln!(out, "cpushield_interrupts_total{labels} {v}");
-        }
     }
-    let mut gauge = |name: &str, help: &str, samples: &[(String, f64)]| {
-        let _ = writeln!(out, "# HELP cpushield_{name} {help}");
-        let _ = writeln!(out, "# TYPE cpushield_{name} gauge");
-        for (labels, value) in samples {
-            let _ = writeln!(out, "cpushield_{name}{labels} {value}");
-        }
-    };
     if let Some(at) = last_apply {
         gauge(
+            &mut out,
             "last_apply_timestamp_seconds",
             "When cpushield apply last brought the machine to its config (Unix time).",
             &[(String::new(), at as f64)],
         );
         gauge(
+            &mut out,
             "last_apply_age_seconds",
             "Seconds since cpushield apply last brought the machine to its config.",
             &[(String::new(), now.saturating_sub(at) as f64)],
@@ -275,6 +269,7 @@ fn render(
     }
     if let Some(f) = figures {
         gauge(
+            &mut out,
             "results_timestamp_seconds",
             "When the compare run of the exported latency figures started (Unix time).",
             &[(String::new(), f.started_unix_s.floor())],
@@ -287,22 +282,39 @@ fn render(
                 .collect::<Vec<_>>()
         };
         gauge(
+            &mut out,
             "latency_max_microseconds",
             "Largest latency per phase of the last compare run, µs.",
             &per_phase(|r| r.max_us),
         );
         gauge(
+            &mut out,
             "latency_p99_microseconds",
             "99th percentile latency per phase of the last compare run, µs.",
             &per_phase(|r| r.p99_us),
         );
         gauge(
+            &mut out,
             "latency_avg_microseconds",
             "Mean latency per phase of the last compare run, µs.",
             &per_phase(|r| r.avg_us),
         );
     }
     out
+}
+
+/// One metric family: its HELP and TYPE lines, then its samples
+/// (`labels` is `{name="value"}` or empty).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
+    let _ = writeln!(out, "# HELP cpushield_{name} {help}");
+    let _ = writeln!(out, "# TYPE cpushield_{name} {kind}");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "cpushield_{name}{labels} {value}");
+    }
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {
+    family(out, name, "gauge", help, samples)
 }
 
 /// Writes `text` as `DIR/cpushield.prom` atomically (a temporary file the

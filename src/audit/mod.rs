@@ -325,14 +325,13 @@ fn interrupt_findings(cx: &mut Ctx, irqs: &[Delta], soft: &[Delta], secs: f64) {
 
 fn irq_affinity(cx: &mut Ctx, entries: &[journal::Entry]) -> Result<(), AuditError> {
     // IRQs bound to the shield on request (`on --irq`) are wanted there.
-    let wanted: Vec<String> = entries
+    let wanted: Vec<u32> = entries
         .iter()
         .filter_map(|e| match &e.action {
             crate::shield::plan::Action::Write { path, value, .. }
-                if path.ends_with("/smp_affinity_list")
-                    && CpuSet::parse_list(value).is_ok_and(|v| v.is_subset(&cx.targets)) =>
+                if CpuSet::parse_list(value).is_ok_and(|v| v.is_subset(&cx.targets)) =>
             {
-                Some(path.clone())
+                snapshot::irq_of_affinity_file(path)
             }
             _ => None,
         })
@@ -343,7 +342,7 @@ fn irq_affinity(cx: &mut Ctx, entries: &[journal::Entry]) -> Result<(), AuditErr
     let mut effective = Vec::new();
     let mut allowed = Vec::new();
     for i in &irqs {
-        if wanted.contains(&format!("proc/irq/{}/smp_affinity_list", i.irq)) {
+        if wanted.contains(&i.irq) {
             continue;
         }
         let label = if i.name.is_empty() {

@@ -393,8 +393,31 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
     }
     timings.undo_writes += t.elapsed();
     let t = Instant::now();
-    // The oldest record of a thread's affinity is what it had before cpushield.
-    let mut original: Vec<(i32, &CpuSet, Option<u64>)> = Vec::new();
+    let original = original_affinities(entries);
+    // Thousands of independent syscalls: spread them over the CPUs.
+    let parts = crate::sys::in_parallel(&original, 512, |part| {
+        let mut out = Undone::default();
+        for (tid, cpus, at) in part {
+            if recycled(sys, *tid, *at) {
+                out.recycled.push(*tid);
+                continue;
+            }
+            restore_affinity(sys, *tid, cpus, &mut out);
+        }
+        out
+    });
+    for part in parts {
+        out.add(part);
+    }
+    timings.undo_affinities += t.elapsed();
+    out
+}
+
+/// The oldest record of each thread's affinity in the journal, which is
+/// what it had before cpushield, with when it was journaled; in journal
+/// order.
+pub(crate) fn original_affinities(entries: &[Entry]) -> Vec<(i32, &CpuSet, Option<u64>)> {
+    let mut original = Vec::new();
     let mut seen: HashSet<i32> = HashSet::new();
     for e in entries {
         let recs: &[(i32, CpuSet)] = match &e.action {
@@ -413,23 +436,7 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
             }
         }
     }
-    // Thousands of independent syscalls: spread them over the CPUs.
-    let parts = crate::sys::in_parallel(&original, 512, |part| {
-        let mut out = Undone::default();
-        for (tid, cpus, at) in part {
-            if recycled(sys, *tid, *at) {
-                out.recycled.push(*tid);
-                continue;
-            }
-            restore_affinity(sys, *tid, cpus, &mut out);
-        }
-        out
-    });
-    for part in parts {
-        out.add(part);
-    }
-    timings.undo_affinities += t.elapsed();
-    out
+    original
 }
 
 impl Undone {

@@ -428,24 +428,12 @@ fn reshape_timed(
         out.left_shield = change.leaving.clone();
         out.kept.extend(change.staying.iter().cloned());
         out.irqbalance_ban = out.irqbalance_ban.take().or(change.irqbalance_ban.clone());
-        for path in &change.still_refused {
-            let irq = path
-                .strip_prefix("proc/irq/")
-                .and_then(|p| p.strip_suffix("/smp_affinity_list"))
-                .and_then(|n| n.parse::<u32>().ok());
-            if let Some(irq) = irq {
-                out.irqs_refused.push(IrqRefusal {
-                    irq,
-                    name: snap
-                        .irqs
-                        .iter()
-                        .find(|i| i.irq == irq)
-                        .map(|i| i.name.clone())
-                        .unwrap_or_default(),
-                    reason: "refused before; not tried again".into(),
-                });
-            }
-        }
+        out.irqs_refused
+            .extend(change.still_refused.iter().map(|&irq| IrqRefusal {
+                irq,
+                name: irq_name(&snap, irq),
+                reason: "refused before; not tried again".into(),
+            }));
         out
     };
     if dry_run || plan.steps.is_empty() {
@@ -575,7 +563,7 @@ fn sweep_irqs(
             continue;
         }
         let action = Action::Write {
-            path: format!("proc/irq/{}/smp_affinity_list", irq.irq),
+            path: snapshot::irq_affinity_file(irq.irq),
             value: plan::away_from(&irq.affinity, &plan.shield, &plan.housekeeping).to_string(),
             check: plan::Check::CpuList,
             undo: plan::Undo::Previous,
@@ -595,7 +583,11 @@ fn sweep_irqs(
         .iter()
         .map(|r| r.target.clone())
         .collect();
-    irqs.retain(|n| !now_refused.contains(&format!("/proc/irq/{n}/smp_affinity_list")));
+    irqs.retain(|&n| {
+        !now_refused
+            .iter()
+            .any(|t| snapshot::irq_of_affinity_file(t) == Some(n))
+    });
     Ok(irqs)
 }
 
@@ -643,6 +635,15 @@ fn sweep_forked(
     Ok(Snapshot::reread(sys, last.as_ref().unwrap_or(before))?)
 }
 
+/// The device name of IRQ `irq` in the snapshot (empty when unknown).
+fn irq_name(snap: &Snapshot, irq: u32) -> String {
+    snap.irqs
+        .iter()
+        .find(|i| i.irq == irq)
+        .map(|i| i.name.clone())
+        .unwrap_or_default()
+}
+
 fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool) -> OnReport {
     let mut irqs_moved = Vec::new();
     let mut irqs_refused = Vec::new();
@@ -653,11 +654,7 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
         .unwrap_or_default();
     for step in &plan.steps {
         if let Action::Write { path, .. } = &step.action {
-            if let Some(irq) = path
-                .strip_prefix("proc/irq/")
-                .and_then(|p| p.strip_suffix("/smp_affinity_list"))
-                .and_then(|n| n.parse::<u32>().ok())
-            {
+            if let Some(irq) = snapshot::irq_of_affinity_file(path) {
                 if !refused_paths.contains(&format!("/{path}"))
                     && !plan.irqs_to_shield.contains(&irq)
                 {
@@ -668,20 +665,10 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
     }
     if let Some(a) = applied {
         for r in &a.refused {
-            let irq = r
-                .target
-                .strip_prefix("/proc/irq/")
-                .and_then(|p| p.strip_suffix("/smp_affinity_list"))
-                .and_then(|n| n.parse::<u32>().ok());
-            match irq {
+            match snapshot::irq_of_affinity_file(&r.target) {
                 Some(irq) => irqs_refused.push(IrqRefusal {
                     irq,
-                    name: snap
-                        .irqs
-                        .iter()
-                        .find(|i| i.irq == irq)
-                        .map(|i| i.name.clone())
-                        .unwrap_or_default(),
+                    name: irq_name(snap, irq),
                     reason: r.reason.clone(),
                 }),
                 None if r.target.starts_with("task ") => tasks_refused.push(r.clone()),

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use super::owners::{Owners, IRQBALANCE_UNIT};
 use super::snapshot::{
-    cpu_online_file, in_shield_cgroup, CgroupSetup, Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_CGROUP,
-    SHIELD_SLICE, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
+    cpu_online_file, in_shield_cgroup, irq_affinity_file, CgroupSetup, Snapshot,
+    DEFAULT_IRQ_AFFINITY, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
 };
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
@@ -570,7 +570,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
                 to_shield,
                 Step {
                     action: Action::Write {
-                        path: format!("proc/irq/{}/smp_affinity_list", irq.irq),
+                        path: irq_affinity_file(irq.irq),
                         value: target.to_string(),
                         check: Check::CpuList,
                         undo: Undo::Previous,

@@ -19,12 +19,12 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::apply::{irqbalance_dropin, irqbalance_env, reads_as};
+use super::apply::{irqbalance_dropin, irqbalance_env, original_affinities, reads_as};
 use super::journal::{Entry, State};
 use super::plan::{self, Action, Check, Plan, PlanError, Request, Step, TaskRef, Undo};
 use super::snapshot::{
-    cpu_online_file, in_shield_cgroup, CgroupSetup, Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_SLICE,
-    SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
+    cpu_online_file, in_shield_cgroup, irq_affinity_file, irq_of_affinity_file, CgroupSetup,
+    Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_SLICE, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
 };
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
@@ -45,9 +45,9 @@ pub struct Reshape {
     pub leaving: Vec<TaskRef>,
     /// The irqbalance ban the new shield needs, whether it holds already or not.
     pub irqbalance_ban: Option<CpuSet>,
-    /// IRQ affinity files whose write the kernel refused before and that
-    /// still read what they had: not tried again.
-    pub still_refused: Vec<String>,
+    /// IRQs whose new affinity the kernel refused before and that still
+    /// have what they had: not tried again.
+    pub still_refused: Vec<u32>,
 }
 
 /// The oldest value the journal recorded for each target it changed: what
@@ -63,7 +63,13 @@ struct Originals {
 }
 
 fn originals(entries: &[Entry]) -> Originals {
-    let mut out = Originals::default();
+    let mut out = Originals {
+        affinities: original_affinities(entries)
+            .into_iter()
+            .map(|(tid, cpus, _)| (tid, cpus.clone()))
+            .collect(),
+        ..Originals::default()
+    };
     for e in entries {
         match &e.action {
             Action::Write {
@@ -76,16 +82,8 @@ fn originals(entries: &[Entry]) -> Originals {
                 };
                 out.files.entry(path.clone()).or_insert((before, *check));
             }
-            Action::SetAffinity { tid, previous, .. } => {
-                out.affinities
-                    .entry(*tid)
-                    .or_insert_with(|| previous.clone());
+            Action::SetAffinity { tid, .. } => {
                 out.set_by_shield.insert(*tid);
-            }
-            Action::MoveTask { affinities, .. } | Action::Remember { affinities } => {
-                for (tid, cpus) in affinities {
-                    out.affinities.entry(*tid).or_insert_with(|| cpus.clone());
-                }
             }
             _ => {}
         }
@@ -102,7 +100,9 @@ pub fn original_view(live: &Snapshot, entries: &[Entry]) -> Snapshot {
     let mut snap = live.clone();
     let file = |path: &str| orig.files.get(path).map(|(v, _)| v.as_str());
     for irq in &mut snap.irqs {
-        if let Some(cpus) = file(&irq_file(irq.irq)).and_then(|v| CpuSet::parse_list(v).ok()) {
+        if let Some(cpus) =
+            file(&irq_affinity_file(irq.irq)).and_then(|v| CpuSet::parse_list(v).ok())
+        {
             irq.affinity = cpus;
         }
     }
@@ -121,10 +121,6 @@ pub fn original_view(live: &Snapshot, entries: &[Entry]) -> Snapshot {
         }
     }
     snap
-}
-
-fn irq_file(irq: u32) -> String {
-    format!("proc/irq/{irq}/smp_affinity_list")
 }
 
 /// Plans the change of the active shield (`state`, journal `entries`) to
@@ -191,14 +187,7 @@ pub fn plan(
         Action::IrqbalanceBan { banned, .. } => Some(banned.clone()),
         _ => None,
     });
-    let refused_before = |path: &str| -> bool {
-        let Some(irq) = path
-            .strip_prefix("proc/irq/")
-            .and_then(|p| p.strip_suffix("/smp_affinity_list"))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            return false;
-        };
+    let refused_before = |irq: u32, path: &str| -> bool {
         state.irqs_kept.contains(&irq)
             && orig.files.get(path).is_some_and(|(before, check)| {
                 read(path).is_some_and(|now| reads_as(*check, &now, before))
@@ -238,8 +227,8 @@ pub fn plan(
                 path, value, check, ..
             } => {
                 written.insert(path.clone());
-                if refused_before(path) {
-                    still_refused.push(path.clone());
+                if let Some(irq) = irq_of_affinity_file(path).filter(|&n| refused_before(n, path)) {
+                    still_refused.push(irq);
                 } else if !read(path).is_some_and(|now| reads_as(*check, &now, value)) {
                     steps.push(step.clone());
                 }
@@ -730,7 +719,7 @@ mod tests {
         let (live, entries, state) = shielded();
         let r = plan(&live, &entries, &state, &request("2-3"), files).unwrap();
         assert_eq!(r.plan.steps, Vec::<Step>::new());
-        assert_eq!(r.still_refused, ["proc/irq/0/smp_affinity_list"]);
+        assert_eq!(r.still_refused, [0]);
         assert!(r.leaving.is_empty());
         assert_eq!(r.staying.len(), 1);
     }

@@ -34,6 +34,22 @@ pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
 pub const CGROUP2_FALLBACK: &str = "run/cpushield/cgroup2";
 /// Where cgroup2 is normally mounted.
 const CGROUP2_MOUNT: &str = "sys/fs/cgroup";
+/// The affinity file of IRQ `irq` (`proc/irq/N/smp_affinity_list`),
+/// relative to the root.
+pub fn irq_affinity_file(irq: u32) -> String {
+    format!("proc/irq/{irq}/smp_affinity_list")
+}
+
+/// The IRQ whose affinity file `path` is, relative to the root or
+/// absolute (as reports name targets); `None` for any other path.
+pub fn irq_of_affinity_file(path: &str) -> Option<u32> {
+    path.trim_start_matches('/')
+        .strip_prefix("proc/irq/")?
+        .strip_suffix("/smp_affinity_list")?
+        .parse()
+        .ok()
+}
+
 /// The default affinity of new IRQs.
 pub const DEFAULT_IRQ_AFFINITY: &str = "proc/irq/default_smp_affinity";
 
@@ -365,7 +381,7 @@ pub fn read_irqs(sys: &Sys) -> Result<Vec<Irq>> {
         let Ok(irq) = entry.parse::<u32>() else {
             continue;
         };
-        let affinity = match sys.read_cpulist(&format!("proc/irq/{irq}/smp_affinity_list")) {
+        let affinity = match sys.read_cpulist(&irq_affinity_file(irq)) {
             Ok(a) => a,
             Err(e) if e.kind == ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
