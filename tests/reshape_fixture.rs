@@ -191,25 +191,16 @@ fn change_killed_at_every_write_then_off_restores(sys_of: fn(&Path) -> Sys) {
     assert!(cpushield(dir.path(), &["off"]).status.success());
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
     assert!(total > 5, "the change should have several writes ({total})");
-    for k in 0..=total {
-        on(dir.path(), "2-3");
-        let o = cpushield_env(
-            dir.path(),
-            &["on", "1-2"],
-            &[("CPUSHIELD_FIXTURE_CRASH_AFTER", k.to_string())],
-        );
-        if k < total {
-            assert!(
-                !o.status.success(),
-                "k={k}: should have been killed: {}",
-                text(&o)
-            );
-        }
-        let o = cpushield(dir.path(), &["off"]);
-        assert!(o.status.success(), "k={k}: off failed: {}", text(&o));
-        let d = diff(&before, &tree(dir.path()));
-        assert!(d.is_empty(), "k={k}: not restored: {d:#?}");
-    }
+    killed_at_every_write_then_off_gives_back(
+        dir.path(),
+        &before,
+        tree,
+        &["on", "1-2"],
+        total,
+        || {
+            on(dir.path(), "2-3");
+        },
+    );
 }
 
 #[test]

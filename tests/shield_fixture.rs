@@ -381,24 +381,7 @@ fn killed_at_every_write_then_off_restores_with(
         total > 10,
         "the fixture plan should have many writes ({total})"
     );
-    for k in 0..=total {
-        let o = cpushield_env(
-            dir.path(),
-            &on,
-            &[("CPUSHIELD_FIXTURE_CRASH_AFTER", k.to_string())],
-        );
-        if k < total {
-            assert!(
-                !o.status.success(),
-                "k={k}: on should have been killed: {}",
-                text(&o)
-            );
-        }
-        let o = cpushield(dir.path(), &["off"]);
-        assert!(o.status.success(), "k={k}: off failed: {}", text(&o));
-        let d = diff(&before, &tree(dir.path()));
-        assert!(d.is_empty(), "k={k}: not restored: {d:#?}");
-    }
+    killed_at_every_write_then_off_gives_back(dir.path(), &before, tree, &on, total, || {});
 }
 
 #[test]

@@ -168,3 +168,35 @@ pub fn systemd_host(root: &Path) -> Sys {
     std::fs::write(sys.path("proc/200/environ"), "").unwrap();
     sys
 }
+
+/// For every k in 0..=total: `before_each()`, then `args` killed (SIGKILL)
+/// after k kernel writes (for k < total it must die), then `off` must
+/// succeed and give back the tree `before`, as `snapshot` reads it.
+pub fn killed_at_every_write_then_off_gives_back(
+    root: &Path,
+    before: &BTreeMap<String, String>,
+    snapshot: fn(&Path) -> BTreeMap<String, String>,
+    args: &[&str],
+    total: u64,
+    before_each: impl Fn(),
+) {
+    for k in 0..=total {
+        before_each();
+        let o = cpushield_env(
+            root,
+            args,
+            &[("CPUSHIELD_FIXTURE_CRASH_AFTER", k.to_string())],
+        );
+        if k < total {
+            assert!(
+                !o.status.success(),
+                "k={k}: {args:?} should have been killed: {}",
+                text(&o)
+            );
+        }
+        let o = cpushield(root, &["off"]);
+        assert!(o.status.success(), "k={k}: off failed: {}", text(&o));
+        let d = diff(before, &snapshot(root));
+        assert!(d.is_empty(), "k={k}: not restored: {d:#?}");
+    }
+}
