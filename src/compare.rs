@@ -521,7 +521,7 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
     let sys = ctx.sys;
     let pre = Preconditions::read(sys)?;
     let housekeeping = check(opts, &pre)?;
-    let root = sys.is_fixture().then(|| sys.root().to_path_buf());
+    let root = sys.root_arg().map(Path::to_path_buf);
     let realtime = nix::unistd::geteuid().is_root();
     let started_unix_s = now_unix();
     let machine = Machine::read(&Sys::live());

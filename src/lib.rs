@@ -6,6 +6,8 @@
 //! - measuring: `configure → isolate self → warm up → loop → aggregate →
 //!   report` ([`measure`]).
 
+#![deny(unsafe_code)]
+
 pub mod audit;
 pub mod compare;
 pub mod config;

@@ -1,9 +1,11 @@
 //! The `cpushield` command: arguments in, one library call per command,
 //! exit code out. Errors are printed once, with their chain.
 
+#![deny(unsafe_code)]
+
 use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -415,7 +417,7 @@ fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> 
             "compare (dry run): measure CPUs {}, housekeeping {}",
             opts.cpus, housekeeping
         )?;
-        let root = sys.is_fixture().then(|| sys.root().to_path_buf());
+        let root = sys.root_arg().map(Path::to_path_buf);
         for &p in &opts.phases {
             let argv = compare::measure_command(&exe, root.as_deref(), p, &opts, true);
             let load = match p {

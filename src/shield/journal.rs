@@ -126,10 +126,12 @@ pub struct State {
 #[derive(Debug)]
 pub struct Lock {
     _flock: Flock<File>,
-    /// The fixture whose emulation caches while the lock is held.
+    /// The fixture whose emulation caches while the lock is held (test builds).
+    #[cfg(feature = "fixture")]
     fixture: Option<crate::sys::fixture::Fixture>,
 }
 
+#[cfg(feature = "fixture")]
 impl Drop for Lock {
     fn drop(&mut self) {
         if let Some(fixture) = &self.fixture {
@@ -191,12 +193,15 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
         .map_err(io_err(&path))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(flock) => {
+            #[cfg(feature = "fixture")]
             let fixture = sys.fixture().cloned();
+            #[cfg(feature = "fixture")]
             if let Some(fixture) = &fixture {
                 fixture.lock_taken();
             }
             Ok(Lock {
                 _flock: flock,
+                #[cfg(feature = "fixture")]
                 fixture,
             })
         }

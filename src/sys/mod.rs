@@ -2,14 +2,18 @@
 //!
 //! This is the only code that opens files under `/proc`, `/sys` and the
 //! cgroup mounts, or calls affinity and scheduler syscalls on other tasks.
-//! Every path is relative to a root: `/` in production, a temporary
-//! directory laid out like `/proc` and `/sys` in tests (a *fixture root*,
-//! marked by a `.cpushield-fixture` file; see [`fixture`]).
+//! Every path is relative to a root: `/` in production, or another
+//! directory laid out like `/proc` and `/sys`. Test builds (the `fixture`
+//! feature, which `cargo test` turns on and no shipped build has) also
+//! emulate the kernel over such a directory when it is marked as a
+//! *fixture root*; see `sys::fixture` there. Without the feature the
+//! emulation and its fault injection are not compiled in.
 //!
 //! Errors carry the path and the data, and tell apart the cases callers
 //! handle differently: permission denied, not found (or the task exited),
 //! and the kernel refusing a value (EIO, EPERM, EINVAL, ...).
 
+#[cfg(feature = "fixture")]
 pub mod fixture;
 pub mod procfs;
 pub mod syscalls;
@@ -116,10 +120,33 @@ fn classify(e: &io::Error) -> ErrorKind {
 /// Result of a kernel access.
 pub type Result<T> = std::result::Result<T, SysError>;
 
-/// Handle on the kernel (or a fixture root standing in for it).
+/// Hands a call to the fixture's emulation when this root is a fixture
+/// (test builds only); compiles to nothing in a shipped build.
+macro_rules! emulated {
+    ($sys:ident, $fx:ident => $call:expr) => {
+        #[cfg(feature = "fixture")]
+        if let Some($fx) = &$sys.fixture {
+            return $fx.timed(|| $call);
+        }
+    };
+}
+
+/// Counts a file operation of ours among the fixture's writes (its crash
+/// injection counts every change); nothing in a shipped build.
+macro_rules! count_write {
+    ($sys:ident) => {
+        #[cfg(feature = "fixture")]
+        if let Some(fx) = &$sys.fixture {
+            fx.count_write();
+        }
+    };
+}
+
+/// Handle on the kernel (or, in test builds, a fixture root standing in for it).
 #[derive(Debug, Clone)]
 pub struct Sys {
     root: PathBuf,
+    #[cfg(feature = "fixture")]
     fixture: Option<fixture::Fixture>,
 }
 
@@ -129,12 +156,15 @@ impl Sys {
         Sys::at("/")
     }
 
-    /// A kernel rooted at `root`. A root holding `.cpushield-fixture` is a
-    /// fixture: syscalls on tasks are emulated through its files.
+    /// A kernel rooted at `root`. In test builds, a root marked as a
+    /// fixture has its syscalls on tasks emulated through its files.
     pub fn at(root: impl Into<PathBuf>) -> Sys {
         let root = root.into();
-        let fixture = fixture::Fixture::detect(&root);
-        Sys { root, fixture }
+        Sys {
+            #[cfg(feature = "fixture")]
+            fixture: fixture::Fixture::detect(&root),
+            root,
+        }
     }
 
     /// The root path.
@@ -142,12 +172,23 @@ impl Sys {
         &self.root
     }
 
-    /// Whether this is a fixture root rather than the live kernel.
+    /// The root to hand to a child cpushield (`--root`), when it is not `/`.
+    pub fn root_arg(&self) -> Option<&Path> {
+        (self.root != Path::new("/")).then_some(self.root.as_path())
+    }
+
+    /// Whether this is an emulated kernel (a fixture root, test builds
+    /// only) rather than a real one: no root privilege, scheduler or
+    /// real affinity is needed there. Always false in a shipped build.
     pub fn is_fixture(&self) -> bool {
-        self.fixture.is_some()
+        #[cfg(feature = "fixture")]
+        return self.fixture.is_some();
+        #[cfg(not(feature = "fixture"))]
+        false
     }
 
     /// The fixture emulation, when this is a fixture root.
+    #[cfg(feature = "fixture")]
     pub fn fixture(&self) -> Option<&fixture::Fixture> {
         self.fixture.as_ref()
     }
@@ -173,6 +214,7 @@ impl Sys {
     /// Reads a whole file.
     pub fn read(&self, rel: &str) -> Result<String> {
         let err = |e| SysError::new("read", rel, None, e);
+        #[cfg(feature = "fixture")]
         if let Some(fx) = &self.fixture {
             if let Some(made_up) = fx.read(self, rel) {
                 return made_up.map_err(err);
@@ -216,9 +258,7 @@ impl Sys {
     /// (a typo must not create a file). The kernel may accept a value it does
     /// not honour: callers read back.
     pub fn write(&self, rel: &str, data: &str) -> Result<()> {
-        if let Some(fx) = &self.fixture {
-            return fx.timed(|| fx.write(self, rel, data));
-        }
+        emulated!(self, fx => fx.write(self, rel, data));
         write_existing(&self.path(rel), data)
             .map_err(|e| SysError::new("write", rel, Some(data), e))
     }
@@ -251,25 +291,19 @@ impl Sys {
 
     /// Creates a directory (a cgroup). In a fixture the kernel's files appear in it.
     pub fn mkdir(&self, rel: &str) -> Result<()> {
-        if let Some(fx) = &self.fixture {
-            return fx.timed(|| fx.mkdir(self, rel));
-        }
+        emulated!(self, fx => fx.mkdir(self, rel));
         fs::create_dir(self.path(rel)).map_err(|e| SysError::new("mkdir", rel, None, e))
     }
 
     /// Removes an empty directory (a cgroup).
     pub fn rmdir(&self, rel: &str) -> Result<()> {
-        if let Some(fx) = &self.fixture {
-            return fx.timed(|| fx.rmdir(self, rel));
-        }
+        emulated!(self, fx => fx.rmdir(self, rel));
         fs::remove_dir(self.path(rel)).map_err(|e| SysError::new("rmdir", rel, None, e))
     }
 
     /// Creates an empty directory to mount a file system on (mode 0755).
     pub fn make_mount_point(&self, rel: &str) -> Result<()> {
-        if let Some(fx) = &self.fixture {
-            fx.count_write();
-        }
+        count_write!(self);
         use std::os::unix::fs::DirBuilderExt;
         fs::DirBuilder::new()
             .mode(0o755)
@@ -279,26 +313,20 @@ impl Sys {
 
     /// Removes an empty mount-point directory made by [`Sys::make_mount_point`].
     pub fn remove_mount_point(&self, rel: &str) -> Result<()> {
-        if let Some(fx) = &self.fixture {
-            fx.count_write();
-        }
+        count_write!(self);
         fs::remove_dir(self.path(rel)).map_err(|e| SysError::new("rmdir", rel, None, e))
     }
 
     /// Mounts the cgroup v2 hierarchy at `rel` (an existing directory).
     pub fn mount_cgroup2(&self, rel: &str) -> Result<()> {
-        if let Some(fx) = &self.fixture {
-            return fx.timed(|| fx.mount_cgroup2(self, rel));
-        }
+        emulated!(self, fx => fx.mount_cgroup2(self, rel));
         syscalls::mount_cgroup2(&self.path(rel))
             .map_err(|e| SysError::new("mount cgroup2 on", rel, None, e))
     }
 
     /// Unmounts the file system mounted at `rel`.
     pub fn umount(&self, rel: &str) -> Result<()> {
-        if let Some(fx) = &self.fixture {
-            return fx.timed(|| fx.umount(self, rel));
-        }
+        emulated!(self, fx => fx.umount(self, rel));
         syscalls::umount(&self.path(rel)).map_err(|e| SysError::new("umount", rel, None, e))
     }
 
@@ -311,9 +339,7 @@ impl Sys {
     /// Makes a request to systemd and waits for its effect (see
     /// [`systemd::SystemdCall`]). In a fixture the effect is emulated.
     pub fn systemd(&self, call: &systemd::SystemdCall) -> Result<()> {
-        if let Some(fx) = &self.fixture {
-            return fx.timed(|| fx.systemd(self, call));
-        }
+        emulated!(self, fx => fx.systemd(self, call));
         systemd::call_live(self, call)
     }
 
@@ -322,9 +348,7 @@ impl Sys {
     /// directory first when `make_dir`. Not for kernel files: see [`Sys::write`].
     pub fn write_config(&self, rel: &str, content: &str, make_dir: bool) -> Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
-        if let Some(fx) = &self.fixture {
-            fx.count_write();
-        }
+        count_write!(self);
         let path = self.path(rel);
         let err = |e| SysError::new("write", rel, Some(content), e);
         if make_dir {
@@ -349,9 +373,7 @@ impl Sys {
     /// Removes a configuration file written by [`Sys::write_config`], and its
     /// directory when `remove_dir` and it is then empty.
     pub fn remove_config(&self, rel: &str, remove_dir: bool) -> Result<()> {
-        if let Some(fx) = &self.fixture {
-            fx.count_write();
-        }
+        count_write!(self);
         let path = self.path(rel);
         match fs::remove_file(&path) {
             Ok(()) => {}
@@ -368,18 +390,14 @@ impl Sys {
 
     /// The CPUs a thread may run on (`sched_getaffinity`).
     pub fn affinity(&self, tid: i32) -> Result<CpuSet> {
-        if let Some(fx) = &self.fixture {
-            return fx.timed(|| fx.affinity(self, tid));
-        }
+        emulated!(self, fx => fx.affinity(self, tid));
         syscalls::get_affinity(tid)
             .map_err(|e| SysError::new("get affinity of", format!("task {tid}"), None, e))
     }
 
     /// Sets the CPUs a thread may run on (`sched_setaffinity`).
     pub fn set_affinity(&self, tid: i32, cpus: &CpuSet) -> Result<()> {
-        if let Some(fx) = &self.fixture {
-            return fx.timed(|| fx.set_affinity(self, tid, cpus));
-        }
+        emulated!(self, fx => fx.set_affinity(self, tid, cpus));
         syscalls::set_affinity(tid, cpus).map_err(|e| {
             SysError::new(
                 "set affinity of",

@@ -4,32 +4,98 @@
 //! to `std::io::Error` carrying the errno. Prefer `nix` where it has the
 //! call; fall back to `libc` only where it does not.
 
+#![allow(unsafe_code)]
+
 use std::io;
 
-use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet as NixCpuSet};
 use nix::unistd::Pid;
 
-use crate::cpulist::CpuSet;
+use crate::cpulist::{CpuSet, MAX_CPUS};
 
 fn to_io(e: nix::Error) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
 }
 
-/// `sched_getaffinity(tid)`.
-pub fn get_affinity(tid: i32) -> io::Result<CpuSet> {
-    let set = sched_getaffinity(Pid::from_raw(tid)).map_err(to_io)?;
-    Ok((0..NixCpuSet::count() as u32)
-        .filter(|&c| set.is_set(c as usize).unwrap_or(false))
-        .collect())
+/// A kernel CPU mask as the affinity syscalls take it: 64-bit words, CPU
+/// `n` at bit `n % 64` of word `n / 64`. Sized for every CPU cpushield
+/// accepts ([`MAX_CPUS`]), not glibc's 1024-CPU `cpu_set_t`: a machine
+/// with more CPUs than that would otherwise lose the high ones.
+struct RawMask(Vec<u64>);
+
+impl RawMask {
+    const WORDS: usize = (MAX_CPUS as usize).div_ceil(64);
+
+    fn empty() -> RawMask {
+        RawMask(vec![0; Self::WORDS])
+    }
+
+    fn of(cpus: &CpuSet) -> RawMask {
+        let mut mask = RawMask::empty();
+        for cpu in cpus.iter().filter(|&c| c < MAX_CPUS) {
+            mask.0[cpu as usize / 64] |= 1 << (cpu % 64);
+        }
+        mask
+    }
+
+    fn cpus(&self, bytes: usize) -> CpuSet {
+        let words = (bytes / 8).min(self.0.len());
+        self.0[..words]
+            .iter()
+            .enumerate()
+            .flat_map(|(w, &bits)| {
+                (0..64u32)
+                    .filter(move |b| bits & (1 << b) != 0)
+                    .map(move |b| w as u32 * 64 + b)
+            })
+            .collect()
+    }
+
+    fn byte_len(&self) -> usize {
+        self.0.len() * 8
+    }
 }
 
-/// `sched_setaffinity(tid, cpus)`.
-pub fn set_affinity(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    let mut set = NixCpuSet::new();
-    for cpu in cpus.iter() {
-        set.set(cpu as usize).map_err(to_io)?;
+/// `sched_getaffinity(tid)`, for any CPU up to [`MAX_CPUS`].
+pub fn get_affinity(tid: i32) -> io::Result<CpuSet> {
+    let mut mask = RawMask::empty();
+    // SAFETY: the kernel writes at most `byte_len` bytes into the buffer,
+    // which is that long and lives across the call; it returns the number
+    // of bytes written or -1 with errno.
+    let written = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getaffinity,
+            tid,
+            mask.byte_len(),
+            mask.0.as_mut_ptr(),
+        )
+    };
+    if written < 0 {
+        return Err(io::Error::last_os_error());
     }
-    sched_setaffinity(Pid::from_raw(tid), &set).map_err(to_io)
+    Ok(mask.cpus(written as usize))
+}
+
+/// `sched_setaffinity(tid, cpus)`, for any CPU up to [`MAX_CPUS`].
+pub fn set_affinity(tid: i32, cpus: &CpuSet) -> io::Result<()> {
+    set_affinity_raw(tid, &RawMask::of(cpus))
+}
+
+fn set_affinity_raw(tid: i32, mask: &RawMask) -> io::Result<()> {
+    // SAFETY: the kernel reads `byte_len` bytes of the buffer, which is
+    // that long and lives across the call. No allocation: safe after fork.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setaffinity,
+            tid,
+            mask.byte_len(),
+            mask.0.as_ptr(),
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// `mount("cgroup2", target, "cgroup2", nosuid|nodev|noexec|relatime)`:
@@ -219,16 +285,13 @@ pub fn rtc_periodic_interrupts(fd: &impl std::os::fd::AsRawFd, on: bool) -> io::
 /// narrowed: callers read the affinity back after spawning.
 pub fn set_affinity_before_exec(cmd: &mut std::process::Command, cpus: &CpuSet) -> io::Result<()> {
     use std::os::unix::process::CommandExt;
-    let mut set = NixCpuSet::new();
-    for cpu in cpus.iter() {
-        set.set(cpu as usize).map_err(to_io)?;
-    }
+    let mask = RawMask::of(cpus);
     // SAFETY: the closure runs in the forked child before exec, where only
     // async-signal-safe work is allowed. It makes one raw syscall
-    // (sched_setaffinity) on a set that was built before the fork and is
-    // moved in by value, and allocates nothing (`to_io` only wraps an errno).
+    // (sched_setaffinity) on a mask that was built before the fork and is
+    // moved in, and allocates nothing.
     unsafe {
-        cmd.pre_exec(move || sched_setaffinity(Pid::from_raw(0), &set).map_err(to_io));
+        cmd.pre_exec(move || set_affinity_raw(0, &mask));
     }
     Ok(())
 }
@@ -259,4 +322,30 @@ pub fn sync() {
 pub fn set_thread_name(name: &str) -> io::Result<()> {
     let c = std::ffi::CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     nix::sys::prctl::set_name(&c).map_err(to_io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_carry_cpus_beyond_glibcs_1024() {
+        let cpus: CpuSet = [0, 63, 64, 1023, 1024, 1500, MAX_CPUS - 1]
+            .into_iter()
+            .collect();
+        let mask = RawMask::of(&cpus);
+        assert_eq!(mask.0[1500 / 64], 1 << (1500 % 64));
+        assert_eq!(mask.cpus(mask.byte_len()), cpus);
+        // The kernel copies only nr_cpu_ids' bytes: CPUs past them are not read.
+        assert_eq!(mask.cpus(16), [0, 63, 64].into_iter().collect());
+    }
+
+    #[test]
+    fn own_affinity_reads_and_sets_back_through_the_wide_mask() {
+        // Only this test's own thread is touched, with the affinity it has.
+        let mine = get_affinity(0).expect("sched_getaffinity of the calling thread");
+        assert!(!mine.is_empty());
+        set_affinity(0, &mine).expect("setting the calling thread's own affinity");
+        assert_eq!(get_affinity(0).unwrap(), mine);
+    }
 }

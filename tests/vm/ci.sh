@@ -29,10 +29,15 @@ fi
 [ $INSTALL_ONLY = 1 ] && exit 0
 
 echo "== static cpushield for the guest"
-RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield --example idle_tasks --example package-assets
 REL=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release
 BIN=$REL/cpushield
+RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield
+# Built alone: examples turn on the test-only `fixture` feature (through
+# the dev-dependencies), which must not reach the binary that ships.
+tests/shipped-binary-has-no-fixture.sh "$BIN"
+RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example package-assets
 
 echo "== the .deb, from that binary (packaging/build-deb.sh)"
 rm -rf "$REL/package-assets" && "$REL/examples/package-assets" "$REL/package-assets" >/dev/null

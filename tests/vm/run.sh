@@ -81,8 +81,9 @@ if [ -z "$BINARY" ]; then
     BINARY=$BTARGET/x86_64-unknown-linux-gnu/release/cpushield
     if [ $BUILD = 1 ]; then
         log "building static cpushield (cargo build --release, crt-static)"
-        (cd "$REPO_DIR" && RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-            cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield --example idle_tasks) || die "cargo build failed"
+        (cd "$REPO_DIR" && export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+            && cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield \
+                && cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks) || die "cargo build failed"
     fi
 fi
 [ -x "$BINARY" ] || die "no binary at $BINARY"
