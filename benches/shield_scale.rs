@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use cpushield::shield::snapshot::Snapshot;
-use cpushield::shield::{self, plan::Request, Timings};
+use cpushield::shield::{self, request::Request, Timings};
 use cpushield::sys::fixture::{self, CgroupLayout, FixtureBuilder, FixtureConfig, FixtureTask};
 use cpushield::sys::Sys;
 use cpushield::CpuSet;

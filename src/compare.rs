@@ -31,7 +31,7 @@ use crate::report::{
     self, Curve, HtmlReport, PhaseStats, PlotOptions, RatioRow, SummaryTable, IDLE, SHIELDED,
     UNSHIELDED,
 };
-use crate::shield::{self, plan::Request, OffReport, OnReport};
+use crate::shield::{self, request::Request, OffReport, OnReport};
 use crate::sys::Sys;
 
 /// Version of the `results.json` layout.

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::cpulist::CpuSet;
-use crate::shield::plan::Request;
+use crate::shield::request::Request;
 
 /// Where `apply` and `verify` look by default, relative to the root.
 pub const DEFAULT_PATH: &str = "etc/cpushield/cpushield.toml";
@@ -119,7 +119,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
                 Tune::Many(names) => names,
             };
             if !names.is_empty() {
-                crate::tune::resolve(&names).map_err(|e| invalid(start, format!("tune: {e}")))?;
+                crate::shield::knobs::resolve(&names)
+                    .map_err(|e| invalid(start, format!("tune: {e}")))?;
             }
             names
         }

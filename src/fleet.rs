@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::cpulist::CpuSet;
 use crate::report::table::SummaryTable;
 use crate::shield::journal;
-use crate::shield::plan::Request;
+use crate::shield::request::Request;
 use crate::shield::{self, Breakage, ShieldError, StatusReport};
 use crate::sys::procfs;
 use crate::sys::Sys;

@@ -18,6 +18,5 @@ pub mod measure;
 pub mod report;
 pub mod shield;
 pub mod sys;
-pub mod tune;
 
 pub use cpulist::CpuSet;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use cpushield::cpulist::CpuSet;
-use cpushield::shield::{self, plan::Request, Direction, RunPolicy};
+use cpushield::shield::{self, request::Request, Direction, RunPolicy};
 use cpushield::sys::Sys;
 
 mod cli;
@@ -254,7 +254,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             emit(
                 &mut out,
                 a.json,
-                &cpushield::tune::KNOBS,
+                &cpushield::shield::knobs::KNOBS,
                 output_audit::knobs,
             )?;
         }

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::io::{Result, Write};
 
 use cpushield::shield::apply::Refusal;
-use cpushield::shield::plan::{Action, TaskRef};
+use cpushield::shield::change::Action;
+use cpushield::shield::plan::TaskRef;
 use cpushield::shield::{MoveReport, OffReport, OnReport, StatusReport};
 
 fn row(w: &mut dyn Write, key: &str, value: impl std::fmt::Display) -> Result<()> {

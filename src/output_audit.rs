@@ -3,7 +3,7 @@
 use std::io::{Result, Write};
 
 use cpushield::audit::{AuditReport, BootArgs, Severity};
-use cpushield::tune::{self, Knob};
+use cpushield::shield::knobs::{self as tune, Knob};
 
 /// `cpushield tune --list`.
 pub fn knobs(list: &&'static [Knob], w: &mut dyn Write) -> Result<()> {

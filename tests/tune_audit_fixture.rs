@@ -132,7 +132,7 @@ fn every_knob_applies_and_off_restores_exactly() {
     let wd = entries
         .iter()
         .find(|e| {
-            matches!(&e.action, cpushield::shield::plan::Action::Write { path, .. } if path == "proc/sys/kernel/watchdog")
+            matches!(&e.action, cpushield::shield::change::Action::Write { path, .. } if path == "proc/sys/kernel/watchdog")
         })
         .expect("watchdog journaled");
     assert_eq!(
@@ -211,10 +211,13 @@ fn tune_list_documents_every_knob() {
     let o = cpushield(dir.path(), &["tune", "--list", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let v = json(&o);
-    assert_eq!(v.as_array().unwrap().len(), cpushield::tune::KNOBS.len());
+    assert_eq!(
+        v.as_array().unwrap().len(),
+        cpushield::shield::knobs::KNOBS.len()
+    );
     let o = cpushield(dir.path(), &["tune", "--list"]);
     let t = String::from_utf8_lossy(&o.stdout);
-    for k in cpushield::tune::KNOBS {
+    for k in cpushield::shield::knobs::KNOBS {
         assert!(t.contains(k.name) && t.contains(k.why), "{}", k.name);
     }
 }

@@ -19,10 +19,10 @@ use parse::{Delta, IdleState};
 
 use crate::cpulist::CpuSet;
 use crate::shield::journal::{self, JournalError};
+use crate::shield::knobs::{self as tune, NMI_WATCHDOG, WATCHDOG, WRITEBACK_MASK};
 use crate::shield::snapshot::{self, SHIELD_CGROUP};
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::{Sys, SysError};
-use crate::tune::{self, NMI_WATCHDOG, WATCHDOG, WRITEBACK_MASK};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -163,7 +163,7 @@ pub fn audit(
         shield,
         online,
         cmdline,
-        held: tune::held_by_journal(&entries),
+        held: tune::held_by_journal(entries.iter().map(|e| &e.action)),
         out: Vec::new(),
     };
 
@@ -328,7 +328,7 @@ fn irq_affinity(cx: &mut Ctx, entries: &[journal::Entry]) -> Result<(), AuditErr
     let wanted: Vec<u32> = entries
         .iter()
         .filter_map(|e| match &e.action {
-            crate::shield::plan::Action::Write { path, value, .. }
+            crate::shield::change::Action::Write { path, value, .. }
                 if CpuSet::parse_list(value).is_ok_and(|v| v.is_subset(&cx.targets)) =>
             {
                 snapshot::irq_of_affinity_file(path)
@@ -832,7 +832,9 @@ fn background_work(cx: &mut Ctx) {
         }
     }
     let files_of = |name: &str| {
-        tune::knob(name).map_or_else(Vec::new, |k| tune::files_of(cx.sys, k, &cx.targets))
+        tune::knob(name).map_or_else(Vec::new, |k| {
+            crate::shield::snapshot::knob_files(cx.sys, k, &cx.targets)
+        })
     };
     let (mce_files, queue_files) = (files_of("machinecheck"), files_of("net-queues"));
     let polling: Vec<String> = mce_files

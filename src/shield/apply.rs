@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, EntryRef, Journal, JournalError};
 use super::owners::{IRQBALANCE_DROPIN, IRQBALANCE_ENV, IRQBALANCE_UNIT};
-use super::plan::{Action, Check, Step, Undo};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::systemd::SystemdCall;

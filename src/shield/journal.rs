@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-use super::plan::Action;
+use super::change::Action;
 use crate::cpulist::CpuSet;
 use crate::sys::Sys;
 
@@ -119,7 +119,7 @@ pub struct State {
     pub irqbalance_ban: Option<CpuSet>,
     /// The request the shield was last brought to (`on`, `apply`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<crate::shield::plan::Request>,
+    pub request: Option<crate::shield::request::Request>,
 }
 
 /// The exclusive lock of a running cpushield; released on drop.
@@ -493,8 +493,8 @@ mod tests {
             Action::Write {
                 path: "proc/irq/9/smp_affinity_list".into(),
                 value: "0-1".into(),
-                check: crate::shield::plan::Check::CpuList,
-                undo: crate::shield::plan::Undo::Previous,
+                check: crate::shield::change::Check::CpuList,
+                undo: crate::shield::change::Undo::Previous,
             },
         ];
         let refs = [

@@ -5,9 +5,12 @@
 //! lives in the journal under `run/cpushield` of the same root.
 
 pub mod apply;
+pub mod change;
 pub mod journal;
+pub mod knobs;
 pub mod owners;
 pub mod plan;
+pub mod request;
 pub mod reshape;
 pub mod snapshot;
 
@@ -21,8 +24,10 @@ use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::{syscalls, ErrorKind, Sys, SysError};
 use apply::{Applied, ApplyError, Refusal, Undone};
+use change::{Action, Step};
 use journal::{Journal, JournalError, State};
-use plan::{Action, Plan, PlanError, Request, Step, TaskRef};
+use plan::{Plan, PlanError, TaskRef};
+use request::Request;
 use snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 
 /// Everything that can stop a shield command.
@@ -523,17 +528,17 @@ fn reshape_timed(
 fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
     let mut snap = Snapshot::read(sys)?;
     if !req.tune.is_empty() {
-        let knobs = crate::tune::resolve(&req.tune).map_err(PlanError::from)?;
+        let knobs = crate::shield::knobs::resolve(&req.tune).map_err(PlanError::from)?;
         let entries = if Journal::exists(sys) {
             journal::read_entries(sys)?
         } else {
             Vec::new()
         };
-        let known = crate::tune::held_by_journal(&entries)
+        let known = crate::shield::knobs::held_by_journal(entries.iter().map(|e| &e.action))
             .into_iter()
             .map(|(path, (_, original))| (path, original))
             .collect();
-        snap.tunables = Some(crate::tune::read_state(sys, &knobs, &req.cpus, &known));
+        snap.tunables = Some(snapshot::read_knob_files(sys, &knobs, &req.cpus, &known));
     }
     Ok(snap)
 }
@@ -565,8 +570,8 @@ fn sweep_irqs(
         let action = Action::Write {
             path: snapshot::irq_affinity_file(irq.irq),
             value: plan::away_from(&irq.affinity, &plan.shield, &plan.housekeeping).to_string(),
-            check: plan::Check::CpuList,
-            undo: plan::Undo::Previous,
+            check: change::Check::CpuList,
+            undo: change::Undo::Previous,
         };
         if refused.contains(&apply::describe(&action)) {
             continue;
@@ -863,8 +868,8 @@ pub fn off_plan(sys: &Sys) -> Result<OffReport, ShieldError> {
 fn undo_value(e: &journal::Entry) -> String {
     match &e.action {
         Action::Write { undo, .. } => match (undo, &e.previous) {
-            (plan::Undo::Previous, Some(p)) => format!(" <- {p:?}"),
-            (plan::Undo::Value(v), _) => format!(" <- {v:?}"),
+            (change::Undo::Previous, Some(p)) => format!(" <- {p:?}"),
+            (change::Undo::Value(v), _) => format!(" <- {v:?}"),
             _ => " (left as is)".into(),
         },
         Action::MoveTask { back, .. } => format!(" back to /{back}"),

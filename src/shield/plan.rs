@@ -5,7 +5,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::change::{Action, Check, Step, Undo};
+use super::knobs;
 use super::owners::{Owners, IRQBALANCE_UNIT};
+use super::request::Request;
 use super::snapshot::{
     cpu_online_file, in_shield_cgroup, irq_affinity_file, CgroupSetup, Snapshot,
     DEFAULT_IRQ_AFFINITY, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
@@ -13,177 +16,6 @@ use super::snapshot::{
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
-
-/// What the user asked for.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Request {
-    /// CPUs to shield.
-    pub cpus: CpuSet,
-    /// IRQs (numbers or names as in /proc/interrupts) to bind to the shield.
-    pub irqs: Vec<String>,
-    /// Move tasks whose own affinity lies wholly inside the shield.
-    pub force: bool,
-    /// Allow shielding one hyper-thread sibling but not the other.
-    pub allow_split_siblings: bool,
-    /// Tuning knobs to apply (`--tune`: `all` or knob names, see [`crate::tune`]).
-    #[serde(default)]
-    pub tune: Vec<String>,
-    /// Take each shielded CPU offline and online again (CPU hotplug) before
-    /// the cpusets are created, to push per-CPU timers and work off it.
-    #[serde(default)]
-    pub hotplug_restart: bool,
-}
-
-impl Request {
-    /// The `cpushield on` command line that makes this request.
-    pub fn command_line(&self) -> String {
-        let mut out = format!("cpushield on {}", self.cpus);
-        for irq in &self.irqs {
-            out.push_str(&format!(" --irq {irq}"));
-        }
-        if !self.tune.is_empty() {
-            out.push_str(&format!(" --tune={}", self.tune.join(",")));
-        }
-        for (set, flag) in [
-            (self.hotplug_restart, " --hotplug-restart"),
-            (self.force, " --force"),
-            (self.allow_split_siblings, " --allow-split-siblings"),
-        ] {
-            if set {
-                out.push_str(flag);
-            }
-        }
-        out
-    }
-}
-
-/// How a write is checked by reading back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Check {
-    /// Nothing to read back (task moves, controller switches).
-    None,
-    /// The file must read back as the same CPU list.
-    CpuList,
-    /// The file must read back as the same hex mask.
-    CpuMask,
-    /// The file must read back as the same text (trimmed).
-    Text,
-    /// A partition type: must not read back `... invalid (reason)`.
-    Partition,
-}
-
-/// What to write back on undo.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Undo {
-    /// The value read just before the write.
-    Previous,
-    /// A fixed value (e.g. `-cpuset` for `+cpuset`).
-    Value(String),
-    /// Nothing: the object goes away with its cgroup.
-    Nothing,
-}
-
-/// One change to the kernel.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "snake_case")]
-pub enum Action {
-    /// Mount the cgroup v2 hierarchy (none with cpuset was mounted).
-    /// Undone by unmounting it, only while it is the one mount at `target`
-    /// and nothing is mounted below it.
-    MountCgroup2 {
-        /// Mount point relative to the root.
-        target: String,
-        /// Make the directory first (and remove it on undo).
-        make_dir: bool,
-    },
-    /// Create a cgroup directory; undone by removing it.
-    Mkdir {
-        /// Path relative to the root.
-        path: String,
-    },
-    /// Write a value to a kernel file.
-    Write {
-        /// Path relative to the root.
-        path: String,
-        /// Value written.
-        value: String,
-        /// How to read back.
-        check: Check,
-        /// What undo writes.
-        undo: Undo,
-    },
-    /// Move a thread (v1 `tasks`) or a whole process (`cgroup.procs`) to another cgroup.
-    MoveTask {
-        /// Process id.
-        pid: i32,
-        /// Thread id (equal to pid for a whole process).
-        tid: i32,
-        /// The file written to move it (`.../tasks` or `.../cgroup.procs`).
-        to: String,
-        /// The file that moves it back on undo.
-        back: String,
-        /// Affinity of each moved thread before the move (the kernel resets it).
-        affinities: Vec<(i32, CpuSet)>,
-    },
-    /// Record the affinity of every thread; changes nothing. Undo puts each
-    /// back, because some kernels (6.1) reset the affinity of every task in
-    /// a cpuset when the cpuset or a partition beside it changes.
-    Remember {
-        /// (tid, affinity) of every thread at snapshot time.
-        affinities: Vec<(i32, CpuSet)>,
-    },
-    /// A request to systemd (see [`SystemdCall`]), undone by `undo`. When
-    /// `back` is set, undo first moves the processes still in the unit's
-    /// cgroup there (a scope of `run` or `move`: its processes outlive it).
-    Systemd {
-        /// The request.
-        call: SystemdCall,
-        /// The request that undoes it.
-        undo: Option<SystemdCall>,
-        /// `cgroup.procs` the unit's processes go back to before `undo`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        back: Option<String>,
-    },
-    /// Keep irqbalance off the shield: a runtime drop-in for its unit adds
-    /// an environment file setting `IRQBALANCE_BANNED_CPULIST`, then
-    /// systemd reloads and restarts it if it runs. Undone by removing both
-    /// (or writing back what was there), reloading and restarting again.
-    IrqbalanceBan {
-        /// CPUs banned: the shield and irqbalance's own ban.
-        banned: CpuSet,
-        /// The drop-in directory had to be made (and is removed by undo).
-        make_dir: bool,
-        /// The drop-in that was there before, if any.
-        previous_dropin: Option<String>,
-        /// The environment file that was there before, if any.
-        previous_env: Option<String>,
-    },
-    /// Change one thread's affinity.
-    SetAffinity {
-        /// Process id.
-        pid: i32,
-        /// Thread id.
-        tid: i32,
-        /// Command name, for reports.
-        name: String,
-        /// New affinity.
-        cpus: CpuSet,
-        /// Affinity before.
-        previous: CpuSet,
-    },
-}
-
-/// A planned change and whether its failure aborts the shield.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Step {
-    /// The change.
-    #[serde(flatten)]
-    pub action: Action,
-    /// A failure of a fatal step rolls everything back; others are reported.
-    pub fatal: bool,
-}
 
 /// A task named in a report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -289,7 +121,7 @@ pub enum PlanError {
     UnknownIrq(String),
     /// A `--tune` name is not a knob.
     #[error(transparent)]
-    UnknownKnob(#[from] crate::tune::UnknownKnob),
+    UnknownKnob(#[from] knobs::UnknownKnob),
     /// `--hotplug-restart` names CPUs that cannot be taken offline.
     #[error("--hotplug-restart: {detail}; shield only CPUs that can go offline (writable /sys/devices/system/cpu/cpuN/online) or leave out --hotplug-restart")]
     NoHotplug {
@@ -355,7 +187,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     let knobs = if req.tune.is_empty() {
         Vec::new()
     } else {
-        crate::tune::resolve(&req.tune)?
+        knobs::resolve(&req.tune)?
     };
 
     let mut steps = vec![Step {
@@ -623,7 +455,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
                 _ => None,
             })
             .collect();
-        let tuned = crate::tune::plan(state, &knobs, &shield, &housekeeping, bits, &already);
+        let tuned = knobs::plan(state, &knobs, &shield, &housekeeping, bits, &already);
         steps.extend(tuned.steps);
         notes.extend(tuned.notes);
     }

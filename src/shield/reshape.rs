@@ -20,8 +20,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::apply::{irqbalance_dropin, irqbalance_env, original_affinities, reads_as};
+use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, State};
-use super::plan::{self, Action, Check, Plan, PlanError, Request, Step, TaskRef, Undo};
+use super::plan::{self, Plan, PlanError, TaskRef};
+use super::request::Request;
 use super::snapshot::{
     cpu_online_file, in_shield_cgroup, irq_affinity_file, irq_of_affinity_file, CgroupSetup,
     Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_SLICE, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,

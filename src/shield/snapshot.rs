@@ -5,6 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
+use super::knobs::{FileState, Knob, Scope, TuneState};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy, Thread};
 use crate::sys::{ErrorKind, Result, Sys};
@@ -182,9 +185,9 @@ pub struct Snapshot {
     /// Hyper-thread sibling groups of the online CPUs.
     pub sibling_groups: Vec<CpuSet>,
     /// Files of the tuning knobs requested (`on --tune`), read before any
-    /// change; `None` unless tuning was asked for (see [`crate::tune`]).
+    /// change; `None` unless tuning was asked for (see [`crate::shield::knobs`]).
     #[serde(default)]
-    pub tunables: Option<crate::tune::TuneState>,
+    pub tunables: Option<TuneState>,
     /// Online CPUs that have a `/sys/devices/system/cpu/cpuN/online` file
     /// (CPU hotplug; x86 CPU 0 usually has none).
     #[serde(default)]
@@ -398,4 +401,74 @@ pub fn read_irqs(sys: &Sys) -> Result<Vec<Irq>> {
     }
     irqs.sort_by_key(|i| i.irq);
     Ok(irqs)
+}
+
+/// The concrete files of a knob for a shield of `shield` (the machinecheck
+/// file of each shielded CPU, every queue of every network interface, ...).
+pub fn knob_files(sys: &Sys, knob: &Knob, shield: &CpuSet) -> Vec<String> {
+    match knob.scope {
+        Scope::Global { files } => files.iter().map(|f| f.to_string()).collect(),
+        Scope::PerShieldCpu { pattern } => shield
+            .iter()
+            .map(|c| pattern.replace("{cpu}", &c.to_string()))
+            .collect(),
+        Scope::NetQueues => {
+            let mut out = Vec::new();
+            for iface in sys.list("sys/class/net").unwrap_or_default() {
+                let dir = format!("sys/class/net/{iface}/queues");
+                for q in sys.list(&dir).unwrap_or_default() {
+                    let file = if q.starts_with("rx-") {
+                        "rps_cpus"
+                    } else if q.starts_with("tx-") {
+                        "xps_cpus"
+                    } else {
+                        continue;
+                    };
+                    out.push(format!("{dir}/{q}/{file}"));
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Reads the files of `knobs` for a shield of `shield`. Each file is read
+/// exactly once; call this only before the knobs are changed. Files in
+/// `known` are not read: their value is taken from there (the original
+/// values of watchdogs an active shield holds off, from its journal).
+pub fn read_knob_files(
+    sys: &Sys,
+    knobs: &[&Knob],
+    shield: &CpuSet,
+    known: &BTreeMap<String, String>,
+) -> TuneState {
+    let mut st = TuneState::default();
+    for k in knobs {
+        let files = knob_files(sys, k, shield);
+        for f in &files {
+            if let Some(v) = known.get(f) {
+                st.files.insert(
+                    f.clone(),
+                    FileState::Present {
+                        value: v.clone(),
+                        writable: true,
+                    },
+                );
+                continue;
+            }
+            let state = match sys.read_trimmed(f) {
+                Ok(value) => FileState::Present {
+                    value,
+                    writable: sys.mode_allows_write(f),
+                },
+                Err(e) if e.kind == ErrorKind::NotFound => FileState::Missing,
+                Err(e) => FileState::Unreadable {
+                    reason: e.errno_name(),
+                },
+            };
+            st.files.insert(f.clone(), state);
+        }
+        st.files_of.insert(k.name.to_string(), files);
+    }
+    st
 }

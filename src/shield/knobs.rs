@@ -1,9 +1,9 @@
 //! Tuning knobs: the opt-in, reversible settings of MISSION.md §2 that
 //! remove jitter from shielded CPUs, each defined once, as data.
 //!
-//! Flow: [`resolve`] turns `--tune=KNOB,...` into knobs, [`read_state`]
-//! reads the files they touch (once, before anything changes), and the pure
-//! [`plan`] turns both into [`Step`]s that go through the shield's journal,
+//! Flow: [`resolve`] turns `--tune=KNOB,...` into knobs, the snapshot
+//! reads the files they touch (`snapshot::read_knob_files`, once, before
+//! anything changes), and the pure [`plan`] turns both into [`Step`]s that go through the shield's journal,
 //! read-back and undo like every other change. Missing files are skipped
 //! with a note; read-only files are reported, never fatal.
 //!
@@ -17,9 +17,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::change::{Action, Check, Step, Undo};
 use crate::cpulist::CpuSet;
-use crate::shield::plan::{Action, Check, Step, Undo};
-use crate::sys::{ErrorKind, Sys};
 
 /// Which files a knob writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -281,76 +280,6 @@ pub struct TuneState {
     pub files: BTreeMap<String, FileState>,
 }
 
-/// The concrete files of a knob for a shield of `shield` (the machinecheck
-/// file of each shielded CPU, every queue of every network interface, ...).
-pub fn files_of(sys: &Sys, knob: &Knob, shield: &CpuSet) -> Vec<String> {
-    match knob.scope {
-        Scope::Global { files } => files.iter().map(|f| f.to_string()).collect(),
-        Scope::PerShieldCpu { pattern } => shield
-            .iter()
-            .map(|c| pattern.replace("{cpu}", &c.to_string()))
-            .collect(),
-        Scope::NetQueues => {
-            let mut out = Vec::new();
-            for iface in sys.list("sys/class/net").unwrap_or_default() {
-                let dir = format!("sys/class/net/{iface}/queues");
-                for q in sys.list(&dir).unwrap_or_default() {
-                    let file = if q.starts_with("rx-") {
-                        "rps_cpus"
-                    } else if q.starts_with("tx-") {
-                        "xps_cpus"
-                    } else {
-                        continue;
-                    };
-                    out.push(format!("{dir}/{q}/{file}"));
-                }
-            }
-            out
-        }
-    }
-}
-
-/// Reads the files of `knobs` for a shield of `shield`. Each file is read
-/// exactly once; call this only before the knobs are changed. Files in
-/// `known` are not read: their value is taken from there (the original
-/// values of watchdogs an active shield holds off, from its journal).
-pub fn read_state(
-    sys: &Sys,
-    knobs: &[&Knob],
-    shield: &CpuSet,
-    known: &BTreeMap<String, String>,
-) -> TuneState {
-    let mut st = TuneState::default();
-    for k in knobs {
-        let files = files_of(sys, k, shield);
-        for f in &files {
-            if let Some(v) = known.get(f) {
-                st.files.insert(
-                    f.clone(),
-                    FileState::Present {
-                        value: v.clone(),
-                        writable: true,
-                    },
-                );
-                continue;
-            }
-            let state = match sys.read_trimmed(f) {
-                Ok(value) => FileState::Present {
-                    value,
-                    writable: sys.mode_allows_write(f),
-                },
-                Err(e) if e.kind == ErrorKind::NotFound => FileState::Missing,
-                Err(e) => FileState::Unreadable {
-                    reason: e.errno_name(),
-                },
-            };
-            st.files.insert(f.clone(), state);
-        }
-        st.files_of.insert(k.name.to_string(), files);
-    }
-    st
-}
-
 /// Knob steps and what the user should know about them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TunePlan {
@@ -478,12 +407,12 @@ pub fn plan(
 /// Values of captured files (the watchdogs) that an active shield holds:
 /// path → (value written, original value), from its journal. These files
 /// must not be read while the shield is up.
-pub fn held_by_journal(
-    entries: &[crate::shield::journal::Entry],
+pub fn held_by_journal<'a>(
+    journaled: impl IntoIterator<Item = &'a Action>,
 ) -> BTreeMap<String, (String, String)> {
-    entries
-        .iter()
-        .filter_map(|e| match &e.action {
+    journaled
+        .into_iter()
+        .filter_map(|action| match action {
             Action::Write {
                 path,
                 value,

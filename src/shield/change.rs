@@ -1,0 +1,137 @@
+//! The vocabulary of changes: what a shield writes to the kernel, how each
+//! write is read back, and how it is undone. The plan, the knobs and the
+//! reshape produce [`Step`]s; the journal records [`Action`]s; apply and
+//! undo carry them out. A leaf: it depends on nothing of the shield.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::CpuSet;
+use crate::sys::systemd::SystemdCall;
+
+/// How a write is checked by reading back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    /// Nothing to read back (task moves, controller switches).
+    None,
+    /// The file must read back as the same CPU list.
+    CpuList,
+    /// The file must read back as the same hex mask.
+    CpuMask,
+    /// The file must read back as the same text (trimmed).
+    Text,
+    /// A partition type: must not read back `... invalid (reason)`.
+    Partition,
+}
+
+/// What to write back on undo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Undo {
+    /// The value read just before the write.
+    Previous,
+    /// A fixed value (e.g. `-cpuset` for `+cpuset`).
+    Value(String),
+    /// Nothing: the object goes away with its cgroup.
+    Nothing,
+}
+
+/// One change to the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    /// Mount the cgroup v2 hierarchy (none with cpuset was mounted).
+    /// Undone by unmounting it, only while it is the one mount at `target`
+    /// and nothing is mounted below it.
+    MountCgroup2 {
+        /// Mount point relative to the root.
+        target: String,
+        /// Make the directory first (and remove it on undo).
+        make_dir: bool,
+    },
+    /// Create a cgroup directory; undone by removing it.
+    Mkdir {
+        /// Path relative to the root.
+        path: String,
+    },
+    /// Write a value to a kernel file.
+    Write {
+        /// Path relative to the root.
+        path: String,
+        /// Value written.
+        value: String,
+        /// How to read back.
+        check: Check,
+        /// What undo writes.
+        undo: Undo,
+    },
+    /// Move a thread (v1 `tasks`) or a whole process (`cgroup.procs`) to another cgroup.
+    MoveTask {
+        /// Process id.
+        pid: i32,
+        /// Thread id (equal to pid for a whole process).
+        tid: i32,
+        /// The file written to move it (`.../tasks` or `.../cgroup.procs`).
+        to: String,
+        /// The file that moves it back on undo.
+        back: String,
+        /// Affinity of each moved thread before the move (the kernel resets it).
+        affinities: Vec<(i32, CpuSet)>,
+    },
+    /// Record the affinity of every thread; changes nothing. Undo puts each
+    /// back, because some kernels (6.1) reset the affinity of every task in
+    /// a cpuset when the cpuset or a partition beside it changes.
+    Remember {
+        /// (tid, affinity) of every thread at snapshot time.
+        affinities: Vec<(i32, CpuSet)>,
+    },
+    /// A request to systemd (see [`SystemdCall`]), undone by `undo`. When
+    /// `back` is set, undo first moves the processes still in the unit's
+    /// cgroup there (a scope of `run` or `move`: its processes outlive it).
+    Systemd {
+        /// The request.
+        call: SystemdCall,
+        /// The request that undoes it.
+        undo: Option<SystemdCall>,
+        /// `cgroup.procs` the unit's processes go back to before `undo`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        back: Option<String>,
+    },
+    /// Keep irqbalance off the shield: a runtime drop-in for its unit adds
+    /// an environment file setting `IRQBALANCE_BANNED_CPULIST`, then
+    /// systemd reloads and restarts it if it runs. Undone by removing both
+    /// (or writing back what was there), reloading and restarting again.
+    IrqbalanceBan {
+        /// CPUs banned: the shield and irqbalance's own ban.
+        banned: CpuSet,
+        /// The drop-in directory had to be made (and is removed by undo).
+        make_dir: bool,
+        /// The drop-in that was there before, if any.
+        previous_dropin: Option<String>,
+        /// The environment file that was there before, if any.
+        previous_env: Option<String>,
+    },
+    /// Change one thread's affinity.
+    SetAffinity {
+        /// Process id.
+        pid: i32,
+        /// Thread id.
+        tid: i32,
+        /// Command name, for reports.
+        name: String,
+        /// New affinity.
+        cpus: CpuSet,
+        /// Affinity before.
+        previous: CpuSet,
+    },
+}
+
+/// A planned change and whether its failure aborts the shield.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    /// The change.
+    #[serde(flatten)]
+    pub action: Action,
+    /// A failure of a fatal step rolls everything back; others are reported.
+    pub fatal: bool,
+}

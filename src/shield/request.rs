@@ -1,0 +1,49 @@
+//! What the user asks of a shield: the input of the plan, recorded in the
+//! journal's state so that `status`, `verify` and `apply` know it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::CpuSet;
+
+/// What the user asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// CPUs to shield.
+    pub cpus: CpuSet,
+    /// IRQs (numbers or names as in /proc/interrupts) to bind to the shield.
+    pub irqs: Vec<String>,
+    /// Move tasks whose own affinity lies wholly inside the shield.
+    pub force: bool,
+    /// Allow shielding one hyper-thread sibling but not the other.
+    pub allow_split_siblings: bool,
+    /// Tuning knobs to apply (`--tune`: `all` or knob names, see [`crate::shield::knobs`]).
+    #[serde(default)]
+    pub tune: Vec<String>,
+    /// Take each shielded CPU offline and online again (CPU hotplug) before
+    /// the cpusets are created, to push per-CPU timers and work off it.
+    #[serde(default)]
+    pub hotplug_restart: bool,
+}
+
+impl Request {
+    /// The `cpushield on` command line that makes this request.
+    pub fn command_line(&self) -> String {
+        let mut out = format!("cpushield on {}", self.cpus);
+        for irq in &self.irqs {
+            out.push_str(&format!(" --irq {irq}"));
+        }
+        if !self.tune.is_empty() {
+            out.push_str(&format!(" --tune={}", self.tune.join(",")));
+        }
+        for (set, flag) in [
+            (self.hotplug_restart, " --hotplug-restart"),
+            (self.force, " --force"),
+            (self.allow_split_siblings, " --allow-split-siblings"),
+        ] {
+            if set {
+                out.push_str(flag);
+            }
+        }
+        out
+    }
+}
