@@ -132,7 +132,7 @@ pub struct AuditArgs {
 pub struct CompareArgs {
     /// CPUs to measure and shield (cpulist or hex mask); at least one
     /// online CPU must stay outside.
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus, required_unless_present = "check")]
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     pub cpus: Option<CpuSet>,
     /// Background load: cpu, io, vm, hdd, full or none.
     #[arg(long, value_name = "SCENARIO", default_value = "full")]
@@ -158,12 +158,6 @@ pub struct CompareArgs {
     /// Print results.json to stdout instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Check a report directory written earlier (files, headers,
-    /// results.json, phases) and print its phases and ratios as
-    /// tab-separated lines; exit 1 when it is not well-formed. For test
-    /// scripts (the guest has no JSON tool).
-    #[arg(long, value_name = "DIR", hide = true, conflicts_with_all = ["cpus", "dry_run", "json"])]
-    pub check: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -21,11 +21,12 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::cpulist::CpuSet;
 use crate::load::{Driver, Load, LoadReport, Scenario, StopReport};
+use crate::measure::interrupts::Delta;
 use crate::measure::machine::Machine;
+use crate::measure::results::{Measurement, ProbeStatus, Tool};
 use crate::measure::ProbeKind;
 use crate::report::{
     self, Curve, HtmlReport, PhaseStats, PlotOptions, RatioRow, SummaryTable, IDLE, SHIELDED,
@@ -218,76 +219,74 @@ pub struct Measured {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CpuNoise {
     /// The CPU.
-    pub cpu: u64,
+    pub cpu: u32,
     /// `/proc/interrupts` deltas (as reported by `measure`).
-    pub interrupts: Value,
+    pub interrupts: Vec<Delta>,
     /// `/proc/softirqs` deltas.
-    pub softirqs: Value,
+    pub softirqs: Vec<Delta>,
 }
 
-fn ns_to_us(v: &Value) -> Option<f64> {
-    v.as_f64().map(|ns| ns / 1000.0)
+fn ns_to_us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
 }
 
-/// Reduces the JSON of `cpushield measure` (one probe) to a curve and a
+/// Reduces the results of `cpushield measure` (one probe) to a curve and a
 /// table row. Pure.
 pub fn parse_measurement(
     phase: &str,
-    json: &Value,
+    measured: &Measurement,
     thresholds_us: &[f64],
 ) -> Result<Measured, String> {
-    let probe = json["results"]
-        .get(0)
+    let probe = measured
+        .results
+        .first()
         .ok_or("the measurement produced no result")?;
-    if probe["status"] != "ok" {
+    if probe.status != ProbeStatus::Ok {
         return Err(format!(
-            "probe {} {}: {}",
-            probe["probe"],
-            probe["status"],
-            probe["skip_reason"].as_str().unwrap_or("no reason given")
+            "probe {} skipped: {}",
+            probe.probe.name(),
+            probe.skip_reason.as_deref().unwrap_or("no reason given")
         ));
     }
-    let width_ns = probe["histogram"]["bucket_width_ns"]
-        .as_u64()
+    let width_ns = Some(probe.histogram.bucket_width_ns)
         .filter(|&w| w > 0)
-        .ok_or("bucket_width_ns missing")?;
+        .ok_or("bucket_width_ns is 0")?;
     let mut counts: Vec<u64> = Vec::new();
-    let mut overflow = 0;
-    let mut per_cpu = Vec::new();
-    for cpu in probe["cpus"].as_array().ok_or("cpus missing")? {
-        let hist = cpu["histogram"].as_array().ok_or("histogram missing")?;
-        if counts.len() < hist.len() {
-            counts.resize(hist.len(), 0);
+    for cpu in &probe.cpus {
+        if counts.len() < cpu.histogram.len() {
+            counts.resize(cpu.histogram.len(), 0);
         }
-        for (i, c) in hist.iter().enumerate() {
-            counts[i] += c.as_u64().ok_or("bad histogram count")?;
+        for (sum, c) in counts.iter_mut().zip(&cpu.histogram) {
+            *sum += c;
         }
-        overflow += cpu["stats"]["overflows"].as_u64().unwrap_or(0);
-        per_cpu.push(CpuNoise {
-            cpu: cpu["cpu"].as_u64().ok_or("cpu number missing")?,
-            interrupts: cpu["interrupts"].clone(),
-            softirqs: cpu["softirqs"].clone(),
-        });
     }
+    let per_cpu = probe
+        .cpus
+        .iter()
+        .map(|cpu| CpuNoise {
+            cpu: cpu.cpu,
+            interrupts: cpu.interrupts.clone(),
+            softirqs: cpu.softirqs.clone(),
+        })
+        .collect();
     let curve = Curve {
         label: phase.to_string(),
         bucket_width_us: width_ns as f64 / 1000.0,
         counts,
-        overflow,
+        overflow: probe.cpus.iter().map(|c| c.stats.overflows).sum(),
     };
     let mut stats = PhaseStats::from_curve(&curve, thresholds_us);
-    let all = &probe["all"];
-    stats.samples = all["samples"].as_u64().unwrap_or(stats.samples);
-    stats.min_us = ns_to_us(&all["min_ns"]);
-    stats.avg_us = ns_to_us(&all["avg_ns"]);
-    stats.max_us = ns_to_us(&all["max_ns"]);
+    let all = &probe.all;
+    stats.samples = all.samples;
+    stats.min_us = all.min_ns.map(ns_to_us);
+    stats.avg_us = all.avg_ns.map(|ns| ns / 1000.0);
+    stats.max_us = all.max_ns.map(ns_to_us);
     // The engine's percentiles are clamped to the exact max.
     let pct = |p: f64| {
-        all["percentiles"].as_array().and_then(|ps| {
-            ps.iter()
-                .find(|x| x["p"].as_f64() == Some(p))
-                .map(|x| ns_to_us(&x["value_ns"]))
-        })
+        all.percentiles
+            .iter()
+            .find(|x| x.p == p)
+            .map(|x| x.value_ns.map(ns_to_us))
     };
     if let Some(v) = pct(99.0) {
         stats.p99_us = v;
@@ -323,7 +322,7 @@ pub struct PhaseRecord {
     #[serde(flatten)]
     pub measured: Measured,
     /// The full output of `cpushield measure --json`.
-    pub measurement: Value,
+    pub measurement: Measurement,
 }
 
 /// Everything `compare` found; serialised as `results.json`.
@@ -332,7 +331,7 @@ pub struct Results {
     /// Layout version of this document.
     pub schema_version: u32,
     /// `cpushield` and its version.
-    pub tool: crate::measure::report::Tool,
+    pub tool: Tool,
     /// When the first phase started (Unix seconds).
     pub started_unix_s: f64,
     /// True when Ctrl-C/SIGTERM ended the run early (phases may be missing).
@@ -446,7 +445,7 @@ impl Drop for ShieldGuard<'_> {
 /// load always runs on real CPUs, also with a fixture root; on a real
 /// machine this is the whole set unless compare itself was restricted).
 fn usable_cpus(cpus: &CpuSet) -> CpuSet {
-    match Sys::live().affinity(std::process::id() as i32) {
+    match crate::sys::syscalls::get_affinity(0) {
         Ok(mine) => cpus.intersection(&mine),
         Err(_) => cpus.clone(),
     }
@@ -465,7 +464,7 @@ fn run_child(
     argv: &[String],
     phase: &'static str,
     stop: &AtomicBool,
-) -> Result<Value, CompareError> {
+) -> Result<Measurement, CompareError> {
     let err = |reason: String| CompareError::Measure { phase, reason };
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
@@ -524,7 +523,6 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
     let root = sys.root_arg().map(Path::to_path_buf);
     let realtime = nix::unistd::geteuid().is_root();
     let started_unix_s = now_unix();
-    let machine = Machine::read(&Sys::live());
     let mut phases = Vec::new();
     for &phase in &opts.phases {
         if ctx.stop.load(Relaxed) {
@@ -600,12 +598,16 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
     }
     let summary = assemble(&phases, &opts.thresholds_us);
     let ratios = summary.ratios();
+    // The machine the phases measured on, as their measurement saw it (the
+    // measuring children run on this machine's CPUs, also in a test whose
+    // shield is a fixture); read here only when no phase ran.
+    let machine = match phases.first() {
+        Some(p) => p.measurement.machine.clone(),
+        None => Machine::read(sys),
+    };
     Ok(Results {
         schema_version: SCHEMA_VERSION,
-        tool: crate::measure::report::Tool {
-            name: "cpushield",
-            version: env!("CARGO_PKG_VERSION"),
-        },
+        tool: Tool::this(),
         started_unix_s,
         interrupted: ctx.stop.load(Relaxed),
         options: opts.clone(),
@@ -747,212 +749,11 @@ pub fn write_files(r: &Results, dir: &Path) -> Result<(), CompareError> {
     Ok(())
 }
 
-/// What `compare --check DIR` found in a report directory written by
-/// [`write_files`].
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DirCheck {
-    /// Everything wrong with the directory; empty when it is well-formed.
-    pub problems: Vec<String>,
-    /// Tab-separated lines for scripts: `phase`, `ratio` and `machine`
-    /// records (see [`check_dir`]).
-    pub lines: Vec<String>,
-}
-
-/// The PNG signature.
-const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
-
-/// A ratio for scripts: `2.500`, `inf`, `n/a`.
-fn ratio_field(r: &report::Ratio) -> String {
-    match r {
-        report::Ratio::Value(v) => format!("{v:.3}"),
-        report::Ratio::Infinite => "inf".into(),
-        report::Ratio::Undefined => "n/a".into(),
-    }
-}
-
-/// Checks a report directory: every file of [`FILES`] present with the
-/// right header (PNG signature, `<svg`…`</svg>`, an offline HTML page),
-/// results.json parses with this [`SCHEMA_VERSION`], its phases have
-/// samples, the load of each phase was stopped with no process left, the
-/// shield of the shielded phase was undone, and a virtualised machine
-/// carries the virtualisation note in results.json and summary.txt.
-///
-/// The lines have tab-separated fields (shown here with `|`):
-/// `machine|KERNEL|virtualised, bare metal or unknown|PREEMPTION`, one
-/// `phase|NAME|SAMPLES|MAX_US|P999_US|OVER...` per phase and one
-/// `ratio|METRIC|UNSHIELDED/SHIELDED|SHIELDED/IDLE` per ratio row
-/// (numbers, `inf` or `n/a`; ratios are recomputed from the table).
-pub fn check_dir(dir: &Path) -> DirCheck {
-    let mut c = DirCheck::default();
-    let read = |f: &str| std::fs::read(dir.join(f));
-    for f in FILES {
-        match std::fs::metadata(dir.join(f)) {
-            Ok(m) if m.len() > 0 => {}
-            Ok(_) => c.problems.push(format!("{f} is empty")),
-            Err(e) => c.problems.push(format!("{f}: {e}")),
-        }
-    }
-    if let Ok(b) = read("histogram.png") {
-        if !b.starts_with(PNG_MAGIC) || b.get(12..16) != Some(b"IHDR") {
-            c.problems
-                .push("histogram.png has no PNG signature and IHDR chunk".into());
-        }
-    }
-    if let Ok(b) = read("histogram.svg") {
-        let t = String::from_utf8_lossy(&b);
-        let head = t.trim_start();
-        if !(head.starts_with("<svg") || head.starts_with("<?xml")) || !t.contains("<svg") {
-            c.problems
-                .push("histogram.svg does not start an SVG document".into());
-        }
-        if !t.trim_end().ends_with("</svg>") {
-            c.problems
-                .push("histogram.svg does not end with </svg>".into());
-        }
-    }
-    if let Ok(b) = read("report.html") {
-        let t = String::from_utf8_lossy(&b);
-        if !t
-            .trim_start()
-            .to_ascii_lowercase()
-            .starts_with("<!doctype html")
-        {
-            c.problems
-                .push("report.html does not start with <!DOCTYPE html>".into());
-        }
-        if !t.trim_end().ends_with("</html>") {
-            c.problems
-                .push("report.html does not end with </html>".into());
-        }
-        if !t.contains("<svg") {
-            c.problems.push("report.html has no inline plot".into());
-        }
-        if t.contains("http://") || t.contains("https://") {
-            c.problems
-                .push("report.html refers to the network (it must read offline)".into());
-        }
-    }
-    let json: Value = match read("results.json")
-        .map_err(|e| e.to_string())
-        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-    {
-        Ok(v) => v,
-        Err(e) => {
-            c.problems.push(format!("results.json: {e}"));
-            return c;
-        }
-    };
-    if json["schema_version"] != SCHEMA_VERSION {
-        c.problems.push(format!(
-            "results.json: schema_version {} (expected {SCHEMA_VERSION})",
-            json["schema_version"]
-        ));
-    }
-    if json["interrupted"] != false {
-        c.problems
-            .push("results.json: the run was interrupted (or says nothing about it)".into());
-    }
-    let m = &json["machine"];
-    let virt = match m["virtualised"].as_bool() {
-        Some(true) => "virtualised",
-        Some(false) => "bare metal",
-        None => "unknown",
-    };
-    let text = |v: &Value| v.as_str().unwrap_or("unknown").to_string();
-    c.lines.push(format!(
-        "machine\t{}\t{virt}\t{}",
-        text(&m["kernel_release"]),
-        text(&m["preemption"]["model"])
-    ));
-    if virt == "virtualised" {
-        let summary = read("summary.txt").unwrap_or_default();
-        let summary = String::from_utf8_lossy(&summary);
-        if json["virtualised_note"].as_str().is_none()
-            || !summary.contains(report::html::VIRTUALISED_NOTE)
-        {
-            c.problems.push(
-                "the machine is virtualised but the report does not say so (virtualised_note, summary.txt)"
-                    .into(),
-            );
-        }
-    }
-    let empty = Vec::new();
-    let phases = json["phases"].as_array().unwrap_or(&empty);
-    let names: Vec<&str> = phases.iter().filter_map(|p| p["phase"].as_str()).collect();
-    let wanted: Vec<&str> = json["options"]["phases"]
-        .as_array()
-        .unwrap_or(&empty)
-        .iter()
-        .filter_map(|p| p.as_str())
-        .collect();
-    if names.is_empty() || names != wanted {
-        c.problems.push(format!(
-            "results.json: phases {names:?}, but the run asked for {wanted:?}"
-        ));
-    }
-    for p in phases {
-        let name = p["phase"].as_str().unwrap_or("?");
-        if p["stats"]["samples"].as_u64().unwrap_or(0) == 0 {
-            c.problems.push(format!("phase {name}: no samples"));
-        }
-        if !p["load"].is_null() {
-            match p["load_stop"]["zombies_left"].as_array() {
-                Some(z) if z.is_empty() => {}
-                Some(z) => c
-                    .problems
-                    .push(format!("phase {name}: load processes left: {z:?}")),
-                None => c
-                    .problems
-                    .push(format!("phase {name}: the load has no stop record")),
-            }
-        }
-        if name == SHIELDED && (p["shield"].is_null() || p["unshield"].is_null()) {
-            c.problems
-                .push("phase shielded: no record of the shield applied and undone".into());
-        }
-    }
-    let table: SummaryTable = match serde_json::from_value(json["summary"].clone()) {
-        Ok(t) => t,
-        Err(e) => {
-            c.problems.push(format!("results.json: summary: {e}"));
-            return c;
-        }
-    };
-    if table.rows.len() != phases.len() {
-        c.problems.push(format!(
-            "results.json: {} table rows for {} phases",
-            table.rows.len(),
-            phases.len()
-        ));
-    }
-    for r in &table.rows {
-        let mut line = format!(
-            "phase\t{}\t{}\t{}\t{}",
-            r.phase,
-            r.samples,
-            report::table::format_us(r.max_us),
-            report::table::format_us(r.p999_us)
-        );
-        for o in &r.over {
-            line.push_str(&format!("\t{o}"));
-        }
-        c.lines.push(line);
-    }
-    for r in table.ratios() {
-        c.lines.push(format!(
-            "ratio\t{}\t{}\t{}",
-            r.metric,
-            ratio_field(&r.unshielded_over_shielded),
-            ratio_field(&r.shielded_over_idle)
-        ));
-    }
-    c
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::measure::histogram::Histogram;
+    use crate::measure::testing::{cpu, sample_run};
 
     fn cpus(s: &str) -> CpuSet {
         CpuSet::parse_list(s).unwrap()
@@ -1016,51 +817,53 @@ mod tests {
         assert!(check(&o, &pre(false, false)).is_ok());
     }
 
-    fn measure_json(max_ns: u64, hist: &[u64], overflows: u64) -> Value {
-        json!({
-            "results": [{
-                "probe": "timer",
-                "status": "ok",
-                "histogram": {"bucket_width_ns": 1000, "buckets": 10000},
-                "cpus": [
-                    {"cpu": 2, "stats": {"overflows": overflows}, "histogram": hist,
-                     "interrupts": [{"source": "LOC", "count": 5, "description": "x"}], "softirqs": []},
-                    {"cpu": 3, "stats": {"overflows": 0}, "histogram": [1],
-                     "interrupts": [], "softirqs": []}
-                ],
-                "all": {"samples": hist.iter().sum::<u64>() + 1 + overflows,
-                        "min_ns": 500, "avg_ns": 1500.0, "max_ns": max_ns,
-                        "percentiles": [{"p": 99.0, "value_ns": 3000}, {"p": 99.9, "value_ns": max_ns}]}
-            }]
-        })
+    /// What `cpushield measure --json` prints for a timer run on CPU 2
+    /// with these samples (ns, 1 µs buckets), read back as compare reads it.
+    fn measured(values_ns: &[u64]) -> Measurement {
+        let mut run = sample_run();
+        let mut h = Histogram::new(10, 1000);
+        for (i, &v) in values_ns.iter().enumerate() {
+            h.record(i as u64, v);
+        }
+        run.probes[0].cpus = vec![cpu(2, h.clone())];
+        run.probes[0].all = h;
+        let printed = crate::measure::report::json(&run);
+        serde_json::from_str(&printed).expect("measure's JSON reads back as its own type")
     }
 
     #[test]
     fn parse_sums_cpus_and_takes_exact_stats() {
-        let m = parse_measurement("idle", &measure_json(3300, &[0, 2, 3, 4], 0), &[2.0]).unwrap();
-        assert_eq!(m.curve.counts, vec![1, 2, 3, 4]);
+        // sample_run: CPU 1 at 1.4, 2.4, 2.4, 3.4 and 9.4 µs (past the 4
+        // buckets), CPU 2 at 0.4 and 1.4 µs.
+        let printed = crate::measure::report::json(&sample_run());
+        let back: Measurement = serde_json::from_str(&printed).unwrap();
+        let m = parse_measurement("idle", &back, &[2.0]).unwrap();
+        assert_eq!(m.curve.counts, vec![1, 2, 2, 1]);
+        assert_eq!(m.curve.overflow, 1);
         assert_eq!(m.curve.bucket_width_us, 1.0);
-        assert_eq!(m.stats.samples, 10);
-        assert_eq!(m.stats.min_us, Some(0.5));
-        assert_eq!(m.stats.max_us, Some(3.3));
-        assert_eq!(m.stats.p99_us, Some(3.0));
-        assert_eq!(m.stats.over, vec![7]);
-        assert_eq!(m.per_cpu.len(), 2);
-        assert_eq!(m.per_cpu[0].interrupts[0]["source"], "LOC");
+        assert_eq!(m.stats.samples, 7);
+        assert_eq!(m.stats.min_us, Some(0.4));
+        assert_eq!(m.stats.max_us, Some(9.4));
+        assert_eq!(m.stats.over, vec![4]);
+        assert_eq!(m.per_cpu.iter().map(|c| c.cpu).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(m.per_cpu[0].interrupts[0].source, "LOC");
     }
 
     #[test]
     fn parse_rejects_skipped_probe() {
-        let j =
-            json!({"results": [{"probe": "rtc", "status": "skipped", "skip_reason": "no RTC"}]});
-        assert!(parse_measurement("idle", &j, &[100.0])
+        let mut run = sample_run();
+        run.probes[0].status = crate::measure::driver::Status::Skipped("no RTC".into());
+        let m = Measurement::of(&run);
+        assert!(parse_measurement("idle", &m, &[100.0])
             .unwrap_err()
             .contains("no RTC"));
-        assert!(parse_measurement("idle", &json!({}), &[100.0]).is_err());
+        let mut none = m.clone();
+        none.results.clear();
+        assert!(parse_measurement("idle", &none, &[100.0]).is_err());
     }
 
-    fn record(phase: Phase, max_ns: u64, hist: &[u64]) -> PhaseRecord {
-        let j = measure_json(max_ns, hist, 0);
+    fn record(phase: Phase, max_ns: u64) -> PhaseRecord {
+        let m = measured(&[1000, 1500, max_ns]);
         PhaseRecord {
             phase: phase.name(),
             command: vec!["cpushield".into(), "measure".into()],
@@ -1069,17 +872,17 @@ mod tests {
             shield: None,
             unshield: None,
             elapsed_s: 1.0,
-            measured: parse_measurement(phase.name(), &j, &[2.0]).unwrap(),
-            measurement: j,
+            measured: parse_measurement(phase.name(), &m, &[2.0]).unwrap(),
+            measurement: m,
         }
     }
 
     #[test]
     fn assemble_gives_rows_in_order_and_ratios() {
         let phases = vec![
-            record(Phase::Idle, 2000, &[0, 9]),
-            record(Phase::Unshielded, 8000, &[0, 1, 4, 4]),
-            record(Phase::Shielded, 4000, &[0, 5, 4]),
+            record(Phase::Idle, 2000),
+            record(Phase::Unshielded, 8000),
+            record(Phase::Shielded, 4000),
         ];
         let t = assemble(&phases, &[2.0]);
         let names: Vec<&str> = t.rows.iter().map(|r| r.phase.as_str()).collect();
@@ -1127,19 +930,16 @@ mod tests {
 
     fn full_results(virtualised: Option<bool>, note: bool) -> Results {
         let phases = vec![
-            record(Phase::Idle, 2000, &[0, 9]),
-            record(Phase::Unshielded, 8000, &[0, 1, 4, 4]),
-            record(Phase::Shielded, 4000, &[0, 5, 4]),
+            record(Phase::Idle, 2000),
+            record(Phase::Unshielded, 8000),
+            record(Phase::Shielded, 4000),
         ];
         let summary = assemble(&phases, &[2.0]);
         let mut machine = Machine::read(&Sys::at("/nonexistent-root"));
         machine.virtualised = virtualised;
         Results {
             schema_version: SCHEMA_VERSION,
-            tool: crate::measure::report::Tool {
-                name: "cpushield",
-                version: "0",
-            },
+            tool: Tool::this(),
             started_unix_s: 0.0,
             interrupted: false,
             options: opts("2"),
@@ -1150,77 +950,6 @@ mod tests {
             phases,
             ratios: summary.ratios(),
             summary,
-        }
-    }
-
-    /// Writes the files, lets `patch` change results.json, checks.
-    fn checked_with(r: &Results, patch: impl Fn(&mut Value)) -> DirCheck {
-        let dir = tempfile::tempdir().unwrap();
-        write_files(r, dir.path()).unwrap();
-        let p = dir.path().join("results.json");
-        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-        patch(&mut v);
-        std::fs::write(&p, v.to_string()).unwrap();
-        check_dir(dir.path())
-    }
-
-    fn checked(r: &Results) -> DirCheck {
-        checked_with(r, |_| {})
-    }
-
-    /// The shielded phase's shield and unshield records, as `run` fills them.
-    fn shield_records(v: &mut Value) {
-        v["phases"][2]["shield"] = json!({"shield": "2"});
-        v["phases"][2]["unshield"] = json!({});
-    }
-
-    #[test]
-    fn check_dir_lines_for_a_good_report() {
-        let r = full_results(Some(false), false);
-        let c = checked_with(&r, shield_records);
-        assert_eq!(c.problems, Vec::<String>::new());
-        assert_eq!(c.lines[0], "machine\tunknown\tbare metal\tunknown");
-        assert_eq!(c.lines[1], "phase\tidle\t10\t2.0\t2.0\t0");
-        assert!(c.lines.contains(&"ratio\tmax\t2.000\t2.000".to_string()));
-        assert_eq!(c.lines.len(), 1 + 3 + 3);
-    }
-
-    #[test]
-    fn check_dir_finds_what_is_missing() {
-        // shielded phase without shield records
-        let c = checked(&full_results(Some(false), false));
-        assert!(c.problems.iter().any(|p| p.contains("applied and undone")));
-        // a virtualised machine whose report says nothing about it
-        let c = checked(&full_results(Some(true), false));
-        assert!(
-            c.problems.iter().any(|p| p.contains("virtualised")),
-            "{:?}",
-            c.problems
-        );
-        // a load that left a process behind
-        let c = checked_with(&full_results(None, false), |v| {
-            shield_records(v);
-            v["phases"][1]["load"] = json!({"scenario": "cpu"});
-            v["phases"][1]["load_stop"] = json!({"zombies_left": [42]});
-        });
-        assert_eq!(
-            c.problems,
-            ["phase unshielded: load processes left: [Number(42)]"]
-        );
-        // virtualised and saying so: fine
-        let c = checked_with(&full_results(Some(true), true), shield_records);
-        assert_eq!(c.problems, Vec::<String>::new());
-        assert!(c.lines[0].contains("\tvirtualised\t"));
-        // a phase missing that the options asked for
-        let mut r = full_results(None, false);
-        r.phases.truncate(2);
-        let c = checked(&r);
-        assert!(c.problems.iter().any(|p| p.contains("asked for")));
-        // an empty directory: every file named
-        let dir = tempfile::tempdir().unwrap();
-        let c = check_dir(dir.path());
-        for f in FILES {
-            assert!(c.problems.iter().any(|p| p.starts_with(f)), "{f}");
         }
     }
 

@@ -247,7 +247,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Run(a) => return run_command(&sys, a),
-        Command::Measure(a) => cpushield::measure::run(&a)?,
+        Command::Measure(a) => cpushield::measure::run(&sys, &a)?,
         Command::Compare(a) => return compare(&sys, a, &mut out),
         Command::Tune(a) => {
             let _ = a.list;
@@ -368,25 +368,6 @@ fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
 fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> {
     use cpushield::compare::{self, Options, Phase, Preconditions};
     use std::io::IsTerminal;
-    if let Some(dir) = &a.check {
-        let c = compare::check_dir(dir);
-        for l in &c.lines {
-            writeln!(out, "{l}")?;
-        }
-        for p in &c.problems {
-            writeln!(out, "problem\t{p}")?;
-        }
-        if !c.problems.is_empty() {
-            eprintln!(
-                "cpushield compare --check {}: {} problem(s): {}",
-                dir.display(),
-                c.problems.len(),
-                c.problems.join("; ")
-            );
-            return Ok(ExitCode::FAILURE);
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
     let Some(cpus) = a.cpus else {
         return Err(Refusal(
             "compare: --cpus is required (the CPUs to measure and shield, e.g. --cpus 2-3)".into(),

@@ -2,6 +2,8 @@
 //! fixture files; the measurement (SCHED_OTHER unless root) and the load
 //! run on this machine's CPUs, unconfined. Each phase lasts 0.3 s.
 
+#[path = "../examples/check_compare_dir.rs"]
+mod check_compare_dir;
 mod common;
 
 use common::*;
@@ -90,47 +92,73 @@ fn compare_restores_fixture(layout: CgroupLayout, load: &str) {
     let o = cpushield(root.path(), &["off"]);
     assert!(o.status.success());
     assert!(text(&o).contains("nothing to undo"), "{}", text(&o));
-    check_dir_accepts_then_rejects(root.path(), &dir);
+    check_dir_accepts_then_rejects(&dir);
 }
 
-/// `compare --check DIR` (what the guest scenarios use): accepts the
-/// directory just written and prints its phases and ratios; rejects it once
-/// a file is damaged or a phase lost its samples.
-fn check_dir_accepts_then_rejects(root: &std::path::Path, dir: &std::path::Path) {
-    let d = dir.to_str().unwrap();
-    let o = cpushield(root, &["compare", "--check", d]);
-    assert!(o.status.success(), "{}", text(&o));
-    let out = String::from_utf8_lossy(&o.stdout).to_string();
-    let kinds = |k: &str| out.lines().filter(|l| l.starts_with(k)).count();
-    assert_eq!(kinds("phase\t"), 3, "{out}");
-    assert_eq!(kinds("ratio\t"), 4, "{out}");
-    assert_eq!(kinds("machine\t"), 1, "{out}");
-    assert!(out.contains("ratio\tmax\t"), "{out}");
-    assert!(out.contains("ratio\t> 500 µs\t"), "{out}");
+/// The report-directory check the guest scenarios run (the example
+/// `check_compare_dir`, compiled here as a module): accepts the directory
+/// just written and prints its phases and ratios; rejects it once a file
+/// is damaged, a phase lost its samples, a load left a process, the
+/// shielded phase lost its shield record, a phase is missing, or a
+/// virtualised machine is not said to be one.
+fn check_dir_accepts_then_rejects(dir: &std::path::Path) {
+    let c = check_compare_dir::check_dir(dir);
+    assert_eq!(c.problems, Vec::<String>::new());
+    let kinds = |k: &str| c.lines.iter().filter(|l| l.starts_with(k)).count();
+    assert_eq!(kinds("phase\t"), 3, "{:?}", c.lines);
+    assert_eq!(kinds("ratio\t"), 4, "{:?}", c.lines);
+    assert_eq!(kinds("machine\t"), 1, "{:?}", c.lines);
+    assert!(c.lines.iter().any(|l| l.starts_with("ratio\tmax\t")));
+    assert!(c.lines.iter().any(|l| l.starts_with("ratio\t> 500 µs\t")));
 
     let png = dir.join("histogram.png");
     let good = std::fs::read(&png).unwrap();
     std::fs::write(&png, b"GIF89a").unwrap();
-    let o = cpushield(root, &["compare", "--check", d]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("histogram.png"), "{}", text(&o));
+    let problems = check_compare_dir::check_dir(dir).problems;
+    assert!(
+        problems.iter().any(|p| p.contains("histogram.png")),
+        "{problems:?}"
+    );
     std::fs::write(&png, good).unwrap();
 
     let json = dir.join("results.json");
-    let mut r = results(dir);
-    r["phases"][1]["stats"]["samples"] = 0.into();
-    std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
-    let o = cpushield(root, &["compare", "--check", d]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let good = results(dir);
+    let problems_with = |patch: &dyn Fn(&mut serde_json::Value)| {
+        let mut r = good.clone();
+        patch(&mut r);
+        std::fs::write(&json, serde_json::to_string(&r).unwrap()).unwrap();
+        check_compare_dir::check_dir(dir).problems
+    };
+    let p = problems_with(&|r| r["phases"][1]["stats"]["samples"] = 0.into());
     assert!(
-        text(&o).contains("phase unshielded: no samples"),
-        "{}",
-        text(&o)
+        p.contains(&"phase unshielded: no samples".to_string()),
+        "{p:?}"
     );
+    let p = problems_with(&|r| {
+        r["phases"][1]["load"] = serde_json::json!({"scenario": "cpu"});
+        r["phases"][1]["load_stop"] = serde_json::json!({"zombies_left": [42]});
+    });
+    assert_eq!(p, ["phase unshielded: load processes left: [Number(42)]"]);
+    let p = problems_with(&|r| r["phases"][2]["unshield"] = serde_json::Value::Null);
+    assert!(p.iter().any(|p| p.contains("applied and undone")), "{p:?}");
+    let p = problems_with(&|r| {
+        r["phases"].as_array_mut().unwrap().pop();
+    });
+    assert!(p.iter().any(|p| p.contains("asked for")), "{p:?}");
+    let p = problems_with(&|r| {
+        r["machine"]["virtualised"] = true.into();
+        r["virtualised_note"] = serde_json::Value::Null;
+    });
+    assert!(p.iter().any(|p| p.contains("virtualised")), "{p:?}");
     std::fs::write(&json, "{").unwrap();
-    let o = cpushield(root, &["compare", "--check", d]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("results.json"), "{}", text(&o));
+    let p = check_compare_dir::check_dir(dir).problems;
+    assert!(p.iter().any(|p| p.starts_with("results.json")), "{p:?}");
+
+    let empty = tempfile::tempdir().unwrap();
+    let p = check_compare_dir::check_dir(empty.path()).problems;
+    for f in cpushield::compare::FILES {
+        assert!(p.iter().any(|p| p.starts_with(f)), "{f}: {p:?}");
+    }
 }
 
 #[test]

@@ -8,14 +8,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::MeasureError;
 use crate::cpulist::CpuSet;
 use crate::sys::Sys;
 
 /// The probes `cpushield measure` can run.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProbeKind {
     /// Timer wake-up latency, cyclictest's method (clock_nanosleep to absolute deadlines).
@@ -140,21 +140,26 @@ pub struct MeasureArgs {
 }
 
 /// When a run stops.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stop {
     /// After this many samples per CPU (noise: periods).
     Loops(u64),
     /// After this long.
-    Duration(#[serde(serialize_with = "secs")] Duration),
+    Duration(#[serde(serialize_with = "secs", deserialize_with = "from_secs")] Duration),
 }
 
 fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
+fn from_secs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = f64::deserialize(d)?;
+    Duration::try_from_secs_f64(s).map_err(serde::de::Error::custom)
+}
+
 /// A validated measurement request.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     /// Probes, run in this order.
     pub probes: Vec<ProbeKind>,

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::args::{Config, ProbeKind, Stop};
 use super::histogram::Histogram;
@@ -28,7 +28,7 @@ use crate::sys::syscalls::{self, Policy};
 use crate::sys::Sys;
 
 /// Context switches of a measuring thread over its loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextSwitches {
     /// Voluntary (the thread slept: expected once per wake-up for timer probes).
     pub voluntary: u64,

@@ -16,7 +16,7 @@
 //! more than the reported value minus one bucket width. A rank that falls
 //! among the overflows has no value (`None`): it is beyond the range.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The percentiles every report carries, in percent.
 pub const PERCENTILES: [f64; 5] = [50.0, 90.0, 99.0, 99.9, 99.99];
@@ -205,7 +205,7 @@ impl Histogram {
 }
 
 /// One percentile of a [`Summary`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Percentile {
     /// The percentile, in percent (50, 90, 99, 99.9, 99.99).
     pub p: f64,
@@ -215,7 +215,7 @@ pub struct Percentile {
 }
 
 /// Statistics of one histogram, as reported (JSON field names included).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Number of samples.
     pub samples: u64,

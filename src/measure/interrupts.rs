@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Counts of one file: source name → (per-CPU counts, description).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -28,14 +28,14 @@ pub struct Row {
 }
 
 /// A non-zero change of one source on one CPU over a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Delta {
     /// Source name (`LOC`, `RES`, `24`, `TIMER`, ...).
     pub source: String,
     /// How many more than at the start.
     pub count: u64,
     /// Description from the file (e.g. `Local timer interrupts`).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
 }
 

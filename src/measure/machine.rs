@@ -6,12 +6,12 @@
 //! functions over `&str`. Missing files are not errors: the field is
 //! `None` ("unknown").
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::sys::Sys;
 
 /// The machine a measurement ran on.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
     /// `uname -r` (`/proc/sys/kernel/osrelease`).
     pub kernel_release: Option<String>,
@@ -34,7 +34,7 @@ pub struct Machine {
 }
 
 /// The kernel's preemption model.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Preemption {
     /// `PREEMPT_RT`, `PREEMPT_DYNAMIC`, `PREEMPT`, `PREEMPT_VOLUNTARY`,
     /// `PREEMPT_NONE`, or `None` when unknown.
@@ -47,7 +47,7 @@ pub struct Preemption {
 }
 
 /// Latency-relevant kernel command-line parameters (`None`: not given).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BootParams {
     /// `isolcpus=`.
     pub isolcpus: Option<String>,

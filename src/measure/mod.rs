@@ -15,6 +15,9 @@ pub mod interrupts;
 pub mod machine;
 pub mod probes;
 pub mod report;
+pub mod results;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::path::PathBuf;
 
@@ -79,16 +82,15 @@ pub enum MeasureError {
     },
 }
 
-/// `cpushield measure`: validate, check privileges, measure, report to
-/// stdout (table or JSON) and to `--histfile`.
-pub fn run(args: &MeasureArgs) -> Result<(), MeasureError> {
-    let sys = Sys::live();
-    let cfg = Config::from_args(args, &sys)?;
+/// `cpushield measure`: validate, check privileges, measure on the machine
+/// behind `sys`, report to stdout (table or JSON) and to `--histfile`.
+pub fn run(sys: &Sys, args: &MeasureArgs) -> Result<(), MeasureError> {
+    let cfg = Config::from_args(args, sys)?;
     if let Some(p) = cfg.priority {
         driver::check_realtime_permitted(p)?;
     }
-    let machine = machine::Machine::read(&sys);
-    let run = measure(&cfg, &sys, machine)?;
+    let machine = machine::Machine::read(sys);
+    let run = measure(&cfg, sys, machine)?;
     if let Some(path) = &args.histfile {
         report::write_histfiles(&run, path)?;
     }

@@ -12,7 +12,7 @@ use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use nix::errno::Errno;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::args::ProbeKind;
 use super::histogram::Histogram;
@@ -79,7 +79,7 @@ pub struct Job {
 }
 
 /// Noise figures of one CPU (osnoise's columns).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NoiseStats {
     /// Time spent spinning, ns.
     pub runtime_ns: u64,

@@ -5,183 +5,22 @@
 //! function of a [`Run`] (plus writing the histogram file), so the formats
 //! are tested without measuring anything.
 //!
-//! # JSON schema
-//! `--json` prints one object, [`JsonReport`]; its field names and
-//! meanings are documented on the structs below and in
-//! `docs/measure-json.md`. [`SCHEMA_VERSION`] changes when a field is
-//! removed or changes meaning; adding fields does not change it.
+//! `--json` prints [`super::results::Measurement`], the typed contract
+//! that `compare` reads back.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde::Serialize;
-
-use super::args::{Config, ProbeKind, Stop};
-use super::driver::{ContextSwitches, CpuResult, ProbeResult, Run, Status};
-use super::histogram::{Histogram, Summary};
+use super::args::{ProbeKind, Stop};
+use super::driver::{CpuResult, ProbeResult, Run, Status};
+use super::histogram::Histogram;
 use super::interrupts::Delta;
-use super::machine::Machine;
-use super::probes::NoiseStats;
+use super::results::{Measurement, SCHEMA_VERSION};
 use super::MeasureError;
-
-/// Version of the JSON output's schema.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// The JSON document `cpushield measure --json` prints.
-#[derive(Debug, Serialize)]
-pub struct JsonReport<'a> {
-    /// [`SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// `{"name": "cpushield", "version": "x.y.z"}`.
-    pub tool: Tool,
-    /// Start of the run, seconds since the Unix epoch.
-    pub started_unix_s: f64,
-    /// Whether Ctrl-C / SIGTERM ended the run early (results are still valid).
-    pub interrupted: bool,
-    /// The machine.
-    pub machine: &'a Machine,
-    /// The validated options.
-    pub config: &'a Config,
-    /// One entry per probe, in the order run.
-    pub results: Vec<JsonProbe<'a>>,
-}
-
-/// Name and version of the tool that wrote a report.
-#[derive(Debug, Clone, Serialize)]
-pub struct Tool {
-    /// Always `cpushield`.
-    pub name: &'static str,
-    /// The crate version.
-    pub version: &'static str,
-}
-
-/// One probe's result in JSON.
-#[derive(Debug, Serialize)]
-pub struct JsonProbe<'a> {
-    /// `timer`, `rtc`, `noise`, `gtod` or `periodic`.
-    pub probe: ProbeKind,
-    /// `ok` or `skipped`.
-    pub status: &'static str,
-    /// Why the probe was skipped (`null` when it ran).
-    pub skip_reason: Option<&'a str>,
-    /// A remark (e.g. rtc measured on one CPU only).
-    pub note: Option<&'a str>,
-    /// What a sample is: `wakeup_latency` (timer, periodic, rtc), `gap`
-    /// (noise: one gap over the threshold), `gettime_pair` (gtod).
-    pub sample: &'static str,
-    /// Interval or period in ns; `null` for rtc (fixed 2048 Hz) and gtod.
-    pub interval_ns: Option<u64>,
-    /// Wall time of the run, s.
-    pub elapsed_s: f64,
-    /// Shape of every histogram of this probe.
-    pub histogram: HistogramShape,
-    /// Per-CPU results, in CPU order.
-    pub cpus: Vec<JsonCpu<'a>>,
-    /// All CPUs together (its `overflow_at` is empty: indices are per CPU).
-    pub all: Summary,
-}
-
-/// Shape of a probe's histograms: bucket `i` holds `[i·w, (i+1)·w)` ns.
-#[derive(Debug, Serialize)]
-pub struct HistogramShape {
-    /// Bucket width `w`, ns.
-    pub bucket_width_ns: u64,
-    /// Number of buckets; values at or past `buckets·w` are overflows.
-    pub buckets: usize,
-}
-
-/// One CPU's result in JSON.
-#[derive(Debug, Serialize)]
-pub struct JsonCpu<'a> {
-    /// The CPU number.
-    pub cpu: u32,
-    /// Samples, min, avg, max, stddev, percentiles, overflows (all ns).
-    pub stats: Summary,
-    /// Loop iterations (warm-up included): wake-ups, pairs, noise periods.
-    pub iterations: u64,
-    /// Periods skipped after a late wake-up / RTC interrupts missed.
-    pub missed_periods: u64,
-    /// Noise figures (`null` except for the noise probe).
-    pub noise: Option<&'a NoiseStats>,
-    /// The measuring thread's context switches during the loop.
-    pub context_switches: Option<ContextSwitches>,
-    /// Interrupts on this CPU during the run (/proc/interrupts deltas), most first.
-    pub interrupts: &'a [Delta],
-    /// Softirqs on this CPU during the run (/proc/softirqs deltas), most first.
-    pub softirqs: &'a [Delta],
-    /// Bucket counts, trailing zero buckets omitted.
-    pub histogram: &'a [u64],
-}
-
-fn sample_kind(p: ProbeKind) -> &'static str {
-    match p {
-        ProbeKind::Timer | ProbeKind::Periodic | ProbeKind::Rtc => "wakeup_latency",
-        ProbeKind::Noise => "gap",
-        ProbeKind::Gtod => "gettime_pair",
-    }
-}
-
-fn trimmed(h: &Histogram) -> &[u64] {
-    let c = h.counts();
-    let end = c.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
-    &c[..end]
-}
-
-/// Builds the JSON document of a run.
-pub fn json_report(run: &Run) -> JsonReport<'_> {
-    JsonReport {
-        schema_version: SCHEMA_VERSION,
-        tool: Tool {
-            name: "cpushield",
-            version: env!("CARGO_PKG_VERSION"),
-        },
-        started_unix_s: run.started_unix_s,
-        interrupted: run.interrupted,
-        machine: &run.machine,
-        config: &run.config,
-        results: run.probes.iter().map(json_probe).collect(),
-    }
-}
-
-fn json_probe(p: &ProbeResult) -> JsonProbe<'_> {
-    let (status, skip_reason) = match &p.status {
-        Status::Ok => ("ok", None),
-        Status::Skipped(r) => ("skipped", Some(r.as_str())),
-    };
-    JsonProbe {
-        probe: p.probe,
-        status,
-        skip_reason,
-        note: p.note.as_deref(),
-        sample: sample_kind(p.probe),
-        interval_ns: p.interval_ns,
-        elapsed_s: p.elapsed.as_secs_f64(),
-        histogram: HistogramShape {
-            bucket_width_ns: p.all.width_ns(),
-            buckets: p.all.counts().len(),
-        },
-        cpus: p
-            .cpus
-            .iter()
-            .map(|c| JsonCpu {
-                cpu: c.cpu,
-                stats: c.hist.summary(),
-                iterations: c.iterations,
-                missed_periods: c.missed,
-                noise: c.noise.as_ref(),
-                context_switches: c.context_switches,
-                interrupts: &c.interrupts,
-                softirqs: &c.softirqs,
-                histogram: trimmed(&c.hist),
-            })
-            .collect(),
-        all: p.all.summary(),
-    }
-}
 
 /// The run as pretty-printed JSON, newline-terminated.
 pub fn json(run: &Run) -> String {
-    let mut s = serde_json::to_string_pretty(&json_report(run)).unwrap_or_else(|e| {
+    let mut s = serde_json::to_string_pretty(&Measurement::of(run)).unwrap_or_else(|e| {
         // Serialising plain structs cannot fail; keep the output valid JSON anyway.
         format!(
             "{{\"schema_version\": {SCHEMA_VERSION}, \"error\": {:?}}}",
@@ -517,84 +356,7 @@ pub fn write_histfiles(run: &Run, path: &Path) -> Result<(), MeasureError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::machine::{BootParams, Preemption};
-    use std::time::Duration;
-
-    fn hist(values_us: &[u64], buckets: usize) -> Histogram {
-        let mut h = Histogram::new(buckets, 1000);
-        for (i, v) in values_us.iter().enumerate() {
-            h.record(i as u64, v * 1000 + 400);
-        }
-        h
-    }
-
-    fn cpu(cpu: u32, h: Histogram) -> CpuResult {
-        CpuResult {
-            cpu,
-            hist: h,
-            iterations: 5,
-            missed: 1,
-            noise: None,
-            context_switches: Some(ContextSwitches {
-                voluntary: 5,
-                involuntary: 0,
-            }),
-            interrupts: vec![Delta {
-                source: "LOC".into(),
-                count: 7,
-                description: "Local timer interrupts".into(),
-            }],
-            softirqs: vec![],
-        }
-    }
-
-    fn sample_run() -> Run {
-        let a = hist(&[1, 2, 2, 3, 9], 4);
-        let b = hist(&[0, 1], 4);
-        let mut all = Histogram::new(4, 1000);
-        all.merge(&a);
-        all.merge(&b);
-        let cfg = Config {
-            probes: vec![ProbeKind::Timer],
-            cpus: "1-2".parse().unwrap(),
-            online: "0-2".parse().unwrap(),
-            interval_ns: None,
-            stop: Stop::Loops(5),
-            priority: Some(99),
-            buckets: 4,
-            bucket_width_ns: 1000,
-            warmup: 0,
-            noise_threshold_ns: 1000,
-            noise_runtime_ns: None,
-            lock_memory: true,
-            dma_latency_us: None,
-        };
-        Run {
-            config: cfg,
-            machine: Machine {
-                kernel_release: Some("6.1.0".into()),
-                kernel_version: None,
-                preemption: Preemption::default(),
-                cpu_model: Some("Test CPU".into()),
-                cpus_online: Some("0-2".into()),
-                virtualised: Some(false),
-                system_vendor: None,
-                clocksource: Some("tsc".into()),
-                boot_params: BootParams::default(),
-            },
-            started_unix_s: 1.0,
-            interrupted: false,
-            probes: vec![ProbeResult {
-                probe: ProbeKind::Timer,
-                status: Status::Ok,
-                interval_ns: Some(1_000_000),
-                elapsed: Duration::from_millis(5),
-                cpus: vec![cpu(1, a), cpu(2, b)],
-                all,
-                note: None,
-            }],
-        }
-    }
+    use crate::measure::testing::{hist, sample_run};
 
     #[test]
     fn cyclictest_format() {

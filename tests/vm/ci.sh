@@ -37,7 +37,7 @@ RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
 # the dev-dependencies), which must not reach the binary that ships.
 tests/shipped-binary-has-no-fixture.sh "$BIN"
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example package-assets
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example check_compare_dir --example package-assets
 
 echo "== the .deb, from that binary (packaging/build-deb.sh)"
 rm -rf "$REL/package-assets" && "$REL/examples/package-assets" "$REL/package-assets" >/dev/null

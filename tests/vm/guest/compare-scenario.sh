@@ -5,7 +5,7 @@
 # 10 s and full by default: the scenario stays under a minute.
 # Runs the three phases (idle, unshielded, shielded) and checks what the
 # issue asks for: report files exist and are well-formed (results.json read
-# back by `cpushield compare --check`, since busybox has no JSON tool;
+# back by `check_compare_dir`, since busybox has no JSON tool;
 # PNG/SVG/HTML headers by hand), the three phases present with samples, the
 # machine restored (snapshot before == after), no load process left, the
 # virtualisation named in the output. Prints the ratios as info lines; no
@@ -57,8 +57,8 @@ compare_scenario() {
     check "report.html is an HTML page with the plot inline" sh -c "head -n1 '$d/report.html' | grep -qi '<!doctype html' && grep -q '<svg' '$d/report.html' && tail -c 16 '$d/report.html' | grep -q '</html>'"
     check "report.html needs no network" sh -c "! grep -q 'https\?://' '$d/report.html'"
     check "results.json is one JSON object" sh -c "[ \"\$(head -c 1 '$d/results.json')\" = '{' ] && tail -c 3 '$d/results.json' | grep -q '}'"
-    cpushield compare --check "$d" >"$OUT/check.out" 2>"$OUT/check.err"; local crc=$?
-    check "cpushield compare --check: results.json parses, files well-formed ($(head -c 300 "$OUT/check.err"))" [ $crc -eq 0 ]
+    check_compare_dir "$d" >"$OUT/check.out" 2>"$OUT/check.err"; local crc=$?
+    check "check_compare_dir: results.json parses, files well-formed ($(head -c 300 "$OUT/check.err"))" [ $crc -eq 0 ]
     local ph
     for ph in idle unshielded shielded; do
         check "phase $ph present with samples ($(awk -F'\t' -v p=$ph '$1 == "phase" && $2 == p { print $3 }' "$OUT/check.out"))" \

@@ -51,9 +51,10 @@ base_initramfs() {
 }
 
 # overlay_initramfs BINARY OUT: the scenarios, guest scripts and the binary;
-# also the idle_tasks example (scale scenario) when it was built beside it
+# also the test-tool examples (idle_tasks for the scale scenario,
+# check_compare_dir for the compare scenarios) when they were built beside it
 overlay_initramfs() {
-    local bin=$1 out=$2 root idle
+    local bin=$1 out=$2 root tool
     root=$(mktemp -d "$WORK_DIR/overlay.XXXXXX")
     mkdir -p "$root/usr/local/bin" "$root/guest" "$root/scenarios" "$root/etc"
     cp "$VM_DIR/guest/init" "$root/init"
@@ -65,10 +66,13 @@ overlay_initramfs() {
         # a stripped copy: smaller initrd (the binary keeps its debug info)
         strip -o "$root/usr/local/bin/cpushield" "$bin" 2>/dev/null || cp "$bin" "$root/usr/local/bin/cpushield"
         chmod 755 "$root/usr/local/bin/cpushield"
-        idle=$(dirname "$bin")/examples/idle_tasks
-        if [ -x "$idle" ]; then
-            strip -o "$root/usr/local/bin/idle_tasks" "$idle" 2>/dev/null || cp "$idle" "$root/usr/local/bin/idle_tasks"
-        fi
+        for tool in idle_tasks check_compare_dir; do
+            local built
+            built=$(dirname "$bin")/examples/$tool
+            if [ -x "$built" ]; then
+                strip -o "$root/usr/local/bin/$tool" "$built" 2>/dev/null || cp "$built" "$root/usr/local/bin/$tool"
+            fi
+        done
     fi
     mkcpio "$root" "$out"
     rm -rf "$root"

@@ -1,0 +1,192 @@
+//! The typed results of a measurement: what `cpushield measure --json`
+//! prints and what `compare` reads back, one set of `Serialize` +
+//! `Deserialize` structs for both sides.
+//!
+//! Field names and meanings are documented on the structs below and in
+//! `docs/measure-json.md`. [`SCHEMA_VERSION`] changes when a field is
+//! removed or changes meaning; adding fields does not change it.
+
+use serde::{Deserialize, Serialize};
+
+use super::args::{Config, ProbeKind};
+use super::driver::{ContextSwitches, ProbeResult, Run, Status};
+use super::histogram::{Histogram, Summary};
+use super::interrupts::Delta;
+use super::machine::Machine;
+use super::probes::NoiseStats;
+
+/// Version of the JSON output's schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The JSON document `cpushield measure --json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `{"name": "cpushield", "version": "x.y.z"}`.
+    pub tool: Tool,
+    /// Start of the run, seconds since the Unix epoch.
+    pub started_unix_s: f64,
+    /// Whether Ctrl-C / SIGTERM ended the run early (results are still valid).
+    pub interrupted: bool,
+    /// The machine.
+    pub machine: Machine,
+    /// The validated options.
+    pub config: Config,
+    /// One entry per probe, in the order run.
+    pub results: Vec<ProbeReport>,
+}
+
+/// Name and version of the tool that wrote a report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    /// Always `cpushield`.
+    pub name: String,
+    /// The crate version.
+    pub version: String,
+}
+
+impl Tool {
+    /// This build of cpushield.
+    pub fn this() -> Tool {
+        Tool {
+            name: "cpushield".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// Whether a probe ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeStatus {
+    /// It ran.
+    Ok,
+    /// It could not run here (`skip_reason` says why).
+    Skipped,
+}
+
+/// One probe's result in JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeReport {
+    /// `timer`, `rtc`, `noise`, `gtod` or `periodic`.
+    pub probe: ProbeKind,
+    /// `ok` or `skipped`.
+    pub status: ProbeStatus,
+    /// Why the probe was skipped (`null` when it ran).
+    pub skip_reason: Option<String>,
+    /// A remark (e.g. rtc measured on one CPU only).
+    pub note: Option<String>,
+    /// What a sample is: `wakeup_latency` (timer, periodic, rtc), `gap`
+    /// (noise: one gap over the threshold), `gettime_pair` (gtod).
+    pub sample: String,
+    /// Interval or period in ns; `null` for rtc (fixed 2048 Hz) and gtod.
+    pub interval_ns: Option<u64>,
+    /// Wall time of the run, s.
+    pub elapsed_s: f64,
+    /// Shape of every histogram of this probe.
+    pub histogram: HistogramShape,
+    /// Per-CPU results, in CPU order.
+    pub cpus: Vec<CpuReport>,
+    /// All CPUs together (its `overflow_at` is empty: indices are per CPU).
+    pub all: Summary,
+}
+
+/// Shape of a probe's histograms: bucket `i` holds `[i·w, (i+1)·w)` ns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistogramShape {
+    /// Bucket width `w`, ns.
+    pub bucket_width_ns: u64,
+    /// Number of buckets; values at or past `buckets·w` are overflows.
+    pub buckets: usize,
+}
+
+/// One CPU's result in JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuReport {
+    /// The CPU number.
+    pub cpu: u32,
+    /// Samples, min, avg, max, stddev, percentiles, overflows (all ns).
+    pub stats: Summary,
+    /// Loop iterations (warm-up included): wake-ups, pairs, noise periods.
+    pub iterations: u64,
+    /// Periods skipped after a late wake-up / RTC interrupts missed.
+    pub missed_periods: u64,
+    /// Noise figures (`null` except for the noise probe).
+    pub noise: Option<NoiseStats>,
+    /// The measuring thread's context switches during the loop.
+    pub context_switches: Option<ContextSwitches>,
+    /// Interrupts on this CPU during the run (/proc/interrupts deltas), most first.
+    pub interrupts: Vec<Delta>,
+    /// Softirqs on this CPU during the run (/proc/softirqs deltas), most first.
+    pub softirqs: Vec<Delta>,
+    /// Bucket counts, trailing zero buckets omitted.
+    pub histogram: Vec<u64>,
+}
+
+fn sample_kind(p: ProbeKind) -> &'static str {
+    match p {
+        ProbeKind::Timer | ProbeKind::Periodic | ProbeKind::Rtc => "wakeup_latency",
+        ProbeKind::Noise => "gap",
+        ProbeKind::Gtod => "gettime_pair",
+    }
+}
+
+fn trimmed(h: &Histogram) -> &[u64] {
+    let c = h.counts();
+    let end = c.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+    &c[..end]
+}
+
+impl Measurement {
+    /// The document of a run.
+    pub fn of(run: &Run) -> Measurement {
+        Measurement {
+            schema_version: SCHEMA_VERSION,
+            tool: Tool::this(),
+            started_unix_s: run.started_unix_s,
+            interrupted: run.interrupted,
+            machine: run.machine.clone(),
+            config: run.config.clone(),
+            results: run.probes.iter().map(ProbeReport::of).collect(),
+        }
+    }
+}
+
+impl ProbeReport {
+    fn of(p: &ProbeResult) -> ProbeReport {
+        let (status, skip_reason) = match &p.status {
+            Status::Ok => (ProbeStatus::Ok, None),
+            Status::Skipped(r) => (ProbeStatus::Skipped, Some(r.clone())),
+        };
+        ProbeReport {
+            probe: p.probe,
+            status,
+            skip_reason,
+            note: p.note.clone(),
+            sample: sample_kind(p.probe).into(),
+            interval_ns: p.interval_ns,
+            elapsed_s: p.elapsed.as_secs_f64(),
+            histogram: HistogramShape {
+                bucket_width_ns: p.all.width_ns(),
+                buckets: p.all.counts().len(),
+            },
+            cpus: p
+                .cpus
+                .iter()
+                .map(|c| CpuReport {
+                    cpu: c.cpu,
+                    stats: c.hist.summary(),
+                    iterations: c.iterations,
+                    missed_periods: c.missed,
+                    noise: c.noise.clone(),
+                    context_switches: c.context_switches,
+                    interrupts: c.interrupts.clone(),
+                    softirqs: c.softirqs.clone(),
+                    histogram: trimmed(&c.hist).to_vec(),
+                })
+                .collect(),
+            all: p.all.summary(),
+        }
+    }
+}
