@@ -11,8 +11,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use cpushield::compare;
-use cpushield::report::table::SummaryTable;
+use cpushield::compare::summary::{Ratio, SummaryTable};
 use serde_json::Value;
 
 #[allow(dead_code)] // only the binary calls it; the tests use check_dir
@@ -56,17 +55,17 @@ pub struct DirCheck {
 const PNG_MAGIC: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 /// A ratio for scripts: `2.500`, `inf`, `n/a`.
-fn ratio_field(r: &cpushield::report::Ratio) -> String {
+fn ratio_field(r: &Ratio) -> String {
     match r {
-        cpushield::report::Ratio::Value(v) => format!("{v:.3}"),
-        cpushield::report::Ratio::Infinite => "inf".into(),
-        cpushield::report::Ratio::Undefined => "n/a".into(),
+        Ratio::Value(v) => format!("{v:.3}"),
+        Ratio::Infinite => "inf".into(),
+        Ratio::Undefined => "n/a".into(),
     }
 }
 
-/// Checks a report directory: every file of `compare::FILES` present with the
+/// Checks a report directory: every file of `cpushield::report::compare::FILES` present with the
 /// right header (PNG signature, `<svg`…`</svg>`, an offline HTML page),
-/// results.json parses with this `compare::SCHEMA_VERSION`, its phases have
+/// results.json parses with this `cpushield::compare::results::SCHEMA_VERSION`, its phases have
 /// samples, the load of each phase was stopped with no process left, the
 /// shield of the shielded phase was undone, and a virtualised machine
 /// carries the virtualisation note in results.json and summary.txt.
@@ -79,7 +78,7 @@ fn ratio_field(r: &cpushield::report::Ratio) -> String {
 pub fn check_dir(dir: &Path) -> DirCheck {
     let mut c = DirCheck::default();
     let read = |f: &str| std::fs::read(dir.join(f));
-    for f in compare::FILES {
+    for f in cpushield::report::compare::FILES {
         match std::fs::metadata(dir.join(f)) {
             Ok(m) if m.len() > 0 => {}
             Ok(_) => c.problems.push(format!("{f} is empty")),
@@ -136,11 +135,11 @@ pub fn check_dir(dir: &Path) -> DirCheck {
             return c;
         }
     };
-    if json["schema_version"] != compare::SCHEMA_VERSION {
+    if json["schema_version"] != cpushield::compare::results::SCHEMA_VERSION {
         c.problems.push(format!(
             "results.json: schema_version {} (expected {})",
             json["schema_version"],
-            compare::SCHEMA_VERSION
+            cpushield::compare::results::SCHEMA_VERSION
         ));
     }
     if json["interrupted"] != false {
@@ -163,7 +162,7 @@ pub fn check_dir(dir: &Path) -> DirCheck {
         let summary = read("summary.txt").unwrap_or_default();
         let summary = String::from_utf8_lossy(&summary);
         if json["virtualised_note"].as_str().is_none()
-            || !summary.contains(cpushield::report::html::VIRTUALISED_NOTE)
+            || !summary.contains(cpushield::compare::results::VIRTUALISED_NOTE)
         {
             c.problems.push(
                 "the machine is virtualised but the report does not say so (virtualised_note, summary.txt)"

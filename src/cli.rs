@@ -147,7 +147,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Over-threshold limits in µs (comma-separated).
-    #[arg(long, value_name = "US,...", value_delimiter = ',', default_values_t = cpushield::report::DEFAULT_THRESHOLDS_US)]
+    #[arg(long, value_name = "US,...", value_delimiter = ',', default_values_t = cpushield::compare::summary::DEFAULT_THRESHOLDS_US)]
     pub threshold: Vec<f64>,
     /// Phases to run, in order (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = cpushield::compare::Phase::ALL)]

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::compare::summary::SummaryTable;
 use crate::cpulist::CpuSet;
-use crate::report::table::SummaryTable;
 use crate::shield::journal;
 use crate::shield::request::Request;
 use crate::shield::{self, Breakage, ShieldError, StatusReport};
@@ -274,7 +274,7 @@ fn render(
             "When the compare run of the exported latency figures started (Unix time).",
             &[(String::new(), f.started_unix_s.floor())],
         );
-        let per_phase = |pick: fn(&crate::report::table::PhaseStats) -> Option<f64>| {
+        let per_phase = |pick: fn(&crate::compare::summary::PhaseStats) -> Option<f64>| {
             f.summary
                 .rows
                 .iter()

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -13,12 +13,11 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use cpushield::cpulist::CpuSet;
+use cpushield::report;
 use cpushield::shield::{self, request::Request, Direction, RunPolicy};
 use cpushield::sys::Sys;
 
 mod cli;
-mod output;
-mod output_audit;
 
 use cli::*;
 
@@ -173,7 +172,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     {
         Command::Status(a) => {
             let report = shield::status(&sys)?;
-            emit(&mut out, a.json, &report, output::status)?;
+            emit(&mut out, a.json, &report, report::shield::status)?;
             if !report.holds {
                 return Ok(ExitCode::from(exit::BROKEN));
             }
@@ -189,7 +188,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 hotplug_restart: a.hotplug_restart,
             };
             let report = shield::on(&sys, &req, a.dry_run, &stop)?;
-            emit(&mut out, a.json, &report, output::on)?;
+            emit(&mut out, a.json, &report, report::shield::on)?;
         }
         Command::Apply(a) => {
             let path = config_path(&sys, a.config);
@@ -200,13 +199,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 shield::journal::record_apply(&sys, unix_now())
                     .map_err(shield::ShieldError::from)?;
             }
-            emit(&mut out, a.json, &report, output::on)?;
+            emit(&mut out, a.json, &report, report::shield::on)?;
         }
         Command::Verify(a) => {
             let path = config_path(&sys, a.config);
             let req = cpushield::config::load(&path)?;
             let report = cpushield::fleet::verify(&sys, &req, &path.display().to_string())?;
-            emit(&mut out, a.json, &report, output::verify)?;
+            emit(&mut out, a.json, &report, report::shield::verify)?;
             if !report.holds {
                 return Ok(ExitCode::from(exit::BROKEN));
             }
@@ -225,11 +224,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Off(a) if a.dry_run => {
             let report = shield::off_plan(&sys)?;
-            emit(&mut out, a.json, &report, output::off)?;
+            emit(&mut out, a.json, &report, report::shield::off)?;
         }
         Command::Off(a) => {
             let report = shield::off(&sys)?;
-            emit(&mut out, a.json, &report, output::off)?;
+            emit(&mut out, a.json, &report, report::shield::off)?;
             if !report.undone.failed.is_empty() {
                 return Ok(ExitCode::from(exit::PARTLY_RESTORED));
             }
@@ -241,13 +240,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Direction::Out
             };
             let report = shield::move_tasks(&sys, &a.pids, dir, a.cpu, a.thread, a.dry_run)?;
-            emit(&mut out, a.json, &report, output::moved)?;
+            emit(&mut out, a.json, &report, report::shield::moved)?;
             if !report.not_found.is_empty() {
                 return Ok(ExitCode::from(exit::REFUSED));
             }
         }
         Command::Run(a) => return run_command(&sys, a),
-        Command::Measure(a) => cpushield::measure::run(&sys, &a)?,
+        Command::Measure(a) => {
+            let run = cpushield::measure::run(&sys, &a)?;
+            if let Some(path) = &a.histfile {
+                report::measure::write_histfiles(&run, path)?;
+            }
+            let text = if a.json {
+                report::measure::json(&run)
+            } else {
+                report::measure::human(&run)
+            };
+            // A closed pipe (`| head`) is not an error worth reporting.
+            let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+        }
         Command::Compare(a) => return compare(&sys, a, &mut out),
         Command::Tune(a) => {
             let _ = a.list;
@@ -255,14 +266,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &mut out,
                 a.json,
                 &cpushield::shield::knobs::KNOBS,
-                output_audit::knobs,
+                report::audit::knobs,
             )?;
         }
         Command::BootArgs(a) => {
             let online = cpushield::sys::procfs::online_cpus(&sys)?;
             let advice =
                 cpushield::audit::boot_args(&a.cpus, &shield_siblings(&sys, &a.cpus), &online);
-            emit(&mut out, a.json, &advice, output_audit::boot_args)?;
+            emit(&mut out, a.json, &advice, report::audit::boot_args)?;
         }
         Command::Audit(a) => {
             if !(a.window >= 0.0 && a.window <= 3600.0) {
@@ -274,7 +285,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             let window = std::time::Duration::from_secs_f64(a.window);
             let report = cpushield::audit::audit(&sys, a.cpus.as_ref(), window)?;
-            emit(&mut out, a.json, &report, output_audit::audit)?;
+            emit(&mut out, a.json, &report, report::audit::audit)?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -366,7 +377,7 @@ fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
 }
 
 fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> {
-    use cpushield::compare::{self, Options, Phase, Preconditions};
+    use cpushield::compare::{self, Options};
     use std::io::IsTerminal;
     let Some(cpus) = a.cpus else {
         return Err(Refusal(
@@ -392,34 +403,8 @@ fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> 
     };
     let exe = std::env::current_exe().context("finding our own executable")?;
     if a.dry_run {
-        let housekeeping = compare::check(&opts, &Preconditions::read(sys)?)?;
-        writeln!(
-            out,
-            "compare (dry run): measure CPUs {}, housekeeping {}",
-            opts.cpus, housekeeping
-        )?;
-        let root = sys.root_arg().map(Path::to_path_buf);
-        for &p in &opts.phases {
-            let argv = compare::measure_command(&exe, root.as_deref(), p, &opts, true);
-            let load = match p {
-                Phase::Idle => "none".to_string(),
-                _ if opts.load == cpushield::load::Scenario::None => "none".to_string(),
-                Phase::Unshielded => format!("{} on all online CPUs", opts.load),
-                Phase::Shielded => format!("{} on CPUs {housekeeping}", opts.load),
-            };
-            writeln!(out, "{}: load {load}; {}", p.name(), argv.join(" "))?;
-        }
-        if opts.phases.contains(&Phase::Shielded) {
-            let req = Request {
-                cpus: opts.cpus.clone(),
-                ..Request::default()
-            };
-            let never = AtomicBool::new(false);
-            let plan = shield::on(sys, &req, true, &never)?;
-            writeln!(out, "shielded phase: shield plan")?;
-            output::on(&plan, out)?;
-        }
-        writeln!(out, "output would go to {}", dir.display())?;
+        let plan = compare::dry_run(sys, &exe, &opts)?;
+        report::compare::dry_run(&plan, out)?;
         return Ok(ExitCode::SUCCESS);
     }
     let stop = stop_flag()?;
@@ -437,12 +422,12 @@ fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> 
         progress: &mut progress,
     };
     let results = compare::run(&mut ctx, &opts)?;
-    compare::write_files(&results, &dir)?;
+    report::compare::write_files(&results, &dir)?;
     if a.json {
         serde_json::to_writer_pretty(&mut *out, &results)?;
         writeln!(out)?;
     } else {
-        out.write_all(compare::summary_text(&results).as_bytes())?;
+        out.write_all(report::compare::summary_text(&results).as_bytes())?;
         writeln!(out, "\nReport: {}", dir.join("report.html").display())?;
     }
     if results.interrupted {

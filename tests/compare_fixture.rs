@@ -52,7 +52,7 @@ fn compare_restores_fixture(layout: CgroupLayout, load: &str) {
     let after = tree(root.path());
     assert_eq!(before, after, "{:?}", diff(&before, &after));
 
-    for f in cpushield::compare::FILES {
+    for f in cpushield::report::compare::FILES {
         let p = dir.join(f);
         assert!(std::fs::metadata(&p).unwrap().len() > 0, "{f} empty");
     }
@@ -156,7 +156,7 @@ fn check_dir_accepts_then_rejects(dir: &std::path::Path) {
 
     let empty = tempfile::tempdir().unwrap();
     let p = check_compare_dir::check_dir(empty.path()).problems;
-    for f in cpushield::compare::FILES {
+    for f in cpushield::report::compare::FILES {
         assert!(p.iter().any(|p| p.starts_with(f)), "{f}: {p:?}");
     }
 }

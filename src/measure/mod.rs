@@ -5,8 +5,8 @@
 //! pairs, a periodic thread) and reports them with percentiles, per-CPU and
 //! ALL rows and a description of the machine. The flow is
 //! `configure ([args]) → isolate self, warm up, loop ([driver], [probes]) →
-//! aggregate ([histogram]) → report ([report])`; measuring and reporting
-//! are separate.
+//! aggregate ([histogram]) → results ([results])`; `report::measure` renders
+//! them: measuring and reporting are separate.
 
 pub mod args;
 pub mod driver;
@@ -14,7 +14,6 @@ pub mod histogram;
 pub mod interrupts;
 pub mod machine;
 pub mod probes;
-pub mod report;
 pub mod results;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -83,25 +82,12 @@ pub enum MeasureError {
 }
 
 /// `cpushield measure`: validate, check privileges, measure on the machine
-/// behind `sys`, report to stdout (table or JSON) and to `--histfile`.
-pub fn run(sys: &Sys, args: &MeasureArgs) -> Result<(), MeasureError> {
+/// behind `sys`. The caller reports the run (`report::measure`).
+pub fn run(sys: &Sys, args: &MeasureArgs) -> Result<Run, MeasureError> {
     let cfg = Config::from_args(args, sys)?;
     if let Some(p) = cfg.priority {
         driver::check_realtime_permitted(p)?;
     }
     let machine = machine::Machine::read(sys);
-    let run = measure(&cfg, sys, machine)?;
-    if let Some(path) = &args.histfile {
-        report::write_histfiles(&run, path)?;
-    }
-    let text = if args.json {
-        report::json(&run)
-    } else {
-        report::human(&run)
-    };
-    let mut out = std::io::stdout().lock();
-    use std::io::Write;
-    // A closed pipe (`| head`) is not an error worth reporting.
-    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
-    Ok(())
+    measure(&cfg, sys, machine)
 }

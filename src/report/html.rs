@@ -5,17 +5,9 @@
 
 use std::fmt::Write as _;
 
-use super::table::SummaryTable;
-
-/// The note shown when the machine is virtualised.
-pub const VIRTUALISED_NOTE: &str = "On virtual machines a single max sample is driven by \
-the hypervisor and swings by 100× between runs; compare p99.9 and over-threshold rates.";
-
-/// The note shown when it is unknown whether the machine is virtualised.
-pub const VIRTUALISATION_UNKNOWN_NOTE: &str = "Whether this machine is virtualised \
-could not be told (no hypervisor flag, DMI or hypervisor node). If it is a virtual \
-machine, a single max sample is driven by the hypervisor and swings by 100× between \
-runs; compare p99.9 and over-threshold rates.";
+use super::table::{phase_cells, ratio_cells};
+use crate::compare::results::VIRTUALISED_NOTE;
+use crate::compare::summary::SummaryTable;
 
 /// Everything the page shows.
 #[derive(Debug, Clone, Default)]
@@ -138,9 +130,9 @@ pub fn render_html(r: &HtmlReport) -> String {
     out.push_str("\n</figure>\n");
 
     out.push_str("<h2>Summary</h2>\n");
-    let (h, rows) = r.summary.phase_cells();
+    let (h, rows) = phase_cells(&r.summary);
     table_html(&mut out, "phases", &h, &rows);
-    let (h, rows) = r.summary.ratio_cells();
+    let (h, rows) = ratio_cells(&r.summary);
     table_html(&mut out, "ratios", &h, &rows);
     out.push_str(
         "<p>unshielded/shielded: what the shield bought (higher is better). \

@@ -1,24 +1,28 @@
-//! Reporting an experiment: the summary and ratio tables ([`table`]), the
-//! latency histogram figure as SVG and PNG ([`plot`]) and the self-contained
-//! `report.html` ([`html`]).
+//! Everything cpushield shows people, in one place: each command's report
+//! ([`shield`] for status, on, verify, off and move; [`audit`] for audit,
+//! boot-args and the knob list; [`measure`] for a measurement and its
+//! cyclictest histogram files; [`compare`] for the experiment's summary,
+//! figures and `report.html`), and the pieces they share: the aligned
+//! tables ([`table`]), the latency histogram figure as SVG and PNG
+//! ([`plot`]) and the self-contained page ([`html`]).
 //!
-//! The input types ([`Curve`], [`PhaseStats`], [`SummaryTable`]) do not
-//! depend on the measurement engine: whoever measured fills them in. This
-//! module writes only the files it is asked to write.
+//! It renders what the rest of the library computed and depends on it;
+//! nothing below depends on it. The JSON of every command is its report
+//! type serialised, not rendered here.
 
+pub mod audit;
+pub mod compare;
 mod glyphs;
 pub mod html;
+pub mod measure;
 pub mod plot;
+pub mod shield;
 pub mod table;
 
 use std::path::PathBuf;
 
 pub use html::{escape_html, render_html, HtmlReport};
 pub use plot::{svg_string, write_png, write_svg, PlotOptions};
-pub use table::{
-    Curve, PhaseStats, Ratio, RatioRow, SummaryTable, DEFAULT_THRESHOLDS_US, IDLE, SHIELDED,
-    UNSHIELDED,
-};
 
 /// A failure to produce a report file.
 #[derive(Debug, thiserror::Error)]

@@ -12,8 +12,10 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::table::{threshold_label, Curve, IDLE, SHIELDED, UNSHIELDED};
 use super::ReportError;
+use crate::compare::summary::{
+    threshold_label, Curve, DEFAULT_THRESHOLDS_US, IDLE, SHIELDED, UNSHIELDED,
+};
 
 /// How the figure looks.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +39,7 @@ impl Default for PlotOptions {
             title: "Latency histogram".into(),
             width: 960,
             height: 540,
-            thresholds_us: super::table::DEFAULT_THRESHOLDS_US.to_vec(),
+            thresholds_us: DEFAULT_THRESHOLDS_US.to_vec(),
             max_bins: 600,
         }
     }

@@ -1,12 +1,13 @@
-//! Human-readable reports: short, aligned, with units.
+//! The reports of `status`, `on`, `verify`, `off` and `move` for people:
+//! short, aligned, with units.
 
 use std::collections::BTreeMap;
 use std::io::{Result, Write};
 
-use cpushield::shield::apply::Refusal;
-use cpushield::shield::change::Action;
-use cpushield::shield::plan::TaskRef;
-use cpushield::shield::{MoveReport, OffReport, OnReport, StatusReport};
+use crate::shield::apply::Refusal;
+use crate::shield::change::Action;
+use crate::shield::plan::TaskRef;
+use crate::shield::{MoveReport, OffReport, OnReport, StatusReport};
 
 fn row(w: &mut dyn Write, key: &str, value: impl std::fmt::Display) -> Result<()> {
     writeln!(w, "  {key:<24} {value}")
@@ -140,7 +141,7 @@ pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
     row(w, "tasks inside", r.tasks_inside.len())?;
     row(w, "kthreads the kernel pins", kinds(&r.per_cpu_kthreads))?;
     row(w, "tasks that should leave", r.intruders.len())?;
-    let mask = |m: &Option<cpushield::CpuSet>| {
+    let mask = |m: &Option<crate::CpuSet>| {
         m.as_ref()
             .map(|c| c.to_string())
             .unwrap_or_else(|| "n/a".into())
@@ -332,7 +333,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
 }
 
 /// `cpushield verify`.
-pub fn verify(r: &cpushield::fleet::VerifyReport, w: &mut dyn Write) -> Result<()> {
+pub fn verify(r: &crate::fleet::VerifyReport, w: &mut dyn Write) -> Result<()> {
     let verdict = match (r.matches, r.holds) {
         (true, true) => "OK: the shield matches the config and holds",
         (_, false) => "BROKEN: the shield no longer holds",

@@ -11,12 +11,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::args::{ProbeKind, Stop};
-use super::driver::{CpuResult, ProbeResult, Run, Status};
-use super::histogram::Histogram;
-use super::interrupts::Delta;
-use super::results::{Measurement, SCHEMA_VERSION};
-use super::MeasureError;
+use crate::measure::args::{ProbeKind, Stop};
+use crate::measure::driver::{CpuResult, ProbeResult, Run, Status};
+use crate::measure::histogram::Histogram;
+use crate::measure::interrupts::Delta;
+use crate::measure::results::{Measurement, SCHEMA_VERSION};
+use crate::measure::MeasureError;
 
 /// The run as pretty-printed JSON, newline-terminated.
 pub fn json(run: &Run) -> String {

@@ -1,9 +1,9 @@
-//! Human-readable output of `tune --list`, `boot-args` and `audit`.
+//! The reports of `tune --list`, `boot-args` and `audit` for people.
 
 use std::io::{Result, Write};
 
-use cpushield::audit::{AuditReport, BootArgs, Severity};
-use cpushield::shield::knobs::{self as tune, Knob};
+use crate::audit::{AuditReport, BootArgs, Severity};
+use crate::shield::knobs::{self as tune, Knob};
 
 /// `cpushield tune --list`.
 pub fn knobs(list: &&'static [Knob], w: &mut dyn Write) -> Result<()> {

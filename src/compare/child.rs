@@ -1,0 +1,143 @@
+//! The measuring children of `compare`: the command line of each phase's
+//! `cpushield measure` (inside `cpushield run` for the shielded phase), and
+//! running one while forwarding a stop request.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+
+use super::{CompareError, Options, Phase};
+use crate::measure::results::Measurement;
+
+/// Histogram buckets (1 µs each) asked of every measurement: 100 ms of
+/// range. Unshielded stock kernels under load reach tens of milliseconds
+/// (and the emulated test guest does so in every phase); with a 10 ms range
+/// p99 and p99.9 fell into the overflow there and their ratios were
+/// unknown. Trailing empty buckets are not written, so the range costs
+/// space in results.json only when latencies reach it.
+pub const MIN_BUCKETS: u64 = 100_000;
+
+/// The measuring command of a phase: `measure`, wrapped in `run --` for
+/// the shielded phase (so the measuring process enters the shield).
+pub fn measure_command(
+    exe: &Path,
+    root: Option<&Path>,
+    phase: Phase,
+    opts: &Options,
+    realtime: bool,
+) -> Vec<String> {
+    let exe = exe.display().to_string();
+    let mut argv = Vec::new();
+    if phase == Phase::Shielded {
+        argv.push(exe.clone());
+        if let Some(r) = root {
+            argv.extend(["--root".to_string(), r.display().to_string()]);
+        }
+        argv.extend(["run".to_string(), "--".to_string()]);
+    }
+    let max_t = opts.thresholds_us.iter().cloned().fold(0.0, f64::max);
+    let buckets = MIN_BUCKETS.max(max_t.ceil() as u64 + 1).min(1_000_000);
+    argv.extend([
+        exe,
+        "measure".into(),
+        "--cpus".into(),
+        opts.cpus.to_string(),
+        "--probe".into(),
+        opts.probe.name().into(),
+        "--duration".into(),
+        opts.duration_s.to_string(),
+        "--buckets".into(),
+        buckets.to_string(),
+        "--json".into(),
+    ]);
+    if !realtime {
+        argv.push("--no-rt".into());
+    }
+    argv
+}
+
+/// Runs a measuring child, forwarding a stop request as SIGINT (the child
+/// then reports what it has).
+pub(super) fn run_child(
+    argv: &[String],
+    phase: &'static str,
+    stop: &AtomicBool,
+) -> Result<Measurement, CompareError> {
+    let err = |reason: String| CompareError::Measure { phase, reason };
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| err(format!("cannot start {}: {e}", argv[0])))?;
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let mut signalled = false;
+    // Read stdout/stderr on threads so a large JSON cannot block the child.
+    let mut out = child.stdout.take();
+    let mut errp = child.stderr.take();
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(o) = out.as_mut() {
+            let _ = std::io::Read::read_to_string(o, &mut s);
+        }
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(o) = errp.as_mut() {
+            let _ = std::io::Read::read_to_string(o, &mut s);
+        }
+        s
+    });
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) => {}
+            Err(e) => return Err(err(format!("waiting: {e}"))),
+        }
+        if stop.load(Relaxed) && !signalled {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+            signalled = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = t_out.join().unwrap_or_default();
+    let stderr = t_err.join().unwrap_or_default();
+    if !status.success() {
+        return Err(err(format!("{} ({status})", stderr.trim())));
+    }
+    serde_json::from_str(&stdout)
+        .map_err(|e| err(format!("unreadable JSON ({e}): {}", stderr.trim())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::opts;
+    use super::*;
+
+    #[test]
+    fn shielded_command_enters_the_shield() {
+        let o = opts("2");
+        let exe = Path::new("/bin/cpushield");
+        let idle = measure_command(exe, None, Phase::Idle, &o, true);
+        assert_eq!(idle[1], "measure");
+        assert!(!idle.contains(&"--no-rt".to_string()));
+        // 100 ms of 1 µs buckets, or more when a threshold lies beyond
+        let buckets = |argv: &[String]| {
+            let i = argv.iter().position(|a| a == "--buckets").unwrap();
+            argv[i + 1].clone()
+        };
+        assert_eq!(buckets(&idle), "100000");
+        let mut far = o.clone();
+        far.thresholds_us = vec![100.0, 250_000.0];
+        assert_eq!(
+            buckets(&measure_command(exe, None, Phase::Idle, &far, true)),
+            "250001"
+        );
+        let sh = measure_command(exe, Some(Path::new("/fx")), Phase::Shielded, &o, false);
+        assert_eq!(&sh[1..6], ["--root", "/fx", "run", "--", "/bin/cpushield"]);
+        assert!(sh.contains(&"--no-rt".to_string()));
+    }
+}

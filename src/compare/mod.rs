@@ -1,0 +1,467 @@
+//! `cpushield compare`: the published experiment in one command.
+//!
+//! Three phases measure the same CPUs with the same probe for the same time:
+//! **idle** (no load: the machine's limit), **unshielded** (load on every
+//! online CPU) and **shielded** (the CPUs shielded, the load confined to the
+//! housekeeping CPUs, the measurement inside the shield; the shield is
+//! always undone afterwards, also on error or Ctrl-C).
+//!
+//! Each measurement runs as a child process, `cpushield measure ... --json`
+//! (for the shielded phase `cpushield run -- cpushield measure ...`, so the
+//! measuring process is placed in the shield's cgroup while this process
+//! and the load stay outside). The child's JSON is kept whole in
+//! `results.json` and reduced to a curve and a table row ([`results`]).
+//!
+//! The flow is `validate ([check]) → phases ([run], children in
+//! [`child`]) → assemble ([`results::assemble`]) → files
+//! (`report::compare::write_files`)`; validating and assembling are pure.
+
+pub mod child;
+pub mod results;
+pub mod summary;
+#[cfg(test)]
+pub(crate) mod testing;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Instant, SystemTime};
+
+use serde::Serialize;
+
+use crate::cpulist::CpuSet;
+use crate::load::{Driver, Load, Scenario};
+use crate::measure::machine::Machine;
+use crate::measure::results::Tool;
+use crate::measure::ProbeKind;
+use crate::shield::{self, request::Request, OffReport, OnReport};
+use crate::sys::Sys;
+use child::{measure_command, run_child};
+use results::{
+    assemble, parse_measurement, virtualised_note, PhaseRecord, Results, SCHEMA_VERSION,
+};
+use summary::{IDLE, SHIELDED, UNSHIELDED};
+
+/// One phase of the experiment.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// No load: the limit this machine can reach.
+    Idle,
+    /// Load on all online CPUs, no shield.
+    Unshielded,
+    /// Shield on, load on the housekeeping CPUs, measurement inside the shield.
+    Shielded,
+}
+
+impl Phase {
+    /// All phases in the order they run.
+    pub const ALL: [Phase; 3] = [Phase::Idle, Phase::Unshielded, Phase::Shielded];
+
+    /// `idle`, `unshielded`, `shielded` (the labels of the table and plot).
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Idle => IDLE,
+            Phase::Unshielded => UNSHIELDED,
+            Phase::Shielded => SHIELDED,
+        }
+    }
+}
+
+/// Why `compare` refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    /// A bad option or a request this machine cannot serve; nothing started.
+    #[error("{0}; nothing was started")]
+    Refused(String),
+    /// The shield could not be applied or undone.
+    #[error("shield: {0}")]
+    Shield(#[from] shield::ShieldError),
+    /// The background load failed.
+    #[error("load: {0}")]
+    Load(#[from] crate::load::LoadError),
+    /// A measurement child failed or gave unreadable output.
+    #[error("{phase} measurement: {reason}")]
+    Measure {
+        /// The phase.
+        phase: &'static str,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Reading the machine failed.
+    #[error(transparent)]
+    Sys(#[from] crate::sys::SysError),
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Options {
+    /// CPUs to measure (and shield in the shielded phase).
+    pub cpus: CpuSet,
+    /// Background load scenario.
+    pub load: Scenario,
+    /// Latency probe.
+    pub probe: ProbeKind,
+    /// Seconds per phase.
+    pub duration_s: f64,
+    /// Over-threshold limits, µs.
+    pub thresholds_us: Vec<f64>,
+    /// Phases to run, in order.
+    pub phases: Vec<Phase>,
+    /// Output directory.
+    pub out: PathBuf,
+}
+
+/// Facts about the machine that decide whether `compare` may start.
+#[derive(Debug, Clone)]
+pub struct Preconditions {
+    /// Online CPUs.
+    pub online: CpuSet,
+    /// Running as root (or against a fixture root, where root is not needed).
+    pub privileged: bool,
+    /// A shield (journal) is already active.
+    pub shield_active: bool,
+}
+
+impl Preconditions {
+    /// Reads them from the machine behind `sys`.
+    pub fn read(sys: &Sys) -> Result<Preconditions, CompareError> {
+        Ok(Preconditions {
+            online: sys.read_cpulist("sys/devices/system/cpu/online")?,
+            privileged: sys.is_fixture() || nix::unistd::geteuid().is_root(),
+            shield_active: shield::journal::Journal::exists(sys),
+        })
+    }
+}
+
+/// Checks a request before anything starts; returns the housekeeping CPUs
+/// (online minus the targets). Pure.
+pub fn check(opts: &Options, pre: &Preconditions) -> Result<CpuSet, CompareError> {
+    let refuse = |m: String| Err(CompareError::Refused(m));
+    if opts.cpus.is_empty() {
+        return refuse("--cpus is empty: give the CPUs to measure and shield".into());
+    }
+    let unknown = opts.cpus.difference(&pre.online);
+    if !unknown.is_empty() {
+        return refuse(format!(
+            "CPU {unknown} of --cpus {} is not online (online: {})",
+            opts.cpus, pre.online
+        ));
+    }
+    let housekeeping = pre.online.difference(&opts.cpus);
+    if housekeeping.is_empty() {
+        return refuse(format!(
+            "--cpus {} leaves no housekeeping CPU (online: {}): keep at least one CPU for the rest of the system and the load",
+            opts.cpus, pre.online
+        ));
+    }
+    if !(opts.duration_s > 0.0 && opts.duration_s.is_finite() && opts.duration_s <= 86_400.0) {
+        return refuse(format!(
+            "--duration {}: give seconds per phase, more than 0 and at most 86400",
+            opts.duration_s
+        ));
+    }
+    if opts.thresholds_us.is_empty()
+        || opts
+            .thresholds_us
+            .iter()
+            .any(|t| !(t.is_finite() && *t > 0.0 && *t <= 1e7))
+    {
+        return refuse(format!(
+            "--threshold {:?}: give one or more limits in µs, each more than 0",
+            opts.thresholds_us
+        ));
+    }
+    if opts.phases.is_empty() {
+        return refuse("--phases is empty: give idle, unshielded and/or shielded".into());
+    }
+    if pre.shield_active {
+        return refuse(
+            "a shield is already active: the phases would not measure what they claim (run `cpushield off` first)".into(),
+        );
+    }
+    if opts.phases.contains(&Phase::Shielded) && !pre.privileged {
+        return refuse(
+            "the shielded phase changes the whole system and must run as root (try: sudo cpushield compare ..., or --phases idle,unshielded)".into(),
+        );
+    }
+    Ok(housekeeping)
+}
+
+/// How [`run`] reaches the rest of the world.
+pub struct Context<'a> {
+    /// The machine (a fixture root in tests).
+    pub sys: &'a Sys,
+    /// Our own executable (measurement children, built-in load workers).
+    pub exe: PathBuf,
+    /// Who runs the load.
+    pub driver: Driver,
+    /// Set by Ctrl-C/SIGTERM: stop after undoing everything.
+    pub stop: &'a AtomicBool,
+    /// Progress lines (the binary prints them when stderr is a terminal).
+    pub progress: &'a mut dyn FnMut(&str),
+}
+
+/// Undoes the shield when dropped unless [`ShieldGuard::off`] ran.
+struct ShieldGuard<'a> {
+    sys: &'a Sys,
+    armed: bool,
+}
+
+impl ShieldGuard<'_> {
+    fn off(mut self) -> Result<OffReport, shield::ShieldError> {
+        self.armed = false;
+        shield::off(self.sys)
+    }
+}
+
+impl Drop for ShieldGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Err(e) = shield::off(self.sys) {
+                eprintln!(
+                    "cpushield compare: undoing the shield failed: {e} (run `cpushield off`)"
+                );
+            }
+        }
+    }
+}
+
+/// `cpus` narrowed to where this process may run on the real machine (the
+/// load always runs on real CPUs, also with a fixture root; on a real
+/// machine this is the whole set unless compare itself was restricted).
+fn usable_cpus(cpus: &CpuSet) -> CpuSet {
+    match crate::sys::syscalls::get_affinity(0) {
+        Ok(mine) => cpus.intersection(&mine),
+        Err(_) => cpus.clone(),
+    }
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// One phase as `compare` would run it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedPhase {
+    /// The phase.
+    pub phase: Phase,
+    /// Its load, for people: `none`, or the scenario and its CPUs.
+    pub load: String,
+    /// The measuring command line.
+    pub command: Vec<String>,
+}
+
+/// What `compare --dry-run` finds: the phases as they would run and the
+/// plan of the shield of the shielded phase. Nothing is started.
+#[derive(Debug, Clone, Serialize)]
+pub struct DryRun {
+    /// Measured CPUs.
+    pub cpus: CpuSet,
+    /// Where the load of the shielded phase would run.
+    pub housekeeping: CpuSet,
+    /// The phases, in order.
+    pub phases: Vec<PlannedPhase>,
+    /// The shield plan (`on --dry-run`), when the shielded phase is asked for.
+    pub shield: Option<OnReport>,
+    /// Where the report would go.
+    pub out: PathBuf,
+}
+
+/// Checks `opts` against the machine behind `sys` and plans the run; `exe`
+/// is this cpushield, which the phases would run. Changes nothing.
+pub fn dry_run(sys: &Sys, exe: &Path, opts: &Options) -> Result<DryRun, CompareError> {
+    let housekeeping = check(opts, &Preconditions::read(sys)?)?;
+    let phases = opts
+        .phases
+        .iter()
+        .map(|&phase| PlannedPhase {
+            phase,
+            load: match phase {
+                Phase::Idle => "none".to_string(),
+                _ if opts.load == Scenario::None => "none".to_string(),
+                Phase::Unshielded => format!("{} on all online CPUs", opts.load),
+                Phase::Shielded => format!("{} on CPUs {housekeeping}", opts.load),
+            },
+            command: measure_command(exe, sys.root_arg(), phase, opts, true),
+        })
+        .collect();
+    let shield = if opts.phases.contains(&Phase::Shielded) {
+        let req = Request {
+            cpus: opts.cpus.clone(),
+            ..Request::default()
+        };
+        Some(shield::on(sys, &req, true, &AtomicBool::new(false))?)
+    } else {
+        None
+    };
+    Ok(DryRun {
+        cpus: opts.cpus.clone(),
+        housekeeping,
+        phases,
+        shield,
+        out: opts.out.clone(),
+    })
+}
+
+/// Runs the phases of `opts` (already [`check`]ed) and collects the results.
+/// The shield is undone and every load stopped before this returns, also on
+/// error; a stop request ends the run after the current phase.
+pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareError> {
+    let sys = ctx.sys;
+    let pre = Preconditions::read(sys)?;
+    let housekeeping = check(opts, &pre)?;
+    let root = sys.root_arg().map(Path::to_path_buf);
+    let realtime = nix::unistd::geteuid().is_root();
+    let started_unix_s = now_unix();
+    let mut phases = Vec::new();
+    for &phase in &opts.phases {
+        if ctx.stop.load(Relaxed) {
+            break;
+        }
+        (ctx.progress)(&format!(
+            "{}: measuring CPUs {} for {} s ...",
+            phase.name(),
+            opts.cpus,
+            opts.duration_s
+        ));
+        let t0 = Instant::now();
+        let mut guard = None;
+        let mut shield_report = None;
+        if phase == Phase::Shielded {
+            let req = Request {
+                cpus: opts.cpus.clone(),
+                ..Request::default()
+            };
+            // `on` rolls itself back on failure; from here the guard owns it.
+            shield_report = Some(shield::on(sys, &req, false, ctx.stop)?);
+            guard = Some(ShieldGuard { sys, armed: true });
+        }
+        let load_cpus = match phase {
+            Phase::Idle => None,
+            Phase::Unshielded => Some(pre.online.clone()),
+            Phase::Shielded => Some(housekeeping.clone()),
+        };
+        let load = match load_cpus {
+            Some(cpus) if opts.load != Scenario::None => {
+                let cpus = usable_cpus(&cpus);
+                if cpus.is_empty() {
+                    return Err(CompareError::Refused(format!(
+                        "no CPU for the {} load in the {} phase: this process may not run there",
+                        opts.load,
+                        phase.name()
+                    )));
+                }
+                Some(Load::start(opts.load, &cpus, &ctx.driver)?)
+            }
+            _ => None,
+        };
+        let load_report = load.as_ref().map(|l| l.report().clone());
+        let argv = measure_command(&ctx.exe, root.as_deref(), phase, opts, realtime);
+        let measured = run_child(&argv, phase.name(), ctx.stop);
+        // Stop the load before looking at the result: no strays either way.
+        let load_stop = match load {
+            Some(l) => Some(l.stop()?),
+            None => None,
+        };
+        let unshield = match guard.take() {
+            Some(g) => Some(g.off()?),
+            None => None,
+        };
+        let json = measured?;
+        let m = parse_measurement(phase.name(), &json, &opts.thresholds_us).map_err(|reason| {
+            CompareError::Measure {
+                phase: phase.name(),
+                reason,
+            }
+        })?;
+        phases.push(PhaseRecord {
+            phase: phase.name(),
+            command: argv,
+            load: load_report,
+            load_stop,
+            shield: shield_report,
+            unshield,
+            elapsed_s: t0.elapsed().as_secs_f64(),
+            measured: m,
+            measurement: json,
+        });
+    }
+    let summary = assemble(&phases, &opts.thresholds_us);
+    let ratios = summary.ratios();
+    // The machine the phases measured on, as their measurement saw it (the
+    // measuring children run on this machine's CPUs, also in a test whose
+    // shield is a fixture); read here only when no phase ran.
+    let machine = match phases.first() {
+        Some(p) => p.measurement.machine.clone(),
+        None => Machine::read(sys),
+    };
+    Ok(Results {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool::this(),
+        started_unix_s,
+        interrupted: ctx.stop.load(Relaxed),
+        options: opts.clone(),
+        housekeeping,
+        load_driver: ctx.driver.name().to_string(),
+        virtualised_note: virtualised_note(machine.virtualised),
+        machine,
+        phases,
+        summary,
+        ratios,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use testing::{cpus, opts};
+
+    fn pre(privileged: bool, shield_active: bool) -> Preconditions {
+        Preconditions {
+            online: cpus("0-3"),
+            privileged,
+            shield_active,
+        }
+    }
+
+    fn refused(o: &Options, p: &Preconditions) -> String {
+        match check(o, p) {
+            Err(CompareError::Refused(m)) => m,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn check_accepts_and_returns_housekeeping() {
+        assert_eq!(check(&opts("2-3"), &pre(true, false)).unwrap(), cpus("0-1"));
+    }
+
+    #[test]
+    fn check_refusals() {
+        assert!(refused(&opts("0-3"), &pre(true, false)).contains("no housekeeping CPU"));
+        assert!(refused(&opts("4"), &pre(true, false)).contains("not online"));
+        assert!(refused(&opts("2"), &pre(true, true)).contains("cpushield off"));
+        assert!(refused(&opts("2"), &pre(false, false)).contains("root"));
+        let mut o = opts("2");
+        o.duration_s = 0.0;
+        assert!(refused(&o, &pre(true, false)).contains("--duration"));
+        o.duration_s = f64::NAN;
+        assert!(refused(&o, &pre(true, false)).contains("--duration"));
+        let mut o = opts("2");
+        o.thresholds_us = vec![-1.0];
+        assert!(refused(&o, &pre(true, false)).contains("--threshold"));
+        let mut o = opts("2");
+        o.phases.clear();
+        assert!(refused(&o, &pre(true, false)).contains("--phases"));
+    }
+
+    #[test]
+    fn unprivileged_may_skip_the_shielded_phase() {
+        let mut o = opts("2");
+        o.phases = vec![Phase::Idle, Phase::Unshielded];
+        assert!(check(&o, &pre(false, false)).is_ok());
+    }
+}

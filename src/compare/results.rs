@@ -1,0 +1,252 @@
+//! What `compare` found: each phase's measurement reduced to a curve and a
+//! table row ([`parse_measurement`], pure), the phases assembled into the
+//! summary table ([`assemble`]), and [`Results`], which `results.json` holds.
+
+use serde::Serialize;
+
+use super::summary::{Curve, PhaseStats, RatioRow, SummaryTable};
+use super::Options;
+use crate::cpulist::CpuSet;
+use crate::load::{LoadReport, StopReport};
+use crate::measure::interrupts::Delta;
+use crate::measure::machine::Machine;
+use crate::measure::results::{Measurement, ProbeStatus, Tool};
+use crate::shield::{OffReport, OnReport};
+
+/// The note shown when the machine is virtualised.
+pub const VIRTUALISED_NOTE: &str = "On virtual machines a single max sample is driven by \
+the hypervisor and swings by 100× between runs; compare p99.9 and over-threshold rates.";
+
+/// The note shown when it is unknown whether the machine is virtualised.
+pub const VIRTUALISATION_UNKNOWN_NOTE: &str = "Whether this machine is virtualised \
+could not be told (no hypervisor flag, DMI or hypervisor node). If it is a virtual \
+machine, a single max sample is driven by the hypervisor and swings by 100× between \
+runs; compare p99.9 and over-threshold rates.";
+
+/// Version of the `results.json` layout.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A measurement reduced to what the table and the plot need.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Measured {
+    /// The ALL histogram (sum of the per-CPU ones).
+    pub curve: Curve,
+    /// Statistics with exact min/avg/max.
+    pub stats: PhaseStats,
+    /// Per-CPU interrupt and softirq deltas during the measurement.
+    pub per_cpu: Vec<CpuNoise>,
+}
+
+/// Interrupts and softirqs that reached one measured CPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuNoise {
+    /// The CPU.
+    pub cpu: u32,
+    /// `/proc/interrupts` deltas (as reported by `measure`).
+    pub interrupts: Vec<Delta>,
+    /// `/proc/softirqs` deltas.
+    pub softirqs: Vec<Delta>,
+}
+
+fn ns_to_us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// Reduces the results of `cpushield measure` (one probe) to a curve and a
+/// table row. Pure.
+pub fn parse_measurement(
+    phase: &str,
+    measured: &Measurement,
+    thresholds_us: &[f64],
+) -> Result<Measured, String> {
+    let probe = measured
+        .results
+        .first()
+        .ok_or("the measurement produced no result")?;
+    if probe.status != ProbeStatus::Ok {
+        return Err(format!(
+            "probe {} skipped: {}",
+            probe.probe.name(),
+            probe.skip_reason.as_deref().unwrap_or("no reason given")
+        ));
+    }
+    let width_ns = Some(probe.histogram.bucket_width_ns)
+        .filter(|&w| w > 0)
+        .ok_or("bucket_width_ns is 0")?;
+    let mut counts: Vec<u64> = Vec::new();
+    for cpu in &probe.cpus {
+        if counts.len() < cpu.histogram.len() {
+            counts.resize(cpu.histogram.len(), 0);
+        }
+        for (sum, c) in counts.iter_mut().zip(&cpu.histogram) {
+            *sum += c;
+        }
+    }
+    let per_cpu = probe
+        .cpus
+        .iter()
+        .map(|cpu| CpuNoise {
+            cpu: cpu.cpu,
+            interrupts: cpu.interrupts.clone(),
+            softirqs: cpu.softirqs.clone(),
+        })
+        .collect();
+    let curve = Curve {
+        label: phase.to_string(),
+        bucket_width_us: width_ns as f64 / 1000.0,
+        counts,
+        overflow: probe.cpus.iter().map(|c| c.stats.overflows).sum(),
+    };
+    let mut stats = PhaseStats::from_curve(&curve, thresholds_us);
+    let all = &probe.all;
+    stats.samples = all.samples;
+    stats.min_us = all.min_ns.map(ns_to_us);
+    stats.avg_us = all.avg_ns.map(|ns| ns / 1000.0);
+    stats.max_us = all.max_ns.map(ns_to_us);
+    // The engine's percentiles are clamped to the exact max.
+    let pct = |p: f64| {
+        all.percentiles
+            .iter()
+            .find(|x| x.p == p)
+            .map(|x| x.value_ns.map(ns_to_us))
+    };
+    if let Some(v) = pct(99.0) {
+        stats.p99_us = v;
+    }
+    if let Some(v) = pct(99.9) {
+        stats.p999_us = v;
+    }
+    Ok(Measured {
+        curve,
+        stats,
+        per_cpu,
+    })
+}
+
+/// One phase as recorded in `results.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseRecord {
+    /// `idle`, `unshielded`, `shielded`.
+    pub phase: &'static str,
+    /// The measuring command line.
+    pub command: Vec<String>,
+    /// The background load (`None`: no load in this phase).
+    pub load: Option<LoadReport>,
+    /// How the load was stopped.
+    pub load_stop: Option<StopReport>,
+    /// The shield applied (shielded phase).
+    pub shield: Option<OnReport>,
+    /// The shield undone (shielded phase).
+    pub unshield: Option<OffReport>,
+    /// Seconds the phase took, load start to load stop.
+    pub elapsed_s: f64,
+    /// Curve, table row and per-CPU interrupt deltas.
+    #[serde(flatten)]
+    pub measured: Measured,
+    /// The full output of `cpushield measure --json`.
+    pub measurement: Measurement,
+}
+
+/// Everything `compare` found; serialised as `results.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    /// Layout version of this document.
+    pub schema_version: u32,
+    /// `cpushield` and its version.
+    pub tool: Tool,
+    /// When the first phase started (Unix seconds).
+    pub started_unix_s: f64,
+    /// True when Ctrl-C/SIGTERM ended the run early (phases may be missing).
+    pub interrupted: bool,
+    /// The request.
+    pub options: Options,
+    /// Online minus the measured CPUs.
+    pub housekeeping: CpuSet,
+    /// Who ran the load (`stress-ng` or `builtin`).
+    pub load_driver: String,
+    /// The machine.
+    pub machine: Machine,
+    /// Present when the machine is virtualised, or may be (unknown): how
+    /// to read the figures there.
+    pub virtualised_note: Option<&'static str>,
+    /// The phases in order.
+    pub phases: Vec<PhaseRecord>,
+    /// The table.
+    pub summary: SummaryTable,
+    /// Unshielded/shielded and shielded/idle ratios.
+    pub ratios: Vec<RatioRow>,
+}
+
+/// The table of the recorded phases. Pure.
+pub fn assemble(phases: &[PhaseRecord], thresholds_us: &[f64]) -> SummaryTable {
+    SummaryTable {
+        thresholds_us: thresholds_us.to_vec(),
+        rows: phases.iter().map(|p| p.measured.stats.clone()).collect(),
+    }
+}
+
+/// What the report says about virtualisation: the note on max samples for
+/// a virtual machine, a hedged one when unknown, nothing on bare metal.
+pub fn virtualised_note(virtualised: Option<bool>) -> Option<&'static str> {
+    match virtualised {
+        Some(true) => Some(VIRTUALISED_NOTE),
+        None => Some(VIRTUALISATION_UNKNOWN_NOTE),
+        Some(false) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::record;
+    use super::super::Phase;
+    use super::*;
+    use crate::measure::driver::Status;
+    use crate::measure::testing::sample_run;
+
+    #[test]
+    fn parse_sums_cpus_and_takes_exact_stats() {
+        // sample_run: CPU 1 at 1.4, 2.4, 2.4, 3.4 and 9.4 µs (past the 4
+        // buckets), CPU 2 at 0.4 and 1.4 µs.
+        let printed = serde_json::to_string(&Measurement::of(&sample_run())).unwrap();
+        let back: Measurement = serde_json::from_str(&printed).unwrap();
+        let m = parse_measurement("idle", &back, &[2.0]).unwrap();
+        assert_eq!(m.curve.counts, vec![1, 2, 2, 1]);
+        assert_eq!(m.curve.overflow, 1);
+        assert_eq!(m.curve.bucket_width_us, 1.0);
+        assert_eq!(m.stats.samples, 7);
+        assert_eq!(m.stats.min_us, Some(0.4));
+        assert_eq!(m.stats.max_us, Some(9.4));
+        assert_eq!(m.stats.over, vec![4]);
+        assert_eq!(m.per_cpu.iter().map(|c| c.cpu).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(m.per_cpu[0].interrupts[0].source, "LOC");
+    }
+
+    #[test]
+    fn parse_rejects_skipped_probe() {
+        let mut run = sample_run();
+        run.probes[0].status = Status::Skipped("no RTC".into());
+        let m = Measurement::of(&run);
+        assert!(parse_measurement("idle", &m, &[100.0])
+            .unwrap_err()
+            .contains("no RTC"));
+        let mut none = m.clone();
+        none.results.clear();
+        assert!(parse_measurement("idle", &none, &[100.0]).is_err());
+    }
+
+    #[test]
+    fn assemble_gives_rows_in_order_and_ratios() {
+        let phases = vec![
+            record(Phase::Idle, 2000),
+            record(Phase::Unshielded, 8000),
+            record(Phase::Shielded, 4000),
+        ];
+        let t = assemble(&phases, &[2.0]);
+        let names: Vec<&str> = t.rows.iter().map(|r| r.phase.as_str()).collect();
+        assert_eq!(names, ["idle", "unshielded", "shielded"]);
+        let r = t.ratios();
+        assert_eq!(r[0].metric, "max");
+        assert_eq!(r[0].unshielded_over_shielded.to_string(), "2.00×");
+        assert_eq!(r[0].shielded_over_idle.to_string(), "2.00×");
+    }
+}
