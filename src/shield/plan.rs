@@ -132,6 +132,93 @@ pub enum PlanError {
 
 /// Validates the request against the machine and plans the shield.
 pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
+    let Valid {
+        shield,
+        housekeeping,
+        irqs_to_shield,
+        knobs,
+        mut notes,
+    } = validate(snap, req)?;
+    let mut steps = vec![remember_affinities(snap)];
+    // Before the IRQs move, so that irqbalance (restarted with the ban)
+    // does not move them back meanwhile; undo gives it back first of all
+    // (apply::undo, SYSTEMD-NOTES 10).
+    steps.extend(plan_irqbalance(&snap.owners, &shield, &mut notes));
+    notes.extend(tuned_notes(&snap.owners));
+    let cgroup = plan_cgroup(snap, &shield, &housekeeping, &mut notes)?;
+    steps.extend(cgroup.steps);
+
+    let tasks = plan_tasks(snap, &shield, &housekeeping, req.force, |_| true);
+    steps.extend(tasks.steps);
+    notes.extend(task_notes(snap, &tasks.kept, &tasks.split_off));
+
+    let irq_steps = plan_irq_steps(snap, &shield, &housekeeping, &irqs_to_shield);
+    if req.hotplug_restart {
+        // Order: IRQs leave the shield first (a CPU going offline breaks
+        // the affinity of an IRQ that has no other online CPU, and the
+        // kernel does not give it back), then each CPU goes offline and
+        // online again, then the cpusets are created (MISSION §2), then
+        // the tasks move and IRQs asked into the shield are bound to it.
+        let cgroups_and_tasks = steps.split_off(1);
+        let (to_shield, away): (Vec<_>, Vec<_>) = irq_steps.into_iter().partition(|(t, _)| *t);
+        steps.extend(away.into_iter().map(|(_, s)| s));
+        steps.extend(hotplug_steps(&shield));
+        steps.extend(cgroups_and_tasks);
+        steps.extend(to_shield.into_iter().map(|(_, s)| s));
+        notes.push(format!(
+            "--hotplug-restart: CPUs {shield} are taken offline and online again before the cpusets are created"
+        ));
+    } else {
+        steps.extend(irq_steps.into_iter().map(|(_, s)| s));
+    }
+    steps.extend(workqueue_step(snap, &shield, &housekeeping));
+    if let (false, Some(state)) = (knobs.is_empty(), &snap.tunables) {
+        let already: Vec<String> = steps
+            .iter()
+            .filter_map(|s| match &s.action {
+                Action::Write { path, .. } => Some(path.clone()),
+                _ => None,
+            })
+            .collect();
+        let tuned = knobs::plan(
+            state,
+            &knobs,
+            &shield,
+            &housekeeping,
+            snap.mask_bits(),
+            &already,
+        );
+        steps.extend(tuned.steps);
+        notes.extend(tuned.notes);
+    }
+    Ok(Plan {
+        mechanism: mechanism(snap),
+        partition: cgroup.partition,
+        shield_dir: cgroup.shield_dir,
+        steps,
+        per_cpu_kthreads: tasks.per_cpu_kthreads,
+        kept: tasks.kept,
+        split_off: tasks.split_off,
+        irqs_to_shield,
+        notes,
+        shield,
+        housekeeping,
+    })
+}
+
+/// A request that fits the machine, resolved.
+struct Valid {
+    shield: CpuSet,
+    housekeeping: CpuSet,
+    irqs_to_shield: Vec<u32>,
+    knobs: Vec<&'static knobs::Knob>,
+    notes: Vec<String>,
+}
+
+/// Checks the request against the machine: CPUs present and online, one
+/// left for housekeeping, siblings whole (or allowed split), IRQs and
+/// knobs known, hotplug possible.
+fn validate(snap: &Snapshot, req: &Request) -> Result<Valid, PlanError> {
     let shield = req.cpus.clone();
     let missing = shield.difference(&snap.present);
     if !missing.is_empty() {
@@ -189,8 +276,18 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     } else {
         knobs::resolve(&req.tune)?
     };
+    Ok(Valid {
+        shield,
+        housekeeping,
+        irqs_to_shield,
+        knobs,
+        notes,
+    })
+}
 
-    let mut steps = vec![Step {
+/// The first step: every thread's affinity, for undo (see [`Action::Remember`]).
+fn remember_affinities(snap: &Snapshot) -> Step {
+    Step {
         action: Action::Remember {
             affinities: snap
                 .threads
@@ -200,18 +297,33 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
                 .collect(),
         },
         fatal: false,
-    }];
-    // Before the IRQs move, so that irqbalance (restarted with the ban)
-    // does not move them back meanwhile; undo gives it back first of all
-    // (apply::undo, SYSTEMD-NOTES 10).
-    steps.extend(plan_irqbalance(&snap.owners, &shield, &mut notes));
-    notes.extend(tuned_notes(&snap.owners));
-    let mut partition = None;
-    let shield_dir: String;
-    let fatal = |action| Step {
+    }
+}
+
+/// The shield's cgroup and how it was made.
+struct CgroupPlan {
+    steps: Vec<Step>,
+    shield_dir: String,
+    partition: Option<String>,
+}
+
+fn fatal(action: Action) -> Step {
+    Step {
         action,
         fatal: true,
-    };
+    }
+}
+
+/// The cpusets: a systemd slice or a cgroup of our own with an isolated
+/// (or root) partition on v2, an exclusive cpuset and a system cpuset on
+/// v1; cgroup2 mounted first when no hierarchy with cpuset is.
+fn plan_cgroup(
+    snap: &Snapshot,
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+    notes: &mut Vec<String>,
+) -> Result<CgroupPlan, PlanError> {
+    let mut steps = Vec::new();
     // No hierarchy with cpuset is mounted: mount cgroup2, whose fresh root
     // enables no controller for its children yet.
     let mounted;
@@ -235,117 +347,161 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     };
     match cgroup {
         CgroupSetup::V2Unmounted { .. } => unreachable!("planned as mounted above"),
-        CgroupSetup::Unsupported { reason } => return Err(PlanError::NoCpuset(reason.clone())),
+        CgroupSetup::Unsupported { reason } => Err(PlanError::NoCpuset(reason.clone())),
         CgroupSetup::V2 {
             mount,
             subtree_control,
             ..
-        } => {
-            let dir = if snap.owners.systemd {
-                // systemd enables in each subtree_control only what its own
-                // units need, and takes back at the next reload or unit
-                // start what others enabled (tests/vm/SYSTEMD-NOTES.md 1):
-                // the shield is a unit of its own, whose AllowedCPUs= make
-                // systemd keep +cpuset in the root and write cpuset.cpus.
-                let dir = format!("{mount}/{SHIELD_SLICE}");
-                steps.push(fatal(Action::Systemd {
-                    call: SystemdCall::StartSlice {
-                        unit: SHIELD_SLICE.into(),
-                        cpus: shield.clone(),
-                        cgroup_dir: dir.clone(),
-                    },
-                    undo: Some(SystemdCall::Stop {
-                        unit: SHIELD_SLICE.into(),
-                    }),
-                    back: None,
-                }));
-                dir
-            } else {
-                if !subtree_control.iter().any(|c| c == "cpuset") {
-                    steps.push(fatal(Action::Write {
-                        path: format!("{mount}/cgroup.subtree_control"),
-                        value: "+cpuset".into(),
-                        check: Check::None,
-                        undo: Undo::Value("-cpuset".into()),
-                    }));
-                }
-                let dir = format!("{mount}/{SHIELD_CGROUP}");
-                steps.push(fatal(Action::Mkdir { path: dir.clone() }));
-                steps.push(fatal(Action::Write {
-                    path: format!("{dir}/cpuset.cpus"),
-                    value: shield.to_string(),
-                    check: Check::CpuList,
-                    undo: Undo::Nothing,
-                }));
-                dir
-            };
-            shield_dir = dir.clone();
-            // An `isolated` partition over CPUs already isolated at boot is
-            // rejected by the kernel ("partition config conflicts with
-            // housekeeping setup"); a `root` partition is accepted there.
-            let kind = if snap.boot_isolated.intersects(&shield) {
-                notes.push(format!(
-                    "CPUs {} are isolated at boot (isolcpus=); using a 'root' partition, the boot isolation already keeps the scheduler off them",
-                    snap.boot_isolated.intersection(&shield)
-                ));
-                "root"
-            } else {
-                "isolated"
-            };
-            partition = Some(kind.to_string());
-            steps.push(fatal(Action::Write {
-                path: format!("{dir}/cpuset.cpus.partition"),
-                value: kind.into(),
-                check: Check::Partition,
-                undo: Undo::Value("member".into()),
-            }));
-        }
+        } => Ok(cgroup_v2(
+            snap,
+            mount,
+            subtree_control,
+            shield,
+            steps,
+            notes,
+        )),
         CgroupSetup::V1 {
             mount,
             mems,
             load_balance,
-        } => {
-            let rt = format!("{mount}/{SHIELD_CGROUP}");
-            shield_dir = rt.clone();
-            let nrt = format!("{mount}/{SYSTEM_CGROUP_V1}");
-            // A new cpuset has no memory nodes, and a task cannot join a
-            // cpuset with none (ENOSPC): copy the root's.
-            for (dir, cpus, exclusive, balance) in
-                [(&rt, &shield, "1", "0"), (&nrt, &housekeeping, "0", "1")]
-            {
-                steps.push(fatal(Action::Mkdir { path: dir.clone() }));
-                for (file, value, check) in [
-                    ("cpuset.cpus", cpus.to_string(), Check::CpuList),
-                    ("cpuset.mems", mems.clone(), Check::Text),
-                    ("cpuset.cpu_exclusive", exclusive.to_string(), Check::Text),
-                    (
-                        "cpuset.sched_load_balance",
-                        balance.to_string(),
-                        Check::Text,
-                    ),
-                ] {
-                    steps.push(fatal(Action::Write {
-                        path: format!("{dir}/{file}"),
-                        value,
-                        check,
-                        undo: Undo::Nothing,
-                    }));
-                }
-            }
-            if load_balance != "0" {
-                steps.push(fatal(Action::Write {
-                    path: format!("{mount}/cpuset.sched_load_balance"),
-                    value: "0".into(),
-                    check: Check::Text,
-                    undo: Undo::Previous,
-                }));
-            }
+        } => Ok(cgroup_v1(
+            mount,
+            mems,
+            load_balance,
+            shield,
+            housekeeping,
+            steps,
+        )),
+    }
+}
+
+/// cgroup v2: the shield's cgroup (a systemd slice, or a cgroup of our own
+/// with +cpuset enabled), then its partition.
+fn cgroup_v2(
+    snap: &Snapshot,
+    mount: &str,
+    subtree_control: &[String],
+    shield: &CpuSet,
+    mut steps: Vec<Step>,
+    notes: &mut Vec<String>,
+) -> CgroupPlan {
+    let shield_dir = if snap.owners.systemd {
+        // systemd enables in each subtree_control only what its own
+        // units need, and takes back at the next reload or unit
+        // start what others enabled (tests/vm/SYSTEMD-NOTES.md 1):
+        // the shield is a unit of its own, whose AllowedCPUs= make
+        // systemd keep +cpuset in the root and write cpuset.cpus.
+        let dir = format!("{mount}/{SHIELD_SLICE}");
+        steps.push(fatal(Action::Systemd {
+            call: SystemdCall::StartSlice {
+                unit: SHIELD_SLICE.into(),
+                cpus: shield.clone(),
+                cgroup_dir: dir.clone(),
+            },
+            undo: Some(SystemdCall::Stop {
+                unit: SHIELD_SLICE.into(),
+            }),
+            back: None,
+        }));
+        dir
+    } else {
+        if !subtree_control.iter().any(|c| c == "cpuset") {
+            steps.push(fatal(Action::Write {
+                path: format!("{mount}/cgroup.subtree_control"),
+                value: "+cpuset".into(),
+                check: Check::None,
+                undo: Undo::Value("-cpuset".into()),
+            }));
+        }
+        let dir = format!("{mount}/{SHIELD_CGROUP}");
+        steps.push(fatal(Action::Mkdir { path: dir.clone() }));
+        steps.push(fatal(Action::Write {
+            path: format!("{dir}/cpuset.cpus"),
+            value: shield.to_string(),
+            check: Check::CpuList,
+            undo: Undo::Nothing,
+        }));
+        dir
+    };
+    // An `isolated` partition over CPUs already isolated at boot is
+    // rejected by the kernel ("partition config conflicts with
+    // housekeeping setup"); a `root` partition is accepted there.
+    let kind = if snap.boot_isolated.intersects(shield) {
+        notes.push(format!(
+            "CPUs {} are isolated at boot (isolcpus=); using a 'root' partition, the boot isolation already keeps the scheduler off them",
+            snap.boot_isolated.intersection(shield)
+        ));
+        "root"
+    } else {
+        "isolated"
+    };
+    steps.push(fatal(Action::Write {
+        path: format!("{shield_dir}/cpuset.cpus.partition"),
+        value: kind.into(),
+        check: Check::Partition,
+        undo: Undo::Value("member".into()),
+    }));
+    CgroupPlan {
+        steps,
+        shield_dir,
+        partition: Some(kind.to_string()),
+    }
+}
+
+/// cgroup v1: an exclusive cpuset for the shield without load balancing,
+/// a system cpuset for the rest, and no balancing across the root.
+fn cgroup_v1(
+    mount: &str,
+    mems: &str,
+    load_balance: &str,
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+    mut steps: Vec<Step>,
+) -> CgroupPlan {
+    let rt = format!("{mount}/{SHIELD_CGROUP}");
+    let nrt = format!("{mount}/{SYSTEM_CGROUP_V1}");
+    // A new cpuset has no memory nodes, and a task cannot join a
+    // cpuset with none (ENOSPC): copy the root's.
+    for (dir, cpus, exclusive, balance) in [(&rt, shield, "1", "0"), (&nrt, housekeeping, "0", "1")]
+    {
+        steps.push(fatal(Action::Mkdir { path: dir.clone() }));
+        for (file, value, check) in [
+            ("cpuset.cpus", cpus.to_string(), Check::CpuList),
+            ("cpuset.mems", mems.to_string(), Check::Text),
+            ("cpuset.cpu_exclusive", exclusive.to_string(), Check::Text),
+            (
+                "cpuset.sched_load_balance",
+                balance.to_string(),
+                Check::Text,
+            ),
+        ] {
+            steps.push(fatal(Action::Write {
+                path: format!("{dir}/{file}"),
+                value,
+                check,
+                undo: Undo::Nothing,
+            }));
         }
     }
+    if load_balance != "0" {
+        steps.push(fatal(Action::Write {
+            path: format!("{mount}/cpuset.sched_load_balance"),
+            value: "0".into(),
+            check: Check::Text,
+            undo: Undo::Previous,
+        }));
+    }
+    CgroupPlan {
+        steps,
+        shield_dir: rt,
+        partition: None,
+    }
+}
 
-    let tasks = plan_tasks(snap, &shield, &housekeeping, req.force, |_| true);
-    steps.extend(tasks.steps);
-    let (per_cpu_kthreads, kept, split_off) = (tasks.per_cpu_kthreads, tasks.kept, tasks.split_off);
+/// What the user should know about the tasks kept on the shield and the
+/// threads split off their process.
+fn task_notes(snap: &Snapshot, kept: &[TaskRef], split_off: &[TaskRef]) -> Vec<String> {
+    let mut notes = Vec::new();
     if snap.owners.systemd && matches!(snap.cgroup, CgroupSetup::V2 { .. }) && !kept.is_empty() {
         // Under systemd a process belongs to the unit whose cgroup holds it.
         let mut units: Vec<String> = kept
@@ -369,19 +525,28 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
             split_off.len()
         ));
     }
+    notes
+}
 
-    let bits = snap.mask_bits();
-    // (bound to the shield, step), in IRQ order.
-    let mut irq_steps: Vec<(bool, Step)> = Vec::new();
+/// The IRQ writes, in IRQ order, each marked whether it binds an IRQ to
+/// the shield (`--irq`): the default affinity and every IRQ allowed on the
+/// shield go to the housekeeping CPUs.
+fn plan_irq_steps(
+    snap: &Snapshot,
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+    irqs_to_shield: &[u32],
+) -> Vec<(bool, Step)> {
+    let mut irq_steps = Vec::new();
     if let Some(default) = &snap.default_irq_affinity {
-        let target = away_from(default, &shield, &housekeeping);
+        let target = away_from(default, shield, housekeeping);
         if &target != default {
             irq_steps.push((
                 false,
                 Step {
                     action: Action::Write {
                         path: DEFAULT_IRQ_AFFINITY.into(),
-                        value: target.to_mask(bits),
+                        value: target.to_mask(snap.mask_bits()),
                         check: Check::CpuMask,
                         undo: Undo::Previous,
                     },
@@ -395,7 +560,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         let target = if to_shield {
             shield.clone()
         } else {
-            away_from(&irq.affinity, &shield, &housekeeping)
+            away_from(&irq.affinity, shield, housekeeping)
         };
         if target != irq.affinity {
             irq_steps.push((
@@ -412,65 +577,25 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
             ));
         }
     }
-    if req.hotplug_restart {
-        // Order: IRQs leave the shield first (a CPU going offline breaks
-        // the affinity of an IRQ that has no other online CPU, and the
-        // kernel does not give it back), then each CPU goes offline and
-        // online again, then the cpusets are created (MISSION §2), then
-        // the tasks move and IRQs asked into the shield are bound to it.
-        let cgroups_and_tasks = steps.split_off(1);
-        let (to_shield, away): (Vec<_>, Vec<_>) = irq_steps.into_iter().partition(|(t, _)| *t);
-        steps.extend(away.into_iter().map(|(_, s)| s));
-        steps.extend(hotplug_steps(&shield));
-        steps.extend(cgroups_and_tasks);
-        steps.extend(to_shield.into_iter().map(|(_, s)| s));
-        notes.push(format!(
-            "--hotplug-restart: CPUs {shield} are taken offline and online again before the cpusets are created"
-        ));
-    } else {
-        steps.extend(irq_steps.into_iter().map(|(_, s)| s));
-    }
-    if let Some(mask) = &snap.workqueue_mask {
-        if mask.intersects(&shield) {
-            steps.push(Step {
-                action: Action::Write {
-                    path: WORKQUEUE_MASK.into(),
-                    value: away_from(mask, &shield, &housekeeping).to_mask(bits),
-                    check: Check::CpuMask,
-                    // 6.12 reads the mask without the partition's CPUs once
-                    // the partition exists; writing that back would make the
-                    // reduced mask the request for good. Restore the mask
-                    // read before the partition.
-                    undo: Undo::Value(mask.to_mask(bits)),
-                },
-                fatal: false,
-            });
-        }
-    }
-    if let (false, Some(state)) = (knobs.is_empty(), &snap.tunables) {
-        let already: Vec<String> = steps
-            .iter()
-            .filter_map(|s| match &s.action {
-                Action::Write { path, .. } => Some(path.clone()),
-                _ => None,
-            })
-            .collect();
-        let tuned = knobs::plan(state, &knobs, &shield, &housekeeping, bits, &already);
-        steps.extend(tuned.steps);
-        notes.extend(tuned.notes);
-    }
-    Ok(Plan {
-        shield,
-        housekeeping,
-        mechanism: mechanism(snap),
-        partition,
-        shield_dir,
-        steps,
-        per_cpu_kthreads,
-        kept,
-        split_off,
-        irqs_to_shield,
-        notes,
+    irq_steps
+}
+
+/// Unbound workqueues off the shield, when their mask reaches it.
+fn workqueue_step(snap: &Snapshot, shield: &CpuSet, housekeeping: &CpuSet) -> Option<Step> {
+    let mask = snap.workqueue_mask.as_ref()?;
+    let bits = snap.mask_bits();
+    mask.intersects(shield).then(|| Step {
+        action: Action::Write {
+            path: WORKQUEUE_MASK.into(),
+            value: away_from(mask, shield, housekeeping).to_mask(bits),
+            check: Check::CpuMask,
+            // 6.12 reads the mask without the partition's CPUs once
+            // the partition exists; writing that back would make the
+            // reduced mask the request for good. Restore the mask
+            // read before the partition.
+            undo: Undo::Value(mask.to_mask(bits)),
+        },
+        fatal: false,
     })
 }
 
