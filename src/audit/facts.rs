@@ -1,0 +1,311 @@
+//! What the audit reads: every fact its rules judge, read once through
+//! [`Sys`] (read-only). The rules ([`super::rules`]) never touch the system,
+//! so they are tested from literal facts.
+//!
+//! The watchdog files are never read while an active shield holds them off
+//! (reading them then was seen to break re-enabling the watchdog): their
+//! values come from the shield's journal.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::parse::{self, Delta, IdleState};
+use super::AuditError;
+use crate::cpulist::CpuSet;
+use crate::shield::change::Action;
+use crate::shield::journal;
+use crate::shield::knobs::{self, NMI_WATCHDOG, WATCHDOG, WRITEBACK_MASK};
+use crate::shield::snapshot::{self, Irq};
+use crate::sys::procfs::{self, Hierarchy, Thread};
+use crate::sys::Sys;
+
+/// Everything the audit judges, as read from the machine.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// The CPUs audited.
+    pub targets: CpuSet,
+    /// The active shield's CPUs, if one is active.
+    pub shield: Option<CpuSet>,
+    /// Online CPUs.
+    pub online: CpuSet,
+    /// The kernel command line, parameter → value.
+    pub cmdline: BTreeMap<String, Option<String>>,
+    /// Seconds the interrupts were counted over (0: not counted).
+    pub window_s: f64,
+    /// Interrupt lines that fired on the targets in the window.
+    pub interrupts: Vec<Delta>,
+    /// Softirqs that ran on the targets in the window.
+    pub softirqs: Vec<Delta>,
+    /// IRQs the shield bound to the targets on request (`on --irq`).
+    pub wanted_irqs: Vec<u32>,
+    /// Every IRQ with its affinity.
+    pub irqs: Vec<Irq>,
+    /// `/proc/irq/default_smp_affinity`.
+    pub default_irq_affinity: Option<CpuSet>,
+    /// The background-work masks that could be read: (file, what, mask).
+    pub workqueue_masks: Vec<(&'static str, &'static str, CpuSet)>,
+    /// Every thread, with its cgroup.
+    pub threads: Vec<Thread>,
+    /// `/proc/sys/kernel/version`.
+    pub kernel_version: String,
+    /// `/sys/kernel/debug/sched/preempt`.
+    pub preempt_debugfs: Option<String>,
+    /// `/sys/kernel/realtime`.
+    pub realtime: Option<String>,
+    /// Sysctl values by path (absent: not there).
+    pub sysctls: BTreeMap<&'static str, String>,
+    /// The watchdogs: path, value (from the journal when the shield holds
+    /// it off), and whether it came from there.
+    pub watchdogs: Vec<(&'static str, Option<String>, bool)>,
+    /// The machine-check polling file of each target CPU and its value
+    /// (`None`: unreadable or absent).
+    pub machinecheck: Vec<(String, Option<String>)>,
+    /// Network queue steering files and their masks.
+    pub net_queues: Vec<(String, CpuSet)>,
+    /// Per target CPU: its frequency governor and idle states.
+    pub cpu_power: Vec<CpuPower>,
+    /// Per target CPU: its hyper-thread siblings (itself included).
+    pub siblings: Vec<CpuSet>,
+    /// irqbalance, when it runs.
+    pub irqbalance: Option<Irqbalance>,
+    /// NUMA nodes and their CPUs.
+    pub numa_nodes: BTreeMap<String, CpuSet>,
+}
+
+/// Frequency and idle facts of one CPU.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CpuPower {
+    /// The CPU.
+    pub cpu: u32,
+    /// `scaling_governor`, when cpufreq is there.
+    pub governor: Option<String>,
+    /// Its cpuidle states.
+    pub idle_states: Vec<IdleState>,
+}
+
+/// A running irqbalance and what tells its banned CPUs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Irqbalance {
+    /// Its pid.
+    pub pid: i32,
+    /// `/proc/PID/environ` (`None`: unreadable, not root).
+    pub environ: Option<String>,
+    /// `/proc/PID/cmdline`.
+    pub cmdline: String,
+    /// Its configuration files, concatenated.
+    pub config: String,
+}
+
+/// The sysctls the rules judge.
+pub const SYSCTLS: [&str; 4] = [
+    "proc/sys/kernel/sched_rt_runtime_us",
+    "proc/sys/kernel/timer_migration",
+    "proc/sys/vm/stat_interval",
+    "proc/sys/vm/dirty_writeback_centisecs",
+];
+
+impl Facts {
+    /// The targets as a list, for messages.
+    pub fn list(&self) -> String {
+        self.targets.to_string()
+    }
+
+    /// Online CPUs other than the targets.
+    pub fn housekeeping(&self) -> CpuSet {
+        self.online.difference(&self.targets)
+    }
+}
+
+/// Reads the facts about `cpus`, or about the active shield's CPUs,
+/// counting interrupts over `window` (zero: not counted).
+pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts, AuditError> {
+    let state = journal::read_state(sys)?;
+    let entries = if state.is_some() {
+        journal::read_entries(sys)?
+    } else {
+        Vec::new()
+    };
+    let shield = state.as_ref().map(|s| s.shield.clone());
+    let targets = match (cpus, &shield) {
+        (Some(c), _) => c.clone(),
+        (None, Some(s)) => s.clone(),
+        (None, None) => return Err(AuditError::NoTarget),
+    };
+    let online = procfs::online_cpus(sys)?;
+    let offline = targets.difference(&online);
+    if !offline.is_empty() {
+        return Err(AuditError::Offline {
+            cpus: targets,
+            offline,
+            online,
+        });
+    }
+    let read = |rel: &str| sys.read_trimmed(rel).ok();
+    let (interrupts, softirqs) = count_interrupts(sys, &targets, window);
+    let held = knobs::held_by_journal(entries.iter().map(|e| &e.action));
+    let knob_files = |name: &str| {
+        knobs::knob(name).map_or_else(Vec::new, |k| snapshot::knob_files(sys, k, &targets))
+    };
+    Ok(Facts {
+        cmdline: parse::parse_cmdline(&sys.read("proc/cmdline").unwrap_or_default()),
+        window_s: window.as_secs_f64(),
+        interrupts,
+        softirqs,
+        wanted_irqs: irqs_bound_to(&entries, &targets),
+        irqs: snapshot::read_irqs(sys)?,
+        default_irq_affinity: sys.read_cpumask(snapshot::DEFAULT_IRQ_AFFINITY).ok(),
+        workqueue_masks: [
+            (snapshot::WORKQUEUE_MASK, "unbound workqueues"),
+            (WRITEBACK_MASK, "writeback flushers"),
+        ]
+        .into_iter()
+        .filter_map(|(rel, what)| Some((rel, what, sys.read_cpumask(rel).ok()?)))
+        .collect(),
+        threads: read_threads(sys)?,
+        kernel_version: read("proc/sys/kernel/version").unwrap_or_default(),
+        preempt_debugfs: read("sys/kernel/debug/sched/preempt"),
+        realtime: read("sys/kernel/realtime"),
+        sysctls: SYSCTLS
+            .into_iter()
+            .filter_map(|f| Some((f, read(f)?)))
+            .collect(),
+        // Held off by the shield: take it from the journal, never read it.
+        watchdogs: [WATCHDOG, NMI_WATCHDOG]
+            .into_iter()
+            .map(|path| match held.get(path) {
+                Some((written, _)) => (path, Some(written.clone()), true),
+                None => (path, read(path), false),
+            })
+            .collect(),
+        machinecheck: knob_files("machinecheck")
+            .into_iter()
+            .filter(|f| sys.exists(f))
+            .map(|f| {
+                let v = read(&f);
+                (f, v)
+            })
+            .collect(),
+        net_queues: knob_files("net-queues")
+            .into_iter()
+            .filter_map(|f| {
+                let mask = read(&f).and_then(|v| CpuSet::parse_mask(&v).ok())?;
+                Some((f, mask))
+            })
+            .collect(),
+        cpu_power: targets.iter().map(|cpu| cpu_power(sys, cpu)).collect(),
+        siblings: targets
+            .iter()
+            .map(|cpu| procfs::thread_siblings(sys, cpu))
+            .collect(),
+        irqbalance: irqbalance(sys),
+        numa_nodes: numa_nodes(sys),
+        targets,
+        shield,
+        online,
+    })
+}
+
+/// Interrupts and softirqs on `targets` over `window`: two reads of the
+/// counters with a sleep between.
+fn count_interrupts(sys: &Sys, targets: &CpuSet, window: Duration) -> (Vec<Delta>, Vec<Delta>) {
+    if window.is_zero() {
+        return (Vec::new(), Vec::new());
+    }
+    let counters = || {
+        (
+            sys.read("proc/interrupts").ok(),
+            sys.read("proc/softirqs").ok(),
+        )
+    };
+    let before = counters();
+    std::thread::sleep(window);
+    let after = counters();
+    let delta = |a: &Option<String>, b: &Option<String>| match (a, b) {
+        (Some(a), Some(b)) => parse::interrupt_deltas(a, b, targets),
+        _ => Vec::new(),
+    };
+    (delta(&before.0, &after.0), delta(&before.1, &after.1))
+}
+
+/// IRQs the journal bound to `targets` (`on --irq`): wanted there.
+fn irqs_bound_to(entries: &[journal::Entry], targets: &CpuSet) -> Vec<u32> {
+    entries
+        .iter()
+        .filter_map(|e| match &e.action {
+            Action::Write { path, value, .. }
+                if CpuSet::parse_list(value).is_ok_and(|v| v.is_subset(targets)) =>
+            {
+                snapshot::irq_of_affinity_file(path)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn read_threads(sys: &Sys) -> Result<Vec<Thread>, AuditError> {
+    let setup = snapshot::detect_cgroup(sys).ok();
+    let source = setup
+        .as_ref()
+        .map_or(procfs::CgroupSource::per_thread(Hierarchy::Unified), |c| {
+            c.thread_source()
+        });
+    Ok(procfs::read_all_threads(sys, source)?)
+}
+
+fn cpu_power(sys: &Sys, cpu: u32) -> CpuPower {
+    let base = format!("sys/devices/system/cpu/cpu{cpu}");
+    let read = |rel: String| sys.read_trimmed(&rel).ok();
+    let idle_states = sys
+        .list(&format!("{base}/cpuidle"))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|st| st.starts_with("state"))
+        .map(|st| {
+            let f = |n: &str| read(format!("{base}/cpuidle/{st}/{n}"));
+            IdleState {
+                name: f("name").unwrap_or_default(),
+                latency_us: f("latency").and_then(|l| l.parse().ok()).unwrap_or(0),
+                disabled: f("disable").as_deref() == Some("1"),
+                state: st,
+            }
+        })
+        .collect();
+    CpuPower {
+        cpu,
+        governor: read(format!("{base}/cpufreq/scaling_governor")),
+        idle_states,
+    }
+}
+
+fn irqbalance(sys: &Sys) -> Option<Irqbalance> {
+    let pid = procfs::list_pids(sys)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|p| {
+            sys.read_trimmed(&format!("proc/{p}/comm")).ok().as_deref() == Some("irqbalance")
+        })?;
+    Some(Irqbalance {
+        pid,
+        environ: sys.read(&format!("proc/{pid}/environ")).ok(),
+        cmdline: sys.read(&format!("proc/{pid}/cmdline")).unwrap_or_default(),
+        config: ["etc/default/irqbalance", "etc/sysconfig/irqbalance"]
+            .iter()
+            .filter_map(|p| sys.read(p).ok())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    })
+}
+
+fn numa_nodes(sys: &Sys) -> BTreeMap<String, CpuSet> {
+    sys.list("sys/devices/system/node")
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.starts_with("node") && n[4..].parse::<u32>().is_ok())
+        .filter_map(|n| {
+            let cpus = sys
+                .read_cpulist(&format!("sys/devices/system/node/{n}/cpulist"))
+                .ok()?;
+            Some((n, cpus))
+        })
+        .collect()
+}

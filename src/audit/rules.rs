@@ -1,0 +1,1060 @@
+//! What the audit concludes: pure rules from [`Facts`] to findings, one
+//! function per concern, each with its severity, expected impact and the
+//! concrete next step. No I/O: the tests judge literal facts.
+
+use std::collections::BTreeMap;
+
+use super::facts::{CpuPower, Facts, Irqbalance};
+use super::parse::{self, Delta};
+use super::{Finding, Severity};
+use crate::cpulist::CpuSet;
+use crate::shield::knobs::NMI_WATCHDOG;
+use crate::shield::snapshot::SHIELD_CGROUP;
+
+/// Findings as they are made.
+#[derive(Debug, Default)]
+pub struct Findings(pub Vec<Finding>);
+
+impl Findings {
+    fn add(&mut self, id: &str, severity: Severity, impact: u8, reason: String, next: String) {
+        self.0.push(Finding {
+            id: id.into(),
+            severity,
+            reason,
+            next,
+            impact,
+        });
+    }
+}
+
+/// Judges the facts: every rule, findings worst first (then by impact).
+pub fn judge(f: &Facts) -> Vec<Finding> {
+    let mut out = Findings::default();
+    interrupt_findings(f, &mut out);
+    irq_affinity(f, &mut out);
+    tasks(f, &mut out);
+    preemption(f, &mut out);
+    boot_params(f, &mut out);
+    sysctls(f, &mut out);
+    workqueues(f, &mut out);
+    watchdogs(f, &mut out);
+    cpufreq_and_idle(f, &mut out);
+    siblings(f, &mut out);
+    irqbalance(f, &mut out);
+    numa(f, &mut out);
+    background_work(f, &mut out);
+    let mut findings = out.0;
+    findings.sort_by(|a, b| a.severity.cmp(&b.severity).then(b.impact.cmp(&a.impact)));
+    findings
+}
+
+fn interrupt_findings(f: &Facts, out: &mut Findings) {
+    if f.window_s == 0.0 {
+        return;
+    }
+    let (irqs, soft, secs) = (&f.interrupts, &f.softirqs, f.window_s);
+    let list = f.list();
+    let device: Vec<Delta> = irqs
+        .iter()
+        .filter(|d| d.label.parse::<u32>().is_ok())
+        .cloned()
+        .collect();
+    if device.is_empty() {
+        out.add(
+            "interrupts.device",
+            Severity::Ok,
+            90,
+            format!("no device interrupt on CPUs {list} in {secs:.1} s"),
+            String::new(),
+        );
+    } else {
+        out.add(
+            "interrupts.device",
+            Severity::Bad,
+            90,
+            format!("device interrupts on CPUs {list} in {secs:.1} s: {}", top(&device, 5)),
+            format!("cpushield on {list} (moves IRQs away); kernel-managed queues need isolcpus=managed_irq,{list}"),
+        );
+    }
+    let per_cpu: Vec<Delta> = irqs
+        .iter()
+        .filter(|d| d.label.parse::<u32>().is_err())
+        .cloned()
+        .collect();
+    let ncpu = f.targets.len().max(1) as f64;
+    let loc = per_cpu
+        .iter()
+        .find(|d| d.label == "LOC")
+        .map_or(0, |d| d.count) as f64
+        / ncpu
+        / secs;
+    let ipis: Vec<Delta> = per_cpu
+        .iter()
+        .filter(|d| d.label != "LOC")
+        .cloned()
+        .collect();
+    if loc > 10.0 {
+        out.add(
+            "interrupts.tick",
+            Severity::Warn,
+            70,
+            format!("local timer fires {loc:.0}/s per CPU on {list}: the tick runs"),
+            format!(
+                "boot with nohz_full={list} (cpushield boot-args {list}) and run one task per CPU"
+            ),
+        );
+    } else {
+        out.add(
+            "interrupts.tick",
+            Severity::Ok,
+            70,
+            format!("local timer {loc:.0}/s per CPU on {list}"),
+            String::new(),
+        );
+    }
+    if ipis.is_empty() {
+        out.add(
+            "interrupts.ipi",
+            Severity::Ok,
+            60,
+            format!("no IPIs or per-CPU interrupts besides the timer on {list}"),
+            String::new(),
+        );
+    } else {
+        out.add(
+            "interrupts.ipi",
+            Severity::Warn,
+            60,
+            format!("per-CPU interrupts on {list}: {}", top(&ipis, 5)),
+            "RES/CAL/TLB come from other CPUs waking or flushing the targets: keep other tasks and mm-sharing threads off them (cpushield status)".into(),
+        );
+    }
+    let soft_noise: Vec<Delta> = soft.iter().filter(|d| d.label != "HI").cloned().collect();
+    if soft_noise.is_empty() {
+        out.add(
+            "softirqs",
+            Severity::Ok,
+            50,
+            format!("no softirqs on {list}"),
+            String::new(),
+        );
+    } else {
+        out.add(
+            "softirqs",
+            Severity::Warn,
+            50,
+            format!("softirqs on {list}: {}", top(&soft_noise, 5)),
+            format!("TIMER/SCHED/RCU: boot with nohz_full={list} rcu_nocbs={list}; NET_RX/BLOCK: cpushield on {list} --tune=net-queues"),
+        );
+    }
+}
+
+/// IRQs served on or allowed on the targets, and the default affinity of new IRQs.
+fn irq_affinity(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    let hk = f.housekeeping();
+    let mut effective = Vec::new();
+    let mut allowed = Vec::new();
+    for i in &f.irqs {
+        if f.wanted_irqs.contains(&i.irq) {
+            continue;
+        }
+        let label = if i.name.is_empty() {
+            i.irq.to_string()
+        } else {
+            format!("{} ({})", i.irq, i.name)
+        };
+        if i.effective
+            .as_ref()
+            .is_some_and(|e| e.intersects(&f.targets))
+        {
+            effective.push(label);
+        } else if i.affinity.intersects(&f.targets) {
+            allowed.push(label);
+        }
+    }
+    if !effective.is_empty() {
+        out.add(
+            "irq-effective",
+            Severity::Bad,
+            85,
+            format!("{} IRQs are served on {list} now: {}", effective.len(), effective.join(", ")),
+            format!("cpushield on {list}; IRQs that refuse (kernel-managed queues) need isolcpus=managed_irq,{list} at boot"),
+        );
+    } else {
+        out.add(
+            "irq-effective",
+            Severity::Ok,
+            85,
+            format!("no IRQ is served on {list}"),
+            String::new(),
+        );
+    }
+    if !allowed.is_empty() {
+        out.add(
+            "irq-affinity",
+            Severity::Warn,
+            65,
+            format!(
+                "{} IRQs may be served on {list}: {}",
+                allowed.len(),
+                allowed.join(", ")
+            ),
+            format!("cpushield on {list} (or: echo {hk} > /proc/irq/N/smp_affinity_list)"),
+        );
+    } else {
+        out.add(
+            "irq-affinity",
+            Severity::Ok,
+            65,
+            format!("no IRQ affinity includes {list}"),
+            String::new(),
+        );
+    }
+    if let Some(d) = f
+        .default_irq_affinity
+        .as_ref()
+        .filter(|d| d.intersects(&f.targets))
+    {
+        out.add(
+            "irq-default",
+            Severity::Warn,
+            40,
+            format!("new IRQs may land on {list} (default_smp_affinity {d})"),
+            format!("cpushield on {list}, or boot with irqaffinity={hk}"),
+        );
+    } else {
+        out.add(
+            "irq-default",
+            Severity::Ok,
+            40,
+            format!("new IRQs start off {list} (default_smp_affinity)"),
+            String::new(),
+        );
+    }
+}
+
+/// Threads outside the shield allowed on the targets, and the per-CPU
+/// kernel threads the kernel keeps there.
+fn tasks(f: &Facts, out: &mut Findings) {
+    let inside = format!("/{SHIELD_CGROUP}");
+    let list = f.list();
+    let mut intruders = Vec::new();
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for t in &f.threads {
+        if !t.cpus_allowed.intersects(&f.targets) {
+            continue;
+        }
+        if t.is_pinned_by_kernel() || (t.is_kthread() && t.cpus_allowed.is_subset(&f.targets)) {
+            *kinds.entry(t.kind()).or_default() += 1;
+            continue;
+        }
+        if f.shield.is_some() && t.cgroup == inside {
+            continue;
+        }
+        intruders.push(format!("{} {}", t.tid, t.name));
+    }
+    if intruders.is_empty() {
+        out.add(
+            "tasks",
+            Severity::Ok,
+            95,
+            format!("no task outside the shield may run on {list}"),
+            String::new(),
+        );
+    } else {
+        let n = intruders.len();
+        intruders.truncate(8);
+        out.add(
+            "tasks",
+            Severity::Bad,
+            95,
+            format!("{n} threads outside the shield may run on {list}: {}{}", intruders.join(", "), if n > 8 { ", ..." } else { "" }),
+            if f.shield.is_some() {
+                format!("cpushield on {list} --force (moves tasks pinned inside), or cpushield move PID --out")
+            } else {
+                format!("cpushield on {list}")
+            },
+        );
+    }
+    let detail = if kinds.is_empty() {
+        "none".to_string()
+    } else {
+        kinds
+            .iter()
+            .map(|(k, n)| format!("{k} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let noisy: Vec<&String> = kinds.keys().filter(|k| k.starts_with("rcu")).collect();
+    if noisy.is_empty() {
+        out.add("kthreads", Severity::Ok, 30, format!("per-CPU kernel threads on {list}: {detail} (the kernel keeps them; they sleep when idle)"), String::new());
+    } else {
+        out.add(
+            "kthreads",
+            Severity::Warn,
+            30,
+            format!("per-CPU kernel threads on {list}: {detail}"),
+            format!("boot with rcu_nocbs={list} (RCU callbacks move to rcuo threads on housekeeping CPUs)"),
+        );
+    }
+}
+
+fn preemption(f: &Facts, out: &mut Findings) {
+    let version = &f.kernel_version;
+    let model = parse::preempt_model(version, f.preempt_debugfs.as_deref(), f.realtime.as_deref());
+    let (sev, next) = match model.as_str() {
+        "rt" => (Severity::Ok, String::new()),
+        "full" => (Severity::Warn, "for hard real time, boot a PREEMPT_RT kernel (Debian: linux-image-rt-amd64)".to_string()),
+        m if m.starts_with("dynamic") => (Severity::Warn, "boot with preempt=full (PREEMPT_DYNAMIC kernel), or a PREEMPT_RT kernel".to_string()),
+        _ => (Severity::Bad, "boot with preempt=full if the kernel is PREEMPT_DYNAMIC, else a PREEMPT_RT or low-latency kernel".to_string()),
+    };
+    let reason = format!("preemption model: {model} (kernel {})", version.trim());
+    out.add("preemption", sev, 75, reason, next);
+}
+
+/// The kernel parameters MISSION.md asks for, each judged against the targets.
+fn boot_params(f: &Facts, out: &mut Findings) {
+    boot_isolcpus(f, out);
+    boot_cover(f, out);
+    boot_irqaffinity(f, out);
+    boot_flags(f, out);
+}
+
+/// `isolcpus=` covering the targets, with the `domain` and `managed_irq` flags.
+fn boot_isolcpus(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    match f.cmdline.get("isolcpus").cloned() {
+        Some(v) => {
+            let (flags, set) = parse::parse_isolcpus(&v.unwrap_or_default());
+            let missing: Vec<&str> = ["domain", "managed_irq"]
+                .into_iter()
+                .filter(|f| !flags.iter().any(|g| g == f))
+                .collect();
+            if !f.targets.is_subset(&set) {
+                out.add(
+                    "boot.isolcpus",
+                    Severity::Warn,
+                    45,
+                    format!("isolcpus={set} does not cover {list}"),
+                    format!("boot with isolcpus=nohz,domain,managed_irq,{list}"),
+                );
+            } else if !missing.is_empty() {
+                out.add(
+                    "boot.isolcpus",
+                    Severity::Warn,
+                    45,
+                    format!("isolcpus covers {list} without {}", missing.join(",")),
+                    format!("boot with isolcpus=nohz,domain,managed_irq,{list}"),
+                );
+            } else {
+                out.add(
+                    "boot.isolcpus",
+                    Severity::Ok,
+                    45,
+                    format!("isolcpus={} covers {list}", flags.join(",")),
+                    String::new(),
+                );
+            }
+        }
+        None => out.add(
+            "boot.isolcpus",
+            Severity::Warn,
+            45,
+            "no isolcpus= (kernel-managed queue IRQs stay on the targets)".into(),
+            format!(
+                "boot with isolcpus=nohz,domain,managed_irq,{list} (cpushield boot-args {list})"
+            ),
+        ),
+    }
+}
+
+/// `nohz_full=` and `rcu_nocbs=` covering the targets.
+fn boot_cover(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    let covers = |name: &str| -> Option<bool> {
+        let v = f.cmdline.get(name)?.clone().unwrap_or_default();
+        Some(f.targets.is_subset(&parse::param_cpus(&v, &f.online)))
+    };
+    for (name, impact, why, arg) in [
+        (
+            "nohz_full",
+            55u8,
+            "the scheduler tick keeps running on the targets",
+            format!("nohz_full={list}"),
+        ),
+        (
+            "rcu_nocbs",
+            50,
+            "RCU callbacks run on the targets",
+            format!("rcu_nocbs={list}"),
+        ),
+    ] {
+        match covers(name) {
+            Some(true) => out.add(
+                &format!("boot.{name}"),
+                Severity::Ok,
+                impact,
+                format!("{name}= covers {list}"),
+                String::new(),
+            ),
+            Some(false) => out.add(
+                &format!("boot.{name}"),
+                Severity::Warn,
+                impact,
+                format!("{name}= does not cover {list}: {why}"),
+                format!("boot with {arg}"),
+            ),
+            None => out.add(
+                &format!("boot.{name}"),
+                Severity::Warn,
+                impact,
+                format!("no {name}=: {why}"),
+                format!("boot with {arg}"),
+            ),
+        }
+    }
+}
+
+/// `irqaffinity=` keeping boot-time IRQs on the housekeeping CPUs.
+fn boot_irqaffinity(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    let hk = f.housekeeping();
+    match f.cmdline.get("irqaffinity").cloned().flatten() {
+        Some(v) if !parse::param_cpus(&v, &f.online).intersects(&f.targets) => out.add(
+            "boot.irqaffinity",
+            Severity::Ok,
+            35,
+            format!("irqaffinity={v} keeps boot-time IRQs off {list}"),
+            String::new(),
+        ),
+        other => out.add(
+            "boot.irqaffinity",
+            Severity::Warn,
+            35,
+            match other {
+                Some(v) => format!("irqaffinity={v} includes {list}"),
+                None => "no irqaffinity=: IRQs start on every CPU".into(),
+            },
+            format!("boot with irqaffinity={hk}"),
+        ),
+    }
+}
+
+/// Flags that remove periodic work or move handlers into threads.
+fn boot_flags(f: &Facts, out: &mut Findings) {
+    for (name, impact, arg, without) in [
+        (
+            "threadirqs",
+            20u8,
+            "threadirqs",
+            "interrupt handlers run in hard-IRQ context, not in threads that can be prioritised",
+        ),
+        (
+            "nosoftlockup",
+            15,
+            "nosoftlockup",
+            "the soft-lockup watchdog runs on every CPU",
+        ),
+        (
+            "skew_tick",
+            10,
+            "skew_tick=1",
+            "the ticks of all CPUs fire at the same moment",
+        ),
+        (
+            "tsc",
+            10,
+            "tsc=reliable",
+            "the clocksource watchdog checks the TSC (add only when the TSC is known stable)",
+        ),
+    ] {
+        if f.cmdline.contains_key(name) {
+            let v = f.cmdline[name]
+                .as_deref()
+                .map(|v| format!("={v}"))
+                .unwrap_or_default();
+            out.add(
+                &format!("boot.{name}"),
+                Severity::Ok,
+                impact,
+                format!("{name}{v} present"),
+                String::new(),
+            );
+        } else {
+            out.add(
+                &format!("boot.{name}"),
+                Severity::Warn,
+                impact,
+                format!("no {name}: {without}"),
+                format!("boot with {arg}"),
+            );
+        }
+    }
+}
+
+fn sysctls(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    if let Some(v) = f.sysctls.get("proc/sys/kernel/sched_rt_runtime_us") {
+        if v == "-1" {
+            out.add(
+                "rt-throttling",
+                Severity::Ok,
+                55,
+                "RT throttling off (sched_rt_runtime_us -1)".into(),
+                String::new(),
+            );
+        } else {
+            out.add("rt-throttling", Severity::Warn, 55, format!("RT throttling on: real-time tasks stop for part of every second (sched_rt_runtime_us {v})"), format!("cpushield on {list} --tune=rt-throttling"));
+        }
+    }
+    if let Some(v) = f.sysctls.get("proc/sys/kernel/timer_migration") {
+        if v == "1" {
+            out.add(
+                "timer-migration",
+                Severity::Ok,
+                25,
+                "timer migration on".into(),
+                String::new(),
+            );
+        } else {
+            out.add(
+                "timer-migration",
+                Severity::Warn,
+                25,
+                format!("timer migration {v}: timers armed on the targets expire there"),
+                format!("cpushield on {list} --tune=timer-migration"),
+            );
+        }
+    }
+    if let Some(v) = f.sysctls.get("proc/sys/vm/stat_interval") {
+        if v.parse::<u64>().is_ok_and(|n| n >= 10) {
+            out.add(
+                "vmstat",
+                Severity::Ok,
+                40,
+                format!("vmstat interval {v} s"),
+                String::new(),
+            );
+        } else {
+            out.add(
+                "vmstat",
+                Severity::Warn,
+                40,
+                format!("vmstat worker wakes every {v} s on every CPU"),
+                format!("cpushield on {list} --tune=vmstat"),
+            );
+        }
+    }
+}
+
+/// Unbound workqueues and the writeback flushers: their cpumasks decide
+/// where kernel background work runs.
+fn workqueues(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    if f.workqueue_masks.is_empty() {
+        return;
+    }
+    let on: Vec<String> = f
+        .workqueue_masks
+        .iter()
+        .filter(|(_, _, m)| m.intersects(&f.targets))
+        .map(|(rel, what, m)| format!("{what} (/{rel}: {m})"))
+        .collect();
+    if on.is_empty() {
+        out.add(
+            "workqueue",
+            Severity::Ok,
+            45,
+            format!("unbound workqueues and writeback flushers run off {list}"),
+            String::new(),
+        );
+    } else {
+        out.add(
+            "workqueue",
+            Severity::Warn,
+            45,
+            format!(
+                "kernel background work may run on {list}: {}",
+                on.join(", ")
+            ),
+            format!("cpushield on {list} --tune=workqueue,writeback"),
+        );
+    }
+}
+
+fn watchdogs(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    for (path, value, held) in &f.watchdogs {
+        let (id, impact, knob, arg) = if *path == NMI_WATCHDOG {
+            ("nmi-watchdog", 45u8, "nmi-watchdog", "nmi_watchdog=0")
+        } else {
+            ("watchdog", 35, "watchdog", "nosoftlockup")
+        };
+        match value.as_deref() {
+            None => out.add(
+                id,
+                Severity::Ok,
+                impact,
+                format!("no {path} (not built in)"),
+                String::new(),
+            ),
+            Some("0") => out.add(
+                id,
+                Severity::Ok,
+                impact,
+                format!(
+                    "{id} off{}",
+                    if *held {
+                        " (by the shield, from its journal)"
+                    } else {
+                        ""
+                    }
+                ),
+                String::new(),
+            ),
+            Some(v) => out.add(
+                id,
+                Severity::Warn,
+                impact,
+                format!("{id} on ({v}): a periodic timer/NMI on every CPU"),
+                format!("cpushield on {list} --tune={knob} (or boot with {arg})"),
+            ),
+        }
+    }
+}
+
+fn cpufreq_and_idle(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    let mut governors: BTreeMap<String, CpuSet> = BTreeMap::new();
+    let mut deep: Vec<String> = Vec::new();
+    for CpuPower {
+        cpu,
+        governor,
+        idle_states,
+    } in &f.cpu_power
+    {
+        if let Some(g) = governor {
+            governors.entry(g.clone()).or_default().insert(*cpu);
+        }
+        for s in parse::deep_idle_states(idle_states, 10) {
+            deep.push(format!(
+                "cpu{cpu}/{} {} ({} us)",
+                s.state, s.name, s.latency_us
+            ));
+        }
+    }
+    if governors.is_empty() {
+        out.add(
+            "governor",
+            Severity::Ok,
+            30,
+            format!("no cpufreq on {list} (fixed frequency, or a VM)"),
+            String::new(),
+        );
+    } else {
+        let slow: Vec<String> = governors
+            .iter()
+            .filter(|(g, _)| *g != "performance")
+            .map(|(g, c)| format!("{g} on {c}"))
+            .collect();
+        if slow.is_empty() {
+            out.add(
+                "governor",
+                Severity::Ok,
+                30,
+                format!("governor performance on {list}"),
+                String::new(),
+            );
+        } else {
+            out.add(
+                "governor",
+                Severity::Warn,
+                30,
+                format!("frequency scaling: {}", slow.join(", ")),
+                format!("cpushield on {list} --tune=governor"),
+            );
+        }
+    }
+    if deep.is_empty() {
+        out.add(
+            "idle-states",
+            Severity::Ok,
+            45,
+            format!("no enabled idle state deeper than 10 us on {list}"),
+            String::new(),
+        );
+    } else {
+        let n = deep.len();
+        deep.truncate(6);
+        out.add(
+            "idle-states",
+            Severity::Warn,
+            45,
+            format!("{n} deep idle states enabled: {}{}", deep.join(", "), if n > 6 { ", ..." } else { "" }),
+            "echo 1 > /sys/devices/system/cpu/cpuN/cpuidle/stateK/disable for them, or hold /dev/cpu_dma_latency at 0 while the RT task runs".into(),
+        );
+    }
+}
+
+fn siblings(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    let outside = f
+        .siblings
+        .iter()
+        .fold(CpuSet::new(), |acc, s| acc.union(&s.difference(&f.targets)));
+    if outside.is_empty() {
+        out.add(
+            "siblings",
+            Severity::Ok,
+            80,
+            format!("no hyper-thread sibling of {list} is outside"),
+            String::new(),
+        );
+    } else {
+        let all = f.targets.union(&outside);
+        out.add(
+            "siblings",
+            Severity::Bad,
+            80,
+            format!("hyper-thread siblings {outside} share cores with {list} and run other work"),
+            format!("cpushield on {all} (and cpushield boot-args {all}), or keep {outside} idle"),
+        );
+    }
+}
+
+fn irqbalance(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    let Some(Irqbalance {
+        pid,
+        environ,
+        cmdline,
+        config,
+    }) = &f.irqbalance
+    else {
+        out.add(
+            "irqbalance",
+            Severity::Ok,
+            70,
+            "irqbalance is not running".into(),
+            String::new(),
+        );
+        return;
+    };
+    let next = format!("set IRQBALANCE_BANNED_CPULIST={list} in /etc/default/irqbalance and restart it, or: systemctl stop irqbalance");
+    let banned = parse::irqbalance_banned(environ.as_deref().unwrap_or(""), cmdline, config);
+    match banned {
+        Some(b) if f.targets.is_subset(&b) => out.add("irqbalance", Severity::Ok, 70, format!("irqbalance (pid {pid}) runs with {b} banned"), String::new()),
+        _ if environ.is_none() && banned.is_none() => out.add("irqbalance", Severity::Warn, 70, format!("irqbalance runs (pid {pid}); its environment is unreadable (not root), bans unknown"), next),
+        b => out.add("irqbalance", Severity::Bad, 70, format!("irqbalance runs (pid {pid}) without {list} banned{}: it will move IRQs back", b.map(|b| format!(" (banned: {b})")).unwrap_or_default()), next),
+    }
+}
+
+fn numa(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    let nodes: BTreeMap<&String, CpuSet> = f
+        .numa_nodes
+        .iter()
+        .filter(|(_, c)| c.intersects(&f.targets))
+        .map(|(n, c)| (n, c.intersection(&f.targets)))
+        .collect();
+    let detail = nodes
+        .iter()
+        .map(|(n, c)| format!("{n}: {c}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    match nodes.len() {
+        0 => out.add(
+            "numa",
+            Severity::Ok,
+            10,
+            "NUMA topology unknown (no /sys/devices/system/node)".into(),
+            String::new(),
+        ),
+        1 => out.add(
+            "numa",
+            Severity::Ok,
+            10,
+            format!("CPUs {list} on one NUMA node ({detail})"),
+            String::new(),
+        ),
+        _ => out.add(
+            "numa",
+            Severity::Warn,
+            20,
+            format!("CPUs {list} span NUMA nodes ({detail}): remote memory latency"),
+            "shield CPUs of one node and allocate the task's memory there (numactl --membind)"
+                .into(),
+        ),
+    }
+}
+
+/// Periodic work that `--tune` quiets: the dirty-page flusher's interval,
+/// machine-check polling on the targets, and network queues steered to them.
+fn background_work(f: &Facts, out: &mut Findings) {
+    let list = f.list();
+    if let Some(v) = f.sysctls.get("proc/sys/vm/dirty_writeback_centisecs") {
+        match v.parse::<u64>() {
+            Ok(n) if n == 0 || n >= 1500 => out.add(
+                "dirty-writeback",
+                Severity::Ok,
+                15,
+                format!("dirty-page flusher interval {v} cs"),
+                String::new(),
+            ),
+            _ => out.add(
+                "dirty-writeback",
+                Severity::Warn,
+                15,
+                format!("the dirty-page flusher wakes every {v} cs"),
+                format!("cpushield on {list} --tune=dirty-writeback"),
+            ),
+        }
+    }
+    let polling: Vec<String> = f
+        .machinecheck
+        .iter()
+        .filter_map(|(file, v)| {
+            let v = v.as_ref()?;
+            let cpu = file.split("machinecheck").nth(2)?.split('/').next()?;
+            (v != "0").then(|| format!("CPU {cpu} every {v} s"))
+        })
+        .collect();
+    if !polling.is_empty() {
+        out.add(
+            "machinecheck",
+            Severity::Warn,
+            20,
+            format!(
+                "machine-check polling on the targets: {}",
+                polling.join(", ")
+            ),
+            format!("cpushield on {list} --tune=machinecheck"),
+        );
+    } else if !f.machinecheck.is_empty() {
+        out.add(
+            "machinecheck",
+            Severity::Ok,
+            20,
+            "no machine-check polling on the targets".into(),
+            String::new(),
+        );
+    }
+    let mut steered = Vec::new();
+    let queues = f.net_queues.len();
+    for (file, mask) in &f.net_queues {
+        if mask.intersects(&f.targets) {
+            let mut parts = file.trim_start_matches("sys/class/net/").split('/');
+            let (iface, queue) = (parts.next().unwrap_or(""), parts.nth(1).unwrap_or(""));
+            steered.push(format!("{iface} {queue} ({mask})"));
+        }
+    }
+    if !steered.is_empty() {
+        out.add(
+            "net-queues",
+            Severity::Warn,
+            30,
+            format!(
+                "network queues steered to the targets (rps/xps): {}",
+                steered.join(", ")
+            ),
+            format!("cpushield on {list} --tune=net-queues"),
+        );
+    } else if queues > 0 {
+        out.add(
+            "net-queues",
+            Severity::Ok,
+            30,
+            format!("no network queue steered to the targets ({queues} checked)"),
+            String::new(),
+        );
+    }
+}
+
+fn top(d: &[Delta], n: usize) -> String {
+    d.iter()
+        .take(n)
+        .map(|d| format!("{} {}×{}", d.label, short(&d.name), d.count))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn short(s: &str) -> String {
+    s.split_whitespace().next().unwrap_or("").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shield::knobs::WATCHDOG;
+    use crate::shield::snapshot::Irq;
+    use crate::sys::procfs::Thread;
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    /// CPUs 2-3 of 0-3 on a machine tuned as MISSION.md asks: every rule
+    /// has its good case here.
+    fn quiet() -> Facts {
+        let cmdline = "isolcpus=nohz,domain,managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 \
+                       irqaffinity=0-1 threadirqs nosoftlockup skew_tick=1 tsc=reliable";
+        Facts {
+            targets: cpus("2-3"),
+            online: cpus("0-3"),
+            cmdline: parse::parse_cmdline(cmdline),
+            irqs: vec![Irq {
+                irq: 24,
+                name: "eth0".into(),
+                affinity: cpus("0-1"),
+                effective: Some(cpus("0")),
+            }],
+            default_irq_affinity: Some(cpus("0-1")),
+            kernel_version: "#1 SMP PREEMPT_RT".into(),
+            sysctls: [
+                ("proc/sys/kernel/sched_rt_runtime_us", "-1"),
+                ("proc/sys/kernel/timer_migration", "1"),
+                ("proc/sys/vm/stat_interval", "10"),
+                ("proc/sys/vm/dirty_writeback_centisecs", "1500"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string()))
+            .collect(),
+            watchdogs: vec![(WATCHDOG, Some("0".into()), false)],
+            siblings: vec![cpus("2"), cpus("3")],
+            numa_nodes: [("node0".to_string(), cpus("0-3"))].into_iter().collect(),
+            threads: vec![Thread {
+                pid: 100,
+                tid: 100,
+                name: "worker".into(),
+                flags: 0,
+                cpus_allowed: cpus("0-1"),
+                cgroup: "/system.slice".into(),
+            }],
+            ..Facts::default()
+        }
+    }
+
+    fn find<'a>(v: &'a [Finding], id: &str) -> &'a Finding {
+        v.iter()
+            .find(|f| f.id == id)
+            .unwrap_or_else(|| panic!("no finding {id}: {v:?}"))
+    }
+
+    #[test]
+    fn a_tuned_machine_has_only_good_findings() {
+        let v = judge(&quiet());
+        let not_ok: Vec<&Finding> = v.iter().filter(|f| f.severity != Severity::Ok).collect();
+        assert!(not_ok.is_empty(), "{not_ok:?}");
+        for id in [
+            "tasks",
+            "irq-effective",
+            "boot.nohz_full",
+            "preemption",
+            "numa",
+        ] {
+            find(&v, id);
+        }
+        // Not counted: no interrupt finding at all.
+        assert!(v.iter().all(|f| !f.id.starts_with("interrupts")));
+    }
+
+    #[test]
+    fn noise_is_bad_and_comes_first_by_impact() {
+        let mut f = quiet();
+        f.irqs[0].effective = Some(cpus("2"));
+        f.threads.push(Thread {
+            pid: 200,
+            tid: 201,
+            name: "java".into(),
+            flags: 0,
+            cpus_allowed: cpus("0-3"),
+            cgroup: "/system.slice/app.service".into(),
+        });
+        f.siblings = vec![cpus("1-2"), cpus("3")];
+        f.irqbalance = Some(Irqbalance {
+            pid: 42,
+            environ: Some(String::new()),
+            ..Irqbalance::default()
+        });
+        let v = judge(&f);
+        let bad: Vec<&str> = v
+            .iter()
+            .take_while(|f| f.severity == Severity::Bad)
+            .map(|f| f.id.as_str())
+            .collect();
+        assert_eq!(bad, ["tasks", "irq-effective", "siblings", "irqbalance"]);
+        assert!(find(&v, "tasks").reason.contains("201 java"));
+        assert!(find(&v, "irq-effective").reason.contains("24 (eth0)"));
+        assert!(find(&v, "siblings").next.contains("cpushield on 1-3"));
+    }
+
+    #[test]
+    fn an_irq_bound_on_request_and_a_kept_task_are_not_noise() {
+        let mut f = quiet();
+        f.shield = Some(cpus("2-3"));
+        f.irqs[0].effective = Some(cpus("2"));
+        f.wanted_irqs = vec![24];
+        f.threads.push(Thread {
+            pid: 300,
+            tid: 300,
+            name: "rt-loop".into(),
+            flags: 0,
+            cpus_allowed: cpus("2"),
+            cgroup: format!("/{SHIELD_CGROUP}"),
+        });
+        let v = judge(&f);
+        assert_eq!(find(&v, "irq-effective").severity, Severity::Ok);
+        assert_eq!(find(&v, "tasks").severity, Severity::Ok);
+    }
+
+    #[test]
+    fn a_watchdog_the_shield_holds_off_is_reported_from_its_journal() {
+        let mut f = quiet();
+        f.watchdogs = vec![(WATCHDOG, Some("0".into()), true)];
+        let v = judge(&f);
+        assert!(find(&v, "watchdog").reason.contains("from its journal"));
+        f.watchdogs = vec![(NMI_WATCHDOG, Some("1".into()), false)];
+        let v = judge(&f);
+        let nmi = find(&v, "nmi-watchdog");
+        assert_eq!(nmi.severity, Severity::Warn);
+        assert!(nmi.next.contains("--tune=nmi-watchdog"));
+    }
+
+    #[test]
+    fn counted_interrupts_are_judged_per_second() {
+        let mut f = quiet();
+        f.window_s = 2.0;
+        f.interrupts = vec![
+            Delta {
+                label: "LOC".into(),
+                name: "Local timer interrupts".into(),
+                count: 1000,
+            },
+            Delta {
+                label: "24".into(),
+                name: "eth0".into(),
+                count: 3,
+            },
+        ];
+        let v = judge(&f);
+        assert_eq!(find(&v, "interrupts.device").severity, Severity::Bad);
+        // 1000 ticks over 2 CPUs and 2 s: 250/s per CPU, the tick runs.
+        let tick = find(&v, "interrupts.tick");
+        assert_eq!(tick.severity, Severity::Warn);
+        assert!(tick.reason.contains("250/s"), "{}", tick.reason);
+        assert_eq!(find(&v, "softirqs").severity, Severity::Ok);
+    }
+
+    #[test]
+    fn missing_boot_parameters_are_named_with_the_argument_to_add() {
+        let mut f = quiet();
+        f.cmdline = BTreeMap::new();
+        let v = judge(&f);
+        assert!(find(&v, "boot.nohz_full").next.contains("nohz_full=2-3"));
+        assert!(find(&v, "boot.irqaffinity")
+            .next
+            .contains("irqaffinity=0-1"));
+        assert!(find(&v, "boot.isolcpus").reason.contains("no isolcpus="));
+    }
+}
