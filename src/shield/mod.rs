@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
-use crate::sys::{syscalls, ErrorKind, Sys, SysError};
+use crate::sys::{syscalls, Sys, SysError};
 use apply::{Applied, ApplyError, Refusal, Undone};
 use change::{Action, Step};
 use journal::{Journal, JournalError, State};
@@ -1289,16 +1289,12 @@ pub fn move_tasks(
                 "cpushield-out",
             ),
         });
-    let mut journal = if dry_run {
-        None
-    } else {
-        Some(Journal::open(sys)?)
-    };
     let mut report = MoveReport {
         dry_run,
         moved: Vec::new(),
         not_found: Vec::new(),
     };
+    let mut steps = Vec::new();
     for &id in ids {
         let threads: Vec<procfs::Thread> = if single_thread {
             find_thread(sys, id, cgroup.hierarchy())?
@@ -1339,46 +1335,38 @@ pub fn move_tasks(
                     .collect(),
             },
         };
-        let Some(journal) = journal.as_mut() else {
-            report.moved.extend(threads.iter().map(|t| TaskRef {
+        // The placement resets the affinity, so each thread's comes after
+        // it; a failure other than a task that exited stops the move (what
+        // was done stays journaled for `off`).
+        steps.push(Step {
+            action: placement,
+            fatal: true,
+        });
+        steps.extend(threads.iter().map(|t| Step {
+            action: Action::SetAffinity {
+                pid: t.pid,
+                tid: t.tid,
+                name: t.name.clone(),
                 cpus: cpus.clone(),
-                ..TaskRef::from(t)
-            }));
-            continue;
-        };
-        let at = procfs::boot_ticks(sys);
-        let mut entries = vec![journal::Entry {
-            action: placement.clone(),
-            previous: None,
-            at,
-        }];
-        for t in &threads {
-            entries.push(journal::Entry {
-                action: Action::SetAffinity {
-                    pid: t.pid,
-                    tid: t.tid,
-                    name: t.name.clone(),
-                    cpus: cpus.clone(),
-                    previous: t.cpus_allowed.clone(),
-                },
-                previous: None,
-                at,
-            });
-        }
-        journal.append(&entries)?;
-        match &placement {
-            Action::Systemd { call, .. } => sys.systemd(call)?,
-            _ => sys.write(&format!("{dest_dir}/{file}"), &id.to_string())?,
-        }
-        for t in &threads {
-            match sys.set_affinity(t.tid, &cpus) {
-                Err(e) if e.kind != ErrorKind::NotFound => return Err(e.into()),
-                _ => report.moved.push(TaskRef {
-                    cpus: cpus.clone(),
-                    ..TaskRef::from(t)
-                }),
+                previous: t.cpus_allowed.clone(),
+            },
+            fatal: true,
+        }));
+        report.moved.extend(threads.iter().map(|t| TaskRef {
+            cpus: cpus.clone(),
+            ..TaskRef::from(t)
+        }));
+    }
+    if !dry_run {
+        let mut journal = Journal::open(sys)?;
+        let never = AtomicBool::new(false);
+        apply::apply(sys, &mut journal, &steps, &never, &mut Applied::default()).map_err(|e| {
+            match e {
+                ApplyError::Kernel(e) => ShieldError::Sys(e),
+                ApplyError::Journal(e) => ShieldError::Journal(e),
+                other => ShieldError::Invalid(other.to_string()),
             }
-        }
+        })?;
     }
     Ok(report)
 }
