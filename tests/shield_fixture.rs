@@ -922,3 +922,39 @@ fn off_leaves_alone_a_thread_whose_id_was_reused() {
     let human = cpushield(dir.path(), &["status"]);
     assert!(human.status.success());
 }
+
+/// CPUs past glibc's 1024-CPU set: a machine of 1040 CPUs shields 1030-1031,
+/// every mask and list carries the high CPUs, and off restores exactly.
+#[test]
+fn cpus_above_1023_are_shielded_and_restored() {
+    use cpushield::sys::fixture::{self, FixtureBuilder};
+    let dir = tempfile::tempdir().unwrap();
+    let sys = FixtureBuilder::new(dir.path(), 1040)
+        .layout(CgroupLayout::V2)
+        .build()
+        .unwrap();
+    fixture::add_process(&sys, 1, &[task("init", 0x400100, "0-1039")]).unwrap();
+    fixture::add_process(
+        &sys,
+        200,
+        &[task("app", 0, "1000-1039"), task("app-io", 0, "1031")],
+    )
+    .unwrap();
+    fixture::add_irq(&sys, 30, "eth0", "1024-1039").unwrap();
+    let before = tree(dir.path());
+
+    let o = cpushield(dir.path(), &["on", "1030-1031", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(json(&o)["shield"], "1030-1031");
+    assert_eq!(sys.affinity(1).unwrap(), cpus("0-1029,1032-1039"));
+    assert_eq!(sys.affinity(200).unwrap(), cpus("1000-1029,1032-1039"));
+    assert_eq!(
+        sys.read_cpulist("proc/irq/30/smp_affinity_list").unwrap(),
+        cpus("1024-1029,1032-1039")
+    );
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(json(&o)["holds"], true, "{}", text(&o));
+
+    off_restores(dir.path(), &before, tree);
+}
