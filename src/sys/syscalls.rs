@@ -39,15 +39,15 @@ impl RawMask {
 
     fn cpus(&self, bytes: usize) -> CpuSet {
         let words = (bytes / 8).min(self.0.len());
-        self.0[..words]
-            .iter()
-            .enumerate()
-            .flat_map(|(w, &bits)| {
-                (0..64u32)
-                    .filter(move |b| bits & (1 << b) != 0)
-                    .map(move |b| w as u32 * 64 + b)
-            })
-            .collect()
+        let mut cpus = CpuSet::new();
+        for (w, &word) in self.0[..words].iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                cpus.insert(w as u32 * 64 + bits.trailing_zeros());
+                bits &= bits - 1;
+            }
+        }
+        cpus
     }
 
     fn byte_len(&self) -> usize {
