@@ -21,6 +21,17 @@ use serde::{Deserialize, Serialize};
 /// The percentiles every report carries, in percent.
 pub const PERCENTILES: [f64; 5] = [50.0, 90.0, 99.0, 99.9, 99.99];
 
+/// `len` zeroed words with every page written once (`black_box` keeps the
+/// compiler from dropping writes of the value the memory already holds).
+fn prefaulted(len: usize) -> Box<[u64]> {
+    const WORDS_PER_PAGE: usize = 4096 / std::mem::size_of::<u64>();
+    let mut words = vec![0u64; len].into_boxed_slice();
+    for i in (0..len).step_by(WORDS_PER_PAGE) {
+        words[i] = std::hint::black_box(0);
+    }
+    words
+}
+
 /// A linear histogram of nanosecond samples with exact running statistics.
 #[derive(Debug, Clone)]
 pub struct Histogram {
@@ -41,13 +52,16 @@ pub struct Histogram {
 impl Histogram {
     /// A histogram of `buckets` buckets, each `width_ns` wide, keeping the
     /// sample indices of the first `buckets` overflows. Both must be > 0.
+    /// Every page of both arrays is written here, so that the measuring
+    /// loop never takes a page fault on them, also without mlockall
+    /// (`--no-rt`): zeroed allocations are mapped lazily.
     pub fn new(buckets: usize, width_ns: u64) -> Histogram {
         assert!(buckets > 0 && width_ns > 0, "empty histogram");
         Histogram {
             width_ns,
-            counts: vec![0; buckets].into_boxed_slice(),
+            counts: prefaulted(buckets),
             overflows: 0,
-            overflow_at: vec![0; buckets].into_boxed_slice(),
+            overflow_at: prefaulted(buckets),
             overflow_at_len: 0,
             samples: 0,
             min_ns: u64::MAX,

@@ -18,8 +18,12 @@ use super::args::ProbeKind;
 use super::histogram::Histogram;
 use crate::sys::syscalls;
 
-/// Live progress of one measuring thread, read by the main thread.
+/// Live progress of one measuring thread, read by the main thread. Each
+/// sits on a cache-line pair of its own (x86 fetches lines in pairs): the
+/// measuring threads of neighbouring CPUs write theirs without sharing a
+/// line, and the main thread's reads invalidate only the one it reads.
 #[derive(Debug, Default)]
+#[repr(align(128))]
 pub struct Progress {
     /// Samples recorded so far.
     pub samples: AtomicU64,
