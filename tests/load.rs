@@ -6,6 +6,9 @@
 //!
 //! Only processes and files of the tests themselves are touched.
 
+#[path = "common/skip.rs"]
+mod skip;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -245,7 +248,7 @@ fn stress_ng() -> Option<Driver> {
     match Driver::find_stress_ng() {
         Some(p) => Some(Driver::StressNg(p)),
         None => {
-            eprintln!("stress-ng not installed: skipping the stress-ng driver tests");
+            skip::skip("stress-ng", "stress-ng is not installed");
             None
         }
     }
