@@ -72,7 +72,8 @@ fn ratio_field(r: &Ratio) -> String {
 ///
 /// The lines have tab-separated fields (shown here with `|`):
 /// `machine|KERNEL|virtualised, bare metal or unknown|PREEMPTION`, one
-/// `phase|NAME|SAMPLES|MAX_US|P999_US|OVER...` per phase and one
+/// `phase|NAME|SAMPLES|MAX_US|P999_US|OVER...` and
+/// `interference|NAME|DEVICE/S|TIMER/S|IPI/S|OTHER/S|SOFTIRQ/S` per phase, and one
 /// `ratio|METRIC|UNSHIELDED/SHIELDED|SHIELDED/IDLE` per ratio row
 /// (numbers, `inf` or `n/a`; ratios are recomputed from the table).
 pub fn check_dir(dir: &Path) -> DirCheck {
@@ -231,6 +232,15 @@ pub fn check_dir(dir: &Path) -> DirCheck {
             line.push_str(&format!("\t{o}"));
         }
         c.lines.push(line);
+        match &r.interference {
+            Some(i) => c.lines.push(format!(
+                "interference\t{}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.1}",
+                r.phase, i.device_per_s, i.timer_per_s, i.ipi_per_s, i.other_per_s, i.softirq_per_s
+            )),
+            None => c
+                .problems
+                .push(format!("phase {}: no interference counts", r.phase)),
+        }
     }
     for r in table.ratios() {
         c.lines.push(format!(

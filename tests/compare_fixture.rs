@@ -80,10 +80,25 @@ fn compare_restores_fixture(layout: CgroupLayout, load: &str) {
         .iter()
         .any(|a| a == "run"));
     assert_eq!(r["summary"]["rows"].as_array().unwrap().len(), 3);
+    // What reached the measured CPU, per phase, in the JSON, the text and the page.
+    for row in r["summary"]["rows"].as_array().unwrap() {
+        let i = &row["interference"];
+        for key in [
+            "device_per_s",
+            "timer_per_s",
+            "ipi_per_s",
+            "other_per_s",
+            "softirq_per_s",
+        ] {
+            assert!(i[key].as_f64().is_some_and(|v| v >= 0.0), "{key}: {row}");
+        }
+    }
+    assert!(stdout.contains("on measured CPUs"), "{stdout}");
     assert_eq!(r["ratios"].as_array().unwrap().len(), 4);
     assert_eq!(r["housekeeping"], "0,2-3");
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<svg") && !html.contains("http://") && !html.contains("https://"));
+    assert!(html.contains("What reached the measured CPUs"));
     let svg = std::fs::read_to_string(dir.join("histogram.svg")).unwrap();
     assert!(svg.contains("<svg"));
     let png = std::fs::read(dir.join("histogram.png")).unwrap();
@@ -108,6 +123,7 @@ fn check_dir_accepts_then_rejects(dir: &std::path::Path) {
     assert_eq!(kinds("phase\t"), 3, "{:?}", c.lines);
     assert_eq!(kinds("ratio\t"), 4, "{:?}", c.lines);
     assert_eq!(kinds("machine\t"), 1, "{:?}", c.lines);
+    assert_eq!(kinds("interference\t"), 3, "{:?}", c.lines);
     assert!(c.lines.iter().any(|l| l.starts_with("ratio\tmax\t")));
     assert!(c.lines.iter().any(|l| l.starts_with("ratio\t> 500 µs\t")));
 

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::summary::{Curve, PhaseStats, RatioRow, SummaryTable};
+use super::summary::{Curve, Interference, PhaseStats, RatioRow, SummaryTable};
 use super::Options;
 use crate::cpulist::CpuSet;
 use crate::load::{LoadReport, StopReport};
@@ -98,6 +98,15 @@ pub fn parse_measurement(
         overflow: probe.cpus.iter().map(|c| c.stats.overflows).sum(),
     };
     let mut stats = PhaseStats::from_curve(&curve, thresholds_us);
+    stats.interference = Some(Interference::from_counts(
+        probe
+            .cpus
+            .iter()
+            .flat_map(|c| &c.interrupts)
+            .map(|d| (d.source.as_str(), d.count)),
+        probe.cpus.iter().flat_map(|c| &c.softirqs).map(|d| d.count),
+        probe.elapsed_s,
+    ));
     let all = &probe.all;
     stats.samples = all.samples;
     stats.min_us = all.min_ns.map(ns_to_us);
@@ -219,6 +228,10 @@ mod tests {
         assert_eq!(m.stats.over, vec![4]);
         assert_eq!(m.per_cpu.iter().map(|c| c.cpu).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(m.per_cpu[0].interrupts[0].source, "LOC");
+        // 7 local timer interrupts on each of 2 CPUs in the run's 5 ms.
+        let i = m.stats.interference.unwrap();
+        assert!((i.timer_per_s - 14.0 / 0.005).abs() < 1e-6, "{i:?}");
+        assert_eq!(i.device_per_s, 0.0);
     }
 
     #[test]

@@ -110,6 +110,62 @@ pub struct PhaseStats {
     pub p999_us: Option<f64>,
     /// Samples over each threshold of the table, in the table's order.
     pub over: Vec<u64>,
+    /// What reached the measured CPUs while they were measured (exact
+    /// counts, also under emulation); `None` when unknown.
+    #[serde(default)]
+    pub interference: Option<Interference>,
+}
+
+/// Interrupts and softirqs on the measured CPUs during a phase's
+/// measurement, per second, summed over those CPUs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Interference {
+    /// Device interrupts (numbered lines of /proc/interrupts).
+    pub device_per_s: f64,
+    /// Local timer interrupts (`LOC`): the tick.
+    pub timer_per_s: f64,
+    /// Inter-processor interrupts (`RES`, `CAL`, `TLB`, `IWI`): other CPUs
+    /// waking, calling or flushing the measured ones.
+    pub ipi_per_s: f64,
+    /// Other per-CPU interrupts (`NMI`, `PMI`, `THR`, ...).
+    pub other_per_s: f64,
+    /// Softirqs run on the measured CPUs.
+    pub softirq_per_s: f64,
+}
+
+impl Interference {
+    /// From the measured CPUs' interrupt and softirq deltas (`source`,
+    /// `count`) over `seconds`.
+    pub fn from_counts<'a>(
+        interrupts: impl IntoIterator<Item = (&'a str, u64)>,
+        softirqs: impl IntoIterator<Item = u64>,
+        seconds: f64,
+    ) -> Interference {
+        let rate = |n: u64| {
+            if seconds > 0.0 {
+                n as f64 / seconds
+            } else {
+                0.0
+            }
+        };
+        let mut counts = [0u64; 4];
+        for (source, n) in interrupts {
+            let kind = match source {
+                s if s.parse::<u32>().is_ok() => 0,
+                "LOC" => 1,
+                "RES" | "CAL" | "TLB" | "IWI" => 2,
+                _ => 3,
+            };
+            counts[kind] += n;
+        }
+        Interference {
+            device_per_s: rate(counts[0]),
+            timer_per_s: rate(counts[1]),
+            ipi_per_s: rate(counts[2]),
+            other_per_s: rate(counts[3]),
+            softirq_per_s: rate(softirqs.into_iter().sum()),
+        }
+    }
 }
 
 impl PhaseStats {
@@ -155,6 +211,7 @@ impl PhaseStats {
             max_us,
             p99_us: curve.quantile_us(0.99),
             p999_us: curve.quantile_us(0.999),
+            interference: None,
             over: thresholds_us
                 .iter()
                 .map(|&t| curve.count_at_or_above(t))
@@ -333,7 +390,32 @@ pub(crate) mod tests {
             p99_us: Some(p999 / 2.0),
             p999_us: Some(p999),
             over,
+            interference: None,
         }
+    }
+
+    #[test]
+    fn interference_sorts_interrupts_by_kind_per_second() {
+        let i = Interference::from_counts(
+            [
+                ("LOC", 2000),
+                ("24", 10),
+                ("RES", 6),
+                ("CAL", 2),
+                ("NMI", 4),
+            ],
+            [30, 10],
+            2.0,
+        );
+        assert_eq!(i.timer_per_s, 1000.0);
+        assert_eq!(i.device_per_s, 5.0);
+        assert_eq!(i.ipi_per_s, 4.0);
+        assert_eq!(i.other_per_s, 2.0);
+        assert_eq!(i.softirq_per_s, 20.0);
+        assert_eq!(
+            Interference::from_counts([("LOC", 5)], [], 0.0).timer_per_s,
+            0.0
+        );
     }
 
     /// Idle, unshielded and shielded rows with 100 µs and 1 ms thresholds.

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::table::{phase_cells, ratio_cells};
+use super::table::{interference_cells, phase_cells, ratio_cells};
 use crate::compare::results::VIRTUALISED_NOTE;
 use crate::compare::summary::SummaryTable;
 
@@ -140,6 +140,15 @@ pub fn render_html(r: &HtmlReport) -> String {
          ∞: the divisor is zero; n/a: both are zero or unknown.</p>\n",
     );
     let _ = writeln!(out, "<p>{}</p>", escape_html(super::table::RATE_NOTE));
+    if let Some((h, rows)) = interference_cells(&r.summary) {
+        out.push_str("<h3>What reached the measured CPUs</h3>\n");
+        table_html(&mut out, "interference", &h, &rows);
+        out.push_str(
+            "<p>Interrupts and softirqs on the measured CPUs while they were measured, \
+             per second, summed over those CPUs: exact counts, which show what a shield \
+             keeps away also where latency is emulation noise.</p>\n",
+        );
+    }
 
     for note in &r.notes {
         let _ = writeln!(out, "<p>{}</p>", escape_html(note));

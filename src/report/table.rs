@@ -74,7 +74,45 @@ pub fn ratio_cells(table: &SummaryTable) -> (Vec<String>, Vec<Vec<String>>) {
     (header, rows)
 }
 
-/// Both tables for a terminal: aligned columns (first left, the rest
+/// Header and cells of the interference table (what reached the measured
+/// CPUs, per second), or `None` when no phase knows it.
+pub fn interference_cells(table: &SummaryTable) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+    if table.rows.iter().all(|r| r.interference.is_none()) {
+        return None;
+    }
+    let header = [
+        "on measured CPUs",
+        "device/s",
+        "timer/s",
+        "IPI/s",
+        "other/s",
+        "softirq/s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let rate = |v: f64| format!("{v:.1}");
+    let rows = table
+        .rows
+        .iter()
+        .map(|r| match &r.interference {
+            Some(i) => vec![
+                r.phase.clone(),
+                rate(i.device_per_s),
+                rate(i.timer_per_s),
+                rate(i.ipi_per_s),
+                rate(i.other_per_s),
+                rate(i.softirq_per_s),
+            ],
+            None => [r.phase.as_str(), "–", "–", "–", "–", "–"]
+                .map(String::from)
+                .to_vec(),
+        })
+        .collect();
+    Some((header, rows))
+}
+
+/// The tables for a terminal: aligned columns (first left, the rest
 /// right), units in the headers.
 pub fn render_text(table: &SummaryTable) -> String {
     let (h, r) = phase_cells(table);
@@ -84,6 +122,10 @@ pub fn render_text(table: &SummaryTable) -> String {
     out.push_str(&align(&h, &r));
     out.push_str(RATE_NOTE);
     out.push('\n');
+    if let Some((h, r)) = interference_cells(table) {
+        out.push('\n');
+        out.push_str(&align(&h, &r));
+    }
     out
 }
 
@@ -161,5 +203,27 @@ mod tests {
             assert_eq!(w(l), end, "{l:?}\n{text}");
         }
         assert!(text.contains('∞') && text.contains("n/a"));
+    }
+
+    #[test]
+    fn interference_table_follows_when_known() {
+        use crate::compare::summary::Interference;
+        let mut t = table();
+        assert!(interference_cells(&t).is_none());
+        t.rows[1].interference = Some(Interference {
+            device_per_s: 12.5,
+            timer_per_s: 1000.0,
+            ..Interference::default()
+        });
+        let text = render_text(&t);
+        let tail: Vec<&str> = text.lines().skip_while(|l| *l != RATE_NOTE).collect();
+        assert_eq!(tail[1], "");
+        assert!(tail[2].starts_with("on measured CPUs") && tail[2].ends_with("softirq/s"));
+        assert!(tail
+            .iter()
+            .any(|l| l.starts_with("unshielded") && l.contains("12.5") && l.contains("1000.0")));
+        assert!(tail
+            .iter()
+            .any(|l| l.starts_with("idle") && l.ends_with('–')));
     }
 }

@@ -61,6 +61,7 @@ compare_scenario() {
     check "check_compare_dir: results.json parses, files well-formed ($(head -c 300 "$OUT/check.err"))" [ $crc -eq 0 ]
     local ph
     for ph in idle unshielded shielded; do
+        note "compare, $ph phase, on the measured CPUs per second: $(awk -F'\t' -v p=$ph '$1 == "interference" && $2 == p { printf "device %s, timer %s, IPI %s, other %s, softirq %s", $3, $4, $5, $6, $7 }' "$OUT/check.out")"
         check "phase $ph present with samples ($(awk -F'\t' -v p=$ph '$1 == "phase" && $2 == p { print $3 }' "$OUT/check.out"))" \
             awk -F'\t' -v p=$ph '$1 == "phase" && $2 == p && $3 > 0 { f = 1 } END { exit !f }' "$OUT/check.out"
     done
