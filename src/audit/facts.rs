@@ -17,7 +17,7 @@ use crate::shield::journal;
 use crate::shield::knobs::{self, NMI_WATCHDOG, WATCHDOG, WRITEBACK_MASK};
 use crate::shield::snapshot::{self, Irq};
 use crate::sys::procfs::{self, Hierarchy, Thread};
-use crate::sys::Sys;
+use crate::sys::{ErrorKind, Sys};
 
 /// Everything the audit judges, as read from the machine.
 #[derive(Debug, Clone, Default)]
@@ -96,13 +96,16 @@ pub struct Irqbalance {
     pub config: String,
 }
 
+/// RT throttling: `-1` is off.
+pub const RT_RUNTIME: &str = "proc/sys/kernel/sched_rt_runtime_us";
+/// Timer migration: `1` moves timers off busy CPUs.
+pub const TIMER_MIGRATION: &str = "proc/sys/kernel/timer_migration";
+/// The vmstat worker's interval, s.
+pub const STAT_INTERVAL: &str = "proc/sys/vm/stat_interval";
+/// The dirty-page flusher's interval, cs.
+pub const DIRTY_WRITEBACK: &str = "proc/sys/vm/dirty_writeback_centisecs";
 /// The sysctls the rules judge.
-pub const SYSCTLS: [&str; 4] = [
-    "proc/sys/kernel/sched_rt_runtime_us",
-    "proc/sys/kernel/timer_migration",
-    "proc/sys/vm/stat_interval",
-    "proc/sys/vm/dirty_writeback_centisecs",
-];
+pub const SYSCTLS: [&str; 4] = [RT_RUNTIME, TIMER_MIGRATION, STAT_INTERVAL, DIRTY_WRITEBACK];
 
 impl Facts {
     /// The targets as a list, for messages.
@@ -177,12 +180,13 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
                 None => (path, read(path), false),
             })
             .collect(),
+        // Present files only; one that exists but cannot be read counts, unread.
         machinecheck: knob_files("machinecheck")
             .into_iter()
-            .filter(|f| sys.exists(f))
-            .map(|f| {
-                let v = read(&f);
-                (f, v)
+            .filter_map(|f| match sys.read_trimmed(&f) {
+                Ok(v) => Some((f, Some(v))),
+                Err(e) if e.kind == ErrorKind::NotFound => None,
+                Err(_) => Some((f, None)),
             })
             .collect(),
         net_queues: knob_files("net-queues")

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::facts::{CpuPower, Facts, Irqbalance};
+use super::facts::{
+    CpuPower, Facts, Irqbalance, DIRTY_WRITEBACK, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION,
+};
 use super::parse::{self, Delta};
 use super::{Finding, Severity};
 use crate::cpulist::CpuSet;
@@ -495,7 +497,7 @@ fn boot_flags(f: &Facts, out: &mut Findings) {
 
 fn sysctls(f: &Facts, out: &mut Findings) {
     let list = f.list();
-    if let Some(v) = f.sysctls.get("proc/sys/kernel/sched_rt_runtime_us") {
+    if let Some(v) = f.sysctls.get(RT_RUNTIME) {
         if v == "-1" {
             out.add(
                 "rt-throttling",
@@ -508,7 +510,7 @@ fn sysctls(f: &Facts, out: &mut Findings) {
             out.add("rt-throttling", Severity::Warn, 55, format!("RT throttling on: real-time tasks stop for part of every second (sched_rt_runtime_us {v})"), format!("cpushield on {list} --tune=rt-throttling"));
         }
     }
-    if let Some(v) = f.sysctls.get("proc/sys/kernel/timer_migration") {
+    if let Some(v) = f.sysctls.get(TIMER_MIGRATION) {
         if v == "1" {
             out.add(
                 "timer-migration",
@@ -527,7 +529,7 @@ fn sysctls(f: &Facts, out: &mut Findings) {
             );
         }
     }
-    if let Some(v) = f.sysctls.get("proc/sys/vm/stat_interval") {
+    if let Some(v) = f.sysctls.get(STAT_INTERVAL) {
         if v.parse::<u64>().is_ok_and(|n| n >= 10) {
             out.add(
                 "vmstat",
@@ -793,7 +795,7 @@ fn numa(f: &Facts, out: &mut Findings) {
 /// machine-check polling on the targets, and network queues steered to them.
 fn background_work(f: &Facts, out: &mut Findings) {
     let list = f.list();
-    if let Some(v) = f.sysctls.get("proc/sys/vm/dirty_writeback_centisecs") {
+    if let Some(v) = f.sysctls.get(DIRTY_WRITEBACK) {
         match v.parse::<u64>() {
             Ok(n) if n == 0 || n >= 1500 => out.add(
                 "dirty-writeback",
@@ -912,10 +914,10 @@ mod tests {
             default_irq_affinity: Some(cpus("0-1")),
             kernel_version: "#1 SMP PREEMPT_RT".into(),
             sysctls: [
-                ("proc/sys/kernel/sched_rt_runtime_us", "-1"),
-                ("proc/sys/kernel/timer_migration", "1"),
-                ("proc/sys/vm/stat_interval", "10"),
-                ("proc/sys/vm/dirty_writeback_centisecs", "1500"),
+                (RT_RUNTIME, "-1"),
+                (TIMER_MIGRATION, "1"),
+                (STAT_INTERVAL, "10"),
+                (DIRTY_WRITEBACK, "1500"),
             ]
             .into_iter()
             .map(|(k, v)| (k, v.to_string()))

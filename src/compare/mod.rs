@@ -313,7 +313,6 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
     let sys = ctx.sys;
     let pre = Preconditions::read(sys)?;
     let housekeeping = check(opts, &pre)?;
-    let root = sys.root_arg().map(Path::to_path_buf);
     let realtime = nix::unistd::geteuid().is_root();
     let started_unix_s = now_unix();
     let mut phases = Vec::new();
@@ -359,7 +358,7 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
             _ => None,
         };
         let load_report = load.as_ref().map(|l| l.report().clone());
-        let argv = measure_command(&ctx.exe, root.as_deref(), phase, opts, realtime);
+        let argv = measure_command(&ctx.exe, sys.root_arg(), phase, opts, realtime);
         let measured = run_child(&argv, phase.name(), ctx.stop);
         // Stop the load before looking at the result: no strays either way.
         let load_stop = match load {

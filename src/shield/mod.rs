@@ -528,13 +528,13 @@ fn reshape_timed(
 fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
     let mut snap = Snapshot::read(sys)?;
     if !req.tune.is_empty() {
-        let knobs = crate::shield::knobs::resolve(&req.tune).map_err(PlanError::from)?;
+        let knobs = knobs::resolve(&req.tune).map_err(PlanError::from)?;
         let entries = if Journal::exists(sys) {
             journal::read_entries(sys)?
         } else {
             Vec::new()
         };
-        let known = crate::shield::knobs::held_by_journal(entries.iter().map(|e| &e.action))
+        let known = knobs::held_by_journal(entries.iter().map(|e| &e.action))
             .into_iter()
             .map(|(path, (_, original))| (path, original))
             .collect();
