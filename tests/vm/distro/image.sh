@@ -2,7 +2,9 @@
 # Builds (once, cached) a Debian system booted by systemd for the test bed:
 # the distribution as users run it, with systemd, udev, dbus, irqbalance and
 # tuned enabled as Debian ships them, plus rt-tests and stress-ng.
-#   tests/vm/distro/image.sh SUITE        (bookworm | trixie)
+#   tests/vm/distro/image.sh SUITE [EXTRA]   (bookworm | trixie)
+# EXTRA: more packages, comma-separated (the scale benchmark's tuna, cpuset
+# and strace): a separate cached image, the test bed's own stays as it is.
 # Prints the directory holding root.img (ext4, made with mke2fs -d: nothing
 # is mounted on this machine), vmlinuz and initrd.img. Needs root (mmdebstrap
 # in root mode) and Debian's package mirror; nothing on this machine changes
@@ -13,6 +15,8 @@ SUITE=${1:?usage: image.sh bookworm|trixie}
 case $SUITE in bookworm|trixie) ;; *) die "suite '$SUITE': bookworm or trixie" ;; esac
 need_cmd mmdebstrap mke2fs
 PKGS=systemd-sysv,udev,dbus,kmod,procps,util-linux,iproute2,irqbalance,tuned,rt-tests,stress-ng,python3,initramfs-tools,linux-image-cloud-amd64,man-db
+EXTRA=${2:-}
+[ -n "$EXTRA" ] && PKGS=$PKGS,$EXTRA
 # The unit that runs a job: the job disk (/dev/vdb) holds a tar with run.sh;
 # its results go as a tar onto /dev/vdc; then the guest powers off.
 read -r -d '' UNIT <<'UNIT_EOF' || true

@@ -12,6 +12,10 @@
 #   --deb PATH                   the package (packaging/build-deb.sh; default:
 #                                the newest under target/debian)
 #   --cpus N                     vCPUs (default 4)
+#   --set NAME=VALUE             a setting exported to the scenarios (repeatable)
+#   --memory MB                  guest memory (default 1536)
+#   --packages LIST              more packages in the image, comma-separated
+#                                (a separate cached image; see image.sh)
 #   --timeout SEC                limit per boot (default 200 + 240 per scenario)
 #   --verbose                    stream the guest console
 # A scenario's header may say "# distro: cgroup=v1 suites=bookworm reboot=yes"
@@ -22,13 +26,17 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib/common.sh"
 D_DIR=$VM_DIR/distro
-SUITES=all; BINARY=""; DEB=""; CPUS=4; TIMEOUT=""; VERBOSE=0; SCENARIOS=()
+SUITES=all; BINARY=""; DEB=""; PACKAGES=""; SETTINGS=""; MEMORY=1536; CPUS=4; TIMEOUT=""; VERBOSE=0; SCENARIOS=()
 while [ $# -gt 0 ]; do
     case $1 in
         --suite) SUITES=$2; shift ;;
         --binary) BINARY=$2; shift ;;
         --deb) DEB=$2; shift ;;
         --cpus) CPUS=$2; shift ;;
+        --packages) PACKAGES=$2; shift ;;
+        --set) case $2 in [A-Z_]*=*) ;; *) die "--set $2: NAME=VALUE expected" ;; esac
+               SETTINGS="$SETTINGS$2"$'\n'; shift ;;
+        --memory) MEMORY=$2; shift ;;
         --timeout) TIMEOUT=$2; shift ;;
         --verbose|-v) VERBOSE=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -65,7 +73,7 @@ status=0
 # boot SUITE CGROUP "SCENARIOS" -> one guest running them in order
 boot() {
     local suite=$1 cg=$2 scen=$3 img job res logf append rc limit n
-    img=$(bash "$D_DIR/image.sh" "$suite" | tail -n1)
+    img=$(bash "$D_DIR/image.sh" "$suite" "$PACKAGES" | tail -n1)
     [ -f "$img/root.img" ] || die "no $suite image (tests/vm/distro/image.sh $suite)"
     job=$RUN_DIR/job-$suite-$cg
     rm -rf "$job"; mkdir -p "$job/scenarios"
@@ -74,6 +82,9 @@ boot() {
     cp "$D_DIR/guest/"* "$VM_DIR/guest/snapshot.sh" "$VM_DIR/guest/compare.sh" "$job/"
     for s in $scen; do cp "$(ls "$D_DIR"/scenarios/$s.sh "$D_DIR"/probes/$s.sh 2>/dev/null | head -n1)" "$job/scenarios/"; done
     echo "$scen" >"$job/order"
+    printf '%s' "$SETTINGS" | sed -n "s/^\([A-Z_][A-Z0-9_]*\)=\(.*\)/export \1='\2'/p" >"$job/env"
+    local examples; examples=$(dirname "$BINARY")/examples
+    [ -x "$examples/idle_tasks" ] && cp "$examples/idle_tasks" "$job/"
     tar -cf "$RUN_DIR/job.tar" -C "$job" .
     res=$RUN_DIR/results.img
     rm -f "$res"; truncate -s 64M "$res"
@@ -90,7 +101,7 @@ boot() {
     [ -z "$reboot" ] && [ -z "$TIMEOUT" ] && limit=$((limit + 300))
     logf=$RUN_DIR/$suite-$cg.log
     local qemu=(qemu-system-x86_64 -accel tcg,thread=single -cpu max,-cx16
-        -smp "$CPUS" -m 1536 -nographic $reboot -vga none
+        -smp "$CPUS" -m "$MEMORY" -nographic $reboot -vga none
         -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append"
         -drive "file=$img/root.img,if=virtio,format=raw,snapshot=on,cache=unsafe"
         -drive "file=$RUN_DIR/job.tar,if=virtio,format=raw,readonly=on"

@@ -7,6 +7,8 @@
 # scenario. Any other reboot ends the job.
 export PATH=/job:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 chmod 755 /job/cpushield
+# settings from run.sh --set (SCENARIO_TIMEOUT: seconds per scenario)
+[ -f /job/env ] && . /job/env
 T=/var/lib/cpushield-test
 resume=""
 if [ -f $T/resume ]; then
@@ -25,7 +27,7 @@ for s in $(cat /job/order); do
         mkdir -p "/results/$s"
         echo "CPUSHIELD-SCENARIO-START: $s at $(cut -d' ' -f1 /proc/uptime)s"
     fi
-    timeout 900 sh "/job/scenarios/$s.sh" "$s" || echo "CPUSHIELD-RESULT: FAIL $s (the scenario script exited $?)"
+    timeout "${SCENARIO_TIMEOUT:-900}" sh "/job/scenarios/$s.sh" "$s" || echo "CPUSHIELD-RESULT: FAIL $s (the scenario script exited $?)"
     # a shield a failed scenario left behind must not spoil the next one
     /job/cpushield off >/dev/null 2>&1
 done
