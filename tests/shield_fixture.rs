@@ -891,7 +891,13 @@ fn dry_run_says_it_will_mount_cgroup2() {
 #[test]
 fn off_leaves_alone_a_thread_whose_id_was_reused() {
     let dir = tempfile::tempdir().unwrap();
-    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    // 6.12: the kernel keeps a task's own mask when the partition goes, so
+    // what the stranger has after off is what it asked for, unless off wrote.
+    let config = FixtureConfig {
+        keep_affinity_on_move: true,
+        ..FixtureConfig::default()
+    };
+    let sys = standard(dir.path(), CgroupLayout::V2, config);
     std::fs::write(sys.path("proc/uptime"), "1000.00 1500.00\n").unwrap();
     let o = cpushield(dir.path(), &["on", "2-3"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -899,7 +905,7 @@ fn off_leaves_alone_a_thread_whose_id_was_reused() {
     // process gets pid 102 two hours later.
     std::fs::remove_dir_all(sys.path("proc/102")).unwrap();
     std::fs::write(sys.path("proc/uptime"), "8200.00 9000.00\n").unwrap();
-    cpushield::sys::fixture::add_process(&sys, 102, &[task("newcomer", 0, "0-1")]).unwrap();
+    cpushield::sys::fixture::add_process(&sys, 102, &[task("newcomer", 0, "0")]).unwrap();
     let stat = std::fs::read_to_string(sys.path("proc/102/task/102/stat")).unwrap();
     let fields: Vec<&str> = stat.split_whitespace().collect();
     let mut full: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
@@ -916,7 +922,7 @@ fn off_leaves_alone_a_thread_whose_id_was_reused() {
         .unwrap();
     assert_eq!(
         newcomer.cpus_allowed,
-        cpus("0-1"),
+        cpus("0"),
         "the stranger keeps its own CPUs"
     );
     let human = cpushield(dir.path(), &["status"]);
@@ -956,5 +962,50 @@ fn cpus_above_1023_are_shielded_and_restored() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(json(&o)["holds"], true, "{}", text(&o));
 
+    off_restores(dir.path(), &before, tree);
+}
+
+/// On cgroup v2 the partition moves every thread that asked for no CPUs of
+/// its own (its affinity is its cgroup's effective CPUs) in one kernel
+/// write: such threads get no step and no journal entry of their own, yet
+/// all leave the shield, are counted as moved, and get their CPUs back when
+/// off removes the partition. A thread with its own mask keeps its step.
+#[test]
+fn the_partition_moves_threads_that_asked_for_no_cpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let followers: Vec<i32> = (0..20).map(|p| 3000 + 10 * p).collect();
+    for &pid in &followers {
+        let tasks: Vec<_> = (0..5).map(|i| task(&format!("w{i}"), 0, "0-3")).collect();
+        cpushield::sys::fixture::add_process(&sys, pid, &tasks).unwrap();
+    }
+    cpushield::sys::fixture::add_process(&sys, 4000, &[task("own-mask", 0, "1-2")]).unwrap();
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let entries = cpushield::shield::journal::read_entries(&sys).unwrap();
+    let stepped: Vec<i32> = entries
+        .iter()
+        .filter_map(|e| match &e.action {
+            cpushield::shield::change::Action::SetAffinity { tid, .. } => Some(*tid),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        stepped.contains(&4000),
+        "own mask keeps its step: {stepped:?}"
+    );
+    for &pid in &followers {
+        assert!(!stepped.contains(&pid), "{pid} has a step: {stepped:?}");
+        for tid in procfs::list_tids(&sys, pid).unwrap() {
+            assert_eq!(sys.affinity(tid).unwrap(), cpus("0-1"), "thread {tid}");
+        }
+    }
+    assert_eq!(sys.affinity(4000).unwrap(), cpus("1"));
+    let moved = json(&o)["tasks_moved"].as_u64().unwrap();
+    assert!(
+        moved >= 101,
+        "all 100 followers and own-mask counted: {moved}"
+    );
     off_restores(dir.path(), &before, tree);
 }

@@ -321,6 +321,7 @@ pub fn on_timed(
         }
     };
     let mut out = report(&plan, &after, Some(&applied), false);
+    out.tasks_moved += moved_by_partition(&plan, &after, &applied);
     finish(
         sys,
         &plan,
@@ -638,6 +639,23 @@ fn sweep_forked(
         }
     }
     Ok(Snapshot::reread(sys, last.as_ref().unwrap_or(before))?)
+}
+
+/// How many of the threads the plan left to the partition it moved off the
+/// shield (those the sweep had to move are counted with the steps applied).
+fn moved_by_partition(plan: &Plan, after: &Snapshot, applied: &Applied) -> usize {
+    let stepped: HashSet<i32> = applied.tasks_changed.iter().copied().collect();
+    let left: HashSet<i32> = plan
+        .left_to_partition
+        .iter()
+        .copied()
+        .filter(|tid| !stepped.contains(tid))
+        .collect();
+    after
+        .threads
+        .iter()
+        .filter(|t| left.contains(&t.tid) && !t.cpus_allowed.intersects(&plan.shield))
+        .count()
 }
 
 /// The device name of IRQ `irq` in the snapshot (empty when unknown).

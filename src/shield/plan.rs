@@ -66,6 +66,10 @@ pub struct Plan {
     /// process has threads outside the shield, and cgroup v2 places whole
     /// processes. The kernel would move them off; the plan does.
     pub split_off: Vec<TaskRef>,
+    /// Threads on the shield that the partition moves off by itself (see
+    /// [`left_to_the_partition`]): no step of their own.
+    #[serde(default)]
+    pub left_to_partition: Vec<i32>,
     /// IRQs bound to the shield on request.
     pub irqs_to_shield: Vec<u32>,
     /// Things the user should know.
@@ -199,6 +203,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         per_cpu_kthreads: tasks.per_cpu_kthreads,
         kept: tasks.kept,
         split_off: tasks.split_off,
+        left_to_partition: tasks.left_to_partition,
         irqs_to_shield,
         notes,
         shield,
@@ -743,6 +748,9 @@ pub struct TaskPlan {
     /// Threads that asked only for shielded CPUs in processes that cannot
     /// move whole (cgroup v2): moved off.
     pub split_off: Vec<TaskRef>,
+    /// Threads on the shield the partition moves off by itself (see
+    /// [`left_to_the_partition`]): no step of their own.
+    pub left_to_partition: Vec<i32>,
 }
 
 /// Plans how every thread accepted by `include` leaves the shield. Also used
@@ -783,7 +791,11 @@ pub fn plan_tasks(
             continue;
         }
         if on_shield {
-            affinities.push(set_affinity(t, target));
+            if left_to_the_partition(snap, t) {
+                out.left_to_partition.push(t.tid);
+            } else {
+                affinities.push(set_affinity(t, target));
+            }
         }
     }
     plan_kept(snap, keep, housekeeping, &mut out, &mut affinities);
@@ -799,6 +811,23 @@ pub fn plan_tasks(
     }
     out.steps.extend(affinities);
     out
+}
+
+/// Whether the kernel moves thread `t` off the shield by itself when the
+/// partition takes the shield's CPUs (cgroup v2): a user thread whose
+/// affinity is its cgroup's effective CPUs asked for none of its own, and
+/// the kernel gives every such task its cgroup's new effective CPUs
+/// (`update_tasks_cpumask`), which are its CPUs without the shield's: the
+/// step would set what is already set. At 10,000 threads those steps were
+/// most of `on` and their undo most of `off`; the kernel does the same in
+/// one write, and undoes it when the partition goes. Kernel threads keep
+/// their steps (per-CPU ones in the root are left alone by that update).
+/// The sweep after the steps moves any thread still on the shield, so a
+/// partition that did not form leaves none behind.
+pub fn left_to_the_partition(snap: &Snapshot, t: &Thread) -> bool {
+    matches!(snap.cgroup, CgroupSetup::V2 { .. })
+        && !t.is_kthread()
+        && snap.cgroup_cpus.get(&t.cgroup) == Some(&t.cpus_allowed)
 }
 
 /// The shield's cgroup directory for this machine (relative to the root).
@@ -1043,6 +1072,7 @@ mod tests {
             present: cpus("0-3"),
             online: cpus("0-3"),
             boot_isolated: CpuSet::new(),
+            cgroup_cpus: Default::default(),
             cgroup,
             threads: vec![
                 thread(1, "init", 0, "0-3"),

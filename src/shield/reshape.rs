@@ -100,6 +100,8 @@ fn originals(entries: &[Entry]) -> Originals {
 pub fn original_view(live: &Snapshot, entries: &[Entry]) -> Snapshot {
     let orig = originals(entries);
     let mut snap = live.clone();
+    // The live effective CPUs are the shield's doing, not the original's.
+    snap.cgroup_cpus.clear();
     let file = |path: &str| orig.files.get(path).map(|(v, _)| v.as_str());
     for irq in &mut snap.irqs {
         if let Some(cpus) =
@@ -601,6 +603,7 @@ mod tests {
             present: cpus("0-3"),
             online: cpus("0-3"),
             boot_isolated: CpuSet::new(),
+            cgroup_cpus: Default::default(),
             cgroup: CgroupSetup::V2 {
                 mount: "sys/fs/cgroup".into(),
                 subtree_control: vec!["cpuset".into()],

@@ -198,6 +198,14 @@ pub struct Snapshot {
     /// systemd, irqbalance and tuned as found (read with the threads).
     #[serde(default)]
     pub owners: super::owners::Owners,
+    /// cgroup v2: `cpuset.cpus.effective` of each cgroup that holds a
+    /// thread, by its path as `/proc/PID/cgroup` names it (read with the
+    /// threads; empty for v1 and in a re-read). A thread whose affinity is
+    /// its cgroup's effective CPUs asked for none of its own: the kernel
+    /// gives it the new effective CPUs when the partition takes the
+    /// shield's (see [`crate::shield::plan::plan_tasks`]).
+    #[serde(default)]
+    pub cgroup_cpus: BTreeMap<String, CpuSet>,
 }
 
 impl Snapshot {
@@ -206,6 +214,7 @@ impl Snapshot {
         let mut snap = Snapshot::read_without_threads(sys)?;
         snap.threads = procfs::read_all_threads(sys, snap.cgroup.thread_source())?;
         snap.owners = super::owners::Owners::read(sys, &snap.threads, &snap.boot_isolated);
+        snap.cgroup_cpus = read_cgroup_cpus(sys, &snap.cgroup, &snap.threads);
         Ok(snap)
     }
 
@@ -261,6 +270,7 @@ impl Snapshot {
             hotplug_files,
             hotplug_writable,
             owners: Default::default(),
+            cgroup_cpus: BTreeMap::new(),
         })
     }
 
@@ -268,6 +278,33 @@ impl Snapshot {
     pub fn mask_bits(&self) -> u32 {
         self.present.last().map_or(1, |c| c + 1)
     }
+}
+
+/// `cpuset.cpus.effective` of each cgroup of `threads` on cgroup v2 (one
+/// read per cgroup); cgroups that vanished meanwhile are left out.
+fn read_cgroup_cpus(
+    sys: &Sys,
+    setup: &CgroupSetup,
+    threads: &[Thread],
+) -> BTreeMap<String, CpuSet> {
+    let CgroupSetup::V2 { mount, .. } = setup else {
+        return BTreeMap::new();
+    };
+    let mut out = BTreeMap::new();
+    for t in threads {
+        if out.contains_key(&t.cgroup) {
+            continue;
+        }
+        let dir = if t.cgroup == "/" {
+            mount.clone()
+        } else {
+            format!("{mount}{}", t.cgroup)
+        };
+        if let Ok(cpus) = sys.read_cpulist(&format!("{dir}/cpuset.cpus.effective")) {
+            out.insert(t.cgroup.clone(), cpus);
+        }
+    }
+    out
 }
 
 fn optional<T>(r: Result<T>) -> Result<Option<T>> {

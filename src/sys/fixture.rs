@@ -1108,6 +1108,85 @@ impl Fixture {
     /// Re-validates the partitions among the children of `parent` and
     /// recomputes effective CPUs, the way the kernel does after any change.
     fn recompute_partitions(&self, sys: &Sys, parent: &str) {
+        let before = self.effective_cpus_below(sys, parent);
+        self.recompute_partition_files(sys, parent);
+        let after = self.effective_cpus_below(sys, parent);
+        let changed: Vec<(String, CpuSet, CpuSet)> = after
+            .into_iter()
+            .filter_map(|(dir, new)| {
+                let old = before.get(&dir)?.clone();
+                (old != new).then_some((dir, old, new))
+            })
+            .collect();
+        if !changed.is_empty() {
+            self.follow_effective_cpus(sys, &changed);
+        }
+    }
+
+    /// `cpuset.cpus.effective` of `parent` and of each cgroup directly
+    /// below it, by directory.
+    fn effective_cpus_below(&self, sys: &Sys, parent: &str) -> BTreeMap<String, CpuSet> {
+        let mut dirs = vec![parent.to_string()];
+        dirs.extend(
+            sys.subdirs(parent)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| format!("{parent}/{c}")),
+        );
+        dirs.into_iter()
+            .filter_map(|d| {
+                let cpus = sys
+                    .read_cpulist(&format!("{d}/cpuset.cpus.effective"))
+                    .ok()?;
+                Some((d, cpus))
+            })
+            .collect()
+    }
+
+    /// The kernel's `update_tasks_cpumask`: when a cgroup's effective CPUs
+    /// change, each of its tasks gets them as its affinity, except those no
+    /// one may move (`PF_NO_SETAFFINITY`). 6.1 forgets the task's own mask;
+    /// 6.12 (`keep_affinity_on_move`) keeps what the task asked for within
+    /// the new CPUs, modelled as: a task whose mask was the old effective
+    /// CPUs asked for nothing.
+    fn follow_effective_cpus(&self, sys: &Sys, changed: &[(String, CpuSet, CpuSet)]) {
+        let by_cgroup: HashMap<String, (&CpuSet, &CpuSet)> = changed
+            .iter()
+            .filter_map(|(dir, old, new)| {
+                let (h, cg) = self.cgroup_of_dir(sys, dir)?;
+                (h == Hierarchy::Unified).then_some((cg, (old, new)))
+            })
+            .collect();
+        let mut index = HashMap::new();
+        index_tree(sys, &mut index);
+        for (tid, pid) in index {
+            let Ok(text) = self.task_cgroup(sys, pid, tid) else {
+                continue;
+            };
+            let Some((old, new)) = procfs::parse_cgroup(&text, Hierarchy::Unified)
+                .and_then(|cg| by_cgroup.get(&cg).copied())
+            else {
+                continue;
+            };
+            let Ok((_, flags)) = self.stat_of(sys, pid, tid) else {
+                continue;
+            };
+            if flags & PF_NO_SETAFFINITY != 0 {
+                continue;
+            }
+            let keep = self.config.keep_affinity_on_move;
+            let _ = self.update_affinity(sys, pid, tid, |mask| {
+                let asked = mask.intersection(new);
+                if keep && mask != old && !asked.is_empty() {
+                    asked
+                } else {
+                    new.clone()
+                }
+            });
+        }
+    }
+
+    fn recompute_partition_files(&self, sys: &Sys, parent: &str) {
         let parent_eff = sys
             .read_cpulist(&format!("{parent}/cpuset.cpus.effective"))
             .unwrap_or_default();
