@@ -9,7 +9,6 @@ use common::*;
 use std::path::Path;
 
 const CONFIG: &str = "etc/cpushield/cpushield.toml";
-const DROPIN: &str = "run/systemd/system/irqbalance.service.d/50-cpushield.conf";
 
 fn write_config(root: &Path, text: &str) {
     std::fs::create_dir_all(root.join("etc/cpushield")).unwrap();
@@ -131,7 +130,7 @@ fn apply_is_idempotent_changes_in_place_and_verify_and_metrics_tell() {
     assert!((0.0..60.0).contains(&age), "{age}");
 
     // Break it: the irqbalance ban is removed. verify fails and names it.
-    std::fs::remove_file(sys.path(DROPIN)).unwrap();
+    std::fs::remove_file(sys.path(cpushield::sys::fixture::MANAGER_ENVIRONMENT)).unwrap();
     std::fs::write(sys.path("proc/200/environ"), "").unwrap();
     let o = cpushield(root, &["verify"]);
     assert_eq!(code(&o), 3, "{}", text(&o));

@@ -51,14 +51,13 @@ fn under_systemd_on_makes_a_slice_partition_and_an_irqbalance_ban_and_off_restor
         "no cgroup made behind systemd's back"
     );
     assert!(sys.exists("run/systemd/transient/cpushield.slice"));
-    assert!(sys
-        .read(ENV)
-        .unwrap()
-        .contains("IRQBALANCE_BANNED_CPULIST=2-3\n"));
-    assert!(sys
-        .read(DROPIN)
-        .unwrap()
-        .contains("EnvironmentFile=/run/systemd/system/irqbalance.service.d/cpushield.env"));
+    // No ban anywhere before: the manager environment carries it, so no
+    // unit file changes and systemd need not reload.
+    assert_eq!(
+        sys.read(fixture::MANAGER_ENVIRONMENT).unwrap(),
+        "IRQBALANCE_BANNED_CPULIST=2-3\n"
+    );
+    assert!(!sys.exists(DROPIN) && !sys.exists(ENV));
     assert!(sys
         .read("proc/200/environ")
         .unwrap()
@@ -86,7 +85,7 @@ fn status_names_what_broke_exits_3_and_on_repairs_it() {
     assert!(cpushield(dir.path(), &["on", "2-3"]).status.success());
 
     // Someone removes the irqbalance ban and restarts irqbalance.
-    std::fs::remove_file(sys.path(DROPIN)).unwrap();
+    std::fs::remove_file(sys.path(fixture::MANAGER_ENVIRONMENT)).unwrap();
     std::fs::write(sys.path("proc/200/environ"), "").unwrap();
     let (code, st) = status_code(dir.path());
     assert_eq!(code, 3, "{st}");
@@ -236,7 +235,37 @@ fn the_users_own_irqbalance_ban_is_kept_in_ours_and_their_file_untouched() {
         "the hex mask is emptied so that the list counts: {env}"
     );
     assert_eq!(sys.read("etc/default/irqbalance").unwrap(), theirs);
+    assert!(
+        !sys.exists(fixture::MANAGER_ENVIRONMENT),
+        "their file would override the manager environment: a drop-in instead"
+    );
     assert!(cpushield(dir.path(), &["off"]).status.success());
+}
+
+/// A ban someone set in systemd's manager environment is theirs: the
+/// shield's ban goes into a drop-in (whose file wins over it), and off
+/// leaves their setting as it was.
+#[test]
+fn a_ban_in_the_manager_environment_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    let theirs = "LANG=C.UTF-8\nIRQBALANCE_BANNED_CPULIST=1\n";
+    std::fs::write(sys.path(fixture::MANAGER_ENVIRONMENT), theirs).unwrap();
+    // irqbalance was started with it
+    std::fs::write(sys.path("proc/200/environ"), theirs.replace('\n', "\0")).unwrap();
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(sys.exists(DROPIN), "a drop-in, not the manager environment");
+    assert_eq!(sys.read(fixture::MANAGER_ENVIRONMENT).unwrap(), theirs);
+    let environ = sys.read("proc/200/environ").unwrap();
+    assert!(
+        environ.contains("IRQBALANCE_BANNED_CPULIST=2-3\0"),
+        "the drop-in's file wins: {environ:?}"
+    );
+    assert_eq!(status_code(dir.path()).0, 0);
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }
 
 #[test]

@@ -212,7 +212,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
         row(
             w,
             "irqbalance",
-            format!("CPUs {b} banned (runtime drop-in, restarted; off removes it)"),
+            format!("CPUs {b} banned (runtime only, irqbalance restarted; off removes it)"),
         )?;
     }
     if !r.dry_run {
@@ -322,6 +322,13 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
                     format!("affinity of {tid} ({name}): {previous} -> {cpus}")
                 }
                 Action::Systemd { call, .. } => call.command_line().join(" "),
+                Action::IrqbalanceBan {
+                    banned,
+                    manager_env: true,
+                    ..
+                } => format!(
+                    "irqbalance: systemctl set-environment IRQBALANCE_BANNED_CPULIST={banned}, try-restart"
+                ),
                 Action::IrqbalanceBan { banned, .. } => format!(
                     "irqbalance: runtime drop-in IRQBALANCE_BANNED_CPULIST={banned}, daemon-reload, try-restart"
                 ),

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, EntryRef, Journal, JournalError};
-use super::owners::{IRQBALANCE_DROPIN, IRQBALANCE_ENV, IRQBALANCE_UNIT};
+use super::owners::{
+    manager_ban_assignment, BAN_VARIABLES, IRQBALANCE_DROPIN, IRQBALANCE_ENV, IRQBALANCE_UNIT,
+};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::systemd::SystemdCall;
@@ -200,6 +202,9 @@ pub fn describe(a: &Action) -> String {
         Action::SetAffinity { tid, name, .. } => format!("task {tid} ({name})"),
         Action::Remember { affinities } => format!("{} task affinities", affinities.len()),
         Action::Systemd { call, .. } => format!("systemd: {}", call.command_line().join(" ")),
+        Action::IrqbalanceBan {
+            manager_env: true, ..
+        } => format!("systemd environment {}", BAN_VARIABLES[0]),
         Action::IrqbalanceBan { .. } => format!("/{IRQBALANCE_DROPIN}"),
     }
 }
@@ -223,6 +228,16 @@ fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
         Action::SetAffinity { tid, cpus, .. } => sys.set_affinity(*tid, cpus)?,
         Action::Remember { .. } => {}
         Action::Systemd { call, .. } => sys.systemd(call)?,
+        Action::IrqbalanceBan {
+            banned,
+            manager_env: true,
+            ..
+        } => {
+            sys.systemd(&SystemdCall::SetEnvironment {
+                assignments: vec![manager_ban_assignment(banned)],
+            })?;
+            restart_irqbalance(sys)?;
+        }
         Action::IrqbalanceBan {
             banned, make_dir, ..
         } => {
@@ -256,6 +271,10 @@ pub(crate) fn irqbalance_dropin(banned: &CpuSet) -> String {
 
 fn reload_and_restart(sys: &Sys) -> Result<(), SysError> {
     sys.systemd(&SystemdCall::DaemonReload)?;
+    restart_irqbalance(sys)
+}
+
+fn restart_irqbalance(sys: &Sys) -> Result<(), SysError> {
     sys.systemd(&SystemdCall::TryRestart {
         unit: IRQBALANCE_UNIT.into(),
     })
@@ -327,6 +346,20 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
     // change `on` makes, for the same reason the other way round.
     for e in entries.iter().rev() {
         if let Action::IrqbalanceBan {
+            manager_env: true, ..
+        } = &e.action
+        {
+            let unset = SystemdCall::UnsetEnvironment {
+                names: vec![BAN_VARIABLES[0].to_string()],
+            };
+            match sys.systemd(&unset).and_then(|()| restart_irqbalance(sys)) {
+                Ok(()) => out.restored += 1,
+                Err(err) => out.failed.push(Refusal {
+                    target: "irqbalance".into(),
+                    reason: format!("could not take the ban out of systemd's environment and restart irqbalance: {err}"),
+                }),
+            }
+        } else if let Action::IrqbalanceBan {
             make_dir,
             previous_dropin,
             previous_env,

@@ -97,10 +97,15 @@ pub enum Action {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         back: Option<String>,
     },
-    /// Keep irqbalance off the shield: a runtime drop-in for its unit adds
-    /// an environment file setting `IRQBALANCE_BANNED_CPULIST`, then
-    /// systemd reloads and restarts it if it runs. Undone by removing both
-    /// (or writing back what was there), reloading and restarting again.
+    /// Keep irqbalance off the shield: `IRQBALANCE_BANNED_CPULIST` in its
+    /// environment, then systemd restarts it if it runs. Set in systemd's
+    /// manager environment (`manager_env`) when nothing else sets a ban:
+    /// no unit file is changed, so systemd need not reload (a
+    /// `daemon-reload` took 3-10 s in the emulated test guest, most of
+    /// `on` and of `off`); undone by removing the variable and restarting
+    /// again. Otherwise a runtime drop-in for its unit adds an environment
+    /// file setting it, then systemd reloads; undone by removing both (or
+    /// writing back what was there), reloading and restarting again.
     IrqbalanceBan {
         /// CPUs banned: the shield and irqbalance's own ban.
         banned: CpuSet,
@@ -110,6 +115,9 @@ pub enum Action {
         previous_dropin: Option<String>,
         /// The environment file that was there before, if any.
         previous_env: Option<String>,
+        /// Through the manager environment rather than a drop-in.
+        #[serde(default)]
+        manager_env: bool,
     },
     /// Change one thread's affinity.
     SetAffinity {

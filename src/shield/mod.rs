@@ -1074,12 +1074,16 @@ fn holds_checks(
     }
     if let Some(ban) = &state.irqbalance_ban {
         let irqb = snap.owners.irqbalance.as_ref();
-        if irqb.is_none_or(|i| i.dropin.is_none()) {
+        let in_manager = irqb
+            .and_then(|i| i.manager_ban.as_ref())
+            .is_some_and(|b| b.contains(&owners::manager_ban_assignment(ban)));
+        if irqb.is_none_or(|i| i.dropin.is_none()) && !in_manager {
             broken(
                 "irqbalance",
                 format!(
-                    "cpushield's drop-in /{} is gone: irqbalance may move IRQs onto the shield",
-                    owners::IRQBALANCE_DROPIN
+                    "cpushield's ban of CPUs {ban} is gone (neither its drop-in /{} nor {} in systemd's environment): irqbalance may move IRQs onto the shield",
+                    owners::IRQBALANCE_DROPIN,
+                    owners::manager_ban_assignment(ban)
                 ),
                 &rebuild,
             );
@@ -1098,7 +1102,7 @@ fn holds_checks(
                 broken(
                     "irqbalance",
                     format!("irqbalance (pid {pid}) runs without the ban of CPUs {ban} (its environment: IRQBALANCE_BANNED_CPULIST={list}{})", hex.map(|h| format!(", IRQBALANCE_BANNED_CPUS={h}")).unwrap_or_default()),
-                    "systemctl daemon-reload && systemctl restart irqbalance (or run 'cpushield on' again)",
+                    "systemctl restart irqbalance (after 'systemctl daemon-reload' when the ban is a drop-in), or run 'cpushield on' again",
                 );
             }
         }

@@ -19,6 +19,13 @@ pub const IRQBALANCE_DROPIN: &str = "run/systemd/system/irqbalance.service.d/50-
 pub const IRQBALANCE_ENV: &str = "run/systemd/system/irqbalance.service.d/cpushield.env";
 /// irqbalance's unit.
 pub const IRQBALANCE_UNIT: &str = "irqbalance.service";
+/// The variables that tell irqbalance which CPUs to leave alone.
+pub const BAN_VARIABLES: [&str; 2] = ["IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS"];
+/// The manager-environment assignment of a ban of `banned` (see
+/// [`crate::shield::change::Action::IrqbalanceBan`]).
+pub fn manager_ban_assignment(banned: &CpuSet) -> String {
+    format!("{}={banned}", BAN_VARIABLES[0])
+}
 
 /// Unit files of irqbalance, in systemd's search order.
 const IRQBALANCE_UNIT_FILES: [&str; 3] = [
@@ -68,6 +75,12 @@ pub struct Irqbalance {
     pub dropin: Option<String>,
     /// cpushield's environment file, when it exists (content).
     pub env: Option<String>,
+    /// The ban variables systemd's manager environment sets
+    /// (`IRQBALANCE_BANNED_CPULIST=...` lines; empty: none), which every
+    /// unit started gets; `None` when it could not be read or is not
+    /// asked (no systemd, no unit).
+    #[serde(default)]
+    pub manager_ban: Option<Vec<String>>,
 }
 
 impl Irqbalance {
@@ -95,9 +108,23 @@ impl Owners {
     /// Reads the owners; `threads` is the snapshot's thread list (for the
     /// irqbalance and tuned processes).
     pub fn read(sys: &Sys, threads: &[Thread], boot_isolated: &CpuSet) -> Owners {
+        let systemd = sys.systemd_booted();
+        let mut irqbalance = read_irqbalance(sys, threads, boot_isolated);
+        if let Some(irqb) = irqbalance.as_mut().filter(|i| systemd && i.unit) {
+            irqb.manager_ban = sys.manager_environment().ok().map(|env| {
+                env.lines()
+                    .filter(|l| {
+                        BAN_VARIABLES
+                            .iter()
+                            .any(|v| l.starts_with(&format!("{v}=")))
+                    })
+                    .map(str::to_string)
+                    .collect()
+            });
+        }
         Owners {
-            systemd: sys.systemd_booted(),
-            irqbalance: read_irqbalance(sys, threads, boot_isolated),
+            systemd,
+            irqbalance,
             tuned: read_tuned(sys, threads),
         }
     }
@@ -158,6 +185,7 @@ fn read_irqbalance(sys: &Sys, threads: &[Thread], boot_isolated: &CpuSet) -> Opt
         dropin_dir: sys.path(IRQBALANCE_DROPIN_DIR).is_dir(),
         dropin: sys.read(IRQBALANCE_DROPIN).ok(),
         env: sys.read(IRQBALANCE_ENV).ok(),
+        manager_ban: None,
     })
 }
 

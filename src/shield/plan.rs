@@ -645,12 +645,20 @@ fn plan_irqbalance(owners: &Owners, shield: &CpuSet, notes: &mut Vec<String>) ->
             "irqbalance's own ban ({user}) is kept: cpushield bans CPUs {banned} while shielded"
         ));
     }
+    // The manager environment only when no one else sets a ban there or in
+    // irqbalance's files (a unit's own settings win over it) and no drop-in
+    // of ours is left from an earlier shield.
+    let manager_env = irqb.user_ban.is_none()
+        && irqb.manager_ban.as_ref().is_some_and(Vec::is_empty)
+        && irqb.dropin.is_none()
+        && irqb.env.is_none();
     vec![Step {
         action: Action::IrqbalanceBan {
             banned,
-            make_dir: !irqb.dropin_dir,
+            make_dir: !manager_env && !irqb.dropin_dir,
             previous_dropin: irqb.dropin.clone(),
             previous_env: irqb.env.clone(),
+            manager_env,
         },
         fatal: false,
     }]

@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::apply::{irqbalance_dropin, irqbalance_env, original_affinities, reads_as};
 use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, State};
+use super::owners::manager_ban_assignment;
 use super::plan::{self, Plan, PlanError, TaskRef};
 use super::request::Request;
 use super::snapshot::{
@@ -102,6 +103,19 @@ pub fn original_view(live: &Snapshot, entries: &[Entry]) -> Snapshot {
     let mut snap = live.clone();
     // The live effective CPUs are the shield's doing, not the original's.
     snap.cgroup_cpus.clear();
+    // A ban in the manager environment is ours: before, it had none.
+    let ban_in_manager = entries.iter().any(|e| {
+        matches!(
+            e.action,
+            Action::IrqbalanceBan {
+                manager_env: true,
+                ..
+            }
+        )
+    });
+    if let Some(irqb) = snap.owners.irqbalance.as_mut().filter(|_| ban_in_manager) {
+        irqb.manager_ban = Some(Vec::new());
+    }
     let file = |path: &str| orig.files.get(path).map(|(v, _)| v.as_str());
     for irq in &mut snap.irqs {
         if let Some(cpus) =
@@ -210,10 +224,19 @@ pub fn plan(
                 banned,
                 previous_dropin,
                 previous_env,
+                manager_env,
                 ..
             } => {
-                let holds = previous_dropin.as_deref() == Some(&irqbalance_dropin(banned))
-                    && previous_env.as_deref() == Some(&irqbalance_env(banned));
+                let holds = if *manager_env {
+                    live.owners
+                        .irqbalance
+                        .as_ref()
+                        .and_then(|i| i.manager_ban.as_ref())
+                        .is_some_and(|b| b.contains(&manager_ban_assignment(banned)))
+                } else {
+                    previous_dropin.as_deref() == Some(&irqbalance_dropin(banned))
+                        && previous_env.as_deref() == Some(&irqbalance_env(banned))
+                };
                 if !holds {
                     steps.push(step.clone());
                 }

@@ -53,6 +53,17 @@ use crate::cpulist::CpuSet;
 
 /// Marker file whose presence makes a root a fixture root.
 pub const MARKER: &str = ".cpushield-fixture";
+/// The emulated systemd manager environment (`NAME=value` lines), beside
+/// the marker; absent when empty.
+pub const MANAGER_ENVIRONMENT: &str = ".cpushield-fixture-manager-environment";
+
+/// `env` (`NAME=value` lines) without the variable `name`.
+fn without_variable(env: &str, name: &str) -> String {
+    env.lines()
+        .filter(|l| l.split('=').next() != Some(name))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
 /// Environment variable for fault injection: kill self at the (k+1)-th write.
 pub const CRASH_ENV: &str = "CPUSHIELD_FIXTURE_CRASH_AFTER";
 
@@ -513,14 +524,48 @@ impl Fixture {
             SystemdCall::TryRestart { unit } if unit == "irqbalance.service" => {
                 self.restart_irqbalance(sys).map_err(err)
             }
+            SystemdCall::SetEnvironment { assignments } => {
+                let mut env = self.manager_environment(sys);
+                for a in assignments {
+                    let name = a.split('=').next().unwrap_or("");
+                    env = without_variable(&env, name);
+                    env.push_str(&format!("{a}\n"));
+                }
+                self.store_manager_environment(sys, &env).map_err(err)
+            }
+            SystemdCall::UnsetEnvironment { names } => {
+                let env = names.iter().fold(self.manager_environment(sys), |env, n| {
+                    without_variable(&env, n)
+                });
+                self.store_manager_environment(sys, &env).map_err(err)
+            }
             SystemdCall::DaemonReload | SystemdCall::TryRestart { .. } => Ok(()),
         }
     }
 
+    /// The manager environment (`systemctl show-environment`): kept in
+    /// [`MANAGER_ENVIRONMENT`], absent when empty.
+    pub(super) fn manager_environment(&self, sys: &Sys) -> String {
+        fs::read_to_string(sys.path(MANAGER_ENVIRONMENT)).unwrap_or_default()
+    }
+
+    fn store_manager_environment(&self, sys: &Sys, env: &str) -> io::Result<()> {
+        let path = sys.path(MANAGER_ENVIRONMENT);
+        if env.trim().is_empty() {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
+        } else {
+            fs::write(path, env)
+        }
+    }
+
     /// irqbalance restarted by systemd: its environment (`proc/PID/environ`
-    /// of a running process named `irqbalance`) becomes what the unit's
-    /// runtime environment file of cpushield's drop-in sets, if the drop-in
-    /// is there. A fixture without such a process or environ file is left as is.
+    /// of a running process named `irqbalance`) becomes the manager's
+    /// environment, overridden by what the unit's runtime environment file
+    /// of cpushield's drop-in sets, if the drop-in is there. A fixture
+    /// without such a process or environ file is left as is.
     fn restart_irqbalance(&self, sys: &Sys) -> io::Result<()> {
         let Some(pid) = procfs::list_pids(sys)
             .map_err(|e| e.source)?
@@ -537,15 +582,25 @@ impl Fixture {
             return Ok(());
         }
         let dir = "run/systemd/system/irqbalance.service.d";
-        let env = if sys.exists(&format!("{dir}/50-cpushield.conf")) {
+        let unit_env = if sys.exists(&format!("{dir}/50-cpushield.conf")) {
             sys.read(&format!("{dir}/cpushield.env"))
                 .unwrap_or_default()
         } else {
             String::new()
         };
-        let vars: Vec<String> = env
-            .lines()
-            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        let assignments = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+                .map(str::to_string)
+                .collect()
+        };
+        let mut env = self.manager_environment(sys);
+        for a in assignments(&unit_env) {
+            env = without_variable(&env, a.split('=').next().unwrap_or(""));
+            env.push_str(&format!("{a}\n"));
+        }
+        let vars: Vec<String> = assignments(&env)
+            .into_iter()
             .map(|l| format!("{l}\0"))
             .collect();
         fs::write(sys.path(&environ), vars.concat())

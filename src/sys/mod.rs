@@ -343,6 +343,13 @@ impl Sys {
         systemd::call_live(self, call)
     }
 
+    /// systemd's manager environment (`NAME=value` lines): what units
+    /// started from now on get, besides their own settings.
+    pub fn manager_environment(&self) -> Result<String> {
+        emulated!(self, fx => Ok(fx.manager_environment(self)));
+        systemd::manager_environment_live()
+    }
+
     /// Writes a configuration file (a unit drop-in): created or replaced
     /// atomically (a temporary file, then rename), mode 0644, making its
     /// directory first when `make_dir`. Not for kernel files: see [`Sys::write`].

@@ -64,6 +64,17 @@ pub enum SystemdCall {
     },
     /// Reload the unit files (after a drop-in changed).
     DaemonReload,
+    /// Set variables of the manager's environment, which units started
+    /// from then on get (runtime only: gone at reboot).
+    SetEnvironment {
+        /// `NAME=value` assignments.
+        assignments: Vec<String>,
+    },
+    /// Remove variables from the manager's environment.
+    UnsetEnvironment {
+        /// Variable names.
+        names: Vec<String>,
+    },
     /// Restart a unit if it runs.
     TryRestart {
         /// Unit name.
@@ -134,6 +145,14 @@ impl SystemdCall {
                 out.extend(["systemctl".into(), "stop".into(), unit.clone()])
             }
             SystemdCall::DaemonReload => out.extend(["systemctl".into(), "daemon-reload".into()]),
+            SystemdCall::SetEnvironment { assignments } => {
+                out.extend(["systemctl".into(), "set-environment".into()]);
+                out.extend(assignments.iter().cloned());
+            }
+            SystemdCall::UnsetEnvironment { names } => {
+                out.extend(["systemctl".into(), "unset-environment".into()]);
+                out.extend(names.iter().cloned());
+            }
             SystemdCall::TryRestart { unit } => {
                 out.extend(["systemctl".into(), "try-restart".into(), unit.clone()])
             }
@@ -153,6 +172,26 @@ pub fn allowed_cpus_bytes(cpus: &CpuSet) -> Vec<u8> {
         bytes[c as usize / 8] |= 1 << (c % 8);
     }
     bytes
+}
+
+/// The manager's environment (`systemctl show-environment`): `NAME=value`
+/// lines, the variables every unit started from now on gets.
+pub(super) fn manager_environment_live() -> super::Result<String> {
+    let shown = "systemctl show-environment";
+    let output = Command::new("systemctl")
+        .arg("show-environment")
+        .output()
+        .map_err(|e| SysError::new("run", shown, None, e))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        return Err(SysError::new(
+            "run",
+            shown,
+            None,
+            io::Error::other(format!("{} ({stderr})", output.status)),
+        ));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// How long a started unit may take to show up in the cgroup tree.

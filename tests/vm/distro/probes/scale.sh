@@ -22,8 +22,8 @@ now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 # timed NAME CMD...: runs CMD, its output in $OUT/NAME.out; DT seconds, RC
 timed() {
-    n=$1; shift
-    t0=$(now); "$@" >"$OUT/$n.out" 2>&1; RC=$?; t1=$(now); DT=$(secs "$t0" "$t1")
+    name=$1; shift
+    t0=$(now); "$@" >"$OUT/$name.out" 2>&1; RC=$?; t1=$(now); DT=$(secs "$t0" "$t1")
     info "$* -> exit $RC in $DT s"
 }
 HOLDER_PIDS=""
@@ -120,16 +120,16 @@ if [ -n "$ROUNDS" ] && [ "$ROUNDS" -gt 0 ]; then
 fi
 
 : >"$OUT/sizes.tsv"
-for n in $SIZES; do
-    holder "$n"
+for size in $SIZES; do
+    holder "$size"
     total=$(nthreads)
     reload
     for r in $(seq 3); do
         tool_on cpushield; on_s=$DT; rc_on=$RC
         timed status /job/cpushield status; st_s=$DT; rc_st=$RC
         tool_off cpushield; off_s=$DT; rc_off=$RC
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$r" "$on_s" "$off_s" "$st_s" "$rc_on" "$rc_off" "$total" >>"$OUT/sizes.tsv"
-        note "scale: size $n, $total tasks, round $r: on $on_s s, status $st_s s, off $off_s s (exits $rc_on $rc_st $rc_off)"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$r" "$on_s" "$off_s" "$st_s" "$rc_on" "$rc_off" "$total" >>"$OUT/sizes.tsv"
+        note "scale: size $size, $total tasks, round $r: on $on_s s, status $st_s s, off $off_s s (exits $rc_on $rc_st $rc_off)"
     done
     holder_stop
 done
