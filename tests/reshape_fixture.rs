@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use cpushield::shield::snapshot::{in_shield_cgroup, Snapshot};
+use cpushield::shield::snapshot::in_shield_cgroup;
 use cpushield::sys::fixture::{CgroupLayout, FixtureConfig};
 use cpushield::sys::Sys;
 use cpushield::CpuSet;
@@ -28,8 +28,7 @@ fn on(root: &Path, list: &str) -> serde_json::Value {
 }
 
 fn thread(sys: &Sys, name: &str) -> cpushield::sys::procfs::Thread {
-    Snapshot::read(sys)
-        .unwrap()
+    full_snapshot(sys)
         .threads
         .into_iter()
         .find(|t| t.name == name)
@@ -115,7 +114,7 @@ fn change_in_place(sys: &Sys, root: &Path, shield_dir: &str, v1: bool) {
         ("3".into(), true.into()),
         "{st}"
     );
-    for t in Snapshot::read(sys).unwrap().threads {
+    for t in full_snapshot(sys).threads {
         if !t.is_pinned_by_kernel() && t.name != "pinned-inside" {
             assert!(
                 !t.cpus_allowed.intersects(&cpus("3")),

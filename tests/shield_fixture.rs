@@ -3,7 +3,6 @@
 mod common;
 
 use common::*;
-use cpushield::shield::snapshot::Snapshot;
 use cpushield::sys::fixture::{CgroupLayout, FixtureConfig};
 use cpushield::sys::procfs::{self, Hierarchy};
 use cpushield::CpuSet;
@@ -40,7 +39,7 @@ fn on_off_restores_exactly(layout: CgroupLayout, config: FixtureConfig) {
     // the task that asked only for CPU 3 is kept there, inside the
     // shield's cgroup. The thread of 'straddler' that asked only for CPU 2
     // cannot follow alone (cgroup v2 places whole processes): moved off.
-    let snap = Snapshot::read(&sys).unwrap();
+    let snap = full_snapshot(&sys);
     for t in snap.threads.iter().filter(|t| !t.is_pinned_by_kernel()) {
         let expected_inside = t.name == "pinned-inside";
         assert_eq!(

@@ -932,6 +932,7 @@ mod tests {
                 flags: 0,
                 cpus_allowed: cpus("0-1"),
                 cgroup: "/system.slice".into(),
+                stat_read: true,
             }],
             ..Facts::default()
         }
@@ -972,6 +973,7 @@ mod tests {
             flags: 0,
             cpus_allowed: cpus("0-3"),
             cgroup: "/system.slice/app.service".into(),
+            stat_read: true,
         });
         f.siblings = vec![cpus("1-2"), cpus("3")];
         f.irqbalance = Some(Irqbalance {
@@ -1004,6 +1006,7 @@ mod tests {
             flags: 0,
             cpus_allowed: cpus("2"),
             cgroup: format!("/{SHIELD_CGROUP}"),
+            stat_read: true,
         });
         let v = judge(&f);
         assert_eq!(find(&v, "irq-effective").severity, Severity::Ok);

@@ -528,6 +528,18 @@ fn reshape_timed(
 /// journal (they must not be read while off).
 fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
     let mut snap = Snapshot::read(sys)?;
+    // Names and flags of the threads a plan may change or report: those on
+    // the shield, except the ones the partition moves by itself.
+    let shield = &req.cpus;
+    let left: HashSet<i32> = snap
+        .threads
+        .iter()
+        .filter(|t| !t.cpus_allowed.is_subset(shield) && plan::left_to_the_partition(&snap, t))
+        .map(|t| t.tid)
+        .collect();
+    procfs::read_stats(sys, &mut snap.threads, |t| {
+        in_shield_cgroup(&t.cgroup) || (t.cpus_allowed.intersects(shield) && !left.contains(&t.tid))
+    });
     if !req.tune.is_empty() {
         let knobs = knobs::resolve(&req.tune).map_err(PlanError::from)?;
         let entries = if Journal::exists(sys) {
@@ -1137,13 +1149,18 @@ fn holds_checks(
 
 /// Reports the shield (or its absence). Read-only.
 pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
-    let snap = Snapshot::read(sys)?;
+    let mut snap = Snapshot::read(sys)?;
     let state = journal::read_state(sys)?;
     let unsupported = match &snap.cgroup {
         CgroupSetup::Unsupported { reason } => Some(reason.clone()),
         _ => None,
     };
     let shield = state.as_ref().map(|s| s.shield.clone());
+    if let Some(shield) = &shield {
+        procfs::read_stats(sys, &mut snap.threads, |t| {
+            in_shield_cgroup(&t.cgroup) || t.cpus_allowed.intersects(shield)
+        });
+    }
     let mut tasks_inside = Vec::new();
     let mut intruders = Vec::new();
     let mut per_cpu_kthreads = BTreeMap::new();

@@ -1072,6 +1072,7 @@ mod tests {
             flags,
             cpus_allowed: cpus(allowed),
             cgroup: "/".into(),
+            stat_read: true,
         }
     }
 
@@ -1512,6 +1513,7 @@ mod tests {
         let of = |pid, tid, cgroup: &str, allowed| Thread {
             tid,
             cgroup: cgroup.into(),
+            stat_read: true,
             ..thread(pid, "worker", 0, allowed)
         };
         // 40: three threads in the root cpuset. 50: one thread already in a

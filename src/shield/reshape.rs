@@ -604,6 +604,7 @@ mod tests {
             flags,
             cpus_allowed: cpus(allowed),
             cgroup: cgroup.into(),
+            stat_read: true,
         }
     }
 

@@ -209,10 +209,13 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Reads the machine.
+    /// Reads the machine. The name and flags of threads other than each
+    /// process's first are left unread (see [`procfs::read_threads_lazily`]):
+    /// callers read them for the threads they report or change
+    /// ([`procfs::read_stats`]).
     pub fn read(sys: &Sys) -> Result<Snapshot> {
         let mut snap = Snapshot::read_without_threads(sys)?;
-        snap.threads = procfs::read_all_threads(sys, snap.cgroup.thread_source())?;
+        snap.threads = procfs::read_threads_lazily(sys, snap.cgroup.thread_source())?;
         snap.owners = super::owners::Owners::read(sys, &snap.threads, &snap.boot_isolated);
         snap.cgroup_cpus = read_cgroup_cpus(sys, &snap.cgroup, &snap.threads);
         Ok(snap)

@@ -31,6 +31,15 @@ pub struct Thread {
     pub cpus_allowed: CpuSet,
     /// The cgroup path of the cpuset hierarchy (v1) or the unified hierarchy (v2).
     pub cgroup: String,
+    /// Whether `name` and `flags` were read: a lazy read (see
+    /// [`read_threads_lazily`]) leaves them empty and 0 for threads other
+    /// than the process's first, until [`read_stats`] reads them.
+    #[serde(default = "stat_read_default")]
+    pub stat_read: bool,
+}
+
+fn stat_read_default() -> bool {
+    true
 }
 
 impl Thread {
@@ -228,6 +237,7 @@ fn read_thread_with(
         flags,
         cpus_allowed,
         cgroup,
+        stat_read: true,
     }))
 }
 
@@ -254,14 +264,62 @@ impl CgroupSource<'_> {
 
 /// Every thread of the system.
 pub fn read_all_threads(sys: &Sys, cgroups: CgroupSource) -> Result<Vec<Thread>> {
-    reread_threads(sys, cgroups, &[])
+    read_threads(sys, cgroups, &[], false)
+}
+
+/// Every thread of the system, with the name and flags (`stat`) of each
+/// process's first thread only: the others' are left unread
+/// (`stat_read` false), to be read with [`read_stats`] for the threads
+/// that turn out to matter. A thread that is not its process's first is
+/// never a kernel thread (those are processes of one thread); of its flags
+/// only `PF_NO_SETAFFINITY` (io_uring workers) is unknown. At 10,000
+/// threads this is most of the reads: three syscalls a thread of some five.
+pub fn read_threads_lazily(sys: &Sys, cgroups: CgroupSource) -> Result<Vec<Thread>> {
+    read_threads(sys, cgroups, &[], true)
+}
+
+/// Reads the name and flags of the threads in `threads` whose `stat` was
+/// not read and that `wanted` accepts; a thread that exited meanwhile
+/// keeps them unread.
+pub fn read_stats(sys: &Sys, threads: &mut [Thread], wanted: impl Fn(&Thread) -> bool + Sync) {
+    let todo: Vec<usize> = (0..threads.len())
+        .filter(|&i| !threads[i].stat_read && wanted(&threads[i]))
+        .collect();
+    let ids: Vec<(usize, i32, i32)> = todo
+        .iter()
+        .map(|&i| (i, threads[i].pid, threads[i].tid))
+        .collect();
+    let parts = super::in_parallel(&ids, 256, |part| {
+        part.iter()
+            .filter_map(|&(i, pid, tid)| {
+                let stat = sys.read(&format!("proc/{pid}/task/{tid}/stat")).ok()?;
+                Some((i, parse_stat(&stat)?))
+            })
+            .collect::<Vec<_>>()
+    });
+    for (i, (name, flags)) in parts.into_iter().flatten() {
+        threads[i].name = name;
+        threads[i].flags = flags;
+        threads[i].stat_read = true;
+    }
 }
 
 /// Every thread of the system, again: threads of `before` (same pid and
 /// tid) keep the name and flags read then, so only their affinity and
 /// cgroup are read (`PF_*` flags do not change in a thread's life; a tid
 /// reused by a new thread within one `on` would need pid_max forks).
+/// Threads new since are read lazily when `before` was.
 pub fn reread_threads(sys: &Sys, cgroups: CgroupSource, before: &[Thread]) -> Result<Vec<Thread>> {
+    let lazy = before.iter().any(|t| !t.stat_read);
+    read_threads(sys, cgroups, before, lazy)
+}
+
+fn read_threads(
+    sys: &Sys,
+    cgroups: CgroupSource,
+    before: &[Thread],
+    lazy: bool,
+) -> Result<Vec<Thread>> {
     let known: HashMap<i32, &Thread> = before.iter().map(|t| (t.tid, t)).collect();
     let source = AffinitySource::of(sys);
     let hierarchy = cgroups.hierarchy;
@@ -275,12 +333,14 @@ pub fn reread_threads(sys: &Sys, cgroups: CgroupSource, before: &[Thread]) -> Re
         let mut out = Vec::new();
         for &pid in pids {
             for tid in list_tids(sys, pid)? {
-                let k = known
-                    .get(&tid)
-                    .filter(|t| t.pid == pid)
-                    .map(|t| (t.name.as_str(), t.flags));
+                let before = known.get(&tid).filter(|t| t.pid == pid);
+                let skip_stat = lazy && tid != pid;
+                let k = before
+                    .map(|t| (t.name.as_str(), t.flags))
+                    .or(skip_stat.then_some(("", 0)));
                 let cg = members.get(&tid).map(String::as_str);
-                if let Some(t) = read_thread_with(sys, pid, tid, hierarchy, k, cg, source)? {
+                if let Some(mut t) = read_thread_with(sys, pid, tid, hierarchy, k, cg, source)? {
+                    t.stat_read = before.map_or(!skip_stat, |b| b.stat_read);
                     out.push(t);
                 }
             }
@@ -636,6 +696,53 @@ mod tests {
             read_all_threads(&sys, CgroupSource::per_thread(Hierarchy::Unified)).is_err(),
             "a full read does read stat"
         );
+    }
+
+    #[test]
+    fn a_lazy_read_leaves_the_stat_of_later_threads_for_read_stats() {
+        use crate::sys::fixture::{add_process, FixtureBuilder, FixtureTask};
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = FixtureBuilder::new(tmp.path(), 2).build().unwrap();
+        let task = |name: &str, flags| FixtureTask {
+            name: name.into(),
+            flags,
+            cpus: CpuSet::parse_list("0-1").unwrap(),
+        };
+        add_process(
+            &sys,
+            10,
+            &[
+                task("app", 0),
+                task("worker", 0),
+                task("iou-wrk", PF_NO_SETAFFINITY),
+            ],
+        )
+        .unwrap();
+        let source = CgroupSource::per_thread(Hierarchy::Unified);
+        // The later threads' stat is not read: break one to prove it.
+        std::fs::write(sys.path("proc/10/task/11/stat"), "garbage").unwrap();
+        let mut lazy = read_threads_lazily(&sys, source).unwrap();
+        let facts: Vec<(&str, u64, bool)> = lazy
+            .iter()
+            .map(|t| (t.name.as_str(), t.flags, t.stat_read))
+            .collect();
+        assert_eq!(
+            facts,
+            [("app", 0, true), ("", 0, false), ("", 0, false)],
+            "the process's first thread is read whole"
+        );
+        // A re-read keeps what was (not) read and stays lazy for new threads.
+        add_process(&sys, 20, &[task("new", 0), task("new-t", 0)]).unwrap();
+        let again = reread_threads(&sys, source, &lazy).unwrap();
+        let read: Vec<bool> = again.iter().map(|t| t.stat_read).collect();
+        assert_eq!(read, [true, false, false, true, false]);
+        // read_stats reads only the threads asked for.
+        read_stats(&sys, &mut lazy, |t| t.tid == 12);
+        assert_eq!(
+            (lazy[2].name.as_str(), lazy[2].flags, lazy[2].stat_read),
+            ("iou-wrk", PF_NO_SETAFFINITY, true)
+        );
+        assert!(!lazy[1].stat_read, "not asked for");
     }
 
     /// A fixture with threads 10, 20-21 and 30, and 20's process in a child cgroup.

@@ -200,3 +200,11 @@ pub fn killed_at_every_write_then_off_gives_back(
         assert!(d.is_empty(), "k={k}: not restored: {d:#?}");
     }
 }
+
+/// The machine as `on` reads it, with every thread's name and flags read
+/// (`Snapshot::read` reads those of each process's first thread only).
+pub fn full_snapshot(sys: &Sys) -> cpushield::shield::snapshot::Snapshot {
+    let mut snap = cpushield::shield::snapshot::Snapshot::read(sys).unwrap();
+    cpushield::sys::procfs::read_stats(sys, &mut snap.threads, |_| true);
+    snap
+}
