@@ -15,7 +15,8 @@
 //! (tests/vm scenario 12-scale) the reads are most of `on`.
 //!
 //! Run: `cargo bench --bench shield_scale` (`-- --rounds N` for more rounds,
-//! `-- --fixture-only` to skip the live-kernel reads).
+//! `-- --threads N` for another size, `-- --fixture-only` to skip the
+//! live-kernel reads).
 
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -26,6 +27,7 @@ use cpushield::sys::fixture::{self, CgroupLayout, FixtureBuilder, FixtureConfig,
 use cpushield::sys::Sys;
 use cpushield::CpuSet;
 
+/// Threads of the fixture and of the live part, unless `--threads N`.
 const THREADS: i32 = 10_000;
 const THREADS_PER_PROCESS: i32 = 10;
 const IRQS: u32 = 500;
@@ -37,19 +39,22 @@ fn ms(d: Duration) -> String {
 }
 
 fn main() {
-    let rounds: usize = std::env::args()
-        .skip_while(|a| a != "--rounds")
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1);
+    let option = |name: &str| {
+        std::env::args()
+            .skip_while(|a| a != name)
+            .nth(1)
+            .and_then(|n| n.parse::<usize>().ok())
+    };
+    let rounds = option("--rounds").unwrap_or(1);
+    let threads = option("--threads").map_or(THREADS, |n| n as i32);
     println!("load average: {}", load_average());
     for round in 1..=rounds {
         for layout in [CgroupLayout::V2, CgroupLayout::V1] {
-            run(layout, round);
+            run(layout, round, threads);
         }
     }
     if !std::env::args().any(|a| a == "--fixture-only") {
-        live_reads(rounds);
+        live_reads(rounds, threads);
     }
     println!("load average: {}", load_average());
 }
@@ -60,7 +65,7 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn run(layout: CgroupLayout, round: usize) {
+fn run(layout: CgroupLayout, round: usize, threads: i32) {
     let name = match layout {
         CgroupLayout::V2 => "v2",
         _ => "v1",
@@ -76,7 +81,7 @@ fn run(layout: CgroupLayout, round: usize) {
         .expect("fixture");
     let all = CpuSet::first_n(8);
     let mut pid = 1000;
-    while pid < 1000 + THREADS {
+    while pid < 1000 + threads {
         let tasks: Vec<FixtureTask> = (0..THREADS_PER_PROCESS)
             .map(|i| FixtureTask {
                 name: format!("worker{i}"),
@@ -108,7 +113,7 @@ fn run(layout: CgroupLayout, round: usize) {
     assert!(off.undone.failed.is_empty(), "{:?}", off.undone.failed);
     let total = t_on + t_off;
     println!(
-        "{name} (round {round}) {THREADS} threads, {IRQS} IRQs: on {} ({} changes), off {} ({} restored), total {} ({} the {} target)",
+        "{name} (round {round}) {threads} threads, {IRQS} IRQs: on {} ({} changes), off {} ({} restored), total {} ({} the {} target)",
         ms(t_on),
         on.changed,
         ms(t_off),
@@ -148,16 +153,16 @@ fn run(layout: CgroupLayout, round: usize) {
 }
 
 /// Times, on the running kernel, the per-thread work of `on` + `off` with
-/// `THREADS` idle threads of the benchmark's own added: the snapshot, an
+/// `threads` idle threads of the benchmark's own added: the snapshot, an
 /// affinity change of each of its own threads (what `on` makes of every
 /// thread), the re-read of the sweep, and the check-and-restore of `off`
 /// (get, then set). Only the benchmark's own threads are changed; nothing
 /// of the machine's is written. Not included: the journal (timed on the
 /// fixture) and the cgroup and IRQ writes, a few hundred at most.
-fn live_reads(rounds: usize) {
+fn live_reads(rounds: usize, threads: i32) {
     let park = std::sync::Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
-    let idle: Vec<_> = (0..THREADS)
+    let idle: Vec<_> = (0..threads)
         .map(|_| {
             let park = park.clone();
             let tx = tx.clone();

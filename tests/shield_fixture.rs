@@ -1008,3 +1008,24 @@ fn the_partition_moves_threads_that_asked_for_no_cpus() {
     );
     off_restores(dir.path(), &before, tree);
 }
+
+/// cset mounts a cgroup v1 cpuset hierarchy at /cpusets with `noprefix`
+/// and leaves it after `cset shield --reset`: its files have no `cpuset.`
+/// prefix. `on` refuses with what to do, and changes nothing.
+#[test]
+fn a_noprefix_cpuset_hierarchy_left_by_cset_is_refused_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let mounts = sys.read("proc/self/mounts").unwrap()
+        + "cpuset /cpusets cgroup rw,relatime,cpuset,noprefix,release_agent=/sbin/cpuset_release_agent 0 0\n";
+    std::fs::write(sys.path("proc/self/mounts"), mounts).unwrap();
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("'noprefix'") && text(&o).contains("umount /cpusets"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+}

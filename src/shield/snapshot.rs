@@ -328,6 +328,15 @@ pub fn detect_cgroup(sys: &Sys) -> Result<CgroupSetup> {
         .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == "cpuset"))
     {
         let mount = m.target.trim_start_matches('/').to_string();
+        if m.options.split(',').any(|o| o == "noprefix") {
+            // cset mounts it so at /cpusets, and leaves it mounted after
+            // `cset shield --reset` (seen on Debian 12 with cset 1.6).
+            return Ok(CgroupSetup::Unsupported {
+                reason: format!(
+                    "the cgroup v1 cpuset hierarchy at /{mount} is mounted with 'noprefix' (as cset mounts it), which names its files without 'cpuset.'; unmount it when no cpuset of it is in use (umount /{mount}), and the cpuset controller returns to cgroup2"
+                ),
+            });
+        }
         let mems = sys.read_trimmed(&format!("{mount}/cpuset.mems"))?;
         let load_balance = sys.read_trimmed(&format!("{mount}/cpuset.sched_load_balance"))?;
         return Ok(CgroupSetup::V1 {
