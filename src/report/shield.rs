@@ -234,6 +234,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
         &[
             ("snapshot", t.snapshot),
             ("apply", t.apply),
+            ("systemd", t.systemd),
             ("journal", t.journal),
             ("sweep", t.sweep),
             ("undo first", t.undo_writes + t.undo_affinities),
@@ -412,6 +413,7 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
         t.total,
         &[
             ("journal", t.read_journal),
+            ("systemd", t.systemd),
             ("writes and moves", t.undo_writes),
             ("affinities", t.undo_affinities),
         ],

@@ -340,6 +340,7 @@ pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
 pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) -> Undone {
     let mut out = Undone::default();
     let t = Instant::now();
+    let systemd_before = sys.systemd_time();
     // irqbalance gets its environment back before anything else: a
     // banned irqbalance still running while undo puts IRQs back moves them
     // again within its 10 s cycle (SYSTEMD-NOTES 10). Its ban is the first
@@ -424,7 +425,9 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
             }
         }
     }
-    timings.undo_writes += t.elapsed();
+    let systemd = sys.systemd_time() - systemd_before;
+    timings.systemd += systemd;
+    timings.undo_writes += t.elapsed() - systemd;
     let t = Instant::now();
     let original = original_affinities(entries);
     // Thousands of independent syscalls: spread them over the CPUs.

@@ -203,9 +203,14 @@ pub struct Timings {
     pub journal: Duration,
     /// Journal segments written.
     pub segments: usize,
-    /// Making the planned changes and reading them back (journal excluded).
+    /// Making the planned changes and reading them back (journal and
+    /// systemd excluded).
     #[serde(with = "millis")]
     pub apply: Duration,
+    /// Waiting for systemd: transient units started and stopped,
+    /// irqbalance restarted (`on`: within apply; `off`: within undo).
+    #[serde(with = "millis", default)]
+    pub systemd: Duration,
     /// The sweep for tasks forked meanwhile: snapshot, plan, apply (journal excluded).
     #[serde(with = "millis")]
     pub sweep: Duration,
@@ -352,13 +357,16 @@ fn apply_plan(
 ) -> Result<Snapshot, ApplyError> {
     let t = Instant::now();
     let journal_before = journal.time_spent();
+    let systemd_before = sys.systemd_time();
     let result = apply::apply(sys, journal, &plan.steps, stop, applied).and_then(|()| {
         if req.hotplug_restart {
             *respread = sweep_irqs(sys, plan, journal, stop, applied, &[])?;
         }
         Ok(())
     });
-    timings.apply += t.elapsed() - (journal.time_spent() - journal_before);
+    let systemd = sys.systemd_time() - systemd_before;
+    timings.systemd += systemd;
+    timings.apply += t.elapsed() - (journal.time_spent() - journal_before) - systemd;
     result?;
     let t = Instant::now();
     let journal_before = journal.time_spent();

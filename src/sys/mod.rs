@@ -148,6 +148,9 @@ pub struct Sys {
     root: PathBuf,
     #[cfg(feature = "fixture")]
     fixture: Option<fixture::Fixture>,
+    /// Time spent waiting for systemd, in µs (see [`Sys::systemd_time`]);
+    /// shared by clones, which are the same machine.
+    systemd_micros: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Sys {
@@ -164,6 +167,7 @@ impl Sys {
             #[cfg(feature = "fixture")]
             fixture: fixture::Fixture::detect(&root),
             root,
+            systemd_micros: Default::default(),
         }
     }
 
@@ -339,8 +343,27 @@ impl Sys {
     /// Makes a request to systemd and waits for its effect (see
     /// [`systemd::SystemdCall`]). In a fixture the effect is emulated.
     pub fn systemd(&self, call: &systemd::SystemdCall) -> Result<()> {
+        let started = std::time::Instant::now();
+        let result = self.systemd_untimed(call);
+        self.systemd_micros.fetch_add(
+            started.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        result
+    }
+
+    fn systemd_untimed(&self, call: &systemd::SystemdCall) -> Result<()> {
         emulated!(self, fx => fx.systemd(self, call));
         systemd::call_live(self, call)
+    }
+
+    /// Time spent in [`Sys::systemd`] calls so far (systemd's own work:
+    /// reloads, unit starts and stops, restarts), for `took`.
+    pub fn systemd_time(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(
+            self.systemd_micros
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
     }
 
     /// systemd's manager environment (`NAME=value` lines): what units
