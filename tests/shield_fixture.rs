@@ -973,12 +973,23 @@ fn cpus_above_1023_are_shielded_and_restored() {
 fn the_partition_moves_threads_that_asked_for_no_cpus() {
     let dir = tempfile::tempdir().unwrap();
     let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
-    let followers: Vec<i32> = (0..20).map(|p| 3000 + 10 * p).collect();
+    let mut followers: Vec<i32> = (0..20).map(|p| 3000 + 10 * p).collect();
     for &pid in &followers {
         let tasks: Vec<_> = (0..5).map(|i| task(&format!("w{i}"), 0, "0-3")).collect();
         cpushield::sys::fixture::add_process(&sys, pid, &tasks).unwrap();
     }
     cpushield::sys::fixture::add_process(&sys, 4000, &[task("own-mask", 0, "1-2")]).unwrap();
+    // A cgroup without the cpuset controller (systemd enables it only
+    // where a unit sets CPUs): its tasks belong to the root's cpuset.
+    std::fs::create_dir(sys.path("sys/fs/cgroup/app.slice")).unwrap();
+    for file in ["cgroup.procs", "cgroup.threads"] {
+        std::fs::write(sys.path(&format!("sys/fs/cgroup/app.slice/{file}")), "").unwrap();
+    }
+    let tasks: Vec<_> = (0..3).map(|i| task(&format!("a{i}"), 0, "0-3")).collect();
+    cpushield::sys::fixture::add_process(&sys, 5000, &tasks).unwrap();
+    sys.write("sys/fs/cgroup/app.slice/cgroup.procs", "5000")
+        .unwrap();
+    followers.push(5000);
     let before = tree(dir.path());
     let o = cpushield(dir.path(), &["on", "2-3", "--json"]);
     assert!(o.status.success(), "{}", text(&o));

@@ -283,8 +283,11 @@ impl Snapshot {
     }
 }
 
-/// `cpuset.cpus.effective` of each cgroup of `threads` on cgroup v2 (one
-/// read per cgroup); cgroups that vanished meanwhile are left out.
+/// The effective CPUs of each cgroup of `threads` on cgroup v2: its
+/// `cpuset.cpus.effective`, or, where the cpuset controller is not enabled
+/// (no such file: systemd enables it only where a unit sets CPUs), its
+/// nearest ancestor's, whose cpuset its tasks belong to. One read per
+/// cgroup; cgroups that vanished meanwhile are left out.
 fn read_cgroup_cpus(
     sys: &Sys,
     setup: &CgroupSetup,
@@ -293,17 +296,40 @@ fn read_cgroup_cpus(
     let CgroupSetup::V2 { mount, .. } = setup else {
         return BTreeMap::new();
     };
+    let mut own: BTreeMap<String, Option<CpuSet>> = BTreeMap::new();
+    let mut read_own = |cg: &str| -> Option<CpuSet> {
+        own.entry(cg.to_string())
+            .or_insert_with(|| {
+                let dir = if cg == "/" {
+                    mount.clone()
+                } else {
+                    format!("{mount}{cg}")
+                };
+                sys.read_cpulist(&format!("{dir}/cpuset.cpus.effective"))
+                    .ok()
+            })
+            .clone()
+    };
     let mut out = BTreeMap::new();
     for t in threads {
         if out.contains_key(&t.cgroup) {
             continue;
         }
-        let dir = if t.cgroup == "/" {
-            mount.clone()
-        } else {
-            format!("{mount}{}", t.cgroup)
+        let mut cg = t.cgroup.as_str();
+        let cpus = loop {
+            if let Some(cpus) = read_own(cg) {
+                break Some(cpus);
+            }
+            if cg == "/" || !sys.exists(&format!("{mount}{cg}")) {
+                break None;
+            }
+            cg = match cg.rfind('/') {
+                Some(0) => "/",
+                Some(i) => &cg[..i],
+                None => break None,
+            };
         };
-        if let Ok(cpus) = sys.read_cpulist(&format!("{dir}/cpuset.cpus.effective")) {
+        if let Some(cpus) = cpus {
             out.insert(t.cgroup.clone(), cpus);
         }
     }

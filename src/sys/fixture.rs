@@ -1212,14 +1212,43 @@ impl Fixture {
                 (h == Hierarchy::Unified).then_some((cg, (old, new)))
             })
             .collect();
+        let Some(mount) = self.mount_of(sys, Hierarchy::Unified) else {
+            return;
+        };
+        // A cgroup without the cpuset controller (no cpuset files) belongs
+        // to its nearest ancestor's cpuset.
+        let mut cpuset_of: HashMap<String, Option<(&CpuSet, &CpuSet)>> = HashMap::new();
+        let mut change_of = |cg: &str| -> Option<(&CpuSet, &CpuSet)> {
+            let mut at = cg.to_string();
+            loop {
+                if let Some(hit) = cpuset_of.get(&at) {
+                    return *hit;
+                }
+                if let Some(change) = by_cgroup.get(&at) {
+                    return *cpuset_of.entry(cg.to_string()).or_insert(Some(*change));
+                }
+                let dir = if at == "/" {
+                    mount.clone()
+                } else {
+                    format!("{mount}{at}")
+                };
+                if at == "/" || sys.exists(&format!("{dir}/cpuset.cpus.effective")) {
+                    return *cpuset_of.entry(cg.to_string()).or_insert(None);
+                }
+                at = match at.rfind('/') {
+                    Some(0) | None => "/".to_string(),
+                    Some(i) => at[..i].to_string(),
+                };
+            }
+        };
         let mut index = HashMap::new();
         index_tree(sys, &mut index);
         for (tid, pid) in index {
             let Ok(text) = self.task_cgroup(sys, pid, tid) else {
                 continue;
             };
-            let Some((old, new)) = procfs::parse_cgroup(&text, Hierarchy::Unified)
-                .and_then(|cg| by_cgroup.get(&cg).copied())
+            let Some((old, new)) =
+                procfs::parse_cgroup(&text, Hierarchy::Unified).and_then(|cg| change_of(&cg))
             else {
                 continue;
             };
