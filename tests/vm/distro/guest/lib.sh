@@ -95,6 +95,7 @@ snap() { # snap NAME
             echo "unit $u $(systemctl show -p AllowedCPUs -p EffectiveCPUs -- "$u" | tr '\n' ' ')"
         done
         echo "irqbalance $(systemctl is-active irqbalance) env=$(tr '\0' '\n' </proc/"$(systemctl show -p MainPID --value irqbalance)"/environ 2>/dev/null | grep BANNED | tr '\n' ' ')"
+        echo "manager environment: $(systemctl show-environment | grep '^IRQBALANCE' | tr '\n' ' ')"
         find /run/systemd/system /run/systemd/system.control /run/systemd/transient -mindepth 1 2>/dev/null | grep -v '/cs-\|/run-u[0-9]' | sort | sed 's/^/runfile /'
     } >"$f"
 }
@@ -119,6 +120,14 @@ snap_equal_after_irqbalance() {
     [ -s "$OUT/diff.irqbalance" ] && info "IRQs irqbalance placed anew after its restart: $(awk '{print $3 ": " $5 " -> " $7}' "$OUT/diff.irqbalance" | tr '\n' ' ')"
     sed 's/^/    /' "$OUT/diff.rest" | head -n 40
     check "$3" [ ! -s "$OUT/diff.rest" ]
+}
+# remove_irqbalance_ban: takes cpushield's irqbalance ban away wherever it
+# is (systemd's manager environment, or the runtime drop-in) and restarts
+# irqbalance without it
+remove_irqbalance_ban() {
+    systemctl unset-environment IRQBALANCE_BANNED_CPULIST
+    rm -f /run/systemd/system/irqbalance.service.d/50-cpushield.conf
+    systemctl daemon-reload; systemctl restart irqbalance; sleep 2
 }
 # irqbalance_settle: waits until irqbalance (when it runs) has been up for
 # 12 s: one 10 s rebalancing cycle after its start-up placement

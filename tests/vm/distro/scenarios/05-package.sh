@@ -8,7 +8,6 @@
 # skip-why: the same package and unit on both; Debian 13 only in CI to keep it under 40 minutes (it passed on Debian 12 in session 7)
 . /job/lib.sh "$1"
 SH=2-3
-D=/run/systemd/system/irqbalance.service.d
 us() { systemctl show -p "$2" --value "$1"; }   # a unit's monotonic timestamp, µs
 if [ "$PHASE" = 1 ]; then
     [ -f /job/cpushield.deb ] || { check "the job has the .deb (tests/vm/ci.sh builds it)" false; result; }
@@ -104,8 +103,7 @@ check "the task on CPU 3 stayed through both changes" [ "$(cat /proc/$RUNPID/cgr
 kill "$RUNPID" 2>/dev/null
 
 info "breaking it: the irqbalance ban removed, irqbalance restarted"
-rm -f $D/50-cpushield.conf
-systemctl daemon-reload; systemctl restart irqbalance; sleep 2
+remove_irqbalance_ban
 cs verify
 check "verify: exit 3 when the irqbalance ban is gone" [ "$CS_RC" = 3 ]
 check "verify names irqbalance" grep -q "broken (irqbalance)" "$OUT/cs.out"
