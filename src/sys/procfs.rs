@@ -664,16 +664,28 @@ mod tests {
         }
     }
 
-    #[test]
-    fn reread_skips_stat_of_known_threads_only() {
-        use crate::sys::fixture::{add_process, FixtureBuilder, FixtureTask};
+    /// An empty fixture of 2 CPUs (the directory lives as long as the guard).
+    fn two_cpu_fixture() -> (tempfile::TempDir, Sys) {
         let tmp = tempfile::tempdir().unwrap();
-        let sys = FixtureBuilder::new(tmp.path(), 2).build().unwrap();
-        let task = |name: &str, flags| FixtureTask {
+        let sys = crate::sys::fixture::FixtureBuilder::new(tmp.path(), 2)
+            .build()
+            .unwrap();
+        (tmp, sys)
+    }
+
+    /// A thread named `name` with `flags`, allowed on CPUs 0-1.
+    fn task(name: &str, flags: u64) -> crate::sys::fixture::FixtureTask {
+        crate::sys::fixture::FixtureTask {
             name: name.into(),
             flags,
             cpus: CpuSet::parse_list("0-1").unwrap(),
-        };
+        }
+    }
+
+    #[test]
+    fn reread_skips_stat_of_known_threads_only() {
+        use crate::sys::fixture::add_process;
+        let (_tmp, sys) = two_cpu_fixture();
         add_process(&sys, 10, &[task("old", PF_KTHREAD)]).unwrap();
         let before = read_all_threads(&sys, CgroupSource::per_thread(Hierarchy::Unified)).unwrap();
         assert_eq!(before.len(), 1);
@@ -700,14 +712,8 @@ mod tests {
 
     #[test]
     fn a_lazy_read_leaves_the_stat_of_later_threads_for_read_stats() {
-        use crate::sys::fixture::{add_process, FixtureBuilder, FixtureTask};
-        let tmp = tempfile::tempdir().unwrap();
-        let sys = FixtureBuilder::new(tmp.path(), 2).build().unwrap();
-        let task = |name: &str, flags| FixtureTask {
-            name: name.into(),
-            flags,
-            cpus: CpuSet::parse_list("0-1").unwrap(),
-        };
+        use crate::sys::fixture::add_process;
+        let (_tmp, sys) = two_cpu_fixture();
         add_process(
             &sys,
             10,

@@ -177,11 +177,17 @@ pub fn allowed_cpus_bytes(cpus: &CpuSet) -> Vec<u8> {
 /// The manager's environment (`systemctl show-environment`): `NAME=value`
 /// lines, the variables every unit started from now on gets.
 pub(super) fn manager_environment_live() -> super::Result<String> {
-    let shown = "systemctl show-environment";
-    let output = Command::new("systemctl")
-        .arg("show-environment")
+    run_client(&["systemctl".into(), "show-environment".into()])
+}
+
+/// Runs one of systemd's clients (`argv`); its standard output, or an
+/// error naming the command line and what it said on failure.
+fn run_client(argv: &[String]) -> super::Result<String> {
+    let shown = argv.join(" ");
+    let output = Command::new(&argv[0])
+        .args(&argv[1..])
         .output()
-        .map_err(|e| SysError::new("run", shown, None, e))?;
+        .map_err(|e| SysError::new("run", shown.clone(), None, e))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
         return Err(SysError::new(
@@ -202,19 +208,7 @@ const SETTLE: Duration = Duration::from_secs(15);
 pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
     let argv = call.command_line();
     let shown = argv.join(" ");
-    let output = Command::new(&argv[0])
-        .args(&argv[1..])
-        .output()
-        .map_err(|e| SysError::new("run", shown.clone(), None, e))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
-        return Err(SysError::new(
-            "run",
-            shown,
-            None,
-            io::Error::other(format!("{} ({stderr})", output.status)),
-        ));
-    }
+    run_client(&argv)?;
     let settled = |cond: &dyn Fn() -> bool| {
         let start = Instant::now();
         while start.elapsed() < SETTLE {
