@@ -81,6 +81,24 @@ for t in $TOOLS; do
     case $t in cpushield) ;; *) command -v "$t" >/dev/null || { check "$t is installed (run.sh --packages)" false; result; } ;; esac
 done
 
+# cpushield alone first, on a machine no other tool has touched (cset
+# leaves its /cpusets mount behind, tuna its --isolate when --include fails)
+: >"$OUT/sizes.tsv"
+for size in $SIZES; do
+    holder "$size"
+    total=$(nthreads)
+    reload
+    for r in $(seq 3); do
+        tool_on cpushield; on_s=$DT; rc_on=$RC
+        timed status /job/cpushield status; st_s=$DT; rc_st=$RC
+        tool_off cpushield; off_s=$DT; rc_off=$RC
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$r" "$on_s" "$off_s" "$st_s" "$rc_on" "$rc_off" "$total" >>"$OUT/sizes.tsv"
+        note "scale: size $size, $total tasks, round $r: on $on_s s, status $st_s s, off $off_s s (exits $rc_on $rc_st $rc_off)"
+        check "size $size round $r: on, status and off exit 0" [ "$rc_on$rc_st$rc_off" = 000 ]
+    done
+    holder_stop
+done
+
 if [ -n "$ROUNDS" ] && [ "$ROUNDS" -gt 0 ]; then
     holder "$THREADS"
     total=$(nthreads)
@@ -119,18 +137,4 @@ if [ -n "$ROUNDS" ] && [ "$ROUNDS" -gt 0 ]; then
     holder_stop
 fi
 
-: >"$OUT/sizes.tsv"
-for size in $SIZES; do
-    holder "$size"
-    total=$(nthreads)
-    reload
-    for r in $(seq 3); do
-        tool_on cpushield; on_s=$DT; rc_on=$RC
-        timed status /job/cpushield status; st_s=$DT; rc_st=$RC
-        tool_off cpushield; off_s=$DT; rc_off=$RC
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$r" "$on_s" "$off_s" "$st_s" "$rc_on" "$rc_off" "$total" >>"$OUT/sizes.tsv"
-        note "scale: size $size, $total tasks, round $r: on $on_s s, status $st_s s, off $off_s s (exits $rc_on $rc_st $rc_off)"
-    done
-    holder_stop
-done
 result
