@@ -41,7 +41,7 @@ res=$dir/results/bookworm-v2/scale
 grep -h '^CPUSHIELD-NOTE: scale: systemctl daemon-reload' "$dir"/bookworm-v2.log | sed 's/^CPUSHIELD-NOTE: scale: /  /'
 if [ -s "$res/rounds.tsv" ]; then
 echo
-echo "== $(grep -m1 'tasks in all' "$dir"/bookworm-v2.log | sed 's/.*holder: //'), $CPUS vCPUs (TCG), shield 2-3, $ROUNDS rounds"
+echo "== $(grep 'tasks in all' "$dir"/bookworm-v2.log | tail -n1 | sed 's/.*holder: //'), $CPUS vCPUs (TCG), shield 2-3, $ROUNDS rounds"
 # median of the values on stdin
 awk -F'\t' '
 function median(list,   n, a, i, j, t) {
