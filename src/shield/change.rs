@@ -101,7 +101,7 @@ pub enum Action {
     /// environment, then systemd restarts it if it runs. Set in systemd's
     /// manager environment (`manager_env`) when nothing else sets a ban:
     /// no unit file is changed, so systemd need not reload (a
-    /// `daemon-reload` took 3-10 s in the emulated test guest, most of
+    /// `daemon-reload` took 4.5-10.4 s in the emulated test guest, most of
     /// `on` and of `off`); undone by removing the variable and restarting
     /// again. Otherwise a runtime drop-in for its unit adds an environment
     /// file setting it, then systemd reloads; undone by removing both (or
