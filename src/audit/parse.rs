@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::cpulist::CpuSet;
+use crate::shield::owners::{BANNED_CPULIST, BANNED_CPUS};
 use crate::sys::procfs::parse_interrupts;
 
 /// The kernel command line as `name → value` (`None` for bare flags); the
@@ -138,8 +139,8 @@ pub fn irqbalance_banned(environ: &str, cmdline: &str, config: &str) -> Option<C
         };
         let v = v.trim().trim_matches('"').trim_matches('\'');
         match k.trim() {
-            "IRQBALANCE_BANNED_CPUS" => add(CpuSet::parse_mask(v).unwrap_or_default()),
-            "IRQBALANCE_BANNED_CPULIST" => add(CpuSet::parse_list(v).unwrap_or_default()),
+            BANNED_CPUS => add(CpuSet::parse_mask(v).unwrap_or_default()),
+            BANNED_CPULIST => add(CpuSet::parse_list(v).unwrap_or_default()),
             _ => {}
         }
     }

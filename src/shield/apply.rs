@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, EntryRef, Journal, JournalError};
 use super::owners::{
-    manager_ban_assignment, BAN_VARIABLES, IRQBALANCE_DROPIN, IRQBALANCE_ENV, IRQBALANCE_UNIT,
+    manager_ban_assignment, BANNED_CPULIST, IRQBALANCE_DROPIN, IRQBALANCE_ENV, IRQBALANCE_UNIT,
 };
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
@@ -204,7 +204,7 @@ pub fn describe(a: &Action) -> String {
         Action::Systemd { call, .. } => format!("systemd: {}", call.command_line().join(" ")),
         Action::IrqbalanceBan {
             manager_env: true, ..
-        } => format!("systemd environment {}", BAN_VARIABLES[0]),
+        } => format!("systemd environment {BANNED_CPULIST}"),
         Action::IrqbalanceBan { .. } => format!("/{IRQBALANCE_DROPIN}"),
     }
 }
@@ -351,7 +351,7 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
         } = &e.action
         {
             let unset = SystemdCall::UnsetEnvironment {
-                names: vec![BAN_VARIABLES[0].to_string()],
+                names: vec![BANNED_CPULIST.to_string()],
             };
             match sys.systemd(&unset).and_then(|()| restart_irqbalance(sys)) {
                 Ok(()) => out.restored += 1,

@@ -1114,10 +1114,10 @@ fn holds_checks(
                     .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
                     .map(str::to_string)
             };
-            let list = var("IRQBALANCE_BANNED_CPULIST")
+            let list = var(owners::BANNED_CPULIST)
                 .and_then(|v| CpuSet::parse_list(&v).ok())
                 .unwrap_or_default();
-            let hex = var("IRQBALANCE_BANNED_CPUS").filter(|v| !v.is_empty());
+            let hex = var(owners::BANNED_CPUS).filter(|v| !v.is_empty());
             if hex.is_some() || !list.is_superset_of(shield) {
                 broken(
                     "irqbalance",

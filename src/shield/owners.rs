@@ -19,12 +19,16 @@ pub const IRQBALANCE_DROPIN: &str = "run/systemd/system/irqbalance.service.d/50-
 pub const IRQBALANCE_ENV: &str = "run/systemd/system/irqbalance.service.d/cpushield.env";
 /// irqbalance's unit.
 pub const IRQBALANCE_UNIT: &str = "irqbalance.service";
+/// irqbalance's ban as a CPU list (irqbalance 1.8+): what cpushield sets.
+pub const BANNED_CPULIST: &str = "IRQBALANCE_BANNED_CPULIST";
+/// irqbalance's ban as a hex mask (deprecated).
+pub const BANNED_CPUS: &str = "IRQBALANCE_BANNED_CPUS";
 /// The variables that tell irqbalance which CPUs to leave alone.
-pub const BAN_VARIABLES: [&str; 2] = ["IRQBALANCE_BANNED_CPULIST", "IRQBALANCE_BANNED_CPUS"];
+pub const BAN_VARIABLES: [&str; 2] = [BANNED_CPULIST, BANNED_CPUS];
 /// The manager-environment assignment of a ban of `banned` (see
 /// [`crate::shield::change::Action::IrqbalanceBan`]).
 pub fn manager_ban_assignment(banned: &CpuSet) -> String {
-    format!("{}={banned}", BAN_VARIABLES[0])
+    format!("{BANNED_CPULIST}={banned}")
 }
 
 /// Unit files of irqbalance, in systemd's search order.
@@ -146,8 +150,8 @@ fn read_irqbalance(sys: &Sys, threads: &[Thread], boot_isolated: &CpuSet) -> Opt
         let Ok(text) = sys.read(file) else { continue };
         for (var, value) in env_assignments(&text) {
             let cpus = match var {
-                "IRQBALANCE_BANNED_CPULIST" => CpuSet::parse_list(value).ok(),
-                "IRQBALANCE_BANNED_CPUS" => CpuSet::parse_mask(value).ok(),
+                BANNED_CPULIST => CpuSet::parse_list(value).ok(),
+                BANNED_CPUS => CpuSet::parse_mask(value).ok(),
                 _ => continue,
             };
             if let Some(cpus) = cpus.filter(|_| !value.is_empty()) {

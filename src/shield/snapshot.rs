@@ -320,14 +320,13 @@ fn read_cgroup_cpus(
             if let Some(cpus) = read_own(cg) {
                 break Some(cpus);
             }
-            if cg == "/" || !sys.exists(&format!("{mount}{cg}")) {
+            if !sys.exists(&format!("{mount}{cg}")) {
                 break None;
             }
-            cg = match cg.rfind('/') {
-                Some(0) => "/",
-                Some(i) => &cg[..i],
+            match procfs::parent_cgroup(cg) {
+                Some(parent) => cg = parent,
                 None => break None,
-            };
+            }
         };
         if let Some(cpus) = cpus {
             out.insert(t.cgroup.clone(), cpus);

@@ -1232,13 +1232,12 @@ impl Fixture {
                 } else {
                     format!("{mount}{at}")
                 };
-                if at == "/" || sys.exists(&format!("{dir}/cpuset.cpus.effective")) {
-                    return *cpuset_of.entry(cg.to_string()).or_insert(None);
+                match procfs::parent_cgroup(&at) {
+                    Some(parent) if !sys.exists(&format!("{dir}/cpuset.cpus.effective")) => {
+                        at = parent.to_string()
+                    }
+                    _ => return *cpuset_of.entry(cg.to_string()).or_insert(None),
                 }
-                at = match at.rfind('/') {
-                    Some(0) | None => "/".to_string(),
-                    Some(i) => at[..i].to_string(),
-                };
             }
         };
         let mut index = HashMap::new();

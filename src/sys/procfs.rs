@@ -282,12 +282,11 @@ pub fn read_threads_lazily(sys: &Sys, cgroups: CgroupSource) -> Result<Vec<Threa
 /// not read and that `wanted` accepts; a thread that exited meanwhile
 /// keeps them unread.
 pub fn read_stats(sys: &Sys, threads: &mut [Thread], wanted: impl Fn(&Thread) -> bool + Sync) {
-    let todo: Vec<usize> = (0..threads.len())
-        .filter(|&i| !threads[i].stat_read && wanted(&threads[i]))
-        .collect();
-    let ids: Vec<(usize, i32, i32)> = todo
+    let ids: Vec<(usize, i32, i32)> = threads
         .iter()
-        .map(|&i| (i, threads[i].pid, threads[i].tid))
+        .enumerate()
+        .filter(|(_, t)| !t.stat_read && wanted(t))
+        .map(|(i, t)| (i, t.pid, t.tid))
         .collect();
     let parts = super::in_parallel(&ids, 256, |part| {
         part.iter()
@@ -354,6 +353,16 @@ fn read_threads(
         out.extend(part?);
     }
     Ok(out)
+}
+
+/// The parent of cgroup `cg` (a path as `/proc/PID/cgroup` names it);
+/// `None` for the root `/`.
+pub fn parent_cgroup(cg: &str) -> Option<&str> {
+    match cg.rfind('/') {
+        _ if cg == "/" => None,
+        Some(0) | None => Some("/"),
+        Some(i) => Some(&cg[..i]),
+    }
 }
 
 /// The file of a cgroup that lists the ids of its threads.
@@ -662,6 +671,16 @@ mod tests {
                 "0-3"
             );
         }
+    }
+
+    #[test]
+    fn parent_cgroups_up_to_the_root() {
+        assert_eq!(
+            parent_cgroup("/system.slice/a.service"),
+            Some("/system.slice")
+        );
+        assert_eq!(parent_cgroup("/system.slice"), Some("/"));
+        assert_eq!(parent_cgroup("/"), None);
     }
 
     /// An empty fixture of 2 CPUs (the directory lives as long as the guard).
