@@ -73,7 +73,7 @@ fn ratio_field(r: &Ratio) -> String {
 /// The lines have tab-separated fields (shown here with `|`):
 /// `machine|KERNEL|virtualised, bare metal or unknown|PREEMPTION`, one
 /// `phase|NAME|SAMPLES|MAX_US|P999_US|OVER...` and
-/// `interference|NAME|DEVICE/S|TIMER/S|IPI/S|OTHER/S|SOFTIRQ/S` per phase, and one
+/// `interference|NAME|DEVICE/S|TIMER/S|IPI/S|OTHER/S|SOFTIRQ/S|THREADS|RUNS/S` per phase, and one
 /// `ratio|METRIC|UNSHIELDED/SHIELDED|SHIELDED/IDLE` per ratio row
 /// (numbers, `inf` or `n/a`; ratios are recomputed from the table).
 pub fn check_dir(dir: &Path) -> DirCheck {
@@ -234,8 +234,15 @@ pub fn check_dir(dir: &Path) -> DirCheck {
         c.lines.push(line);
         match &r.interference {
             Some(i) => c.lines.push(format!(
-                "interference\t{}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.1}",
-                r.phase, i.device_per_s, i.timer_per_s, i.ipi_per_s, i.other_per_s, i.softirq_per_s
+                "interference\t{}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{}\t{}",
+                r.phase,
+                i.device_per_s,
+                i.timer_per_s,
+                i.ipi_per_s,
+                i.other_per_s,
+                i.softirq_per_s,
+                i.threads.map_or("-".into(), |n| n.to_string()),
+                i.thread_runs_per_s.map_or("-".into(), |r| format!("{r:.1}"))
             )),
             None => c
                 .problems

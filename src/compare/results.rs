@@ -9,6 +9,7 @@ use super::Options;
 use crate::cpulist::CpuSet;
 use crate::load::{LoadReport, StopReport};
 use crate::measure::interrupts::Delta;
+use crate::measure::threads::ThreadsRan;
 use crate::measure::machine::Machine;
 use crate::measure::results::{Measurement, ProbeStatus, Tool};
 use crate::shield::{OffReport, OnReport};
@@ -46,6 +47,8 @@ pub struct CpuNoise {
     pub interrupts: Vec<Delta>,
     /// `/proc/softirqs` deltas.
     pub softirqs: Vec<Delta>,
+    /// Other threads that ran on the CPU (as reported by `measure`).
+    pub threads_ran: Option<ThreadsRan>,
 }
 
 fn ns_to_us(ns: u64) -> f64 {
@@ -89,6 +92,7 @@ pub fn parse_measurement(
             cpu: cpu.cpu,
             interrupts: cpu.interrupts.clone(),
             softirqs: cpu.softirqs.clone(),
+            threads_ran: cpu.threads_ran.clone(),
         })
         .collect();
     let curve = Curve {
@@ -98,15 +102,21 @@ pub fn parse_measurement(
         overflow: probe.cpus.iter().map(|c| c.stats.overflows).sum(),
     };
     let mut stats = PhaseStats::from_curve(&curve, thresholds_us);
-    stats.interference = Some(Interference::from_counts(
-        probe
-            .cpus
-            .iter()
-            .flat_map(|c| &c.interrupts)
-            .map(|d| (d.source.as_str(), d.count)),
-        probe.cpus.iter().flat_map(|c| &c.softirqs).map(|d| d.count),
-        probe.elapsed_s,
-    ));
+    stats.interference = Some(
+        Interference::from_counts(
+            probe
+                .cpus
+                .iter()
+                .flat_map(|c| &c.interrupts)
+                .map(|d| (d.source.as_str(), d.count)),
+            probe.cpus.iter().flat_map(|c| &c.softirqs).map(|d| d.count),
+            probe.elapsed_s,
+        )
+        .with_threads(
+            probe.cpus.iter().map(|c| c.threads_ran.as_ref()),
+            probe.elapsed_s,
+        ),
+    );
     let all = &probe.all;
     stats.samples = all.samples;
     stats.min_us = all.min_ns.map(ns_to_us);
@@ -232,6 +242,13 @@ mod tests {
         let i = m.stats.interference.unwrap();
         assert!((i.timer_per_s - 14.0 / 0.005).abs() < 1e-6, "{i:?}");
         assert_eq!(i.device_per_s, 0.0);
+        // One kworker ran 3 times on each.
+        assert_eq!(i.threads, Some(2));
+        assert!((i.thread_runs_per_s.unwrap() - 6.0 / 0.005).abs() < 1e-6);
+        assert_eq!(
+            m.per_cpu[1].threads_ran.as_ref().unwrap().busiest[0].name,
+            "kworker/2:1"
+        );
     }
 
     #[test]

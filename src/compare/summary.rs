@@ -8,6 +8,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::measure::threads::ThreadsRan;
+
 /// Name of the phase measured with no load: the limit this machine can reach.
 pub const IDLE: &str = "idle";
 
@@ -131,6 +133,13 @@ pub struct Interference {
     pub other_per_s: f64,
     /// Softirqs run on the measured CPUs.
     pub softirq_per_s: f64,
+    /// Other threads that ran on the measured CPUs (at least; see
+    /// `measure::threads`); `None` when unknown.
+    #[serde(default)]
+    pub threads: Option<u64>,
+    /// How often those threads ran (their context switches), per second.
+    #[serde(default)]
+    pub thread_runs_per_s: Option<f64>,
 }
 
 impl Interference {
@@ -164,7 +173,29 @@ impl Interference {
             ipi_per_s: rate(counts[2]),
             other_per_s: rate(counts[3]),
             softirq_per_s: rate(softirqs.into_iter().sum()),
+            threads: None,
+            thread_runs_per_s: None,
         }
+    }
+
+    /// Adds the other threads that ran on each measured CPU over `seconds`;
+    /// unknown when any CPU's are.
+    pub fn with_threads<'a>(
+        mut self,
+        per_cpu: impl IntoIterator<Item = Option<&'a ThreadsRan>>,
+        seconds: f64,
+    ) -> Interference {
+        let known: Option<Vec<&ThreadsRan>> = per_cpu.into_iter().collect();
+        if let Some(ran) = known {
+            let runs: u64 = ran.iter().map(|t| t.switches).sum();
+            self.threads = Some(ran.iter().map(|t| t.threads).sum());
+            self.thread_runs_per_s = Some(if seconds > 0.0 {
+                runs as f64 / seconds
+            } else {
+                0.0
+            });
+        }
+        self
     }
 }
 

@@ -22,6 +22,7 @@ use super::histogram::Histogram;
 use super::interrupts::{self, Counts, Delta};
 use super::machine::Machine;
 use super::probes::{self, CycleClock, Job, NoiseStats, Progress};
+use super::threads::{self, ThreadsRan};
 use super::MeasureError;
 use crate::cpulist::CpuSet;
 use crate::sys::syscalls::{self, Policy};
@@ -55,6 +56,9 @@ pub struct CpuResult {
     pub interrupts: Vec<Delta>,
     /// Softirqs run on this CPU during the run, most first.
     pub softirqs: Vec<Delta>,
+    /// Other threads that ran on this CPU during the run (`None` when the
+    /// threads could not be read).
+    pub threads_ran: Option<ThreadsRan>,
 }
 
 /// Whether a probe ran.
@@ -336,6 +340,8 @@ pub fn run_probe(
     let stop = AtomicBool::new(false);
     let go = AtomicBool::new(false);
     let ready = AtomicUsize::new(0);
+    let own_pid = std::process::id() as i32;
+    let threads_before = threads::read(sys, own_pid).filter(|t| !t.is_empty());
     let irq_before = read_counts(sys, "proc/interrupts");
     let softirq_before = read_counts(sys, "proc/softirqs");
     let tty = std::io::stderr().is_terminal();
@@ -408,6 +414,9 @@ pub fn run_probe(
     let outs = outs?;
     let irq_after = read_counts(sys, "proc/interrupts");
     let softirq_after = read_counts(sys, "proc/softirqs");
+    let threads_after = threads_before
+        .as_ref()
+        .and_then(|_| threads::read(sys, own_pid));
     let delta = |b: &Option<Counts>, a: &Option<Counts>, cpu| match (b, a) {
         (Some(b), Some(a)) => interrupts::deltas(b, a, cpu),
         _ => Vec::new(),
@@ -426,6 +435,10 @@ pub fn run_probe(
             context_switches: cs,
             interrupts: delta(&irq_before, &irq_after, cpu),
             softirqs: delta(&softirq_before, &softirq_after, cpu),
+            threads_ran: threads_before
+                .as_ref()
+                .zip(threads_after.as_ref())
+                .map(|(b, a)| threads::ran_on(b, a, cpu)),
         });
     }
     Ok(ProbeResult {

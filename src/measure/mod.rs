@@ -15,6 +15,7 @@ pub mod interrupts;
 pub mod machine;
 pub mod probes;
 pub mod results;
+pub mod threads;
 #[cfg(test)]
 pub(crate) mod testing;
 

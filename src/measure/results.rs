@@ -14,6 +14,7 @@ use super::histogram::{Histogram, Summary};
 use super::interrupts::Delta;
 use super::machine::Machine;
 use super::probes::NoiseStats;
+use super::threads::ThreadsRan;
 
 /// Version of the JSON output's schema.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -120,6 +121,10 @@ pub struct CpuReport {
     pub interrupts: Vec<Delta>,
     /// Softirqs on this CPU during the run (/proc/softirqs deltas), most first.
     pub softirqs: Vec<Delta>,
+    /// Other threads that ran on this CPU during the run (at least);
+    /// `null` when the threads could not be read.
+    #[serde(default)]
+    pub threads_ran: Option<ThreadsRan>,
     /// Bucket counts, trailing zero buckets omitted.
     pub histogram: Vec<u64>,
 }
@@ -183,6 +188,7 @@ impl ProbeReport {
                     context_switches: c.context_switches,
                     interrupts: c.interrupts.clone(),
                     softirqs: c.softirqs.clone(),
+                    threads_ran: c.threads_ran.clone(),
                     histogram: trimmed(&c.hist).to_vec(),
                 })
                 .collect(),

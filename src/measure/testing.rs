@@ -8,6 +8,7 @@ use super::driver::{ContextSwitches, CpuResult, ProbeResult, Run, Status};
 use super::histogram::Histogram;
 use super::interrupts::Delta;
 use super::machine::{BootParams, Machine, Preemption};
+use super::threads::{ThreadRan, ThreadsRan};
 
 /// A histogram of 1 µs buckets holding `values_us` (each + 0.4 µs), in order.
 pub fn hist(values_us: &[u64], buckets: usize) -> Histogram {
@@ -18,7 +19,8 @@ pub fn hist(values_us: &[u64], buckets: usize) -> Histogram {
     h
 }
 
-/// One CPU's result around `h`, with 7 local timer interrupts.
+/// One CPU's result around `h`, with 7 local timer interrupts and one
+/// kworker that ran 3 times.
 pub fn cpu(cpu: u32, h: Histogram) -> CpuResult {
     CpuResult {
         cpu,
@@ -36,6 +38,15 @@ pub fn cpu(cpu: u32, h: Histogram) -> CpuResult {
             description: "Local timer interrupts".into(),
         }],
         softirqs: vec![],
+        threads_ran: Some(ThreadsRan {
+            threads: 1,
+            switches: 3,
+            busiest: vec![ThreadRan {
+                tid: 99,
+                name: format!("kworker/{cpu}:1"),
+                switches: 3,
+            }],
+        }),
     }
 }
 

@@ -15,6 +15,7 @@ use crate::measure::args::{ProbeKind, Stop};
 use crate::measure::driver::{CpuResult, ProbeResult, Run, Status};
 use crate::measure::histogram::Histogram;
 use crate::measure::interrupts::Delta;
+use crate::measure::threads::ThreadsRan;
 use crate::measure::results::{Measurement, SCHEMA_VERSION};
 use crate::measure::MeasureError;
 
@@ -264,6 +265,9 @@ fn attribution(out: &mut String, c: &CpuResult) {
         deltas_line(&c.interrupts, 6),
         deltas_line(&c.softirqs, 4),
     );
+    if let Some(t) = &c.threads_ran {
+        let _ = writeln!(out, "  CPU {}: other threads ran {}", c.cpu, threads_line(t, 4));
+    }
     let first = c.hist.overflow_at();
     if !first.is_empty() {
         let shown: Vec<String> = first.iter().take(10).map(|i| i.to_string()).collect();
@@ -275,6 +279,25 @@ fn attribution(out: &mut String, c: &CpuResult) {
             if first.len() > 10 { " ..." } else { "" }
         );
     }
+}
+
+/// `N (name runs, ...)`: how many other threads ran, the busiest named.
+fn threads_line(t: &ThreadsRan, named: usize) -> String {
+    if t.threads == 0 {
+        return "0".into();
+    }
+    let busiest: Vec<String> = t
+        .busiest
+        .iter()
+        .take(named)
+        .map(|r| format!("{} {}×", r.name, r.switches))
+        .collect();
+    let more = if (t.threads as usize) > busiest.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    format!("{}, {} times ({}{more})", t.threads, t.switches, busiest.join(", "))
 }
 
 /// The histogram of one probe in cyclictest's `-h` output format (the
@@ -419,6 +442,8 @@ mod tests {
         let c0 = &r["cpus"][0];
         assert_eq!(c0["cpu"], 1);
         assert_eq!(c0["histogram"], serde_json::json!([0, 1, 2, 1]));
+        assert_eq!(c0["threads_ran"]["threads"], 1);
+        assert_eq!(c0["threads_ran"]["busiest"][0]["name"], "kworker/1:1");
         assert_eq!(r["cpus"][1]["histogram"], serde_json::json!([1, 1]));
         let s = &c0["stats"];
         assert_eq!(s["samples"], 5);
@@ -461,6 +486,10 @@ mod tests {
         assert_eq!(header.chars().count(), row.chars().count(), "{lines:?}");
         assert!(text.contains(">4.0"), "p99.99 beyond range: {text}");
         assert!(text.contains("irqs LOC 7"), "{text}");
+        assert!(
+            text.contains("CPU 1: other threads ran 1, 3 times (kworker/1:1 3×)"),
+            "{text}"
+        );
         assert!(text.contains("first overflows at samples 4"), "{text}");
     }
 

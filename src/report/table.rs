@@ -7,6 +7,9 @@ use crate::compare::summary::{threshold_label, SummaryTable};
 /// How the over-threshold ratios are formed, printed under the ratio table.
 pub const RATE_NOTE: &str = "over-threshold ratios compare rates (count / samples): a loaded phase loses the periods its late wake-ups overran";
 
+/// Under the interference table: what its thread columns count.
+pub const THREADS_NOTE: &str = "threads: other threads seen running on the measured CPUs (at least); their runs: their context switches";
+
 /// A latency for the tables: one decimal, `–` when unknown.
 pub fn format_us(v: Option<f64>) -> String {
     match v {
@@ -87,6 +90,8 @@ pub fn interference_cells(table: &SummaryTable) -> Option<(Vec<String>, Vec<Vec<
         "IPI/s",
         "other/s",
         "softirq/s",
+        "threads",
+        "their runs/s",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -103,8 +108,10 @@ pub fn interference_cells(table: &SummaryTable) -> Option<(Vec<String>, Vec<Vec<
                 rate(i.ipi_per_s),
                 rate(i.other_per_s),
                 rate(i.softirq_per_s),
+                i.threads.map_or("–".into(), |n| n.to_string()),
+                i.thread_runs_per_s.map_or("–".into(), rate),
             ],
-            None => [r.phase.as_str(), "–", "–", "–", "–", "–"]
+            None => [r.phase.as_str(), "–", "–", "–", "–", "–", "–", "–"]
                 .map(String::from)
                 .to_vec(),
         })
@@ -125,6 +132,8 @@ pub fn render_text(table: &SummaryTable) -> String {
     if let Some((h, r)) = interference_cells(table) {
         out.push('\n');
         out.push_str(&align(&h, &r));
+        out.push_str(THREADS_NOTE);
+        out.push('\n');
     }
     out
 }
@@ -213,15 +222,18 @@ mod tests {
         t.rows[1].interference = Some(Interference {
             device_per_s: 12.5,
             timer_per_s: 1000.0,
+            threads: Some(17),
+            thread_runs_per_s: Some(250.0),
             ..Interference::default()
         });
         let text = render_text(&t);
         let tail: Vec<&str> = text.lines().skip_while(|l| *l != RATE_NOTE).collect();
         assert_eq!(tail[1], "");
-        assert!(tail[2].starts_with("on measured CPUs") && tail[2].ends_with("softirq/s"));
-        assert!(tail
-            .iter()
-            .any(|l| l.starts_with("unshielded") && l.contains("12.5") && l.contains("1000.0")));
+        assert!(tail[2].starts_with("on measured CPUs") && tail[2].ends_with("their runs/s"));
+        assert!(tail.iter().any(|l| l.starts_with("unshielded")
+            && l.contains("12.5")
+            && l.contains("1000.0")
+            && l.ends_with("17         250.0")));
         assert!(tail
             .iter()
             .any(|l| l.starts_with("idle") && l.ends_with('–')));
