@@ -73,7 +73,8 @@ fn ratio_field(r: &Ratio) -> String {
 /// The lines have tab-separated fields (shown here with `|`):
 /// `machine|KERNEL|virtualised, bare metal or unknown|PREEMPTION`, one
 /// `phase|NAME|SAMPLES|MAX_US|P999_US|OVER...` and
-/// `interference|NAME|DEVICE/S|TIMER/S|IPI/S|OTHER/S|SOFTIRQ/S|THREADS|RUNS/S` per phase, and one
+/// `interference|NAME|DEVICE/S|TIMER/S|IPI/S|OTHER/S|SOFTIRQ/S|THREADS|RUNS/S` per phase,
+/// `threads|NAME|COMM:RUNS,...` (the busiest other threads on each measured CPU) per phase, and one
 /// `ratio|METRIC|UNSHIELDED/SHIELDED|SHIELDED/IDLE` per ratio row
 /// (numbers, `inf` or `n/a`; ratios are recomputed from the table).
 pub fn check_dir(dir: &Path) -> DirCheck {
@@ -201,6 +202,14 @@ pub fn check_dir(dir: &Path) -> DirCheck {
                     .push(format!("phase {name}: the load has no stop record")),
             }
         }
+        let ran: Vec<String> = p["per_cpu"]
+            .as_array()
+            .unwrap_or(&empty)
+            .iter()
+            .flat_map(|cpu| cpu["threads_ran"]["busiest"].as_array().unwrap_or(&empty))
+            .filter_map(|t| Some(format!("{}:{}", t["name"].as_str()?, t["switches"])))
+            .collect();
+        c.lines.push(format!("threads\t{name}\t{}", ran.join(",")));
         if name == "shielded" && (p["shield"].is_null() || p["unshield"].is_null()) {
             c.problems
                 .push("phase shielded: no record of the shield applied and undone".into());
@@ -242,7 +251,8 @@ pub fn check_dir(dir: &Path) -> DirCheck {
                 i.other_per_s,
                 i.softirq_per_s,
                 i.threads.map_or("-".into(), |n| n.to_string()),
-                i.thread_runs_per_s.map_or("-".into(), |r| format!("{r:.1}"))
+                i.thread_runs_per_s
+                    .map_or("-".into(), |r| format!("{r:.1}"))
             )),
             None => c
                 .problems

@@ -92,6 +92,12 @@ fn compare_restores_fixture(layout: CgroupLayout, load: &str) {
         ] {
             assert!(i[key].as_f64().is_some_and(|v| v >= 0.0), "{key}: {row}");
         }
+        // The measurement reads this machine's threads: others run here.
+        assert!(i["threads"].as_u64().is_some(), "threads: {row}");
+        assert!(
+            i["thread_runs_per_s"].as_f64().is_some_and(|v| v >= 0.0),
+            "thread_runs_per_s: {row}"
+        );
     }
     assert!(stdout.contains("on measured CPUs"), "{stdout}");
     assert_eq!(r["ratios"].as_array().unwrap().len(), 4);
@@ -124,6 +130,7 @@ fn check_dir_accepts_then_rejects(dir: &std::path::Path) {
     assert_eq!(kinds("ratio\t"), 4, "{:?}", c.lines);
     assert_eq!(kinds("machine\t"), 1, "{:?}", c.lines);
     assert_eq!(kinds("interference\t"), 3, "{:?}", c.lines);
+    assert_eq!(kinds("threads\t"), 3, "{:?}", c.lines);
     assert!(c.lines.iter().any(|l| l.starts_with("ratio\tmax\t")));
     assert!(c.lines.iter().any(|l| l.starts_with("ratio\t> 500 µs\t")));
 

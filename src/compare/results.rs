@@ -9,9 +9,9 @@ use super::Options;
 use crate::cpulist::CpuSet;
 use crate::load::{LoadReport, StopReport};
 use crate::measure::interrupts::Delta;
-use crate::measure::threads::ThreadsRan;
 use crate::measure::machine::Machine;
 use crate::measure::results::{Measurement, ProbeStatus, Tool};
+use crate::measure::threads::ThreadsRan;
 use crate::shield::{OffReport, OnReport};
 
 /// The note shown when the machine is virtualised.

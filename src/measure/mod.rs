@@ -15,9 +15,9 @@ pub mod interrupts;
 pub mod machine;
 pub mod probes;
 pub mod results;
-pub mod threads;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod threads;
 
 use std::path::PathBuf;
 

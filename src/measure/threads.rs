@@ -85,7 +85,10 @@ pub fn read(sys: &Sys, own_pid: i32) -> Option<ThreadCounts> {
 /// A thread's counts out of its `stat` and `status` texts.
 pub fn parse(stat: &str, status: &str) -> Option<ThreadCount> {
     let name = stat.get(stat.find('(')? + 1..stat.rfind(')')?)?.to_string();
-    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .collect();
     // Fields after the name start at 3 (state): start time is 22, processor 39.
     let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
     let switches_of = |key: &str| {

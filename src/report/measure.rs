@@ -15,8 +15,8 @@ use crate::measure::args::{ProbeKind, Stop};
 use crate::measure::driver::{CpuResult, ProbeResult, Run, Status};
 use crate::measure::histogram::Histogram;
 use crate::measure::interrupts::Delta;
-use crate::measure::threads::ThreadsRan;
 use crate::measure::results::{Measurement, SCHEMA_VERSION};
+use crate::measure::threads::ThreadsRan;
 use crate::measure::MeasureError;
 
 /// The run as pretty-printed JSON, newline-terminated.
@@ -266,7 +266,12 @@ fn attribution(out: &mut String, c: &CpuResult) {
         deltas_line(&c.softirqs, 4),
     );
     if let Some(t) = &c.threads_ran {
-        let _ = writeln!(out, "  CPU {}: other threads ran {}", c.cpu, threads_line(t, 4));
+        let _ = writeln!(
+            out,
+            "  CPU {}: other threads ran {}",
+            c.cpu,
+            threads_line(t, 4)
+        );
     }
     let first = c.hist.overflow_at();
     if !first.is_empty() {
@@ -297,7 +302,12 @@ fn threads_line(t: &ThreadsRan, named: usize) -> String {
     } else {
         ""
     };
-    format!("{}, {} times ({}{more})", t.threads, t.switches, busiest.join(", "))
+    format!(
+        "{}, {} times ({}{more})",
+        t.threads,
+        t.switches,
+        busiest.join(", ")
+    )
 }
 
 /// The histogram of one probe in cyclictest's `-h` output format (the
