@@ -359,7 +359,7 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         };
         let load_report = load.as_ref().map(|l| l.report().clone());
         let argv = measure_command(&ctx.exe, sys.root_arg(), phase, opts, realtime);
-        let measured = run_child(&argv, phase.name(), ctx.stop);
+        let measured = run_child(&argv, phase.name(), ctx.stop, &housekeeping);
         // Stop the load before looking at the result: no strays either way.
         let load_stop = match load {
             Some(l) => Some(l.stop()?),

@@ -61,10 +61,23 @@ compare_scenario() {
     check "check_compare_dir: results.json parses, files well-formed ($(head -c 300 "$OUT/check.err"))" [ $crc -eq 0 ]
     local ph
     for ph in idle unshielded shielded; do
-        note "compare, $ph phase, on the measured CPUs per second: $(awk -F'\t' -v p=$ph '$1 == "interference" && $2 == p { printf "device %s, timer %s, IPI %s, other %s, softirq %s", $3, $4, $5, $6, $7 }' "$OUT/check.out")"
+        note "compare, $ph phase, on the measured CPUs per second: $(awk -F'\t' -v p=$ph '$1 == "interference" && $2 == p { printf "device %s, timer %s, IPI %s, other %s, softirq %s; other threads that ran there %s, %s runs/s", $3, $4, $5, $6, $7, $8, $9 }' "$OUT/check.out")"
+        note "compare, $ph phase, the busiest of them (name:runs): $(awk -F'\t' -v p=$ph '$1 == "threads" && $2 == p { print $3 }' "$OUT/check.out")"
         check "phase $ph present with samples ($(awk -F'\t' -v p=$ph '$1 == "phase" && $2 == p { print $3 }' "$OUT/check.out"))" \
             awk -F'\t' -v p=$ph '$1 == "phase" && $2 == p && $3 > 0 { f = 1 } END { exit !f }' "$OUT/check.out"
     done
+    # The shield in counts: no thread of the load (stress-ng or our own
+    # workers, named cpushield) ran on the measured CPUs while shielded;
+    # unshielded, the load's threads did (the counter sees them).
+    local shielded_ran unshielded_ran
+    shielded_ran=$(awk -F'\t' '$1 == "threads" && $2 == "shielded" { print $3 }' "$OUT/check.out")
+    unshielded_ran=$(awk -F'\t' '$1 == "threads" && $2 == "unshielded" { print $3 }' "$OUT/check.out")
+    check "shielded: no load thread among those that ran on $target (${shielded_ran:-none})" \
+        sh -c '! printf "%s\n" "$1" | tr , "\n" | grep -q -e "^stress-ng" -e "^cpushield:"' _ "$shielded_ran"
+    if [ "$load" != none ]; then
+        check "unshielded: load threads ran on $target and were counted (${unshielded_ran:-none})" \
+            sh -c 'printf "%s\n" "$1" | tr , "\n" | grep -q -e "^stress-ng" -e "^cpushield:"' _ "$unshielded_ran"
+    fi
     check "summary.txt has the three phases and the ratios" sh -c "grep -q '^ *idle' '$d/summary.txt' && grep -q '^ *unshielded' '$d/summary.txt' && grep -q '^ *shielded' '$d/summary.txt' && grep -q 'unshielded/shielded' '$d/summary.txt'"
     if awk -F'\t' '$1 == "machine" && $3 == "virtualised" { f = 1 } END { exit !f }' "$OUT/check.out"; then
         check "the output names the machine as virtualised, with the note on max samples" \
