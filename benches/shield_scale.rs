@@ -162,21 +162,31 @@ fn run(layout: CgroupLayout, round: usize, threads: i32) {
 fn live_reads(rounds: usize, threads: i32) {
     let park = std::sync::Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
-    let idle: Vec<_> = (0..threads)
-        .map(|_| {
-            let park = park.clone();
-            let tx = tx.clone();
-            std::thread::Builder::new()
-                .stack_size(64 * 1024)
-                .spawn(move || {
-                    let _ = tx.send(cpushield::sys::syscalls::gettid());
-                    while !park.load(std::sync::atomic::Ordering::Relaxed) {
-                        std::thread::park();
-                    }
-                })
-                .expect("idle thread")
-        })
-        .collect();
+    // Each thread costs two mappings (stack and guard page): past some
+    // 32,000 threads vm.max_map_count (65,530 by default) refuses more.
+    let mut idle = Vec::new();
+    for _ in 0..threads {
+        let park = park.clone();
+        let tx = tx.clone();
+        let spawned = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                let _ = tx.send(cpushield::sys::syscalls::gettid());
+                while !park.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::park();
+                }
+            });
+        match spawned {
+            Ok(handle) => idle.push(handle),
+            Err(e) => {
+                println!(
+                    "live kernel: started {} of {threads} idle threads, then: {e}",
+                    idle.len()
+                );
+                break;
+            }
+        }
+    }
     drop(tx);
     let mut own: Vec<i32> = rx.iter().take(idle.len()).collect();
     own.sort_unstable();

@@ -471,6 +471,8 @@ fn write_existing(path: &Path, data: &str) -> io::Result<()> {
 /// scoped threads, and returns the chunks' results in order. Below
 /// `min_items` items, or on one CPU, it runs `work` once on the caller's
 /// thread. For thousands of independent small kernel reads or writes.
+/// A chunk whose thread the kernel refuses (a machine at its thread
+/// limit) runs on the caller's thread instead.
 pub fn in_parallel<T: Sync, R: Send>(
     items: &[T],
     min_items: usize,
@@ -481,14 +483,22 @@ pub fn in_parallel<T: Sync, R: Send>(
         return vec![work(items)];
     }
     let chunk = items.len().div_ceil(workers);
+    let work = &work;
     std::thread::scope(|scope| {
-        let handles: Vec<_> = items
+        let started: Vec<_> = items
             .chunks(chunk)
-            .map(|part| scope.spawn(|| work(part)))
+            .map(|part| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || work(part))
+                    .map_err(|_| part)
+            })
             .collect();
-        handles
+        started
             .into_iter()
-            .map(|h| h.join().expect("a parallel kernel-access worker panicked"))
+            .map(|s| match s {
+                Ok(h) => h.join().expect("a parallel kernel-access worker panicked"),
+                Err(part) => work(part),
+            })
             .collect()
     })
 }
