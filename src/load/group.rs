@@ -2,7 +2,7 @@
 //! from whom. Reads `/proc/PID/stat` through [`crate::sys::Sys`] only, so the
 //! parsing is tested from literal strings and the scan from fixture roots.
 
-use crate::sys::Sys;
+use crate::sys::{procfs, Sys};
 
 /// One process as `/proc/PID/stat` describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,20 +31,14 @@ impl ProcEntry {
 /// The command name is in parentheses and may itself contain spaces and
 /// parentheses, so the fields are counted from the *last* `)`.
 pub fn parse_stat(content: &str) -> Option<ProcEntry> {
-    let open = content.find('(')?;
-    let close = content.rfind(')')?;
-    let pid = content[..open].trim().parse().ok()?;
-    let comm = content.get(open + 1..close)?.to_string();
-    let mut rest = content[close + 1..].split_whitespace();
-    let state = rest.next()?.chars().next()?;
-    let ppid = rest.next()?.parse().ok()?;
-    let pgrp = rest.next()?.parse().ok()?;
+    let pid = content[..content.find('(')?].trim().parse().ok()?;
+    let (comm, fields) = procfs::split_stat(content)?;
     Some(ProcEntry {
         pid,
-        comm,
-        state,
-        ppid,
-        pgrp,
+        comm: comm.to_string(),
+        state: fields.first()?.chars().next()?,
+        ppid: procfs::stat_field(&fields, 4)?,
+        pgrp: procfs::stat_field(&fields, 5)?,
     })
 }
 

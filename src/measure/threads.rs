@@ -84,13 +84,9 @@ pub fn read(sys: &Sys, own_pid: i32) -> Option<ThreadCounts> {
 
 /// A thread's counts out of its `stat` and `status` texts.
 pub fn parse(stat: &str, status: &str) -> Option<ThreadCount> {
-    let name = stat.get(stat.find('(')? + 1..stat.rfind(')')?)?.to_string();
-    let fields: Vec<&str> = stat
-        .get(stat.rfind(')')? + 1..)?
-        .split_whitespace()
-        .collect();
-    // Fields after the name start at 3 (state): start time is 22, processor 39.
-    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    let (name, fields) = procfs::split_stat(stat)?;
+    // Start time is field 22, the processor 39.
+    let field = |n: usize| procfs::stat_field::<u64>(&fields, n);
     let switches_of = |key: &str| {
         status
             .lines()
@@ -98,7 +94,7 @@ pub fn parse(stat: &str, status: &str) -> Option<ThreadCount> {
             .and_then(|v| v.trim().parse::<u64>().ok())
     };
     Some(ThreadCount {
-        name,
+        name: name.to_string(),
         start_ticks: field(22)?,
         cpu: u32::try_from(field(39)?).ok()?,
         switches: switches_of("voluntary_ctxt_switches:")?

@@ -82,20 +82,24 @@ pub fn parse_status_cpus(status: &str) -> Option<CpuSet> {
         .and_then(|v| CpuSet::parse_list(v).ok())
 }
 
-/// Parses `comm` and flags out of a `stat` line. The comm may hold spaces and
-/// parentheses, so it runs to the last `)`.
-pub fn parse_stat(stat: &str) -> Option<(String, u64)> {
-    let open = stat.find('(')?;
+/// Splits a `stat` line into the `comm` and the fields after it. The comm
+/// may hold spaces and parentheses, so it runs to the last `)`. Field N of
+/// proc(5) (3 is the state) is `fields[N - 3]`.
+pub fn split_stat(stat: &str) -> Option<(&str, Vec<&str>)> {
     let close = stat.rfind(')')?;
-    let name = stat.get(open + 1..close)?.to_string();
-    // Fields after the comm: state ppid pgrp session tty_nr tpgid flags ...
-    let flags = stat
-        .get(close + 1..)?
-        .split_whitespace()
-        .nth(6)?
-        .parse()
-        .ok()?;
-    Some((name, flags))
+    let name = stat.get(stat.find('(')? + 1..close)?;
+    Some((name, stat.get(close + 1..)?.split_whitespace().collect()))
+}
+
+/// Field `n` (numbered as in proc(5), from 3) of [`split_stat`]'s fields, parsed.
+pub fn stat_field<T: std::str::FromStr>(fields: &[&str], n: usize) -> Option<T> {
+    fields.get(n.checked_sub(3)?)?.parse().ok()
+}
+
+/// Parses `comm` and flags (field 9) out of a `stat` line.
+pub fn parse_stat(stat: &str) -> Option<(String, u64)> {
+    let (name, fields) = split_stat(stat)?;
+    Some((name.to_string(), stat_field(&fields, 9)?))
 }
 
 /// Which cgroup hierarchy a `/proc/PID/cgroup` line belongs to.
@@ -515,9 +519,7 @@ pub fn boot_ticks(sys: &Sys) -> Option<u64> {
 /// `/proc/TID/stat`); `None` when it is gone or the field is missing.
 pub fn start_ticks(sys: &Sys, tid: i32) -> Option<u64> {
     let text = sys.read(&format!("proc/{tid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 1..];
-    // Fields after the name start at 3 (state); start time is field 22.
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+    stat_field(&split_stat(&text)?.1, 22)
 }
 
 /// Parses `/proc/interrupts` (also works for `/proc/softirqs`): the header
