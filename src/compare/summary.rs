@@ -142,6 +142,15 @@ pub struct Interference {
     pub thread_runs_per_s: Option<f64>,
 }
 
+/// `n` over `seconds`; 0 for a run of no time.
+fn per_second(n: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        n as f64 / seconds
+    } else {
+        0.0
+    }
+}
+
 impl Interference {
     /// From the measured CPUs' interrupt and softirq deltas (`source`,
     /// `count`) over `seconds`.
@@ -150,13 +159,7 @@ impl Interference {
         softirqs: impl IntoIterator<Item = u64>,
         seconds: f64,
     ) -> Interference {
-        let rate = |n: u64| {
-            if seconds > 0.0 {
-                n as f64 / seconds
-            } else {
-                0.0
-            }
-        };
+        let rate = |n: u64| per_second(n, seconds);
         let mut counts = [0u64; 4];
         for (source, n) in interrupts {
             let kind = match source {
@@ -189,11 +192,7 @@ impl Interference {
         if let Some(ran) = known {
             let runs: u64 = ran.iter().map(|t| t.switches).sum();
             self.threads = Some(ran.iter().map(|t| t.threads).sum());
-            self.thread_runs_per_s = Some(if seconds > 0.0 {
-                runs as f64 / seconds
-            } else {
-                0.0
-            });
+            self.thread_runs_per_s = Some(per_second(runs, seconds));
         }
         self
     }
