@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::{CompareError, Options, Phase};
 use crate::cpulist::CpuSet;
 use crate::measure::results::Measurement;
-use crate::sys::syscalls;
+use crate::sys::ThreadAside;
 
 /// Histogram buckets (1 µs each) asked of every measurement: 100 ms of
 /// range. Unshielded stock kernels under load reach tens of milliseconds
@@ -80,7 +80,7 @@ pub(super) fn run_child(
         .spawn()
         .map_err(|e| err(format!("cannot start {}: {e}", argv[0])))?;
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let _waiting = WaitAside::on(waiting_cpus);
+    let _waiting = ThreadAside::on(waiting_cpus).ok();
     let mut signalled = false;
     // Read stdout/stderr on threads so a large JSON cannot block the child.
     let mut out = child.stdout.take();
@@ -120,33 +120,6 @@ pub(super) fn run_child(
         .map_err(|e| err(format!("unreadable JSON ({e}): {}", stderr.trim())))
 }
 
-/// Keeps the calling thread on some CPUs until dropped, then gives it back
-/// the CPUs it had. Best effort: where the thread may not run on any of
-/// them, it stays where it is.
-struct WaitAside {
-    tid: i32,
-    before: Option<CpuSet>,
-}
-
-impl WaitAside {
-    fn on(cpus: &CpuSet) -> WaitAside {
-        let tid = syscalls::gettid();
-        let before = syscalls::get_affinity(tid).ok().filter(|now| {
-            let aside = now.intersection(cpus);
-            !aside.is_empty() && aside != *now && syscalls::set_affinity(tid, &aside).is_ok()
-        });
-        WaitAside { tid, before }
-    }
-}
-
-impl Drop for WaitAside {
-    fn drop(&mut self) {
-        if let Some(cpus) = &self.before {
-            let _ = syscalls::set_affinity(self.tid, cpus);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::testing::opts;
@@ -174,26 +147,5 @@ mod tests {
         let sh = measure_command(exe, Some(Path::new("/fx")), Phase::Shielded, &o, false);
         assert_eq!(&sh[1..6], ["--root", "/fx", "run", "--", "/bin/cpushield"]);
         assert!(sh.contains(&"--no-rt".to_string()));
-    }
-
-    #[test]
-    fn waiting_aside_moves_this_thread_and_gives_its_cpus_back() {
-        // On a scratch thread of this test: its own affinity only.
-        std::thread::spawn(|| {
-            let tid = syscalls::gettid();
-            let mine = syscalls::get_affinity(tid).unwrap();
-            let first: CpuSet = mine.iter().take(1).collect();
-            {
-                let _aside = WaitAside::on(&first);
-                assert_eq!(syscalls::get_affinity(tid).unwrap(), first);
-            }
-            assert_eq!(syscalls::get_affinity(tid).unwrap(), mine);
-            // CPUs it may not use: it stays where it is.
-            let none = CpuSet::parse_list("4095").unwrap();
-            let _aside = WaitAside::on(&none);
-            assert_eq!(syscalls::get_affinity(tid).unwrap(), mine);
-        })
-        .join()
-        .unwrap();
     }
 }

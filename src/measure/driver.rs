@@ -26,7 +26,7 @@ use super::threads::{self, ThreadsRan};
 use super::MeasureError;
 use crate::cpulist::CpuSet;
 use crate::sys::syscalls::{self, Policy};
-use crate::sys::Sys;
+use crate::sys::{Sys, ThreadAside};
 
 /// Context switches of a measuring thread over its loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,21 +135,13 @@ pub fn measure(cfg: &Config, sys: &Sys, machine: Machine) -> Result<Run, Measure
         })?;
     }
     // Keep the main thread (progress, /proc reads) off the measured CPUs.
-    let main_tid = syscalls::gettid();
     // Only within the thread's own affinity: inside a shield (started with
     // `cpushield run`) the cpuset holds just the measured CPUs, and the main
     // thread then stays where it is rather than failing.
-    let original_affinity = if sys.is_fixture() {
+    let aside = if sys.is_fixture() {
         None
     } else {
-        let orig = sys.affinity(main_tid)?;
-        let housekeeping = orig.intersection(&cfg.online.difference(&cfg.cpus));
-        if housekeeping.is_empty() {
-            None
-        } else {
-            sys.set_affinity(main_tid, &housekeeping)?;
-            Some(orig)
-        }
+        Some(ThreadAside::on(&cfg.online.difference(&cfg.cpus))?)
     };
     let mut results = Vec::new();
     let mut error = None;
@@ -165,9 +157,7 @@ pub fn measure(cfg: &Config, sys: &Sys, machine: Machine) -> Result<Run, Measure
             }
         }
     }
-    if let Some(orig) = original_affinity {
-        let _ = sys.set_affinity(main_tid, &orig);
-    }
+    drop(aside);
     if cfg.lock_memory {
         let _ = syscalls::unlock_all_memory();
     }

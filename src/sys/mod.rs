@@ -503,8 +503,43 @@ pub fn in_parallel<T: Sync, R: Send>(
     })
 }
 
+/// Keeps the calling thread on the part of its CPUs within some CPUs until
+/// dropped, then gives it back the CPUs it had. Where none of its CPUs is
+/// among them, it stays where it is. For a thread that only waits or
+/// watches, so that it stays off CPUs being measured.
+pub struct ThreadAside {
+    tid: i32,
+    before: Option<CpuSet>,
+}
+
+impl ThreadAside {
+    /// Moves the calling thread to its CPUs within `cpus`, if any.
+    pub fn on(cpus: &CpuSet) -> Result<ThreadAside> {
+        let live = Sys::live();
+        let tid = syscalls::gettid();
+        let now = live.affinity(tid)?;
+        let aside = now.intersection(cpus);
+        if aside.is_empty() || aside == now {
+            return Ok(ThreadAside { tid, before: None });
+        }
+        live.set_affinity(tid, &aside)?;
+        Ok(ThreadAside {
+            tid,
+            before: Some(now),
+        })
+    }
+}
+
+impl Drop for ThreadAside {
+    fn drop(&mut self) {
+        if let Some(cpus) = &self.before {
+            let _ = syscalls::set_affinity(self.tid, cpus);
+        }
+    }
+}
+
 #[cfg(test)]
-mod parallel_tests {
+mod tests {
     #[test]
     fn in_parallel_keeps_order_and_covers_every_item() {
         let items: Vec<u32> = (0..1000).collect();
@@ -512,5 +547,26 @@ mod parallel_tests {
         assert_eq!(parts.concat(), items);
         let small = super::in_parallel(&items[..5], 10, |c| c.len());
         assert_eq!(small, vec![5]);
+    }
+
+    #[test]
+    fn thread_aside_moves_this_thread_and_gives_its_cpus_back() {
+        // On a scratch thread of this test: its own affinity only.
+        std::thread::spawn(|| {
+            let tid = super::syscalls::gettid();
+            let mine = super::syscalls::get_affinity(tid).unwrap();
+            let first: super::CpuSet = mine.iter().take(1).collect();
+            {
+                let _aside = super::ThreadAside::on(&first).unwrap();
+                assert_eq!(super::syscalls::get_affinity(tid).unwrap(), first);
+            }
+            assert_eq!(super::syscalls::get_affinity(tid).unwrap(), mine);
+            // CPUs it may not use: it stays where it is.
+            let none = super::CpuSet::parse_list("4095").unwrap();
+            let _aside = super::ThreadAside::on(&none).unwrap();
+            assert_eq!(super::syscalls::get_affinity(tid).unwrap(), mine);
+        })
+        .join()
+        .unwrap();
     }
 }
