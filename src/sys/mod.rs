@@ -15,6 +15,7 @@
 
 #[cfg(feature = "fixture")]
 pub mod fixture;
+pub mod irqbalance;
 pub mod procfs;
 pub mod syscalls;
 pub mod systemd;

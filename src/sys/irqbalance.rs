@@ -1,0 +1,210 @@
+//! irqbalance's control socket: change the CPUs it bans while it runs.
+//!
+//! irqbalance built with its UI (Debian's is) listens on
+//! `/run/irqbalance/irqbalance<PID>.sock` for root clients, who prove they
+//! are root with `SCM_CREDENTIALS`. `settings cpus LIST` bans LIST in place
+//! of the ban its environment gave it, and `settings cpus NULL` goes back
+//! to that; either rebuilds its CPU tree at its next cycle, and it moves no
+//! IRQ before. `setup` answers `SLEEP N [IRQ ...] BANNED MASK`. Through it
+//! a ban needs no restart of irqbalance (its stop and start cost a
+//! second of `on` and of `off` in the emulated test guest).
+
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixCredentials};
+
+use super::Sys;
+use crate::cpulist::CpuSet;
+
+/// The directory of irqbalance's socket, relative to the root.
+pub const SOCKET_DIR: &str = "run/irqbalance";
+
+/// How long a reply may take.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The socket of the irqbalance with process id `pid`, relative to the root.
+pub fn socket_path(pid: i32) -> String {
+    format!("{SOCKET_DIR}/irqbalance{pid}.sock")
+}
+
+/// The process ids of the irqbalance sockets under the root (a socket may
+/// outlive an irqbalance that was killed).
+pub fn socket_pids(sys: &Sys) -> Vec<i32> {
+    let mut pids: Vec<i32> = sys
+        .list(SOCKET_DIR)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| {
+            n.strip_prefix("irqbalance")?
+                .strip_suffix(".sock")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Sends `command` to irqbalance `pid` as one message with this process's
+/// credentials and returns its answer (empty for `settings`).
+pub fn send(sys: &Sys, pid: i32, command: &str) -> io::Result<String> {
+    let stream = UnixStream::connect(sys.path(&socket_path(pid)))?;
+    stream.set_read_timeout(Some(TIMEOUT))?;
+    stream.set_write_timeout(Some(TIMEOUT))?;
+    let credentials = UnixCredentials::new();
+    let iov = [io::IoSlice::new(command.as_bytes())];
+    let cmsg = [ControlMessage::ScmCredentials(&credentials)];
+    let sent = sendmsg::<()>(stream.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
+        .map_err(io::Error::from)?;
+    if sent != command.len() {
+        return Err(io::Error::other(format!(
+            "irqbalance took {sent} of {} bytes",
+            command.len()
+        )));
+    }
+    let mut answer = String::new();
+    (&stream).read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// Bans `cpus` in irqbalance `pid` in place of its environment's ban, or
+/// (`None`) goes back to its environment's ban.
+pub fn set_banned(sys: &Sys, pid: i32, cpus: Option<&CpuSet>) -> io::Result<()> {
+    let list = match cpus {
+        Some(c) if !c.is_empty() => c.to_string(),
+        _ => "NULL".to_string(),
+    };
+    send(sys, pid, &format!("settings cpus {list}")).map(|_| ())
+}
+
+/// The CPUs irqbalance `pid` bans now.
+pub fn banned(sys: &Sys, pid: i32) -> io::Result<CpuSet> {
+    let answer = send(sys, pid, "setup")?;
+    parse_banned(&answer)
+        .ok_or_else(|| io::Error::other(format!("irqbalance answered setup with {answer:?}")))
+}
+
+/// The CPUs of `BANNED MASK` in an answer to `setup`. The mask is the
+/// kernel's cpumask format: hex, in comma-separated groups of 32 CPUs,
+/// highest first.
+pub fn parse_banned(answer: &str) -> Option<CpuSet> {
+    let mask = answer
+        .split_whitespace()
+        .skip_while(|w| *w != "BANNED")
+        .nth(1)?;
+    let digits: Vec<u32> = mask
+        .chars()
+        .filter(|c| *c != ',')
+        .map(|c| c.to_digit(16))
+        .collect::<Option<_>>()?;
+    Some(
+        digits
+            .iter()
+            .rev()
+            .enumerate()
+            .flat_map(|(i, d)| {
+                (0..4)
+                    .filter(move |b| d & (1 << b) != 0)
+                    .map(move |b| i as u32 * 4 + b)
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::IoSliceMut;
+    use std::os::unix::net::UnixListener;
+
+    use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned};
+
+    #[test]
+    fn parse_banned_reads_the_cpumask_format() {
+        let set = |s: &str| CpuSet::parse_list(s).unwrap();
+        assert_eq!(parse_banned("SLEEP 10 BANNED 0000000c"), Some(set("2-3")));
+        assert_eq!(
+            parse_banned("SLEEP 10 IRQ 24 LOAD 0 DIFF 0 CLASS 5 BANNED 00000001,80000000"),
+            Some(set("31-32"))
+        );
+        assert_eq!(
+            parse_banned("SLEEP 10 BANNED 00000000"),
+            Some(CpuSet::new())
+        );
+        assert_eq!(parse_banned("SLEEP 10"), None);
+        assert_eq!(parse_banned("SLEEP 10 BANNED zz"), None);
+    }
+
+    /// A stand-in for irqbalance: takes one connection, checks the sender's
+    /// credentials as irqbalance does, answers `setup`, returns what it got.
+    fn fake_irqbalance(
+        listener: UnixListener,
+        banned: &'static str,
+    ) -> std::thread::JoinHandle<(String, Option<u32>)> {
+        std::thread::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            setsockopt(&conn, sockopt::PassCred, &true).unwrap();
+            let mut buf = [0u8; 256];
+            let mut cmsg = nix::cmsg_space!(libc::ucred);
+            let (len, uid) = {
+                let mut iov = [IoSliceMut::new(&mut buf)];
+                let msg = recvmsg::<()>(
+                    conn.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut cmsg),
+                    MsgFlags::empty(),
+                )
+                .unwrap();
+                let uid = msg.cmsgs().unwrap().find_map(|c| match c {
+                    ControlMessageOwned::ScmCredentials(cr) => Some(cr.uid()),
+                    _ => None,
+                });
+                (msg.bytes, uid)
+            };
+            let got = String::from_utf8_lossy(&buf[..len]).to_string();
+            if got.starts_with("setup") {
+                use std::io::Write;
+                (&conn)
+                    .write_all(format!("SLEEP 10 BANNED {banned}").as_bytes())
+                    .unwrap();
+            }
+            (got, uid)
+        })
+    }
+
+    #[test]
+    fn commands_reach_the_socket_with_credentials() {
+        let root = tempfile::tempdir().unwrap();
+        let sys = Sys::at(root.path());
+        std::fs::create_dir_all(root.path().join(SOCKET_DIR)).unwrap();
+        assert!(socket_pids(&sys).is_empty());
+        let path = root.path().join(socket_path(4242));
+
+        let server = fake_irqbalance(UnixListener::bind(&path).unwrap(), "0000000c");
+        assert_eq!(socket_pids(&sys), [4242]);
+        set_banned(&sys, 4242, Some(&CpuSet::parse_list("2-3").unwrap())).unwrap();
+        let (got, uid) = server.join().unwrap();
+        assert_eq!(got, "settings cpus 2-3");
+        assert_eq!(uid, Some(nix::unistd::getuid().as_raw()));
+
+        std::fs::remove_file(&path).unwrap();
+        let server = fake_irqbalance(UnixListener::bind(&path).unwrap(), "0000000c");
+        assert_eq!(
+            banned(&sys, 4242).unwrap(),
+            CpuSet::parse_list("2-3").unwrap()
+        );
+        assert_eq!(server.join().unwrap().0, "setup");
+
+        std::fs::remove_file(&path).unwrap();
+        let server = fake_irqbalance(UnixListener::bind(&path).unwrap(), "0");
+        set_banned(&sys, 4242, None).unwrap();
+        assert_eq!(server.join().unwrap().0, "settings cpus NULL");
+
+        // Nobody listens on a socket left by a killed irqbalance.
+        assert!(set_banned(&sys, 4242, None).is_err());
+        assert!(banned(&sys, 7).is_err());
+    }
+}
