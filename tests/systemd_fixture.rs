@@ -294,3 +294,112 @@ fn under_systemd_a_task_pinned_inside_is_kept_as_a_scope_and_the_report_says_it_
     assert!(cpushield(dir.path(), &["off"]).status.success());
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }
+
+/// A stand-in for irqbalance's control socket at `path`: applies
+/// `settings cpus` at once (as after its next cycle), answers `setup`,
+/// and keeps every command it got.
+struct FakeIrqbalanceSocket {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<String>>>,
+}
+
+impl FakeIrqbalanceSocket {
+    fn serve(path: &Path) -> FakeIrqbalanceSocket {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering::Relaxed;
+        let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut banned = "00000000".to_string();
+            while !flag.load(Relaxed) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    continue;
+                };
+                conn.set_nonblocking(false).unwrap();
+                let mut buf = [0u8; 256];
+                let n = conn.read(&mut buf).unwrap();
+                let command = String::from_utf8_lossy(&buf[..n]).to_string();
+                if let Some(list) = command.strip_prefix("settings cpus ") {
+                    banned = match CpuSet::parse_list(list) {
+                        Ok(c) => format!("{:08x}", c.iter().map(|cpu| 1u32 << cpu).sum::<u32>()),
+                        Err(_) => "00000000".into(),
+                    };
+                } else if command.starts_with("setup") {
+                    conn.write_all(format!("SLEEP 10 BANNED {banned}").as_bytes())
+                        .unwrap();
+                }
+                got.push(command);
+            }
+            got
+        });
+        FakeIrqbalanceSocket {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn commands(mut self) -> Vec<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+#[test]
+fn irqbalance_with_a_control_socket_is_banned_and_unbanned_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    sys.mkdir("run/irqbalance").unwrap();
+    let socket = FakeIrqbalanceSocket::serve(&sys.path("run/irqbalance/irqbalance200.sock"));
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Told through the socket, not restarted: its environment is as it was.
+    assert_eq!(sys.read("proc/200/environ").unwrap(), "");
+    assert!(sys
+        .read(fixture::MANAGER_ENVIRONMENT)
+        .unwrap()
+        .contains("IRQBALANCE_BANNED_CPULIST=2-3"));
+    let (code, v) = status_code(dir.path());
+    assert_eq!(code, 0, "{v}");
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+    let commands = socket.commands();
+    assert_eq!(
+        commands.first().map(String::as_str),
+        Some("settings cpus 2-3"),
+        "{commands:?}"
+    );
+    assert!(
+        commands.iter().any(|c| c == "setup"),
+        "status asked: {commands:?}"
+    );
+    assert_eq!(
+        commands.last().map(String::as_str),
+        Some("settings cpus NULL"),
+        "{commands:?}"
+    );
+    assert_eq!(sys.read("proc/200/environ").unwrap(), "");
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+}
+
+#[test]
+fn irqbalance_told_by_socket_that_lost_the_ban_is_reported_broken() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    sys.mkdir("run/irqbalance").unwrap();
+    let socket = FakeIrqbalanceSocket::serve(&sys.path("run/irqbalance/irqbalance200.sock"));
+    assert!(cpushield(dir.path(), &["on", "2-3"]).status.success());
+    // Someone clears the ban through the socket (irqbalance-ui, a script).
+    std::os::unix::net::UnixStream::connect(sys.path("run/irqbalance/irqbalance200.sock"))
+        .and_then(|mut s| std::io::Write::write_all(&mut s, b"settings cpus NULL"))
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let (code, v) = status_code(dir.path());
+    assert_ne!(code, 0, "{v}");
+    assert!(broken_checks(&v).contains(&"irqbalance".to_string()), "{v}");
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+    socket.commands();
+}

@@ -12,9 +12,11 @@ use serde::{Deserialize, Serialize};
 use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, EntryRef, Journal, JournalError};
 use super::owners::{
-    manager_ban_assignment, BANNED_CPULIST, IRQBALANCE_DROPIN, IRQBALANCE_ENV, IRQBALANCE_UNIT,
+    self, manager_ban_assignment, BANNED_CPULIST, IRQBALANCE_DROPIN, IRQBALANCE_ENV,
+    IRQBALANCE_UNIT,
 };
 use crate::cpulist::CpuSet;
+use crate::sys::irqbalance;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::systemd::SystemdCall;
 use crate::sys::{ErrorKind, Sys, SysError};
@@ -236,7 +238,7 @@ fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
             sys.systemd(&SystemdCall::SetEnvironment {
                 assignments: vec![manager_ban_assignment(banned)],
             })?;
-            restart_irqbalance(sys)?;
+            ban_running_irqbalance(sys, banned)?;
         }
         Action::IrqbalanceBan {
             banned, make_dir, ..
@@ -272,6 +274,58 @@ pub(crate) fn irqbalance_dropin(banned: &CpuSet) -> String {
 fn reload_and_restart(sys: &Sys) -> Result<(), SysError> {
     sys.systemd(&SystemdCall::DaemonReload)?;
     restart_irqbalance(sys)
+}
+
+/// The ids of running irqbalance processes with a control socket.
+fn irqbalance_sockets(sys: &Sys) -> Vec<i32> {
+    irqbalance::socket_pids(sys)
+        .into_iter()
+        .filter(|pid| {
+            sys.read(&format!("proc/{pid}/stat"))
+                .is_ok_and(|st| st.contains("(irqbalance)"))
+        })
+        .collect()
+}
+
+/// Gives the running irqbalance the ban through its control socket, so
+/// that it needs no restart (it applies it at its next cycle and moves no
+/// IRQ before); restarts it where no socket answers (it then reads the ban
+/// from systemd's environment, set just before).
+fn ban_running_irqbalance(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
+    let told = irqbalance_sockets(sys)
+        .into_iter()
+        .filter(|&pid| irqbalance::set_banned(sys, pid, Some(banned)).is_ok())
+        .count();
+    if told > 0 {
+        Ok(())
+    } else {
+        restart_irqbalance(sys)
+    }
+}
+
+/// Takes the ban out of the running irqbalance, whichever way `on` (or a
+/// restart since) gave it: an irqbalance started with the ban in its
+/// environment is restarted (systemd's environment no longer has it);
+/// one told through its socket goes back to its environment's ban
+/// (`settings cpus NULL`); without an answering socket, a restart.
+fn unban_running_irqbalance(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
+    let pids = irqbalance_sockets(sys);
+    let started_with_ban = |pid: i32| {
+        owners::environ_var(sys, pid, BANNED_CPULIST)
+            .and_then(|v| CpuSet::parse_list(&v).ok())
+            .is_some_and(|c| c == *banned)
+    };
+    if pids.is_empty() || pids.iter().any(|&pid| started_with_ban(pid)) {
+        return restart_irqbalance(sys);
+    }
+    if pids
+        .iter()
+        .all(|&pid| irqbalance::set_banned(sys, pid, None).is_ok())
+    {
+        Ok(())
+    } else {
+        restart_irqbalance(sys)
+    }
 }
 
 fn restart_irqbalance(sys: &Sys) -> Result<(), SysError> {
@@ -347,13 +401,18 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
     // change `on` makes, for the same reason the other way round.
     for e in entries.iter().rev() {
         if let Action::IrqbalanceBan {
-            manager_env: true, ..
+            banned,
+            manager_env: true,
+            ..
         } = &e.action
         {
             let unset = SystemdCall::UnsetEnvironment {
                 names: vec![BANNED_CPULIST.to_string()],
             };
-            match sys.systemd(&unset).and_then(|()| restart_irqbalance(sys)) {
+            match sys
+                .systemd(&unset)
+                .and_then(|()| unban_running_irqbalance(sys, banned))
+            {
                 Ok(()) => out.restored += 1,
                 Err(err) => out.failed.push(Refusal {
                     target: "irqbalance".into(),

@@ -408,6 +408,15 @@ pub fn read_entries_from(sys: &Sys, skip: usize) -> Result<Vec<Entry>, JournalEr
     Ok(out)
 }
 
+/// Seconds since the shield's state was last written (when `on` finished),
+/// `None` without a shield.
+pub fn state_age(sys: &Sys) -> Option<u64> {
+    let modified = fs::metadata(Journal::dir_of(sys).join("state.json"))
+        .and_then(|m| m.modified())
+        .ok()?;
+    Some(modified.elapsed().map_or(0, |d| d.as_secs()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

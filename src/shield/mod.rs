@@ -785,6 +785,33 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
     }
 }
 
+/// Whether irqbalance `pid` bans `shield` by its control socket: it says
+/// so (`setup`), or it was told since the shield was made and has not
+/// had its next cycle yet (it applies a ban at its next cycle, up to its
+/// sleep interval later, and moves no IRQ before).
+fn irqbalance_told(sys: &Sys, pid: i32, shield: &CpuSet) -> bool {
+    let Ok(answer) = crate::sys::irqbalance::send(sys, pid, "setup") else {
+        return false;
+    };
+    if crate::sys::irqbalance::parse_banned(&answer).is_some_and(|b| b.is_superset_of(shield)) {
+        return true;
+    }
+    let interval_s: u64 = answer
+        .split_whitespace()
+        .skip_while(|w| *w != "SLEEP")
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let shield_age_s = journal::state_age(sys);
+    let irqbalance_age_s = procfs::boot_ticks(sys)
+        .zip(procfs::start_ticks(sys, pid))
+        .map(|(now, start)| now.saturating_sub(start) / 100);
+    match (shield_age_s, irqbalance_age_s) {
+        (Some(shield), Some(irqb)) => irqb > shield && shield <= 2 * interval_s + 2,
+        _ => false,
+    }
+}
+
 /// The result of `off`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OffReport {
@@ -1108,20 +1135,15 @@ fn holds_checks(
                 &rebuild,
             );
         } else if let Some(pid) = irqb.and_then(|i| i.pid) {
-            let env = sys.read(&format!("proc/{pid}/environ")).unwrap_or_default();
-            let var = |name: &str| {
-                env.split('\0')
-                    .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
-                    .map(str::to_string)
-            };
-            let list = var(owners::BANNED_CPULIST)
+            let list = owners::environ_var(sys, pid, owners::BANNED_CPULIST)
                 .and_then(|v| CpuSet::parse_list(&v).ok())
                 .unwrap_or_default();
-            let hex = var(owners::BANNED_CPUS).filter(|v| !v.is_empty());
-            if hex.is_some() || !list.is_superset_of(shield) {
+            let hex = owners::environ_var(sys, pid, owners::BANNED_CPUS).filter(|v| !v.is_empty());
+            let by_environ = hex.is_none() && list.is_superset_of(shield);
+            if !by_environ && !irqbalance_told(sys, pid, shield) {
                 broken(
                     "irqbalance",
-                    format!("irqbalance (pid {pid}) runs without the ban of CPUs {ban} (its environment: IRQBALANCE_BANNED_CPULIST={list}{})", hex.map(|h| format!(", IRQBALANCE_BANNED_CPUS={h}")).unwrap_or_default()),
+                    format!("irqbalance (pid {pid}) runs without the ban of CPUs {ban} (its environment: IRQBALANCE_BANNED_CPULIST={list}{}; its control socket does not ban them either)", hex.map(|h| format!(", IRQBALANCE_BANNED_CPUS={h}")).unwrap_or_default()),
                     "systemctl restart irqbalance (after 'systemctl daemon-reload' when the ban is a drop-in), or run 'cpushield on' again",
                 );
             }

@@ -236,6 +236,15 @@ fn read_tuned(sys: &Sys, threads: &[Thread]) -> Option<Tuned> {
     })
 }
 
+/// The value of `name` in process `pid`'s environment
+/// (`/proc/PID/environ`), if it is set there.
+pub fn environ_var(sys: &Sys, pid: i32, name: &str) -> Option<String> {
+    let env = sys.read(&format!("proc/{pid}/environ")).ok()?;
+    env.split('\0')
+        .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
