@@ -328,7 +328,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
                     manager_env: true,
                     ..
                 } => format!(
-                    "irqbalance: systemctl set-environment IRQBALANCE_BANNED_CPULIST={banned}, try-restart"
+                    "irqbalance: systemctl set-environment IRQBALANCE_BANNED_CPULIST={banned}, then its socket (settings cpus) or try-restart"
                 ),
                 Action::IrqbalanceBan { banned, .. } => format!(
                     "irqbalance: runtime drop-in IRQBALANCE_BANNED_CPULIST={banned}, daemon-reload, try-restart"

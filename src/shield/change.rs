@@ -102,8 +102,10 @@ pub enum Action {
     /// manager environment (`manager_env`) when nothing else sets a ban:
     /// no unit file is changed, so systemd need not reload (a
     /// `daemon-reload` took 4.5-10.4 s in the emulated test guest, most of
-    /// `on` and of `off`); undone by removing the variable and restarting
-    /// again. Otherwise a runtime drop-in for its unit adds an environment
+    /// `on` and of `off`), and the running irqbalance is told through its
+    /// control socket, or restarted where it has none; undone by removing
+    /// the variable and `settings cpus NULL`, or a restart of an
+    /// irqbalance started with the ban. Otherwise a runtime drop-in for its unit adds an environment
     /// file setting it, then systemd reloads; undone by removing both (or
     /// writing back what was there), reloading and restarting again.
     IrqbalanceBan {
