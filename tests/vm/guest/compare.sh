@@ -1,7 +1,10 @@
 #!/bin/sh
 # compare.sh BEFORE AFTER: exit 0 when equal.  Tasks are compared when
 # present in both (same tid and start time); tasks that appeared or exited
-# are listed as information only.  Everything else must match exactly.
+# are listed as information only.  A task whose CPUs one snapshot did not
+# compare (cpus=~: an irq thread, or PF_NO_SETAFFINITY, which the kernel
+# sets and clears on its own threads, e.g. a per-CPU kworker unbound as it
+# exits) has only its cgroup compared.  Everything else must match exactly.
 awk '
 FNR == 1 { fi++ }
 {
@@ -18,6 +21,9 @@ END {
         if (!(k in b)) {
             if (k ~ /^task /) { gone++; continue }
             print "only before: " k " = " a[k]; bad = 1
+        } else if (k ~ /^task / && (a[k] ~ /^cpus=~ / || b[k] ~ /^cpus=~ /)) {
+            x = a[k]; y = b[k]; sub(/^cpus=[^ ]* /, "", x); sub(/^cpus=[^ ]* /, "", y)
+            if (x != y) { print "changed:     " k " (" ai[k] "): " a[k] " -> " b[k]; bad = 1 }
         } else if (a[k] != b[k]) {
             print "changed:     " k " (" ai[k] "): " a[k] " -> " b[k]; bad = 1
         }

@@ -129,13 +129,23 @@ remove_irqbalance_ban() {
     rm -f /run/systemd/system/irqbalance.service.d/50-cpushield.conf
     systemctl daemon-reload; systemctl restart irqbalance; sleep 2
 }
-# irqbalance_settle: waits until irqbalance (when it runs) has been up for
-# 12 s: one 10 s rebalancing cycle after its start-up placement
+# irqbalance_settle: waits until irqbalance (when it runs) has had one 10 s
+# rebalancing cycle, plus 2 s, since the later of its start and cpushield's
+# last change of /run/cpushield (on and off tell a running irqbalance its
+# ban through its socket, and it rebuilds and places its IRQs anew only at
+# its next cycle)
 irqbalance_settle() {
     pid=$(systemctl show -p MainPID --value irqbalance 2>/dev/null)
     [ -n "$pid" ] && [ "$pid" != 0 ] || return 0
     hz=$(getconf CLK_TCK); start=$(awk '{print $22}' /proc/$pid/stat 2>/dev/null) || return 0
-    up=$(( $(cut -d. -f1 /proc/uptime) - start / hz ))
+    since=$((start / hz))
+    boot=$(( $(date +%s) - $(cut -d. -f1 /proc/uptime) ))
+    for d in /run/cpushield /run/cpushield/journal; do
+        [ -d "$d" ] || continue
+        t=$(( $(stat -c %Y "$d") - boot ))
+        [ "$t" -gt "$since" ] && since=$t
+    done
+    up=$(( $(cut -d. -f1 /proc/uptime) - since ))
     [ "$up" -lt 12 ] && sleep $((12 - up))
     return 0
 }
