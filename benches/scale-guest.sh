@@ -11,6 +11,8 @@
 #        THREADS=10000 ROUNDS=3 SIZES="1000 10000 30000" CPUS=4 benches/scale-guest.sh
 #        PROFILE=1 ...   one more on/off under strace -c -f
 #        TOOLS=cpushield SIZES= ...   cpushield only, no sizes
+#        HOLD=25 ...   each shield held 25 s, and 25 s between rounds (every
+#                      tool): Debian 12's irqbalance then answers its socket
 # Needs root and QEMU (tests/vm/ci.sh --install-only) and Debian's mirror
 # for the first image build. Takes 10-25 minutes under TCG.
 set -euo pipefail
@@ -27,12 +29,13 @@ export RUSTFLAGS='-C target-feature=+crt-static'
 cargo build --release --quiet --target x86_64-unknown-linux-gnu --bin cpushield
 cargo build --release --quiet --target x86_64-unknown-linux-gnu --example idle_tasks
 
-timeout=$((900 + 120 * ROUNDS * $(echo "$TOOLS" | wc -w) + 300 * $(echo "$SIZES" | wc -w)))
+timeout=$((900 + (120 + 2 * ${HOLD:-0}) * ROUNDS * $(echo "$TOOLS" | wc -w) + 300 * $(echo "$SIZES" | wc -w)))
 tests/vm/distro/run.sh --suite bookworm --cpus "$CPUS" --memory 3072 \
     --packages tuna,cpuset,strace --timeout "$timeout" \
     --set "SCALE_THREADS=$THREADS" --set "SCALE_ROUNDS=$ROUNDS" \
     --set "SCALE_SIZES=$SIZES" --set "SCALE_TOOLS=$TOOLS" \
-    --set "SCALE_PROFILE=${PROFILE:-0}" --set "SCENARIO_TIMEOUT=$timeout" \
+    --set "SCALE_PROFILE=${PROFILE:-0}" --set "SCALE_HOLD=${HOLD:-0}" \
+    --set "SCENARIO_TIMEOUT=$timeout" \
     scale | tee /dev/stderr | sed -n 's/^==== summary (\(.*\))$/\1/p' >"${TMPDIR:-/tmp}/scale-guest.dir" || true
 dir=$(cat "${TMPDIR:-/tmp}/scale-guest.dir")
 res=$dir/results/bookworm-v2/scale
@@ -41,7 +44,7 @@ res=$dir/results/bookworm-v2/scale
 grep -h '^CPUSHIELD-NOTE: scale: systemctl daemon-reload' "$dir"/bookworm-v2.log | sed 's/^CPUSHIELD-NOTE: scale: /  /'
 if [ -s "$res/rounds.tsv" ]; then
 echo
-echo "== $(grep 'tasks in all' "$dir"/bookworm-v2.log | tail -n1 | sed 's/.*holder: //'), $CPUS vCPUs (TCG), shield 2-3, $ROUNDS rounds"
+echo "== $(grep 'tasks in all' "$dir"/bookworm-v2.log | tail -n1 | sed 's/.*holder: //'), $CPUS vCPUs (TCG), shield 2-3, $ROUNDS rounds, each shield held ${HOLD:-0} s"
 # median of the values on stdin
 awk -F'\t' '
 function median(list,   n, a, i, j, t) {

@@ -403,3 +403,32 @@ fn irqbalance_told_by_socket_that_lost_the_ban_is_reported_broken() {
     assert!(cpushield(dir.path(), &["off"]).status.success());
     socket.commands();
 }
+
+/// irqbalance before 1.9.4 reads no message for one cycle after each
+/// rebuild: a socket that takes the connection and never answers.
+#[test]
+fn irqbalance_whose_socket_does_not_answer_is_restarted_instead() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    sys.mkdir("run/irqbalance").unwrap();
+    let _asleep =
+        std::os::unix::net::UnixListener::bind(sys.path("run/irqbalance/irqbalance200.sock"))
+            .unwrap();
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Restarted: it got the ban from systemd's environment.
+    assert!(
+        sys.read("proc/200/environ")
+            .unwrap()
+            .contains("IRQBALANCE_BANNED_CPULIST=2-3"),
+        "{}",
+        text(&o)
+    );
+    let (code, v) = status_code(dir.path());
+    assert_eq!(code, 0, "{v}");
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(sys.read("proc/200/environ").unwrap(), "");
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+}

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
-use crate::sys::{syscalls, Sys, SysError};
+use crate::sys::{irqbalance, syscalls, Sys, SysError};
 use apply::{Applied, ApplyError, Refusal, Undone};
 use change::{Action, Step};
 use journal::{Journal, JournalError, State};
@@ -785,31 +785,26 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
     }
 }
 
-/// Whether irqbalance `pid` bans `shield` by its control socket: it says
-/// so (`setup`), or it was told since the shield was made and has not
-/// had its next cycle yet (it applies a ban at its next cycle, up to its
-/// sleep interval later, and moves no IRQ before).
+/// Whether irqbalance `pid` bans `shield` by its control socket. A ban
+/// sent since the shield was made takes effect at irqbalance's next cycle,
+/// up to its interval later, and it moves no IRQ before; then it rebuilds,
+/// and one before 1.9.4 reads no message for one more interval. So an
+/// irqbalance older than the shield counts as told while the shield is
+/// younger than two intervals plus 2 s (`on` had its answer, or restarted
+/// it with the ban in its environment). Else it must say so (`setup`),
+/// however long it takes to answer (up to [`irqbalance::PATIENT`]).
 fn irqbalance_told(sys: &Sys, pid: i32, shield: &CpuSet) -> bool {
-    let Ok(answer) = crate::sys::irqbalance::send(sys, pid, "setup") else {
-        return false;
-    };
-    if crate::sys::irqbalance::parse_banned(&answer).is_some_and(|b| b.is_superset_of(shield)) {
-        return true;
-    }
-    let interval_s: u64 = answer
-        .split_whitespace()
-        .skip_while(|w| *w != "SLEEP")
-        .nth(1)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10);
+    let interval_s = irqbalance::interval_s(sys, pid);
     let shield_age_s = journal::state_age(sys);
     let irqbalance_age_s = procfs::boot_ticks(sys)
         .zip(procfs::start_ticks(sys, pid))
         .map(|(now, start)| now.saturating_sub(start) / 100);
-    match (shield_age_s, irqbalance_age_s) {
-        (Some(shield), Some(irqb)) => irqb > shield && shield <= 2 * interval_s + 2,
-        _ => false,
+    if let (Some(shield), Some(irqb)) = (shield_age_s, irqbalance_age_s) {
+        if irqb > shield && shield <= 2 * interval_s + 2 {
+            return true;
+        }
     }
+    irqbalance::banned(sys, pid).is_ok_and(|b| b.is_superset_of(shield))
 }
 
 /// The result of `off`.

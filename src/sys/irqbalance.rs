@@ -8,6 +8,13 @@
 //! IRQ before. `setup` answers `SLEEP N [IRQ ...] BANNED MASK`. Through it
 //! a ban needs no restart of irqbalance (its stop and start cost a
 //! second of `on` and of `off` in the emulated test guest).
+//!
+//! irqbalance before 1.9.4 (Debian 12 has 1.9.2) sleeps one whole cycle
+//! (`SLEEP`, 10 s by default) inside each rebuild, with its socket unread
+//! (fixed upstream by "Fix socket API being blocked for 10s", March 2024).
+//! A rebuild follows every ban change, so for up to two cycles after one
+//! a message may wait that long for its answer: callers choose how long
+//! they wait ([`QUICK`] or [`PATIENT`]).
 
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
@@ -22,8 +29,14 @@ use crate::cpulist::CpuSet;
 /// The directory of irqbalance's socket, relative to the root.
 pub const SOCKET_DIR: &str = "run/irqbalance";
 
-/// How long a reply may take.
-const TIMEOUT: Duration = Duration::from_secs(2);
+/// How long `on` and `off` wait for an answer before they restart
+/// irqbalance instead: an irqbalance in its main loop answers within
+/// milliseconds (80 ms in the emulated guest under strace).
+pub const QUICK: Duration = Duration::from_secs(1);
+
+/// How long `status` waits: irqbalance's default cycle of 10 s, which an
+/// irqbalance before 1.9.4 may spend asleep in a rebuild, plus 2 s.
+pub const PATIENT: Duration = Duration::from_secs(12);
 
 /// The socket of the irqbalance with process id `pid`, relative to the root.
 pub fn socket_path(pid: i32) -> String {
@@ -49,11 +62,12 @@ pub fn socket_pids(sys: &Sys) -> Vec<i32> {
 }
 
 /// Sends `command` to irqbalance `pid` as one message with this process's
-/// credentials and returns its answer (empty for `settings`).
-pub fn send(sys: &Sys, pid: i32, command: &str) -> io::Result<String> {
+/// credentials and returns its answer (empty for `settings`), waiting at
+/// most `wait` for irqbalance to read it and answer.
+pub fn send(sys: &Sys, pid: i32, command: &str, wait: Duration) -> io::Result<String> {
     let stream = UnixStream::connect(sys.path(&socket_path(pid)))?;
-    stream.set_read_timeout(Some(TIMEOUT))?;
-    stream.set_write_timeout(Some(TIMEOUT))?;
+    stream.set_read_timeout(Some(wait))?;
+    stream.set_write_timeout(Some(wait))?;
     let credentials = UnixCredentials::new();
     let iov = [io::IoSlice::new(command.as_bytes())];
     let cmsg = [ControlMessage::ScmCredentials(&credentials)];
@@ -71,20 +85,47 @@ pub fn send(sys: &Sys, pid: i32, command: &str) -> io::Result<String> {
 }
 
 /// Bans `cpus` in irqbalance `pid` in place of its environment's ban, or
-/// (`None`) goes back to its environment's ban.
+/// (`None`) goes back to its environment's ban; an error when irqbalance
+/// did not take the message within [`QUICK`].
 pub fn set_banned(sys: &Sys, pid: i32, cpus: Option<&CpuSet>) -> io::Result<()> {
     let list = match cpus {
         Some(c) if !c.is_empty() => c.to_string(),
         _ => "NULL".to_string(),
     };
-    send(sys, pid, &format!("settings cpus {list}")).map(|_| ())
+    send(sys, pid, &format!("settings cpus {list}"), QUICK).map(|_| ())
 }
 
-/// The CPUs irqbalance `pid` bans now.
+/// The CPUs irqbalance `pid` bans now (waiting up to [`PATIENT`]).
 pub fn banned(sys: &Sys, pid: i32) -> io::Result<CpuSet> {
-    let answer = send(sys, pid, "setup")?;
+    let answer = send(sys, pid, "setup", PATIENT)?;
     parse_banned(&answer)
         .ok_or_else(|| io::Error::other(format!("irqbalance answered setup with {answer:?}")))
+}
+
+/// irqbalance's default cycle, in seconds.
+pub const DEFAULT_INTERVAL_S: u64 = 10;
+
+/// The cycle of irqbalance `pid` in seconds: its `-t N`/`--interval=N`
+/// argument, else the default.
+pub fn interval_s(sys: &Sys, pid: i32) -> u64 {
+    sys.read(&format!("proc/{pid}/cmdline"))
+        .ok()
+        .and_then(|cmdline| interval_argument(&cmdline))
+        .unwrap_or(DEFAULT_INTERVAL_S)
+}
+
+/// The interval an irqbalance command line (`\0`-separated) asks for.
+fn interval_argument(cmdline: &str) -> Option<u64> {
+    let args: Vec<&str> = cmdline.split('\0').collect();
+    args.iter().enumerate().find_map(|(i, arg)| {
+        let value = match *arg {
+            "-t" | "--interval" => args.get(i + 1).copied(),
+            _ => arg
+                .strip_prefix("--interval=")
+                .or_else(|| arg.strip_prefix("-t").filter(|v| !v.is_empty())),
+        };
+        value?.parse().ok()
+    })
 }
 
 /// The CPUs of `BANNED MASK` in an answer to `setup`. The mask is the
@@ -121,6 +162,19 @@ mod tests {
     use std::os::unix::net::UnixListener;
 
     use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned};
+
+    #[test]
+    fn the_interval_comes_from_t_or_interval_arguments() {
+        assert_eq!(
+            interval_argument("/usr/sbin/irqbalance\0--foreground\0"),
+            None
+        );
+        assert_eq!(interval_argument("irqbalance\0-t\x0060\0"), Some(60));
+        assert_eq!(interval_argument("irqbalance\0-t30\0"), Some(30));
+        assert_eq!(interval_argument("irqbalance\0--interval=5\0-f\0"), Some(5));
+        assert_eq!(interval_argument("irqbalance\0--interval\x007\0"), Some(7));
+        assert_eq!(interval_argument("irqbalance\0-t\0"), None);
+    }
 
     #[test]
     fn parse_banned_reads_the_cpumask_format() {

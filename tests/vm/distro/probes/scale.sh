@@ -6,7 +6,10 @@
 # Settings (run.sh --set NAME=VALUE): SCALE_THREADS (10000), SCALE_SLEEPERS
 # (500), SCALE_ROUNDS (3), SCALE_TOOLS ("cpushield cset tuna"),
 # SCALE_SIZES (cpushield alone at these thread counts, "" for none),
-# SCALE_PROFILE (1: one more on/off under strace -c -f).
+# SCALE_PROFILE (1: one more on/off under strace -c -f), SCALE_HOLD
+# (seconds each shield is held between on and off, and between rounds,
+# for every tool: 0; 25 lets Debian 12's irqbalance finish the rebuild a
+# ban change starts, as a shield held in earnest would).
 # Results: rows in $OUT/rounds.tsv and $OUT/sizes.tsv
 # (tool round on_s off_s rc_on rc_off threads_on_shield).
 . /job/lib.sh "$1"
@@ -16,6 +19,7 @@ SLEEPERS=${SCALE_SLEEPERS:-500}
 ROUNDS=${SCALE_ROUNDS:-3}
 TOOLS=${SCALE_TOOLS:-cpushield cset tuna}
 SIZES=${SCALE_SIZES-}
+HOLD=${SCALE_HOLD:-0}
 PER_PROC=500
 
 now() { date +%s.%N; }
@@ -91,6 +95,7 @@ for size in $SIZES; do
     for r in $(seq 3); do
         tool_on cpushield; on_s=$DT; rc_on=$RC
         timed status /job/cpushield status; st_s=$DT; rc_st=$RC
+        [ "$rc_st" = 0 ] || sed 's/^/    | /' "$OUT/status.out" | grep -v '^    |  *[0-9]' | tail -8
         tool_off cpushield; off_s=$DT; rc_off=$RC
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$r" "$on_s" "$off_s" "$st_s" "$rc_on" "$rc_off" "$total" >>"$OUT/sizes.tsv"
         note "scale: size $size, $total tasks, round $r: on $on_s s, status $st_s s, off $off_s s (exits $rc_on $rc_st $rc_off)"
@@ -111,12 +116,14 @@ if [ -n "$ROUNDS" ] && [ "$ROUNDS" -gt 0 ]; then
             tool_on "$t"; on_s=$DT; rc_on=$RC
             [ "$t" = cpushield ] && grep -E '^ *took' "$OUT/$t-on.out" | sed "s/^/    $t on round $r: /"
             left=$(on_shield)
+            sleep "$HOLD"
             tool_off "$t"; off_s=$DT; rc_off=$RC
             [ "$t" = cpushield ] && grep -E '^ *took' "$OUT/$t-off.out" | sed "s/^/    $t off round $r: /"
             [ "$rc_on" = 0 ] || sed 's/^/    | /' "$OUT/$t-on.out" | tail -5
             [ "$rc_off" = 0 ] || sed 's/^/    | /' "$OUT/$t-off.out" | tail -5
             printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$r" "$on_s" "$off_s" "$rc_on" "$rc_off" "$left" "$total" >>"$OUT/rounds.tsv"
             note "scale: $t round $r, $total tasks: on $on_s s (exit $rc_on), off $off_s s (exit $rc_off), $left holder threads allowed on $SH after on"
+            sleep "$HOLD"
         done
         if [ "$t" = cpushield ] && [ "${SCALE_PROFILE:-0}" = 1 ] && command -v strace >/dev/null; then
             # the syscall mix, then every call timed (strace -T) into the results
