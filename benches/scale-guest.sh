@@ -11,8 +11,10 @@
 #        THREADS=10000 ROUNDS=3 SIZES="1000 10000 30000" CPUS=4 benches/scale-guest.sh
 #        PROFILE=1 ...   one more on/off under strace -c -f
 #        TOOLS=cpushield SIZES= ...   cpushield only, no sizes
-#        HOLD=25 ...   each shield held 25 s, and 25 s between rounds (every
-#                      tool): Debian 12's irqbalance then answers its socket
+#        HOLD=22 ...   each shield held 22 s, and 22 s between rounds (every
+#                      tool, every size): Debian 12's irqbalance then answers
+#                      its socket (it does not for up to two 10 s cycles
+#                      after a ban change)
 # Needs root and QEMU (tests/vm/ci.sh --install-only) and Debian's mirror
 # for the first image build. Takes 10-25 minutes under TCG.
 set -euo pipefail
@@ -29,7 +31,7 @@ export RUSTFLAGS='-C target-feature=+crt-static'
 cargo build --release --quiet --target x86_64-unknown-linux-gnu --bin cpushield
 cargo build --release --quiet --target x86_64-unknown-linux-gnu --example idle_tasks
 
-timeout=$((900 + (120 + 2 * ${HOLD:-0}) * ROUNDS * $(echo "$TOOLS" | wc -w) + 300 * $(echo "$SIZES" | wc -w)))
+timeout=$((900 + (120 + 2 * ${HOLD:-0}) * ROUNDS * $(echo "$TOOLS" | wc -w) + (300 + 6 * ${HOLD:-0}) * $(echo "$SIZES" | wc -w)))
 tests/vm/distro/run.sh --suite bookworm --cpus "$CPUS" --memory 3072 \
     --packages tuna,cpuset,strace --timeout "$timeout" \
     --set "SCALE_THREADS=$THREADS" --set "SCALE_ROUNDS=$ROUNDS" \

@@ -8,7 +8,7 @@
 # SCALE_SIZES (cpushield alone at these thread counts, "" for none),
 # SCALE_PROFILE (1: one more on/off under strace -c -f), SCALE_HOLD
 # (seconds each shield is held between on and off, and between rounds,
-# for every tool: 0; 25 lets Debian 12's irqbalance finish the rebuild a
+# for every tool and size: 0; 22 lets Debian 12's irqbalance finish the rebuild a
 # ban change starts, as a shield held in earnest would).
 # Results: rows in $OUT/rounds.tsv and $OUT/sizes.tsv
 # (tool round on_s off_s rc_on rc_off threads_on_shield).
@@ -96,7 +96,9 @@ for size in $SIZES; do
         tool_on cpushield; on_s=$DT; rc_on=$RC
         timed status /job/cpushield status; st_s=$DT; rc_st=$RC
         [ "$rc_st" = 0 ] || sed 's/^/    | /' "$OUT/status.out" | grep -v '^    |  *[0-9]' | tail -8
+        sleep "$HOLD"
         tool_off cpushield; off_s=$DT; rc_off=$RC
+        sleep "$HOLD"
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$r" "$on_s" "$off_s" "$st_s" "$rc_on" "$rc_off" "$total" >>"$OUT/sizes.tsv"
         note "scale: size $size, $total tasks, round $r: on $on_s s, status $st_s s, off $off_s s (exits $rc_on $rc_st $rc_off)"
         check "size $size round $r: on, status and off exit 0" [ "$rc_on$rc_st$rc_off" = 000 ]
