@@ -128,31 +128,14 @@ fn interval_argument(cmdline: &str) -> Option<u64> {
     })
 }
 
-/// The CPUs of `BANNED MASK` in an answer to `setup`. The mask is the
-/// kernel's cpumask format: hex, in comma-separated groups of 32 CPUs,
-/// highest first.
+/// The CPUs of `BANNED MASK` in an answer to `setup` (the mask in the
+/// kernel's cpumask format, as [`CpuSet::parse_mask`] reads it).
 pub fn parse_banned(answer: &str) -> Option<CpuSet> {
     let mask = answer
         .split_whitespace()
         .skip_while(|w| *w != "BANNED")
         .nth(1)?;
-    let digits: Vec<u32> = mask
-        .chars()
-        .filter(|c| *c != ',')
-        .map(|c| c.to_digit(16))
-        .collect::<Option<_>>()?;
-    Some(
-        digits
-            .iter()
-            .rev()
-            .enumerate()
-            .flat_map(|(i, d)| {
-                (0..4)
-                    .filter(move |b| d & (1 << b) != 0)
-                    .map(move |b| i as u32 * 4 + b)
-            })
-            .collect(),
-    )
+    CpuSet::parse_mask(mask).ok()
 }
 
 #[cfg(test)]
