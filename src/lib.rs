@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 pub mod audit;
+pub mod boot;
 pub mod compare;
 pub mod config;
 pub mod cpulist;

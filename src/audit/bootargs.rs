@@ -1,5 +1,7 @@
 //! `cpushield boot-args`: the kernel command line that isolates CPUs from
-//! boot on. Advice only; nothing is written.
+//! boot on: what only a boot does (the tick, RCU callbacks, kernel-managed
+//! queue interrupts), for the run-time shield to complete. Advice only;
+//! the config key `boot` writes it (see [`crate::boot`]).
 
 use serde::Serialize;
 
@@ -52,7 +54,13 @@ pub fn boot_args(cpus: &CpuSet, sibling_groups: &[CpuSet], online: &CpuSet) -> B
             .push("CPU 0 is isolated: some kernel work is bound to CPU 0 and stays there".into());
     }
     let args = vec![
-        format!("isolcpus=nohz,domain,managed_irq,{isolated}"),
+        // No `domain` flag: the shield's isolated cpuset partition takes the
+        // CPUs out of load balancing at run time, and can be changed and
+        // undone; a kernel booted with isolcpus=domain refuses a root
+        // partition over them (since 6.7), and Debian's 6.12 any partition.
+        // `isolcpus=domain` is deprecated in favour of cpusets
+        // (kernel-parameters.txt).
+        format!("isolcpus=managed_irq,{isolated}"),
         format!("nohz_full={isolated}"),
         format!("rcu_nocbs={isolated}"),
         format!("irqaffinity={housekeeping}"),
@@ -103,7 +111,7 @@ mod tests {
         let b = boot_args(&cpus("2-3"), &[cpus("2"), cpus("3")], &cpus("0-3"));
         assert_eq!(
             b.cmdline,
-            "isolcpus=nohz,domain,managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1"
+            "isolcpus=managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1"
         );
         assert!(b.warnings.is_empty());
     }

@@ -323,13 +323,16 @@ fn boot_params(f: &Facts, out: &mut Findings) {
     boot_flags(f, out);
 }
 
-/// `isolcpus=` covering the targets, with the `domain` and `managed_irq` flags.
+/// `isolcpus=` covering the targets with the `managed_irq` flag. The
+/// `domain` flag is not asked for: the shield's isolated partition does
+/// that at run time, and a kernel booted with it refuses some partitions
+/// over those CPUs (see [`crate::audit::boot_args`]).
 fn boot_isolcpus(f: &Facts, out: &mut Findings) {
     let list = f.list();
     match f.cmdline.get("isolcpus").cloned() {
         Some(v) => {
             let (flags, set) = parse::parse_isolcpus(&v.unwrap_or_default());
-            let missing: Vec<&str> = ["domain", "managed_irq"]
+            let missing: Vec<&str> = ["managed_irq"]
                 .into_iter()
                 .filter(|f| !flags.iter().any(|g| g == f))
                 .collect();
@@ -339,7 +342,7 @@ fn boot_isolcpus(f: &Facts, out: &mut Findings) {
                     Severity::Warn,
                     45,
                     format!("isolcpus={set} does not cover {list}"),
-                    format!("boot with isolcpus=nohz,domain,managed_irq,{list}"),
+                    format!("boot with isolcpus=managed_irq,{list} (cpushield boot-args {list}, or the config key boot = true)"),
                 );
             } else if !missing.is_empty() {
                 out.add(
@@ -347,7 +350,7 @@ fn boot_isolcpus(f: &Facts, out: &mut Findings) {
                     Severity::Warn,
                     45,
                     format!("isolcpus covers {list} without {}", missing.join(",")),
-                    format!("boot with isolcpus=nohz,domain,managed_irq,{list}"),
+                    format!("boot with isolcpus=managed_irq,{list} (cpushield boot-args {list}, or the config key boot = true)"),
                 );
             } else {
                 out.add(
@@ -365,7 +368,7 @@ fn boot_isolcpus(f: &Facts, out: &mut Findings) {
             45,
             "no isolcpus= (kernel-managed queue IRQs stay on the targets)".into(),
             format!(
-                "boot with isolcpus=nohz,domain,managed_irq,{list} (cpushield boot-args {list})"
+                "boot with isolcpus=managed_irq,{list} (cpushield boot-args {list}, or the config key boot = true)"
             ),
         ),
     }

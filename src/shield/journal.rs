@@ -210,6 +210,20 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
     }
 }
 
+/// Writes a record that must survive crashes and reboots (the boot half's,
+/// under `/var/lib`) the journal's way, making its directory (0700) first.
+pub fn write_durable(path: &Path, data: &[u8]) -> Result<(), JournalError> {
+    let dir = path.parent().expect("records live in a directory");
+    if !dir.is_dir() {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(io_err(dir))?;
+    }
+    write_atomic(path, data)
+}
+
 /// Writes `data` to `path` atomically: temp file (O_EXCL, O_NOFOLLOW, 0600),
 /// fsync, rename, fsync of the directory.
 fn write_atomic(path: &Path, data: &[u8]) -> Result<(), JournalError> {

@@ -48,12 +48,14 @@ pub enum ShieldError {
     #[error(transparent)]
     Sys(#[from] SysError),
     /// Applying failed; what was done has been undone.
-    #[error("{error}; rolled back {} change(s){}", undone.restored, failed_note(undone))]
+    #[error("{error}; rolled back {} change(s){}{}", undone.restored, failed_note(undone), hint.as_deref().map(|h| format!("\n{h}")).unwrap_or_default())]
     RolledBack {
         /// The failure.
         error: Box<ApplyError>,
         /// What the rollback did.
         undone: Box<Undone>,
+        /// What the failure means on this machine and what to do, when known.
+        hint: Option<String>,
     },
     /// `run` or `move` without a shield.
     #[error("no shield is active (start one with: cpushield on CPULIST)")]
@@ -61,6 +63,28 @@ pub enum ShieldError {
     /// A bad argument of `run` or `move`.
     #[error("{0}")]
     Invalid(String),
+}
+
+/// When the kernel refused the shield's partition because of CPUs isolated
+/// at boot (`isolcpus=` with the `domain` flag), what that means and the
+/// choices. Seen: 7.x accepts only an `isolated` partition over such CPUs
+/// (any mix), Debian's 6.12 refuses every partition that holds one of them
+/// (tests/vm/KERNEL-NOTES.md, "Booted with isolcpus").
+fn boot_isolation_conflict(error: &ApplyError, boot_isolated: &CpuSet, shield: &CpuSet) -> Option<String> {
+    let ApplyError::NotHonoured { path, read, .. } = error else {
+        return None;
+    };
+    let cpus = boot_isolated.intersection(shield);
+    if !path.ends_with("cpuset.cpus.partition") || !read.contains("housekeeping") || cpus.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "CPUs {cpus} are isolated at boot (isolcpus= with the domain flag, /sys/devices/system/cpu/isolated: {boot_isolated}), \
+         and this kernel refuses a cpuset partition over them. Choices: boot without the domain flag, as \
+         'cpushield boot-args {shield}' prints and the config key 'boot = true' writes \
+         (isolcpus=managed_irq,... with nohz_full= and rcu_nocbs=; the shield's isolated partition then does the \
+         domain isolation at run time); or shield CPUs that are not isolated at boot (isolated at boot: {boot_isolated})"
+    ))
 }
 
 fn failed_note(u: &Undone) -> String {
@@ -319,9 +343,11 @@ pub fn on_timed(
             if undone.failed.is_empty() {
                 journal.remove()?;
             }
+            let hint = boot_isolation_conflict(&error, &snap.boot_isolated, &plan.shield);
             return Err(ShieldError::RolledBack {
                 error: Box::new(error),
                 undone: Box::new(undone),
+                hint,
             });
         }
     };
@@ -499,9 +525,11 @@ fn reshape_timed(
                 journal.truncate(kept_segments)?;
                 journal.write_state(&old)?;
             }
+            let hint = boot_isolation_conflict(&error, &snap.boot_isolated, &plan.shield);
             return Err(ShieldError::RolledBack {
                 error: Box::new(error),
                 undone: Box::new(undone),
+                hint,
             });
         }
     };

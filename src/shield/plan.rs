@@ -50,7 +50,7 @@ pub struct Plan {
     pub housekeeping: CpuSet,
     /// Mechanism name.
     pub mechanism: String,
-    /// Partition type written (v2): `isolated`, or `root` when boot-time isolation forbids `isolated`.
+    /// Partition type written (v2): `isolated`.
     pub partition: Option<String>,
     /// The shield's cgroup directory, relative to the root.
     pub shield_dir: String,
@@ -428,18 +428,20 @@ fn cgroup_v2(
         }));
         dir
     };
-    // An `isolated` partition over CPUs already isolated at boot is
-    // rejected by the kernel ("partition config conflicts with
-    // housekeeping setup"); a `root` partition is accepted there.
-    let kind = if snap.boot_isolated.intersects(shield) {
+    // Always `isolated`. The kernel's rule since 6.7 (cgroup-v2.rst, commit
+    // 4a74e418881f): CPUs isolated at boot (isolcpus=domain) may be in an
+    // `isolated` partition only; a `root` partition over one reads back
+    // "root invalid (partition config conflicts with housekeeping setup)".
+    // 6.1 has no such check, 7.x accepts any mix in an isolated partition,
+    // and Debian's 6.12 refuses every partition over such a CPU: `on`
+    // rolls back and says why (ShieldError::RolledBack's hint).
+    let kind = "isolated";
+    let both = snap.boot_isolated.intersection(shield);
+    if !both.is_empty() {
         notes.push(format!(
-            "CPUs {} are isolated at boot (isolcpus=); using a 'root' partition, the boot isolation already keeps the scheduler off them",
-            snap.boot_isolated.intersection(shield)
+            "CPUs {both} are also isolated at boot (isolcpus=domain): the kernel already keeps them out of load balancing; the partition adds enforcement"
         ));
-        "root"
-    } else {
-        "isolated"
-    };
+    }
     steps.push(fatal(Action::Write {
         path: format!("{shield_dir}/cpuset.cpus.partition"),
         value: kind.into(),
@@ -1458,12 +1460,18 @@ mod tests {
     }
 
     #[test]
-    fn boot_isolated_cpus_get_a_root_partition() {
+    fn boot_isolated_cpus_get_an_isolated_partition() {
+        // A `root` partition over them is invalid since 6.7.
         let mut s = snap(v2());
-        s.boot_isolated = cpus("2-3");
+        s.boot_isolated = cpus("3");
         let p = plan(&s, &req("2-3")).unwrap();
-        assert_eq!(p.partition.as_deref(), Some("root"));
-        assert!(p.notes.iter().any(|n| n.contains("isolcpus")));
+        assert_eq!(p.partition.as_deref(), Some("isolated"));
+        let written = p.steps.iter().find_map(|st| match &st.action {
+            Action::Write { path, value, .. } if path.ends_with("cpuset.cpus.partition") => Some(value.clone()),
+            _ => None,
+        });
+        assert_eq!(written.as_deref(), Some("isolated"));
+        assert!(p.notes.iter().any(|n| n.contains("CPUs 3 are also isolated at boot")), "{:?}", p.notes);
     }
 
     #[test]

@@ -419,6 +419,50 @@ impl Fixture {
         Ok(())
     }
 
+    /// A system tool as the fixture models it. `update-grub` is
+    /// grub-mkconfig's part that matters here, run by the real shell:
+    /// `etc/default/grub` and then every `etc/default/grub.d/*.cfg` are
+    /// sourced, and `boot/grub/grub.cfg` gets a normal entry's `linux` line
+    /// with `GRUB_CMDLINE_LINUX` and `GRUB_CMDLINE_LINUX_DEFAULT`, and a
+    /// recovery entry's with `GRUB_CMDLINE_LINUX` only. It fails (exit 1,
+    /// nothing generated) while `etc/default/grub` holds `FIXTURE_FAIL`.
+    pub(super) fn run_tool(&self, sys: &Sys, argv: &[&str]) -> Result<()> {
+        let shown = argv.join(" ");
+        let err = |e: io::Error| SysError::new("run", shown.clone(), None, e);
+        if argv != ["update-grub"] {
+            return Err(err(io::Error::other("the fixture emulates only update-grub")));
+        }
+        const MKCONFIG: &str = r#"set -e
+grep -q FIXTURE_FAIL etc/default/grub && { echo "update-grub: fixture failure" >&2; exit 1; }
+. ./etc/default/grub
+for f in ./etc/default/grub.d/*.cfg; do [ -e "$f" ] && . "$f"; done
+mkdir -p boot/grub
+{
+  echo "menuentry 'Debian GNU/Linux' {"
+  echo "	linux	/boot/vmlinuz root=/dev/vda1 ro $GRUB_CMDLINE_LINUX $GRUB_CMDLINE_LINUX_DEFAULT"
+  echo "}"
+  echo "menuentry 'Debian GNU/Linux (recovery mode)' {"
+  echo "	linux	/boot/vmlinuz root=/dev/vda1 ro single $GRUB_CMDLINE_LINUX"
+  echo "}"
+} > boot/grub/grub.cfg.new
+mv boot/grub/grub.cfg.new boot/grub/grub.cfg
+"#;
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(MKCONFIG)
+            .current_dir(sys.root())
+            .output()
+            .map_err(err)?;
+        if !out.status.success() {
+            return Err(err(io::Error::other(format!(
+                "{} ({})",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))));
+        }
+        Ok(())
+    }
+
     /// systemd as the fixture models it (one kernel write a call, as a
     /// crash can only fall between calls): a transient slice is a cgroup
     /// under the root with `cpuset.cpus` set, for which systemd enables

@@ -419,6 +419,16 @@ impl Sys {
         Ok(())
     }
 
+    /// Runs a system tool that regenerates configuration (`update-grub`)
+    /// and waits for it; an error names the command and what it printed.
+    /// In a fixture the tool is emulated.
+    pub fn run_tool(&self, argv: &[&str]) -> Result<()> {
+        count_write!(self);
+        emulated!(self, fx => fx.run_tool(self, argv));
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        systemd::run_client(&argv).map(drop)
+    }
+
     /// The CPUs a thread may run on (`sched_getaffinity`).
     pub fn affinity(&self, tid: i32) -> Result<CpuSet> {
         emulated!(self, fx => fx.affinity(self, tid));

@@ -182,7 +182,7 @@ pub(super) fn manager_environment_live() -> super::Result<String> {
 
 /// Runs one of systemd's clients (`argv`); its standard output, or an
 /// error naming the command line and what it said on failure.
-fn run_client(argv: &[String]) -> super::Result<String> {
+pub(super) fn run_client(argv: &[String]) -> super::Result<String> {
     let shown = argv.join(" ");
     let output = Command::new(&argv[0])
         .args(&argv[1..])

@@ -8,7 +8,8 @@
 #   tests/vm/run.sh --shell [--kernel 6.12]     interactive shell in a guest
 #
 # Options:
-#   --kernel 6.1|6.12|all   kernel(s) to boot (default: all; --shell: 6.12)
+#   --kernel 6.1|6.12|7|all kernel(s) to boot (default: all = 6.1,6.12; --shell: 6.12;
+#                           7: the newest 7.x of trixie-backports, Debian 14's series)
 #   --cpus N                vCPUs (default 4; a scenario may ask for more)
 #   --mem MB                guest memory (default 1024)
 #   --binary PATH           static cpushield binary (default: build one)

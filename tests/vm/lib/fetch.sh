@@ -34,7 +34,10 @@ apt_setup() {
     uri=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 2>/dev/null \
         | awk '$2 == "bookworm" {print $1; exit}')
     [ -n "$uri" ] || die "no bookworm repository in the host's apt sources (run apt-get update once)"
-    printf '%s\ndeb %s bookworm-backports main\n' "$srcs" "$uri" | sort -u >"$APT_DIR/etc/sources.list.new"
+    # trixie-backports carries Debian's 7.x kernels (Debian 14's series);
+    # only its kernel is taken, never installed.
+    printf '%s\ndeb %s bookworm-backports main\ndeb %s trixie-backports main\n' "$srcs" "$uri" "$uri" \
+        | sort -u >"$APT_DIR/etc/sources.list.new"
     if ! cmp -s "$APT_DIR/etc/sources.list.new" "$APT_DIR/etc/sources.list"; then
         mv "$APT_DIR/etc/sources.list.new" "$APT_DIR/etc/sources.list"
         rm -f "$APT_DIR/lists/.stamp"
@@ -51,13 +54,14 @@ apt_setup() {
     fi
 }
 
-# kernel_pkg 6.1|6.12 -> versioned package name, e.g. linux-image-6.1.0-37-cloud-amd64
+# kernel_pkg 6.1|6.12|7 -> versioned package name, e.g. linux-image-6.1.0-37-cloud-amd64
 kernel_pkg() {
     local want=$1 meta=linux-image-cloud-amd64 pkg
     case $want in
         6.1) meta="$meta/bookworm" ;;
         6.12) meta="$meta/bookworm-backports" ;;
-        *) die "unknown kernel '$want' (6.1 or 6.12)" ;;
+        7) meta="$meta/trixie-backports" ;;
+        *) die "unknown kernel '$want' (6.1, 6.12 or 7)" ;;
     esac
     if [ "$want" = 6.1 ]; then
         # Newest 6.1 of bookworm, its updates and security: the metapackage's
@@ -68,13 +72,13 @@ kernel_pkg() {
     else
         # shellcheck disable=SC2046
         pkg=$(apt-cache $(apt_opts) depends "$meta" 2>/dev/null \
-            | awk '/Depends: linux-image-6\.12/ {print $2; exit}')
+            | awk -v v="$want" 'index($0, "Depends: linux-image-" v ".") {print $2; exit}')
     fi
     [ -n "$pkg" ] || die "cannot resolve the $want cloud kernel package"
     printf '%s\n' "$pkg"
 }
 
-# fetch_kernel 6.1|6.12 -> prints the unpacked kernel directory.
+# fetch_kernel 6.1|6.12|7 -> prints the unpacked kernel directory.
 # Layout: $CACHE_DIR/kernels/<pkg>/{vmlinuz,release,modules/*.ko,modules/load-order}
 fetch_kernel() {
     local want=$1 pkg dir deb rel
@@ -102,12 +106,35 @@ fetch_kernel() {
         rm -rf "$dir" "$dir.tmp"
         mkdir -p "$dir.tmp/x"
         dpkg -x "$deb" "$dir.tmp/x"
-        rel=$(ls "$dir.tmp/x/lib/modules" | head -n1)
+        # Since 7.x Debian splits the kernel: the image package depends on
+        # linux-base-REL (vmlinuz, config) and linux-binary-REL (modules).
+        local part pdeb
+        # shellcheck disable=SC2046
+        for part in $(apt-cache $(apt_opts) depends "$pkg" 2>/dev/null \
+                | awk '/Depends: linux-(base|binary)-[0-9]/ {print $2}'); do
+            pdeb=$(ls "$CACHE_DIR/debs/${part}_"*.deb 2>/dev/null | head -n1 || true)
+            if [ -z "$pdeb" ]; then
+                # shellcheck disable=SC2046
+                (cd "$CACHE_DIR/debs" && apt-get $(apt_opts) -q download "$part" >/dev/null) \
+                    || die "apt-get download $part failed"
+                pdeb=$(ls "$CACHE_DIR/debs/${part}_"*.deb | head -n1)
+            fi
+            dpkg -x "$pdeb" "$dir.tmp/x"
+        done
+        # Packages of Debian 13 and later keep modules under /usr/lib.
+        local mods=$dir.tmp/x/lib/modules
+        [ -d "$mods" ] || mods=$dir.tmp/x/usr/lib/modules
+        rel=$(ls "$mods" 2>/dev/null | head -n1)
         [ -n "$rel" ] || die "no modules directory in $deb"
-        cp "$dir.tmp/x/boot/vmlinuz-$rel" "$dir.tmp/vmlinuz"
-        cp "$dir.tmp/x/boot/config-$rel" "$dir.tmp/config"
+        if [ -f "$dir.tmp/x/boot/vmlinuz-$rel" ]; then
+            cp "$dir.tmp/x/boot/vmlinuz-$rel" "$dir.tmp/vmlinuz"
+            cp "$dir.tmp/x/boot/config-$rel" "$dir.tmp/config"
+        else
+            cp "$mods/$rel/vmlinuz" "$dir.tmp/vmlinuz" || die "no vmlinuz in $deb"
+            cp "$mods/$rel/config" "$dir.tmp/config" || die "no config in $deb"
+        fi
         echo "$rel" >"$dir.tmp/release"
-        prepare_modules "$dir.tmp/x/lib/modules/$rel" "$dir.tmp/modules"
+        prepare_modules "$mods/$rel" "$dir.tmp/modules"
         rm -rf "$dir.tmp/x"
         touch "$dir.tmp/.done"
         mv "$dir.tmp" "$dir"
