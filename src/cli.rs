@@ -17,6 +17,7 @@ pub const EXIT_CODES: &str = "Exit status:
   5    partly restored: off (or the rollback of on) could not restore everything
   6    another cpushield is running; nothing was changed
   7    verify: the machine does not match the config (the shield holds)
+  8    verify: matches and holds, but the boot half needs a reboot to take effect (or to go)
   run  the command's own exit status; 127 when it cannot be started";
 
 /// Shield CPUs for real-time work on a stock Linux machine, undo it exactly,
@@ -90,6 +91,12 @@ pub enum Command {
     Compare(CompareArgs),
     /// Print the kernel command line that isolates CPUs from boot on (advice only).
     BootArgs(BootArgsArgs),
+    /// The boot half: show whether the kernel command line cpushield wrote
+    /// (config key `boot`, `apply`) is active, pending a reboot or absent;
+    /// `--remove` takes it out and regenerates the bootloader's configuration.
+    ///
+    /// `off` never removes it; this does, or `apply` with a config without `boot`.
+    Boot(BootArgs),
     /// Report what noise still reaches the shielded CPUs, and what to do
     /// about it. Read-only.
     Audit(AuditArgs),
@@ -101,6 +108,20 @@ pub struct TuneArgs {
     #[arg(long, required = true)]
     pub list: bool,
     /// Print JSON for machines instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BootArgs {
+    /// Take the boot half out: the drop-in goes, the bootloader's
+    /// configuration is regenerated; effective at the next reboot.
+    #[arg(long)]
+    pub remove: bool,
+    /// With --remove: show what would be done; change nothing.
+    #[arg(long, requires = "remove")]
+    pub dry_run: bool,
+    /// Print JSON for machines instead of text.
     #[arg(long)]
     pub json: bool,
 }

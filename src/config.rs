@@ -10,6 +10,7 @@
 //! hotplug_restart = false
 //! force = false
 //! allow_split_siblings = false
+//! boot = true                  # or extra options: ["skew_tick=1"]; the boot half (see cpushield::boot)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -61,6 +62,16 @@ struct File {
     force: bool,
     #[serde(default)]
     allow_split_siblings: bool,
+    #[serde(default)]
+    boot: Option<Spanned<Boot>>,
+}
+
+/// `boot = true|false` or `boot = ["option", ...]` (extra options).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Boot {
+    On(bool),
+    Extra(Vec<String>),
 }
 
 /// `tune = "all"` or `tune = ["knob", ...]`.
@@ -72,7 +83,7 @@ enum Tune {
 }
 
 const KEYS: &str =
-    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings";
+    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot";
 
 /// Reads and validates the config file at `path`.
 pub fn load(path: &Path) -> Result<Request, ConfigError> {
@@ -125,7 +136,23 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
             names
         }
     };
+    let boot = match file.boot {
+        None => None,
+        Some(b) => {
+            let start = b.span().start;
+            match b.into_inner() {
+                Boot::On(false) => None,
+                Boot::On(true) => Some(Vec::new()),
+                Boot::Extra(extra) => {
+                    // The words are checked here, the CPUs when applied.
+                    crate::boot::check_extra(&extra).map_err(|e| invalid(start, e.to_string()))?;
+                    Some(extra)
+                }
+            }
+        }
+    };
     Ok(Request {
+        boot,
         cpus,
         irqs: file.irqs,
         force: file.force,

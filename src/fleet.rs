@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::boot::{self, BootStatus};
 use crate::compare::summary::SummaryTable;
 use crate::cpulist::CpuSet;
 use crate::shield::journal;
@@ -35,6 +36,9 @@ pub struct VerifyReport {
     pub differences: Vec<String>,
     /// What no longer holds, with the repair.
     pub broken: Vec<Breakage>,
+    /// The boot half, read back (`None`: it could not be read).
+    #[serde(default)]
+    pub boot: Option<BootStatus>,
 }
 
 impl VerifyReport {
@@ -60,7 +64,10 @@ pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, S
         ),
         Some(s) => differences.extend(request_differences(&s.shield, s.request.as_ref(), want)),
     }
+    let boot = boot::status(sys).ok();
+    differences.extend(boot_differences(sys, want, boot.as_ref()));
     Ok(VerifyReport {
+        boot,
         config: config.to_string(),
         wanted: want.cpus.clone(),
         shield: status.shield.clone(),
@@ -69,6 +76,38 @@ pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, S
         differences,
         broken: status.broken,
     })
+}
+
+/// How the boot half written differs from the config's `boot` key.
+fn boot_differences(sys: &Sys, want: &Request, status: Option<&BootStatus>) -> Vec<String> {
+    let written = status.and_then(|s| s.written.as_ref());
+    let wanted = want
+        .boot
+        .as_ref()
+        .map(|extra| boot::want_here(sys, &want.cpus, extra));
+    if status.is_some_and(|s| s.state == boot::BootState::Interrupted) {
+        return vec![
+            "boot: a change of the boot half was interrupted (run 'cpushield apply')".into(),
+        ];
+    }
+    match (wanted, written) {
+        (None, None) => Vec::new(),
+        (None, Some(w)) => vec![format!(
+            "boot: {} is written, the config has no 'boot' key",
+            w.options.join(" ")
+        )],
+        (Some(Err(e)), _) => vec![format!("boot: {e}")],
+        (Some(Ok(want)), None) => vec![format!(
+            "boot: the config asks for {}, none is written",
+            want.options.join(" ")
+        )],
+        (Some(Ok(want)), Some(w)) if want != *w => vec![format!(
+            "boot: {} is written, the config asks for {}",
+            w.options.join(" "),
+            want.options.join(" ")
+        )],
+        _ => Vec::new(),
+    }
 }
 
 /// How the request a shield was made with differs from `want`, field by
@@ -200,6 +239,20 @@ fn render(
         "1 when a shield is active, complete and holds (the kernel enforces it, nothing drifted), else 0.",
         &one(f64::from(u8::from(active && status.complete && status.holds))),
     );
+    if let Some(b) = &status.boot {
+        gauge(
+            &mut out,
+            "boot_reboot_pending",
+            "1 when the boot half cpushield wrote (or removed) takes effect only at the next reboot, else 0.",
+            &one(f64::from(u8::from(b.reboot_pending))),
+        );
+        gauge(
+            &mut out,
+            "boot_active",
+            "1 when the running kernel booted with the boot half cpushield wrote, else 0.",
+            &one(f64::from(u8::from(b.state == boot::BootState::Active))),
+        );
+    }
     gauge(
         &mut out,
         "broken_checks",

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use cpushield::boot;
 use cpushield::cpulist::CpuSet;
 use cpushield::report;
 use cpushield::shield::{self, request::Request, Direction, RunPolicy};
@@ -40,6 +41,9 @@ mod exit {
     /// `verify`: the machine does not match the config (no shield, other
     /// CPUs, IRQs or knobs), though what is there holds.
     pub const DIFFERS: u8 = 7;
+    /// `verify`: the machine matches the config and the shield holds, but
+    /// the boot half takes effect (or goes) only at the next reboot.
+    pub const REBOOT_PENDING: u8 = 8;
     /// `run`: the command could not be started (as a shell says it).
     pub const CANNOT_EXEC: u8 = 127;
 }
@@ -110,6 +114,13 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 ShieldError::Journal(JournalError::Locked(_)) => exit::BUSY,
                 _ => exit::ERROR,
             };
+        }
+        match cause.downcast_ref::<boot::BootError>() {
+            Some(boot::BootError::Invalid(_) | boot::BootError::Unsupported { .. }) => {
+                return exit::REFUSED
+            }
+            Some(boot::BootError::Journal(JournalError::Locked(_))) => return exit::BUSY,
+            _ => {}
         }
         if let Some(JournalError::Locked(_)) = cause.downcast_ref::<JournalError>() {
             return exit::BUSY;
@@ -186,6 +197,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 allow_split_siblings: a.allow_split_siblings,
                 tune: a.tune.unwrap_or_default(),
                 hotplug_restart: a.hotplug_restart,
+                boot: None,
             };
             let report = shield::on(&sys, &req, a.dry_run, &stop)?;
             emit(&mut out, a.json, &report, report::shield::on)?;
@@ -193,13 +205,33 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Apply(a) => {
             let path = config_path(&sys, a.config);
             let req = cpushield::config::load(&path)?;
+            // The boot half is checked before anything changes: a bootloader
+            // cpushield cannot drive refuses the whole apply.
+            let boot_want = match &req.boot {
+                Some(extra) => {
+                    let want = boot::want_here(&sys, &req.cpus, extra)?;
+                    boot::check(&sys, &want)?;
+                    Some(want)
+                }
+                None => None,
+            };
             let stop = stop_flag()?;
             let report = shield::on(&sys, &req, a.dry_run, &stop)?;
             if !a.dry_run {
                 shield::journal::record_apply(&sys, unix_now())
                     .map_err(shield::ShieldError::from)?;
             }
-            emit(&mut out, a.json, &report, report::shield::on)?;
+            let boot_change = boot::apply(&sys, boot_want.as_ref(), a.dry_run)?;
+            if a.json {
+                // `on`'s report, and the boot half under "boot".
+                let mut both = serde_json::to_value(&report)?;
+                both["boot"] = serde_json::to_value(&boot_change)?;
+                serde_json::to_writer_pretty(&mut out, &both)?;
+                writeln!(out)?;
+            } else {
+                report::shield::on(&report, &mut out)?;
+                report::boot::change(&boot_change, &mut out)?;
+            }
         }
         Command::Verify(a) => {
             let path = config_path(&sys, a.config);
@@ -211,6 +243,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             if !report.matches {
                 return Ok(ExitCode::from(exit::DIFFERS));
+            }
+            if report.boot.as_ref().is_some_and(|b| b.reboot_pending) {
+                return Ok(ExitCode::from(exit::REBOOT_PENDING));
             }
         }
         Command::Metrics(a) => {
@@ -229,6 +264,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Off(a) => {
             let report = shield::off(&sys)?;
             emit(&mut out, a.json, &report, report::shield::off)?;
+            // `off` never takes the boot half out (cpushield.service runs
+            // `off` at every shutdown); it says that it stays.
+            if !a.json {
+                if let Ok(Some(record)) = boot::read_record(&sys) {
+                    report::boot::stays(&record, &mut out)?;
+                }
+            }
             if !report.undone.failed.is_empty() {
                 return Ok(ExitCode::from(exit::PARTLY_RESTORED));
             }
@@ -268,6 +310,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &cpushield::shield::knobs::KNOBS,
                 report::audit::knobs,
             )?;
+        }
+        Command::Boot(a) => {
+            let change = if a.remove {
+                Some(boot::remove(&sys, a.dry_run)?)
+            } else {
+                None
+            };
+            match change {
+                Some(c) => emit(&mut out, a.json, &c, report::boot::change)?,
+                None => {
+                    let status = boot::status(&sys)?;
+                    emit(&mut out, a.json, &status, report::boot::status)?;
+                }
+            }
         }
         Command::BootArgs(a) => {
             let online = cpushield::sys::procfs::online_cpus(&sys)?;

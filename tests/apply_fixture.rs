@@ -246,3 +246,212 @@ fn move_and_run_dry_runs_change_nothing() {
     assert_eq!(diff(&mid, &tree(root)), Vec::<String>::new());
     assert!(cpushield(root, &["off"]).status.success());
 }
+
+/// A GRUB machine in the fixture: `update-grub` is emulated by sourcing
+/// these files with the real shell (see the fixture's `run_tool`).
+fn grub_files(root: &Path, defaults: &str) {
+    for (rel, text) in [
+        ("etc/default/grub", defaults),
+        ("usr/sbin/update-grub", "#!/bin/sh\n"),
+        ("proc/sys/kernel/random/boot_id", "boot-1\n"),
+    ] {
+        std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(root.join(rel), text).unwrap();
+    }
+    std::fs::create_dir_all(root.join("etc/default/grub.d")).unwrap();
+    std::fs::create_dir_all(root.join("var/lib")).unwrap();
+    std::fs::write(
+        root.join("etc/default/grub.d/50-user.cfg"),
+        "GRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT mitigations=auto\"\n",
+    )
+    .unwrap();
+}
+
+/// The next boot: the command line grub.cfg's normal entry gives, a new boot id.
+fn reboot(root: &Path, n: u32) {
+    let cfg = std::fs::read_to_string(root.join("boot/grub/grub.cfg")).unwrap();
+    let line = cfg
+        .lines()
+        .find(|l| l.trim_start().starts_with("linux") && !l.contains(" single"))
+        .unwrap();
+    let cmdline = line.trim_start().trim_start_matches("linux").trim();
+    std::fs::write(root.join("proc/cmdline"), format!("BOOT_IMAGE={cmdline}\n")).unwrap();
+    std::fs::write(
+        root.join("proc/sys/kernel/random/boot_id"),
+        format!("boot-{n}\n"),
+    )
+    .unwrap();
+}
+
+fn metric(root: &Path, series: &str) -> Option<f64> {
+    let o = cpushield(root, &["metrics"]);
+    assert!(o.status.success(), "{}", text(&o));
+    sample(&parse_prom(&String::from_utf8_lossy(&o.stdout)), series)
+}
+
+#[test]
+fn boot_half_is_written_judged_across_reboots_and_removed_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    systemd_host(root);
+    grub_files(
+        root,
+        "GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"\"\n",
+    );
+    std::fs::write(
+        root.join("proc/cmdline"),
+        "BOOT_IMAGE=/boot/vmlinuz ro quiet\n",
+    )
+    .unwrap();
+    // The machine's own grub.cfg, as update-grub made it before cpushield.
+    cpushield::sys::Sys::at(root)
+        .run_tool(&["update-grub"])
+        .unwrap();
+    let grub_before = std::fs::read_to_string(root.join("boot/grub/grub.cfg")).unwrap();
+    let user_dropin = std::fs::read_to_string(root.join("etc/default/grub.d/50-user.cfg")).unwrap();
+    let options =
+        "isolcpus=managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 skew_tick=1";
+
+    write_config(root, "cpus = \"2-3\"\nboot = [\"skew_tick=1\"]\n");
+    let o = cpushield(root, &["apply", "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("would write /etc/default/grub.d/zz-cpushield.cfg and run update-grub"),
+        "{}",
+        text(&o)
+    );
+    assert!(!root.join("etc/default/grub.d/zz-cpushield.cfg").exists());
+
+    let o = cpushield(root, &["apply", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(json(&o)["shield"], "2-3");
+    assert_eq!(json(&o)["boot"]["action"], "written");
+    let cfg = std::fs::read_to_string(root.join("boot/grub/grub.cfg")).unwrap();
+    let normal = cfg
+        .lines()
+        .find(|l| l.contains("linux") && !l.contains(" single"))
+        .unwrap();
+    assert!(
+        normal.contains(&format!("quiet mitigations=auto {options}")),
+        "{cfg}"
+    );
+    let recovery = cfg.lines().find(|l| l.contains(" single")).unwrap();
+    assert!(
+        !recovery.contains("nohz_full"),
+        "recovery mode boots without isolation: {cfg}"
+    );
+
+    // Before the reboot: pending, exit 8, the metric says so.
+    let o = cpushield(root, &["verify", "--json"]);
+    assert_eq!(code(&o), 8, "{}", text(&o));
+    assert_eq!(json(&o)["boot"]["state"], "pending_reboot");
+    assert_eq!(metric(root, "cpushield_boot_reboot_pending"), Some(1.0));
+    // Applying again changes nothing.
+    let o = cpushield(root, &["apply"]);
+    assert!(
+        o.status.success() && text(&o).contains("boot half: unchanged"),
+        "{}",
+        text(&o)
+    );
+
+    // off keeps it (cpushield.service runs off at every shutdown) and says so.
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("the boot half stays"), "{}", text(&o));
+    assert!(root.join("etc/default/grub.d/zz-cpushield.cfg").exists());
+
+    reboot(root, 2);
+    assert!(cpushield(root, &["apply"]).status.success());
+    let o = cpushield(root, &["verify", "--json"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(json(&o)["boot"]["state"], "active");
+    assert_eq!(metric(root, "cpushield_boot_reboot_pending"), Some(0.0));
+    assert_eq!(metric(root, "cpushield_boot_active"), Some(1.0));
+
+    // Another shield changes the boot half too: pending again.
+    write_config(root, "cpus = \"3\"\nboot = true\n");
+    assert!(cpushield(root, &["apply"]).status.success());
+    let o = cpushield(root, &["boot", "--json"]);
+    assert_eq!(json(&o)["state"], "pending_reboot", "{}", text(&o));
+    assert!(std::fs::read_to_string(root.join("boot/grub/grub.cfg"))
+        .unwrap()
+        .contains("nohz_full=3 rcu_nocbs=3 irqaffinity=0-2"));
+    reboot(root, 3);
+
+    // Without the key: removed, files as before, removal pending until the reboot.
+    write_config(root, "cpus = \"3\"\n");
+    let o = cpushield(root, &["apply"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("byte-identical to before"),
+        "{}",
+        text(&o)
+    );
+    assert!(!root.join("etc/default/grub.d/zz-cpushield.cfg").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("boot/grub/grub.cfg")).unwrap(),
+        grub_before
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/default/grub.d/50-user.cfg")).unwrap(),
+        user_dropin
+    );
+    let o = cpushield(root, &["verify", "--json"]);
+    assert_eq!(code(&o), 8, "{}", text(&o));
+    assert_eq!(json(&o)["boot"]["state"], "removal_pending");
+    reboot(root, 4);
+    let o = cpushield(root, &["verify", "--json"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(json(&o)["boot"]["state"], "absent");
+    assert!(!root.join("var/lib/cpushield/boot.json").exists());
+}
+
+#[test]
+fn a_failing_update_grub_puts_the_files_back_and_an_unknown_bootloader_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    systemd_host(root);
+    // Neither GRUB nor anything else: refused before the shield is made.
+    write_config(root, "cpus = \"2-3\"\nboot = true\n");
+    let before = tree(root);
+    let o = cpushield(root, &["apply"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("add \"isolcpus=managed_irq,2-3"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(diff(&before, &tree(root)), Vec::<String>::new());
+
+    grub_files(
+        root,
+        "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n# FIXTURE_FAIL\n",
+    );
+    let before = tree(root);
+    let o = cpushield(root, &["apply"]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(
+        text(&o).contains("update-grub: fixture failure"),
+        "{}",
+        text(&o)
+    );
+    assert!(!root.join("etc/default/grub.d/zz-cpushield.cfg").exists());
+    assert!(!root.join("var/lib/cpushield/boot.json").exists());
+    // The shield itself was made; the boot half was put back.
+    assert!(cpushield(root, &["off"]).status.success());
+    let after: Vec<String> = diff(&before, &tree(root))
+        .into_iter()
+        .filter(|d| !d.contains("run/cpushield"))
+        .collect();
+    assert_eq!(after, Vec::<String>::new());
+
+    // A bad extra option is named, with what would be valid.
+    write_config(root, "cpus = \"2-3\"\nboot = [\"nohz_full=1\"]\n");
+    let o = cpushield(root, &["apply"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("cpushield.toml:2: boot: option \"nohz_full=1\" sets nohz_full="),
+        "{}",
+        text(&o)
+    );
+}

@@ -235,7 +235,7 @@ fn boot_args_include_siblings() {
     let v = json(&o);
     assert_eq!(
         v["cmdline"],
-        "isolcpus=nohz,domain,managed_irq,1,3 nohz_full=1,3 rcu_nocbs=1,3 irqaffinity=0,2"
+        "isolcpus=managed_irq,1,3 nohz_full=1,3 rcu_nocbs=1,3 irqaffinity=0,2"
     );
     assert!(v["warnings"][0].as_str().unwrap().contains("siblings"));
     let o = cpushield(dir.path(), &["boot-args", "3"]);

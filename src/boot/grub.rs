@@ -111,7 +111,10 @@ pub fn generated_has(sys: &Sys, generated: &str, options: &[String]) -> bool {
         .lines()
         .map(str::trim_start)
         .filter(|l| l.starts_with("linux ") || l.starts_with("linux\t"))
-        .filter(|l| !l.split_whitespace().any(|w| w == "single" || w == "recovery"))
+        .filter(|l| {
+            !l.split_whitespace()
+                .any(|w| w == "single" || w == "recovery")
+        })
         .peekable();
     kernels.peek().is_some()
         && kernels.all(|l| options.iter().all(|o| l.split_whitespace().any(|w| w == o)))

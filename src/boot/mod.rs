@@ -89,7 +89,23 @@ pub fn want(
             advice.isolated
         )));
     }
+    check_extra(extra)?;
     let mut options = advice.args.clone();
+    for o in extra {
+        if !options.contains(o) {
+            options.push(o.clone());
+        }
+    }
+    Ok(BootWant {
+        cpus: advice.isolated,
+        housekeeping: advice.housekeeping,
+        options,
+    })
+}
+
+/// Checks extra boot options: each one command-line word that does not set
+/// one of cpushield's own keys.
+pub fn check_extra(extra: &[String]) -> Result<(), BootError> {
     for o in extra {
         let key = o.split('=').next().unwrap_or_default();
         let plain = !o.is_empty()
@@ -103,19 +119,28 @@ pub fn want(
         }
         if OWN_KEYS.contains(&key) {
             return Err(BootError::Invalid(format!(
-                "boot: option {o:?} sets {key}=, which cpushield derives from cpus (it writes {}); leave it out",
-                options.join(" ")
+                "boot: option {o:?} sets {key}=, which cpushield derives from cpus; leave it out"
             )));
         }
-        if !options.contains(o) {
-            options.push(o.clone());
+    }
+    Ok(())
+}
+
+/// [`want`] for `cpus` on this machine (its online CPUs and hyper-thread siblings).
+pub fn want_here(sys: &Sys, cpus: &CpuSet, extra: &[String]) -> Result<BootWant, BootError> {
+    let online = crate::sys::procfs::online_cpus(sys).map_err(|e| BootError::Failed {
+        what: "reading the online CPUs".into(),
+        restored: false,
+        source: Box::new(e),
+    })?;
+    let mut groups: Vec<CpuSet> = Vec::new();
+    for cpu in cpus.iter() {
+        let g = crate::sys::procfs::thread_siblings(sys, cpu);
+        if !groups.contains(&g) {
+            groups.push(g);
         }
     }
-    Ok(BootWant {
-        cpus: advice.isolated,
-        housekeeping: advice.housekeeping,
-        options,
-    })
+    want(cpus, &groups, &online, extra)
 }
 
 /// The persistent record of a written boot half.
@@ -272,7 +297,9 @@ pub fn judge(record: Option<&Record>, removed: Option<&Removed>, facts: &BootFac
             }
             if !still_running.is_empty() {
                 BootState::RemovalPending
-            } else if !running.is_empty() || !facts.isolated.is_empty() || !facts.nohz_full.is_empty()
+            } else if !running.is_empty()
+                || !facts.isolated.is_empty()
+                || !facts.nohz_full.is_empty()
             {
                 BootState::External
             } else {
@@ -329,10 +356,16 @@ fn write_json<T: Serialize>(sys: &Sys, rel: &str, value: &T) -> Result<(), BootE
     Ok(())
 }
 
+/// Removes a record; its directory too when that is then empty.
 fn remove_file(sys: &Sys, rel: &str) -> Result<(), BootError> {
     let path = sys.path(rel);
     match std::fs::remove_file(&path) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::remove_dir(dir);
+            }
+            Ok(())
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(source) => Err(journal::JournalError::Io { path, source }.into()),
     }
@@ -545,7 +578,10 @@ pub fn remove(sys: &Sys, dry_run: bool) -> Result<BootChange, BootError> {
     )?;
     restore_dropin(sys, &grub, record.dropin_before.as_deref()).map_err(|source| {
         BootError::Failed {
-            what: format!("removing /{} (run 'cpushield boot --remove' again)", record.dropin),
+            what: format!(
+                "removing /{} (run 'cpushield boot --remove' again)",
+                record.dropin
+            ),
             restored: false,
             source,
         }
@@ -638,7 +674,11 @@ mod tests {
         assert_eq!(s.state, BootState::Active);
         assert!(!s.reboot_pending && s.missing.is_empty());
         // A different value of the same key is not the option.
-        let s = judge(Some(&r), None, &facts(&line.replace("nohz_full=2-3", "nohz_full=3")));
+        let s = judge(
+            Some(&r),
+            None,
+            &facts(&line.replace("nohz_full=2-3", "nohz_full=3")),
+        );
         assert_eq!(s.state, BootState::PendingReboot);
         assert_eq!(s.missing, vec!["nohz_full=2-3".to_string()]);
         assert_eq!(
@@ -657,11 +697,20 @@ mod tests {
         let s = judge(None, Some(&removed), &facts(&line));
         assert_eq!(s.state, BootState::RemovalPending);
         assert!(s.reboot_pending);
-        assert_eq!(judge(None, Some(&removed), &facts("ro quiet")).state, BootState::Absent);
+        assert_eq!(
+            judge(None, Some(&removed), &facts("ro quiet")).state,
+            BootState::Absent
+        );
         // Another boot with the same options: someone else's isolation now.
         let mut next = facts(&line);
         next.boot_id = "b2".into();
-        assert_eq!(judge(None, Some(&removed), &next).state, BootState::External);
-        assert_eq!(judge(None, None, &facts("ro quiet")).state, BootState::Absent);
+        assert_eq!(
+            judge(None, Some(&removed), &next).state,
+            BootState::External
+        );
+        assert_eq!(
+            judge(None, None, &facts("ro quiet")).state,
+            BootState::Absent
+        );
     }
 }

@@ -11,6 +11,7 @@
 //! type serialised, not rendered here.
 
 pub mod audit;
+pub mod boot;
 pub mod compare;
 mod glyphs;
 pub mod html;

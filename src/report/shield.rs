@@ -9,7 +9,7 @@ use crate::shield::change::Action;
 use crate::shield::plan::TaskRef;
 use crate::shield::{MoveReport, OffReport, OnReport, StatusReport};
 
-fn row(w: &mut dyn Write, key: &str, value: impl std::fmt::Display) -> Result<()> {
+pub(super) fn row(w: &mut dyn Write, key: &str, value: impl std::fmt::Display) -> Result<()> {
     writeln!(w, "  {key:<24} {value}")
 }
 
@@ -108,6 +108,7 @@ pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
         if !r.boot_isolated.is_empty() {
             row(w, "isolated at boot", &r.boot_isolated)?;
         }
+        boot_rows(r, None, w)?;
         row(w, "IRQs", r.irqs_total)?;
         return Ok(());
     };
@@ -138,6 +139,7 @@ pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
     if !r.boot_isolated.is_empty() {
         row(w, "isolated at boot", &r.boot_isolated)?;
     }
+    boot_rows(r, Some(shield), w)?;
     row(w, "tasks inside", r.tasks_inside.len())?;
     row(w, "kthreads the kernel pins", kinds(&r.per_cpu_kthreads))?;
     row(w, "tasks that should leave", r.intruders.len())?;
@@ -340,9 +342,44 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
+/// The boot half's rows of `status`: its state, and each CPU's kind when
+/// shielded and boot-isolated CPUs differ.
+fn boot_rows(
+    r: &StatusReport,
+    shield: Option<&crate::cpulist::CpuSet>,
+    w: &mut dyn Write,
+) -> Result<()> {
+    let Some(b) = &r.boot else { return Ok(()) };
+    if b.state != crate::boot::BootState::Absent {
+        row(w, "boot half", super::boot::state_line(b))?;
+    }
+    let at_boot = b.isolated.union(&b.nohz_full);
+    let shield = shield.cloned().unwrap_or_default();
+    if at_boot.is_empty() {
+        return Ok(());
+    }
+    let parts = [
+        (
+            "shielded and isolated at boot",
+            shield.intersection(&at_boot),
+        ),
+        (
+            "shielded only (tick and RCU stay)",
+            shield.difference(&at_boot),
+        ),
+        ("isolated at boot only", at_boot.difference(&shield)),
+    ];
+    for (what, cpus) in parts.iter().filter(|(_, c)| !c.is_empty()) {
+        row(w, what, cpus)?;
+    }
+    Ok(())
+}
+
 /// `cpushield verify`.
 pub fn verify(r: &crate::fleet::VerifyReport, w: &mut dyn Write) -> Result<()> {
+    let pending = r.boot.as_ref().is_some_and(|b| b.reboot_pending);
     let verdict = match (r.matches, r.holds) {
+        (true, true) if pending => "REBOOT PENDING: the shield matches the config and holds; the boot half takes effect at the next reboot",
         (true, true) => "OK: the shield matches the config and holds",
         (_, false) => "BROKEN: the shield no longer holds",
         (false, true) => "DIFFERS: the machine does not match the config",
@@ -357,6 +394,9 @@ pub fn verify(r: &crate::fleet::VerifyReport, w: &mut dyn Write) -> Result<()> {
             .as_ref()
             .map_or("none".to_string(), |s| format!("CPUs {s}")),
     )?;
+    if let Some(b) = &r.boot {
+        row(w, "boot half", super::boot::state_line(b))?;
+    }
     for d in &r.differences {
         writeln!(w, "  differs: {d}")?;
     }

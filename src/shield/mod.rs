@@ -70,12 +70,17 @@ pub enum ShieldError {
 /// choices. Seen: 7.x accepts only an `isolated` partition over such CPUs
 /// (any mix), Debian's 6.12 refuses every partition that holds one of them
 /// (tests/vm/KERNEL-NOTES.md, "Booted with isolcpus").
-fn boot_isolation_conflict(error: &ApplyError, boot_isolated: &CpuSet, shield: &CpuSet) -> Option<String> {
+fn boot_isolation_conflict(
+    error: &ApplyError,
+    boot_isolated: &CpuSet,
+    shield: &CpuSet,
+) -> Option<String> {
     let ApplyError::NotHonoured { path, read, .. } = error else {
         return None;
     };
     let cpus = boot_isolated.intersection(shield);
-    if !path.ends_with("cpuset.cpus.partition") || !read.contains("housekeeping") || cpus.is_empty() {
+    if !path.ends_with("cpuset.cpus.partition") || !read.contains("housekeeping") || cpus.is_empty()
+    {
         return None;
     }
     Some(format!(
@@ -1027,6 +1032,9 @@ pub struct StatusReport {
     /// Other owners of the machine that may fight the shield (tuned).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The boot half, read back (`None`: it could not be read).
+    #[serde(default)]
+    pub boot: Option<crate::boot::BootStatus>,
 }
 
 /// One way a shield stopped holding.
@@ -1282,6 +1290,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         holds: broken.is_empty(),
         broken,
         notes: plan::tuned_notes(&snap.owners),
+        boot: crate::boot::status(sys).ok(),
     })
 }
 

@@ -1467,11 +1467,19 @@ mod tests {
         let p = plan(&s, &req("2-3")).unwrap();
         assert_eq!(p.partition.as_deref(), Some("isolated"));
         let written = p.steps.iter().find_map(|st| match &st.action {
-            Action::Write { path, value, .. } if path.ends_with("cpuset.cpus.partition") => Some(value.clone()),
+            Action::Write { path, value, .. } if path.ends_with("cpuset.cpus.partition") => {
+                Some(value.clone())
+            }
             _ => None,
         });
         assert_eq!(written.as_deref(), Some("isolated"));
-        assert!(p.notes.iter().any(|n| n.contains("CPUs 3 are also isolated at boot")), "{:?}", p.notes);
+        assert!(
+            p.notes
+                .iter()
+                .any(|n| n.contains("CPUs 3 are also isolated at boot")),
+            "{:?}",
+            p.notes
+        );
     }
 
     #[test]

@@ -23,6 +23,11 @@ pub struct Request {
     /// the cpusets are created, to push per-CPU timers and work off it.
     #[serde(default)]
     pub hotplug_restart: bool,
+    /// The boot half (config key `boot`): `None` none; `Some(extra)` the
+    /// boot options for these CPUs plus `extra` ones (see [`crate::boot`]).
+    /// Not part of `on`: `apply` writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot: Option<Vec<String>>,
 }
 
 impl Request {

@@ -430,7 +430,9 @@ impl Fixture {
         let shown = argv.join(" ");
         let err = |e: io::Error| SysError::new("run", shown.clone(), None, e);
         if argv != ["update-grub"] {
-            return Err(err(io::Error::other("the fixture emulates only update-grub")));
+            return Err(err(io::Error::other(
+                "the fixture emulates only update-grub",
+            )));
         }
         const MKCONFIG: &str = r#"set -e
 grep -q FIXTURE_FAIL etc/default/grub && { echo "update-grub: fixture failure" >&2; exit 1; }
