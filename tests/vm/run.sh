@@ -106,7 +106,9 @@ else
         scenario_files+=("$f")
     done
 fi
-# header: "# vm: cgroup=v1 cpus=4 kernels=6.1"
+# header: "# vm: cgroup=v1 cpus=4 kernels=6.1 boot=isolated"
+# boot=isolated boots with the line 'cpushield boot-args 2-3' prints,
+# boot=domain with the older one that has isolcpus' domain flag.
 hdr() { sed -n 's/^# vm: //p' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
 
 RUN_ID=$(date +%Y%m%d-%H%M%S)
@@ -138,9 +140,19 @@ collect_export() {
     dd if=/dev/zero of="$disk" bs=1M seek=$EXPORT_OFFSET_MB count=1 conv=notrunc 2>/dev/null
 }
 
-# boot KERNEL_DIR CPUS CGROUP SCENARIOS(comma) LOG -> runs qemu; returns qemu's status
+# boot_line isolated|domain|"" -> the extra kernel command line of a scenario's boot
+boot_line() {
+    case $1 in
+        isolated) echo "isolcpus=managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1" ;;
+        domain) echo "isolcpus=nohz,domain,managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1" ;;
+        "") ;;
+        *) die "boot=$1: isolated or domain" ;;
+    esac
+}
+
+# boot KERNEL_DIR CPUS CGROUP SCENARIOS(comma) LOG [BOOT] -> runs qemu; returns qemu's status
 boot() {
-    local kdir=$1 cpus=$2 cg=$3 scen=$4 logf=$5 initrd disk rc
+    local kdir=$1 cpus=$2 cg=$3 scen=$4 logf=$5 bootkind=${6:-} initrd disk rc
     initrd=$RUN_DIR/initrd-$(basename "$kdir").cpio
     if [ ! -f "$initrd" ]; then
         # a failure inside $(...) does not stop the script: without this
@@ -157,6 +169,7 @@ boot() {
     [ -n "$scen" ] && cmdline="$cmdline cpushield.scenarios=$scen"
     [ "$SHELL_MODE" = 1 ] && cmdline="$cmdline cpushield.shell=1"
     [ -n "$APPEND" ] && cmdline="$cmdline $APPEND"
+    [ -n "$bootkind" ] && cmdline="$cmdline $(boot_line "$bootkind")"
     local qemu=(qemu-system-x86_64 -accel "tcg,thread=$TCG_THREAD" -cpu max,-cx16
         -smp "$cpus" -m "$MEM" -nographic -no-reboot -vga none
         -kernel "$kdir/vmlinuz" -initrd "$initrd" -append "$cmdline"
@@ -188,22 +201,23 @@ if [ $SHELL_MODE = 1 ]; then
 fi
 
 # ---- plan the boots: per kernel, scenarios grouped by their guest set-up
-declare -a BOOT_K BOOT_CPUS BOOT_CG BOOT_SCEN
+declare -a BOOT_K BOOT_CPUS BOOT_CG BOOT_SCEN BOOT_LINE
 for k in $KERNELS; do
     for f in "${scenario_files[@]}"; do
         name=$(basename "$f" .sh)
         c=$(hdr "$f" cpus); c=${c:-$CPUS}
         g=$(hdr "$f" cgroup); g=${g:-v2}
+        b=$(hdr "$f" boot)
         placed=0
         if [ $BATCH = 1 ]; then
             for i in "${!BOOT_K[@]}"; do
-                if [ "${BOOT_K[$i]}" = "$k" ] && [ "${BOOT_CPUS[$i]}" = "$c" ] && [ "${BOOT_CG[$i]}" = "$g" ]; then
+                if [ "${BOOT_K[$i]}" = "$k" ] && [ "${BOOT_CPUS[$i]}" = "$c" ] && [ "${BOOT_CG[$i]}" = "$g" ] && [ "${BOOT_LINE[$i]}" = "$b" ]; then
                     BOOT_SCEN[$i]="${BOOT_SCEN[$i]},$name"; placed=1; break
                 fi
             done
         fi
         if [ $placed = 0 ]; then
-            BOOT_K+=("$k"); BOOT_CPUS+=("$c"); BOOT_CG+=("$g"); BOOT_SCEN+=("$name")
+            BOOT_K+=("$k"); BOOT_CPUS+=("$c"); BOOT_CG+=("$g"); BOOT_SCEN+=("$name"); BOOT_LINE+=("$b")
         fi
     done
 done
@@ -221,10 +235,10 @@ for i in "${!BOOT_K[@]}"; do
     for attempt in $(seq 1 $ATTEMPTS); do
         tag=${todo%%,*}; [ "$todo" != "$tag" ] && tag="$tag+"
         logf=$RUN_DIR/$k-$tag-try$attempt.log
-        log "boot $k ($(cat "$kdir/release")), ${BOOT_CPUS[$i]} vCPUs, cgroup ${BOOT_CG[$i]}: $todo"
+        log "boot $k ($(cat "$kdir/release")), ${BOOT_CPUS[$i]} vCPUs, cgroup ${BOOT_CG[$i]}${BOOT_LINE[$i]:+, boot line ${BOOT_LINE[$i]}}: $todo"
         t0=$(date +%s)
         qrc=0
-        boot "$kdir" "${BOOT_CPUS[$i]}" "${BOOT_CG[$i]}" "$todo" "$logf" || qrc=$?
+        boot "$kdir" "${BOOT_CPUS[$i]}" "${BOOT_CG[$i]}" "$todo" "$logf" "${BOOT_LINE[$i]}" || qrc=$?
         secs=$(( $(date +%s) - t0 ))
         grep '^CPUSHIELD-NOTE:' "$logf" | sed "s/^CPUSHIELD-NOTE: //" >>"$NOTES" || true
         collect_export "$logf" "$k"

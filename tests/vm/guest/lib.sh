@@ -354,3 +354,37 @@ custom_state_end() {
     for i in $CUSTOM_IRQS; do echo "${i#*:}" >/proc/irq/${i%%:*}/smp_affinity_list 2>/dev/null; done
     true
 }
+
+# ---- what reaches a CPU, by the kernel's own counters -----------------------
+# noise_on_cpu CPU SECONDS RUNNER...: runs a busy loop on CPU through RUNNER
+# (e.g. "cpushield run --cpu 3 --" or "taskset -c 3"), under a stress-ng load
+# the caller started, and sets per-second rates over SECONDS from
+# /proc/interrupts (LOC: the tick; RES/CAL/TLB/IWI/PMI: IPIs; numbered lines:
+# device IRQs), /proc/softirqs and the loop's involuntary context switches:
+# N_TICK N_IPI N_DEV N_SOFT N_PREEMPT (two decimals), and NOISE_LINE.
+noise_on_cpu() {
+    local cpu=$1 secs=$2 loop col
+    shift 2
+    "$@" sh -c 'while :; do :; done' &
+    loop=$!
+    sleep 2
+    col=$((cpu + 2))
+    _noise_counts() {
+        _loc=$(awk -v c=$col '$1 == "LOC:" { print $c }' /proc/interrupts)
+        _ipi=$(awk -v c=$col '$1 ~ /^(RES|CAL|TLB|IWI|PMI):$/ { s += $c } END { print s + 0 }' /proc/interrupts)
+        _dev=$(awk -v c=$col '$1 ~ /^[0-9]+:$/ { s += $c } END { print s + 0 }' /proc/interrupts)
+        _soft=$(awk -v c=$col 'NR > 1 { s += $c } END { print s + 0 }' /proc/softirqs)
+        _inv=$(awk '/^nonvoluntary_ctxt_switches/ { print $2 }' /proc/$loop/status)
+    }
+    _noise_counts
+    local l0=$_loc i0=$_ipi d0=$_dev s0=$_soft v0=$_inv
+    sleep "$secs"
+    _noise_counts
+    kill $loop; wait $loop 2>/dev/null
+    _rate() { awk -v a="$1" -v b="$2" -v s="$secs" 'BEGIN { printf "%.2f", (b - a) / s }'; }
+    N_TICK=$(_rate $l0 $_loc); N_IPI=$(_rate $i0 $_ipi); N_DEV=$(_rate $d0 $_dev)
+    N_SOFT=$(_rate $s0 $_soft); N_PREEMPT=$(_rate $v0 $_inv)
+    NOISE_LINE="tick $N_TICK, IPIs $N_IPI, device IRQs $N_DEV, softirqs $N_SOFT, preempted $N_PREEMPT (per second, CPU $cpu, $secs s)"
+}
+# le A B: A <= B for decimals
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }

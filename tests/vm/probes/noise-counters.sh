@@ -1,0 +1,23 @@
+#!/bin/sh
+# summary: what reaches CPU 3 under load, per condition (no shield, on, on --tune), by the kernel's counters (records notes; benches/noise-guest.sh)
+# vm: cpus=4
+# Run: benches/noise-guest.sh (both boot lines, every kernel), or
+#      tests/vm/run.sh --no-build [--append 'BOOT LINE'] noise-counters
+. /guest/lib.sh "$1"
+SECS=${NOISE_SECS:-20}
+boot=plain
+grep -qw 'nohz_full=2-3' /proc/cmdline && boot=isolated
+has_cpushield || { bad "cpushield binary in the guest"; result; }
+row() { note "NOISE $boot | $1 | $N_TICK | $N_IPI | $N_DEV | $N_SOFT | $N_PREEMPT"; }
+# stress-ng on every CPU: the shield confines it to the housekeeping ones.
+stress-ng --cpu 4 --io 2 --vm 2 --vm-bytes 32M --hdd 1 --hdd-bytes 16M --timeout $((3 * SECS + 60)) >/dev/null 2>&1 &
+LOAD=$!
+sleep 2
+noise_on_cpu 3 "$SECS" taskset -c 3; row "no shield"
+cs on 2-3; check "on 2-3 exits 0" [ "$CS_RC" -eq 0 ]
+noise_on_cpu 3 "$SECS" cpushield run --cpu 3 --; row "on 2-3"
+cs off; cs on 2-3 --tune=all; check "on 2-3 --tune=all exits 0" [ "$CS_RC" -eq 0 ]
+noise_on_cpu 3 "$SECS" cpushield run --cpu 3 --; row "on 2-3 --tune=all"
+cs off; check "off exits 0" [ "$CS_RC" -eq 0 ]
+kill $LOAD 2>/dev/null; wait $LOAD 2>/dev/null
+result
