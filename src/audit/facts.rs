@@ -48,6 +48,8 @@ pub struct Facts {
     pub threads: Vec<Thread>,
     /// `/proc/sys/kernel/version`.
     pub kernel_version: String,
+    /// The boot half cpushield manages, judged against the running kernel.
+    pub boot: Option<crate::boot::BootStatus>,
     /// `/sys/kernel/debug/sched/preempt`.
     pub preempt_debugfs: Option<String>,
     /// `/sys/kernel/realtime`.
@@ -166,6 +168,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         .collect(),
         threads: read_threads(sys)?,
         kernel_version: read("proc/sys/kernel/version").unwrap_or_default(),
+        boot: crate::boot::status(sys).ok(),
         preempt_debugfs: read("sys/kernel/debug/sched/preempt"),
         realtime: read("sys/kernel/realtime"),
         sysctls: SYSCTLS

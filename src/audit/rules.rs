@@ -317,10 +317,75 @@ fn preemption(f: &Facts, out: &mut Findings) {
 
 /// The kernel parameters MISSION.md asks for, each judged against the targets.
 fn boot_params(f: &Facts, out: &mut Findings) {
+    boot_half(f, out);
     boot_isolcpus(f, out);
     boot_cover(f, out);
     boot_irqaffinity(f, out);
     boot_flags(f, out);
+}
+
+/// The boot half cpushield wrote: active, or waiting for a reboot.
+fn boot_half(f: &Facts, out: &mut Findings) {
+    use crate::boot::BootState;
+    let Some(b) = &f.boot else { return };
+    let written = b
+        .written
+        .as_ref()
+        .map(|w| w.options.join(" "))
+        .unwrap_or_default();
+    match b.state {
+        BootState::Active => out.add(
+            "boot.half",
+            Severity::Ok,
+            60,
+            format!("the boot half is active: the kernel booted with {written}"),
+            String::new(),
+        ),
+        BootState::PendingReboot => out.add(
+            "boot.half",
+            Severity::Warn,
+            60,
+            format!(
+                "the boot half is written but not active: the running kernel lacks {}",
+                b.missing.join(" ")
+            ),
+            "reboot (cpushield verify exits 8 until then)".into(),
+        ),
+        BootState::RemovalPending => out.add(
+            "boot.half",
+            Severity::Warn,
+            60,
+            format!(
+                "the boot half was removed; the running kernel still has {}",
+                b.still_running.join(" ")
+            ),
+            "reboot to boot without it".into(),
+        ),
+        BootState::Interrupted => out.add(
+            "boot.half",
+            Severity::Warn,
+            60,
+            "a change of the boot half was interrupted".into(),
+            "cpushield apply (or cpushield boot --remove)".into(),
+        ),
+        BootState::External | BootState::Absent => {}
+    }
+}
+
+/// What to do for a missing boot option `arg`: reboot when the boot half
+/// already has it, else boot with it (the config key writes it).
+fn boot_with(f: &Facts, arg: &str) -> String {
+    let pending = f.boot.as_ref().is_some_and(|b| {
+        b.reboot_pending
+            && b.written
+                .as_ref()
+                .is_some_and(|w| w.options.iter().any(|o| o == arg))
+    });
+    if pending {
+        format!("reboot: the boot half has {arg}, the running kernel not yet")
+    } else {
+        format!("boot with {arg} (config key boot = true and cpushield apply write it)")
+    }
 }
 
 /// `isolcpus=` covering the targets with the `managed_irq` flag. The
@@ -342,7 +407,7 @@ fn boot_isolcpus(f: &Facts, out: &mut Findings) {
                     Severity::Warn,
                     45,
                     format!("isolcpus={set} does not cover {list}"),
-                    format!("boot with isolcpus=managed_irq,{list} (cpushield boot-args {list}, or the config key boot = true)"),
+                    boot_with(f, &format!("isolcpus=managed_irq,{list}")),
                 );
             } else if !missing.is_empty() {
                 out.add(
@@ -350,7 +415,7 @@ fn boot_isolcpus(f: &Facts, out: &mut Findings) {
                     Severity::Warn,
                     45,
                     format!("isolcpus covers {list} without {}", missing.join(",")),
-                    format!("boot with isolcpus=managed_irq,{list} (cpushield boot-args {list}, or the config key boot = true)"),
+                    boot_with(f, &format!("isolcpus=managed_irq,{list}")),
                 );
             } else {
                 out.add(
@@ -368,7 +433,8 @@ fn boot_isolcpus(f: &Facts, out: &mut Findings) {
             45,
             "no isolcpus= (kernel-managed queue IRQs stay on the targets)".into(),
             format!(
-                "boot with isolcpus=managed_irq,{list} (cpushield boot-args {list}, or the config key boot = true)"
+                "{} (cpushield boot-args {list})",
+                boot_with(f, &format!("isolcpus=managed_irq,{list}"))
             ),
         ),
     }
@@ -408,14 +474,14 @@ fn boot_cover(f: &Facts, out: &mut Findings) {
                 Severity::Warn,
                 impact,
                 format!("{name}= does not cover {list}: {why}"),
-                format!("boot with {arg}"),
+                boot_with(f, &arg),
             ),
             None => out.add(
                 &format!("boot.{name}"),
                 Severity::Warn,
                 impact,
                 format!("no {name}=: {why}"),
-                format!("boot with {arg}"),
+                boot_with(f, &arg),
             ),
         }
     }
@@ -441,7 +507,7 @@ fn boot_irqaffinity(f: &Facts, out: &mut Findings) {
                 Some(v) => format!("irqaffinity={v} includes {list}"),
                 None => "no irqaffinity=: IRQs start on every CPU".into(),
             },
-            format!("boot with irqaffinity={hk}"),
+            boot_with(f, &format!("irqaffinity={hk}")),
         ),
     }
 }
@@ -963,6 +1029,46 @@ mod tests {
         }
         // Not counted: no interrupt finding at all.
         assert!(v.iter().all(|f| !f.id.starts_with("interrupts")));
+    }
+
+    #[test]
+    fn a_boot_half_waiting_for_a_reboot_says_reboot_not_boot_with() {
+        let mut f = quiet();
+        f.cmdline = parse::parse_cmdline("ro quiet");
+        let want = crate::boot::want(&cpus("2-3"), &[], &cpus("0-3"), &[]).unwrap();
+        let record = crate::boot::Record {
+            want: want.clone(),
+            dropin: "etc/default/grub.d/zz-cpushield.cfg".into(),
+            dropin_before: None,
+            generated: "boot/grub/grub.cfg".into(),
+            generated_before: None,
+            complete: true,
+        };
+        let facts = crate::boot::BootFacts {
+            cmdline: "ro quiet".into(),
+            ..Default::default()
+        };
+        f.boot = Some(crate::boot::judge(Some(&record), None, &facts));
+        let v = judge(&f);
+        let half = find(&v, "boot.half");
+        assert_eq!(half.severity, Severity::Warn);
+        assert!(half.next.starts_with("reboot"), "{half:?}");
+        let nohz = find(&v, "boot.nohz_full");
+        assert_eq!(
+            nohz.next,
+            "reboot: the boot half has nohz_full=2-3, the running kernel not yet"
+        );
+        // Booted with it: active, and nohz_full= covers the targets.
+        f.cmdline = parse::parse_cmdline(&want.options.join(" "));
+        let facts = crate::boot::BootFacts {
+            cmdline: want.options.join(" "),
+            ..Default::default()
+        };
+        f.boot = Some(crate::boot::judge(Some(&record), None, &facts));
+        let v = judge(&f);
+        assert_eq!(find(&v, "boot.half").severity, Severity::Ok);
+        assert_eq!(find(&v, "boot.nohz_full").severity, Severity::Ok);
+        assert_eq!(find(&v, "boot.isolcpus").severity, Severity::Ok);
     }
 
     #[test]
