@@ -21,7 +21,7 @@ for k in $KERNELS; do
         grep -o '\[[^]]*\] NOISE .*' "$out.log" | sort -u >>"$out" || true
     done
 done
-echo "| kernel | boot | condition | tick | IPIs | device IRQs | softirqs | preempted |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| kernel | boot | condition | tick | IPIs | device IRQs | softirqs | preempted | counts in the window |"
+echo "|---|---|---|---|---|---|---|---|---|"
 sed 's/^\[\([^]]*\)\] NOISE /| \1 | /; s/$/ |/' "$out"
 rm -f "$out" "$out.log"

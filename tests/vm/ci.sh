@@ -52,6 +52,15 @@ tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel all "$@" || rc=$?
 echo "== test bed took $(( $(date +%s) - t0 ))s"
 [ $rc = 0 ] || exit $rc
 
+# Kernel 7.x (Debian 14's series, from trixie-backports), where an isolated
+# partition also moves timers and unbound kthreads at run time: the shield,
+# run/move, exact undo, and the boot-isolated scenarios.
+echo "== real-kernel scenarios on 7.x"
+t0=$(date +%s)
+tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel 7 01 03 04 17 18 || rc=$?
+echo "== 7.x took $(( $(date +%s) - t0 ))s"
+[ $rc = 0 ] || exit $rc
+
 echo "== distributions: Debian 12 and 13 booted by systemd, with irqbalance and tuned (QEMU)"
 t0=$(date +%s)
 tests/vm/distro/run.sh --binary "$BIN" --deb "$DEB" || rc=$?

@@ -376,15 +376,21 @@ noise_on_cpu() {
         _soft=$(awk -v c=$col 'NR > 1 { s += $c } END { print s + 0 }' /proc/softirqs)
         _inv=$(awk '/^nonvoluntary_ctxt_switches/ { print $2 }' /proc/$loop/status)
     }
-    _noise_counts
+    _noise_lines() { # NAME COUNT for every line of both files, CPU's column
+        awk -v c=$col '$1 ~ /:$/ && NF >= c { print $1, $c }' /proc/interrupts
+        awk -v c=$col 'NR > 1 { print "softirq-" $1, $c }' /proc/softirqs
+    }
+    _noise_counts; _noise_lines >/tmp/noise.before
     local l0=$_loc i0=$_ipi d0=$_dev s0=$_soft v0=$_inv
     sleep "$secs"
-    _noise_counts
+    _noise_counts; _noise_lines >/tmp/noise.after
     kill $loop; wait $loop 2>/dev/null
     _rate() { awk -v a="$1" -v b="$2" -v s="$secs" 'BEGIN { printf "%.2f", (b - a) / s }'; }
     N_TICK=$(_rate $l0 $_loc); N_IPI=$(_rate $i0 $_ipi); N_DEV=$(_rate $d0 $_dev)
     N_SOFT=$(_rate $s0 $_soft); N_PREEMPT=$(_rate $v0 $_inv)
-    NOISE_LINE="tick $N_TICK, IPIs $N_IPI, device IRQs $N_DEV, softirqs $N_SOFT, preempted $N_PREEMPT (per second, CPU $cpu, $secs s)"
+    # which lines grew, e.g. "LOC:12 RES:20 softirq-RCU:3"
+    N_WHAT=$(awk 'NR == FNR { a[$1] = $2; next } $2 - a[$1] > 0 { printf "%s%d ", $1, $2 - a[$1] }' /tmp/noise.before /tmp/noise.after)
+    NOISE_LINE="tick $N_TICK, IPIs $N_IPI, device IRQs $N_DEV, softirqs $N_SOFT, preempted $N_PREEMPT (per second, CPU $cpu, $secs s; counts: ${N_WHAT:-none})"
 }
 # le A B: A <= B for decimals
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }

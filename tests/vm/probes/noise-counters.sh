@@ -8,7 +8,7 @@ SECS=${NOISE_SECS:-20}
 boot=plain
 grep -qw 'nohz_full=2-3' /proc/cmdline && boot=isolated
 has_cpushield || { bad "cpushield binary in the guest"; result; }
-row() { note "NOISE $boot | $1 | $N_TICK | $N_IPI | $N_DEV | $N_SOFT | $N_PREEMPT"; }
+row() { note "NOISE $boot | $1 | $N_TICK | $N_IPI | $N_DEV | $N_SOFT | $N_PREEMPT | ${N_WHAT:-none}"; }
 # stress-ng on every CPU: the shield confines it to the housekeeping ones.
 stress-ng --cpu 4 --io 2 --vm 2 --vm-bytes 32M --hdd 1 --hdd-bytes 16M --timeout $((3 * SECS + 60)) >/dev/null 2>&1 &
 LOAD=$!
