@@ -333,43 +333,36 @@ fn boot_half(f: &Facts, out: &mut Findings) {
         .as_ref()
         .map(|w| w.options.join(" "))
         .unwrap_or_default();
-    match b.state {
-        BootState::Active => out.add(
-            "boot.half",
+    let (severity, reason, next) = match b.state {
+        BootState::Active => (
             Severity::Ok,
-            60,
             format!("the boot half is active: the kernel booted with {written}"),
-            String::new(),
+            "",
         ),
-        BootState::PendingReboot => out.add(
-            "boot.half",
+        BootState::PendingReboot => (
             Severity::Warn,
-            60,
             format!(
                 "the boot half is written but not active: the running kernel lacks {}",
                 b.missing.join(" ")
             ),
-            "reboot (cpushield verify exits 8 until then)".into(),
+            "reboot (cpushield verify exits 8 until then)",
         ),
-        BootState::RemovalPending => out.add(
-            "boot.half",
+        BootState::RemovalPending => (
             Severity::Warn,
-            60,
             format!(
                 "the boot half was removed; the running kernel still has {}",
                 b.still_running.join(" ")
             ),
-            "reboot to boot without it".into(),
+            "reboot to boot without it",
         ),
-        BootState::Interrupted => out.add(
-            "boot.half",
+        BootState::Interrupted => (
             Severity::Warn,
-            60,
             "a change of the boot half was interrupted".into(),
-            "cpushield apply (or cpushield boot --remove)".into(),
+            "cpushield apply (or cpushield boot --remove)",
         ),
-        BootState::External | BootState::Absent => {}
-    }
+        BootState::External | BootState::Absent => return,
+    };
+    out.add("boot.half", severity, 60, reason, next.into());
 }
 
 /// What to do for a missing boot option `arg`: reboot when the boot half

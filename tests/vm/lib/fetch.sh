@@ -78,6 +78,20 @@ kernel_pkg() {
     printf '%s\n' "$pkg"
 }
 
+# cached_deb PKG -> the package's .deb under $CACHE_DIR/debs, downloaded once.
+cached_deb() {
+    local pkg=$1 deb
+    mkdir -p "$CACHE_DIR/debs"
+    deb=$(ls "$CACHE_DIR/debs/${pkg}_"*.deb 2>/dev/null | head -n1 || true)
+    if [ -z "$deb" ]; then
+        # shellcheck disable=SC2046
+        (cd "$CACHE_DIR/debs" && apt-get $(apt_opts) -q download "$pkg" >/dev/null) \
+            || die "apt-get download $pkg failed"
+        deb=$(ls "$CACHE_DIR/debs/${pkg}_"*.deb | head -n1)
+    fi
+    printf '%s\n' "$deb"
+}
+
 # fetch_kernel 6.1|6.12|7 -> prints the unpacked kernel directory.
 # Layout: $CACHE_DIR/kernels/<pkg>/{vmlinuz,release,modules/*.ko,modules/load-order}
 fetch_kernel() {
@@ -95,31 +109,18 @@ fetch_kernel() {
     dir=$CACHE_DIR/kernels/$pkg
     if [ ! -f "$dir/.done" ]; then
         log "fetching $pkg"
-        mkdir -p "$CACHE_DIR/debs"
-        deb=$(ls "$CACHE_DIR/debs/${pkg}_"*.deb 2>/dev/null | head -n1 || true)
-        if [ -z "$deb" ]; then
-            # shellcheck disable=SC2046
-            (cd "$CACHE_DIR/debs" && apt-get $(apt_opts) -q download "$pkg" >/dev/null) \
-                || die "apt-get download $pkg failed"
-            deb=$(ls "$CACHE_DIR/debs/${pkg}_"*.deb | head -n1)
-        fi
+        deb=$(cached_deb "$pkg")
         rm -rf "$dir" "$dir.tmp"
         mkdir -p "$dir.tmp/x"
         dpkg -x "$deb" "$dir.tmp/x"
         # Since 7.x Debian splits the kernel: the image package depends on
-        # linux-base-REL (vmlinuz, config) and linux-binary-REL (modules).
-        local part pdeb
+        # linux-base-REL and linux-binary-REL, which hold vmlinuz, its
+        # config and the modules.
+        local part
         # shellcheck disable=SC2046
         for part in $(apt-cache $(apt_opts) depends "$pkg" 2>/dev/null \
                 | awk '/Depends: linux-(base|binary)-[0-9]/ {print $2}'); do
-            pdeb=$(ls "$CACHE_DIR/debs/${part}_"*.deb 2>/dev/null | head -n1 || true)
-            if [ -z "$pdeb" ]; then
-                # shellcheck disable=SC2046
-                (cd "$CACHE_DIR/debs" && apt-get $(apt_opts) -q download "$part" >/dev/null) \
-                    || die "apt-get download $part failed"
-                pdeb=$(ls "$CACHE_DIR/debs/${part}_"*.deb | head -n1)
-            fi
-            dpkg -x "$pdeb" "$dir.tmp/x"
+            dpkg -x "$(cached_deb "$part")" "$dir.tmp/x"
         done
         # Packages of Debian 13 and later keep modules under /usr/lib.
         local mods=$dir.tmp/x/lib/modules
