@@ -7,7 +7,8 @@
 #
 #   tests/vm/distro/run.sh [options] [SCENARIO...]   (default: all)
 # Options:
-#   --suite bookworm|trixie|all  (default all)
+#   --suite bookworm|trixie|forky|all  (default all: bookworm and trixie;
+#                                forky, Debian 14, runs only when named)
 #   --binary PATH                static cpushield (default: the release build)
 #   --deb PATH                   the package (packaging/build-deb.sh; default:
 #                                the newest under target/debian)
@@ -16,11 +17,19 @@
 #   --memory MB                  guest memory (default 1536)
 #   --packages LIST              more packages in the image, comma-separated
 #                                (a separate cached image; see image.sh)
-#   --timeout SEC                limit per boot (default 200 + 240 per scenario)
+#   --timeout SEC                limit per QEMU run (default 200 + 240 per
+#                                scenario, + 300 per reboot a scenario asks for)
 #   --verbose                    stream the guest console
 # A scenario's header may say "# distro: cgroup=v1 suites=bookworm reboot=yes"
-# (reboot=yes: the scenario reboots the guest and goes on in the second
-# boot of the same disk; its boot then runs without -no-reboot).
+# (reboot=yes: the scenario reboots the guest and goes on in the next boot
+# of the same disk; its boot then runs without -no-reboot; boots=N: it
+# takes N boots in all, for the time limit, default 2). boot=grub: the
+# guest boots from the disk through SeaBIOS and GRUB (image.sh --grub), no
+# -kernel: GRUB's own grub.cfg makes the kernel command line, so changes
+# the guest makes there (update-grub) take effect at its next reboot
+# (cgroup v2 only). Without suites=, a scenario is for any suite.
+# default=no: the scenario runs only when named (not in the default set,
+# so not in tests/vm/ci.sh either).
 # Exit status: 0 all passed (or skipped), 1 a scenario failed, 3 a boot failed
 # twice, 2 usage or set-up.
 set -euo pipefail
@@ -53,8 +62,13 @@ BINARY=${BINARY:-${CARGO_TARGET_DIR:-$REPO_DIR/target}/x86_64-unknown-linux-gnu/
 DEB=${DEB:-$(ls -t "${CARGO_TARGET_DIR:-$REPO_DIR/target}"/debian/cpushield_*.deb 2>/dev/null | head -n1 || true)}
 
 files=()
+hdr() { sed -n 's/^# distro: //p' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
+BY_NAME=""
 if [ ${#SCENARIOS[@]} -eq 0 ]; then
-    files=("$D_DIR"/scenarios/[0-9]*.sh)
+    for f in "$D_DIR"/scenarios/[0-9]*.sh; do
+        if [ "$(hdr "$f" default)" = no ]; then BY_NAME="$BY_NAME $(basename "$f" .sh)"; continue; fi
+        files+=("$f")
+    done
 else
     for s in "${SCENARIOS[@]}"; do
         f=$(ls "$D_DIR"/scenarios/"$s"*.sh "$D_DIR"/probes/"$s"*.sh 2>/dev/null | head -n1 || true)
@@ -62,19 +76,21 @@ else
         files+=("$f")
     done
 fi
-hdr() { sed -n 's/^# distro: //p' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
 
 RUN_DIR=$WORK_DIR/distro-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$RUN_DIR"
 SUMMARY=$RUN_DIR/summary.txt; : >"$SUMMARY"
+for s in $BY_NAME; do printf '%-9s %-24s %s\n' - "$s" "SKIP $s (default=no: runs when named, tests/vm/distro/run.sh $s)" >>"$SUMMARY"; done
 NOTES=$RUN_DIR/notes.txt; : >"$NOTES"
 status=0
 
 # boot SUITE CGROUP "SCENARIOS" -> one guest running them in order
+# (CGROUP v2, v1, or grub: v2, booted from the disk through GRUB)
 boot() {
-    local suite=$1 cg=$2 scen=$3 img job res logf append rc limit n
-    img=$(bash "$D_DIR/image.sh" "$suite" "$PACKAGES" | tail -n1)
-    [ -f "$img/root.img" ] || die "no $suite image (tests/vm/distro/image.sh $suite)"
+    local suite=$1 cg=$2 scen=$3 img job res logf append rc limit n grub=""
+    [ "$cg" = grub ] && grub=--grub
+    img=$(bash "$D_DIR/image.sh" $grub "$suite" "$PACKAGES" | tail -n1)
+    [ -f "$img/root.img" ] || die "no $suite image (tests/vm/distro/image.sh $grub $suite)"
     job=$RUN_DIR/job-$suite-$cg
     rm -rf "$job"; mkdir -p "$job/scenarios"
     cp "$BINARY" "$job/cpushield"
@@ -92,22 +108,32 @@ boot() {
     [ "$cg" = v1 ] && append="$append systemd.unified_cgroup_hierarchy=0"
     # A guest reboots only when a scenario asks for it (reboot=yes);
     # otherwise a reboot (a panic) ends QEMU.
-    local reboot=-no-reboot
+    # 300 s more for each boot after the first.
+    local reboot=-no-reboot more=0 f b
     for s in $scen; do
-        [ "$(hdr "$(ls "$D_DIR"/scenarios/$s.sh "$D_DIR"/probes/$s.sh 2>/dev/null | head -n1)" reboot)" = yes ] && reboot=""
+        f=$(ls "$D_DIR"/scenarios/$s.sh "$D_DIR"/probes/$s.sh 2>/dev/null | head -n1 || true)
+        [ "$(hdr "$f" reboot)" = yes ] || continue
+        reboot=""; b=$(hdr "$f" boots); more=$(( more + ${b:-2} - 1 ))
     done
     n=$(echo "$scen" | wc -w)
-    limit=${TIMEOUT:-$(( 200 + 240 * n ))}
-    [ -z "$reboot" ] && [ -z "$TIMEOUT" ] && limit=$((limit + 300))
+    limit=${TIMEOUT:-$(( 200 + 240 * n + 300 * more ))}
     logf=$RUN_DIR/$suite-$cg.log
+    # -snapshot keeps the guest's changes to its disk across its reboots,
+    # until QEMU exits; through GRUB, SeaBIOS boots the root disk (bootindex)
+    local rootdisk=(-drive "file=$img/root.img,if=virtio,format=raw,snapshot=on,cache=unsafe")
+    local kernel=(-kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append")
+    if [ -n "$grub" ]; then
+        rootdisk=(-drive "file=$img/root.img,if=none,id=root,format=raw,snapshot=on,cache=unsafe"
+            -device virtio-blk-pci,drive=root,bootindex=0)
+        kernel=()
+    fi
     local qemu=(qemu-system-x86_64 -accel tcg,thread=single -cpu max,-cx16
         -smp "$CPUS" -m "$MEMORY" -nographic $reboot -vga none
-        -kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append"
-        -drive "file=$img/root.img,if=virtio,format=raw,snapshot=on,cache=unsafe"
+        "${kernel[@]}" "${rootdisk[@]}"
         -drive "file=$RUN_DIR/job.tar,if=virtio,format=raw,readonly=on"
         -drive "file=$res,if=virtio,format=raw,cache=unsafe"
         -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=)
-    log "boot $suite ($(cat "$img/release")), $CPUS vCPUs, cgroup $cg: $scen"
+    log "boot $suite ($(cat "$img/release")), $CPUS vCPUs, $([ -n "$grub" ] && echo "through GRUB, cgroup v2" || echo "cgroup $cg"): $scen"
     local t0; t0=$(date +%s)
     set +e
     if [ $VERBOSE = 1 ]; then
@@ -126,9 +152,14 @@ declare -A GROUPS_
 for suite in $SUITES; do
     for f in "${files[@]}"; do
         name=$(basename "$f" .sh)
-        ss=$(hdr "$f" suites); ss=${ss:-bookworm,trixie}
+        ss=$(hdr "$f" suites); ss=${ss:-bookworm,trixie,forky}
         case ",$ss," in *",$suite,"*) ;; *) printf '%-9s %-24s %s\n' "$suite" "$name" "SKIP $name (not for $suite: $(sed -n 's/^# skip-why: //p' "$f"))" >>"$SUMMARY"; continue ;; esac
         cg=$(hdr "$f" cgroup); cg=${cg:-v2}
+        # a guest booted through GRUB is a layout of its own (cgroup v2)
+        if [ "$(hdr "$f" boot)" = grub ]; then
+            [ "$cg" = v2 ] || die "$name: boot=grub is for cgroup v2 only"
+            cg=grub
+        fi
         GROUPS_[$suite/$cg]="${GROUPS_[$suite/$cg]:-} $name"
     done
 done

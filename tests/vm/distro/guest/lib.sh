@@ -3,8 +3,9 @@
 # tools rather than with cpushield's reports.
 S=$1
 OUT=/results/$S
-# The phase of a scenario that reboots: 1 in the first boot, 2 after.
-PHASE=1; [ -f "/var/lib/cpushield-test/$S.rebooted" ] && PHASE=2
+# The phase of a scenario that reboots: 1 in the first boot, 2 after its
+# first reboot, 3 after its second, and so on.
+PHASE=$(cat "/var/lib/cpushield-test/$S.phase" 2>/dev/null || echo 1)
 mkdir -p "$OUT"
 FAILS=0
 T0=$(cut -d. -f1 /proc/uptime)
@@ -154,14 +155,16 @@ service_may_run_on() {
     systemd-run --quiet --wait --collect -p Type=oneshot --unit="cs-probe-$$-$1" taskset -c "$1" true >/dev/null 2>&1
 }
 # reboot_and_resume: reboots the guest; the job goes on with this scenario
-# (PHASE=2) in the second boot of the same disk. Checks so far are kept.
+# (PHASE one more) in the next boot of the same disk. Checks so far are
+# kept. A scenario may do so several times (header boots=N, for run.sh's
+# time limit).
 reboot_and_resume() {
-    echo "$FAILS" >"$OUT/fails.phase1"
+    echo "$FAILS" >"$OUT/fails"
     echo "$S" >/var/lib/cpushield-test/resume
-    touch "/var/lib/cpushield-test/$S.rebooted"
+    echo $((PHASE + 1)) >"/var/lib/cpushield-test/$S.phase"
     sync
-    info "rebooting"
+    info "rebooting (phase $PHASE ends)"
     systemctl reboot
     sleep 600
 }
-[ "$PHASE" = 2 ] && [ -f "$OUT/fails.phase1" ] && FAILS=$(cat "$OUT/fails.phase1")
+[ "$PHASE" -gt 1 ] && [ -f "$OUT/fails" ] && FAILS=$(cat "$OUT/fails")

@@ -3,8 +3,8 @@
 # (/job/order), each in its own shell, with the results protocol of the
 # busybox test bed (CPUSHIELD-SCENARIO-START / CPUSHIELD-RESULT lines).
 # A scenario may reboot the guest (guest/lib.sh reboot_and_resume): the
-# second boot of the same disk runs this again, which goes on from that
-# scenario. Any other reboot ends the job.
+# next boot of the same disk runs this again, which goes on from that
+# scenario (as many times as it asks). Any other reboot ends the job.
 export PATH=/job:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 chmod 755 /job/cpushield
 # settings from run.sh --set (SCENARIO_TIMEOUT: seconds per scenario)
@@ -13,7 +13,7 @@ T=/var/lib/cpushield-test
 resume=""
 if [ -f $T/resume ]; then
     resume=$(cat $T/resume); rm -f $T/resume
-    echo "CPUSHIELD-REBOOTED: second boot, going on with $resume"
+    echo "CPUSHIELD-REBOOTED: boot after a reboot, going on with $resume (phase $(cat "$T/$resume.phase" 2>/dev/null))"
 elif [ -f $T/started ]; then
     echo "CPUSHIELD-NOTE: the guest rebooted without a scenario asking for it; job ended"
     exit 0
