@@ -327,8 +327,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::BootArgs(a) => {
             let online = cpushield::sys::procfs::online_cpus(&sys)?;
-            let advice =
+            let mut advice =
                 cpushield::audit::boot_args(&a.cpus, &shield_siblings(&sys, &a.cpus), &online);
+            advice.now = boot::status(&sys).ok();
             emit(&mut out, a.json, &advice, report::audit::boot_args)?;
         }
         Command::Audit(a) => {

@@ -24,6 +24,10 @@ pub struct BootArgs {
     pub optional: Vec<(String, String)>,
     /// Things to know (siblings added, nothing left, ...).
     pub warnings: Vec<String>,
+    /// Where the machine stands now: what the running kernel isolated at
+    /// boot, and cpushield's boot half (filled in by the command).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub now: Option<crate::boot::BootStatus>,
 }
 
 /// Plans the boot parameters isolating `cpus` on a machine with the given
@@ -95,6 +99,7 @@ pub fn boot_args(cpus: &CpuSet, sibling_groups: &[CpuSet], online: &CpuSet) -> B
         args,
         optional,
         warnings,
+        now: None,
     }
 }
 

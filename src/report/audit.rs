@@ -35,8 +35,21 @@ pub fn boot_args(b: &BootArgs, w: &mut dyn Write) -> Result<()> {
     }
     writeln!(
         w,
-        "Debian: GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, then update-grub."
+        "cpushield writes it for you: 'boot = true' in /etc/cpushield/cpushield.toml, then 'cpushield apply'."
     )?;
+    if let Some(now) = &b.now {
+        writeln!(w, "this machine now:")?;
+        let at_boot = now.isolated.union(&now.nohz_full);
+        for (what, cpus) in [
+            ("isolated at boot", at_boot.intersection(&b.isolated)),
+            ("not isolated at boot", b.isolated.difference(&at_boot)),
+        ] {
+            if !cpus.is_empty() {
+                writeln!(w, "  {what:<22} CPUs {cpus}")?;
+            }
+        }
+        writeln!(w, "  {:<22} {}", "boot half", super::boot::state_line(now))?;
+    }
     Ok(())
 }
 
