@@ -77,8 +77,9 @@ else
     done
 fi
 
-RUN_DIR=$WORK_DIR/distro-$(date +%Y%m%d-%H%M%S)
-mkdir -p "$RUN_DIR"
+# one directory per run, also for two runs started in the same second
+mkdir -p "$WORK_DIR"
+RUN_DIR=$(mktemp -d "$WORK_DIR/distro-$(date +%Y%m%d-%H%M%S)-XXXX")
 SUMMARY=$RUN_DIR/summary.txt; : >"$SUMMARY"
 for s in $BY_NAME; do printf '%-9s %-24s %s\n' - "$s" "SKIP $s (default=no: runs when named, tests/vm/distro/run.sh $s)" >>"$SUMMARY"; done
 NOTES=$RUN_DIR/notes.txt; : >"$NOTES"
