@@ -120,6 +120,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 return exit::REFUSED
             }
             Some(boot::BootError::Journal(JournalError::Locked(_))) => return exit::BUSY,
+            Some(boot::BootError::NotRoot(_)) => return exit::NOT_ROOT,
             _ => {}
         }
         if let Some(JournalError::Locked(_)) = cause.downcast_ref::<JournalError>() {
@@ -318,6 +319,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 None
             };
             match change {
+                Some(c) if c.action == boot::BootAction::Nothing && !a.json => {
+                    writeln!(out, "no boot half written by cpushield: nothing to remove")?
+                }
                 Some(c) => emit(&mut out, a.json, &c, report::boot::change)?,
                 None => {
                     let status = boot::status(&sys)?;

@@ -57,6 +57,9 @@ pub enum BootError {
     /// The record cannot be read or written.
     #[error(transparent)]
     Journal(#[from] journal::JournalError),
+    /// Not root; nothing was changed.
+    #[error(transparent)]
+    NotRoot(#[from] crate::shield::ShieldError),
 }
 
 /// The boot options wanted for a shield.
@@ -425,6 +428,7 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
     let _lock = if dry_run {
         None
     } else {
+        crate::shield::require_root(sys, "apply")?;
         Some(journal::lock(sys)?)
     };
     let old = read_record(sys)?;
@@ -540,6 +544,7 @@ pub fn remove(sys: &Sys, dry_run: bool) -> Result<BootChange, BootError> {
     let _lock = if dry_run {
         None
     } else {
+        crate::shield::require_root(sys, "boot --remove")?;
         Some(journal::lock(sys)?)
     };
     let Some(record) = read_record(sys)? else {

@@ -105,7 +105,7 @@ fn failed_note(u: &Undone) -> String {
     }
 }
 
-fn require_root(sys: &Sys, command: &'static str) -> Result<(), ShieldError> {
+pub(crate) fn require_root(sys: &Sys, command: &'static str) -> Result<(), ShieldError> {
     if sys.is_fixture() || nix::unistd::geteuid().is_root() {
         Ok(())
     } else {
