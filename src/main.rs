@@ -133,6 +133,16 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         {
             return exit::REFUSED;
         }
+        if let Some(cpushield::measure::MeasureError::Explain(e)) =
+            cause.downcast_ref::<cpushield::measure::MeasureError>()
+        {
+            use cpushield::measure::explain::ExplainError;
+            match e {
+                ExplainError::InUse(_) => return exit::BUSY,
+                ExplainError::NoTracefs | ExplainError::NotMounted => return exit::REFUSED,
+                _ => {}
+            }
+        }
         if cause.downcast_ref::<CannotExec>().is_some() {
             return exit::CANNOT_EXEC;
         }
@@ -289,6 +299,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
         }
         Command::Run(a) => return run_command(&sys, a),
+        Command::Measure(a) if a.clean_up => {
+            match cpushield::measure::explain::tracefs::clean_up(&sys)? {
+                Some(what) => writeln!(out, "{what}")?,
+                None => writeln!(
+                    out,
+                    "no trace instance left by cpushield: nothing to remove"
+                )?,
+            }
+        }
         Command::Measure(a) => {
             let run = cpushield::measure::run(&sys, &a)?;
             if let Some(path) = &a.histfile {

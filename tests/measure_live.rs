@@ -35,6 +35,7 @@ fn config(probe: ProbeKind, loops: u64) -> Config {
         noise_runtime_ns: None,
         lock_memory: false,
         dma_latency_us: None,
+        explain_ns: None,
     }
 }
 

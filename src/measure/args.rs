@@ -137,6 +137,20 @@ pub struct MeasureArgs {
     /// cpushield never tunes the machine silently). Released at exit.
     #[arg(long, value_name = "N")]
     pub dma_latency: Option<u32>,
+
+    /// Explain every sample slower than US µs (timer and periodic probes):
+    /// trace the measured CPUs' kernel events (in a tracefs instance of its
+    /// own, removed at the end) and name what held the CPU from the timer's
+    /// expiry to the thread running again: IRQs, softirqs, the tick, IPIs,
+    /// other tasks. Needs root and an unused tracefs.
+    #[arg(long, value_name = "US",
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub explain: Option<u64>,
+
+    /// Remove the trace instance that a killed `measure --explain` left,
+    /// then exit (the next `--explain` run does it too).
+    #[arg(long, exclusive = true)]
+    pub clean_up: bool,
 }
 
 /// When a run stops.
@@ -188,6 +202,9 @@ pub struct Config {
     pub lock_memory: bool,
     /// /dev/cpu_dma_latency value to hold, µs.
     pub dma_latency_us: Option<u32>,
+    /// `--explain`: samples slower than this many ns are explained.
+    #[serde(default)]
+    pub explain_ns: Option<u64>,
 }
 
 impl Config {
@@ -263,6 +280,14 @@ impl Config {
                 );
             }
         }
+        let explains = |p: &ProbeKind| matches!(p, ProbeKind::Timer | ProbeKind::Periodic);
+        if let (Some(us), false) = (args.explain, args.probe.iter().any(explains)) {
+            return invalid(
+                "--explain",
+                us.to_string(),
+                "with the timer or periodic probe (a sample there has a deadline to explain from)",
+            );
+        }
         let mut probes = Vec::new();
         for p in &args.probe {
             if !probes.contains(p) {
@@ -283,6 +308,7 @@ impl Config {
             noise_runtime_ns: args.runtime.map(|us| us * 1000),
             lock_memory: !args.no_rt,
             dma_latency_us: args.dma_latency,
+            explain_ns: args.explain.map(|us| us * 1000),
         })
     }
 

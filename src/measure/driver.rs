@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::args::{Config, ProbeKind, Stop};
+use super::explain::{Explained, Explainer};
 use super::histogram::Histogram;
 use super::interrupts::{self, Counts, Delta};
 use super::machine::Machine;
@@ -87,6 +88,8 @@ pub struct ProbeResult {
     pub all: Histogram,
     /// A remark for the reader (e.g. why only one CPU was measured).
     pub note: Option<String>,
+    /// `--explain`: what delayed the slow samples.
+    pub explain: Option<Explained>,
 }
 
 /// A whole `cpushield measure` run.
@@ -292,6 +295,7 @@ pub fn run_probe(
                     cpus: Vec::new(),
                     all: Histogram::new(cfg.buckets, width),
                     note,
+                    explain: None,
                 })
             }
         }
@@ -311,10 +315,18 @@ pub fn run_probe(
         Stop::Loops(n) => Some(n),
         Stop::Duration(_) => None,
     };
+    let explainer = match (cfg.explain_ns, probe) {
+        (Some(threshold), ProbeKind::Timer | ProbeKind::Periodic) => {
+            let ncpus = cfg.online.last().map_or(1, |c| c + 1);
+            let traced: CpuSet = cpus.iter().copied().collect();
+            Some(Explainer::start(sys, &traced, ncpus, threshold)?)
+        }
+        _ => None,
+    };
     // Everything the loops use is allocated here, before mlockall'd threads start.
     let jobs: Vec<Job> = cpus
         .iter()
-        .map(|_| Job {
+        .map(|&cpu| Job {
             probe,
             hist: Histogram::new(cfg.buckets, width),
             loops,
@@ -324,6 +336,7 @@ pub fn run_probe(
             noise_runtime_ns: cfg.noise_runtime_ns.unwrap_or(u64::MAX),
             cycles,
             rtc: rtc.take(),
+            slow: explainer.as_ref().map(|e| (cpu, e.slow_samples())),
         })
         .collect();
     let progress: Vec<Progress> = cpus.iter().map(|_| Progress::default()).collect();
@@ -401,7 +414,10 @@ pub fn run_probe(
             None => (Ok(outs), elapsed),
         }
     });
+    // The instance goes whatever happened to the loops.
+    let explain = explainer.map(Explainer::finish).transpose();
     let outs = outs?;
+    let explain = explain?;
     let irq_after = read_counts(sys, "proc/interrupts");
     let softirq_after = read_counts(sys, "proc/softirqs");
     let threads_after = threads_before
@@ -439,6 +455,7 @@ pub fn run_probe(
         cpus: results,
         all,
         note,
+        explain,
     })
 }
 

@@ -10,6 +10,7 @@
 
 pub mod args;
 pub mod driver;
+pub mod explain;
 pub mod histogram;
 pub mod interrupts;
 pub mod machine;
@@ -62,6 +63,9 @@ pub enum MeasureError {
     /// Reading the machine failed.
     #[error(transparent)]
     Sys(#[from] SysError),
+    /// `--explain` could not trace (nothing was changed) or clean up.
+    #[error(transparent)]
+    Explain(#[from] explain::ExplainError),
     /// Writing a report file failed.
     #[error("cannot write {}: {source}", path.display())]
     Output {

@@ -15,6 +15,7 @@ use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 use super::args::ProbeKind;
+use super::explain::{Sample, SlowSamples};
 use super::histogram::Histogram;
 use crate::sys::syscalls;
 
@@ -80,6 +81,23 @@ pub struct Job {
     pub cycles: Option<CycleClock>,
     /// RTC: the open device, rate already set.
     pub rtc: Option<File>,
+    /// `--explain`: the CPU and where slow samples go (timer, periodic).
+    pub slow: Option<(u32, SlowSamples)>,
+}
+
+/// Hands a slow sample to `--explain`'s reader, if any.
+#[inline]
+fn report_slow(slow: &Option<(u32, SlowSamples)>, tid: i32, deadline_ns: u64, wake_ns: u64) {
+    if let Some((cpu, s)) = slow {
+        if wake_ns.saturating_sub(deadline_ns) > s.threshold_ns {
+            s.report(Sample {
+                cpu: *cpu,
+                tid,
+                deadline_ns,
+                wake_ns,
+            });
+        }
+    }
 }
 
 /// Noise figures of one CPU (osnoise's columns).
@@ -166,6 +184,7 @@ fn timer(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
     let interval = job.interval_ns;
     let (mut n, mut iterations, mut missed, mut max) = (0u64, 0u64, 0u64, 0u64);
     let mut warmup = job.warmup;
+    let tid = syscalls::gettid();
     let mut next = syscalls::monotonic_ns() + interval;
     while !done(stop, job.loops, n) {
         match syscalls::sleep_until_monotonic_ns(next) {
@@ -183,6 +202,7 @@ fn timer(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
             n += 1;
             max = max.max(latency);
             progress.publish(n, max);
+            report_slow(&job.slow, tid, next, now);
         }
         next += interval;
         while now > next {
@@ -222,6 +242,7 @@ fn periodic(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Outp
     let (mut n, mut iterations, mut missed, mut max) = (0u64, 0u64, 0u64, 0u64);
     let mut expirations = 0u64;
     let mut warmup = job.warmup;
+    let tid = syscalls::gettid();
     let mut buf = [0u8; 8];
     while !done(stop, job.loops, n) {
         match file.read_exact(&mut buf) {
@@ -244,6 +265,7 @@ fn periodic(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Outp
         n += 1;
         max = max.max(latency);
         progress.publish(n, max);
+        report_slow(&job.slow, tid, period_start, now);
     }
     Ok(Output {
         hist: job.hist,

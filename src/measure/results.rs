@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::args::{Config, ProbeKind};
 use super::driver::{ContextSwitches, ProbeResult, Run, Status};
+use super::explain::Explained;
 use super::histogram::{Histogram, Summary};
 use super::interrupts::Delta;
 use super::machine::Machine;
@@ -91,6 +92,10 @@ pub struct ProbeReport {
     pub cpus: Vec<CpuReport>,
     /// All CPUs together (its `overflow_at` is empty: indices are per CPU).
     pub all: Summary,
+    /// `--explain`: what delayed the samples over its threshold (`null`
+    /// without it, and for probes it does not cover).
+    #[serde(default)]
+    pub explain: Option<Explained>,
 }
 
 /// Shape of a probe's histograms: bucket `i` holds `[i·w, (i+1)·w)` ns.
@@ -193,6 +198,7 @@ impl ProbeReport {
                 })
                 .collect(),
             all: p.all.summary(),
+            explain: p.explain.clone(),
         }
     }
 }

@@ -71,6 +71,7 @@ pub fn sample_run() -> Run {
         noise_runtime_ns: None,
         lock_memory: true,
         dma_latency_us: None,
+        explain_ns: None,
     };
     Run {
         config: cfg,
@@ -95,6 +96,7 @@ pub fn sample_run() -> Run {
             cpus: vec![cpu(1, a), cpu(2, b)],
             all,
             note: None,
+            explain: None,
         }],
     }
 }

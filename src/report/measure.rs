@@ -251,6 +251,9 @@ fn human_probe(out: &mut String, p: &ProbeResult) {
     for c in &p.cpus {
         attribution(out, c);
     }
+    if let Some(e) = &p.explain {
+        super::explain::explained(out, e);
+    }
 }
 
 fn attribution(out: &mut String, c: &CpuResult) {

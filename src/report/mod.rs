@@ -13,6 +13,7 @@
 pub mod audit;
 pub mod boot;
 pub mod compare;
+pub mod explain;
 mod glyphs;
 pub mod html;
 pub mod measure;

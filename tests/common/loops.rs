@@ -29,6 +29,7 @@ pub fn job(probe: ProbeKind, loops: u64, interval_ns: u64, buckets: usize) -> Jo
         noise_runtime_ns: 100_000,
         cycles: probes::CycleClock::calibrate(20),
         rtc: None,
+        slow: None,
     }
 }
 

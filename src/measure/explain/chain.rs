@@ -1,0 +1,455 @@
+//! From trace events to the chain of one slow sample: what held the CPU
+//! from the timer's expiry to the measuring thread running again.
+//!
+//! The CPU's state (running task, idle, the stack of interrupt contexts)
+//! is replayed from the events; the interval from the deadline to the
+//! wake-up is cut at every event and each piece is charged to the
+//! innermost context running then. The pieces add up to the measured
+//! latency by construction; where the state is not known (no switch seen
+//! yet, events lost) the piece is `Unexplained`, never guessed.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::trace::{Event, Kind};
+
+/// What a piece of a sample's latency was spent in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Cause {
+    /// From the expiry to the timer interrupt's entry: interrupt delivery,
+    /// idle exit, the hypervisor; `busy` names the task that had the CPU.
+    TimerDelivery {
+        /// The task running meanwhile (`None`: the CPU was idle).
+        busy: Option<String>,
+    },
+    /// The local timer interrupt itself (its entry, exit and the probe's
+    /// own timer callback).
+    TimerIrq,
+    /// The scheduler tick's callback in the timer interrupt.
+    Tick,
+    /// Another hrtimer's callback.
+    Hrtimer {
+        /// Its symbol.
+        function: String,
+    },
+    /// An inter-processor interrupt (reschedule, function call, irq work).
+    Ipi {
+        /// The vector.
+        name: String,
+    },
+    /// A device interrupt handler.
+    Irq {
+        /// IRQ number.
+        irq: u32,
+        /// Its action's name.
+        name: String,
+    },
+    /// A softirq.
+    Softirq {
+        /// Its name (`NET_RX`, `TIMER`, `RCU`, ...).
+        name: String,
+    },
+    /// Another task held the CPU after the measuring thread was woken.
+    Task {
+        /// Its name.
+        comm: String,
+    },
+    /// From the wake-up to the switch, the CPU idle: idle exit and the
+    /// scheduler's switch.
+    Switch,
+    /// The measuring thread running, back to user space and its clock read.
+    Return,
+    /// No evidence: the CPU's state was not known or events were lost.
+    Unexplained,
+}
+
+impl Cause {
+    /// The cause's family: `timer`, `tick`, `hrtimer`, `ipi`, `irq`,
+    /// `softirq`, `task`, `switch`, `return`, `unexplained`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Cause::TimerDelivery { .. } | Cause::TimerIrq => "timer",
+            Cause::Tick => "tick",
+            Cause::Hrtimer { .. } => "hrtimer",
+            Cause::Ipi { .. } => "ipi",
+            Cause::Irq { .. } => "irq",
+            Cause::Softirq { .. } => "softirq",
+            Cause::Task { .. } => "task",
+            Cause::Switch => "switch",
+            Cause::Return => "return",
+            Cause::Unexplained => "unexplained",
+        }
+    }
+
+    /// Whether every wake-up passes through it (the path from expiry to
+    /// user space), as opposed to something in the way.
+    pub fn is_path(&self) -> bool {
+        matches!(
+            self,
+            Cause::TimerDelivery { busy: None } | Cause::TimerIrq | Cause::Switch | Cause::Return
+        )
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::TimerDelivery { busy: None } => write!(f, "timer delivery (idle exit)"),
+            Cause::TimerDelivery { busy: Some(c) } => write!(f, "timer delivery ({c} running)"),
+            Cause::TimerIrq => write!(f, "timer interrupt"),
+            Cause::Tick => write!(f, "tick"),
+            Cause::Hrtimer { function } => write!(f, "hrtimer {function}"),
+            Cause::Ipi { name } => write!(f, "IPI {name}"),
+            Cause::Irq { irq, name } => write!(f, "IRQ {irq} {name}"),
+            Cause::Softirq { name } => write!(f, "softirq {name}"),
+            Cause::Task { comm } => write!(f, "task {comm}"),
+            Cause::Switch => write!(f, "switch"),
+            Cause::Return => write!(f, "return to user"),
+            Cause::Unexplained => write!(f, "unexplained"),
+        }
+    }
+}
+
+/// An interrupt context on a CPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Context {
+    Irq(u32, String),
+    Softirq(String),
+    Vector(&'static str),
+    Hrtimer(String),
+}
+
+/// What a CPU was doing, replayed from its events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CpuState {
+    /// The running task's thread id (`None`: no switch seen yet).
+    pid: Option<i32>,
+    /// Its name.
+    comm: String,
+    /// Interrupt contexts, innermost last.
+    stack: Vec<Context>,
+}
+
+impl CpuState {
+    /// Applies one event of this CPU.
+    pub fn apply(&mut self, kind: &Kind) {
+        match kind {
+            Kind::Switch {
+                next_comm,
+                next_pid,
+                ..
+            } => {
+                self.pid = Some(*next_pid);
+                self.comm.clone_from(next_comm);
+                self.stack.clear();
+            }
+            Kind::Wakeup { .. } | Kind::Idle(_) => {}
+            Kind::IrqEntry { irq, name } => self.stack.push(Context::Irq(*irq, name.clone())),
+            Kind::SoftirqEntry { name } => self.stack.push(Context::Softirq(name.clone())),
+            Kind::VectorEntry { name } => self.stack.push(Context::Vector(name)),
+            Kind::HrtimerEntry { function } => self.stack.push(Context::Hrtimer(function.clone())),
+            Kind::IrqExit => self.pop(|c| matches!(c, Context::Irq(..))),
+            Kind::SoftirqExit => self.pop(|c| matches!(c, Context::Softirq(_))),
+            Kind::VectorExit => self.pop(|c| matches!(c, Context::Vector(_))),
+            Kind::HrtimerExit => self.pop(|c| matches!(c, Context::Hrtimer(_))),
+        }
+    }
+
+    /// Leaves the innermost context of that sort (an exit whose entry came
+    /// before the replay started matches nothing and changes nothing).
+    fn pop(&mut self, is: impl Fn(&Context) -> bool) {
+        if let Some(i) = self.stack.iter().rposition(is) {
+            self.stack.truncate(i);
+        }
+    }
+
+    fn cause(&self, tid: i32, woken: bool) -> Cause {
+        if let Some(top) = self.stack.last() {
+            return match top {
+                Context::Hrtimer(f) if f.starts_with("tick_") => Cause::Tick,
+                Context::Hrtimer(f) if f == "hrtimer_wakeup" => Cause::TimerIrq,
+                Context::Hrtimer(f) => Cause::Hrtimer {
+                    function: f.clone(),
+                },
+                Context::Vector("local_timer") => Cause::TimerIrq,
+                Context::Vector(v) => Cause::Ipi {
+                    name: (*v).to_string(),
+                },
+                Context::Irq(n, name) => Cause::Irq {
+                    irq: *n,
+                    name: name.clone(),
+                },
+                Context::Softirq(name) => Cause::Softirq { name: name.clone() },
+            };
+        }
+        match self.pid {
+            None => Cause::Unexplained,
+            Some(p) if p == tid => Cause::Return,
+            Some(0) if woken => Cause::Switch,
+            Some(0) => Cause::TimerDelivery { busy: None },
+            Some(_) if woken => Cause::Task {
+                comm: self.comm.clone(),
+            },
+            Some(_) => Cause::TimerDelivery {
+                busy: Some(self.comm.clone()),
+            },
+        }
+    }
+}
+
+/// One piece of a sample's latency.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Piece {
+    /// What it was spent in.
+    #[serde(flatten)]
+    pub cause: Cause,
+    /// `cause` as a person reads it.
+    pub label: String,
+    /// How long, ns.
+    pub ns: u64,
+}
+
+/// A slow sample, as the measuring loop saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    /// The CPU.
+    pub cpu: u32,
+    /// The measuring thread's id.
+    pub tid: i32,
+    /// When its timer was due, CLOCK_MONOTONIC ns.
+    pub deadline_ns: u64,
+    /// When it read the clock after waking, CLOCK_MONOTONIC ns.
+    pub wake_ns: u64,
+}
+
+/// Cuts `[deadline, wake]` of `sample` into pieces: `state` is the CPU's
+/// state at the first of `events` (this CPU's, in time order; those
+/// before the deadline bring the state up to it). With `lost` the kernel
+/// dropped events in the window and the whole latency is unexplained.
+pub fn explain<'a>(
+    state: &CpuState,
+    events: impl IntoIterator<Item = &'a Event>,
+    sample: &Sample,
+    lost: bool,
+) -> Vec<Piece> {
+    let (start, end) = (sample.deadline_ns, sample.wake_ns.max(sample.deadline_ns));
+    if lost {
+        return vec![piece(Cause::Unexplained, end - start)];
+    }
+    let mut st = state.clone();
+    let mut woken = false;
+    let mut at = start;
+    let mut pieces: Vec<Piece> = Vec::new();
+    for e in events.into_iter().filter(|e| e.cpu == sample.cpu) {
+        if e.ts_ns > end {
+            break;
+        }
+        if e.ts_ns > at {
+            push(&mut pieces, st.cause(sample.tid, woken), e.ts_ns - at);
+            at = e.ts_ns;
+        }
+        st.apply(&e.kind);
+        match &e.kind {
+            Kind::Wakeup { pid } if *pid == sample.tid && e.ts_ns >= start => woken = true,
+            Kind::Switch { next_pid, .. } if *next_pid == sample.tid => woken = true,
+            _ => {}
+        }
+    }
+    if end > at {
+        push(&mut pieces, st.cause(sample.tid, woken), end - at);
+    }
+    pieces
+}
+
+fn piece(cause: Cause, ns: u64) -> Piece {
+    Piece {
+        label: cause.to_string(),
+        cause,
+        ns,
+    }
+}
+
+fn push(pieces: &mut Vec<Piece>, cause: Cause, ns: u64) {
+    match pieces.last_mut() {
+        Some(p) if p.cause == cause => p.ns += ns,
+        _ => pieces.push(piece(cause, ns)),
+    }
+}
+
+/// The piece that took longest (the sample's main cause).
+pub fn main_piece(pieces: &[Piece]) -> Option<&Piece> {
+    pieces.iter().max_by_key(|p| p.ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TID: i32 = 900;
+
+    fn at(us: u64, kind: Kind) -> Event {
+        Event {
+            cpu: 3,
+            ts_ns: 1_000_000_000 + us * 1000,
+            kind,
+        }
+    }
+
+    fn sample(from_us: u64, to_us: u64) -> Sample {
+        Sample {
+            cpu: 3,
+            tid: TID,
+            deadline_ns: 1_000_000_000 + from_us * 1000,
+            wake_ns: 1_000_000_000 + to_us * 1000,
+        }
+    }
+
+    fn switch(to: i32, comm: &str) -> Kind {
+        Kind::Switch {
+            prev_pid: 1,
+            next_comm: comm.into(),
+            next_pid: to,
+        }
+    }
+
+    fn summary(pieces: &[Piece]) -> Vec<(String, u64)> {
+        pieces
+            .iter()
+            .map(|p| (p.label.clone(), p.ns / 1000))
+            .collect()
+    }
+
+    #[test]
+    fn idle_cpu_delayed_by_a_device_irq_and_its_softirq() {
+        let events = vec![
+            at(0, switch(0, "swapper/3")),
+            at(5, Kind::Idle(true)),
+            // expiry at 100; a NIC interrupt came first.
+            at(
+                130,
+                Kind::IrqEntry {
+                    irq: 45,
+                    name: "virtio1-input.0".into(),
+                },
+            ),
+            at(150, Kind::IrqExit),
+            at(
+                150,
+                Kind::SoftirqEntry {
+                    name: "NET_RX".into(),
+                },
+            ),
+            at(250, Kind::SoftirqExit),
+            at(
+                252,
+                Kind::VectorEntry {
+                    name: "local_timer",
+                },
+            ),
+            at(
+                254,
+                Kind::HrtimerEntry {
+                    function: "hrtimer_wakeup".into(),
+                },
+            ),
+            at(255, Kind::Wakeup { pid: TID }),
+            at(256, Kind::HrtimerExit),
+            at(258, Kind::VectorExit),
+            at(260, Kind::Idle(false)),
+            at(265, switch(TID, "measure-cpu3")),
+        ];
+        let p = explain(&CpuState::default(), &events, &sample(100, 270), false);
+        assert_eq!(
+            summary(&p),
+            vec![
+                ("timer delivery (idle exit)".into(), 30),
+                ("IRQ 45 virtio1-input.0".into(), 20),
+                ("softirq NET_RX".into(), 100),
+                ("timer delivery (idle exit)".into(), 2),
+                ("timer interrupt".into(), 6),
+                ("switch".into(), 7),
+                ("return to user".into(), 5),
+            ]
+        );
+        assert_eq!(p.iter().map(|p| p.ns).sum::<u64>(), 170_000, "adds up");
+        assert_eq!(main_piece(&p).unwrap().label, "softirq NET_RX");
+    }
+
+    #[test]
+    fn a_task_that_keeps_the_cpu_after_the_wakeup_is_named() {
+        let events = vec![
+            at(0, switch(77, "cs-spinner")),
+            at(
+                101,
+                Kind::VectorEntry {
+                    name: "local_timer",
+                },
+            ),
+            at(
+                102,
+                Kind::HrtimerEntry {
+                    function: "tick_nohz_handler".into(),
+                },
+            ),
+            at(110, Kind::HrtimerExit),
+            at(
+                111,
+                Kind::HrtimerEntry {
+                    function: "hrtimer_wakeup".into(),
+                },
+            ),
+            at(111, Kind::Wakeup { pid: TID }),
+            at(112, Kind::HrtimerExit),
+            at(113, Kind::VectorExit),
+            at(500, switch(TID, "measure-cpu3")),
+        ];
+        let p = explain(&CpuState::default(), &events, &sample(100, 502), false);
+        assert_eq!(
+            summary(&p),
+            vec![
+                ("timer delivery (cs-spinner running)".into(), 1),
+                ("timer interrupt".into(), 1),
+                ("tick".into(), 8),
+                ("timer interrupt".into(), 3),
+                ("task cs-spinner".into(), 387),
+                ("return to user".into(), 2),
+            ]
+        );
+        assert_eq!(main_piece(&p).unwrap().cause.kind(), "task");
+    }
+
+    #[test]
+    fn unknown_state_and_lost_events_are_unexplained() {
+        // No switch seen: who ran is not known.
+        let events = vec![at(
+            150,
+            Kind::VectorEntry {
+                name: "local_timer",
+            },
+        )];
+        let p = explain(&CpuState::default(), &events, &sample(100, 200), false);
+        assert_eq!(p[0].cause, Cause::Unexplained);
+        assert_eq!(p[0].ns, 50_000);
+        let p = explain(&CpuState::default(), &events, &sample(100, 200), true);
+        assert_eq!(summary(&p), vec![("unexplained".into(), 100)]);
+    }
+
+    #[test]
+    fn exits_without_entries_and_nested_contexts() {
+        let mut st = CpuState::default();
+        st.apply(&Kind::IrqExit); // its entry came before the replay
+        assert!(st.stack.is_empty());
+        st.apply(&switch(5, "kworker/3:1"));
+        st.apply(&Kind::SoftirqEntry {
+            name: "TIMER".into(),
+        });
+        st.apply(&Kind::VectorEntry { name: "reschedule" });
+        assert_eq!(st.cause(TID, true).to_string(), "IPI reschedule");
+        st.apply(&Kind::VectorExit);
+        assert_eq!(st.cause(TID, true).to_string(), "softirq TIMER");
+        st.apply(&Kind::SoftirqExit);
+        assert_eq!(st.cause(TID, true).to_string(), "task kworker/3:1");
+    }
+}

@@ -1,0 +1,470 @@
+//! `measure --explain US`: what delayed each sample slower than US.
+//!
+//! While a timer or periodic probe runs, the kernel traces the measured
+//! CPUs into an instance of our own ([`tracefs`]): switches, wake-ups,
+//! device IRQs, softirqs, the x86 timer and IPI vectors, hrtimer callbacks
+//! and idle. A reader thread (off the measured CPUs) follows `trace_pipe`
+//! and keeps the last seconds of each CPU's events; a measuring loop hands
+//! every slow sample's deadline and wake-up over a bounded channel (no
+//! allocation, no lock in the loop), and the reader cuts that interval of
+//! the CPU's events into a chain of causes ([`chain`]). Every slow sample
+//! counts in the per-cause totals; the slowest keep their chain and the
+//! trace lines it came from.
+
+pub mod chain;
+pub mod trace;
+pub mod tracefs;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::CpuSet;
+use crate::sys::{syscalls, Sys, SysError};
+
+use chain::CpuState;
+pub use chain::{Cause, Piece, Sample};
+use trace::{Event, Line};
+
+/// Why tracing could not start or end cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ExplainError {
+    /// The kernel has no tracefs.
+    #[error("--explain needs the kernel's trace events, and this kernel has no tracefs (CONFIG_FTRACE, CONFIG_EVENT_TRACING); nothing was changed")]
+    NoTracefs,
+    /// tracefs is not mounted.
+    #[error("--explain needs tracefs, which is not mounted: mount -t tracefs nodev /sys/kernel/tracing; nothing was changed")]
+    NotMounted,
+    /// Someone else is tracing.
+    #[error("--explain: tracefs is in use: {0}; end that trace first (or run without --explain); nothing was changed")]
+    InUse(String),
+    /// A tracefs file refused a write.
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    /// Another I/O step failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// The step.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How many slow samples wait for the reader at most; beyond that the
+/// loop counts them as not explained rather than block.
+const QUEUE: usize = 4096;
+/// Slowest samples kept with their chain and trace lines.
+const KEEP_WORST: usize = 10;
+/// Trace lines kept per kept sample, at most.
+const KEEP_LINES: usize = 200;
+/// How long a CPU's events are kept after they happened.
+const RETAIN_NS: u64 = 3_000_000_000;
+/// Trace lines shown before a kept sample's deadline.
+const LEAD_NS: u64 = 20_000;
+
+/// What a measuring loop holds to report slow samples.
+#[derive(Debug, Clone)]
+pub struct SlowSamples {
+    /// Samples over this many ns are reported.
+    pub threshold_ns: u64,
+    tx: SyncSender<Sample>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl SlowSamples {
+    /// Hands a slow sample to the reader (never blocks).
+    #[inline]
+    pub fn report(&self, sample: Sample) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(sample)
+        {
+            self.dropped.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// A sample's chain, as reports show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chain {
+    /// The CPU.
+    pub cpu: u32,
+    /// The measured latency, ns.
+    pub latency_ns: u64,
+    /// When the timer was due, CLOCK_MONOTONIC ns (the trace's clock).
+    pub deadline_ns: u64,
+    /// The pieces, in time order; they add up to `latency_ns`.
+    pub pieces: Vec<Piece>,
+    /// The trace lines of the interval (and a little before it).
+    pub trace: Vec<String>,
+}
+
+/// One cause over every slow sample of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CauseTotal {
+    /// The cause as a person reads it.
+    pub cause: String,
+    /// Its family ([`Cause::kind`]).
+    pub kind: String,
+    /// Whether every wake-up passes through it (timer delivery from idle,
+    /// the timer interrupt, the switch, the return): the path, not
+    /// something in the way.
+    pub path: bool,
+    /// Slow samples it took part in.
+    pub samples: u64,
+    /// Slow samples of which it was the largest piece.
+    pub main_in: u64,
+    /// Time it took over all slow samples, ns.
+    pub total_ns: u64,
+    /// Its largest piece in one sample, ns.
+    pub max_ns: u64,
+}
+
+/// What `--explain` found in one probe's run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Explained {
+    /// The threshold, ns.
+    pub threshold_ns: u64,
+    /// tracefs's directory and the instance used.
+    pub instance: String,
+    /// Samples over the threshold that the loops reported.
+    pub over_threshold: u64,
+    /// Of those, the ones cut into a chain.
+    pub explained: u64,
+    /// Reported too fast for the reader (queue full): counted, not explained.
+    pub not_queued: u64,
+    /// Events the kernel dropped (its buffer was full).
+    pub lost_events: u64,
+    /// Trace events read.
+    pub events: u64,
+    /// Causes over all explained samples: most often the main piece first.
+    pub causes: Vec<CauseTotal>,
+    /// The slowest samples with their chains, slowest first.
+    pub worst: Vec<Chain>,
+    /// Events this kernel does not have (not traced).
+    pub missing_events: Vec<String>,
+    /// What a killed earlier run had left and this one removed.
+    pub cleaned: Option<String>,
+}
+
+/// The instance, the reader thread and the loops' channel of one probe.
+#[derive(Debug)]
+pub struct Explainer {
+    session: tracefs::Session,
+    stop: Arc<AtomicBool>,
+    reader: JoinHandle<Result<Collected, ExplainError>>,
+    slow: SlowSamples,
+}
+
+impl Explainer {
+    /// Starts tracing `cpus` and the reader (on the calling thread's CPUs).
+    pub fn start(
+        sys: &Sys,
+        cpus: &CpuSet,
+        ncpus: u32,
+        threshold_ns: u64,
+    ) -> Result<Explainer, ExplainError> {
+        let session = tracefs::Session::start(sys, cpus, ncpus)?;
+        let pipe = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(session.pipe())
+            .map_err(|source| ExplainError::Io {
+                what: format!("open {}", session.pipe().display()),
+                source,
+            })?;
+        let (tx, rx) = sync_channel(QUEUE);
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = Arc::clone(&stop);
+        let reader = std::thread::Builder::new()
+            .name("explain-reader".into())
+            .spawn(move || read_trace(pipe, rx, &stop2, threshold_ns))
+            .map_err(|source| ExplainError::Io {
+                what: "start the trace reader".into(),
+                source,
+            })?;
+        Ok(Explainer {
+            session,
+            stop,
+            reader,
+            slow: SlowSamples {
+                threshold_ns,
+                tx,
+                dropped: Arc::new(AtomicU64::new(0)),
+            },
+        })
+    }
+
+    /// What the measuring loops report slow samples through.
+    pub fn slow_samples(&self) -> SlowSamples {
+        self.slow.clone()
+    }
+
+    /// Stops tracing, lets the reader finish the samples still waiting,
+    /// removes the instance and returns what was found.
+    pub fn finish(self) -> Result<Explained, ExplainError> {
+        let Explainer {
+            session,
+            stop,
+            reader,
+            slow,
+        } = self;
+        let not_queued = slow.dropped.load(Relaxed);
+        drop(slow);
+        session.stop();
+        stop.store(true, Relaxed);
+        let collected = reader.join().unwrap_or_else(|_| {
+            Err(ExplainError::Io {
+                what: "trace reader".into(),
+                source: std::io::Error::other("panicked"),
+            })
+        });
+        let instance = session
+            .pipe()
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let missing_events = session.missing_events.clone();
+        let cleaned = session.cleaned.clone();
+        session.close()?;
+        let c = collected?;
+        Ok(c.into_explained(instance, not_queued, missing_events, cleaned))
+    }
+}
+
+/// A CPU's recent events and its state just before the oldest of them.
+#[derive(Debug, Default)]
+struct Window {
+    base: CpuState,
+    events: VecDeque<(Event, String)>,
+    /// Times after which events were lost (the last event seen before).
+    lost_after: Vec<u64>,
+}
+
+impl Window {
+    fn trim(&mut self, before_ns: u64) {
+        while self
+            .events
+            .front()
+            .is_some_and(|(e, _)| e.ts_ns < before_ns)
+        {
+            let (e, _) = self.events.pop_front().expect("front exists");
+            self.base.apply(&e.kind);
+        }
+        self.lost_after.retain(|&t| t >= before_ns);
+    }
+
+    fn last_ts(&self) -> u64 {
+        self.events.back().map_or(0, |(e, _)| e.ts_ns)
+    }
+}
+
+/// What the reader gathered.
+#[derive(Debug, Default)]
+struct Collected {
+    threshold_ns: u64,
+    over: u64,
+    explained: u64,
+    lost: u64,
+    events: u64,
+    totals: BTreeMap<Cause, CauseTotal>,
+    worst: Vec<Chain>,
+}
+
+impl Collected {
+    fn add(&mut self, sample: &Sample, pieces: Vec<Piece>, window: &Window) {
+        self.explained += 1;
+        let main = chain::main_piece(&pieces).map(|p| p.cause.clone());
+        let mut seen: HashMap<&Cause, u64> = HashMap::new();
+        for p in &pieces {
+            *seen.entry(&p.cause).or_default() += p.ns;
+        }
+        for (cause, ns) in seen {
+            let t = self
+                .totals
+                .entry(cause.clone())
+                .or_insert_with(|| CauseTotal {
+                    cause: cause.to_string(),
+                    kind: cause.kind().into(),
+                    path: cause.is_path(),
+                    samples: 0,
+                    main_in: 0,
+                    total_ns: 0,
+                    max_ns: 0,
+                });
+            t.samples += 1;
+            t.total_ns += ns;
+            t.max_ns = t.max_ns.max(ns);
+            if main.as_ref() == Some(cause) {
+                t.main_in += 1;
+            }
+        }
+        let latency_ns = sample.wake_ns.saturating_sub(sample.deadline_ns);
+        let slowest_kept = self.worst.last().map_or(0, |c| c.latency_ns);
+        if self.worst.len() < KEEP_WORST || latency_ns > slowest_kept {
+            let from = sample.deadline_ns.saturating_sub(LEAD_NS);
+            let trace = window
+                .events
+                .iter()
+                .filter(|(e, _)| e.ts_ns >= from && e.ts_ns <= sample.wake_ns)
+                .take(KEEP_LINES)
+                .map(|(_, l)| l.clone())
+                .collect();
+            self.worst.push(Chain {
+                cpu: sample.cpu,
+                latency_ns,
+                deadline_ns: sample.deadline_ns,
+                pieces,
+                trace,
+            });
+            self.worst.sort_by_key(|c| std::cmp::Reverse(c.latency_ns));
+            self.worst.truncate(KEEP_WORST);
+        }
+    }
+
+    fn into_explained(
+        self,
+        instance: String,
+        not_queued: u64,
+        missing_events: Vec<String>,
+        cleaned: Option<String>,
+    ) -> Explained {
+        let mut causes: Vec<CauseTotal> = self.totals.into_values().collect();
+        causes.sort_by(|a, b| {
+            (b.main_in, b.total_ns)
+                .cmp(&(a.main_in, a.total_ns))
+                .then_with(|| a.cause.cmp(&b.cause))
+        });
+        Explained {
+            threshold_ns: self.threshold_ns,
+            instance,
+            over_threshold: self.over + not_queued,
+            explained: self.explained,
+            not_queued,
+            lost_events: self.lost,
+            events: self.events,
+            causes,
+            worst: self.worst,
+            missing_events,
+            cleaned,
+        }
+    }
+}
+
+/// Explains `sample` from its CPU's window.
+fn explain_one(c: &mut Collected, windows: &HashMap<u32, Window>, sample: &Sample) {
+    let empty = Window::default();
+    let w = windows.get(&sample.cpu).unwrap_or(&empty);
+    // Events lost anywhere in the window leave the replayed state unsure.
+    let lost = w.lost_after.iter().any(|&t| t <= sample.wake_ns);
+    let pieces = chain::explain(&w.base, w.events.iter().map(|(e, _)| e), sample, lost);
+    c.add(sample, pieces, w);
+}
+
+/// The reader thread: follows `trace_pipe` until stopped, then reads what
+/// is left and explains every sample still waiting.
+fn read_trace(
+    mut pipe: std::fs::File,
+    rx: Receiver<Sample>,
+    stop: &AtomicBool,
+    threshold_ns: u64,
+) -> Result<Collected, ExplainError> {
+    let mut c = Collected {
+        threshold_ns,
+        ..Collected::default()
+    };
+    let mut windows: HashMap<u32, Window> = HashMap::new();
+    let mut waiting: Vec<Sample> = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut partial = String::new();
+    let mut last_cpu_ts: HashMap<u32, u64> = HashMap::new();
+    loop {
+        let stopping = stop.load(Relaxed);
+        let n = match pipe.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(source) => {
+                return Err(ExplainError::Io {
+                    what: "read trace_pipe".into(),
+                    source,
+                })
+            }
+        };
+        if n > 0 {
+            partial.push_str(&String::from_utf8_lossy(&buf[..n]));
+            let mut rest = String::new();
+            if !partial.ends_with('\n') {
+                if let Some(i) = partial.rfind('\n') {
+                    rest = partial.split_off(i + 1);
+                } else {
+                    continue;
+                }
+            }
+            for line in partial.lines() {
+                match trace::parse(line) {
+                    Line::Event(e) => {
+                        c.events += 1;
+                        last_cpu_ts.insert(e.cpu, e.ts_ns);
+                        windows
+                            .entry(e.cpu)
+                            .or_default()
+                            .events
+                            .push_back((e, line.to_string()));
+                    }
+                    Line::Lost { cpu, events } => {
+                        c.lost += events;
+                        let w = windows.entry(cpu).or_default();
+                        let t = w.last_ts();
+                        w.lost_after.push(t);
+                    }
+                    Line::Other => {}
+                }
+            }
+            partial = rest;
+        }
+        while let Ok(s) = rx.try_recv() {
+            c.over += 1;
+            waiting.push(s);
+        }
+        // A sample is explained once its CPU's trace has passed its wake-up
+        // (or a second after it, for a CPU that went quiet), or at the end.
+        let now = syscalls::monotonic_ns();
+        let newest = last_cpu_ts.values().copied().max().unwrap_or(0);
+        let (ready, later): (Vec<Sample>, Vec<Sample>) = waiting.drain(..).partition(|s| {
+            (stopping && n == 0)
+                || last_cpu_ts.get(&s.cpu).is_some_and(|&t| t > s.wake_ns)
+                || now > s.wake_ns + 1_000_000_000
+        });
+        waiting = later;
+        for s in &ready {
+            explain_one(&mut c, &windows, s);
+        }
+        let keep_from = waiting
+            .iter()
+            .map(|s| s.deadline_ns)
+            .min()
+            .unwrap_or(u64::MAX)
+            .min(newest.saturating_sub(RETAIN_NS));
+        for w in windows.values_mut() {
+            w.trim(keep_from.saturating_sub(LEAD_NS));
+        }
+        if stopping && n == 0 {
+            while let Ok(s) = rx.try_recv() {
+                c.over += 1;
+                explain_one(&mut c, &windows, &s);
+            }
+            return Ok(c);
+        }
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
