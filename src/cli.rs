@@ -179,6 +179,12 @@ pub struct CompareArgs {
     /// Print results.json to stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// In every phase, explain the samples slower than US µs (measure
+    /// --explain): the causes per phase in the table, results.json and
+    /// report.html, and for the shielded phase why each is left.
+    #[arg(long, value_name = "US",
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub explain: Option<u64>,
 }
 
 #[derive(Args, Debug)]

@@ -480,6 +480,7 @@ fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> 
         thresholds_us: a.threshold,
         phases: a.phases,
         out: dir.clone(),
+        explain_us: a.explain,
     };
     let exe = std::env::current_exe().context("finding our own executable")?;
     if a.dry_run {

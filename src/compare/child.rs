@@ -53,6 +53,9 @@ pub fn measure_command(
         buckets.to_string(),
         "--json".into(),
     ]);
+    if let Some(us) = opts.explain_us {
+        argv.extend(["--explain".into(), us.to_string()]);
+    }
     if !realtime {
         argv.push("--no-rt".into());
     }

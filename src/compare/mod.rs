@@ -109,6 +109,8 @@ pub struct Options {
     pub phases: Vec<Phase>,
     /// Output directory.
     pub out: PathBuf,
+    /// `--explain`: explain samples slower than this many µs.
+    pub explain_us: Option<u64>,
 }
 
 /// Facts about the machine that decide whether `compare` may start.

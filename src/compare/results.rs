@@ -8,6 +8,7 @@ use super::summary::{Curve, Interference, PhaseStats, RatioRow, SummaryTable};
 use super::Options;
 use crate::cpulist::CpuSet;
 use crate::load::{LoadReport, StopReport};
+use crate::measure::explain::{remedy, CauseTotal, Chain, Explained, Remedy};
 use crate::measure::interrupts::Delta;
 use crate::measure::machine::Machine;
 use crate::measure::results::{Measurement, ProbeStatus, Tool};
@@ -36,6 +37,54 @@ pub struct Measured {
     pub stats: PhaseStats,
     /// Per-CPU interrupt and softirq deltas during the measurement.
     pub per_cpu: Vec<CpuNoise>,
+    /// `--explain`: what delayed the samples over its threshold.
+    pub explain: Option<PhaseCauses>,
+}
+
+/// The causes of one phase's slow samples, from `measure --explain`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseCauses {
+    /// Samples slower than this were explained, µs.
+    pub threshold_us: f64,
+    /// Samples over the threshold.
+    pub over_threshold: u64,
+    /// Of those, the ones cut into causes.
+    pub explained: u64,
+    /// Every cause, most often the main one first.
+    pub causes: Vec<CauseRow>,
+    /// The slowest sample's chain as one line.
+    pub slowest: Option<String>,
+}
+
+/// One cause of a phase, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CauseRow {
+    /// Counts and times over the phase's slow samples.
+    #[serde(flatten)]
+    pub total: CauseTotal,
+    /// Why it reaches the CPU and the next step (`null` for the wake-up's
+    /// own path).
+    pub remedy: Option<Remedy>,
+}
+
+impl PhaseCauses {
+    /// The causes of a measurement's `--explain` result.
+    pub fn of(e: &Explained) -> PhaseCauses {
+        PhaseCauses {
+            threshold_us: ns_to_us(e.threshold_ns),
+            over_threshold: e.over_threshold,
+            explained: e.explained,
+            causes: e
+                .causes
+                .iter()
+                .map(|c| CauseRow {
+                    total: c.clone(),
+                    remedy: remedy(c),
+                })
+                .collect(),
+            slowest: e.worst.first().map(Chain::line),
+        }
+    }
 }
 
 /// Interrupts and softirqs that reached one measured CPU.
@@ -139,6 +188,7 @@ pub fn parse_measurement(
         curve,
         stats,
         per_cpu,
+        explain: probe.explain.as_ref().map(PhaseCauses::of),
     })
 }
 

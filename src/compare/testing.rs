@@ -31,6 +31,7 @@ pub fn opts(c: &str) -> Options {
         thresholds_us: vec![100.0, 1000.0],
         phases: Phase::ALL.to_vec(),
         out: PathBuf::from("x"),
+        explain_us: None,
     }
 }
 

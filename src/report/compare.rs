@@ -41,6 +41,7 @@ pub fn summary_text(r: &Results) -> String {
         r.machine.one_line()
     );
     s.push_str(&render_text(&r.summary));
+    s.push_str(&super::explain::phases_text(r));
     if let Some(note) = r.virtualised_note {
         s.push_str(&format!("\nNote: {note}\n"));
     }
@@ -124,6 +125,7 @@ pub fn write_files(r: &Results, dir: &Path) -> Result<(), ReportError> {
             }
             notes
         },
+        extra_section: super::explain::phases_html(r),
         files: FILES
             .iter()
             .filter(|f| **f != "report.html")

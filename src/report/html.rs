@@ -27,6 +27,8 @@ pub struct HtmlReport {
     pub virtualised: Option<String>,
     /// Further remarks, one paragraph each.
     pub notes: Vec<String>,
+    /// A section rendered elsewhere, placed after the summary (HTML; empty: none).
+    pub extra_section: String,
     /// Other files of the run, linked by relative name (`results.json`, `plot.png`).
     pub files: Vec<String>,
 }
@@ -72,6 +74,13 @@ table.kv th{text-align:left;vertical-align:top}table.kv td{font-family:ui-monosp
 .note{background:#fff6d6;border-left:4px solid #e0b000;padding:.6em 1em}
 figure{margin:0}figure svg{max-width:100%;height:auto}
 ";
+
+/// A table as HTML, for sections rendered elsewhere.
+pub fn table_html_string(class: &str, header: &[String], rows: &[Vec<String>]) -> String {
+    let mut out = String::new();
+    table_html(&mut out, class, header, rows);
+    out
+}
 
 fn table_html(out: &mut String, class: &str, header: &[String], rows: &[Vec<String>]) {
     let _ = write!(out, "<table class=\"{class}\"><thead><tr>");
@@ -150,6 +159,7 @@ pub fn render_html(r: &HtmlReport) -> String {
         );
     }
 
+    out.push_str(&r.extra_section);
     for note in &r.notes {
         let _ = writeln!(out, "<p>{}</p>", escape_html(note));
     }

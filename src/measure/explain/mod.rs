@@ -106,6 +106,32 @@ pub struct Chain {
     pub trace: Vec<String>,
 }
 
+/// `312 µs` (`2.4 µs` below 10 µs).
+pub fn us(ns: u64) -> String {
+    if ns >= 10_000 {
+        format!("{} µs", (ns + 500) / 1000)
+    } else {
+        format!("{:.1} µs", ns as f64 / 1000.0)
+    }
+}
+
+impl Chain {
+    /// `312 µs on CPU 3: timer delivery (idle exit) 40 µs, IRQ 45 nvme0q3 180 µs, ...`
+    pub fn line(&self) -> String {
+        let parts: Vec<String> = self
+            .pieces
+            .iter()
+            .map(|p| format!("{} {}", p.label, us(p.ns)))
+            .collect();
+        format!(
+            "{} on CPU {}: {}",
+            us(self.latency_ns),
+            self.cpu,
+            parts.join(", ")
+        )
+    }
+}
+
 /// One cause over every slow sample of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CauseTotal {
@@ -466,5 +492,149 @@ fn read_trace(
         if n == 0 {
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+}
+
+/// Why a cause reaches a shielded CPU, and the next step against it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Remedy {
+    /// What it is and why the run-time shield leaves it.
+    pub why: String,
+    /// What removes or reduces it (the `audit` finding or command).
+    pub next: String,
+}
+
+/// Why `cause` still reaches a shielded CPU and what to do about it;
+/// `None` for the wake-up's own path.
+pub fn remedy(cause: &CauseTotal) -> Option<Remedy> {
+    let r = |why: &str, next: &str| {
+        Some(Remedy {
+            why: why.into(),
+            next: next.into(),
+        })
+    };
+    if cause.path {
+        return None;
+    }
+    let name = cause.cause.as_str();
+    match cause.kind.as_str() {
+        "tick" => r(
+            "the scheduler tick: only the boot line stops it on a busy CPU",
+            "boot with nohz_full (cpushield boot-args; boot = true in the config; audit: boot.half)",
+        ),
+        "softirq" if name.ends_with("RCU") => r(
+            "RCU callbacks run on every CPU that is not offloaded",
+            "boot with rcu_nocbs (cpushield boot-args; audit: boot.half)",
+        ),
+        "softirq" if name.ends_with("TIMER") || name.ends_with("HRTIMER") => r(
+            "timers queued on this CPU, the tick's among them",
+            "boot with nohz_full; --tune timer-migration moves new timers away",
+        ),
+        "softirq" => r(
+            "a device's bottom half, raised by an interrupt on this CPU",
+            "move the interrupt: cpushield on does, unless the kernel manages it (audit lists those; isolcpus=managed_irq on the boot line)",
+        ),
+        "irq" => r(
+            "a device interrupt served on this CPU",
+            "kernel-managed queue interrupts stay until boot with isolcpus=managed_irq (cpushield boot-args); others cpushield on moves (audit: irqs)",
+        ),
+        "ipi" => r(
+            "another CPU asked this one to act (a TLB flush, a function call, a wake-up)",
+            "keep the real-time process's memory and threads to itself; cpushield audit shows what shares the CPUs",
+        ),
+        "hrtimer" => r(
+            "a kernel timer that fires on this CPU",
+            "--tune timer-migration; nohz_full on the boot line",
+        ),
+        "task" | "timer" if name.contains("kworker/") => r(
+            "a per-CPU kernel worker: per-CPU work stays on its CPU",
+            "--tune workqueue moves unbound work; vmstat and writeback knobs reduce the rest (cpushield tune)",
+        ),
+        "task" | "timer" if name.contains("ksoftirqd/") => r(
+            "softirqs deferred to their per-CPU thread",
+            "as for the softirq it runs: see the softirq rows",
+        ),
+        "task" | "timer" => r(
+            "another thread ran on the measured CPU",
+            "cpushield status lists what runs inside the shield; cpushield move takes it out",
+        ),
+        "unexplained" => r(
+            "no trace evidence for this time (events lost, or the CPU's state not yet known)",
+            "run longer, or with fewer CPUs traced",
+        ),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_reads_as_one_line_in_time_order() {
+        let piece = |cause: Cause, ns| Piece {
+            label: cause.to_string(),
+            cause,
+            ns,
+        };
+        let c = Chain {
+            cpu: 3,
+            latency_ns: 312_000,
+            deadline_ns: 1,
+            pieces: vec![
+                piece(Cause::TimerDelivery { busy: None }, 40_000),
+                piece(
+                    Cause::Irq {
+                        irq: 45,
+                        name: "nvme0q3".into(),
+                    },
+                    180_000,
+                ),
+                piece(Cause::Return, 2_400),
+            ],
+            trace: vec![],
+        };
+        assert_eq!(
+            c.line(),
+            "312 µs on CPU 3: timer delivery (idle exit) 40 µs, IRQ 45 nvme0q3 180 µs, return to user 2.4 µs"
+        );
+    }
+
+    fn total(cause: Cause) -> CauseTotal {
+        CauseTotal {
+            cause: cause.to_string(),
+            kind: cause.kind().into(),
+            path: cause.is_path(),
+            samples: 1,
+            main_in: 1,
+            total_ns: 1,
+            max_ns: 1,
+        }
+    }
+
+    #[test]
+    fn what_the_shield_leaves_points_at_the_boot_line_or_a_knob() {
+        let next = |c: Cause| remedy(&total(c)).map(|r| r.next);
+        assert!(next(Cause::Tick).unwrap().contains("nohz_full"));
+        assert!(next(Cause::Softirq { name: "RCU".into() })
+            .unwrap()
+            .contains("rcu_nocbs"));
+        assert!(next(Cause::Irq {
+            irq: 3,
+            name: "nvme0q3".into()
+        })
+        .unwrap()
+        .contains("managed_irq"));
+        assert!(next(Cause::Task {
+            comm: "kworker/3:1".into()
+        })
+        .unwrap()
+        .contains("workqueue"));
+        assert_eq!(
+            next(Cause::TimerIrq),
+            None,
+            "the path is not a cause to remove"
+        );
+        assert_eq!(next(Cause::Switch), None);
     }
 }
