@@ -145,7 +145,7 @@ impl CpuState {
                 self.comm.clone_from(next_comm);
                 self.stack.clear();
             }
-            Kind::Wakeup { .. } | Kind::Idle(_) => {}
+            Kind::Wakeup { .. } => {}
             Kind::IrqEntry { irq, name } => self.stack.push(Context::Irq(*irq, name.clone())),
             Kind::SoftirqEntry { name } => self.stack.push(Context::Softirq(name.clone())),
             Kind::VectorEntry { name } => self.stack.push(Context::Vector(name)),
@@ -251,9 +251,16 @@ pub fn explain<'a>(
             at = e.ts_ns;
         }
         st.apply(&e.kind);
+        // Trace times are cut to the µs: an event up to 1 µs before the
+        // deadline may have come after it. Earlier wake-ups and switches
+        // belong to earlier samples.
+        let after_deadline = e.ts_ns + 1000 > start;
         match &e.kind {
-            Kind::Wakeup { pid } if *pid == sample.tid && e.ts_ns >= start => woken = true,
-            Kind::Switch { next_pid, .. } if *next_pid == sample.tid => woken = true,
+            Kind::Wakeup { pid } | Kind::Switch { next_pid: pid, .. }
+                if *pid == sample.tid && after_deadline =>
+            {
+                woken = true
+            }
             _ => {}
         }
     }
@@ -325,7 +332,6 @@ mod tests {
     fn idle_cpu_delayed_by_a_device_irq_and_its_softirq() {
         let events = vec![
             at(0, switch(0, "swapper/3")),
-            at(5, Kind::Idle(true)),
             // expiry at 100; a NIC interrupt came first.
             at(
                 130,
@@ -357,7 +363,6 @@ mod tests {
             at(255, Kind::Wakeup { pid: TID }),
             at(256, Kind::HrtimerExit),
             at(258, Kind::VectorExit),
-            at(260, Kind::Idle(false)),
             at(265, switch(TID, "measure-cpu3")),
         ];
         let p = explain(&CpuState::default(), &events, &sample(100, 270), false);
@@ -418,6 +423,35 @@ mod tests {
             ]
         );
         assert_eq!(main_piece(&p).unwrap().cause.kind(), "task");
+    }
+
+    #[test]
+    fn the_previous_samples_wakeup_does_not_count() {
+        let events = vec![
+            at(0, Kind::Wakeup { pid: TID }),
+            at(1, switch(TID, "measure-cpu3")),
+            at(3, switch(0, "swapper/3")),
+            // expiry at 100, the timer interrupt only at 400: idle exit.
+            at(
+                400,
+                Kind::VectorEntry {
+                    name: "local_timer",
+                },
+            ),
+            at(401, Kind::Wakeup { pid: TID }),
+            at(402, Kind::VectorExit),
+            at(404, switch(TID, "measure-cpu3")),
+        ];
+        let p = explain(&CpuState::default(), &events, &sample(100, 405), false);
+        assert_eq!(
+            summary(&p),
+            vec![
+                ("timer delivery (idle exit)".into(), 300),
+                ("timer interrupt".into(), 2),
+                ("switch".into(), 2),
+                ("return to user".into(), 1),
+            ]
+        );
     }
 
     #[test]

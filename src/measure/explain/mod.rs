@@ -62,6 +62,10 @@ pub enum ExplainError {
 /// How many slow samples wait for the reader at most; beyond that the
 /// loop counts them as not explained rather than block.
 const QUEUE: usize = 4096;
+/// How long the reader sleeps when `trace_pipe` is empty: each wake-up
+/// costs the housekeeping CPUs (and, in an emulated guest, the measured
+/// CPU's host time); the measured CPUs' buffers hold seconds of events.
+const POLL_MS: u64 = 50;
 /// Slowest samples kept with their chain and trace lines.
 const KEEP_WORST: usize = 10;
 /// Trace lines kept per kept sample, at most.
@@ -490,7 +494,7 @@ fn read_trace(
             return Ok(c);
         }
         if n == 0 {
-            std::thread::sleep(Duration::from_millis(10));
+            std::thread::sleep(Duration::from_millis(POLL_MS));
         }
     }
 }

@@ -5,7 +5,8 @@
 //! `mono` trace clock its time is CLOCK_MONOTONIC, the measuring loops'
 //! clock, at the text output's resolution of 1 µs. Lines of other events
 //! and lines that do not parse are not events; `CPU:N [LOST M EVENTS]`
-//! lines are counted apart.
+//! lines are counted apart. Idle is the switch to pid 0 (`power:cpu_idle`
+//! would add two events to every wake-up and nothing to the chain).
 
 /// The events enabled in the trace instance, as `system:event`. Those the
 /// running kernel lacks (the x86 vectors elsewhere) are skipped.
@@ -18,7 +19,6 @@ pub const EVENTS: &[&str] = &[
     "irq:softirq_exit",
     "timer:hrtimer_expire_entry",
     "timer:hrtimer_expire_exit",
-    "power:cpu_idle",
     "irq_vectors:local_timer_entry",
     "irq_vectors:local_timer_exit",
     "irq_vectors:reschedule_entry",
@@ -102,8 +102,6 @@ pub enum Kind {
     },
     /// An hrtimer's callback returns.
     HrtimerExit,
-    /// The CPU enters (`true`) or leaves (`false`) an idle state.
-    Idle(bool),
 }
 
 /// What one line of `trace_pipe` is.
@@ -223,7 +221,6 @@ fn kind_of(name: &str, fields: &str) -> Option<Kind> {
             function: field(fields, "function")?.to_string(),
         },
         "hrtimer_expire_exit" => Kind::HrtimerExit,
-        "cpu_idle" => Kind::Idle(field(fields, "state")? != "4294967295"),
         _ => {
             let (stem, entry) = match name.strip_suffix("_entry") {
                 Some(s) => (s, true),
@@ -302,14 +299,6 @@ mod tests {
             Kind::HrtimerEntry {
                 function: "hrtimer_wakeup".into()
             }
-        );
-        assert_eq!(
-            k("<idle>-0 [002] d..1. 10.000005: cpu_idle: state=4294967295 cpu_id=2"),
-            Kind::Idle(false)
-        );
-        assert_eq!(
-            k("<idle>-0 [002] d..1. 10.000006: cpu_idle: state=1 cpu_id=2"),
-            Kind::Idle(true)
         );
         // 6.1's format without the last flag column.
         assert_eq!(

@@ -29,7 +29,7 @@ pub const INSTANCE: &str = "cpushield";
 /// The record of a live instance, relative to the root.
 pub const RECORD: &str = "run/cpushield/explain.json";
 /// Ring buffer per measured CPU, KiB: a busy unshielded CPU writes about
-/// 1 MiB/s of these events; the reader empties it every 10 ms.
+/// 1 MiB/s of these events; the reader empties it every 50 ms.
 const BUFFER_KB: u32 = 4096;
 /// Ring buffer of every other CPU, KiB (the tracing cpumask keeps them
 /// empty; the kernel allocates one for every possible CPU).
