@@ -2,14 +2,14 @@
 //!
 //! While a timer or periodic probe runs, the kernel traces the measured
 //! CPUs into an instance of our own ([`tracefs`]): switches, wake-ups,
-//! device IRQs, softirqs, the x86 timer and IPI vectors, hrtimer callbacks
-//! and idle. A reader thread (off the measured CPUs) follows `trace_pipe`
-//! and keeps the last seconds of each CPU's events; a measuring loop hands
+//! device IRQs, softirqs, the x86 timer and IPI vectors and hrtimer
+//! callbacks, into ring buffers sized for the run. A measuring loop hands
 //! every slow sample's deadline and wake-up over a bounded channel (no
-//! allocation, no lock in the loop), and the reader cuts that interval of
-//! the CPU's events into a chain of causes ([`chain`]). Every slow sample
-//! counts in the per-cause totals; the slowest keep their chain and the
-//! trace lines it came from.
+//! allocation, no lock, no system call in the loop). Once the loops have
+//! ended, the events are read and each slow sample's interval of its
+//! CPU's events is cut into a chain of causes ([`chain`]). Every slow
+//! sample counts in the per-cause totals; the slowest keep their chain
+//! and the trace lines it came from.
 
 pub mod chain;
 pub mod trace;
@@ -18,16 +18,14 @@ pub mod tracefs;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
-use crate::sys::{syscalls, Sys, SysError};
+use crate::sys::{Sys, SysError};
 
 use chain::CpuState;
 pub use chain::{Cause, Piece, Sample};
@@ -59,19 +57,13 @@ pub enum ExplainError {
     },
 }
 
-/// How many slow samples wait for the reader at most; beyond that the
-/// loop counts them as not explained rather than block.
-const QUEUE: usize = 4096;
-/// How long the reader sleeps when `trace_pipe` is empty: each wake-up
-/// costs the housekeeping CPUs (and, in an emulated guest, the measured
-/// CPU's host time); the measured CPUs' buffers hold seconds of events.
-const POLL_MS: u64 = 50;
 /// Slowest samples kept with their chain and trace lines.
 const KEEP_WORST: usize = 10;
 /// Trace lines kept per kept sample, at most.
 const KEEP_LINES: usize = 200;
-/// How long a CPU's events are kept after they happened.
-const RETAIN_NS: u64 = 3_000_000_000;
+/// How far back a CPU's events are kept behind the newest read (samples
+/// wait in wake-up order, so only the state before the next one matters).
+const RETAIN_NS: u64 = 100_000_000;
 /// Trace lines shown before a kept sample's deadline.
 const LEAD_NS: u64 = 20_000;
 
@@ -184,46 +176,67 @@ pub struct Explained {
     pub cleaned: Option<String>,
 }
 
-/// The instance, the reader thread and the loops' channel of one probe.
+/// The instance and the loops' channel of one probe.
+///
+/// Nothing reads the trace while the loops run: the kernel keeps the
+/// events in the measured CPUs' ring buffers (sized for the run) and
+/// [`Explainer::finish`] reads them after the loops have ended. A reader
+/// running meanwhile would share the machine with what it measures, and
+/// inside a shield (`cpushield run -- cpushield measure`) it would run on
+/// the measured CPUs themselves.
 #[derive(Debug)]
 pub struct Explainer {
     session: tracefs::Session,
-    stop: Arc<AtomicBool>,
-    reader: JoinHandle<Result<Collected, ExplainError>>,
+    rx: Receiver<Sample>,
     slow: SlowSamples,
 }
 
+/// Ring buffer per measured CPU and second of run, KiB: a wake-up costs
+/// about ten events of 30-60 bytes; an unshielded CPU under load writes
+/// up to twice that.
+const KB_PER_SECOND: u64 = 1024;
+
+/// The ring buffer per traced CPU for a run of `seconds`, KiB: enough for
+/// the whole run, within an eighth of the available memory over all
+/// traced CPUs (a longer run keeps its last part: the kernel overwrites
+/// the oldest events and says so).
+pub fn buffer_kb(seconds: f64, traced: usize, mem_available_kb: u64) -> u64 {
+    let want = (seconds.max(1.0) * KB_PER_SECOND as f64) as u64 + 1024;
+    let cap = mem_available_kb / 8 / traced.max(1) as u64;
+    want.min(cap).max(1024)
+}
+
 impl Explainer {
-    /// Starts tracing `cpus` and the reader (on the calling thread's CPUs).
+    /// Starts tracing `cpus` for a run of about `seconds` with at most
+    /// `samples` samples per CPU.
     pub fn start(
         sys: &Sys,
         cpus: &CpuSet,
         ncpus: u32,
         threshold_ns: u64,
+        seconds: f64,
+        samples: u64,
     ) -> Result<Explainer, ExplainError> {
-        let session = tracefs::Session::start(sys, cpus, ncpus)?;
-        let pipe = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(session.pipe())
-            .map_err(|source| ExplainError::Io {
-                what: format!("open {}", session.pipe().display()),
-                source,
-            })?;
-        let (tx, rx) = sync_channel(QUEUE);
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = Arc::clone(&stop);
-        let reader = std::thread::Builder::new()
-            .name("explain-reader".into())
-            .spawn(move || read_trace(pipe, rx, &stop2, threshold_ns))
-            .map_err(|source| ExplainError::Io {
-                what: "start the trace reader".into(),
-                source,
-            })?;
+        let mem_kb = sys
+            .read("proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("MemAvailable:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            })
+            .unwrap_or(1 << 20);
+        let kb = buffer_kb(seconds, cpus.len(), mem_kb);
+        let session = tracefs::Session::start(sys, cpus, ncpus, kb)?;
+        // Every slow sample waits in the channel until the end: room for
+        // all the run's samples, within 1 Mi (32 MiB).
+        let room = samples
+            .saturating_mul(cpus.len() as u64)
+            .clamp(1024, 1 << 20) as usize;
+        let (tx, rx) = sync_channel(room);
         Ok(Explainer {
             session,
-            stop,
-            reader,
+            rx,
             slow: SlowSamples {
                 threshold_ns,
                 tx,
@@ -237,25 +250,23 @@ impl Explainer {
         self.slow.clone()
     }
 
-    /// Stops tracing, lets the reader finish the samples still waiting,
+    /// Stops tracing, reads the events, explains every slow sample,
     /// removes the instance and returns what was found.
     pub fn finish(self) -> Result<Explained, ExplainError> {
-        let Explainer {
-            session,
-            stop,
-            reader,
-            slow,
-        } = self;
+        let Explainer { session, rx, slow } = self;
         let not_queued = slow.dropped.load(Relaxed);
+        let threshold_ns = slow.threshold_ns;
         drop(slow);
         session.stop();
-        stop.store(true, Relaxed);
-        let collected = reader.join().unwrap_or_else(|_| {
-            Err(ExplainError::Io {
-                what: "trace reader".into(),
-                source: std::io::Error::other("panicked"),
+        let collected = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(session.pipe())
+            .map_err(|source| ExplainError::Io {
+                what: format!("open {}", session.pipe().display()),
+                source,
             })
-        });
+            .and_then(|pipe| read_trace(pipe, rx, threshold_ns));
         let instance = session
             .pipe()
             .parent()
@@ -398,25 +409,25 @@ fn explain_one(c: &mut Collected, windows: &HashMap<u32, Window>, sample: &Sampl
     c.add(sample, pieces, w);
 }
 
-/// The reader thread: follows `trace_pipe` until stopped, then reads what
-/// is left and explains every sample still waiting.
+/// Reads `trace_pipe` to its end (tracing is off) and explains every
+/// sample in `rx`, each once its CPU's events have passed its wake-up.
 fn read_trace(
     mut pipe: std::fs::File,
     rx: Receiver<Sample>,
-    stop: &AtomicBool,
     threshold_ns: u64,
 ) -> Result<Collected, ExplainError> {
     let mut c = Collected {
         threshold_ns,
         ..Collected::default()
     };
+    let mut waiting: Vec<Sample> = rx.try_iter().collect();
+    c.over = waiting.len() as u64;
+    // Latest first: ready samples come off the end.
+    waiting.sort_by_key(|s| std::cmp::Reverse(s.wake_ns));
     let mut windows: HashMap<u32, Window> = HashMap::new();
-    let mut waiting: Vec<Sample> = Vec::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut partial = String::new();
-    let mut last_cpu_ts: HashMap<u32, u64> = HashMap::new();
     loop {
-        let stopping = stop.load(Relaxed);
         let n = match pipe.read(&mut buf) {
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
@@ -428,75 +439,58 @@ fn read_trace(
                 })
             }
         };
-        if n > 0 {
-            partial.push_str(&String::from_utf8_lossy(&buf[..n]));
-            let mut rest = String::new();
-            if !partial.ends_with('\n') {
-                if let Some(i) = partial.rfind('\n') {
-                    rest = partial.split_off(i + 1);
-                } else {
-                    continue;
+        if n == 0 {
+            break;
+        }
+        partial.push_str(&String::from_utf8_lossy(&buf[..n]));
+        let Some(end) = partial.rfind('\n') else {
+            continue;
+        };
+        let rest = partial.split_off(end + 1);
+        for line in partial.lines() {
+            match trace::parse(line) {
+                Line::Event(e) => {
+                    c.events += 1;
+                    let w = windows.entry(e.cpu).or_default();
+                    w.events.push_back((e, line.to_string()));
                 }
-            }
-            for line in partial.lines() {
-                match trace::parse(line) {
-                    Line::Event(e) => {
-                        c.events += 1;
-                        last_cpu_ts.insert(e.cpu, e.ts_ns);
-                        windows
-                            .entry(e.cpu)
-                            .or_default()
-                            .events
-                            .push_back((e, line.to_string()));
-                    }
-                    Line::Lost { cpu, events } => {
-                        c.lost += events;
-                        let w = windows.entry(cpu).or_default();
+                // Before a CPU's first event the state is unknown anyway
+                // (the oldest events were overwritten): only a loss after
+                // an event leaves a replayed state unsure.
+                Line::Lost { cpu, events } => {
+                    c.lost += events;
+                    let w = windows.entry(cpu).or_default();
+                    if !w.events.is_empty() {
                         let t = w.last_ts();
                         w.lost_after.push(t);
                     }
-                    Line::Other => {}
                 }
+                Line::Other => {}
             }
-            partial = rest;
         }
-        while let Ok(s) = rx.try_recv() {
-            c.over += 1;
-            waiting.push(s);
+        partial = rest;
+        while let Some(s) = waiting.last() {
+            let passed = windows.get(&s.cpu).is_some_and(|w| w.last_ts() > s.wake_ns);
+            if !passed {
+                break;
+            }
+            let s = waiting.pop().expect("last exists");
+            explain_one(&mut c, &windows, &s);
         }
-        // A sample is explained once its CPU's trace has passed its wake-up
-        // (or a second after it, for a CPU that went quiet), or at the end.
-        let now = syscalls::monotonic_ns();
-        let newest = last_cpu_ts.values().copied().max().unwrap_or(0);
-        let (ready, later): (Vec<Sample>, Vec<Sample>) = waiting.drain(..).partition(|s| {
-            (stopping && n == 0)
-                || last_cpu_ts.get(&s.cpu).is_some_and(|&t| t > s.wake_ns)
-                || now > s.wake_ns + 1_000_000_000
-        });
-        waiting = later;
-        for s in &ready {
-            explain_one(&mut c, &windows, s);
-        }
-        let keep_from = waiting
-            .iter()
-            .map(|s| s.deadline_ns)
-            .min()
-            .unwrap_or(u64::MAX)
-            .min(newest.saturating_sub(RETAIN_NS));
+        let keep_from = waiting.last().map_or(u64::MAX, |s| s.deadline_ns);
+        let newest = windows.values().map(Window::last_ts).max().unwrap_or(0);
         for w in windows.values_mut() {
-            w.trim(keep_from.saturating_sub(LEAD_NS));
-        }
-        if stopping && n == 0 {
-            while let Ok(s) = rx.try_recv() {
-                c.over += 1;
-                explain_one(&mut c, &windows, &s);
-            }
-            return Ok(c);
-        }
-        if n == 0 {
-            std::thread::sleep(Duration::from_millis(POLL_MS));
+            w.trim(
+                keep_from
+                    .min(newest.saturating_sub(RETAIN_NS))
+                    .saturating_sub(LEAD_NS),
+            );
         }
     }
+    while let Some(s) = waiting.pop() {
+        explain_one(&mut c, &windows, &s);
+    }
+    Ok(c)
 }
 
 /// Why a cause reaches a shielded CPU, and the next step against it.
@@ -529,6 +523,10 @@ pub fn remedy(cause: &CauseTotal) -> Option<Remedy> {
         "softirq" if name.ends_with("RCU") => r(
             "RCU callbacks run on every CPU that is not offloaded",
             "boot with rcu_nocbs (cpushield boot-args; audit: boot.half)",
+        ),
+        "softirq" if name.ends_with("SCHED") => r(
+            "the scheduler's load balancing, raised by the tick",
+            "boot with nohz_full: no tick, no balancing from it (cpushield boot-args)",
         ),
         "softirq" if name.ends_with("TIMER") || name.ends_with("HRTIMER") => r(
             "timers queued on this CPU, the tick's among them",
@@ -602,6 +600,14 @@ mod tests {
             c.line(),
             "312 µs on CPU 3: timer delivery (idle exit) 40 µs, IRQ 45 nvme0q3 180 µs, return to user 2.4 µs"
         );
+    }
+
+    #[test]
+    fn the_ring_buffer_holds_the_run_within_an_eighth_of_memory() {
+        assert_eq!(buffer_kb(10.0, 1, 8 << 20), 11 * 1024);
+        // 1 GiB available, 2 CPUs traced, an hour: 64 MiB each.
+        assert_eq!(buffer_kb(3600.0, 2, 1 << 20), 64 * 1024);
+        assert_eq!(buffer_kb(0.1, 1, 1024), 1024, "never below 1 MiB");
     }
 
     fn total(cause: Cause) -> CauseTotal {

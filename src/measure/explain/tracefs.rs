@@ -28,9 +28,6 @@ use super::ExplainError;
 pub const INSTANCE: &str = "cpushield";
 /// The record of a live instance, relative to the root.
 pub const RECORD: &str = "run/cpushield/explain.json";
-/// Ring buffer per measured CPU, KiB: a busy unshielded CPU writes about
-/// 1 MiB/s of these events; the reader empties it every 50 ms.
-const BUFFER_KB: u32 = 4096;
 /// Ring buffer of every other CPU, KiB (the tracing cpumask keeps them
 /// empty; the kernel allocates one for every possible CPU).
 const IDLE_BUFFER_KB: u32 = 16;
@@ -203,7 +200,12 @@ impl Session {
     /// records the instance, makes it and starts tracing `cpus`. Nothing
     /// is written before every check has passed; a failure after the
     /// instance exists removes it again.
-    pub fn start(sys: &Sys, cpus: &CpuSet, ncpus: u32) -> Result<Session, ExplainError> {
+    pub fn start(
+        sys: &Sys,
+        cpus: &CpuSet,
+        ncpus: u32,
+        buffer_kb: u64,
+    ) -> Result<Session, ExplainError> {
         let tracefs = locate(sys)?;
         if let Some(who) = in_use(sys, &tracefs) {
             return Err(ExplainError::InUse(who));
@@ -228,11 +230,11 @@ impl Session {
             missing_events: Vec::new(),
             cleaned,
         };
-        session.configure(cpus, ncpus)?;
+        session.configure(cpus, ncpus, buffer_kb)?;
         Ok(session)
     }
 
-    fn configure(&mut self, cpus: &CpuSet, ncpus: u32) -> Result<(), ExplainError> {
+    fn configure(&mut self, cpus: &CpuSet, ncpus: u32, buffer_kb: u64) -> Result<(), ExplainError> {
         let d = &self.dir;
         let sys = &self.sys;
         sys.write(&format!("{d}/tracing_on"), "0")?;
@@ -240,7 +242,7 @@ impl Session {
         for cpu in cpus.iter() {
             sys.write(
                 &format!("{d}/per_cpu/cpu{cpu}/buffer_size_kb"),
-                &BUFFER_KB.to_string(),
+                &buffer_kb.to_string(),
             )?;
         }
         sys.write(&format!("{d}/trace_clock"), "mono")?;
@@ -263,7 +265,7 @@ impl Session {
         self.sys.path(&format!("{}/trace_pipe", self.dir))
     }
 
-    /// Stops writing events (the reader then empties what is left).
+    /// Stops writing events (what was written stays to be read).
     pub fn stop(&self) {
         let _ = self.sys.write(&format!("{}/tracing_on", self.dir), "0");
     }
