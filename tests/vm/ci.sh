@@ -37,7 +37,7 @@ RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
 # the dev-dependencies), which must not reach the binary that ships.
 tests/shipped-binary-has-no-fixture.sh "$BIN"
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example check_compare_dir --example package-assets
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example check_compare_dir --example interfere --example package-assets
 
 echo "== the .deb, from that binary (packaging/build-deb.sh)"
 rm -rf "$REL/package-assets" && "$REL/examples/package-assets" "$REL/package-assets" >/dev/null
@@ -54,10 +54,10 @@ echo "== test bed took $(( $(date +%s) - t0 ))s"
 
 # Kernel 7.x (Debian 14's series, from trixie-backports), where an isolated
 # partition also moves timers and unbound kthreads at run time: the shield
-# and the boot-isolated scenarios.
+# the boot-isolated scenarios and --explain (19).
 echo "== real-kernel scenarios on 7.x"
 t0=$(date +%s)
-tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel 7 01 17 18 || rc=$?
+tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel 7 01 17 18 19 || rc=$?
 echo "== 7.x took $(( $(date +%s) - t0 ))s"
 [ $rc = 0 ] || exit $rc
 

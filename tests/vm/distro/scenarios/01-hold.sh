@@ -72,6 +72,29 @@ check "run --cpu 3: still on CPU 3 after daemon-reloads" [ "$c" = 3 ]
 check "run --cpu 3: in the shield's cgroup" eval 'echo "$cg" | grep -q cpushield'
 cs status
 check "status says the shield holds (exit 0)" [ "$CS_RC" = 0 ]
+
+# measure --explain inside the shield, the load still running outside it:
+# the kernel's trace of CPU 3 explains the slow samples, none by the load;
+# tracefs's top level is left as found (buffer_size_kb aside: on 6.1 any
+# instance sets a kernel-wide flag it shows, tests/vm/KERNEL-NOTES.md 34)
+# and the instance is gone.
+TR=/sys/kernel/tracing
+tf() {
+    for f in current_tracer set_event tracing_on tracing_cpumask trace_clock trace_options; do
+        echo "$f: $(tr '\n' ' ' <$TR/$f)"
+    done
+    echo "instances: $(ls $TR/instances | tr '\n' ' ')"
+}
+tf >"$OUT/trace.before"
+/job/cpushield run --cpu 3 -- /job/cpushield measure --cpus 3 --duration 5 --explain 100 --json >"$OUT/explain.json" 2>"$OUT/explain.err"; rc=$?
+sed 's/^/    | /' "$OUT/explain.err" | head -n 5
+check "run --cpu 3 -- measure --explain 100 inside the shield exits 0 ($rc)" [ "$rc" = 0 ]
+info "explain: $(grep -m3 -E '"(over_threshold|explained|lost_events)"' "$OUT/explain.json" | tr -d ' \n')"
+info "causes: $(grep -E '^ *"cause": ' "$OUT/explain.json" | head -n 6 | sed 's/^ *"cause": //' | tr '\n' ' ')"
+check "the samples over 100 µs were explained" grep -Eq '"explained": [0-9]+' "$OUT/explain.json"
+check "no stress-ng thread among the causes inside the shield" eval '! grep -q "\"cause\": \"[^\"]*stress-ng" "$OUT/explain.json"'
+tf >"$OUT/trace.after"
+check "tracefs's top level as before, no instance left" cmp -s "$OUT/trace.before" "$OUT/trace.after"
 systemctl stop cs-new cs-user cs-stress 2>/dev/null
 kill "$RUNPID" 2>/dev/null; sleep 1
 cs off
