@@ -84,7 +84,7 @@ if [ -z "$BINARY" ]; then
         log "building static cpushield (cargo build --release, crt-static)"
         (cd "$REPO_DIR" && export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
             && cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield \
-                && cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example check_compare_dir) || die "cargo build failed"
+                && cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example check_compare_dir --example interfere) || die "cargo build failed"
     fi
 fi
 [ -x "$BINARY" ] || die "no binary at $BINARY"

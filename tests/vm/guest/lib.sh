@@ -394,3 +394,57 @@ noise_on_cpu() {
 }
 # le A B: A <= B for decimals
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a <= b) }'; }
+
+# ---- JSON (the guest has no jq) ---------------------------------------------
+# json_flat [FILE]: one "PATH<TAB>VALUE" line per scalar of a JSON document,
+# in document order, e.g.
+#   .results[0].explain.causes[1].cause<TAB>task cs-spinner
+#   .results[0].explain.causes[1].main_in<TAB>12
+# Strings lose their quotes (\" and \\ are unescaped, other escapes kept);
+# empty objects and arrays print nothing. Pretty or compact JSON, as long
+# as no string spans lines (JSON escapes newlines).
+json_flat() {
+    awk '
+    function path(   i, p) {
+        p = ""
+        for (i = 1; i <= d; i++) p = p (typ[i] == "o" ? "." key[i] : "[" idx[i] "]")
+        return p
+    }
+    function value(v) {
+        if (d > 0 && typ[d] == "o" && want_key) { key[d] = v; return }
+        print path() "\t" v
+    }
+    BEGIN { d = 0; want_key = 0 }
+    {
+        line = $0; n = length(line); i = 1
+        while (i <= n) {
+            c = substr(line, i, 1)
+            if (c == "\"") {
+                s = ""; i++
+                while (i <= n) {
+                    c = substr(line, i, 1)
+                    if (c == "\\") {
+                        e = substr(line, i + 1, 1)
+                        s = s ((e == "\"" || e == "\\") ? e : c e); i += 2; continue
+                    }
+                    if (c == "\"") break
+                    s = s c; i++
+                }
+                i++; value(s); continue
+            }
+            if (c == "{") { d++; typ[d] = "o"; key[d] = ""; want_key = 1 }
+            else if (c == "[") { d++; typ[d] = "a"; idx[d] = 0; want_key = 0 }
+            else if (c == "}" || c == "]") { d--; want_key = 0 }
+            else if (c == ",") { if (typ[d] == "a") idx[d]++; else want_key = 1 }
+            else if (c == ":") want_key = 0
+            else if (c ~ /[-0-9a-z]/) {
+                s = ""
+                while (i <= n && substr(line, i, 1) ~ /[-+.0-9a-zE]/) { s = s substr(line, i, 1); i++ }
+                value(s); continue
+            }
+            i++
+        }
+    }' "$@"
+}
+# json_get FILE PATH: the value at PATH (as json_flat prints it), empty if none
+json_get() { json_flat "$1" | awk -F '\t' -v p="$2" '$1 == p { print $2; found = 1; exit }'; }

@@ -52,7 +52,8 @@ base_initramfs() {
 
 # overlay_initramfs BINARY OUT: the scenarios, guest scripts and the binary;
 # also the test-tool examples (idle_tasks for the scale scenario,
-# check_compare_dir for the compare scenarios) when they were built beside it
+# check_compare_dir for the compare scenarios, interfere for 19-explain)
+# when they were built beside it
 overlay_initramfs() {
     local bin=$1 out=$2 root tool
     root=$(mktemp -d "$WORK_DIR/overlay.XXXXXX")
@@ -66,7 +67,7 @@ overlay_initramfs() {
         # a stripped copy: smaller initrd (the binary keeps its debug info)
         strip -o "$root/usr/local/bin/cpushield" "$bin" 2>/dev/null || cp "$bin" "$root/usr/local/bin/cpushield"
         chmod 755 "$root/usr/local/bin/cpushield"
-        for tool in idle_tasks check_compare_dir; do
+        for tool in idle_tasks check_compare_dir interfere; do
             local built
             built=$(dirname "$bin")/examples/$tool
             if [ -x "$built" ]; then
