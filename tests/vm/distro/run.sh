@@ -102,6 +102,7 @@ boot() {
     printf '%s' "$SETTINGS" | sed -n "s/^\([A-Z_][A-Z0-9_]*\)=\(.*\)/export \1='\2'/p" >"$job/env"
     local examples; examples=$(dirname "$BINARY")/examples
     [ -x "$examples/idle_tasks" ] && cp "$examples/idle_tasks" "$job/"
+    [ -x "$examples/interfere" ] && cp "$examples/interfere" "$job/"
     tar -cf "$RUN_DIR/job.tar" -C "$job" .
     res=$RUN_DIR/results.img
     rm -f "$res"; truncate -s 64M "$res"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# summary: measure --explain names what delayed the timer probe on CPU 3: a FIFO 60 spinner (cs-spinner) is the top cause; the virtio-net input IRQ steered to CPU 3 with ping traffic shows as that IRQ and softirq NET_RX; under stress-ng no SCHED_OTHER task is the top cause; tracefs is left as found after every run, and after a kill -9 once measure --clean-up has run
+# summary: measure --explain names what delayed the timer probe on CPU 3: a FIFO 60 spinner (cs-spinner) is the top cause; the virtio-net input IRQ steered to CPU 3 with ping traffic shows as that IRQ and softirq NET_RX; under stress-ng no SCHED_OTHER task is the top cause; tracefs is left as found after every run, after Ctrl-C, and after a kill -9 once measure --clean-up or the next run has cleaned up
 # vm: cpus=4
 . /guest/lib.sh "$1"
 has_cpushield || { bad "cpushield binary in the guest"; result; }
@@ -257,6 +257,36 @@ tsnap cleaned
 tsnap_equal before cleaned "after kill -9 and measure --clean-up: tracefs as before the first run"
 cs measure --clean-up
 check "measure --clean-up with nothing left exits 0" [ "$CS_RC" -eq 0 ]
+
+# ---- 5. Ctrl-C in the middle: the run ends early, reports, and gives back --
+# (started_measure NAME: a 60 s explain run in the background, once its
+# instance exists and it has measured 2 s)
+started_measure() {
+    cpushield measure --cpus $CPU --probe timer --interval 1000 --duration 60 --prio 50 \
+        --explain $SPIN_TH --json >"$OUT/$1.json" 2>"$OUT/$1.err" </dev/null &
+    M=$!
+    i=0
+    while [ -z "$(ls "$TR/instances")" ] && [ $i -lt 40 ] && kill -0 $M 2>/dev/null; do sleep 0.25; i=$((i + 1)); done
+    sleep 2
+}
+started_measure interrupted
+kill -INT $M
+wait $M; rc=$?
+check "Ctrl-C (SIGINT): measure --explain exits 0 with what it has ($rc)" [ "$rc" -eq 0 ]
+check "Ctrl-C: the JSON says interrupted and has the explanation" \
+    sh -c "grep -q '\"interrupted\": true' '$OUT/interrupted.json' && grep -q '\"explained\":' '$OUT/interrupted.json'"
+tsnap interrupted
+tsnap_equal before interrupted "after Ctrl-C: tracefs as before the first run"
+
+# ---- 6. kill -9, then the next --explain run cleans up by itself -----------
+started_measure killed2
+kill -9 $M 2>/dev/null; wait $M 2>/dev/null
+check "after another kill -9 the instance is left ($(ls "$TR/instances" | tr '\n' ' '))" [ -n "$(ls "$TR/instances")" ]
+cpushield measure --cpus $CPU --duration 1 --explain $SPIN_TH --json >"$OUT/next.json" 2>"$OUT/next.err"; rc=$?
+check "the next measure --explain exits 0 ($rc)" [ "$rc" -eq 0 ]
+check "it says it removed what the killed run left ($(grep -o '"cleaned": "[^"]*"' "$OUT/next.json"))" grep -q '"cleaned": "removed the trace instance' "$OUT/next.json"
+tsnap next
+tsnap_equal before next "after kill -9 and the next run: tracefs as before the first run"
 
 [ "$HAS_EXPLAIN" = 1 ] || info "(this cpushield has no --explain: the failures above are expected until it lands)"
 result
