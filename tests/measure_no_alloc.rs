@@ -33,6 +33,39 @@ fn no_probe_loop_allocates() {
     }
 }
 
+/// With `--explain`, a loop hands every slow sample over a channel made
+/// beforehand: still no allocation, and every sample arrives.
+#[test]
+fn reporting_slow_samples_allocates_nothing() {
+    use cpushield::measure::explain::SlowSamples;
+    let samples = 2000;
+    for probe in [
+        cpushield::measure::ProbeKind::Timer,
+        cpushield::measure::ProbeKind::Periodic,
+    ] {
+        let mut job = loops::job(probe, samples, 100_000, 100_000);
+        // Threshold 0: every sample is slow.
+        let (slow, rx) = SlowSamples::channel(0, samples as usize + 16);
+        job.slow = Some((0, slow.clone()));
+        let counted = allocation_counter::measure(|| {
+            loops::run(job);
+        });
+        let reported = rx.try_iter().count() as u64;
+        println!(
+            "{}: {reported} slow samples reported, {} allocations",
+            probe.name(),
+            counted.count_total
+        );
+        assert_eq!(counted.count_total, 0, "{} allocated", probe.name());
+        assert!(
+            reported >= samples - 1,
+            "{}: {reported} reported",
+            probe.name()
+        );
+        assert_eq!(slow.dropped(), 0);
+    }
+}
+
 /// The counter does count: an allocation on this thread is seen.
 #[test]
 fn the_allocation_counter_counts() {

@@ -77,6 +77,23 @@ pub struct SlowSamples {
 }
 
 impl SlowSamples {
+    /// A channel for samples over `threshold_ns`, room for `room` of them
+    /// (allocated here, not when a loop reports).
+    pub fn channel(threshold_ns: u64, room: usize) -> (SlowSamples, Receiver<Sample>) {
+        let (tx, rx) = sync_channel(room);
+        let slow = SlowSamples {
+            threshold_ns,
+            tx,
+            dropped: Arc::new(AtomicU64::new(0)),
+        };
+        (slow, rx)
+    }
+
+    /// Samples that found the channel full (counted, not explained).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Relaxed)
+    }
+
     /// Hands a slow sample to the reader (never blocks).
     #[inline]
     pub fn report(&self, sample: Sample) {
@@ -233,16 +250,8 @@ impl Explainer {
         let room = samples
             .saturating_mul(cpus.len() as u64)
             .clamp(1024, 1 << 20) as usize;
-        let (tx, rx) = sync_channel(room);
-        Ok(Explainer {
-            session,
-            rx,
-            slow: SlowSamples {
-                threshold_ns,
-                tx,
-                dropped: Arc::new(AtomicU64::new(0)),
-            },
-        })
+        let (slow, rx) = SlowSamples::channel(threshold_ns, room);
+        Ok(Explainer { session, rx, slow })
     }
 
     /// What the measuring loops report slow samples through.
@@ -254,7 +263,7 @@ impl Explainer {
     /// removes the instance and returns what was found.
     pub fn finish(self) -> Result<Explained, ExplainError> {
         let Explainer { session, rx, slow } = self;
-        let not_queued = slow.dropped.load(Relaxed);
+        let not_queued = slow.dropped();
         let threshold_ns = slow.threshold_ns;
         drop(slow);
         session.stop();
