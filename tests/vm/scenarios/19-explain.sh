@@ -236,13 +236,19 @@ top=$(top_cause load)
 no_stress() { [ -n "$1" ] && ! matches "$1" '^task stress-ng'; }
 check "load: the top cause is no SCHED_OTHER stress-ng worker ('$top')" no_stress "$top"
 
+# started_measure NAME: a 60 s explain run in the background ($M), once its
+# instance exists and it has measured 2 s
+started_measure() {
+    cpushield measure --cpus $CPU --probe timer --interval 1000 --duration 60 --prio 50 \
+        --explain $SPIN_TH --json >"$OUT/$1.json" 2>"$OUT/$1.err" </dev/null &
+    M=$!
+    i=0
+    while [ -z "$(ls "$TR/instances")" ] && [ $i -lt 40 ] && kill -0 $M 2>/dev/null; do sleep 0.25; i=$((i + 1)); done
+    sleep 2
+}
+
 # ---- 4. kill -9 in the middle, then measure --clean-up -----------------------
-cpushield measure --cpus $CPU --probe timer --interval 1000 --duration 60 --prio 50 \
-    --explain $SPIN_TH --json >"$OUT/killed.json" 2>"$OUT/killed.err" </dev/null &
-M=$!
-i=0
-while [ -z "$(ls "$TR/instances")" ] && [ $i -lt 40 ] && kill -0 $M 2>/dev/null; do sleep 0.25; i=$((i + 1)); done
-sleep 2
+started_measure killed
 kill -9 $M 2>/dev/null
 wait $M 2>/dev/null
 tsnap killed
@@ -259,16 +265,6 @@ cs measure --clean-up
 check "measure --clean-up with nothing left exits 0" [ "$CS_RC" -eq 0 ]
 
 # ---- 5. Ctrl-C in the middle: the run ends early, reports, and gives back --
-# (started_measure NAME: a 60 s explain run in the background, once its
-# instance exists and it has measured 2 s)
-started_measure() {
-    cpushield measure --cpus $CPU --probe timer --interval 1000 --duration 60 --prio 50 \
-        --explain $SPIN_TH --json >"$OUT/$1.json" 2>"$OUT/$1.err" </dev/null &
-    M=$!
-    i=0
-    while [ -z "$(ls "$TR/instances")" ] && [ $i -lt 40 ] && kill -0 $M 2>/dev/null; do sleep 0.25; i=$((i + 1)); done
-    sleep 2
-}
 started_measure interrupted
 kill -INT $M
 wait $M; rc=$?
