@@ -48,6 +48,25 @@ impl VerifyReport {
     }
 }
 
+/// `cpushield status`: the run-time shield's state and checks, and the
+/// boot half beside it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MachineStatus {
+    /// The shield (`status`'s checks).
+    #[serde(flatten)]
+    pub shield: StatusReport,
+    /// The boot half, read back (`None`: it could not be read).
+    pub boot: Option<BootStatus>,
+}
+
+/// Reads the shield's and the boot half's state. Read-only.
+pub fn status(sys: &Sys) -> Result<MachineStatus, ShieldError> {
+    Ok(MachineStatus {
+        shield: shield::status(sys)?,
+        boot: boot::status(sys).ok(),
+    })
+}
+
 /// Compares the machine with the config's request `want` (read from
 /// `config`) and runs `status`'s checks. Read-only.
 pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, ShieldError> {
@@ -187,7 +206,10 @@ pub enum MetricsError {
 /// The metrics in the Prometheus text format. `now` is the Unix time the
 /// ages are taken at; `results` a `compare` results.json.
 pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, MetricsError> {
-    let status = shield::status(sys)?;
+    let MachineStatus {
+        shield: status,
+        boot,
+    } = status(sys)?;
     let state = journal::read_state(sys).map_err(ShieldError::from)?;
     let kept: Vec<u32> = state.map(|s| s.irqs_kept).unwrap_or_default();
     let figures = match results {
@@ -207,6 +229,7 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
         .map(|t| procfs::parse_interrupts(&t));
     Ok(render(
         &status,
+        boot.as_ref(),
         &kept,
         interrupts.as_ref(),
         journal::last_apply(sys),
@@ -217,6 +240,7 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
 
 fn render(
     status: &StatusReport,
+    boot: Option<&BootStatus>,
     irqs_kept: &[u32],
     interrupts: Option<&(Vec<u32>, Vec<procfs::InterruptLine>)>,
     last_apply: Option<u64>,
@@ -239,7 +263,7 @@ fn render(
         "1 when a shield is active, complete and holds (the kernel enforces it, nothing drifted), else 0.",
         &one(f64::from(u8::from(active && status.complete && status.holds))),
     );
-    if let Some(b) = &status.boot {
+    if let Some(b) = boot {
         gauge(
             &mut out,
             "boot_reboot_pending",

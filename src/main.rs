@@ -193,9 +193,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         .unwrap_or(Command::Status(JsonArg { json: false }))
     {
         Command::Status(a) => {
-            let report = shield::status(&sys)?;
+            let report = cpushield::fleet::status(&sys)?;
             emit(&mut out, a.json, &report, report::shield::status)?;
-            if !report.holds {
+            if !report.shield.holds {
                 return Ok(ExitCode::from(exit::BROKEN));
             }
         }
@@ -351,7 +351,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::BootArgs(a) => {
             let online = cpushield::sys::procfs::online_cpus(&sys)?;
             let mut advice =
-                cpushield::audit::boot_args(&a.cpus, &shield_siblings(&sys, &a.cpus), &online);
+                cpushield::boot::args::boot_args(&a.cpus, &shield_siblings(&sys, &a.cpus), &online);
             advice.now = boot::status(&sys).ok();
             emit(&mut out, a.json, &advice, report::audit::boot_args)?;
         }

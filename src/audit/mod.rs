@@ -3,7 +3,6 @@
 //! ([rules], pure) → report`. Read-only: every access is a read through
 //! [`Sys`], so fixture roots drive the tests and it is safe on any machine.
 
-pub mod bootargs;
 pub mod facts;
 pub mod parse;
 pub mod rules;
@@ -12,7 +11,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use bootargs::{boot_args, BootArgs};
 use parse::Delta;
 
 use crate::cpulist::CpuSet;

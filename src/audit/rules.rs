@@ -384,7 +384,7 @@ fn boot_with(f: &Facts, arg: &str) -> String {
 /// `isolcpus=` covering the targets with the `managed_irq` flag. The
 /// `domain` flag is not asked for: the shield's isolated partition does
 /// that at run time, and a kernel booted with it refuses some partitions
-/// over those CPUs (see [`crate::audit::boot_args`]).
+/// over those CPUs (see [`crate::boot::args::boot_args`]).
 fn boot_isolcpus(f: &Facts, out: &mut Findings) {
     let list = f.list();
     match f.cmdline.get("isolcpus").cloned() {

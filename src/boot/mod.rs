@@ -14,6 +14,7 @@
 //! Reads and writes go through [`Sys`] (the root), the bootloader's tool
 //! through [`Sys::run_tool`]. Judging is a pure function of read facts.
 
+pub mod args;
 pub mod grub;
 
 use serde::{Deserialize, Serialize};
@@ -85,7 +86,7 @@ pub fn want(
     online: &CpuSet,
     extra: &[String],
 ) -> Result<BootWant, BootError> {
-    let advice = crate::audit::boot_args(cpus, sibling_groups, online);
+    let advice = args::boot_args(cpus, sibling_groups, online);
     if advice.housekeeping.is_empty() {
         return Err(BootError::Invalid(format!(
             "boot: isolating CPUs {} leaves no CPU for housekeeping (online: {online})",

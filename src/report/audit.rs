@@ -2,7 +2,8 @@
 
 use std::io::{Result, Write};
 
-use crate::audit::{AuditReport, BootArgs, Severity};
+use crate::audit::{AuditReport, Severity};
+use crate::boot::args::BootArgs;
 use crate::shield::knobs::{self as tune, Knob};
 
 /// `cpushield tune --list`.

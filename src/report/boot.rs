@@ -5,7 +5,7 @@ use std::io::{Result, Write};
 
 use crate::boot::{BootAction, BootChange, BootState, BootStatus, Record};
 
-use super::shield::row;
+use super::table::row;
 
 /// One line for a state, as `status` and `verify` show it.
 pub fn state_line(s: &BootStatus) -> String {

@@ -7,11 +7,12 @@ use std::io::{Result, Write};
 use crate::shield::apply::Refusal;
 use crate::shield::change::Action;
 use crate::shield::plan::TaskRef;
-use crate::shield::{MoveReport, OffReport, OnReport, StatusReport};
+use crate::boot::BootStatus;
+use crate::fleet::MachineStatus;
+use crate::shield::{MoveReport, OffReport, OnReport};
 
-pub(super) fn row(w: &mut dyn Write, key: &str, value: impl std::fmt::Display) -> Result<()> {
-    writeln!(w, "  {key:<24} {value}")
-}
+use super::table::row;
+
 
 /// The `took` row: `1.23 s (snapshot 0.40 s, apply 0.71 s)`, the total,
 /// then the phases that took at least 1 ms.
@@ -86,7 +87,8 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
 }
 
 /// `cpushield status`.
-pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
+pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
+    let (r, boot) = (&m.shield, m.boot.as_ref());
     let Some(shield) = &r.shield else {
         writeln!(w, "no shield active")?;
         row(w, "online CPUs", &r.online)?;
@@ -108,7 +110,7 @@ pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
         if !r.boot_isolated.is_empty() {
             row(w, "isolated at boot", &r.boot_isolated)?;
         }
-        boot_rows(r, None, w)?;
+        boot_rows(boot, None, w)?;
         row(w, "IRQs", r.irqs_total)?;
         return Ok(());
     };
@@ -139,7 +141,7 @@ pub fn status(r: &StatusReport, w: &mut dyn Write) -> Result<()> {
     if !r.boot_isolated.is_empty() {
         row(w, "isolated at boot", &r.boot_isolated)?;
     }
-    boot_rows(r, Some(shield), w)?;
+    boot_rows(boot, Some(shield), w)?;
     row(w, "tasks inside", r.tasks_inside.len())?;
     row(w, "kthreads the kernel pins", kinds(&r.per_cpu_kthreads))?;
     row(w, "tasks that should leave", r.intruders.len())?;
@@ -345,11 +347,11 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
 /// The boot half's rows of `status`: its state, and each CPU's kind when
 /// shielded and boot-isolated CPUs differ.
 fn boot_rows(
-    r: &StatusReport,
+    boot: Option<&BootStatus>,
     shield: Option<&crate::cpulist::CpuSet>,
     w: &mut dyn Write,
 ) -> Result<()> {
-    let Some(b) = &r.boot else { return Ok(()) };
+    let Some(b) = boot else { return Ok(()) };
     if b.state != crate::boot::BootState::Absent {
         row(w, "boot half", super::boot::state_line(b))?;
     }

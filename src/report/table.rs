@@ -138,6 +138,15 @@ pub fn render_text(table: &SummaryTable) -> String {
     out
 }
 
+/// One `key value` row of a report, the key in a column of 24.
+pub(super) fn row(
+    w: &mut dyn std::io::Write,
+    key: &str,
+    value: impl std::fmt::Display,
+) -> std::io::Result<()> {
+    writeln!(w, "  {key:<24} {value}")
+}
+
 /// Lays out a table: columns as wide as their widest cell (counted in
 /// characters, so `µ` and `∞` count one), first column left-aligned, the
 /// others right-aligned, two spaces between, a rule under the header.

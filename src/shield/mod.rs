@@ -1032,9 +1032,6 @@ pub struct StatusReport {
     /// Other owners of the machine that may fight the shield (tuned).
     #[serde(default)]
     pub notes: Vec<String>,
-    /// The boot half, read back (`None`: it could not be read).
-    #[serde(default)]
-    pub boot: Option<crate::boot::BootStatus>,
 }
 
 /// One way a shield stopped holding.
@@ -1290,7 +1287,6 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         holds: broken.is_empty(),
         broken,
         notes: plan::tuned_notes(&snap.owners),
-        boot: crate::boot::status(sys).ok(),
     })
 }
 

@@ -24,7 +24,7 @@ pub struct Request {
     #[serde(default)]
     pub hotplug_restart: bool,
     /// The boot half (config key `boot`): `None` none; `Some(extra)` the
-    /// boot options for these CPUs plus `extra` ones (see [`crate::boot`]).
+    /// boot options for these CPUs plus `extra` ones (the boot half's module).
     /// Not part of `on`: `apply` writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot: Option<Vec<String>>,

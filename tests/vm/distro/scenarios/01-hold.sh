@@ -99,7 +99,10 @@ check "run --cpu 3 -- measure --explain 500 inside the shield exits 0 ($rc)" [ "
 info "explain: $(grep -m3 -E '"(over_threshold|explained|lost_events)"' "$OUT/explain.json" | tr -d ' \n')"
 info "causes: $(grep -E '^ *"cause": ' "$OUT/explain.json" | head -n 6 | sed 's/^ *"cause": //' | tr '\n' ' ')"
 top=$(grep -m1 -E '^ *"cause": ' "$OUT/explain.json" | sed 's/^ *"cause": "//; s/",*$//')
-check "the spinner in the shield is the main cause of the slow samples ($top)" [ "$top" = "task cs-spinner" ]
+# Either form names it: "task cs-spinner" (it kept the CPU after the
+# wake-up) or "timer delivery (cs-spinner running)" (the timer interrupt
+# came late while it ran: under TCG, the emulator's doing).
+check "the spinner in the shield is the main cause of the slow samples ($top)" eval 'case "$top" in *cs-spinner*) true ;; *) false ;; esac'
 check "no stress-ng thread among the causes inside the shield" eval '! grep -q "\"cause\": \"[^\"]*stress-ng" "$OUT/explain.json"'
 wait "$SPIN"
 tf >"$OUT/trace.after"

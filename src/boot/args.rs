@@ -1,7 +1,7 @@
 //! `cpushield boot-args`: the kernel command line that isolates CPUs from
 //! boot on: what only a boot does (the tick, RCU callbacks, kernel-managed
 //! queue interrupts), for the run-time shield to complete. Advice only;
-//! the config key `boot` writes it (see [`crate::boot`]).
+//! the config key `boot` writes it (see [`super`]).
 
 use serde::Serialize;
 
