@@ -114,12 +114,12 @@ fetch_kernel() {
         mkdir -p "$dir.tmp/x"
         dpkg -x "$deb" "$dir.tmp/x"
         # Since 7.x Debian splits the kernel: the image package depends on
-        # linux-base-REL and linux-binary-REL, which hold vmlinuz, its
-        # config and the modules.
+        # linux-base-REL, linux-binary-REL and linux-modules-REL, which
+        # hold vmlinuz, its config and the modules (virtio_net, virtio_blk).
         local part
         # shellcheck disable=SC2046
         for part in $(apt-cache $(apt_opts) depends "$pkg" 2>/dev/null \
-                | awk '/Depends: linux-(base|binary)-[0-9]/ {print $2}'); do
+                | awk '/Depends: linux-(base|binary|modules)-[0-9]/ {print $2}'); do
             dpkg -x "$(cached_deb "$part")" "$dir.tmp/x"
         done
         # Packages of Debian 13 and later keep modules under /usr/lib.
