@@ -172,7 +172,12 @@ if [ -n "$STID" ]; then
 fi
 explain_run spinner $SPIN_TH
 top=$(top_cause spinner)
-check "spinner: the top cause is 'task cs-spinner' ('$top')" [ "$top" = "task cs-spinner" ]
+# Either form names it: "task cs-spinner" (it kept the CPU after the
+# wake-up) or "timer delivery (cs-spinner running)" (the timer interrupt
+# came late while it ran: under TCG the emulator's doing; on 7.x the two
+# come close, 418 and 412 samples in one run).
+check "spinner: the top cause names cs-spinner ('$top')" matches "$top" '^(task cs-spinner|timer delivery \(cs-spinner running\))$'
+check "spinner: 'task cs-spinner' is among the causes" has_cause spinner '^task cs-spinner$'
 mx=$(cause_field spinner "task cs-spinner" 4)
 check "spinner: cs-spinner held a sample at least 500 µs (max ${mx:-none} ns; it spins 2 ms)" [ "${mx:-0}" -ge 500000 ]
 # the text output, briefly, with the spinner still there
