@@ -326,7 +326,7 @@ children_check() {
     bad_after=$(awk -v sh="$sh" "$AWK_CPULIB"' $1 == "after" && overlap($2, sh)' "$OUT/forks" | wc -l)
     on_during=$(awk -v sh="$sh" "$AWK_CPULIB"' $1 == "during" && overlap($2, sh)' "$OUT/forks" | wc -l)
     info "children: $n_during forked before 'on' returned ($on_during had shield CPUs), $n_after after"
-    check "children forked after 'on' ($n_after) never get a shielded CPU ($bad_after did)" [ "$n_after" -gt 0 ] && [ "$bad_after" -eq 0 ]
+    check "children forked after 'on' ($n_after) never get a shielded CPU ($bad_after did)" [ "$n_after" -gt 0 -a "$bad_after" -eq 0 ]
 }
 
 # custom_state: tasks and IRQs with affinities of their own, and a user

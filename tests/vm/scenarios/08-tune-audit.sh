@@ -37,7 +37,7 @@ while read -r f; do
     grep -q "^file $f " "$OUT/snap.before" || grep -q "^file $f\$" "$OUT/snap.before" || missing="$missing $f"
 done <"$OUT/knob.files"
 info "knob files documented by tune --list: $(wc -l <"$OUT/knob.files"), readable here: $present, absent or unreadable: $(tr '\n' ' ' <"$OUT/knob.absent")"
-check "every present knob file of tune --list is in the snapshot (missing:${missing:- none})" [ -z "$missing" ] && [ "$present" -gt 5 ]
+check "every present knob file of tune --list is in the snapshot (missing:${missing:- none})" [ -z "$missing" -a "$present" -gt 5 ]
 
 # findings FILE: "id severity next" per finding of an audit --json
 findings() {
@@ -65,7 +65,7 @@ for id in rt-throttling vmstat watchdog; do
 done
 for id in irq-default workqueue irq-affinity; do
     s=$(sev_of $id "$OUT/f.before")
-    check "before: $id is warn or bad ($s)" [ -n "$s" ] && [ "$s" != ok ]
+    check "before: $id is warn or bad ($s)" [ -n "$s" -a "$s" != ok ]
 done
 IRQS_BEFORE=$(irq_count "$OUT/audit.before")
 IRQS_LEFT=""

@@ -22,7 +22,7 @@ affinity_counts() { idle_tasks --affinities "$@"; }
 # the same on + off with only the guest's own tasks, for comparison
 base=$(nthreads)
 t0=$(now); cs on $SH >/dev/null; rc_on=$CS_RC; t1=$(now); cs off >/dev/null; rc_off=$CS_RC; t2=$(now)
-check "baseline: on and off exit 0 with $base threads" [ "$rc_on" -eq 0 ] && [ "$rc_off" -eq 0 ]
+check "baseline: on and off exit 0 with $base threads" [ "$rc_on" -eq 0 -a "$rc_off" -eq 0 ]
 base_on=$(secs "$t0" "$t1"); base_off=$(secs "$t1" "$t2")
 lap "baseline on + off"
 

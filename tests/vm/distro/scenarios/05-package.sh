@@ -43,7 +43,7 @@ multi=$(us multi-user.target ActiveEnterTimestampMonotonic)
 started=$(us cpushield.service ExecMainStartTimestampMonotonic)
 info "boot to shield applied: $(awk -v a="$applied" 'BEGIN { printf "%.1f", a / 1e6 }') s (apply took $(awk -v a="$applied" -v s="$started" 'BEGIN { printf "%.1f", (a - s) / 1e6 }') s); multi-user.target at $(awk -v m="$multi" 'BEGIN { printf "%.1f", m / 1e6 }') s"
 note "boot to shield applied: $(awk -v a="$applied" 'BEGIN { printf "%.1f", a / 1e6 }') s, apply $(awk -v a="$applied" -v s="$started" 'BEGIN { printf "%.1f", (a - s) / 1e6 }') s, multi-user.target $(awk -v m="$multi" 'BEGIN { printf "%.1f", m / 1e6 }') s (TCG)"
-check "the shield was in place before multi-user.target" [ "$applied" -gt 0 ] && [ "$applied" -le "$multi" ]
+check "the shield was in place before multi-user.target" [ "$applied" -gt 0 -a "$applied" -le "$multi" ]
 journalctl -b -u cpushield.service --no-pager -o cat >"$OUT/unit.journal" 2>&1
 sed 's/^/    | /' "$OUT/unit.journal" | head -n 30
 irqbalance_settle
