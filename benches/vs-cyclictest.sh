@@ -9,7 +9,7 @@
 # and cpushield runs with --warmup 0, i.e. cyclictest's method exactly.
 #
 # Each round runs four set-ups, because where each tool's main thread sleeps
-# moves every percentile by several µs on a VM (see the README):
+# moves every percentile by several µs on a VM (docs/measurements.md):
 #   ct         cyclictest -a CPU: it pins its main thread to CPU as well
 #   ct --main  cyclictest -a CPU --mainaffinity=HK: main thread elsewhere
 #   cs         cpushield measure: main thread off the measured CPU

@@ -315,7 +315,7 @@ fn preemption(f: &Facts, out: &mut Findings) {
     out.add("preemption", sev, 75, reason, next);
 }
 
-/// The kernel parameters MISSION.md asks for, each judged against the targets.
+/// The boot parameters a fully isolated CPU needs, each judged against the targets.
 fn boot_params(f: &Facts, out: &mut Findings) {
     boot_half(f, out);
     boot_isolcpus(f, out);
@@ -958,7 +958,7 @@ mod tests {
         CpuSet::parse_list(s).unwrap()
     }
 
-    /// CPUs 2-3 of 0-3 on a machine tuned as MISSION.md asks: every rule
+    /// CPUs 2-3 of 0-3 on a fully tuned and boot-isolated machine: every rule
     /// has its good case here.
     fn quiet() -> Facts {
         let cmdline = "isolcpus=nohz,domain,managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 \

@@ -4,15 +4,14 @@
 use std::collections::BTreeMap;
 use std::io::{Result, Write};
 
+use crate::boot::BootStatus;
+use crate::fleet::MachineStatus;
 use crate::shield::apply::Refusal;
 use crate::shield::change::Action;
 use crate::shield::plan::TaskRef;
-use crate::boot::BootStatus;
-use crate::fleet::MachineStatus;
 use crate::shield::{MoveReport, OffReport, OnReport};
 
 use super::table::row;
-
 
 /// The `took` row: `1.23 s (snapshot 0.40 s, apply 0.71 s)`, the total,
 /// then the phases that took at least 1 ms.

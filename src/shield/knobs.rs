@@ -1,4 +1,4 @@
-//! Tuning knobs: the opt-in, reversible settings of MISSION.md §2 that
+//! Tuning knobs: the opt-in, reversible settings that
 //! remove jitter from shielded CPUs, each defined once, as data.
 //!
 //! Flow: [`resolve`] turns `--tune=KNOB,...` into knobs, the snapshot

@@ -161,7 +161,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         // Order: IRQs leave the shield first (a CPU going offline breaks
         // the affinity of an IRQ that has no other online CPU, and the
         // kernel does not give it back), then each CPU goes offline and
-        // online again, then the cpusets are created (MISSION §2), then
+        // online again, then the cpusets are created (the shielding procedure), then
         // the tasks move and IRQs asked into the shield are bound to it.
         let cgroups_and_tasks = steps.split_off(1);
         let (to_shield, away): (Vec<_>, Vec<_>) = irq_steps.into_iter().partition(|(t, _)| *t);
