@@ -70,7 +70,10 @@ pub fn status(sys: &Sys) -> Result<MachineStatus, ShieldError> {
 /// Compares the machine with the config's request `want` (read from
 /// `config`) and runs `status`'s checks. Read-only.
 pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, ShieldError> {
-    let status = shield::status(sys)?;
+    let MachineStatus {
+        shield: status,
+        boot,
+    } = status(sys)?;
     let state = journal::read_state(sys)?;
     let mut differences = Vec::new();
     match &state {
@@ -83,7 +86,6 @@ pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, S
         ),
         Some(s) => differences.extend(request_differences(&s.shield, s.request.as_ref(), want)),
     }
-    let boot = boot::status(sys).ok();
     differences.extend(boot_differences(sys, want, boot.as_ref()));
     Ok(VerifyReport {
         boot,

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::cpulist::CpuSet;
-use crate::sys::{syscalls, Sys};
+use crate::sys::{procfs, syscalls, Sys};
 
 pub use builtin::{worker_main, WORKER_SUBCOMMAND};
 
@@ -256,20 +256,13 @@ impl Sizes {
     /// the sizes for `workers` workers per stressor.
     pub fn for_machine(sys: &Sys, temp_parent: &Path, workers: usize) -> Result<Sizes> {
         let meminfo = sys.read("proc/meminfo").map_err(LoadError::Meminfo)?;
-        let mem = mem_available(&meminfo).unwrap_or(0);
+        let mem = procfs::mem_available(&meminfo).unwrap_or(0);
         let disk = syscalls::available_bytes(temp_parent).map_err(|source| LoadError::TempDir {
             path: temp_parent.to_path_buf(),
             source,
         })?;
         Ok(Sizes::bounded(mem, disk, workers))
     }
-}
-
-/// `MemAvailable` from `/proc/meminfo`, in bytes.
-pub fn mem_available(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// Who runs the load.
@@ -793,13 +786,6 @@ mod tests {
             Sizes::for_machine(&Sys::at(empty.path()), dir.path(), 2),
             Err(LoadError::Meminfo(_))
         ));
-    }
-
-    #[test]
-    fn reads_mem_available() {
-        let m = "MemTotal:       24000000 kB\nMemFree:  1 kB\nMemAvailable:   20000000 kB\n";
-        assert_eq!(mem_available(m), Some(20_000_000 * 1024));
-        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
     }
 
     #[test]

@@ -315,21 +315,7 @@ pub fn run_probe(
         Stop::Loops(n) => Some(n),
         Stop::Duration(_) => None,
     };
-    let explainer = match (cfg.explain_ns, probe) {
-        (Some(threshold), ProbeKind::Timer | ProbeKind::Periodic) => {
-            let ncpus = cfg.online.last().map_or(1, |c| c + 1);
-            let traced: CpuSet = cpus.iter().copied().collect();
-            let interval_s = interval_ns.unwrap_or(1_000_000) as f64 / 1e9;
-            let (seconds, samples) = match cfg.stop {
-                Stop::Duration(d) => (d.as_secs_f64(), (d.as_secs_f64() / interval_s) as u64),
-                Stop::Loops(n) => (n as f64 * interval_s, n),
-            };
-            Some(Explainer::start(
-                sys, &traced, ncpus, threshold, seconds, samples,
-            )?)
-        }
-        _ => None,
-    };
+    let explainer = Explainer::for_probe(sys, cfg, probe, interval_ns, &cpus)?;
     // Everything the loops use is allocated here, before mlockall'd threads start.
     let jobs: Vec<Job> = cpus
         .iter()

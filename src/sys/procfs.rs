@@ -449,6 +449,13 @@ fn members_agree_with_proc(
     members.is_empty()
 }
 
+/// `MemAvailable` from `/proc/meminfo`, in bytes.
+pub fn mem_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// One mount from `/proc/self/mounts`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
@@ -590,6 +597,13 @@ pub fn thread_siblings(sys: &Sys, cpu: u32) -> CpuSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_mem_available() {
+        let m = "MemTotal:       24000000 kB\nMemFree:  1 kB\nMemAvailable:   20000000 kB\n";
+        assert_eq!(mem_available(m), Some(20_000_000 * 1024));
+        assert_eq!(mem_available("MemTotal: 1 kB\n"), None);
+    }
 
     #[test]
     fn stat_with_odd_comm() {

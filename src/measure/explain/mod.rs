@@ -24,8 +24,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::args::{Config, ProbeKind, Stop};
 use crate::cpulist::CpuSet;
-use crate::sys::{Sys, SysError};
+use crate::sys::{procfs, Sys, SysError};
 
 use chain::CpuState;
 pub use chain::{Cause, Piece, Sample};
@@ -224,9 +225,35 @@ pub fn buffer_kb(seconds: f64, traced: usize, mem_available_kb: u64) -> u64 {
 }
 
 impl Explainer {
+    /// The explainer of one probe's run on `cpus` when `--explain` covers
+    /// it (the timer and periodic probes: their samples have a deadline),
+    /// sized for the run `cfg` asks for.
+    pub fn for_probe(
+        sys: &Sys,
+        cfg: &Config,
+        probe: ProbeKind,
+        interval_ns: Option<u64>,
+        cpus: &[u32],
+    ) -> Result<Option<Explainer>, ExplainError> {
+        let Some(threshold) = cfg.explain_ns else {
+            return Ok(None);
+        };
+        if !matches!(probe, ProbeKind::Timer | ProbeKind::Periodic) {
+            return Ok(None);
+        }
+        let ncpus = cfg.online.last().map_or(1, |c| c + 1);
+        let traced: CpuSet = cpus.iter().copied().collect();
+        let interval_s = interval_ns.unwrap_or(1_000_000) as f64 / 1e9;
+        let (seconds, samples) = match cfg.stop {
+            Stop::Duration(d) => (d.as_secs_f64(), (d.as_secs_f64() / interval_s) as u64),
+            Stop::Loops(n) => (n as f64 * interval_s, n),
+        };
+        Explainer::start(sys, &traced, ncpus, threshold, seconds, samples).map(Some)
+    }
+
     /// Starts tracing `cpus` for a run of about `seconds` with at most
     /// `samples` samples per CPU.
-    pub fn start(
+    fn start(
         sys: &Sys,
         cpus: &CpuSet,
         ncpus: u32,
@@ -237,12 +264,8 @@ impl Explainer {
         let mem_kb = sys
             .read("proc/meminfo")
             .ok()
-            .and_then(|m| {
-                m.lines()
-                    .find_map(|l| l.strip_prefix("MemAvailable:"))
-                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            })
-            .unwrap_or(1 << 20);
+            .and_then(|m| procfs::mem_available(&m))
+            .map_or(1 << 20, |bytes| bytes / 1024);
         let kb = buffer_kb(seconds, cpus.len(), mem_kb);
         let session = tracefs::Session::start(sys, cpus, ncpus, kb)?;
         // Every slow sample waits in the channel until the end: room for

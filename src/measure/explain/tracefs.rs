@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
-use crate::sys::Sys;
+use crate::sys::{procfs, Sys};
 
 use super::trace::EVENTS;
 use super::ExplainError;
@@ -61,18 +61,18 @@ pub fn locate(sys: &Sys) -> Result<String, ExplainError> {
     if !filesystems.split_whitespace().any(|w| w == "tracefs") {
         return Err(ExplainError::NoTracefs);
     }
-    let mounts = sys.read("proc/mounts").unwrap_or_default();
-    let mut found: Vec<String> = Vec::new();
-    for line in mounts.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        match f.as_slice() {
-            [_, dir, "tracefs", ..] => found.push(dir.trim_start_matches('/').to_string()),
-            [_, dir, "debugfs", ..] => {
-                found.push(format!("{}/tracing", dir.trim_start_matches('/')))
+    let mounts = procfs::parse_mounts(&sys.read("proc/mounts").unwrap_or_default());
+    let mut found: Vec<String> = mounts
+        .iter()
+        .filter_map(|m| {
+            let dir = m.target.trim_start_matches('/');
+            match m.fstype.as_str() {
+                "tracefs" => Some(dir.to_string()),
+                "debugfs" => Some(format!("{dir}/tracing")),
+                _ => None,
             }
-            _ => {}
-        }
-    }
+        })
+        .collect();
     found.sort_by_key(|d| d != "sys/kernel/tracing");
     found
         .into_iter()
@@ -143,6 +143,15 @@ fn write_record(sys: &Sys, r: &Record) -> Result<(), ExplainError> {
 /// Removes the instance a killed run left (its owner is gone) and its
 /// record. `Ok(None)`: nothing was left. Refuses while the owner lives.
 pub fn clean_up(sys: &Sys) -> Result<Option<String>, ExplainError> {
+    match locate(sys) {
+        Ok(tracefs) => clean_up_in(sys, &tracefs),
+        // Without tracefs there is no instance; a record may still be left.
+        Err(_) => clean_up_in(sys, ""),
+    }
+}
+
+/// [`clean_up`] with tracefs at `tracefs` (the record's own path wins).
+fn clean_up_in(sys: &Sys, tracefs: &str) -> Result<Option<String>, ExplainError> {
     let record = read_record(sys);
     if let Some(r) = &record {
         if r.pid != std::process::id() && pid_alive(sys, r.pid) {
@@ -152,36 +161,35 @@ pub fn clean_up(sys: &Sys) -> Result<Option<String>, ExplainError> {
             )));
         }
     }
-    let tracefs = match &record {
-        Some(r) => r.tracefs.clone(),
-        None => match locate(sys) {
-            Ok(t) => t,
-            Err(_) => return Ok(None),
-        },
-    };
+    let tracefs = record.as_ref().map_or(tracefs, |r| r.tracefs.as_str());
     let dir = format!("{tracefs}/instances/{INSTANCE}");
     let mut what = None;
-    if sys.exists(&dir) {
-        let _ = sys.write(&format!("{dir}/tracing_on"), "0");
-        remove_dir_retrying(sys, &dir)?;
+    if !tracefs.is_empty() && sys.exists(&dir) {
+        remove_instance(sys, &dir)?;
         what = Some(format!(
             "removed the trace instance {} that a killed run left",
             sys.path(&dir).display()
         ));
     }
     if record.is_some() {
-        std::fs::remove_file(sys.path(RECORD)).map_err(|source| ExplainError::Io {
-            what: format!("remove {}", sys.path(RECORD).display()),
-            source,
-        })?;
+        remove_record(sys)?;
         what.get_or_insert_with(|| "removed a stale record".to_string());
     }
     Ok(what)
 }
 
-/// `rmdir` of an instance fails with EBUSY while a reader still holds its
-/// `trace_pipe`; the reader is gone within milliseconds.
-fn remove_dir_retrying(sys: &Sys, dir: &str) -> Result<(), ExplainError> {
+fn remove_record(sys: &Sys) -> Result<(), ExplainError> {
+    std::fs::remove_file(sys.path(RECORD)).map_err(|source| ExplainError::Io {
+        what: format!("remove {}", sys.path(RECORD).display()),
+        source,
+    })
+}
+
+/// Stops tracing into the instance at `dir` and removes it. `rmdir` of an
+/// instance fails with EBUSY while a reader still holds its `trace_pipe`;
+/// the reader is gone within milliseconds.
+fn remove_instance(sys: &Sys, dir: &str) -> Result<(), ExplainError> {
+    let _ = sys.write(&format!("{dir}/tracing_on"), "0");
     let mut tries = 0;
     loop {
         match sys.rmdir(dir) {
@@ -210,7 +218,7 @@ impl Session {
         if let Some(who) = in_use(sys, &tracefs) {
             return Err(ExplainError::InUse(who));
         }
-        let cleaned = clean_up(sys)?;
+        let cleaned = clean_up_in(sys, &tracefs)?;
         let dir = format!("{tracefs}/instances/{INSTANCE}");
         write_record(
             sys,
@@ -221,7 +229,7 @@ impl Session {
             },
         )?;
         if let Err(e) = sys.mkdir(&dir) {
-            let _ = std::fs::remove_file(sys.path(RECORD));
+            let _ = remove_record(sys);
             return Err(ExplainError::Sys(e));
         }
         let mut session = Session {
@@ -278,12 +286,8 @@ impl Session {
     }
 
     fn remove(&self) -> Result<(), ExplainError> {
-        self.stop();
-        remove_dir_retrying(&self.sys, &self.dir)?;
-        std::fs::remove_file(self.sys.path(RECORD)).map_err(|source| ExplainError::Io {
-            what: format!("remove {}", self.sys.path(RECORD).display()),
-            source,
-        })
+        remove_instance(&self.sys, &self.dir)?;
+        remove_record(&self.sys)
     }
 }
 
