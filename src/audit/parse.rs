@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::cpulist::CpuSet;
-use crate::shield::owners::{BANNED_CPULIST, BANNED_CPUS};
+use crate::shield::irqbalance::{BANNED_CPULIST, BANNED_CPUS};
 use crate::sys::procfs::parse_interrupts;
 
 /// The kernel command line as `name → value` (`None` for bare flags); the

@@ -10,13 +10,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Check, Step, Undo};
+use super::irqbalance;
 use super::journal::{Entry, EntryRef, Journal, JournalError};
-use super::owners::{
-    self, manager_ban_assignment, BANNED_CPULIST, IRQBALANCE_DROPIN, IRQBALANCE_ENV,
-    IRQBALANCE_UNIT,
-};
 use crate::cpulist::CpuSet;
-use crate::sys::irqbalance;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::systemd::SystemdCall;
 use crate::sys::{ErrorKind, Sys, SysError};
@@ -27,14 +23,7 @@ use crate::sys::{ErrorKind, Sys, SysError};
 /// journaled step that was never made as unchanged.
 pub const BATCH: usize = 4096;
 
-/// A change the kernel did not make, with the reason.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Refusal {
-    /// What was targeted: a path, or `task N (name)`.
-    pub target: String,
-    /// The errno name or the read-back that did not match.
-    pub reason: String,
-}
+pub use super::change::Refusal;
 
 /// What happened while applying.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -204,10 +193,7 @@ pub fn describe(a: &Action) -> String {
         Action::SetAffinity { tid, name, .. } => format!("task {tid} ({name})"),
         Action::Remember { affinities } => format!("{} task affinities", affinities.len()),
         Action::Systemd { call, .. } => format!("systemd: {}", call.command_line().join(" ")),
-        Action::IrqbalanceBan {
-            manager_env: true, ..
-        } => format!("systemd environment {BANNED_CPULIST}"),
-        Action::IrqbalanceBan { .. } => format!("/{IRQBALANCE_DROPIN}"),
+        Action::IrqbalanceBan { manager_env, .. } => irqbalance::describe(*manager_env),
     }
 }
 
@@ -232,106 +218,12 @@ fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
         Action::Systemd { call, .. } => sys.systemd(call)?,
         Action::IrqbalanceBan {
             banned,
-            manager_env: true,
+            make_dir,
+            manager_env,
             ..
-        } => {
-            sys.systemd(&SystemdCall::SetEnvironment {
-                assignments: vec![manager_ban_assignment(banned)],
-            })?;
-            ban_running_irqbalance(sys, banned)?;
-        }
-        Action::IrqbalanceBan {
-            banned, make_dir, ..
-        } => {
-            sys.write_config(IRQBALANCE_ENV, &irqbalance_env(banned), *make_dir)?;
-            sys.write_config(IRQBALANCE_DROPIN, &irqbalance_dropin(banned), false)?;
-            reload_and_restart(sys)?;
-        }
+        } => irqbalance::ban(sys, banned, *make_dir, *manager_env)?,
     }
     Ok(())
-}
-
-/// The environment file of the irqbalance ban. irqbalance takes the first
-/// non-empty of IRQBALANCE_BANNED_CPUS (hex, deprecated) and
-/// IRQBALANCE_BANNED_CPULIST (irqbalance 1.8+, cputree.c
-/// setup_banned_cpus), so the first is set empty: a user's hex mask,
-/// already part of `banned`, must not hide the list.
-pub(crate) fn irqbalance_env(banned: &CpuSet) -> String {
-    format!(
-        "# cpushield: CPUs {banned} banned while shielded; removed by 'cpushield off'\nIRQBALANCE_BANNED_CPUS=\nIRQBALANCE_BANNED_CPULIST={banned}\n"
-    )
-}
-
-/// The drop-in. Variables of an EnvironmentFile= override Environment=,
-/// and of several files the last one read wins (systemd.exec(5)); a
-/// drop-in's EnvironmentFile= comes after the unit's own.
-pub(crate) fn irqbalance_dropin(banned: &CpuSet) -> String {
-    format!(
-        "# cpushield: keeps irqbalance off the shielded CPUs {banned}; removed by 'cpushield off'\n[Service]\nEnvironmentFile=/{IRQBALANCE_ENV}\n"
-    )
-}
-
-fn reload_and_restart(sys: &Sys) -> Result<(), SysError> {
-    sys.systemd(&SystemdCall::DaemonReload)?;
-    restart_irqbalance(sys)
-}
-
-/// The ids of running irqbalance processes with a control socket.
-fn irqbalance_sockets(sys: &Sys) -> Vec<i32> {
-    irqbalance::socket_pids(sys)
-        .into_iter()
-        .filter(|pid| {
-            sys.read(&format!("proc/{pid}/stat"))
-                .is_ok_and(|st| st.contains("(irqbalance)"))
-        })
-        .collect()
-}
-
-/// Gives the running irqbalance the ban through its control socket, so
-/// that it needs no restart (it applies it at its next cycle and moves no
-/// IRQ before); restarts it where no socket answers (it then reads the ban
-/// from systemd's environment, set just before).
-fn ban_running_irqbalance(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
-    let told = irqbalance_sockets(sys)
-        .into_iter()
-        .filter(|&pid| irqbalance::set_banned(sys, pid, Some(banned)).is_ok())
-        .count();
-    if told > 0 {
-        Ok(())
-    } else {
-        restart_irqbalance(sys)
-    }
-}
-
-/// Takes the ban out of the running irqbalance, whichever way `on` (or a
-/// restart since) gave it: an irqbalance started with the ban in its
-/// environment is restarted (systemd's environment no longer has it);
-/// one told through its socket goes back to its environment's ban
-/// (`settings cpus NULL`); without an answering socket, a restart.
-fn unban_running_irqbalance(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
-    let pids = irqbalance_sockets(sys);
-    let started_with_ban = |pid: i32| {
-        owners::environ_var(sys, pid, BANNED_CPULIST)
-            .and_then(|v| CpuSet::parse_list(&v).ok())
-            .is_some_and(|c| c == *banned)
-    };
-    if pids.is_empty() || pids.iter().any(|&pid| started_with_ban(pid)) {
-        return restart_irqbalance(sys);
-    }
-    if pids
-        .iter()
-        .all(|&pid| irqbalance::set_banned(sys, pid, None).is_ok())
-    {
-        Ok(())
-    } else {
-        restart_irqbalance(sys)
-    }
-}
-
-fn restart_irqbalance(sys: &Sys) -> Result<(), SysError> {
-    sys.systemd(&SystemdCall::TryRestart {
-        unit: IRQBALANCE_UNIT.into(),
-    })
 }
 
 fn verify(sys: &Sys, path: &str, wrote: &str, check: Check) -> Result<(), ApplyError> {
@@ -400,39 +292,10 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
     // again within its 10 s cycle (SYSTEMD-NOTES 10). Its ban is the first
     // change `on` makes, for the same reason the other way round.
     for e in entries.iter().rev() {
-        if let Action::IrqbalanceBan {
-            banned,
-            manager_env: true,
-            ..
-        } = &e.action
-        {
-            let unset = SystemdCall::UnsetEnvironment {
-                names: vec![BANNED_CPULIST.to_string()],
-            };
-            match sys
-                .systemd(&unset)
-                .and_then(|()| unban_running_irqbalance(sys, banned))
-            {
-                Ok(()) => out.restored += 1,
-                Err(err) => out.failed.push(Refusal {
-                    target: "irqbalance".into(),
-                    reason: format!("could not take the ban out of systemd's environment and restart irqbalance: {err}"),
-                }),
-            }
-        } else if let Action::IrqbalanceBan {
-            make_dir,
-            previous_dropin,
-            previous_env,
-            ..
-        } = &e.action
-        {
-            undo_irqbalance_ban(
-                sys,
-                *make_dir,
-                previous_dropin.as_deref(),
-                previous_env.as_deref(),
-                &mut out,
-            );
+        if let Action::IrqbalanceBan { .. } = &e.action {
+            let (restored, failed) = irqbalance::unban(sys, &e.action);
+            out.restored += usize::from(restored);
+            out.failed.extend(failed);
         }
     }
     let reversed: Vec<&Entry> = entries
@@ -787,40 +650,6 @@ fn undo_systemd(
         Err(err) => out.failed.push(Refusal {
             target: format!("systemd: {}", undo.command_line().join(" ")),
             reason: err.to_string(),
-        }),
-    }
-}
-
-/// Removes the irqbalance ban (or writes back what was there before), then
-/// reloads systemd and restarts irqbalance if it runs, so that it balances
-/// over the CPUs it used before.
-fn undo_irqbalance_ban(
-    sys: &Sys,
-    made_dir: bool,
-    previous_dropin: Option<&str>,
-    previous_env: Option<&str>,
-    out: &mut Undone,
-) {
-    let mut restore = |path: &str, previous: Option<&str>, remove_dir: bool| {
-        let result = match previous {
-            Some(text) => sys.write_config(path, text, false),
-            None => sys.remove_config(path, remove_dir),
-        };
-        if let Err(err) = result {
-            out.failed.push(Refusal {
-                target: format!("/{path}"),
-                reason: err.to_string(),
-            });
-        }
-    };
-    restore(IRQBALANCE_DROPIN, previous_dropin, false);
-    // the directory goes with the last file, when on made it (and it is empty)
-    restore(IRQBALANCE_ENV, previous_env, made_dir);
-    match reload_and_restart(sys) {
-        Ok(()) => out.restored += 1,
-        Err(err) => out.failed.push(Refusal {
-            target: "irqbalance".into(),
-            reason: format!("could not reload systemd and restart irqbalance: {err}"),
         }),
     }
 }

@@ -145,3 +145,12 @@ pub struct Step {
     /// A failure of a fatal step rolls everything back; others are reported.
     pub fatal: bool,
 }
+
+/// A change the kernel did not make, with the reason.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Refusal {
+    /// What was targeted: a path, or `task N (name)`.
+    pub target: String,
+    /// The errno name or the read-back that did not match.
+    pub reason: String,
+}

@@ -6,6 +6,7 @@
 
 pub mod apply;
 pub mod change;
+pub mod irqbalance;
 pub mod journal;
 pub mod knobs;
 pub mod owners;
@@ -22,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
-use crate::sys::{irqbalance, syscalls, Sys, SysError};
+use crate::sys::{syscalls, Sys, SysError};
 use apply::{Applied, ApplyError, Refusal, Undone};
 use change::{Action, Step};
 use journal::{Journal, JournalError, State};
@@ -818,28 +819,6 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
     }
 }
 
-/// Whether irqbalance `pid` bans `shield` by its control socket. A ban
-/// sent since the shield was made takes effect at irqbalance's next cycle,
-/// up to its interval later, and it moves no IRQ before; then it rebuilds,
-/// and one before 1.9.4 reads no message for one more interval. So an
-/// irqbalance older than the shield counts as told while the shield is
-/// younger than two intervals plus 2 s (`on` had its answer, or restarted
-/// it with the ban in its environment). Else it must say so (`setup`),
-/// however long it takes to answer (up to [`irqbalance::PATIENT`]).
-fn irqbalance_told(sys: &Sys, pid: i32, shield: &CpuSet) -> bool {
-    let interval_s = irqbalance::interval_s(sys, pid);
-    let shield_age_s = journal::state_age(sys);
-    let irqbalance_age_s = procfs::boot_ticks(sys)
-        .zip(procfs::start_ticks(sys, pid))
-        .map(|(now, start)| now.saturating_sub(start) / 100);
-    if let (Some(shield), Some(irqb)) = (shield_age_s, irqbalance_age_s) {
-        if irqb > shield && shield <= 2 * interval_s + 2 {
-            return true;
-        }
-    }
-    irqbalance::banned(sys, pid).is_ok_and(|b| b.is_superset_of(shield))
-}
-
 /// The result of `off`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OffReport {
@@ -1149,32 +1128,8 @@ fn holds_checks(
     }
     if let Some(ban) = &state.irqbalance_ban {
         let irqb = snap.owners.irqbalance.as_ref();
-        let in_manager = irqb
-            .and_then(|i| i.manager_ban.as_ref())
-            .is_some_and(|b| b.contains(&owners::manager_ban_assignment(ban)));
-        if irqb.is_none_or(|i| i.dropin.is_none()) && !in_manager {
-            broken(
-                "irqbalance",
-                format!(
-                    "cpushield's ban of CPUs {ban} is gone (neither its drop-in /{} nor {} in systemd's environment): irqbalance may move IRQs onto the shield",
-                    owners::IRQBALANCE_DROPIN,
-                    owners::manager_ban_assignment(ban)
-                ),
-                &rebuild,
-            );
-        } else if let Some(pid) = irqb.and_then(|i| i.pid) {
-            let list = owners::environ_var(sys, pid, owners::BANNED_CPULIST)
-                .and_then(|v| CpuSet::parse_list(&v).ok())
-                .unwrap_or_default();
-            let hex = owners::environ_var(sys, pid, owners::BANNED_CPUS).filter(|v| !v.is_empty());
-            let by_environ = hex.is_none() && list.is_superset_of(shield);
-            if !by_environ && !irqbalance_told(sys, pid, shield) {
-                broken(
-                    "irqbalance",
-                    format!("irqbalance (pid {pid}) runs without the ban of CPUs {ban} (its environment: IRQBALANCE_BANNED_CPULIST={list}{}; its control socket does not ban them either)", hex.map(|h| format!(", IRQBALANCE_BANNED_CPUS={h}")).unwrap_or_default()),
-                    "systemctl restart irqbalance (after 'systemctl daemon-reload' when the ban is a drop-in), or run 'cpushield on' again",
-                );
-            }
+        if let Some(lost) = irqbalance::ban_lost(sys, ban, irqb, shield) {
+            broken("irqbalance", lost.what, lost.repair.unwrap_or(&rebuild));
         }
     }
     // A task that asked only for shielded CPUs is the user's real-time

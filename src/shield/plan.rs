@@ -6,8 +6,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Check, Step, Undo};
+use super::irqbalance;
 use super::knobs;
-use super::owners::{Owners, IRQBALANCE_UNIT};
+use super::owners::Owners;
 use super::request::Request;
 use super::snapshot::{
     cpu_online_file, in_shield_cgroup, irq_affinity_file, CgroupSetup, Snapshot,
@@ -147,7 +148,12 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     // Before the IRQs move, so that irqbalance (restarted with the ban)
     // does not move them back meanwhile; undo gives it back first of all
     // (apply::undo, SYSTEMD-NOTES 10).
-    steps.extend(plan_irqbalance(&snap.owners, &shield, &mut notes));
+    steps.extend(irqbalance::plan(
+        snap.owners.systemd,
+        snap.owners.irqbalance.as_ref(),
+        &shield,
+        &mut notes,
+    ));
     notes.extend(tuned_notes(&snap.owners));
     let cgroup = plan_cgroup(snap, &shield, &housekeeping, &mut notes)?;
     steps.extend(cgroup.steps);
@@ -616,56 +622,6 @@ pub fn mechanism(snap: &Snapshot) -> String {
     }
 }
 
-/// irqbalance rebalances every 10 s and knows nothing of cpusets: it
-/// reads its banned CPUs from its environment only at start. Under
-/// systemd a runtime drop-in gives it a ban of the shield plus what it
-/// banned by itself (the variable switches its own isolcpus/nohz_full
-/// detection off), leaving the user's files as they are. Elsewhere the
-/// conflict is reported.
-fn plan_irqbalance(owners: &Owners, shield: &CpuSet, notes: &mut Vec<String>) -> Vec<Step> {
-    let Some(irqb) = &owners.irqbalance else {
-        return Vec::new();
-    };
-    if !(owners.systemd && irqb.unit) {
-        if let Some(pid) = irqb.pid {
-            notes.push(format!(
-                "irqbalance (pid {pid}) runs without a systemd unit: cpushield cannot ban CPUs for it, and it moves IRQs back onto CPUs {shield} within seconds; restart it with IRQBALANCE_BANNED_CPULIST={} in its environment, or stop it",
-                shield.union(&irqb.own_ban)
-            ));
-        }
-        return Vec::new();
-    }
-    if !irqb.pid.is_some_and(|_| irqb.under_systemd()) && irqb.pid.is_some() {
-        notes.push(format!(
-            "irqbalance runs outside its unit ({}): the ban reaches it only if it is restarted as {IRQBALANCE_UNIT}",
-            irqb.cgroup.as_deref().unwrap_or("?")
-        ));
-    }
-    let banned = shield.union(&irqb.own_ban);
-    if let Some(user) = &irqb.user_ban {
-        notes.push(format!(
-            "irqbalance's own ban ({user}) is kept: cpushield bans CPUs {banned} while shielded"
-        ));
-    }
-    // The manager environment only when no one else sets a ban there or in
-    // irqbalance's files (a unit's own settings win over it) and no drop-in
-    // of ours is left from an earlier shield.
-    let manager_env = irqb.user_ban.is_none()
-        && irqb.manager_ban.as_ref().is_some_and(Vec::is_empty)
-        && irqb.dropin.is_none()
-        && irqb.env.is_none();
-    vec![Step {
-        action: Action::IrqbalanceBan {
-            banned,
-            make_dir: !manager_env && !irqb.dropin_dir,
-            previous_dropin: irqb.dropin.clone(),
-            previous_env: irqb.env.clone(),
-            manager_env,
-        },
-        fatal: false,
-    }]
-}
-
 /// A tuned profile that pins CPUs or IRQs fights any shield it did not make.
 pub fn tuned_notes(owners: &Owners) -> Vec<String> {
     match &owners.tuned {
@@ -1126,7 +1082,7 @@ mod tests {
     fn systemd_host(own_ban: &str) -> Owners {
         Owners {
             systemd: true,
-            irqbalance: Some(crate::shield::owners::Irqbalance {
+            irqbalance: Some(crate::shield::irqbalance::Irqbalance {
                 pid: Some(400),
                 cgroup: Some("/system.slice/irqbalance.service".into()),
                 unit: true,

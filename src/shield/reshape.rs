@@ -19,10 +19,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::apply::{irqbalance_dropin, irqbalance_env, original_affinities, reads_as};
+use super::apply::{original_affinities, reads_as};
 use super::change::{Action, Check, Step, Undo};
+use super::irqbalance;
 use super::journal::{Entry, State};
-use super::owners::manager_ban_assignment;
 use super::plan::{self, Plan, PlanError, TaskRef};
 use super::request::Request;
 use super::snapshot::{
@@ -103,18 +103,8 @@ pub fn original_view(live: &Snapshot, entries: &[Entry]) -> Snapshot {
     let mut snap = live.clone();
     // The live effective CPUs are the shield's doing, not the original's.
     snap.cgroup_cpus.clear();
-    // A ban in the manager environment is ours: before, it had none.
-    let ban_in_manager = entries.iter().any(|e| {
-        matches!(
-            e.action,
-            Action::IrqbalanceBan {
-                manager_env: true,
-                ..
-            }
-        )
-    });
-    if let Some(irqb) = snap.owners.irqbalance.as_mut().filter(|_| ban_in_manager) {
-        irqb.manager_ban = Some(Vec::new());
+    if let Some(irqb) = snap.owners.irqbalance.as_mut() {
+        irqbalance::before_shield(irqb, entries);
     }
     let file = |path: &str| orig.files.get(path).map(|(v, _)| v.as_str());
     for irq in &mut snap.irqs {
@@ -201,10 +191,7 @@ pub fn plan(
         .collect();
     let inside = inside_tasks(live, state, entries, &from, &to);
 
-    let irqbalance_ban = fresh.steps.iter().find_map(|s| match &s.action {
-        Action::IrqbalanceBan { banned, .. } => Some(banned.clone()),
-        _ => None,
-    });
+    let irqbalance_ban = irqbalance::planned_ban(&fresh.steps);
     let refused_before = |irq: u32, path: &str| -> bool {
         state.irqs_kept.contains(&irq)
             && orig.files.get(path).is_some_and(|(before, check)| {
@@ -220,24 +207,8 @@ pub fn plan(
     for step in &fresh.steps {
         match &step.action {
             Action::Remember { .. } => remember = Some(step.clone()),
-            Action::IrqbalanceBan {
-                banned,
-                previous_dropin,
-                previous_env,
-                manager_env,
-                ..
-            } => {
-                let holds = if *manager_env {
-                    live.owners
-                        .irqbalance
-                        .as_ref()
-                        .and_then(|i| i.manager_ban.as_ref())
-                        .is_some_and(|b| b.contains(&manager_ban_assignment(banned)))
-                } else {
-                    previous_dropin.as_deref() == Some(&irqbalance_dropin(banned))
-                        && previous_env.as_deref() == Some(&irqbalance_env(banned))
-                };
-                if !holds {
+            a @ Action::IrqbalanceBan { .. } => {
+                if !irqbalance::ban_in_place(live.owners.irqbalance.as_ref(), a) {
                     steps.push(step.clone());
                 }
             }

@@ -514,6 +514,15 @@ pub struct InterruptLine {
 /// on every architecture Linux runs on today).
 const USER_HZ: f64 = 100.0;
 
+/// The value of `name` in process `pid`'s environment
+/// (`/proc/PID/environ`), if it is set there.
+pub fn environ_var(sys: &Sys, pid: i32, name: &str) -> Option<String> {
+    let env = sys.read(&format!("proc/{pid}/environ")).ok()?;
+    env.split('\0')
+        .find_map(|kv| kv.strip_prefix(name).and_then(|v| v.strip_prefix('=')))
+        .map(str::to_string)
+}
+
 /// Now, in clock ticks since boot (`/proc/uptime`): the unit and origin
 /// of a thread's start time in `/proc/PID/stat`.
 pub fn boot_ticks(sys: &Sys) -> Option<u64> {

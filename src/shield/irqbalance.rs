@@ -1,0 +1,534 @@
+//! The irqbalance component of the shield. irqbalance spreads IRQs over
+//! the CPUs every 10 s and knows nothing of cpusets: unless it bans the
+//! shielded CPUs it moves IRQs back onto them. Everything the shield does
+//! with it lives here: what is read (its process, unit and files, cpushield's
+//! drop-in, systemd's environment), the one step planned (a ban), how that
+//! step is made and undone (its control socket, or systemd's environment or
+//! a runtime drop-in and a restart), and whether the ban still holds.
+
+use serde::{Deserialize, Serialize};
+
+use super::change::{Action, Refusal, Step};
+use super::journal::{self, Entry};
+use super::owners::leader;
+use crate::cpulist::CpuSet;
+use crate::sys::irqbalance as socket;
+use crate::sys::procfs::{self, Thread};
+use crate::sys::systemd::SystemdCall;
+use crate::sys::{Sys, SysError};
+
+/// Where cpushield's runtime drop-in for irqbalance goes: a runtime
+/// directory of systemd's unit search path, gone at reboot, beside and
+/// never instead of the user's own configuration.
+pub const IRQBALANCE_DROPIN_DIR: &str = "run/systemd/system/irqbalance.service.d";
+/// The drop-in: adds cpushield's environment file to the unit.
+pub const IRQBALANCE_DROPIN: &str = "run/systemd/system/irqbalance.service.d/50-cpushield.conf";
+/// The environment file with the ban. systemd ignores files of a drop-in
+/// directory that do not end in `.conf`, so it can live beside the drop-in.
+pub const IRQBALANCE_ENV: &str = "run/systemd/system/irqbalance.service.d/cpushield.env";
+/// irqbalance's unit.
+pub const IRQBALANCE_UNIT: &str = "irqbalance.service";
+/// irqbalance's ban as a CPU list (irqbalance 1.8+): what cpushield sets.
+pub const BANNED_CPULIST: &str = "IRQBALANCE_BANNED_CPULIST";
+/// irqbalance's ban as a hex mask (deprecated).
+pub const BANNED_CPUS: &str = "IRQBALANCE_BANNED_CPUS";
+/// The variables that tell irqbalance which CPUs to leave alone.
+pub const BAN_VARIABLES: [&str; 2] = [BANNED_CPULIST, BANNED_CPUS];
+/// The manager-environment assignment of a ban of `banned` (see
+/// [`Action::IrqbalanceBan`]).
+pub fn manager_ban_assignment(banned: &CpuSet) -> String {
+    format!("{BANNED_CPULIST}={banned}")
+}
+
+/// Unit files of irqbalance, in systemd's search order.
+const IRQBALANCE_UNIT_FILES: [&str; 3] = [
+    "etc/systemd/system/irqbalance.service",
+    "usr/lib/systemd/system/irqbalance.service",
+    "lib/systemd/system/irqbalance.service",
+];
+/// The environment files distributions give irqbalance's unit (Debian,
+/// Fedora/RHEL, upstream's two defaults).
+const IRQBALANCE_ENV_FILES: [&str; 4] = [
+    "etc/default/irqbalance",
+    "etc/sysconfig/irqbalance",
+    "usr/share/irqbalance/irqbalance.env",
+    "usr/lib/irqbalance/defaults.env",
+];
+
+/// irqbalance as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Irqbalance {
+    /// The process, when it runs.
+    pub pid: Option<i32>,
+    /// Its cgroup (`/system.slice/irqbalance.service` under systemd).
+    pub cgroup: Option<String>,
+    /// A unit file of `irqbalance.service` exists.
+    pub unit: bool,
+    /// CPUs irqbalance bans by itself, which a ban of cpushield's must keep:
+    /// the user's `IRQBALANCE_BANNED_CPULIST` / `IRQBALANCE_BANNED_CPUS`
+    /// when set, else the boot-isolated and `nohz_full` CPUs (setting the
+    /// variable switches irqbalance's own detection of those off).
+    pub own_ban: CpuSet,
+    /// The user's file that sets a ban, with the line (reported).
+    pub user_ban: Option<String>,
+    /// The drop-in directory exists already.
+    pub dropin_dir: bool,
+    /// cpushield's drop-in, when it exists (content).
+    pub dropin: Option<String>,
+    /// cpushield's environment file, when it exists (content).
+    pub env: Option<String>,
+    /// The ban variables systemd's manager environment sets
+    /// (`IRQBALANCE_BANNED_CPULIST=...` lines; empty: none), which every
+    /// unit started gets; `None` when it could not be read or is not
+    /// asked (no systemd, no unit).
+    #[serde(default)]
+    pub manager_ban: Option<Vec<String>>,
+}
+
+impl Irqbalance {
+    /// Whether it runs as systemd's `irqbalance.service`.
+    pub fn under_systemd(&self) -> bool {
+        self.cgroup
+            .as_deref()
+            .is_some_and(|c| c.ends_with("/irqbalance.service"))
+    }
+}
+
+/// Reads irqbalance: its process among `threads`, its unit and files, and
+/// (under `systemd`) the ban variables of systemd's manager environment.
+/// `None` when it neither runs nor is installed as a unit.
+pub fn read(
+    sys: &Sys,
+    threads: &[Thread],
+    boot_isolated: &CpuSet,
+    systemd: bool,
+) -> Option<Irqbalance> {
+    let process = leader(threads, "irqbalance");
+    let unit = IRQBALANCE_UNIT_FILES.iter().any(|f| sys.exists(f));
+    if process.is_none() && !unit {
+        return None;
+    }
+    let mut user_ban = None;
+    let mut own_ban = None;
+    for file in IRQBALANCE_ENV_FILES {
+        let Ok(text) = sys.read(file) else { continue };
+        for (var, value) in env_assignments(&text) {
+            let cpus = match var {
+                BANNED_CPULIST => CpuSet::parse_list(value).ok(),
+                BANNED_CPUS => CpuSet::parse_mask(value).ok(),
+                _ => continue,
+            };
+            if let Some(cpus) = cpus.filter(|_| !value.is_empty()) {
+                user_ban = Some(format!("/{file}: {var}={value}"));
+                own_ban = Some(cpus);
+            }
+        }
+    }
+    let own_ban = own_ban.unwrap_or_else(|| {
+        let nohz = sys
+            .read_cpulist("sys/devices/system/cpu/nohz_full")
+            .unwrap_or_default();
+        boot_isolated.union(&nohz)
+    });
+    // Its systemd unit shows in the unified hierarchy ("0::"), or with
+    // cgroup v1 in systemd's own ("name=systemd"): not in the thread's
+    // cpuset cgroup, which is all the snapshot reads on v1.
+    let cgroup = process.map(|t| {
+        sys.read(&format!("proc/{}/cgroup", t.pid))
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .filter_map(|l| l.splitn(3, ':').nth(2))
+                    .find(|path| path.ends_with(".service"))
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| t.cgroup.clone())
+    });
+    Some(Irqbalance {
+        pid: process.map(|t| t.pid),
+        cgroup,
+        unit,
+        own_ban,
+        user_ban,
+        dropin_dir: sys.path(IRQBALANCE_DROPIN_DIR).is_dir(),
+        dropin: sys.read(IRQBALANCE_DROPIN).ok(),
+        env: sys.read(IRQBALANCE_ENV).ok(),
+        manager_ban: (systemd && unit).then(|| manager_ban(sys)).flatten(),
+    })
+}
+
+/// The ban variables of systemd's manager environment (`NAME=value`).
+fn manager_ban(sys: &Sys) -> Option<Vec<String>> {
+    let env = sys.manager_environment().ok()?;
+    Some(
+        env.lines()
+            .filter(|l| {
+                BAN_VARIABLES
+                    .iter()
+                    .any(|v| l.starts_with(&format!("{v}=")))
+            })
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// `NAME=value` lines of an environment file (comments and blanks
+/// skipped, one level of quotes removed).
+fn env_assignments(text: &str) -> Vec<(&str, &str)> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim(), v.trim().trim_matches('"').trim_matches('\'')))
+        .collect()
+}
+
+/// Plans the ban: under systemd, irqbalance's unit gets the shield plus what
+/// it banned by itself (the variable switches its own isolcpus/nohz_full
+/// detection off), leaving the user's files as they are. irqbalance reads
+/// its ban from its environment only at start, so without its unit the
+/// conflict is only reported (in `notes`).
+pub fn plan(
+    systemd: bool,
+    irqb: Option<&Irqbalance>,
+    shield: &CpuSet,
+    notes: &mut Vec<String>,
+) -> Vec<Step> {
+    let Some(irqb) = irqb else {
+        return Vec::new();
+    };
+    if !(systemd && irqb.unit) {
+        if let Some(pid) = irqb.pid {
+            notes.push(format!(
+                "irqbalance (pid {pid}) runs without a systemd unit: cpushield cannot ban CPUs for it, and it moves IRQs back onto CPUs {shield} within seconds; restart it with IRQBALANCE_BANNED_CPULIST={} in its environment, or stop it",
+                shield.union(&irqb.own_ban)
+            ));
+        }
+        return Vec::new();
+    }
+    if irqb.pid.is_some() && !irqb.under_systemd() {
+        notes.push(format!(
+            "irqbalance runs outside its unit ({}): the ban reaches it only if it is restarted as {IRQBALANCE_UNIT}",
+            irqb.cgroup.as_deref().unwrap_or("?")
+        ));
+    }
+    let banned = shield.union(&irqb.own_ban);
+    if let Some(user) = &irqb.user_ban {
+        notes.push(format!(
+            "irqbalance's own ban ({user}) is kept: cpushield bans CPUs {banned} while shielded"
+        ));
+    }
+    // The manager environment only when no one else sets a ban there or in
+    // irqbalance's files (a unit's own settings win over it) and no drop-in
+    // of ours is left from an earlier shield.
+    let manager_env = irqb.user_ban.is_none()
+        && irqb.manager_ban.as_ref().is_some_and(Vec::is_empty)
+        && irqb.dropin.is_none()
+        && irqb.env.is_none();
+    vec![Step {
+        action: Action::IrqbalanceBan {
+            banned,
+            make_dir: !manager_env && !irqb.dropin_dir,
+            previous_dropin: irqb.dropin.clone(),
+            previous_env: irqb.env.clone(),
+            manager_env,
+        },
+        fatal: false,
+    }]
+}
+
+/// The CPUs a plan's steps ban, if they ban any.
+pub fn planned_ban(steps: &[Step]) -> Option<CpuSet> {
+    steps.iter().find_map(|s| match &s.action {
+        Action::IrqbalanceBan { banned, .. } => Some(banned.clone()),
+        _ => None,
+    })
+}
+
+/// Whether the ban `action` asks for is in place already on the machine
+/// whose irqbalance is `live` (a resize leaves it as it is then).
+pub fn ban_in_place(live: Option<&Irqbalance>, action: &Action) -> bool {
+    let Action::IrqbalanceBan {
+        banned,
+        previous_dropin,
+        previous_env,
+        manager_env,
+        ..
+    } = action
+    else {
+        return false;
+    };
+    if *manager_env {
+        live.and_then(|i| i.manager_ban.as_ref())
+            .is_some_and(|b| b.contains(&manager_ban_assignment(banned)))
+    } else {
+        previous_dropin.as_deref() == Some(&dropin(banned))
+            && previous_env.as_deref() == Some(&env_file(banned))
+    }
+}
+
+/// irqbalance as it was before the shield journaled in `entries`: a ban in
+/// systemd's environment is ours, so before it there was none.
+pub fn before_shield(irqb: &mut Irqbalance, entries: &[Entry]) {
+    let ours = entries.iter().any(|e| {
+        matches!(
+            e.action,
+            Action::IrqbalanceBan {
+                manager_env: true,
+                ..
+            }
+        )
+    });
+    if ours {
+        irqb.manager_ban = Some(Vec::new());
+    }
+}
+
+/// Short description of a ban's target for reports.
+pub fn describe(manager_env: bool) -> String {
+    if manager_env {
+        format!("systemd environment {BANNED_CPULIST}")
+    } else {
+        format!("/{IRQBALANCE_DROPIN}")
+    }
+}
+
+/// The environment file of the ban. irqbalance takes the first non-empty
+/// of IRQBALANCE_BANNED_CPUS (hex, deprecated) and
+/// IRQBALANCE_BANNED_CPULIST (irqbalance 1.8+, cputree.c
+/// setup_banned_cpus), so the first is set empty: a user's hex mask,
+/// already part of `banned`, must not hide the list.
+pub fn env_file(banned: &CpuSet) -> String {
+    format!(
+        "# cpushield: CPUs {banned} banned while shielded; removed by 'cpushield off'\nIRQBALANCE_BANNED_CPUS=\nIRQBALANCE_BANNED_CPULIST={banned}\n"
+    )
+}
+
+/// The drop-in. Variables of an EnvironmentFile= override Environment=,
+/// and of several files the last one read wins (systemd.exec(5)); a
+/// drop-in's EnvironmentFile= comes after the unit's own.
+pub fn dropin(banned: &CpuSet) -> String {
+    format!(
+        "# cpushield: keeps irqbalance off the shielded CPUs {banned}; removed by 'cpushield off'\n[Service]\nEnvironmentFile=/{IRQBALANCE_ENV}\n"
+    )
+}
+
+/// Makes the ban: in systemd's environment, then the running irqbalance
+/// told through its control socket (restarted where none answers); or
+/// the drop-in and its environment file, a reload and a restart.
+pub fn ban(sys: &Sys, banned: &CpuSet, make_dir: bool, manager_env: bool) -> Result<(), SysError> {
+    if manager_env {
+        sys.systemd(&SystemdCall::SetEnvironment {
+            assignments: vec![manager_ban_assignment(banned)],
+        })?;
+        return ban_running(sys, banned);
+    }
+    sys.write_config(IRQBALANCE_ENV, &env_file(banned), make_dir)?;
+    sys.write_config(IRQBALANCE_DROPIN, &dropin(banned), false)?;
+    reload_and_restart(sys)
+}
+
+/// Undoes a journaled ban (`action`): irqbalance gets its environment and
+/// the CPUs it used before. Returns whether irqbalance was told or
+/// restarted, and what could not be put back.
+pub fn unban(sys: &Sys, action: &Action) -> (bool, Vec<Refusal>) {
+    let Action::IrqbalanceBan {
+        banned,
+        make_dir,
+        previous_dropin,
+        previous_env,
+        manager_env,
+    } = action
+    else {
+        return (false, Vec::new());
+    };
+    if *manager_env {
+        let unset = SystemdCall::UnsetEnvironment {
+            names: vec![BANNED_CPULIST.to_string()],
+        };
+        return match sys.systemd(&unset).and_then(|()| unban_running(sys, banned)) {
+            Ok(()) => (true, Vec::new()),
+            Err(err) => (false, vec![Refusal {
+                target: "irqbalance".into(),
+                reason: format!("could not take the ban out of systemd's environment and restart irqbalance: {err}"),
+            }]),
+        };
+    }
+    let mut failed = Vec::new();
+    let mut restore = |path: &str, previous: Option<&str>, remove_dir: bool| {
+        let result = match previous {
+            Some(text) => sys.write_config(path, text, false),
+            None => sys.remove_config(path, remove_dir),
+        };
+        if let Err(err) = result {
+            failed.push(Refusal {
+                target: format!("/{path}"),
+                reason: err.to_string(),
+            });
+        }
+    };
+    restore(IRQBALANCE_DROPIN, previous_dropin.as_deref(), false);
+    // the directory goes with the last file, when on made it (and it is empty)
+    restore(IRQBALANCE_ENV, previous_env.as_deref(), *make_dir);
+    match reload_and_restart(sys) {
+        Ok(()) => (true, failed),
+        Err(err) => {
+            failed.push(Refusal {
+                target: "irqbalance".into(),
+                reason: format!("could not reload systemd and restart irqbalance: {err}"),
+            });
+            (false, failed)
+        }
+    }
+}
+
+fn reload_and_restart(sys: &Sys) -> Result<(), SysError> {
+    sys.systemd(&SystemdCall::DaemonReload)?;
+    restart(sys)
+}
+
+/// The ids of running irqbalance processes with a control socket.
+fn with_socket(sys: &Sys) -> Vec<i32> {
+    socket::socket_pids(sys)
+        .into_iter()
+        .filter(|pid| {
+            sys.read(&format!("proc/{pid}/stat"))
+                .is_ok_and(|st| st.contains("(irqbalance)"))
+        })
+        .collect()
+}
+
+/// Gives the running irqbalance the ban through its control socket, so
+/// that it needs no restart (it applies it at its next cycle and moves no
+/// IRQ before); restarts it where no socket answers (it then reads the ban
+/// from systemd's environment, set just before).
+fn ban_running(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
+    let told = with_socket(sys)
+        .into_iter()
+        .filter(|&pid| socket::set_banned(sys, pid, Some(banned)).is_ok())
+        .count();
+    if told > 0 {
+        Ok(())
+    } else {
+        restart(sys)
+    }
+}
+
+/// Takes the ban out of the running irqbalance, whichever way `on` (or a
+/// restart since) gave it: an irqbalance started with the ban in its
+/// environment is restarted (systemd's environment no longer has it);
+/// one told through its socket goes back to its environment's ban
+/// (`settings cpus NULL`); without an answering socket, a restart.
+fn unban_running(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
+    let pids = with_socket(sys);
+    let started_with_ban = |pid: i32| {
+        procfs::environ_var(sys, pid, BANNED_CPULIST)
+            .and_then(|v| CpuSet::parse_list(&v).ok())
+            .is_some_and(|c| c == *banned)
+    };
+    if pids.is_empty() || pids.iter().any(|&pid| started_with_ban(pid)) {
+        return restart(sys);
+    }
+    if pids
+        .iter()
+        .all(|&pid| socket::set_banned(sys, pid, None).is_ok())
+    {
+        Ok(())
+    } else {
+        restart(sys)
+    }
+}
+
+fn restart(sys: &Sys) -> Result<(), SysError> {
+    sys.systemd(&SystemdCall::TryRestart {
+        unit: IRQBALANCE_UNIT.into(),
+    })
+}
+
+/// How a ban stopped holding, for `status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BanLost {
+    /// What is wrong, as read.
+    pub what: String,
+    /// A repair of its own, when making the shield again is not the one.
+    pub repair: Option<&'static str>,
+}
+
+/// Whether cpushield's ban of `ban` (shield `shield`) still holds on the
+/// machine whose irqbalance is `irqb`: the ban is still set (drop-in or
+/// systemd's environment), and the running irqbalance has it, by its
+/// environment or its control socket.
+pub fn ban_lost(
+    sys: &Sys,
+    ban: &CpuSet,
+    irqb: Option<&Irqbalance>,
+    shield: &CpuSet,
+) -> Option<BanLost> {
+    let in_manager = irqb
+        .and_then(|i| i.manager_ban.as_ref())
+        .is_some_and(|b| b.contains(&manager_ban_assignment(ban)));
+    if irqb.is_none_or(|i| i.dropin.is_none()) && !in_manager {
+        return Some(BanLost {
+            what: format!(
+                "cpushield's ban of CPUs {ban} is gone (neither its drop-in /{IRQBALANCE_DROPIN} nor {} in systemd's environment): irqbalance may move IRQs onto the shield",
+                manager_ban_assignment(ban)
+            ),
+            repair: None,
+        });
+    }
+    let pid = irqb.and_then(|i| i.pid)?;
+    let list = procfs::environ_var(sys, pid, BANNED_CPULIST)
+        .and_then(|v| CpuSet::parse_list(&v).ok())
+        .unwrap_or_default();
+    let hex = procfs::environ_var(sys, pid, BANNED_CPUS).filter(|v| !v.is_empty());
+    let by_environ = hex.is_none() && list.is_superset_of(shield);
+    if by_environ || told(sys, pid, shield) {
+        return None;
+    }
+    Some(BanLost {
+        what: format!(
+            "irqbalance (pid {pid}) runs without the ban of CPUs {ban} (its environment: IRQBALANCE_BANNED_CPULIST={list}{}; its control socket does not ban them either)",
+            hex.map(|h| format!(", IRQBALANCE_BANNED_CPUS={h}")).unwrap_or_default()
+        ),
+        repair: Some("systemctl restart irqbalance (after 'systemctl daemon-reload' when the ban is a drop-in), or run 'cpushield on' again"),
+    })
+}
+
+/// Whether irqbalance `pid` bans `shield` by its control socket. A ban
+/// sent since the shield was made takes effect at irqbalance's next cycle,
+/// up to its interval later, and it moves no IRQ before; then it rebuilds,
+/// and one before 1.9.4 reads no message for one more interval. So an
+/// irqbalance older than the shield counts as told while the shield is
+/// younger than two intervals plus 2 s (`on` had its answer, or restarted
+/// it with the ban in its environment). Else it must say so (`setup`),
+/// however long it takes to answer (up to [`socket::PATIENT`]).
+fn told(sys: &Sys, pid: i32, shield: &CpuSet) -> bool {
+    let interval_s = socket::interval_s(sys, pid);
+    let shield_age_s = journal::state_age(sys);
+    let irqbalance_age_s = procfs::boot_ticks(sys)
+        .zip(procfs::start_ticks(sys, pid))
+        .map(|(now, start)| now.saturating_sub(start) / 100);
+    if let (Some(shield), Some(irqb)) = (shield_age_s, irqbalance_age_s) {
+        if irqb > shield && shield <= 2 * interval_s + 2 {
+            return true;
+        }
+    }
+    socket::banned(sys, pid).is_ok_and(|b| b.is_superset_of(shield))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_assignments_skip_comments_and_strip_quotes() {
+        let text = "# IRQBALANCE_BANNED_CPULIST=0\nIRQBALANCE_ARGS=\"--policyscript=x\"\n  IRQBALANCE_BANNED_CPULIST='4-5'\n";
+        assert_eq!(
+            env_assignments(text),
+            [
+                ("IRQBALANCE_ARGS", "--policyscript=x"),
+                ("IRQBALANCE_BANNED_CPULIST", "4-5")
+            ]
+        );
+    }
+}
