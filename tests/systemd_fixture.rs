@@ -357,6 +357,12 @@ fn irqbalance_with_a_control_socket_is_banned_and_unbanned_without_a_restart() {
     let before = tree(dir.path());
     let o = cpushield(dir.path(), &["on", "2-3"]);
     assert!(o.status.success(), "{}", text(&o));
+    // The report says what the process did: the same process runs.
+    assert!(
+        text(&o).contains("irqbalance kept running as pid 200") && !text(&o).contains("restarted"),
+        "{}",
+        text(&o)
+    );
     // Told through the socket, not restarted: its environment is as it was.
     assert_eq!(sys.read("proc/200/environ").unwrap(), "");
     assert!(sys

@@ -5,9 +5,11 @@ use std::collections::BTreeMap;
 use std::io::{Result, Write};
 
 use crate::boot::BootStatus;
+use crate::cpulist::CpuSet;
 use crate::fleet::MachineStatus;
 use crate::shield::apply::Refusal;
 use crate::shield::change::Action;
+use crate::shield::irqbalance;
 use crate::shield::plan::TaskRef;
 use crate::shield::{MoveReport, OffReport, OnReport};
 
@@ -215,7 +217,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
         row(
             w,
             "irqbalance",
-            format!("CPUs {b} banned (runtime only, irqbalance restarted; off removes it)"),
+            irqbalance_line(b, r.irqbalance.as_ref(), r.dry_run),
         )?;
     }
     if !r.dry_run {
@@ -474,4 +476,56 @@ pub fn moved(r: &MoveReport, w: &mut dyn Write) -> Result<()> {
         writeln!(w, "  not found: {}", list(&r.not_found))?;
     }
     Ok(())
+}
+/// The irqbalance row of `on`: the ban, and what the process did as read
+/// back (restarted only when another process runs now).
+fn irqbalance_line(
+    banned: &CpuSet,
+    process: Option<&irqbalance::Process>,
+    dry_run: bool,
+) -> String {
+    use irqbalance::Process;
+    if dry_run {
+        return format!("CPUs {banned} to be banned (runtime only)");
+    }
+    let what = match process {
+        Some(Process::Kept { pid }) => format!("irqbalance kept running as pid {pid}"),
+        Some(Process::Restarted { before, after }) => {
+            format!("irqbalance restarted: pid {before} -> {after}")
+        }
+        Some(Process::Started { pid }) => format!("irqbalance started meanwhile as pid {pid}"),
+        Some(Process::Gone { before }) => format!("irqbalance (pid {before}) stopped meanwhile"),
+        Some(Process::NotRunning) => {
+            "irqbalance not running: it reads the ban when it starts".into()
+        }
+        None => "already in place".into(),
+    };
+    format!("CPUs {banned} banned (runtime only, {what}; off removes it)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use irqbalance::Process;
+
+    #[test]
+    fn irqbalance_is_said_restarted_only_when_another_process_runs() {
+        let cpus = CpuSet::parse_list("2-3").unwrap();
+        let kept = irqbalance_line(&cpus, Some(&Process::Kept { pid: 412 }), false);
+        assert!(
+            kept.contains("kept running as pid 412") && !kept.contains("restarted"),
+            "{kept}"
+        );
+        let restarted = Process::Restarted {
+            before: 412,
+            after: 530,
+        };
+        let line = irqbalance_line(&cpus, Some(&restarted), false);
+        assert!(line.contains("restarted: pid 412 -> 530"), "{line}");
+        let planned = irqbalance_line(&cpus, None, true);
+        assert!(
+            !planned.contains("restarted") && planned.contains("to be banned"),
+            "{planned}"
+        );
+    }
 }

@@ -4,7 +4,8 @@
 //! with it lives here: what is read (its process, unit and files, cpushield's
 //! drop-in, systemd's environment), the one step planned (a ban), how that
 //! step is made and undone (its control socket, or systemd's environment or
-//! a runtime drop-in and a restart), and whether the ban still holds.
+//! a runtime drop-in and a restart), whether the ban still holds, and what
+//! became of the process, read back for the report.
 
 use serde::{Deserialize, Serialize};
 
@@ -83,6 +84,10 @@ pub struct Irqbalance {
     /// asked (no systemd, no unit).
     #[serde(default)]
     pub manager_ban: Option<Vec<String>>,
+    /// When the process started, in clock ticks since boot: with `pid`,
+    /// what tells a restarted irqbalance from the same one.
+    #[serde(default)]
+    pub started: Option<u64>,
 }
 
 impl Irqbalance {
@@ -154,6 +159,7 @@ pub fn read(
         dropin: sys.read(IRQBALANCE_DROPIN).ok(),
         env: sys.read(IRQBALANCE_ENV).ok(),
         manager_ban: (systemd && unit).then(|| manager_ban(sys)).flatten(),
+        started: process.and_then(|t| procfs::start_ticks(sys, t.pid)),
     })
 }
 
@@ -516,6 +522,62 @@ fn told(sys: &Sys, pid: i32, shield: &CpuSet) -> bool {
     socket::banned(sys, pid).is_ok_and(|b| b.is_superset_of(shield))
 }
 
+/// What became of the irqbalance process while the shield was made,
+/// read back from `/proc` afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "process")]
+pub enum Process {
+    /// The same process (id and start time) runs: it was not restarted.
+    Kept {
+        /// Its process id.
+        pid: i32,
+    },
+    /// Another process runs: systemd restarted it.
+    Restarted {
+        /// The process id before.
+        before: i32,
+        /// The process id now.
+        after: i32,
+    },
+    /// It runs now and did not before.
+    Started {
+        /// Its process id.
+        pid: i32,
+    },
+    /// It ran before and does not now.
+    Gone {
+        /// The process id it had.
+        before: i32,
+    },
+    /// It ran neither before nor after: the ban waits for its next start.
+    NotRunning,
+}
+
+/// Compares irqbalance `before` with the process among `threads_after`,
+/// both by process id and start time.
+pub fn process_after(sys: &Sys, before: Option<&Irqbalance>, threads_after: &[Thread]) -> Process {
+    let after =
+        leader(threads_after, "irqbalance").map(|t| (t.pid, procfs::start_ticks(sys, t.pid)));
+    compare(
+        before.and_then(|i| i.pid.map(|pid| (pid, i.started))),
+        after,
+    )
+}
+
+/// [`Process`] from the (process id, start time) before and after.
+fn compare(before: Option<(i32, Option<u64>)>, after: Option<(i32, Option<u64>)>) -> Process {
+    match (before, after) {
+        (Some(b), Some(a)) if a == b => Process::Kept { pid: a.0 },
+        (Some(b), Some(a)) => Process::Restarted {
+            before: b.0,
+            after: a.0,
+        },
+        (None, Some(a)) => Process::Started { pid: a.0 },
+        (Some(b), None) => Process::Gone { before: b.0 },
+        (None, None) => Process::NotRunning,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -530,5 +592,31 @@ mod tests {
                 ("IRQBALANCE_BANNED_CPULIST", "4-5")
             ]
         );
+    }
+
+    #[test]
+    fn a_process_is_restarted_only_when_its_id_or_start_time_changed() {
+        assert_eq!(
+            compare(Some((412, Some(900))), Some((412, Some(900)))),
+            Process::Kept { pid: 412 }
+        );
+        assert_eq!(
+            compare(Some((412, Some(900))), Some((530, Some(2000)))),
+            Process::Restarted {
+                before: 412,
+                after: 530
+            }
+        );
+        // the same id, started again (ids wrap)
+        assert_eq!(
+            compare(Some((412, Some(900))), Some((412, Some(2000)))),
+            Process::Restarted {
+                before: 412,
+                after: 412
+            }
+        );
+        assert_eq!(compare(None, Some((7, None))), Process::Started { pid: 7 });
+        assert_eq!(compare(Some((7, None)), None), Process::Gone { before: 7 });
+        assert_eq!(compare(None, None), Process::NotRunning);
     }
 }

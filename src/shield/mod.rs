@@ -175,6 +175,10 @@ pub struct OnReport {
     /// `--dry-run` planned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irqbalance_ban: Option<CpuSet>,
+    /// What became of the irqbalance process while the ban was set, read
+    /// back from `/proc` (not with `--dry-run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irqbalance: Option<irqbalance::Process>,
     /// Notes for the user.
     pub notes: Vec<String>,
     /// The shield before, when an active shield was changed in place.
@@ -359,6 +363,10 @@ pub fn on_timed(
     };
     let mut out = report(&plan, &after, Some(&applied), false);
     out.tasks_moved += moved_by_partition(&plan, &after, &applied);
+    out.irqbalance = out
+        .irqbalance_ban
+        .as_ref()
+        .map(|_| irqbalance::process_after(sys, snap.owners.irqbalance.as_ref(), &after.threads));
     finish(
         sys,
         &plan,
@@ -543,6 +551,10 @@ fn reshape_timed(
     state.housekeeping = plan.housekeeping.clone();
     state.partition = plan.partition.clone().or(old.partition.clone());
     let mut out = finished(report(plan, &after, Some(&applied), false));
+    out.irqbalance = out
+        .irqbalance_ban
+        .as_ref()
+        .map(|_| irqbalance::process_after(sys, snap.owners.irqbalance.as_ref(), &after.threads));
     if !came_back.is_empty() {
         let list: Vec<String> = came_back.iter().map(u32::to_string).collect();
         out.notes.push(format!(
@@ -811,6 +823,7 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
             }
             _ => None,
         }),
+        irqbalance: None,
         notes: plan.notes.clone(),
         changed_from: None,
         left_shield: Vec::new(),

@@ -124,6 +124,29 @@ snap_equal_after_irqbalance() {
     sed 's/^/    /' "$OUT/diff.rest" | head -n 40
     check "$3" [ ! -s "$OUT/diff.rest" ]
 }
+# irqbalance_pid: irqbalance's process id and start time ("PID:START"),
+# read from /proc; empty when it does not run
+irqbalance_pid() {
+    pid=$(systemctl show -p MainPID --value irqbalance 2>/dev/null)
+    [ -n "$pid" ] && [ "$pid" != 0 ] || return 0
+    echo "$pid:$(awk '{print $22}' /proc/$pid/stat 2>/dev/null)"
+}
+# irqbalance_said_true OUTPUT BEFORE AFTER: on's irqbalance line (in OUTPUT)
+# says "restarted" only when irqbalance's process (BEFORE, AFTER: as
+# irqbalance_pid prints them) changed, and then names both pids
+irqbalance_said_true() {
+    line=$(grep '^ *irqbalance ' "$1")
+    info "irqbalance $2 before on, $3 after; on said: $line"
+    if [ -z "$2" ] || [ -z "$3" ]; then
+        check "on does not say irqbalance restarted when it did not run" sh -c "! grep -q 'irqbalance restarted' '$1'"
+    elif [ "$2" = "$3" ]; then
+        check "irqbalance kept its process (pid ${2%%:*}): on says so and not 'restarted'" \
+            sh -c "grep -q 'kept running as pid ${2%%:*}' '$1' && ! grep -q restarted '$1'"
+    else
+        check "irqbalance's process changed (${2%%:*} -> ${3%%:*}): on says restarted" \
+            grep -q "irqbalance restarted: pid ${2%%:*} -> ${3%%:*}" "$1"
+    fi
+}
 # remove_irqbalance_ban: takes cpushield's irqbalance ban away wherever it
 # is (systemd's manager environment, or the runtime drop-in) and restarts
 # irqbalance without it

@@ -7,9 +7,11 @@ SH=2-3
 irqbalance_settle
 snap before
 check "before: a service may ask for CPU 2 by itself" service_may_run_on 2
+IRQB_BEFORE=$(irqbalance_pid)
 cs on $SH
 check "on $SH exits 0" [ "$CS_RC" = 0 ]
 cp "$OUT/cs.out" "$OUT/on.out"
+irqbalance_said_true "$OUT/on.out" "$IRQB_BEFORE" "$(irqbalance_pid)"
 # IRQs left on the shield right after on must be ones the kernel refuses
 irq_on $SH >"$OUT/irqs.after-on"
 refused=""

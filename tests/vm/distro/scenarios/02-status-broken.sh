@@ -1,9 +1,10 @@
 #!/bin/sh
 # summary: status tells a shield that holds (exit 0) from one broken on
 #   purpose (exit 3, naming what broke): the irqbalance ban removed, the
-#   partition made a member; on again repairs it
+#   partition made a member; on again repairs it; on says irqbalance
+#   restarted only when its process changed
 # distro: suites=bookworm
-# skip-why: status reads the same files on both; run on Debian 12 only to keep CI under 40 minutes (it passed on Debian 13 in session 6)
+# skip-why: status reads the same files on both; run on Debian 12 only to keep CI under 40 minutes (it passed on Debian 13 too)
 . /job/lib.sh "$1"
 SH=2-3
 D=/run/systemd/system/irqbalance.service.d
@@ -36,4 +37,17 @@ cs off
 check "off exits 0" [ "$CS_RC" = 0 ]
 cs status
 check "status without a shield: exit 0" [ "$CS_RC" = 0 ]
+info "a ban of the user's own in /etc/default/irqbalance: the ban goes through a drop-in and a restart"
+cp /etc/default/irqbalance "$OUT/irqbalance.default"
+echo "IRQBALANCE_BANNED_CPULIST=1" >>/etc/default/irqbalance
+systemctl restart irqbalance; sleep 2
+IRQB_BEFORE=$(irqbalance_pid)
+cs on $SH
+check "on $SH exits 0" [ "$CS_RC" = 0 ]
+irqbalance_said_true "$OUT/cs.out" "$IRQB_BEFORE" "$(irqbalance_pid)"
+check "the ban is a drop-in (the user's file sets a ban)" [ -e $D/50-cpushield.conf ]
+cs off
+check "off exits 0" [ "$CS_RC" = 0 ]
+cp "$OUT/irqbalance.default" /etc/default/irqbalance
+systemctl restart irqbalance
 result
