@@ -1,0 +1,682 @@
+//! `on`: makes the shield, or changes the active one in place; its report.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::apply::{self, Applied, ApplyError, Refusal};
+use super::change::{self, Action, Step};
+use super::error::{boot_isolation_conflict, require_root, ShieldError};
+use super::journal::{self, Journal, State};
+use super::off::undo_journal;
+use super::plan::{self, Plan, PlanError, TaskRef};
+use super::request::Request;
+use super::snapshot::{self, in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
+use super::timings::Timings;
+use super::{irqbalance, knobs, reshape};
+use crate::cpulist::CpuSet;
+use crate::sys::procfs;
+use crate::sys::Sys;
+
+/// An IRQ that refused its new affinity.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IrqRefusal {
+    /// IRQ number.
+    pub irq: u32,
+    /// Device name.
+    pub name: String,
+    /// Why (errno name).
+    pub reason: String,
+}
+
+/// The result of `on`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OnReport {
+    /// Only planned, nothing changed.
+    pub dry_run: bool,
+    /// Shielded CPUs.
+    pub shield: CpuSet,
+    /// Housekeeping CPUs.
+    pub housekeeping: CpuSet,
+    /// Mechanism.
+    pub mechanism: String,
+    /// The partition as it reads back (v2).
+    pub partition: Option<String>,
+    /// Number of planned changes.
+    pub planned: usize,
+    /// Changes made.
+    pub changed: usize,
+    /// Threads moved off the shield (affinity or cgroup).
+    pub tasks_moved: usize,
+    /// Threads that exited meanwhile.
+    pub tasks_exited: usize,
+    /// Per-CPU kernel threads left on the shield, by kind.
+    pub per_cpu_kthreads: BTreeMap<String, usize>,
+    /// Tasks that asked only for shielded CPUs, kept there: inside the
+    /// shield's cgroup with their own affinity, as read back from the
+    /// kernel (with `--dry-run`: planned).
+    pub kept: Vec<TaskRef>,
+    /// Tasks that asked only for shielded CPUs but could not be kept
+    /// there, with the CPUs they have now (read back).
+    pub not_kept: Vec<TaskRef>,
+    /// Threads that asked only for shielded CPUs in a process that also
+    /// runs outside the shield (cgroup v2 places whole processes): moved to
+    /// the housekeeping CPUs.
+    pub split_off: Vec<TaskRef>,
+    /// Task changes the kernel refused.
+    pub tasks_refused: Vec<Refusal>,
+    /// IRQs moved to the housekeeping CPUs.
+    pub irqs_moved: Vec<u32>,
+    /// IRQs bound to the shield on request.
+    pub irqs_to_shield: Vec<u32>,
+    /// IRQs that refused a new affinity.
+    pub irqs_refused: Vec<IrqRefusal>,
+    /// IRQs whose effective affinity still includes a shielded CPU (moves at the next interrupt, or refused).
+    pub irqs_effective_on_shield: Vec<u32>,
+    /// Other non-fatal refusals (workqueue mask, ...).
+    pub other_refused: Vec<Refusal>,
+    /// The CPUs banned for irqbalance (systemd hosts): set, or with
+    /// `--dry-run` planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irqbalance_ban: Option<CpuSet>,
+    /// What became of the irqbalance process while the ban was set, read
+    /// back from `/proc` (not with `--dry-run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irqbalance: Option<irqbalance::Process>,
+    /// Notes for the user.
+    pub notes: Vec<String>,
+    /// The shield before, when an active shield was changed in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_from: Option<CpuSet>,
+    /// Tasks that were inside the shield and had to leave it (all their
+    /// CPUs left the shield), moved out to the housekeeping CPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_shield: Vec<TaskRef>,
+    /// The plan, with `--dry-run`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Vec<Step>>,
+    /// How long it took, by phase (filled in by [`on`]).
+    #[serde(default)]
+    pub took: Timings,
+}
+
+fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
+    let mount = cgroup.mount().unwrap_or("");
+    let outside_procs = match cgroup {
+        CgroupSetup::V1 { .. } => format!("{mount}/{SYSTEM_CGROUP_V1}/cgroup.procs"),
+        _ => format!("{mount}/cgroup.procs"),
+    };
+    State {
+        version: 1,
+        shield: plan.shield.clone(),
+        housekeeping: plan.housekeeping.clone(),
+        mechanism: plan.mechanism.clone(),
+        shield_dir: plan.shield_dir.clone(),
+        outside_procs,
+        complete: false,
+        partition: plan.partition.clone(),
+        irqs_kept: Vec::new(),
+        irqbalance_ban: None,
+        request: None,
+    }
+}
+
+/// Shields `req.cpus`. A shield already in place is changed in place
+/// ([`reshape`]): the journal keeps the original values, and the shield
+/// stays up throughout. On any failure everything done is rolled back (to
+/// the old shield, when there was one).
+pub fn on(
+    sys: &Sys,
+    req: &Request,
+    dry_run: bool,
+    stop: &AtomicBool,
+) -> Result<OnReport, ShieldError> {
+    let started = Instant::now();
+    let mut timings = Timings::default();
+    let mut report = on_timed(sys, req, dry_run, stop, &mut timings)?;
+    timings.total = started.elapsed();
+    report.took = timings;
+    Ok(report)
+}
+
+/// [`on`], adding the time of each phase to `timings`.
+pub fn on_timed(
+    sys: &Sys,
+    req: &Request,
+    dry_run: bool,
+    stop: &AtomicBool,
+    timings: &mut Timings,
+) -> Result<OnReport, ShieldError> {
+    if dry_run {
+        if let Some(state) = journal::read_state(sys)?.filter(|s| s.complete) {
+            return reshape_timed(sys, req, state, true, stop, timings);
+        }
+        let snap = snapshot_for(sys, req)?;
+        let plan = plan::plan(&snap, req)?;
+        return Ok(report(&plan, &snap, None, true));
+    }
+    require_root(sys, "on")?;
+    let _lock = journal::lock(sys)?;
+    if Journal::exists(sys) {
+        match journal::read_state(sys)? {
+            Some(state) if state.complete => {
+                return reshape_timed(sys, req, state, false, stop, timings)
+            }
+            // An `on` that was interrupted: validate the new list before
+            // touching what it left, undo that, and start afresh.
+            _ => {
+                let snap = Snapshot::read_without_threads(sys)?;
+                plan::plan(&snap, req)?;
+                undo_journal(sys, timings)?;
+            }
+        }
+    }
+    let t = Instant::now();
+    let snap = snapshot_for(sys, req)?;
+    timings.snapshot += t.elapsed();
+    let t = Instant::now();
+    let plan = plan::plan(&snap, req)?;
+    timings.plan += t.elapsed();
+    let mut state = state_for(&plan, &snap.cgroup);
+    let mut journal = Journal::create(sys, &state)?;
+    let mut applied = Applied::default();
+    let mut respread = Vec::new();
+    let result = apply_plan(
+        sys,
+        &snap,
+        &plan,
+        req,
+        &mut journal,
+        stop,
+        &mut applied,
+        &mut respread,
+        timings,
+    );
+    let after = match result {
+        Ok(after) => after,
+        Err(error) => {
+            let entries = journal::read_entries(sys)?;
+            let undone = apply::undo(sys, &entries);
+            if undone.failed.is_empty() {
+                journal.remove()?;
+            }
+            let hint = boot_isolation_conflict(&error, &snap.boot_isolated, &plan.shield);
+            return Err(ShieldError::RolledBack {
+                error: Box::new(error),
+                undone: Box::new(undone),
+                hint,
+            });
+        }
+    };
+    let mut out = report(&plan, &after, Some(&applied), false);
+    out.tasks_moved += moved_by_partition(&plan, &after, &applied);
+    out.irqbalance = out
+        .irqbalance_ban
+        .as_ref()
+        .map(|_| irqbalance::process_after(sys, snap.owners.irqbalance.as_ref(), &after.threads));
+    finish(
+        sys,
+        &plan,
+        &after,
+        req,
+        &mut state,
+        &mut journal,
+        &mut out,
+        respread,
+        timings,
+    )?;
+    Ok(out)
+}
+
+/// Applies a plan's steps, then moves off what forked meanwhile; returns
+/// the machine after.
+#[allow(clippy::too_many_arguments)]
+fn apply_plan(
+    sys: &Sys,
+    snap: &Snapshot,
+    plan: &Plan,
+    req: &Request,
+    journal: &mut Journal,
+    stop: &AtomicBool,
+    applied: &mut Applied,
+    respread: &mut Vec<u32>,
+    timings: &mut Timings,
+) -> Result<Snapshot, ApplyError> {
+    let t = Instant::now();
+    let journal_before = journal.time_spent();
+    let systemd_before = sys.systemd_time();
+    let result = apply::apply(sys, journal, &plan.steps, stop, applied).and_then(|()| {
+        if req.hotplug_restart {
+            *respread = sweep_irqs(sys, plan, journal, stop, applied, &[])?;
+        }
+        Ok(())
+    });
+    let systemd = sys.systemd_time() - systemd_before;
+    timings.systemd += systemd;
+    timings.apply += t.elapsed() - (journal.time_spent() - journal_before) - systemd;
+    result?;
+    let t = Instant::now();
+    let journal_before = journal.time_spent();
+    let r = sweep_forked(sys, snap, plan, journal, stop, applied);
+    timings.sweep += t.elapsed() - (journal.time_spent() - journal_before);
+    r
+}
+
+/// Records the shield as complete and adds what only the machine after
+/// can tell to the report.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    sys: &Sys,
+    plan: &Plan,
+    after: &Snapshot,
+    req: &Request,
+    state: &mut State,
+    journal: &mut Journal,
+    out: &mut OnReport,
+    respread: Vec<u32>,
+    timings: &mut Timings,
+) -> Result<(), ShieldError> {
+    state.complete = true;
+    state.irqs_kept = out
+        .irqs_refused
+        .iter()
+        .map(|r| r.irq)
+        .chain(out.irqs_to_shield.iter().copied())
+        .collect();
+    state.irqbalance_ban = out.irqbalance_ban.clone();
+    state.request = Some(req.clone());
+    journal.write_state(state)?;
+    timings.journal += journal.time_spent();
+    timings.segments += journal.segments();
+    if !respread.is_empty() {
+        let list: Vec<String> = respread.iter().map(u32::to_string).collect();
+        out.notes.push(format!(
+            "--hotplug-restart: IRQs {} came back onto the shield when the CPUs came online (their driver sets them on CPU hotplug); moved off again",
+            list.join(", ")
+        ));
+        out.irqs_moved.extend(respread);
+    }
+    if let CgroupSetup::V2 { .. } = &after.cgroup {
+        out.partition = sys
+            .read_trimmed(&format!("{}/cpuset.cpus.partition", plan.shield_dir))
+            .ok();
+    }
+    Ok(())
+}
+
+/// Changes the active shield (`state`) in place to `req` (see [`reshape`]).
+/// Changes only what differs; nothing at all when the machine already
+/// matches. A failure rolls back this change only: the old shield stays.
+fn reshape_timed(
+    sys: &Sys,
+    req: &Request,
+    old: State,
+    dry_run: bool,
+    stop: &AtomicBool,
+    timings: &mut Timings,
+) -> Result<OnReport, ShieldError> {
+    let t = Instant::now();
+    let entries = journal::read_entries(sys)?;
+    let snap = snapshot_for(sys, req)?;
+    timings.snapshot += t.elapsed();
+    let t = Instant::now();
+    let change = reshape::plan(&snap, &entries, &old, req, |p| sys.read_trimmed(p).ok())?;
+    timings.plan += t.elapsed();
+    let plan = &change.plan;
+    let changed_from = (change.from != plan.shield).then(|| change.from.clone());
+    let finished = |mut out: OnReport| {
+        out.changed_from = changed_from.clone();
+        out.left_shield = change.leaving.clone();
+        out.kept.extend(change.staying.iter().cloned());
+        out.irqbalance_ban = out.irqbalance_ban.take().or(change.irqbalance_ban.clone());
+        out.irqs_refused
+            .extend(change.still_refused.iter().map(|&irq| IrqRefusal {
+                irq,
+                name: irq_name(&snap, irq),
+                reason: "refused before; not tried again".into(),
+            }));
+        out
+    };
+    if dry_run || plan.steps.is_empty() {
+        let mut out = finished(report(plan, &snap, None, dry_run));
+        if !dry_run && old.request.as_ref() != Some(req) {
+            // Nothing to change on the machine, but the request differs in
+            // what leaves no trace (flags): record it.
+            let mut journal = Journal::open(sys)?;
+            let mut state = old.clone();
+            state.request = Some(req.clone());
+            journal.write_state(&state)?;
+        }
+        out.partition = old.partition.clone();
+        return Ok(out);
+    }
+    let mut journal = Journal::open(sys)?;
+    let kept_segments = journal.segments();
+    let mut state = State {
+        complete: false,
+        ..old.clone()
+    };
+    journal.write_state(&state)?;
+    let mut applied = Applied::default();
+    let mut respread = Vec::new();
+    let result = apply_plan(
+        sys,
+        &snap,
+        plan,
+        req,
+        &mut journal,
+        stop,
+        &mut applied,
+        &mut respread,
+        timings,
+    );
+    // IRQs that came back onto the shield while it changed (irqbalance
+    // placing IRQs anew at its restart, seen on Debian 13): off again.
+    let mut came_back = Vec::new();
+    let result = result.and_then(|after| {
+        came_back = sweep_irqs(sys, plan, &mut journal, stop, &mut applied, &old.irqs_kept)?;
+        Ok(after)
+    });
+    let after = match result {
+        Ok(after) => after,
+        Err(error) => {
+            let entries = journal::read_entries_from(sys, kept_segments)?;
+            let undone = apply::undo(sys, &entries);
+            if undone.failed.is_empty() {
+                journal.truncate(kept_segments)?;
+                journal.write_state(&old)?;
+            }
+            let hint = boot_isolation_conflict(&error, &snap.boot_isolated, &plan.shield);
+            return Err(ShieldError::RolledBack {
+                error: Box::new(error),
+                undone: Box::new(undone),
+                hint,
+            });
+        }
+    };
+    state.shield = plan.shield.clone();
+    state.housekeeping = plan.housekeeping.clone();
+    state.partition = plan.partition.clone().or(old.partition.clone());
+    let mut out = finished(report(plan, &after, Some(&applied), false));
+    out.irqbalance = out
+        .irqbalance_ban
+        .as_ref()
+        .map(|_| irqbalance::process_after(sys, snap.owners.irqbalance.as_ref(), &after.threads));
+    if !came_back.is_empty() {
+        let list: Vec<String> = came_back.iter().map(u32::to_string).collect();
+        out.notes.push(format!(
+            "IRQs {} came back onto the shield while it changed (irqbalance places IRQs anew when it restarts); moved off again",
+            list.join(", ")
+        ));
+        out.irqs_moved.extend(came_back);
+    }
+    finish(
+        sys,
+        plan,
+        &after,
+        req,
+        &mut state,
+        &mut journal,
+        &mut out,
+        respread,
+        timings,
+    )?;
+    Ok(out)
+}
+
+/// Reads the snapshot, with the files of the tuning knobs when `req` asks
+/// for tuning. Watchdog values an active shield holds off come from its
+/// journal (they must not be read while off).
+fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
+    let mut snap = Snapshot::read(sys)?;
+    // Names and flags of the threads a plan may change or report: those on
+    // the shield, except the ones the partition moves by itself.
+    let shield = &req.cpus;
+    let left: HashSet<i32> = snap
+        .threads
+        .iter()
+        .filter(|t| !t.cpus_allowed.is_subset(shield) && plan::left_to_the_partition(&snap, t))
+        .map(|t| t.tid)
+        .collect();
+    procfs::read_stats(sys, &mut snap.threads, |t| {
+        in_shield_cgroup(&t.cgroup) || (t.cpus_allowed.intersects(shield) && !left.contains(&t.tid))
+    });
+    if !req.tune.is_empty() {
+        let knobs = knobs::resolve(&req.tune).map_err(PlanError::from)?;
+        let entries = if Journal::exists(sys) {
+            journal::read_entries(sys)?
+        } else {
+            Vec::new()
+        };
+        let known = knobs::held_by_journal(entries.iter().map(|e| &e.action))
+            .into_iter()
+            .map(|(path, (_, original))| (path, original))
+            .collect();
+        snap.tunables = Some(snapshot::read_knob_files(sys, &knobs, &req.cpus, &known));
+    }
+    Ok(snap)
+}
+
+/// After CPU hotplug some drivers set their IRQs' affinity again (seen:
+/// virtio-net spreads its queue IRQs from its CPU hotplug callbacks, over
+/// what the shield wrote before the CPUs went offline). Moves every IRQ
+/// that came back onto the shield off it again, journaled like the first
+/// move (undo writes the driver's value back, then the original). Returns
+/// the IRQs moved.
+fn sweep_irqs(
+    sys: &Sys,
+    plan: &Plan,
+    journal: &mut Journal,
+    stop: &AtomicBool,
+    applied: &mut Applied,
+    skip: &[u32],
+) -> Result<Vec<u32>, ApplyError> {
+    let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
+    let mut steps = Vec::new();
+    let mut irqs = Vec::new();
+    for irq in snapshot::read_irqs(sys)? {
+        if plan.irqs_to_shield.contains(&irq.irq)
+            || skip.contains(&irq.irq)
+            || !irq.affinity.intersects(&plan.shield)
+        {
+            continue;
+        }
+        let action = Action::Write {
+            path: snapshot::irq_affinity_file(irq.irq),
+            value: plan::away_from(&irq.affinity, &plan.shield, &plan.housekeeping).to_string(),
+            check: change::Check::CpuList,
+            undo: change::Undo::Previous,
+        };
+        if refused.contains(&apply::describe(&action)) {
+            continue;
+        }
+        irqs.push(irq.irq);
+        steps.push(Step {
+            action,
+            fatal: false,
+        });
+    }
+    let before = applied.refused.len();
+    apply::apply(sys, journal, &steps, stop, applied)?;
+    let now_refused: HashSet<String> = applied.refused[before..]
+        .iter()
+        .map(|r| r.target.clone())
+        .collect();
+    irqs.retain(|&n| {
+        !now_refused
+            .iter()
+            .any(|t| snapshot::irq_of_affinity_file(t) == Some(n))
+    });
+    Ok(irqs)
+}
+
+/// Tasks forked while the shield was going up may still carry shielded
+/// CPUs (a cpuset stops that only on v2, and only once the partition
+/// exists): sweep until none is left, a few rounds at most. Returns the
+/// last snapshot read. `before` is the snapshot the plan was made from.
+fn sweep_forked(
+    sys: &Sys,
+    before: &Snapshot,
+    plan: &Plan,
+    journal: &mut Journal,
+    stop: &AtomicBool,
+    applied: &mut Applied,
+) -> Result<Snapshot, ApplyError> {
+    let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
+    let kept: HashSet<i32> = plan.kept.iter().map(|t| t.tid).collect();
+    let mut last: Option<Snapshot> = None;
+    for _ in 0..3 {
+        let snap = Snapshot::reread(sys, last.as_ref().unwrap_or(before))?;
+        let tasks = plan::plan_tasks(&snap, &plan.shield, &plan.housekeeping, false, |t| {
+            !kept.contains(&t.tid)
+        });
+        let steps: Vec<Step> = tasks
+            .steps
+            .into_iter()
+            .filter(|s| !refused.contains(&apply::describe(&s.action)))
+            .filter(|s| match &s.action {
+                Action::MoveTask { .. } => true,
+                Action::SetAffinity { previous, cpus, .. } => previous != cpus,
+                _ => false,
+            })
+            .collect();
+        let refused_before = applied.refused.len();
+        if steps.is_empty() {
+            return Ok(snap);
+        }
+        apply::apply(sys, journal, &steps, stop, applied)?;
+        let all_refused = applied.refused.len() - refused_before == steps.len();
+        last = Some(snap);
+        if all_refused {
+            break;
+        }
+    }
+    Ok(Snapshot::reread(sys, last.as_ref().unwrap_or(before))?)
+}
+
+/// How many of the threads the plan left to the partition it moved off the
+/// shield (those the sweep had to move are counted with the steps applied).
+fn moved_by_partition(plan: &Plan, after: &Snapshot, applied: &Applied) -> usize {
+    let stepped: HashSet<i32> = applied.tasks_changed.iter().copied().collect();
+    let left: HashSet<i32> = plan
+        .left_to_partition
+        .iter()
+        .copied()
+        .filter(|tid| !stepped.contains(tid))
+        .collect();
+    after
+        .threads
+        .iter()
+        .filter(|t| left.contains(&t.tid) && !t.cpus_allowed.intersects(&plan.shield))
+        .count()
+}
+
+/// The device name of IRQ `irq` in the snapshot (empty when unknown).
+fn irq_name(snap: &Snapshot, irq: u32) -> String {
+    snap.irqs
+        .iter()
+        .find(|i| i.irq == irq)
+        .map(|i| i.name.clone())
+        .unwrap_or_default()
+}
+
+fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool) -> OnReport {
+    let mut irqs_moved = Vec::new();
+    let mut irqs_refused = Vec::new();
+    let mut tasks_refused = Vec::new();
+    let mut other_refused = Vec::new();
+    let refused_paths: HashSet<String> = applied
+        .map(|a| a.refused.iter().map(|r| r.target.clone()).collect())
+        .unwrap_or_default();
+    for step in &plan.steps {
+        if let Action::Write { path, .. } = &step.action {
+            if let Some(irq) = snapshot::irq_of_affinity_file(path) {
+                if !refused_paths.contains(&format!("/{path}"))
+                    && !plan.irqs_to_shield.contains(&irq)
+                {
+                    irqs_moved.push(irq);
+                }
+            }
+        }
+    }
+    if let Some(a) = applied {
+        for r in &a.refused {
+            match snapshot::irq_of_affinity_file(&r.target) {
+                Some(irq) => irqs_refused.push(IrqRefusal {
+                    irq,
+                    name: irq_name(snap, irq),
+                    reason: r.reason.clone(),
+                }),
+                None if r.target.starts_with("task ") => tasks_refused.push(r.clone()),
+                None => other_refused.push(r.clone()),
+            }
+        }
+    }
+    let irqs_effective_on_shield = snap
+        .irqs
+        .iter()
+        .filter(|i| !plan.irqs_to_shield.contains(&i.irq))
+        .filter(|i| {
+            i.effective
+                .as_ref()
+                .is_some_and(|e| e.intersects(&plan.shield))
+        })
+        .map(|i| i.irq)
+        .collect();
+    // What the report says was kept is what the kernel shows.
+    let (kept, not_kept) = if dry_run {
+        (plan.kept.clone(), Vec::new())
+    } else {
+        let now: std::collections::HashMap<i32, &procfs::Thread> =
+            snap.threads.iter().map(|t| (t.tid, t)).collect();
+        let mut kept = Vec::new();
+        let mut not_kept = Vec::new();
+        for want in &plan.kept {
+            match now.get(&want.tid) {
+                Some(t) if in_shield_cgroup(&t.cgroup) && t.cpus_allowed == want.cpus => {
+                    kept.push(TaskRef::from(*t))
+                }
+                Some(t) => not_kept.push(TaskRef::from(*t)),
+                None => {}
+            }
+        }
+        (kept, not_kept)
+    };
+    OnReport {
+        dry_run,
+        shield: plan.shield.clone(),
+        housekeeping: plan.housekeeping.clone(),
+        mechanism: plan.mechanism.clone(),
+        partition: plan.partition.clone(),
+        planned: plan.steps.len(),
+        changed: applied.map_or(0, |a| a.done),
+        tasks_moved: applied.map_or(0, |a| a.tasks_changed.iter().collect::<HashSet<_>>().len()),
+        tasks_exited: applied.map_or(0, |a| a.exited),
+        per_cpu_kthreads: plan.per_cpu_kthreads.clone(),
+        kept,
+        not_kept,
+        split_off: plan.split_off.clone(),
+        tasks_refused,
+        irqs_moved,
+        irqs_to_shield: plan.irqs_to_shield.clone(),
+        irqs_refused,
+        irqs_effective_on_shield,
+        other_refused,
+        irqbalance_ban: plan.steps.iter().find_map(|s| match &s.action {
+            Action::IrqbalanceBan { banned, .. }
+                if !refused_paths.contains(&apply::describe(&s.action)) =>
+            {
+                Some(banned.clone())
+            }
+            _ => None,
+        }),
+        irqbalance: None,
+        notes: plan.notes.clone(),
+        changed_from: None,
+        left_shield: Vec::new(),
+        plan: dry_run.then(|| plan.steps.clone()),
+        took: Timings::default(),
+    }
+}

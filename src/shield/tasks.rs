@@ -1,0 +1,264 @@
+//! `move` and `run`: placing tasks into and out of the active shield.
+
+use std::sync::atomic::AtomicBool;
+
+use serde::{Deserialize, Serialize};
+
+use super::apply::{self, Applied, ApplyError};
+use super::change::{Action, Step};
+use super::error::{require_root, ShieldError};
+use super::journal::{self, Journal, State};
+use super::plan::{self, TaskRef};
+use super::snapshot::{self, CgroupSetup, SHIELD_SLICE};
+use crate::cpulist::CpuSet;
+use crate::sys::procfs::{self, Hierarchy};
+use crate::sys::{syscalls, Sys, SysError};
+
+/// Direction of `move`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Direction {
+    /// Into the shield.
+    In,
+    /// Out to the housekeeping CPUs.
+    Out,
+}
+
+/// The result of `move`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MoveReport {
+    /// `--dry-run`: `moved` is what would move; nothing moved.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Threads moved.
+    pub moved: Vec<TaskRef>,
+    /// Ids that do not exist.
+    pub not_found: Vec<i32>,
+}
+
+fn active_state(sys: &Sys) -> Result<State, ShieldError> {
+    match journal::read_state(sys)? {
+        Some(s) if s.complete => Ok(s),
+        Some(_) => Err(ShieldError::Invalid(
+            "the last 'cpushield on' did not finish; run 'cpushield off' first".into(),
+        )),
+        None => Err(ShieldError::NoShield),
+    }
+}
+
+fn check_cpu(cpu: Option<u32>, allowed: &CpuSet, what: &str) -> Result<CpuSet, ShieldError> {
+    match cpu {
+        None => Ok(allowed.clone()),
+        Some(c) if allowed.contains(c) => Ok([c].into_iter().collect()),
+        Some(c) => Err(ShieldError::Invalid(format!(
+            "--cpu {c} is not one of the {what} CPUs ({allowed})"
+        ))),
+    }
+}
+
+/// Moves processes (all their threads) or single threads into or out of the
+/// shield. Every move is journaled, so `off` gives the tasks back.
+pub fn move_tasks(
+    sys: &Sys,
+    ids: &[i32],
+    direction: Direction,
+    cpu: Option<u32>,
+    single_thread: bool,
+    dry_run: bool,
+) -> Result<MoveReport, ShieldError> {
+    let _lock = if dry_run {
+        None
+    } else {
+        require_root(sys, "move")?;
+        Some(journal::lock(sys)?)
+    };
+    let state = active_state(sys)?;
+    let cgroup = snapshot::detect_cgroup(sys)?;
+    let v1 = matches!(cgroup, CgroupSetup::V1 { .. });
+    if single_thread && !v1 {
+        return Err(ShieldError::Invalid(
+            "--thread needs a cgroup v1 cpuset: cgroup v2 places whole processes, not single threads".into(),
+        ));
+    }
+    let (cpus, dest_dir) = match direction {
+        Direction::In => (
+            check_cpu(cpu, &state.shield, "shielded")?,
+            state.shield_dir.clone(),
+        ),
+        Direction::Out => {
+            let dir = state
+                .outside_procs
+                .rsplit_once('/')
+                .map_or(String::new(), |(d, _)| d.to_string());
+            (check_cpu(cpu, &state.housekeeping, "housekeeping")?, dir)
+        }
+    };
+    let mount = cgroup.mount().unwrap_or("").to_string();
+    let file = if single_thread {
+        "tasks"
+    } else {
+        "cgroup.procs"
+    };
+    // Under systemd a process changes cgroup as a transient scope of its
+    // own (systemd moves it and keeps it there through reloads): in the
+    // shield's slice, or in system.slice when it leaves the shield.
+    let by_systemd =
+        (state.shield_dir.ends_with(SHIELD_SLICE) && !single_thread).then(|| match direction {
+            Direction::In => (SHIELD_SLICE, state.shield_dir.clone(), "cpushield-run"),
+            Direction::Out => (
+                "system.slice",
+                format!("{mount}/system.slice"),
+                "cpushield-out",
+            ),
+        });
+    let mut report = MoveReport {
+        dry_run,
+        moved: Vec::new(),
+        not_found: Vec::new(),
+    };
+    let mut steps = Vec::new();
+    for &id in ids {
+        let threads: Vec<procfs::Thread> = if single_thread {
+            find_thread(sys, id, cgroup.hierarchy())?
+                .into_iter()
+                .collect()
+        } else {
+            procfs::list_tids(sys, id)?
+                .into_iter()
+                .filter_map(|tid| {
+                    procfs::read_thread(sys, id, tid, cgroup.hierarchy())
+                        .ok()
+                        .flatten()
+                })
+                .collect()
+        };
+        let Some(first) = threads.first() else {
+            report.not_found.push(id);
+            continue;
+        };
+        let origin = if first.cgroup == "/" {
+            String::new()
+        } else {
+            first.cgroup.clone()
+        };
+        let back = format!("{mount}{origin}/{file}");
+        let placement = match &by_systemd {
+            Some((slice, slice_dir, prefix)) => {
+                plan::scope_action(slice, slice_dir, prefix, id, back)
+            }
+            None => Action::MoveTask {
+                pid: first.pid,
+                tid: id,
+                to: format!("{dest_dir}/{file}"),
+                back,
+                affinities: threads
+                    .iter()
+                    .map(|t| (t.tid, t.cpus_allowed.clone()))
+                    .collect(),
+            },
+        };
+        // The placement resets the affinity, so each thread's comes after
+        // it; a failure other than a task that exited stops the move (what
+        // was done stays journaled for `off`).
+        steps.push(Step {
+            action: placement,
+            fatal: true,
+        });
+        steps.extend(threads.iter().map(|t| Step {
+            action: Action::SetAffinity {
+                pid: t.pid,
+                tid: t.tid,
+                name: t.name.clone(),
+                cpus: cpus.clone(),
+                previous: t.cpus_allowed.clone(),
+            },
+            fatal: true,
+        }));
+        report.moved.extend(threads.iter().map(|t| TaskRef {
+            cpus: cpus.clone(),
+            ..TaskRef::from(t)
+        }));
+    }
+    if !dry_run {
+        let mut journal = Journal::open(sys)?;
+        let never = AtomicBool::new(false);
+        apply::apply(sys, &mut journal, &steps, &never, &mut Applied::default()).map_err(|e| {
+            match e {
+                ApplyError::Kernel(e) => ShieldError::Sys(e),
+                ApplyError::Journal(e) => ShieldError::Journal(e),
+                other => ShieldError::Invalid(other.to_string()),
+            }
+        })?;
+    }
+    Ok(report)
+}
+
+fn find_thread(sys: &Sys, tid: i32, h: Hierarchy) -> Result<Option<procfs::Thread>, ShieldError> {
+    for pid in procfs::list_pids(sys)? {
+        if pid == tid || sys.exists(&format!("proc/{pid}/task/{tid}")) {
+            if let Some(t) = procfs::read_thread(sys, pid, tid, h)? {
+                return Ok(Some(t));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Scheduling of a command started with `run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunPolicy {
+    /// Keep the inherited policy.
+    Inherit,
+    /// SCHED_FIFO at this priority.
+    Fifo(i32),
+    /// SCHED_RR at this priority.
+    RoundRobin(i32),
+}
+
+/// Places the calling process inside the shield (journaled), pinned to
+/// `cpu` or the whole shield, with the given policy. The caller then drops
+/// privileges and execs the command, which inherits all of it.
+/// Where `run` would place a command: the CPUs, checked against the active
+/// shield; changes nothing (`run --dry-run`).
+pub fn run_target(sys: &Sys, cpu: Option<u32>) -> Result<(State, CpuSet), ShieldError> {
+    let state = active_state(sys)?;
+    let cpus = check_cpu(cpu, &state.shield, "shielded")?;
+    Ok((state, cpus))
+}
+
+/// Moves the calling process into the shield (on `cpu`, else on all
+/// shielded CPUs) with `policy`, for `run` to exec the command.
+pub fn enter_shield(sys: &Sys, cpu: Option<u32>, policy: RunPolicy) -> Result<CpuSet, ShieldError> {
+    if let RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p) = policy {
+        if !(1..=99).contains(&p) {
+            return Err(ShieldError::Invalid(format!(
+                "real-time priority {p} is out of range (1 to 99)"
+            )));
+        }
+    }
+    require_root(sys, "run")?;
+    let state = {
+        let _lock = journal::lock(sys)?;
+        active_state(sys)?
+    };
+    let cpus = check_cpu(cpu, &state.shield, "shielded")?;
+    let me = std::process::id() as i32;
+    move_tasks(sys, &[me], Direction::In, cpu, false, false)?;
+    let sched = match policy {
+        RunPolicy::Inherit => None,
+        RunPolicy::Fifo(p) => Some(syscalls::Policy::Fifo(p)),
+        RunPolicy::RoundRobin(p) => Some(syscalls::Policy::RoundRobin(p)),
+    };
+    if let Some(policy) = sched {
+        if !sys.is_fixture() {
+            syscalls::set_scheduler(0, policy).map_err(|e| {
+                SysError::new(
+                    "set scheduler of",
+                    format!("task {me}"),
+                    Some(&format!("{policy:?}")),
+                    e,
+                )
+            })?;
+        }
+    }
+    Ok(cpus)
+}
