@@ -11,7 +11,9 @@
 pub mod apply;
 pub mod change;
 mod error;
+mod hotplug;
 pub mod irqbalance;
+mod irqs;
 pub mod journal;
 pub mod knobs;
 mod off;

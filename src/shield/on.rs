@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::apply::{self, Applied, ApplyError, Refusal};
-use super::change::{self, Action, Step};
+use super::change::{Action, Step};
 use super::error::{boot_isolation_conflict, require_root, ShieldError};
 use super::journal::{self, Journal, State};
 use super::off::undo_journal;
@@ -15,7 +15,7 @@ use super::plan::{self, Plan, PlanError, TaskRef};
 use super::request::Request;
 use super::snapshot::{self, in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use super::timings::Timings;
-use super::{irqbalance, knobs, reshape};
+use super::{irqbalance, irqs, knobs, reshape};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs;
 use crate::sys::Sys;
@@ -249,7 +249,7 @@ fn apply_plan(
     let systemd_before = sys.systemd_time();
     let result = apply::apply(sys, journal, &plan.steps, stop, applied).and_then(|()| {
         if req.hotplug_restart {
-            *respread = sweep_irqs(sys, plan, journal, stop, applied, &[])?;
+            *respread = irqs::sweep(sys, plan, journal, stop, applied, &[])?;
         }
         Ok(())
     });
@@ -334,7 +334,7 @@ fn reshape_timed(
         out.irqs_refused
             .extend(change.still_refused.iter().map(|&irq| IrqRefusal {
                 irq,
-                name: irq_name(&snap, irq),
+                name: irqs::name(&snap, irq),
                 reason: "refused before; not tried again".into(),
             }));
         out
@@ -376,7 +376,7 @@ fn reshape_timed(
     // placing IRQs anew at its restart, seen on Debian 13): off again.
     let mut came_back = Vec::new();
     let result = result.and_then(|after| {
-        came_back = sweep_irqs(sys, plan, &mut journal, stop, &mut applied, &old.irqs_kept)?;
+        came_back = irqs::sweep(sys, plan, &mut journal, stop, &mut applied, &old.irqs_kept)?;
         Ok(after)
     });
     let after = match result {
@@ -459,59 +459,6 @@ fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
     Ok(snap)
 }
 
-/// After CPU hotplug some drivers set their IRQs' affinity again (seen:
-/// virtio-net spreads its queue IRQs from its CPU hotplug callbacks, over
-/// what the shield wrote before the CPUs went offline). Moves every IRQ
-/// that came back onto the shield off it again, journaled like the first
-/// move (undo writes the driver's value back, then the original). Returns
-/// the IRQs moved.
-fn sweep_irqs(
-    sys: &Sys,
-    plan: &Plan,
-    journal: &mut Journal,
-    stop: &AtomicBool,
-    applied: &mut Applied,
-    skip: &[u32],
-) -> Result<Vec<u32>, ApplyError> {
-    let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
-    let mut steps = Vec::new();
-    let mut irqs = Vec::new();
-    for irq in snapshot::read_irqs(sys)? {
-        if plan.irqs_to_shield.contains(&irq.irq)
-            || skip.contains(&irq.irq)
-            || !irq.affinity.intersects(&plan.shield)
-        {
-            continue;
-        }
-        let action = Action::Write {
-            path: snapshot::irq_affinity_file(irq.irq),
-            value: plan::away_from(&irq.affinity, &plan.shield, &plan.housekeeping).to_string(),
-            check: change::Check::CpuList,
-            undo: change::Undo::Previous,
-        };
-        if refused.contains(&apply::describe(&action)) {
-            continue;
-        }
-        irqs.push(irq.irq);
-        steps.push(Step {
-            action,
-            fatal: false,
-        });
-    }
-    let before = applied.refused.len();
-    apply::apply(sys, journal, &steps, stop, applied)?;
-    let now_refused: HashSet<String> = applied.refused[before..]
-        .iter()
-        .map(|r| r.target.clone())
-        .collect();
-    irqs.retain(|&n| {
-        !now_refused
-            .iter()
-            .any(|t| snapshot::irq_of_affinity_file(t) == Some(n))
-    });
-    Ok(irqs)
-}
-
 /// Tasks forked while the shield was going up may still carry shielded
 /// CPUs (a cpuset stops that only on v2, and only once the partition
 /// exists): sweep until none is left, a few rounds at most. Returns the
@@ -573,15 +520,6 @@ fn moved_by_partition(plan: &Plan, after: &Snapshot, applied: &Applied) -> usize
         .count()
 }
 
-/// The device name of IRQ `irq` in the snapshot (empty when unknown).
-fn irq_name(snap: &Snapshot, irq: u32) -> String {
-    snap.irqs
-        .iter()
-        .find(|i| i.irq == irq)
-        .map(|i| i.name.clone())
-        .unwrap_or_default()
-}
-
 fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool) -> OnReport {
     let mut irqs_moved = Vec::new();
     let mut irqs_refused = Vec::new();
@@ -606,7 +544,7 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
             match snapshot::irq_of_affinity_file(&r.target) {
                 Some(irq) => irqs_refused.push(IrqRefusal {
                     irq,
-                    name: irq_name(snap, irq),
+                    name: irqs::name(snap, irq),
                     reason: r.reason.clone(),
                 }),
                 None if r.target.starts_with("task ") => tasks_refused.push(r.clone()),

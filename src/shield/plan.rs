@@ -6,14 +6,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Check, Step, Undo};
-use super::irqbalance;
 use super::knobs;
 use super::owners::Owners;
 use super::request::Request;
 use super::snapshot::{
-    cpu_online_file, in_shield_cgroup, irq_affinity_file, CgroupSetup, Snapshot,
-    DEFAULT_IRQ_AFFINITY, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
+    in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1,
+    WORKQUEUE_MASK,
 };
+use super::{hotplug, irqbalance, irqs};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
@@ -162,7 +162,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     steps.extend(tasks.steps);
     notes.extend(task_notes(snap, &tasks.kept, &tasks.split_off));
 
-    let irq_steps = plan_irq_steps(snap, &shield, &housekeeping, &irqs_to_shield);
+    let irq_steps = irqs::plan(snap, &shield, &housekeeping, &irqs_to_shield);
     if req.hotplug_restart {
         // Order: IRQs leave the shield first (a CPU going offline breaks
         // the affinity of an IRQ that has no other online CPU, and the
@@ -172,7 +172,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         let cgroups_and_tasks = steps.split_off(1);
         let (to_shield, away): (Vec<_>, Vec<_>) = irq_steps.into_iter().partition(|(t, _)| *t);
         steps.extend(away.into_iter().map(|(_, s)| s));
-        steps.extend(hotplug_steps(&shield));
+        steps.extend(hotplug::steps(&shield));
         steps.extend(cgroups_and_tasks);
         steps.extend(to_shield.into_iter().map(|(_, s)| s));
         notes.push(format!(
@@ -278,9 +278,9 @@ fn validate(snap: &Snapshot, req: &Request) -> Result<Valid, PlanError> {
             "hyper-thread siblings split ({detail}): the unshielded siblings share a core with the shield; keep them idle"
         ));
     }
-    let irqs_to_shield = resolve_irqs(snap, &req.irqs)?;
+    let irqs_to_shield = irqs::resolve(snap, &req.irqs)?;
     if req.hotplug_restart {
-        check_hotplug(snap, &shield)?;
+        hotplug::check(snap, &shield)?;
     }
     let knobs = if req.tune.is_empty() {
         Vec::new()
@@ -541,58 +541,6 @@ fn task_notes(snap: &Snapshot, kept: &[TaskRef], split_off: &[TaskRef]) -> Vec<S
     notes
 }
 
-/// The IRQ writes, in IRQ order, each marked whether it binds an IRQ to
-/// the shield (`--irq`): the default affinity and every IRQ allowed on the
-/// shield go to the housekeeping CPUs.
-fn plan_irq_steps(
-    snap: &Snapshot,
-    shield: &CpuSet,
-    housekeeping: &CpuSet,
-    irqs_to_shield: &[u32],
-) -> Vec<(bool, Step)> {
-    let mut irq_steps = Vec::new();
-    if let Some(default) = &snap.default_irq_affinity {
-        let target = away_from(default, shield, housekeeping);
-        if &target != default {
-            irq_steps.push((
-                false,
-                Step {
-                    action: Action::Write {
-                        path: DEFAULT_IRQ_AFFINITY.into(),
-                        value: target.to_mask(snap.mask_bits()),
-                        check: Check::CpuMask,
-                        undo: Undo::Previous,
-                    },
-                    fatal: true,
-                },
-            ));
-        }
-    }
-    for irq in &snap.irqs {
-        let to_shield = irqs_to_shield.contains(&irq.irq);
-        let target = if to_shield {
-            shield.clone()
-        } else {
-            away_from(&irq.affinity, shield, housekeeping)
-        };
-        if target != irq.affinity {
-            irq_steps.push((
-                to_shield,
-                Step {
-                    action: Action::Write {
-                        path: irq_affinity_file(irq.irq),
-                        value: target.to_string(),
-                        check: Check::CpuList,
-                        undo: Undo::Previous,
-                    },
-                    fatal: false,
-                },
-            ));
-        }
-    }
-    irq_steps
-}
-
 /// Unbound workqueues off the shield, when their mask reaches it.
 fn workqueue_step(snap: &Snapshot, shield: &CpuSet, housekeeping: &CpuSet) -> Option<Step> {
     let mask = snap.workqueue_mask.as_ref()?;
@@ -632,74 +580,6 @@ pub fn tuned_notes(owners: &Owners) -> Vec<String> {
         )],
         _ => Vec::new(),
     }
-}
-
-/// Refuses `--hotplug-restart` when a shielded CPU cannot be taken offline:
-/// no `cpuN/online` file (x86 CPU 0, kernels without CPU hotplug), or one
-/// that may not be written.
-fn check_hotplug(snap: &Snapshot, shield: &CpuSet) -> Result<(), PlanError> {
-    let missing = shield.difference(&snap.hotplug_files);
-    let readonly = shield
-        .intersection(&snap.hotplug_files)
-        .difference(&snap.hotplug_writable);
-    let mut detail = Vec::new();
-    if !missing.is_empty() {
-        detail.push(format!(
-            "CPUs {missing} cannot be taken offline (no {})",
-            missing
-                .iter()
-                .map(|c| format!("/{}", cpu_online_file(c)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    if !readonly.is_empty() {
-        detail.push(format!(
-            "CPUs {readonly} have a read-only online file ({})",
-            readonly
-                .iter()
-                .map(|c| format!("/{}", cpu_online_file(c)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    if detail.is_empty() {
-        Ok(())
-    } else {
-        Err(PlanError::NoHotplug {
-            detail: detail.join("; "),
-        })
-    }
-}
-
-/// Offline then online again, for each shielded CPU in turn. Undoing an
-/// offline is writing 1: after a crash between the two writes, `off`
-/// brings the CPU back. Both are fatal: a CPU that refuses to go offline
-/// (EBUSY) or to come back aborts the shield and rolls it back.
-fn hotplug_steps(shield: &CpuSet) -> Vec<Step> {
-    let mut out = Vec::new();
-    for cpu in shield.iter() {
-        let path = cpu_online_file(cpu);
-        out.push(Step {
-            action: Action::Write {
-                path: path.clone(),
-                value: "0".into(),
-                check: Check::Text,
-                undo: Undo::Value("1".into()),
-            },
-            fatal: true,
-        });
-        out.push(Step {
-            action: Action::Write {
-                path,
-                value: "1".into(),
-                check: Check::Text,
-                undo: Undo::Nothing,
-            },
-            fatal: true,
-        });
-    }
-    out
 }
 
 /// The task part of a plan: which threads leave the shield and how.
@@ -984,38 +864,10 @@ pub(crate) fn away_from(cpus: &CpuSet, shield: &CpuSet, housekeeping: &CpuSet) -
     }
 }
 
-/// Resolves `--irq` arguments (numbers, or device names as in /proc/interrupts).
-fn resolve_irqs(snap: &Snapshot, wanted: &[String]) -> Result<Vec<u32>, PlanError> {
-    let mut out = Vec::new();
-    for w in wanted {
-        let hits: Vec<u32> = match w.parse::<u32>() {
-            Ok(n) => snap
-                .irqs
-                .iter()
-                .filter(|i| i.irq == n)
-                .map(|i| i.irq)
-                .collect(),
-            Err(_) => snap
-                .irqs
-                .iter()
-                .filter(|i| i.name == *w)
-                .map(|i| i.irq)
-                .collect(),
-        };
-        if hits.is_empty() {
-            return Err(PlanError::UnknownIrq(w.clone()));
-        }
-        out.extend(hits);
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shield::snapshot::Irq;
+    use crate::shield::snapshot::{Irq, DEFAULT_IRQ_AFFINITY};
     use crate::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
 
     fn cpus(s: &str) -> CpuSet {

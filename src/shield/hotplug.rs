@@ -1,0 +1,76 @@
+//! CPU hotplug (`--hotplug-restart`): each shielded CPU taken offline and
+//! back, so that what the kernel placed on it by CPU (timers, per-CPU
+//! work) goes elsewhere; refused up front where a CPU cannot go offline.
+
+use super::change::{Action, Check, Step, Undo};
+use super::plan::PlanError;
+use super::snapshot::{cpu_online_file, Snapshot};
+use crate::cpulist::CpuSet;
+
+/// Refuses `--hotplug-restart` when a shielded CPU cannot be taken offline:
+/// no `cpuN/online` file (x86 CPU 0, kernels without CPU hotplug), or one
+/// that may not be written.
+pub(super) fn check(snap: &Snapshot, shield: &CpuSet) -> Result<(), PlanError> {
+    let missing = shield.difference(&snap.hotplug_files);
+    let readonly = shield
+        .intersection(&snap.hotplug_files)
+        .difference(&snap.hotplug_writable);
+    let mut detail = Vec::new();
+    if !missing.is_empty() {
+        detail.push(format!(
+            "CPUs {missing} cannot be taken offline (no {})",
+            missing
+                .iter()
+                .map(|c| format!("/{}", cpu_online_file(c)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !readonly.is_empty() {
+        detail.push(format!(
+            "CPUs {readonly} have a read-only online file ({})",
+            readonly
+                .iter()
+                .map(|c| format!("/{}", cpu_online_file(c)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if detail.is_empty() {
+        Ok(())
+    } else {
+        Err(PlanError::NoHotplug {
+            detail: detail.join("; "),
+        })
+    }
+}
+
+/// Offline then online again, for each shielded CPU in turn. Undoing an
+/// offline is writing 1: after a crash between the two writes, `off`
+/// brings the CPU back. Both are fatal: a CPU that refuses to go offline
+/// (EBUSY) or to come back aborts the shield and rolls it back.
+pub(super) fn steps(shield: &CpuSet) -> Vec<Step> {
+    let mut out = Vec::new();
+    for cpu in shield.iter() {
+        let path = cpu_online_file(cpu);
+        out.push(Step {
+            action: Action::Write {
+                path: path.clone(),
+                value: "0".into(),
+                check: Check::Text,
+                undo: Undo::Value("1".into()),
+            },
+            fatal: true,
+        });
+        out.push(Step {
+            action: Action::Write {
+                path,
+                value: "1".into(),
+                check: Check::Text,
+                undo: Undo::Nothing,
+            },
+            fatal: true,
+        });
+    }
+    out
+}

@@ -1,0 +1,156 @@
+//! The IRQ component of the shield: which IRQs move off the shielded CPUs
+//! (and the default affinity new IRQs get), which the user binds to the
+//! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
+
+use std::collections::HashSet;
+use std::sync::atomic::AtomicBool;
+
+use super::apply::{self, Applied, ApplyError};
+use super::change::{self, Action, Check, Step, Undo};
+use super::journal::Journal;
+use super::plan::{away_from, Plan, PlanError};
+use super::snapshot::{self, irq_affinity_file, Snapshot, DEFAULT_IRQ_AFFINITY};
+use crate::cpulist::CpuSet;
+use crate::sys::Sys;
+
+/// The IRQ writes, in IRQ order, each marked whether it binds an IRQ to
+/// the shield (`--irq`): the default affinity and every IRQ allowed on the
+/// shield go to the housekeeping CPUs.
+pub(super) fn plan(
+    snap: &Snapshot,
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+    irqs_to_shield: &[u32],
+) -> Vec<(bool, Step)> {
+    let mut irq_steps = Vec::new();
+    if let Some(default) = &snap.default_irq_affinity {
+        let target = away_from(default, shield, housekeeping);
+        if &target != default {
+            irq_steps.push((
+                false,
+                Step {
+                    action: Action::Write {
+                        path: DEFAULT_IRQ_AFFINITY.into(),
+                        value: target.to_mask(snap.mask_bits()),
+                        check: Check::CpuMask,
+                        undo: Undo::Previous,
+                    },
+                    fatal: true,
+                },
+            ));
+        }
+    }
+    for irq in &snap.irqs {
+        let to_shield = irqs_to_shield.contains(&irq.irq);
+        let target = if to_shield {
+            shield.clone()
+        } else {
+            away_from(&irq.affinity, shield, housekeeping)
+        };
+        if target != irq.affinity {
+            irq_steps.push((
+                to_shield,
+                Step {
+                    action: Action::Write {
+                        path: irq_affinity_file(irq.irq),
+                        value: target.to_string(),
+                        check: Check::CpuList,
+                        undo: Undo::Previous,
+                    },
+                    fatal: false,
+                },
+            ));
+        }
+    }
+    irq_steps
+}
+
+/// Resolves `--irq` arguments (numbers, or device names as in /proc/interrupts).
+pub(super) fn resolve(snap: &Snapshot, wanted: &[String]) -> Result<Vec<u32>, PlanError> {
+    let mut out = Vec::new();
+    for w in wanted {
+        let hits: Vec<u32> = match w.parse::<u32>() {
+            Ok(n) => snap
+                .irqs
+                .iter()
+                .filter(|i| i.irq == n)
+                .map(|i| i.irq)
+                .collect(),
+            Err(_) => snap
+                .irqs
+                .iter()
+                .filter(|i| i.name == *w)
+                .map(|i| i.irq)
+                .collect(),
+        };
+        if hits.is_empty() {
+            return Err(PlanError::UnknownIrq(w.clone()));
+        }
+        out.extend(hits);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// After CPU hotplug some drivers set their IRQs' affinity again (seen:
+/// virtio-net spreads its queue IRQs from its CPU hotplug callbacks, over
+/// what the shield wrote before the CPUs went offline). Moves every IRQ
+/// that came back onto the shield off it again, journaled like the first
+/// move (undo writes the driver's value back, then the original). Returns
+/// the IRQs moved.
+pub(super) fn sweep(
+    sys: &Sys,
+    plan: &Plan,
+    journal: &mut Journal,
+    stop: &AtomicBool,
+    applied: &mut Applied,
+    skip: &[u32],
+) -> Result<Vec<u32>, ApplyError> {
+    let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
+    let mut steps = Vec::new();
+    let mut irqs = Vec::new();
+    for irq in snapshot::read_irqs(sys)? {
+        if plan.irqs_to_shield.contains(&irq.irq)
+            || skip.contains(&irq.irq)
+            || !irq.affinity.intersects(&plan.shield)
+        {
+            continue;
+        }
+        let action = Action::Write {
+            path: snapshot::irq_affinity_file(irq.irq),
+            value: away_from(&irq.affinity, &plan.shield, &plan.housekeeping).to_string(),
+            check: change::Check::CpuList,
+            undo: change::Undo::Previous,
+        };
+        if refused.contains(&apply::describe(&action)) {
+            continue;
+        }
+        irqs.push(irq.irq);
+        steps.push(Step {
+            action,
+            fatal: false,
+        });
+    }
+    let before = applied.refused.len();
+    apply::apply(sys, journal, &steps, stop, applied)?;
+    let now_refused: HashSet<String> = applied.refused[before..]
+        .iter()
+        .map(|r| r.target.clone())
+        .collect();
+    irqs.retain(|&n| {
+        !now_refused
+            .iter()
+            .any(|t| snapshot::irq_of_affinity_file(t) == Some(n))
+    });
+    Ok(irqs)
+}
+
+/// The device name of IRQ `irq` in the snapshot (empty when unknown).
+pub(super) fn name(snap: &Snapshot, irq: u32) -> String {
+    snap.irqs
+        .iter()
+        .find(|i| i.irq == irq)
+        .map(|i| i.name.clone())
+        .unwrap_or_default()
+}
