@@ -3,6 +3,7 @@
 //! ([rules], pure) → report`. Read-only: every access is a read through
 //! [`Sys`], so fixture roots drive the tests and it is safe on any machine.
 
+mod boot_rules;
 pub mod facts;
 pub mod parse;
 pub mod rules;
