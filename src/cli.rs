@@ -2,7 +2,7 @@
 //! binary and by the packaging example that generates the man pages and
 //! shell completions from it (examples/package-assets.rs).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 use cpushield::cpulist::CpuSet;
@@ -37,12 +37,24 @@ pub const EXIT_CODES: &str = "Exit status:
 #[derive(Parser, Debug)]
 #[command(name = "cpushield", version, verbatim_doc_comment, after_help = EXIT_CODES)]
 pub struct Cli {
-    /// Root of the kernel's file systems; a fixture directory in tests.
+    /// Root of the kernel's file systems: a fixture directory. Test builds
+    /// only (the `fixture` feature): a shipped build has no such option.
+    #[cfg(feature = "fixture")]
     #[arg(long, global = true, default_value = "/", hide = true)]
     pub root: PathBuf,
 
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+impl Cli {
+    /// The root of the kernel's file systems: `/`, or a test build's `--root`.
+    pub fn root(&self) -> &Path {
+        #[cfg(feature = "fixture")]
+        return &self.root;
+        #[cfg(not(feature = "fixture"))]
+        Path::new("/")
+    }
 }
 
 #[derive(Subcommand, Debug)]

@@ -186,7 +186,7 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
-    let sys = Sys::at(&cli.root);
+    let sys = Sys::at(cli.root());
     let mut out = std::io::stdout().lock();
     match cli
         .command

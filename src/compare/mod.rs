@@ -129,7 +129,7 @@ impl Preconditions {
     pub fn read(sys: &Sys) -> Result<Preconditions, CompareError> {
         Ok(Preconditions {
             online: sys.read_cpulist("sys/devices/system/cpu/online")?,
-            privileged: sys.is_fixture() || nix::unistd::geteuid().is_root(),
+            privileged: sys.privileged(),
             shield_active: shield::journal::Journal::exists(sys),
         })
     }

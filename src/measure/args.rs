@@ -130,6 +130,8 @@ pub struct MeasureArgs {
 
     /// Run the measuring threads SCHED_OTHER and do not lock memory (for
     /// unprivileged test runs of `compare`; results are not representative).
+    /// Test builds only (the `fixture` feature).
+    #[cfg(feature = "fixture")]
     #[arg(long, hide = true)]
     pub no_rt: bool,
 
@@ -205,6 +207,17 @@ pub struct Config {
     /// `--explain`: samples slower than this many ns are explained.
     #[serde(default)]
     pub explain_ns: Option<u64>,
+}
+
+impl MeasureArgs {
+    /// Whether the measuring threads run SCHED_FIFO with locked memory
+    /// (always, but for a test build's `--no-rt`).
+    pub fn realtime(&self) -> bool {
+        #[cfg(feature = "fixture")]
+        return !self.no_rt;
+        #[cfg(not(feature = "fixture"))]
+        true
+    }
 }
 
 impl Config {
@@ -300,13 +313,13 @@ impl Config {
             online,
             interval_ns: args.interval.map(|us| us * 1000),
             stop,
-            priority: if args.no_rt { None } else { Some(args.prio) },
+            priority: args.realtime().then_some(args.prio),
             buckets: args.buckets as usize,
             bucket_width_ns: args.bucket_width * 1000,
             warmup: args.warmup,
             noise_threshold_ns: args.threshold * 1000,
             noise_runtime_ns: args.runtime.map(|us| us * 1000),
-            lock_memory: !args.no_rt,
+            lock_memory: args.realtime(),
             dma_latency_us: args.dma_latency,
             explain_ns: args.explain.map(|us| us * 1000),
         })

@@ -141,11 +141,7 @@ pub fn measure(cfg: &Config, sys: &Sys, machine: Machine) -> Result<Run, Measure
     // Only within the thread's own affinity: inside a shield (started with
     // `cpushield run`) the cpuset holds just the measured CPUs, and the main
     // thread then stays where it is rather than failing.
-    let aside = if sys.is_fixture() {
-        None
-    } else {
-        Some(ThreadAside::on(&cfg.online.difference(&cfg.cpus))?)
-    };
+    let aside = ThreadAside::on(&cfg.online.difference(&cfg.cpus))?;
     let mut results = Vec::new();
     let mut error = None;
     for &probe in &cfg.probes {

@@ -83,7 +83,7 @@ fn failed_note(u: &Undone) -> String {
 }
 
 pub(crate) fn require_root(sys: &Sys, command: &'static str) -> Result<(), ShieldError> {
-    if sys.is_fixture() || nix::unistd::geteuid().is_root() {
+    if sys.privileged() {
         Ok(())
     } else {
         Err(ShieldError::NotRoot(command))

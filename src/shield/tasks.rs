@@ -12,7 +12,7 @@ use super::plan::{self, TaskRef};
 use super::snapshot::{self, CgroupSetup, SHIELD_SLICE};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
-use crate::sys::{syscalls, Sys, SysError};
+use crate::sys::{syscalls, Sys};
 
 /// Direction of `move`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,16 +249,7 @@ pub fn enter_shield(sys: &Sys, cpu: Option<u32>, policy: RunPolicy) -> Result<Cp
         RunPolicy::RoundRobin(p) => Some(syscalls::Policy::RoundRobin(p)),
     };
     if let Some(policy) = sched {
-        if !sys.is_fixture() {
-            syscalls::set_scheduler(0, policy).map_err(|e| {
-                SysError::new(
-                    "set scheduler of",
-                    format!("task {me}"),
-                    Some(&format!("{policy:?}")),
-                    e,
-                )
-            })?;
-        }
+        sys.set_scheduler(0, policy)?;
     }
     Ok(cpus)
 }

@@ -182,14 +182,39 @@ impl Sys {
         (self.root != Path::new("/")).then_some(self.root.as_path())
     }
 
-    /// Whether this is an emulated kernel (a fixture root, test builds
-    /// only) rather than a real one: no root privilege, scheduler or
-    /// real affinity is needed there. Always false in a shipped build.
+    /// Whether this is an emulated kernel (a fixture root) rather than a
+    /// real one. Test builds only.
+    #[cfg(feature = "fixture")]
     pub fn is_fixture(&self) -> bool {
+        self.fixture.is_some()
+    }
+
+    /// Whether this process may change the whole machine: it runs as root.
+    /// An emulated kernel (test builds) needs no privilege.
+    pub fn privileged(&self) -> bool {
         #[cfg(feature = "fixture")]
-        return self.fixture.is_some();
-        #[cfg(not(feature = "fixture"))]
-        false
+        if self.is_fixture() {
+            return true;
+        }
+        nix::unistd::geteuid().is_root()
+    }
+
+    /// Sets the scheduling policy of thread `tid` (0: the calling thread).
+    /// On an emulated kernel (test builds) the scheduler is left alone.
+    pub fn set_scheduler(&self, tid: i32, policy: syscalls::Policy) -> Result<()> {
+        #[cfg(feature = "fixture")]
+        if self.is_fixture() {
+            return Ok(());
+        }
+        syscalls::set_scheduler(tid, policy).map_err(|e| {
+            let who = if tid == 0 { syscalls::gettid() } else { tid };
+            SysError::new(
+                "set scheduler of",
+                format!("task {who}"),
+                Some(&format!("{policy:?}")),
+                e,
+            )
+        })
     }
 
     /// The fixture emulation, when this is a fixture root.
