@@ -192,182 +192,234 @@ fn run(cli: Cli) -> Result<ExitCode> {
         .command
         .unwrap_or(Command::Status(JsonArg { json: false }))
     {
-        Command::Status(a) => {
-            let report = cpushield::fleet::status(&sys)?;
-            emit(&mut out, a.json, &report, report::shield::status)?;
-            if !report.shield.holds {
-                return Ok(ExitCode::from(exit::BROKEN));
-            }
-        }
-        Command::On(a) => {
-            let stop = stop_flag()?;
-            let req = Request {
-                cpus: a.cpus,
-                irqs: a.irqs,
-                force: a.force,
-                allow_split_siblings: a.allow_split_siblings,
-                tune: a.tune.unwrap_or_default(),
-                hotplug_restart: a.hotplug_restart,
-                boot: None,
-            };
-            let report = shield::on(&sys, &req, a.dry_run, &stop)?;
-            emit(&mut out, a.json, &report, report::shield::on)?;
-        }
-        Command::Apply(a) => {
-            let path = config_path(&sys, a.config);
-            let req = cpushield::config::load(&path)?;
-            // The boot half is checked before anything changes: a bootloader
-            // cpushield cannot drive refuses the whole apply.
-            let boot_want = match &req.boot {
-                Some(extra) => {
-                    let want = boot::want_here(&sys, &req.cpus, extra)?;
-                    boot::check(&sys, &want)?;
-                    Some(want)
-                }
-                None => None,
-            };
-            let stop = stop_flag()?;
-            let report = shield::on(&sys, &req, a.dry_run, &stop)?;
-            if !a.dry_run {
-                shield::journal::record_apply(&sys, unix_now())
-                    .map_err(shield::ShieldError::from)?;
-            }
-            let boot_change = boot::apply(&sys, boot_want.as_ref(), a.dry_run)?;
-            if a.json {
-                // `on`'s report, and the boot half under "boot".
-                let mut both = serde_json::to_value(&report)?;
-                both["boot"] = serde_json::to_value(&boot_change)?;
-                serde_json::to_writer_pretty(&mut out, &both)?;
-                writeln!(out)?;
-            } else {
-                report::shield::on(&report, &mut out)?;
-                report::boot::change(&boot_change, &mut out)?;
-            }
-        }
-        Command::Verify(a) => {
-            let path = config_path(&sys, a.config);
-            let req = cpushield::config::load(&path)?;
-            let report = cpushield::fleet::verify(&sys, &req, &path.display().to_string())?;
-            emit(&mut out, a.json, &report, report::shield::verify)?;
-            if !report.holds {
-                return Ok(ExitCode::from(exit::BROKEN));
-            }
-            if !report.matches {
-                return Ok(ExitCode::from(exit::DIFFERS));
-            }
-            if report.boot.as_ref().is_some_and(|b| b.reboot_pending) {
-                return Ok(ExitCode::from(exit::REBOOT_PENDING));
-            }
-        }
-        Command::Metrics(a) => {
-            let text = cpushield::fleet::metrics(&sys, a.results.as_deref(), unix_now())?;
-            match a.textfile {
-                Some(dir) => {
-                    cpushield::fleet::write_textfile(&dir, &text)?;
-                }
-                None => out.write_all(text.as_bytes())?,
-            }
-        }
-        Command::Off(a) if a.dry_run => {
-            let report = shield::off_plan(&sys)?;
-            emit(&mut out, a.json, &report, report::shield::off)?;
-        }
-        Command::Off(a) => {
-            let report = shield::off(&sys)?;
-            emit(&mut out, a.json, &report, report::shield::off)?;
-            // `off` never takes the boot half out (cpushield.service runs
-            // `off` at every shutdown); it says that it stays.
-            if !a.json {
-                if let Ok(Some(record)) = boot::read_record(&sys) {
-                    report::boot::stays(&record, &mut out)?;
-                }
-            }
-            if !report.undone.failed.is_empty() {
-                return Ok(ExitCode::from(exit::PARTLY_RESTORED));
-            }
-        }
-        Command::Move(a) => {
-            let dir = if a.into {
-                Direction::In
-            } else {
-                Direction::Out
-            };
-            let report = shield::move_tasks(&sys, &a.pids, dir, a.cpu, a.thread, a.dry_run)?;
-            emit(&mut out, a.json, &report, report::shield::moved)?;
-            if !report.not_found.is_empty() {
-                return Ok(ExitCode::from(exit::REFUSED));
-            }
-        }
-        Command::Run(a) => return run_command(&sys, a),
-        Command::Measure(a) if a.clean_up => {
-            match cpushield::measure::explain::tracefs::clean_up(&sys)? {
-                Some(what) => writeln!(out, "{what}")?,
-                None => writeln!(
-                    out,
-                    "no trace instance left by cpushield: nothing to remove"
-                )?,
-            }
-        }
-        Command::Measure(a) => {
-            let run = cpushield::measure::run(&sys, &a)?;
-            if let Some(path) = &a.histfile {
-                report::measure::write_histfiles(&run, path)?;
-            }
-            let text = if a.json {
-                report::measure::json(&run)
-            } else {
-                report::measure::human(&run)
-            };
-            // A closed pipe (`| head`) is not an error worth reporting.
-            let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
-        }
-        Command::Compare(a) => return compare(&sys, a, &mut out),
-        Command::Tune(a) => {
-            let _ = a.list;
-            emit(
-                &mut out,
-                a.json,
-                &cpushield::shield::knobs::KNOBS,
-                report::audit::knobs,
-            )?;
-        }
-        Command::Boot(a) => {
-            let change = if a.remove {
-                Some(boot::remove(&sys, a.dry_run)?)
-            } else {
-                None
-            };
-            match change {
-                Some(c) if c.action == boot::BootAction::Nothing && !a.json => {
-                    writeln!(out, "no boot half written by cpushield: nothing to remove")?
-                }
-                Some(c) => emit(&mut out, a.json, &c, report::boot::change)?,
-                None => {
-                    let status = boot::status(&sys)?;
-                    emit(&mut out, a.json, &status, report::boot::status)?;
-                }
-            }
-        }
-        Command::BootArgs(a) => {
-            let online = cpushield::sys::procfs::online_cpus(&sys)?;
-            let mut advice =
-                cpushield::boot::args::boot_args(&a.cpus, &shield_siblings(&sys, &a.cpus), &online);
-            advice.now = boot::status(&sys).ok();
-            emit(&mut out, a.json, &advice, report::audit::boot_args)?;
-        }
-        Command::Audit(a) => {
-            if !(a.window >= 0.0 && a.window <= 3600.0) {
-                return Err(Refusal(format!(
-                    "--window {}: give seconds between 0 and 3600",
-                    a.window
-                ))
-                .into());
-            }
-            let window = std::time::Duration::from_secs_f64(a.window);
-            let report = cpushield::audit::audit(&sys, a.cpus.as_ref(), window)?;
-            emit(&mut out, a.json, &report, report::audit::audit)?;
+        Command::On(a) => on_command(&sys, a, &mut out),
+        Command::Off(a) => off_command(&sys, a, &mut out),
+        Command::Apply(a) => apply_command(&sys, a, &mut out),
+        Command::Verify(a) => verify_command(&sys, a, &mut out),
+        Command::Metrics(a) => metrics_command(&sys, a, &mut out),
+        Command::Status(a) => status_command(&sys, a, &mut out),
+        Command::Move(a) => move_tasks_command(&sys, a, &mut out),
+        Command::Measure(a) => measure_command(&sys, a, &mut out),
+        Command::Tune(a) => tune_command(a, &mut out),
+        Command::BootArgs(a) => boot_args_command(&sys, a, &mut out),
+        Command::Boot(a) => boot_half_command(&sys, a, &mut out),
+        Command::Audit(a) => audit_command(&sys, a, &mut out),
+        Command::Run(a) => run_command(&sys, a),
+        Command::Compare(a) => compare(&sys, a, &mut out),
+    }
+}
+
+/// `on`: shields the CPUs asked for.
+fn on_command(sys: &Sys, a: OnArgs, out: &mut impl Write) -> Result<ExitCode> {
+    let stop = stop_flag()?;
+    let req = Request {
+        cpus: a.cpus,
+        irqs: a.irqs,
+        force: a.force,
+        allow_split_siblings: a.allow_split_siblings,
+        tune: a.tune.unwrap_or_default(),
+        hotplug_restart: a.hotplug_restart,
+        boot: None,
+    };
+    let report = shield::on(sys, &req, a.dry_run, &stop)?;
+    emit(out, a.json, &report, report::shield::on)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `off`: undoes the shield (`--dry-run`: what it would undo).
+fn off_command(sys: &Sys, a: OffArgs, out: &mut impl Write) -> Result<ExitCode> {
+    if a.dry_run {
+        let report = shield::off_plan(sys)?;
+        emit(out, a.json, &report, report::shield::off)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = shield::off(sys)?;
+    emit(out, a.json, &report, report::shield::off)?;
+    // `off` never takes the boot half out (cpushield.service runs
+    // `off` at every shutdown); it says that it stays.
+    if !a.json {
+        if let Ok(Some(record)) = boot::read_record(sys) {
+            report::boot::stays(&record, out)?;
         }
     }
+    if !report.undone.failed.is_empty() {
+        return Ok(ExitCode::from(exit::PARTLY_RESTORED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `apply`: the config's shield, then its boot half (checked before anything changes).
+fn apply_command(sys: &Sys, a: ApplyArgs, out: &mut impl Write) -> Result<ExitCode> {
+    let path = config_path(sys, a.config);
+    let req = cpushield::config::load(&path)?;
+    // The boot half is checked before anything changes: a bootloader
+    // cpushield cannot drive refuses the whole apply.
+    let boot_want = match &req.boot {
+        Some(extra) => {
+            let want = boot::want_here(sys, &req.cpus, extra)?;
+            boot::check(sys, &want)?;
+            Some(want)
+        }
+        None => None,
+    };
+    let stop = stop_flag()?;
+    let report = shield::on(sys, &req, a.dry_run, &stop)?;
+    if !a.dry_run {
+        shield::journal::record_apply(sys, unix_now()).map_err(shield::ShieldError::from)?;
+    }
+    let boot_change = boot::apply(sys, boot_want.as_ref(), a.dry_run)?;
+    if a.json {
+        // `on`'s report, and the boot half under "boot".
+        let mut both = serde_json::to_value(&report)?;
+        both["boot"] = serde_json::to_value(&boot_change)?;
+        serde_json::to_writer_pretty(&mut *out, &both)?;
+        writeln!(out)?;
+    } else {
+        report::shield::on(&report, out)?;
+        report::boot::change(&boot_change, out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `verify`: whether the machine matches the config and holds.
+fn verify_command(sys: &Sys, a: VerifyArgs, out: &mut impl Write) -> Result<ExitCode> {
+    let path = config_path(sys, a.config);
+    let req = cpushield::config::load(&path)?;
+    let report = cpushield::fleet::verify(sys, &req, &path.display().to_string())?;
+    emit(out, a.json, &report, report::shield::verify)?;
+    if !report.holds {
+        return Ok(ExitCode::from(exit::BROKEN));
+    }
+    if !report.matches {
+        return Ok(ExitCode::from(exit::DIFFERS));
+    }
+    if report.boot.as_ref().is_some_and(|b| b.reboot_pending) {
+        return Ok(ExitCode::from(exit::REBOOT_PENDING));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `metrics`: the Prometheus text, printed or written for the textfile collector.
+fn metrics_command(sys: &Sys, a: MetricsArgs, out: &mut impl Write) -> Result<ExitCode> {
+    let text = cpushield::fleet::metrics(sys, a.results.as_deref(), unix_now())?;
+    match a.textfile {
+        Some(dir) => {
+            cpushield::fleet::write_textfile(&dir, &text)?;
+        }
+        None => out.write_all(text.as_bytes())?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `status`: the shield and the boot half as the kernel has them.
+fn status_command(sys: &Sys, a: JsonArg, out: &mut impl Write) -> Result<ExitCode> {
+    let report = cpushield::fleet::status(sys)?;
+    emit(out, a.json, &report, report::shield::status)?;
+    if !report.shield.holds {
+        return Ok(ExitCode::from(exit::BROKEN));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `move`: tasks into or out of the shield.
+fn move_tasks_command(sys: &Sys, a: MoveArgs, out: &mut impl Write) -> Result<ExitCode> {
+    let dir = if a.into {
+        Direction::In
+    } else {
+        Direction::Out
+    };
+    let report = shield::move_tasks(sys, &a.pids, dir, a.cpu, a.thread, a.dry_run)?;
+    emit(out, a.json, &report, report::shield::moved)?;
+    if !report.not_found.is_empty() {
+        return Ok(ExitCode::from(exit::REFUSED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `measure` (or `measure --clean-up`).
+fn measure_command(
+    sys: &Sys,
+    a: cpushield::measure::MeasureArgs,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    if a.clean_up {
+        match cpushield::measure::explain::tracefs::clean_up(sys)? {
+            Some(what) => writeln!(out, "{what}")?,
+            None => writeln!(
+                out,
+                "no trace instance left by cpushield: nothing to remove"
+            )?,
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let run = cpushield::measure::run(sys, &a)?;
+    if let Some(path) = &a.histfile {
+        report::measure::write_histfiles(&run, path)?;
+    }
+    let text = if a.json {
+        report::measure::json(&run)
+    } else {
+        report::measure::human(&run)
+    };
+    // A closed pipe (`| head`) is not an error worth reporting.
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tune --list`: the tuning knobs.
+fn tune_command(a: TuneArgs, out: &mut impl Write) -> Result<ExitCode> {
+    let _ = a.list;
+    emit(
+        out,
+        a.json,
+        &cpushield::shield::knobs::KNOBS,
+        report::audit::knobs,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `boot-args`: the boot line for CPUs, and what the running kernel isolated.
+fn boot_args_command(sys: &Sys, a: BootArgsArgs, out: &mut impl Write) -> Result<ExitCode> {
+    let online = cpushield::sys::procfs::online_cpus(sys)?;
+    let mut advice =
+        cpushield::boot::args::boot_args(&a.cpus, &shield_siblings(sys, &a.cpus), &online);
+    advice.now = boot::status(sys).ok();
+    emit(out, a.json, &advice, report::audit::boot_args)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `boot`: the boot half's state, or (`--remove`) taking it out.
+fn boot_half_command(sys: &Sys, a: BootArgs, out: &mut impl Write) -> Result<ExitCode> {
+    let change = if a.remove {
+        Some(boot::remove(sys, a.dry_run)?)
+    } else {
+        None
+    };
+    match change {
+        Some(c) if c.action == boot::BootAction::Nothing && !a.json => {
+            writeln!(out, "no boot half written by cpushield: nothing to remove")?
+        }
+        Some(c) => emit(out, a.json, &c, report::boot::change)?,
+        None => {
+            let status = boot::status(sys)?;
+            emit(out, a.json, &status, report::boot::status)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `audit`: read, judge, report.
+fn audit_command(sys: &Sys, a: AuditArgs, out: &mut impl Write) -> Result<ExitCode> {
+    if !(a.window >= 0.0 && a.window <= 3600.0) {
+        return Err(Refusal(format!(
+            "--window {}: give seconds between 0 and 3600",
+            a.window
+        ))
+        .into());
+    }
+    let window = std::time::Duration::from_secs_f64(a.window);
+    let report = cpushield::audit::audit(sys, a.cpus.as_ref(), window)?;
+    emit(out, a.json, &report, report::audit::audit)?;
     Ok(ExitCode::SUCCESS)
 }
 
