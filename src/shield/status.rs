@@ -89,6 +89,78 @@ pub struct Breakage {
     pub repair: String,
 }
 
+/// What of the cgroup mechanism no longer holds: the cpuset controller, the
+/// partition as the kernel reads it, and the CPUs left to everything
+/// outside (`partition`: the shield cgroup's partition file, v2).
+fn mechanism_lost(
+    sys: &Sys,
+    state: &State,
+    snap: &Snapshot,
+    partition: Option<&str>,
+) -> Vec<(&'static str, String)> {
+    let shield = &state.shield;
+    let mut lost = Vec::new();
+    match &snap.cgroup {
+        CgroupSetup::V2 {
+            mount,
+            subtree_control,
+            ..
+        } => {
+            if !subtree_control.iter().any(|c| c == "cpuset") {
+                lost.push((
+                    "cpuset-controller",
+                    format!("the cpuset controller is no longer enabled in /{mount}/cgroup.subtree_control: nothing enforces the shield")
+                ));
+            }
+            let dir = &state.shield_dir;
+            match partition {
+                None => lost.push((
+                    "partition",
+                    format!("the shield's cgroup /{dir} or its partition file is gone"),
+                )),
+                Some(p)
+                    if p.contains("invalid")
+                        || state
+                            .partition
+                            .as_deref()
+                            .is_some_and(|want| !p.starts_with(want)) =>
+                {
+                    lost.push((
+                        "partition",
+                        format!("/{dir}/cpuset.cpus.partition reads {p:?}"),
+                    ))
+                }
+                Some(_) => {}
+            }
+            if let Ok(eff) = sys.read_cpulist(&format!("{mount}/cpuset.cpus.effective")) {
+                let open = eff.intersection(shield);
+                if !open.is_empty() {
+                    lost.push((
+                        "enforcement",
+                        format!("the kernel lets tasks outside the shield run on CPUs {open} (/{mount}/cpuset.cpus.effective is {eff})")
+                    ));
+                }
+            }
+        }
+        CgroupSetup::V1 { mount, .. } => {
+            let file = format!("{mount}/{SYSTEM_CGROUP_V1}/cpuset.cpus");
+            match sys.read_cpulist(&file) {
+                Ok(c) if !c.intersects(shield) => {}
+                Ok(c) => lost.push((
+                    "enforcement",
+                    format!("/{file} reads {c}, which includes shielded CPUs"),
+                )),
+                Err(_) => lost.push(("enforcement", format!("/{file} is gone"))),
+            }
+        }
+        _ => lost.push((
+            "cpuset-controller",
+            "no cpuset hierarchy is mounted any more".into(),
+        )),
+    }
+    lost
+}
+
 /// Checks that an active shield still holds (`partition`: the shield
 /// cgroup's partition file as read, v2): judged by what the kernel
 /// would refuse (the cpuset controller, the partition, the CPUs left to
@@ -126,69 +198,8 @@ fn holds_checks(
         );
         return out;
     }
-    match &snap.cgroup {
-        CgroupSetup::V2 {
-            mount,
-            subtree_control,
-            ..
-        } => {
-            if !subtree_control.iter().any(|c| c == "cpuset") {
-                broken(
-                    "cpuset-controller",
-                    format!("the cpuset controller is no longer enabled in /{mount}/cgroup.subtree_control: nothing enforces the shield"),
-                    &rebuild,
-                );
-            }
-            let dir = &state.shield_dir;
-            match partition {
-                None => broken(
-                    "partition",
-                    format!("the shield's cgroup /{dir} or its partition file is gone"),
-                    &rebuild,
-                ),
-                Some(p)
-                    if p.contains("invalid")
-                        || state
-                            .partition
-                            .as_deref()
-                            .is_some_and(|want| !p.starts_with(want)) =>
-                {
-                    broken(
-                        "partition",
-                        format!("/{dir}/cpuset.cpus.partition reads {p:?}"),
-                        &rebuild,
-                    )
-                }
-                Some(_) => {}
-            }
-            if let Ok(eff) = sys.read_cpulist(&format!("{mount}/cpuset.cpus.effective")) {
-                let open = eff.intersection(shield);
-                if !open.is_empty() {
-                    broken(
-                        "enforcement",
-                        format!("the kernel lets tasks outside the shield run on CPUs {open} (/{mount}/cpuset.cpus.effective is {eff})"),
-                        &rebuild,
-                    );
-                }
-            }
-        }
-        CgroupSetup::V1 { mount, .. } => {
-            let file = format!("{mount}/{SYSTEM_CGROUP_V1}/cpuset.cpus");
-            match sys.read_cpulist(&file) {
-                Ok(c) if !c.intersects(shield) => {}
-                Ok(c) => broken(
-                    "enforcement",
-                    format!("/{file} reads {c}, which includes shielded CPUs"),
-                    &rebuild,
-                ),
-                Err(_) => broken("enforcement", format!("/{file} is gone"), &rebuild),
-            }
-        }
-        _ => broken(
-            "cpuset-controller",
-            "no cpuset hierarchy is mounted any more".into(),
-            &rebuild,
-        ),
+    for (check, what) in mechanism_lost(sys, state, snap, partition) {
+        broken(check, what, &rebuild);
     }
     if let Some(ban) = &state.irqbalance_ban {
         let irqb = snap.owners.irqbalance.as_ref();

@@ -73,43 +73,7 @@ pub fn move_tasks(
     };
     let state = active_state(sys)?;
     let cgroup = snapshot::detect_cgroup(sys)?;
-    let v1 = matches!(cgroup, CgroupSetup::V1 { .. });
-    if single_thread && !v1 {
-        return Err(ShieldError::Invalid(
-            "--thread needs a cgroup v1 cpuset: cgroup v2 places whole processes, not single threads".into(),
-        ));
-    }
-    let (cpus, dest_dir) = match direction {
-        Direction::In => (
-            check_cpu(cpu, &state.shield, "shielded")?,
-            state.shield_dir.clone(),
-        ),
-        Direction::Out => {
-            let dir = state
-                .outside_procs
-                .rsplit_once('/')
-                .map_or(String::new(), |(d, _)| d.to_string());
-            (check_cpu(cpu, &state.housekeeping, "housekeeping")?, dir)
-        }
-    };
-    let mount = cgroup.mount().unwrap_or("").to_string();
-    let file = if single_thread {
-        "tasks"
-    } else {
-        "cgroup.procs"
-    };
-    // Under systemd a process changes cgroup as a transient scope of its
-    // own (systemd moves it and keeps it there through reloads): in the
-    // shield's slice, or in system.slice when it leaves the shield.
-    let by_systemd =
-        (state.shield_dir.ends_with(SHIELD_SLICE) && !single_thread).then(|| match direction {
-            Direction::In => (SHIELD_SLICE, state.shield_dir.clone(), "cpushield-run"),
-            Direction::Out => (
-                "system.slice",
-                format!("{mount}/system.slice"),
-                "cpushield-out",
-            ),
-        });
+    let dest = destination(&state, &cgroup, direction, cpu, single_thread)?;
     let mut report = MoveReport {
         dry_run,
         moved: Vec::new(),
@@ -117,64 +81,14 @@ pub fn move_tasks(
     };
     let mut steps = Vec::new();
     for &id in ids {
-        let threads: Vec<procfs::Thread> = if single_thread {
-            find_thread(sys, id, cgroup.hierarchy())?
-                .into_iter()
-                .collect()
-        } else {
-            procfs::list_tids(sys, id)?
-                .into_iter()
-                .filter_map(|tid| {
-                    procfs::read_thread(sys, id, tid, cgroup.hierarchy())
-                        .ok()
-                        .flatten()
-                })
-                .collect()
-        };
-        let Some(first) = threads.first() else {
+        let threads = read_task(sys, id, single_thread, cgroup.hierarchy())?;
+        if threads.is_empty() {
             report.not_found.push(id);
             continue;
-        };
-        let origin = if first.cgroup == "/" {
-            String::new()
-        } else {
-            first.cgroup.clone()
-        };
-        let back = format!("{mount}{origin}/{file}");
-        let placement = match &by_systemd {
-            Some((slice, slice_dir, prefix)) => {
-                plan::scope_action(slice, slice_dir, prefix, id, back)
-            }
-            None => Action::MoveTask {
-                pid: first.pid,
-                tid: id,
-                to: format!("{dest_dir}/{file}"),
-                back,
-                affinities: threads
-                    .iter()
-                    .map(|t| (t.tid, t.cpus_allowed.clone()))
-                    .collect(),
-            },
-        };
-        // The placement resets the affinity, so each thread's comes after
-        // it; a failure other than a task that exited stops the move (what
-        // was done stays journaled for `off`).
-        steps.push(Step {
-            action: placement,
-            fatal: true,
-        });
-        steps.extend(threads.iter().map(|t| Step {
-            action: Action::SetAffinity {
-                pid: t.pid,
-                tid: t.tid,
-                name: t.name.clone(),
-                cpus: cpus.clone(),
-                previous: t.cpus_allowed.clone(),
-            },
-            fatal: true,
-        }));
+        }
+        steps.extend(placement_steps(&dest, id, &threads));
         report.moved.extend(threads.iter().map(|t| TaskRef {
-            cpus: cpus.clone(),
+            cpus: dest.cpus.clone(),
             ..TaskRef::from(t)
         }));
     }
@@ -190,6 +104,131 @@ pub fn move_tasks(
         })?;
     }
     Ok(report)
+}
+
+/// Where `move` puts tasks.
+struct Destination {
+    /// The CPUs each thread gets.
+    cpus: CpuSet,
+    /// The cgroup directory (relative to the root).
+    dir: String,
+    /// The cpuset hierarchy's mount point.
+    mount: String,
+    /// `cgroup.procs`, or `tasks` for single threads (v1).
+    file: &'static str,
+    /// Under systemd: the slice, its directory and the scope's name prefix.
+    by_systemd: Option<(&'static str, String, &'static str)>,
+}
+
+/// Checks the request of `move` against the active shield and says where
+/// the tasks go.
+fn destination(
+    state: &State,
+    cgroup: &CgroupSetup,
+    direction: Direction,
+    cpu: Option<u32>,
+    single_thread: bool,
+) -> Result<Destination, ShieldError> {
+    if single_thread && !matches!(cgroup, CgroupSetup::V1 { .. }) {
+        return Err(ShieldError::Invalid(
+            "--thread needs a cgroup v1 cpuset: cgroup v2 places whole processes, not single threads".into(),
+        ));
+    }
+    let (cpus, dir) = match direction {
+        Direction::In => (
+            check_cpu(cpu, &state.shield, "shielded")?,
+            state.shield_dir.clone(),
+        ),
+        Direction::Out => {
+            let dir = state
+                .outside_procs
+                .rsplit_once('/')
+                .map_or(String::new(), |(d, _)| d.to_string());
+            (check_cpu(cpu, &state.housekeeping, "housekeeping")?, dir)
+        }
+    };
+    let mount = cgroup.mount().unwrap_or("").to_string();
+    // Under systemd a process changes cgroup as a transient scope of its
+    // own (systemd moves it and keeps it there through reloads): in the
+    // shield's slice, or in system.slice when it leaves the shield.
+    let by_systemd =
+        (state.shield_dir.ends_with(SHIELD_SLICE) && !single_thread).then(|| match direction {
+            Direction::In => (SHIELD_SLICE, state.shield_dir.clone(), "cpushield-run"),
+            Direction::Out => (
+                "system.slice",
+                format!("{mount}/system.slice"),
+                "cpushield-out",
+            ),
+        });
+    Ok(Destination {
+        cpus,
+        dir,
+        mount,
+        file: if single_thread {
+            "tasks"
+        } else {
+            "cgroup.procs"
+        },
+        by_systemd,
+    })
+}
+
+/// The threads of process `id` (or thread `id` alone); empty when it is gone.
+fn read_task(
+    sys: &Sys,
+    id: i32,
+    single_thread: bool,
+    hierarchy: Hierarchy,
+) -> Result<Vec<procfs::Thread>, ShieldError> {
+    if single_thread {
+        return Ok(find_thread(sys, id, hierarchy)?.into_iter().collect());
+    }
+    Ok(procfs::list_tids(sys, id)?
+        .into_iter()
+        .filter_map(|tid| procfs::read_thread(sys, id, tid, hierarchy).ok().flatten())
+        .collect())
+}
+
+/// The steps that place task `id` (its `threads`, not empty) at `dest`:
+/// the move, then each thread's affinity, since the move resets it. A
+/// failure other than a task that exited stops the move (what was done
+/// stays journaled for `off`).
+fn placement_steps(dest: &Destination, id: i32, threads: &[procfs::Thread]) -> Vec<Step> {
+    let first = &threads[0];
+    let origin = if first.cgroup == "/" {
+        ""
+    } else {
+        &first.cgroup
+    };
+    let back = format!("{}{origin}/{}", dest.mount, dest.file);
+    let placement = match &dest.by_systemd {
+        Some((slice, slice_dir, prefix)) => plan::scope_action(slice, slice_dir, prefix, id, back),
+        None => Action::MoveTask {
+            pid: first.pid,
+            tid: id,
+            to: format!("{}/{}", dest.dir, dest.file),
+            back,
+            affinities: threads
+                .iter()
+                .map(|t| (t.tid, t.cpus_allowed.clone()))
+                .collect(),
+        },
+    };
+    let mut steps = vec![Step {
+        action: placement,
+        fatal: true,
+    }];
+    steps.extend(threads.iter().map(|t| Step {
+        action: Action::SetAffinity {
+            pid: t.pid,
+            tid: t.tid,
+            name: t.name.clone(),
+            cpus: dest.cpus.clone(),
+            previous: t.cpus_allowed.clone(),
+        },
+        fatal: true,
+    }));
+    steps
 }
 
 fn find_thread(sys: &Sys, tid: i32, h: Hierarchy) -> Result<Option<procfs::Thread>, ShieldError> {
