@@ -306,6 +306,41 @@ fn finish(
     Ok(())
 }
 
+/// `on`'s report of a change in place: what only the change knows (the
+/// shield before, the tasks that stayed or left, what was refused before).
+fn with_change(mut out: OnReport, change: &reshape::Reshape, snap: &Snapshot) -> OnReport {
+    out.changed_from = (change.from != change.plan.shield).then(|| change.from.clone());
+    out.left_shield = change.leaving.clone();
+    out.kept.extend(change.staying.iter().cloned());
+    out.irqbalance_ban = out.irqbalance_ban.take().or(change.irqbalance_ban.clone());
+    out.irqs_refused
+        .extend(change.still_refused.iter().map(|&irq| IrqRefusal {
+            irq,
+            name: irqs::name(snap, irq),
+            reason: "refused before; not tried again".into(),
+        }));
+    out
+}
+
+/// A change in place with nothing to change on the machine (or a dry run):
+/// a request that differs only in what leaves no trace (flags) is recorded.
+fn nothing_to_change(
+    sys: &Sys,
+    req: &Request,
+    old: &State,
+    dry_run: bool,
+    mut out: OnReport,
+) -> Result<OnReport, ShieldError> {
+    if !dry_run && old.request.as_ref() != Some(req) {
+        let mut journal = Journal::open(sys)?;
+        let mut state = old.clone();
+        state.request = Some(req.clone());
+        journal.write_state(&state)?;
+    }
+    out.partition = old.partition.clone();
+    Ok(out)
+}
+
 /// Changes the active shield (`state`) in place to `req` (see [`reshape`]).
 /// Changes only what differs; nothing at all when the machine already
 /// matches. A failure rolls back this change only: the old shield stays.
@@ -325,32 +360,10 @@ fn reshape_timed(
     let change = reshape::plan(&snap, &entries, &old, req, |p| sys.read_trimmed(p).ok())?;
     timings.plan += t.elapsed();
     let plan = &change.plan;
-    let changed_from = (change.from != plan.shield).then(|| change.from.clone());
-    let finished = |mut out: OnReport| {
-        out.changed_from = changed_from.clone();
-        out.left_shield = change.leaving.clone();
-        out.kept.extend(change.staying.iter().cloned());
-        out.irqbalance_ban = out.irqbalance_ban.take().or(change.irqbalance_ban.clone());
-        out.irqs_refused
-            .extend(change.still_refused.iter().map(|&irq| IrqRefusal {
-                irq,
-                name: irqs::name(&snap, irq),
-                reason: "refused before; not tried again".into(),
-            }));
-        out
-    };
+    let finished = |out: OnReport| with_change(out, &change, &snap);
     if dry_run || plan.steps.is_empty() {
-        let mut out = finished(report(plan, &snap, None, dry_run));
-        if !dry_run && old.request.as_ref() != Some(req) {
-            // Nothing to change on the machine, but the request differs in
-            // what leaves no trace (flags): record it.
-            let mut journal = Journal::open(sys)?;
-            let mut state = old.clone();
-            state.request = Some(req.clone());
-            journal.write_state(&state)?;
-        }
-        out.partition = old.partition.clone();
-        return Ok(out);
+        let out = finished(report(plan, &snap, None, dry_run));
+        return nothing_to_change(sys, req, &old, dry_run, out);
     }
     let mut journal = Journal::open(sys)?;
     let kept_segments = journal.segments();

@@ -146,44 +146,12 @@ pub fn plan(
     let from = state.shield.clone();
     let to = fresh.shield.clone();
     let mount = live.cgroup.mount().unwrap_or("").to_string();
-    let is_cgroup = |a: &Action| match a {
-        Action::MountCgroup2 { .. } | Action::Mkdir { .. } => true,
-        Action::Systemd {
-            call: SystemdCall::StartSlice { .. },
-            ..
-        } => true,
-        Action::Write { path, .. } => !mount.is_empty() && path.starts_with(&format!("{mount}/")),
-        _ => false,
-    };
     let old_hotplug: HashSet<String> = from.iter().map(cpu_online_file).collect();
     // What the kernel refused before and still has as it was: a write it
     // refuses for good (a kernel-managed IRQ, kthreadd's v1 cpuset) is not
     // tried again, so that the same request twice changes nothing.
-    let tried_moves: HashSet<(i32, &str)> = entries
-        .iter()
-        .filter_map(|e| match &e.action {
-            Action::MoveTask { tid, to, .. } => Some((*tid, to.as_str())),
-            _ => None,
-        })
-        .collect();
-    // Threads whose process moves into the shield now: their affinity is
-    // set again after the move (it resets it), even when it reads the same.
-    let moving_in: HashSet<i32> = fresh
-        .steps
-        .iter()
-        .filter_map(|s| match &s.action {
-            Action::MoveTask { pid, tid, to, .. }
-                if !tried_moves.contains(&(*tid, to.as_str())) =>
-            {
-                Some(*pid)
-            }
-            Action::Systemd {
-                call: SystemdCall::StartScope { pids, .. },
-                ..
-            } => pids.first().copied(),
-            _ => None,
-        })
-        .collect();
+    let tried_moves = tried_moves(entries);
+    let moving_in = moving_in(&fresh, &tried_moves);
     let live_affinity: HashMap<i32, &CpuSet> = live
         .threads
         .iter()
@@ -212,7 +180,7 @@ pub fn plan(
                     steps.push(step.clone());
                 }
             }
-            a if is_cgroup(a) => {
+            a if is_cgroup(a, &mount) => {
                 if !resized {
                     // Tasks whose CPUs all leave go before the shield shrinks.
                     steps.extend(inside.out.iter().cloned());
@@ -252,6 +220,70 @@ pub fn plan(
         // 6.1 resets them when the partition changes), then the older ones.
         steps.insert(0, r);
     }
+    let notes = notes(&fresh, &from, &to, &inside.leaving);
+    Ok(Reshape {
+        plan: Plan {
+            steps,
+            notes,
+            ..fresh
+        },
+        from,
+        staying: inside.staying,
+        leaving: inside.leaving,
+        irqbalance_ban,
+        still_refused,
+    })
+}
+/// Whether `a` makes or resizes the shield's cgroup (the cpuset hierarchy
+/// mounted at `mount`).
+fn is_cgroup(a: &Action, mount: &str) -> bool {
+    match a {
+        Action::MountCgroup2 { .. } | Action::Mkdir { .. } => true,
+        Action::Systemd {
+            call: SystemdCall::StartSlice { .. },
+            ..
+        } => true,
+        Action::Write { path, .. } => !mount.is_empty() && path.starts_with(&format!("{mount}/")),
+        _ => false,
+    }
+}
+
+/// The moves of tasks journaled already: (thread, destination).
+fn tried_moves(entries: &[Entry]) -> HashSet<(i32, &str)> {
+    entries
+        .iter()
+        .filter_map(|e| match &e.action {
+            Action::MoveTask { tid, to, .. } => Some((*tid, to.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Processes that move into the shield now (not tried before): their
+/// threads' affinity is set again after the move (it resets it), even when
+/// it reads the same.
+fn moving_in(fresh: &Plan, tried_moves: &HashSet<(i32, &str)>) -> HashSet<i32> {
+    fresh
+        .steps
+        .iter()
+        .filter_map(|s| match &s.action {
+            Action::MoveTask { pid, tid, to, .. }
+                if !tried_moves.contains(&(*tid, to.as_str())) =>
+            {
+                Some(*pid)
+            }
+            Action::Systemd {
+                call: SystemdCall::StartScope { pids, .. },
+                ..
+            } => pids.first().copied(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The notes of a change in place: the fresh plan's, what changed, and the
+/// tasks that had to leave.
+fn notes(fresh: &Plan, from: &CpuSet, to: &CpuSet, leaving: &[TaskRef]) -> Vec<String> {
     let mut notes = fresh.notes.clone();
     if from != to {
         notes.insert(
@@ -261,26 +293,14 @@ pub fn plan(
             ),
         );
     }
-    if !inside.leaving.is_empty() {
+    if !leaving.is_empty() {
         notes.push(format!(
             "{} task(s) inside the shield asked only for CPUs that leave it: moved out to the housekeeping CPUs {}",
-            inside.leaving.len(),
+            leaving.len(),
             fresh.housekeeping
         ));
     }
-    let plan = Plan {
-        steps,
-        notes,
-        ..fresh
-    };
-    Ok(Reshape {
-        plan,
-        from,
-        staying: inside.staying,
-        leaving: inside.leaving,
-        irqbalance_ban,
-        still_refused,
-    })
+    notes
 }
 
 /// The steps that turn the shield's cgroup from the old CPUs into the new
