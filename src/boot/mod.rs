@@ -418,6 +418,55 @@ pub fn check(sys: &Sys, want: &BootWant) -> Result<grub::Grub, BootError> {
     grub::detect(sys, &want.options)
 }
 
+impl Record {
+    /// The record written before the files change: the new `want`,
+    /// incomplete, and what the files held before cpushield ever wrote
+    /// them (kept from the `old` record when there is one).
+    fn before_writing(
+        sys: &Sys,
+        want: &BootWant,
+        grub: &grub::Grub,
+        old: Option<&Record>,
+    ) -> Record {
+        Record {
+            want: want.clone(),
+            dropin: grub.dropin.clone(),
+            dropin_before: match old {
+                Some(r) => r.dropin_before.clone(),
+                None => sys.read(&grub.dropin).ok(),
+            },
+            generated: grub.generated.clone(),
+            generated_before: match old {
+                Some(r) => r.generated_before.clone(),
+                None => sys.read(&grub.generated).ok(),
+            },
+            complete: false,
+        }
+    }
+}
+
+/// Writes the drop-in (`content`), regenerates grub.cfg and reads it back:
+/// every normal kernel line must carry the wanted options.
+fn write_and_regenerate(
+    sys: &Sys,
+    grub: &grub::Grub,
+    want: &BootWant,
+    content: &str,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    sys.write_config(&grub.dropin, content, true)?;
+    grub.regenerate(sys)?;
+    if grub::generated_has(sys, &grub.generated, &want.options) {
+        return Ok(());
+    }
+    Err(format!(
+        "{} ran, but /{} does not have {} on its kernel lines (does a later file in /etc/default/grub.d set GRUB_CMDLINE_LINUX_DEFAULT without keeping its value?)",
+        grub.command.join(" "),
+        grub.generated,
+        want.options.join(" ")
+    )
+    .into())
+}
+
 /// Brings the boot half to `want` (`None`: none): writes, rewrites or
 /// removes the drop-in and regenerates the bootloader's configuration.
 /// Takes the journal's lock.
@@ -462,38 +511,9 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
     }
     // The record first: what the files held before cpushield ever wrote
     // them (kept from an earlier record), and the new want, incomplete.
-    let record = Record {
-        want: want.clone(),
-        dropin: grub.dropin.clone(),
-        dropin_before: match &old {
-            Some(r) => r.dropin_before.clone(),
-            None => sys.read(&grub.dropin).ok(),
-        },
-        generated: grub.generated.clone(),
-        generated_before: match &old {
-            Some(r) => r.generated_before.clone(),
-            None => sys.read(&grub.generated).ok(),
-        },
-        complete: false,
-    };
+    let record = Record::before_writing(sys, want, &grub, old.as_ref());
     write_json(sys, RECORD, &record)?;
-    let written = sys
-        .write_config(&grub.dropin, &content, true)
-        .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
-        .and_then(|()| grub.regenerate(sys))
-        .and_then(|()| {
-            if grub::generated_has(sys, &grub.generated, &want.options) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{} ran, but /{} does not have {} on its kernel lines (does a later file in /etc/default/grub.d set GRUB_CMDLINE_LINUX_DEFAULT without keeping its value?)",
-                    grub.command.join(" "),
-                    grub.generated,
-                    want.options.join(" ")
-                )
-                .into())
-            }
-        });
+    let written = write_and_regenerate(sys, &grub, want, &content);
     if let Err(source) = written {
         // Put back what was there: the previous record's drop-in, or the
         // user's file (or none), and the previous record.

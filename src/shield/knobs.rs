@@ -297,6 +297,67 @@ fn same_value(a: &str, b: &str, mask: bool) -> bool {
     }
 }
 
+/// The value knob `k` wants in file `f` (reading `current`), and whether
+/// it is a CPU mask; `None` when the file needs no change (a mask already
+/// away from the shield); an error naming the file when `current` is not
+/// what the knob reads.
+fn wanted(
+    k: &Knob,
+    f: &str,
+    current: &str,
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+    mask_bits: u32,
+) -> Result<Option<(String, bool)>, String> {
+    Ok(Some(match k.value {
+        Value::Const(v) if f.ends_with("/numa") => (v.to_string(), false),
+        Value::HousekeepingMask if f.ends_with("/numa") => ("0".to_string(), false),
+        Value::Const(v) => (v.to_string(), false),
+        Value::HousekeepingMask => (housekeeping.to_mask(mask_bits), true),
+        Value::MaskAwayFromShield => {
+            let cur = CpuSet::parse_mask(current)
+                .map_err(|_| format!("/{f} (not a mask: {current:?})"))?;
+            if cur.is_empty() || !cur.intersects(shield) {
+                return Ok(None);
+            }
+            let away = match cur.difference(shield) {
+                s if s.is_empty() => housekeeping.clone(),
+                s => s,
+            };
+            (away.to_mask(mask_bits), true)
+        }
+    }))
+}
+
+/// The notes for the files of knob `name` left alone.
+fn skipped(
+    name: &str,
+    missing: &[String],
+    readonly: &[String],
+    unreadable: &[String],
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "tune {name}: {} missing (not supported here); skipped",
+            missing.join(", ")
+        ));
+    }
+    if !readonly.is_empty() {
+        notes.push(format!(
+            "tune {name}: {} read-only; not set",
+            readonly.join(", ")
+        ));
+    }
+    if !unreadable.is_empty() {
+        notes.push(format!(
+            "tune {name}: {} unreadable; not set",
+            unreadable.join(", ")
+        ));
+    }
+    notes
+}
+
 /// Plans the knob writes for a shield. Pure. `already` lists paths the
 /// shield itself writes; those are left to it.
 pub fn plan(
@@ -335,24 +396,12 @@ pub fn plan(
                     continue;
                 }
             };
-            let (value, mask) = match k.value {
-                Value::Const(v) if f.ends_with("/numa") => (v.to_string(), false),
-                Value::HousekeepingMask if f.ends_with("/numa") => ("0".to_string(), false),
-                Value::Const(v) => (v.to_string(), false),
-                Value::HousekeepingMask => (housekeeping.to_mask(mask_bits), true),
-                Value::MaskAwayFromShield => {
-                    let Ok(cur) = CpuSet::parse_mask(current) else {
-                        unreadable.push(format!("/{f} (not a mask: {current:?})"));
-                        continue;
-                    };
-                    if cur.is_empty() || !cur.intersects(shield) {
-                        continue;
-                    }
-                    let away = match cur.difference(shield) {
-                        s if s.is_empty() => housekeeping.clone(),
-                        s => s,
-                    };
-                    (away.to_mask(mask_bits), true)
+            let (value, mask) = match wanted(k, f, current, shield, housekeeping, mask_bits) {
+                Ok(Some(want)) => want,
+                Ok(None) => continue,
+                Err(reason) => {
+                    unreadable.push(reason);
+                    continue;
                 }
             };
             if same_value(current, &value, mask) {
@@ -379,27 +428,8 @@ pub fn plan(
                 fatal: false,
             });
         }
-        if !missing.is_empty() {
-            out.notes.push(format!(
-                "tune {}: {} missing (not supported here); skipped",
-                k.name,
-                missing.join(", ")
-            ));
-        }
-        if !readonly.is_empty() {
-            out.notes.push(format!(
-                "tune {}: {} read-only; not set",
-                k.name,
-                readonly.join(", ")
-            ));
-        }
-        if !unreadable.is_empty() {
-            out.notes.push(format!(
-                "tune {}: {} unreadable; not set",
-                k.name,
-                unreadable.join(", ")
-            ));
-        }
+        out.notes
+            .extend(skipped(k.name, &missing, &readonly, &unreadable));
     }
     out
 }
