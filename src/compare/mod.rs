@@ -308,6 +308,32 @@ pub fn dry_run(sys: &Sys, exe: &Path, opts: &Options) -> Result<DryRun, CompareE
     })
 }
 
+/// Starts the load of `phase`: none while idle, on every online CPU
+/// unshielded, on the housekeeping CPUs shielded (none with `--load none`).
+fn start_load(
+    ctx: &Context<'_>,
+    opts: &Options,
+    phase: Phase,
+    online: &CpuSet,
+    housekeeping: &CpuSet,
+) -> Result<Option<Load>, CompareError> {
+    let cpus = match phase {
+        Phase::Idle => return Ok(None),
+        _ if opts.load == Scenario::None => return Ok(None),
+        Phase::Unshielded => online,
+        Phase::Shielded => housekeeping,
+    };
+    let cpus = usable_cpus(cpus);
+    if cpus.is_empty() {
+        return Err(CompareError::Refused(format!(
+            "no CPU for the {} load in the {} phase: this process may not run there",
+            opts.load,
+            phase.name()
+        )));
+    }
+    Ok(Some(Load::start(opts.load, &cpus, &ctx.driver)?))
+}
+
 /// Runs the phases of `opts` (already [`check`]ed) and collects the results.
 /// The shield is undone and every load stopped before this returns, also on
 /// error; a stop request ends the run after the current phase.
@@ -340,25 +366,7 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
             shield_report = Some(shield::on(sys, &req, false, ctx.stop)?);
             guard = Some(ShieldGuard { sys, armed: true });
         }
-        let load_cpus = match phase {
-            Phase::Idle => None,
-            Phase::Unshielded => Some(pre.online.clone()),
-            Phase::Shielded => Some(housekeeping.clone()),
-        };
-        let load = match load_cpus {
-            Some(cpus) if opts.load != Scenario::None => {
-                let cpus = usable_cpus(&cpus);
-                if cpus.is_empty() {
-                    return Err(CompareError::Refused(format!(
-                        "no CPU for the {} load in the {} phase: this process may not run there",
-                        opts.load,
-                        phase.name()
-                    )));
-                }
-                Some(Load::start(opts.load, &cpus, &ctx.driver)?)
-            }
-            _ => None,
-        };
+        let load = start_load(ctx, opts, phase, &pre.online, &housekeeping)?;
         let load_report = load.as_ref().map(|l| l.report().clone());
         let argv = measure_command(&ctx.exe, sys.root_arg(), phase, opts, realtime);
         let measured = run_child(&argv, phase.name(), ctx.stop, &housekeeping);

@@ -220,27 +220,34 @@ impl MeasureArgs {
     }
 }
 
+/// The CPUs to measure: `--cpus`, all online CPUs but the first by default
+/// (all of one); an error naming the CPUs that are not online.
+fn measured_cpus(asked: Option<&CpuSet>, online: &CpuSet) -> Result<CpuSet, MeasureError> {
+    let cpus = match asked {
+        Some(c) => c.clone(),
+        None if online.len() > 1 => {
+            let mut c = online.clone();
+            c.remove(online.first().unwrap_or(0));
+            c
+        }
+        None => online.clone(),
+    };
+    let unknown = cpus.difference(online);
+    if !unknown.is_empty() {
+        return Err(MeasureError::UnknownCpu {
+            requested: cpus,
+            unknown,
+            online: online.clone(),
+        });
+    }
+    Ok(cpus)
+}
+
 impl Config {
     /// Validates `args` against the machine behind `sys`. No side effects.
     pub fn from_args(args: &MeasureArgs, sys: &Sys) -> Result<Config, MeasureError> {
         let online = sys.read_cpulist("sys/devices/system/cpu/online")?;
-        let cpus = match &args.cpus {
-            Some(c) => c.clone(),
-            None if online.len() > 1 => {
-                let mut c = online.clone();
-                c.remove(online.first().unwrap_or(0));
-                c
-            }
-            None => online.clone(),
-        };
-        let unknown = cpus.difference(&online);
-        if !unknown.is_empty() {
-            return Err(MeasureError::UnknownCpu {
-                requested: cpus,
-                unknown,
-                online,
-            });
-        }
+        let cpus = measured_cpus(args.cpus.as_ref(), &online)?;
         let invalid = |option: &'static str, value: String, valid: &str| {
             Err(MeasureError::InvalidOption {
                 option,
