@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when a built cpushield binary contains the test-only kernel
-# emulation (src/sys/fixture.rs, the `fixture` feature): its marker file
+# emulation (src/sys/fixture/, the `fixture` feature): its marker file
 # name, its crash-injection variable, or code from its source file), or
 # accepts a test hook: --root (another root than /) or --no-rt. Only the
 # argument parser runs: both are refused before anything is read.
@@ -9,7 +9,7 @@ set -euo pipefail
 bin=${1:?usage: $0 BINARY}
 [ -f "$bin" ] || { echo "no binary at $bin" >&2; exit 2; }
 found=0
-for needle in .cpushield-fixture CPUSHIELD_FIXTURE_CRASH_AFTER sys/fixture.rs; do
+for needle in .cpushield-fixture CPUSHIELD_FIXTURE_CRASH_AFTER sys/fixture/; do
     if grep -qaF -- "$needle" "$bin"; then
         echo "FAIL: $bin contains '$needle' (test-only fixture code in a shipped build)" >&2
         found=1
