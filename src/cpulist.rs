@@ -117,6 +117,15 @@ impl CpuSet {
         CpuSet { words }
     }
 
+    /// These CPUs without `shield`; `fallback` when nothing would remain
+    /// (where a task or an IRQ goes when it leaves the shield).
+    pub fn away_from(&self, shield: &CpuSet, fallback: &CpuSet) -> CpuSet {
+        match self.difference(shield) {
+            s if s.is_empty() => fallback.clone(),
+            s => s,
+        }
+    }
+
     /// CPUs in `self` but not in `other`.
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
         let mut out = CpuSet {

@@ -5,8 +5,7 @@
 
 use super::facts::Facts;
 use super::parse;
-use super::rules::Findings;
-use super::Severity;
+use super::{Findings, Severity};
 
 /// The boot parameters a fully isolated CPU needs, each judged against the targets.
 pub(super) fn boot_params(f: &Facts, out: &mut Findings) {

@@ -108,6 +108,30 @@ pub fn audit(
     })
 }
 
+/// Findings as they are made.
+#[derive(Debug, Default)]
+pub struct Findings(pub Vec<Finding>);
+
+impl Findings {
+    /// Adds a finding.
+    pub(super) fn add(
+        &mut self,
+        id: &str,
+        severity: Severity,
+        impact: u8,
+        reason: String,
+        next: String,
+    ) {
+        self.0.push(Finding {
+            id: id.into(),
+            severity,
+            reason,
+            next,
+            impact,
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,34 +8,10 @@ use super::facts::{
     CpuPower, Facts, Irqbalance, DIRTY_WRITEBACK, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION,
 };
 use super::parse::{self, Delta};
-use super::{boot_rules, Finding, Severity};
+use super::{boot_rules, Finding, Findings, Severity};
 use crate::cpulist::CpuSet;
 use crate::shield::knobs::NMI_WATCHDOG;
 use crate::shield::snapshot::SHIELD_CGROUP;
-
-/// Findings as they are made.
-#[derive(Debug, Default)]
-pub struct Findings(pub Vec<Finding>);
-
-impl Findings {
-    /// Adds a finding.
-    pub(super) fn add(
-        &mut self,
-        id: &str,
-        severity: Severity,
-        impact: u8,
-        reason: String,
-        next: String,
-    ) {
-        self.0.push(Finding {
-            id: id.into(),
-            severity,
-            reason,
-            next,
-            impact,
-        });
-    }
-}
 
 /// Judges the facts: every rule, findings worst first (then by impact).
 pub fn judge(f: &Facts) -> Vec<Finding> {

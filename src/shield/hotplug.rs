@@ -3,7 +3,7 @@
 //! work) goes elsewhere; refused up front where a CPU cannot go offline.
 
 use super::change::{Action, Check, Step, Undo};
-use super::plan::PlanError;
+use super::plan_error::PlanError;
 use super::snapshot::{cpu_online_file, Snapshot};
 use crate::cpulist::CpuSet;
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Refusal, Step};
 use super::journal::{self, Entry};
-use super::owners::leader;
+
 use crate::cpulist::CpuSet;
 use crate::sys::irqbalance as socket;
 use crate::sys::procfs::{self, Thread};
@@ -108,7 +108,7 @@ pub fn read(
     boot_isolated: &CpuSet,
     systemd: bool,
 ) -> Option<Irqbalance> {
-    let process = leader(threads, "irqbalance");
+    let process = procfs::leader(threads, "irqbalance");
     let unit = IRQBALANCE_UNIT_FILES.iter().any(|f| sys.exists(f));
     if process.is_none() && !unit {
         return None;
@@ -556,8 +556,8 @@ pub enum Process {
 /// Compares irqbalance `before` with the process among `threads_after`,
 /// both by process id and start time.
 pub fn process_after(sys: &Sys, before: Option<&Irqbalance>, threads_after: &[Thread]) -> Process {
-    let after =
-        leader(threads_after, "irqbalance").map(|t| (t.pid, procfs::start_ticks(sys, t.pid)));
+    let after = procfs::leader(threads_after, "irqbalance")
+        .map(|t| (t.pid, procfs::start_ticks(sys, t.pid)));
     compare(
         before.and_then(|i| i.pid.map(|pid| (pid, i.started))),
         after,

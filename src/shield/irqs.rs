@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use super::apply::{self, Applied, ApplyError};
 use super::change::{self, Action, Check, Step, Undo};
 use super::journal::Journal;
-use super::plan::{away_from, Plan, PlanError};
+use super::plan_error::PlanError;
 use super::snapshot::{self, irq_affinity_file, Snapshot, DEFAULT_IRQ_AFFINITY};
 use crate::cpulist::CpuSet;
 use crate::sys::Sys;
@@ -24,7 +24,7 @@ pub(super) fn plan(
 ) -> Vec<(bool, Step)> {
     let mut irq_steps = Vec::new();
     if let Some(default) = &snap.default_irq_affinity {
-        let target = away_from(default, shield, housekeeping);
+        let target = default.away_from(shield, housekeeping);
         if &target != default {
             irq_steps.push((
                 false,
@@ -45,7 +45,7 @@ pub(super) fn plan(
         let target = if to_shield {
             shield.clone()
         } else {
-            away_from(&irq.affinity, shield, housekeeping)
+            irq.affinity.away_from(shield, housekeeping)
         };
         if target != irq.affinity {
             irq_steps.push((
@@ -98,28 +98,25 @@ pub(super) fn resolve(snap: &Snapshot, wanted: &[String]) -> Result<Vec<u32>, Pl
 /// what the shield wrote before the CPUs went offline). Moves every IRQ
 /// that came back onto the shield off it again, journaled like the first
 /// move (undo writes the driver's value back, then the original). Returns
-/// the IRQs moved.
+/// the IRQs moved. IRQs in `skip` (bound to the shield, or refused) stay.
 pub(super) fn sweep(
     sys: &Sys,
-    plan: &Plan,
+    (shield, housekeeping): (&CpuSet, &CpuSet),
+    skip: &[u32],
     journal: &mut Journal,
     stop: &AtomicBool,
     applied: &mut Applied,
-    skip: &[u32],
 ) -> Result<Vec<u32>, ApplyError> {
     let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
     let mut steps = Vec::new();
     let mut irqs = Vec::new();
     for irq in snapshot::read_irqs(sys)? {
-        if plan.irqs_to_shield.contains(&irq.irq)
-            || skip.contains(&irq.irq)
-            || !irq.affinity.intersects(&plan.shield)
-        {
+        if skip.contains(&irq.irq) || !irq.affinity.intersects(shield) {
             continue;
         }
         let action = Action::Write {
             path: snapshot::irq_affinity_file(irq.irq),
-            value: away_from(&irq.affinity, &plan.shield, &plan.housekeeping).to_string(),
+            value: irq.affinity.away_from(shield, housekeeping).to_string(),
             check: change::Check::CpuList,
             undo: change::Undo::Previous,
         };

@@ -20,6 +20,7 @@ mod off;
 mod on;
 pub mod owners;
 pub mod plan;
+mod plan_error;
 pub mod request;
 pub mod reshape;
 pub mod snapshot;

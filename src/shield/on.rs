@@ -249,7 +249,8 @@ fn apply_plan(
     let systemd_before = sys.systemd_time();
     let result = apply::apply(sys, journal, &plan.steps, stop, applied).and_then(|()| {
         if req.hotplug_restart {
-            *respread = irqs::sweep(sys, plan, journal, stop, applied, &[])?;
+            let cpus = (&plan.shield, &plan.housekeeping);
+            *respread = irqs::sweep(sys, cpus, &plan.irqs_to_shield, journal, stop, applied)?;
         }
         Ok(())
     });
@@ -389,7 +390,9 @@ fn reshape_timed(
     // placing IRQs anew at its restart, seen on Debian 13): off again.
     let mut came_back = Vec::new();
     let result = result.and_then(|after| {
-        came_back = irqs::sweep(sys, plan, &mut journal, stop, &mut applied, &old.irqs_kept)?;
+        let skip = [plan.irqs_to_shield.as_slice(), &old.irqs_kept].concat();
+        let cpus = (&plan.shield, &plan.housekeeping);
+        came_back = irqs::sweep(sys, cpus, &skip, &mut journal, stop, &mut applied)?;
         Ok(after)
     });
     let after = match result {

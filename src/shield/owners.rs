@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
-use crate::sys::procfs::Thread;
+use crate::sys::procfs::{self, Thread};
 use crate::sys::Sys;
 
 use super::irqbalance::{self, Irqbalance};
@@ -47,10 +47,6 @@ impl Owners {
     }
 }
 
-pub(super) fn leader<'a>(threads: &'a [Thread], name: &str) -> Option<&'a Thread> {
-    threads.iter().find(|t| t.pid == t.tid && t.name == name)
-}
-
 fn read_tuned(sys: &Sys, threads: &[Thread]) -> Option<Tuned> {
     let profile = sys.read_trimmed("etc/tuned/active_profile").ok()?;
     if profile.is_empty() {
@@ -78,7 +74,7 @@ fn read_tuned(sys: &Sys, threads: &[Thread]) -> Option<Tuned> {
     }
     Some(Tuned {
         profile,
-        running: leader(threads, "tuned").is_some(),
+        running: procfs::leader(threads, "tuned").is_some(),
         pins,
     })
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::change::{Action, Check, Step, Undo};
 use super::knobs;
 use super::owners::Owners;
+pub use super::plan_error::PlanError;
 use super::request::Request;
 use super::snapshot::{
     in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1,
@@ -75,64 +76,6 @@ pub struct Plan {
     pub irqs_to_shield: Vec<u32>,
     /// Things the user should know.
     pub notes: Vec<String>,
-}
-
-/// Why a request is refused before anything is changed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlanError {
-    /// The list names CPUs that do not exist.
-    #[error("CPU list {cpus}: CPUs {missing} do not exist (present CPUs: {present})")]
-    NotPresent {
-        /// Requested.
-        cpus: CpuSet,
-        /// Missing.
-        missing: CpuSet,
-        /// Present.
-        present: CpuSet,
-    },
-    /// The list names offline CPUs.
-    #[error("CPU list {cpus}: CPUs {offline} are offline (online CPUs: {online})")]
-    Offline {
-        /// Requested.
-        cpus: CpuSet,
-        /// Offline among them.
-        offline: CpuSet,
-        /// Online.
-        online: CpuSet,
-    },
-    /// Nothing would be left for the rest of the system.
-    #[error("CPU list {cpus} leaves no housekeeping CPU (online CPUs: {online}); keep at least one CPU unshielded")]
-    NoHousekeeping {
-        /// Requested.
-        cpus: CpuSet,
-        /// Online.
-        online: CpuSet,
-    },
-    /// Hyper-thread siblings would be split.
-    #[error("CPU list {cpus} splits hyper-thread siblings ({detail}); shield whole cores ({suggest}) or pass --allow-split-siblings")]
-    SplitSiblings {
-        /// Requested.
-        cpus: CpuSet,
-        /// Which groups are split.
-        detail: String,
-        /// The list with all siblings added.
-        suggest: CpuSet,
-    },
-    /// No cpuset mechanism.
-    #[error("no cpuset support: {0}")]
-    NoCpuset(String),
-    /// An `--irq` matches nothing.
-    #[error("--irq {0:?} matches no IRQ number or name in /proc/interrupts")]
-    UnknownIrq(String),
-    /// A `--tune` name is not a knob.
-    #[error(transparent)]
-    UnknownKnob(#[from] knobs::UnknownKnob),
-    /// `--hotplug-restart` names CPUs that cannot be taken offline.
-    #[error("--hotplug-restart: {detail}; shield only CPUs that can go offline (writable /sys/devices/system/cpu/cpuN/online) or leave out --hotplug-restart")]
-    NoHotplug {
-        /// Which CPUs and why.
-        detail: String,
-    },
 }
 
 /// Validates the request against the machine and plans the shield.
@@ -548,7 +491,7 @@ fn workqueue_step(snap: &Snapshot, shield: &CpuSet, housekeeping: &CpuSet) -> Op
     mask.intersects(shield).then(|| Step {
         action: Action::Write {
             path: WORKQUEUE_MASK.into(),
-            value: away_from(mask, shield, housekeeping).to_mask(bits),
+            value: mask.away_from(shield, housekeeping).to_mask(bits),
             check: Check::CpuMask,
             // 6.12 reads the mask without the partition's CPUs once
             // the partition exists; writing that back would make the
@@ -631,7 +574,7 @@ pub fn plan_tasks(
             }
             continue;
         }
-        let target = away_from(&t.cpus_allowed, shield, housekeeping);
+        let target = t.cpus_allowed.away_from(shield, housekeeping);
         if matches!(snap.cgroup, CgroupSetup::V1 { .. }) && t.cgroup == "/" {
             v1_moves.push((t, target));
             continue;
@@ -853,14 +796,6 @@ pub(crate) fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
             previous: t.cpus_allowed.clone(),
         },
         fatal: false,
-    }
-}
-
-/// `cpus` without the shield; the housekeeping CPUs when nothing would remain.
-pub(crate) fn away_from(cpus: &CpuSet, shield: &CpuSet, housekeeping: &CpuSet) -> CpuSet {
-    match cpus.difference(shield) {
-        s if s.is_empty() => housekeeping.clone(),
-        s => s,
     }
 }
 

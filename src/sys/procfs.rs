@@ -514,6 +514,11 @@ pub struct InterruptLine {
 /// on every architecture Linux runs on today).
 const USER_HZ: f64 = 100.0;
 
+/// The first thread of the process named `name` among `threads`.
+pub fn leader<'a>(threads: &'a [Thread], name: &str) -> Option<&'a Thread> {
+    threads.iter().find(|t| t.pid == t.tid && t.name == name)
+}
+
 /// The value of `name` in process `pid`'s environment
 /// (`/proc/PID/environ`), if it is set there.
 pub fn environ_var(sys: &Sys, pid: i32, name: &str) -> Option<String> {
