@@ -7,19 +7,6 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 use cpushield::cpulist::CpuSet;
 
-/// The exit-code table, as `--help` prints it.
-pub const EXIT_CODES: &str = "Exit status:
-  0    success (status: no shield, or the shield holds; off: also nothing to undo)
-  1    error (I/O, damaged journal, a fatal change refused and rolled back)
-  2    bad input or refused request; nothing was changed
-  3    status, verify: a shield is active but broken (what and how to repair are printed)
-  4    not root; nothing was changed
-  5    partly restored: off (or the rollback of on) could not restore everything
-  6    another cpushield is running; nothing was changed
-  7    verify: the machine does not match the config (the shield holds)
-  8    verify: matches and holds, but the boot half needs a reboot to take effect (or to go)
-  run  the command's own exit status; 127 when it cannot be started";
-
 /// Shield CPUs for real-time work on a stock Linux machine, undo it exactly,
 /// and measure the effect.
 ///
@@ -35,7 +22,7 @@ pub const EXIT_CODES: &str = "Exit status:
 ///   cpushield status                  what is where
 ///   cpushield off                     undo exactly
 #[derive(Parser, Debug)]
-#[command(name = "cpushield", version, verbatim_doc_comment, after_help = EXIT_CODES)]
+#[command(name = "cpushield", version, verbatim_doc_comment, after_help = cpushield::exit::help())]
 pub struct Cli {
     /// Root of the kernel's file systems: a fixture directory. Test builds
     /// only (the `fixture` feature): a shipped build has no such option.

@@ -13,6 +13,7 @@ pub mod boot;
 pub mod compare;
 pub mod config;
 pub mod cpulist;
+pub mod exit;
 pub mod fleet;
 pub mod load;
 pub mod measure;

@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use cpushield::boot;
 use cpushield::cpulist::CpuSet;
+use cpushield::exit;
 use cpushield::report;
 use cpushield::shield::{self, request::Request, Direction, RunPolicy};
 use cpushield::sys::Sys;
@@ -23,30 +24,6 @@ mod cli;
 use cli::*;
 
 /// Exit codes, one meaning each (the README's table; `--help` shows it).
-mod exit {
-    /// Something failed that is not the request's fault (I/O, a damaged
-    /// journal, a fatal change the kernel refused, rolled back).
-    pub const ERROR: u8 = 1;
-    /// Bad input or a request refused; nothing was changed (also clap's
-    /// usage errors).
-    pub const REFUSED: u8 = 2;
-    /// `status`: a shield is active but no longer holds.
-    pub const BROKEN: u8 = 3;
-    /// Changing the system needs root; nothing was changed.
-    pub const NOT_ROOT: u8 = 4;
-    /// `off`, or the rollback of a failed `on`, could not restore everything.
-    pub const PARTLY_RESTORED: u8 = 5;
-    /// Another cpushield holds the lock; nothing was changed. Try again.
-    pub const BUSY: u8 = 6;
-    /// `verify`: the machine does not match the config (no shield, other
-    /// CPUs, IRQs or knobs), though what is there holds.
-    pub const DIFFERS: u8 = 7;
-    /// `verify`: the machine matches the config and the shield holds, but
-    /// the boot half takes effect (or goes) only at the next reboot.
-    pub const REBOOT_PENDING: u8 = 8;
-    /// `run`: the command could not be started (as a shell says it).
-    pub const CANNOT_EXEC: u8 = 127;
-}
 
 /// Hyper-thread sibling groups of the given CPUs, as the machine reports them.
 fn shield_siblings(sys: &Sys, cpus: &CpuSet) -> Vec<CpuSet> {
@@ -564,7 +541,7 @@ fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> 
         writeln!(out, "\nReport: {}", dir.join("report.html").display())?;
     }
     if results.interrupted {
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(exit::INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -244,11 +244,35 @@ fn help_shows_the_exit_code_table() {
     ] {
         assert!(help.contains(line), "{line:?} not in --help:\n{help}");
     }
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    for row in [
-        "| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 4 |", "| 5 |", "| 6 |", "| 7 |", "| 127 |",
-    ] {
-        assert!(readme.contains(row), "README's exit code table lacks {row}");
+    for s in cpushield::exit::TABLE {
+        assert!(
+            help.contains(&format!("  {:<4} {}", s.code, s.meaning)),
+            "exit {} not in --help:\n{help}",
+            s.code
+        );
     }
+}
+
+/// The README's table is the one src/exit.rs generates, between its
+/// markers; `CPUSHIELD_BLESS=1` writes it there.
+#[test]
+fn readme_has_the_generated_exit_code_table() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+    let readme = std::fs::read_to_string(path).unwrap();
+    let (start, end) = ("<!-- exit-codes:", "<!-- /exit-codes -->");
+    let a = readme
+        .find(start)
+        .expect("README has the exit-code markers");
+    let a = a + readme[a..].find('\n').unwrap() + 1;
+    let b = readme.find(end).expect("README has the closing marker");
+    let table = cpushield::exit::markdown();
+    if std::env::var_os("CPUSHIELD_BLESS").is_some() {
+        std::fs::write(path, format!("{}{table}{}", &readme[..a], &readme[b..])).unwrap();
+        return;
+    }
+    assert_eq!(
+        readme[a..b],
+        table,
+        "README's exit-code table differs from src/exit.rs: run CPUSHIELD_BLESS=1 cargo test --test exit_codes"
+    );
 }
