@@ -23,8 +23,6 @@ mod cli;
 
 use cli::*;
 
-/// Exit codes, one meaning each (the README's table; `--help` shows it).
-
 /// Hyper-thread sibling groups of the given CPUs, as the machine reports them.
 fn shield_siblings(sys: &Sys, cpus: &CpuSet) -> Vec<CpuSet> {
     let mut groups: Vec<CpuSet> = Vec::new();
