@@ -240,6 +240,9 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
     ))
 }
 
+/// The Prometheus text of every metric. A flat renderer, and long for it:
+/// one `gauge` call per metric with its help text, in the order the
+/// metrics are documented; cutting it up would scatter that list.
 fn render(
     status: &StatusReport,
     boot: Option<&BootStatus>,

@@ -263,7 +263,11 @@ fn read_counts(sys: &Sys, rel: &str) -> Option<Counts> {
     sys.read(rel).ok().map(|t| interrupts::parse(&t))
 }
 
-/// Runs one probe on every measured CPU (rtc: the first one only).
+/// Runs one probe on every measured CPU (rtc: the first one only). The
+/// measuring loop's set-up, and long for it: the RTC, the main thread set
+/// aside, the trace session, the threads started, joined and their
+/// histograms merged happen in one scope, so that each is released on
+/// every path (an error, Ctrl-C) in the reverse order it was taken.
 pub fn run_probe(
     cfg: &Config,
     sys: &Sys,

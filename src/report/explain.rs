@@ -172,7 +172,8 @@ const PALETTE: [&str; 7] = [
 
 /// The comparison's HTML section: one bar per phase, each cause's share
 /// of the time its slow samples spent, then the tables (empty without
-/// `--explain`).
+/// `--explain`). A flat renderer, and long for it: the HTML is written top
+/// to bottom in the order it shows, so that the page reads as the code does.
 pub fn phases_html(r: &Results) -> String {
     let phases = phases_explained(r);
     if phases.is_empty() {

@@ -186,7 +186,9 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// `cpushield on`.
+/// `cpushield on`. A flat renderer, and long for it: one row per field of
+/// the report in the order a reader scans them, each printed when present;
+/// cutting it up would only scatter that order over functions.
 pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     let from = r
         .changed_from
