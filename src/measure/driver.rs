@@ -264,10 +264,11 @@ fn read_counts(sys: &Sys, rel: &str) -> Option<Counts> {
 }
 
 /// Runs one probe on every measured CPU (rtc: the first one only). The
-/// measuring loop's set-up, and long for it: the RTC, the main thread set
-/// aside, the trace session, the threads started, joined and their
-/// histograms merged happen in one scope, so that each is released on
-/// every path (an error, Ctrl-C) in the reverse order it was taken.
+/// measuring loop's set-up, and long for it: the RTC, the trace session,
+/// the loops' buffers allocated before any real-time thread starts, the
+/// threads started in one scope, joined and their histograms merged; kept
+/// in one scope so that the trace is finished and every thread joined on
+/// every path (a spawn error, Ctrl-C).
 pub fn run_probe(
     cfg: &Config,
     sys: &Sys,
