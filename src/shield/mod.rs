@@ -16,6 +16,7 @@ pub mod irqbalance;
 mod irqs;
 pub mod journal;
 pub mod knobs;
+mod mechanism;
 mod off;
 mod on;
 pub mod owners;

@@ -11,10 +11,9 @@ use super::owners::Owners;
 pub use super::plan_error::PlanError;
 use super::request::Request;
 use super::snapshot::{
-    in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1,
-    WORKQUEUE_MASK,
+    in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
 };
-use super::{hotplug, irqbalance, irqs};
+use super::{hotplug, irqbalance, irqs, mechanism};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
@@ -98,7 +97,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         &mut notes,
     ));
     notes.extend(tuned_notes(&snap.owners));
-    let cgroup = plan_cgroup(snap, &shield, &housekeeping, &mut notes)?;
+    let cgroup = mechanism::plan(snap, &shield, &housekeeping, &mut notes)?;
     steps.extend(cgroup.steps);
 
     let tasks = plan_tasks(snap, &shield, &housekeeping, req.force, |_| true);
@@ -145,7 +144,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         notes.extend(tuned.notes);
     }
     Ok(Plan {
-        mechanism: mechanism(snap),
+        mechanism: mechanism::name(snap),
         partition: cgroup.partition,
         shield_dir: cgroup.shield_dir,
         steps,
@@ -254,206 +253,6 @@ fn remember_affinities(snap: &Snapshot) -> Step {
     }
 }
 
-/// The shield's cgroup and how it was made.
-struct CgroupPlan {
-    steps: Vec<Step>,
-    shield_dir: String,
-    partition: Option<String>,
-}
-
-fn fatal(action: Action) -> Step {
-    Step {
-        action,
-        fatal: true,
-    }
-}
-
-/// The cpusets: a systemd slice or a cgroup of our own with an isolated
-/// (or root) partition on v2, an exclusive cpuset and a system cpuset on
-/// v1; cgroup2 mounted first when no hierarchy with cpuset is.
-fn plan_cgroup(
-    snap: &Snapshot,
-    shield: &CpuSet,
-    housekeeping: &CpuSet,
-    notes: &mut Vec<String>,
-) -> Result<CgroupPlan, PlanError> {
-    let mut steps = Vec::new();
-    // No hierarchy with cpuset is mounted: mount cgroup2, whose fresh root
-    // enables no controller for its children yet.
-    let mounted;
-    let cgroup = match &snap.cgroup {
-        CgroupSetup::V2Unmounted { mount, make_dir } => {
-            steps.push(fatal(Action::MountCgroup2 {
-                target: mount.clone(),
-                make_dir: *make_dir,
-            }));
-            notes.push(format!(
-                "no cgroup hierarchy with cpuset is mounted: mounting cgroup2 at /{mount} (off unmounts it)"
-            ));
-            mounted = CgroupSetup::V2 {
-                mount: mount.clone(),
-                subtree_control: Vec::new(),
-                has_exclusive: false,
-            };
-            &mounted
-        }
-        other => other,
-    };
-    match cgroup {
-        CgroupSetup::V2Unmounted { .. } => unreachable!("planned as mounted above"),
-        CgroupSetup::Unsupported { reason } => Err(PlanError::NoCpuset(reason.clone())),
-        CgroupSetup::V2 {
-            mount,
-            subtree_control,
-            ..
-        } => Ok(cgroup_v2(
-            snap,
-            mount,
-            subtree_control,
-            shield,
-            steps,
-            notes,
-        )),
-        CgroupSetup::V1 {
-            mount,
-            mems,
-            load_balance,
-        } => Ok(cgroup_v1(
-            mount,
-            mems,
-            load_balance,
-            shield,
-            housekeeping,
-            steps,
-        )),
-    }
-}
-
-/// cgroup v2: the shield's cgroup (a systemd slice, or a cgroup of our own
-/// with +cpuset enabled), then its partition.
-fn cgroup_v2(
-    snap: &Snapshot,
-    mount: &str,
-    subtree_control: &[String],
-    shield: &CpuSet,
-    mut steps: Vec<Step>,
-    notes: &mut Vec<String>,
-) -> CgroupPlan {
-    let shield_dir = if snap.owners.systemd {
-        // systemd enables in each subtree_control only what its own
-        // units need, and takes back at the next reload or unit
-        // start what others enabled (tests/vm/SYSTEMD-NOTES.md 1):
-        // the shield is a unit of its own, whose AllowedCPUs= make
-        // systemd keep +cpuset in the root and write cpuset.cpus.
-        let dir = format!("{mount}/{SHIELD_SLICE}");
-        steps.push(fatal(Action::Systemd {
-            call: SystemdCall::StartSlice {
-                unit: SHIELD_SLICE.into(),
-                cpus: shield.clone(),
-                cgroup_dir: dir.clone(),
-            },
-            undo: Some(SystemdCall::Stop {
-                unit: SHIELD_SLICE.into(),
-            }),
-            back: None,
-        }));
-        dir
-    } else {
-        if !subtree_control.iter().any(|c| c == "cpuset") {
-            steps.push(fatal(Action::Write {
-                path: format!("{mount}/cgroup.subtree_control"),
-                value: "+cpuset".into(),
-                check: Check::None,
-                undo: Undo::Value("-cpuset".into()),
-            }));
-        }
-        let dir = format!("{mount}/{SHIELD_CGROUP}");
-        steps.push(fatal(Action::Mkdir { path: dir.clone() }));
-        steps.push(fatal(Action::Write {
-            path: format!("{dir}/cpuset.cpus"),
-            value: shield.to_string(),
-            check: Check::CpuList,
-            undo: Undo::Nothing,
-        }));
-        dir
-    };
-    // Always `isolated`. The kernel's rule since 6.7 (cgroup-v2.rst, commit
-    // 4a74e418881f): CPUs isolated at boot (isolcpus=domain) may be in an
-    // `isolated` partition only; a `root` partition over one reads back
-    // "root invalid (partition config conflicts with housekeeping setup)".
-    // 6.1 has no such check, 7.x accepts any mix in an isolated partition,
-    // and Debian's 6.12 refuses every partition over such a CPU: `on`
-    // rolls back and says why (ShieldError::RolledBack's hint).
-    let kind = "isolated";
-    let both = snap.boot_isolated.intersection(shield);
-    if !both.is_empty() {
-        notes.push(format!(
-            "CPUs {both} are also isolated at boot (isolcpus=domain): the kernel already keeps them out of load balancing; the partition adds enforcement"
-        ));
-    }
-    steps.push(fatal(Action::Write {
-        path: format!("{shield_dir}/cpuset.cpus.partition"),
-        value: kind.into(),
-        check: Check::Partition,
-        undo: Undo::Value("member".into()),
-    }));
-    CgroupPlan {
-        steps,
-        shield_dir,
-        partition: Some(kind.to_string()),
-    }
-}
-
-/// cgroup v1: an exclusive cpuset for the shield without load balancing,
-/// a system cpuset for the rest, and no balancing across the root.
-fn cgroup_v1(
-    mount: &str,
-    mems: &str,
-    load_balance: &str,
-    shield: &CpuSet,
-    housekeeping: &CpuSet,
-    mut steps: Vec<Step>,
-) -> CgroupPlan {
-    let rt = format!("{mount}/{SHIELD_CGROUP}");
-    let nrt = format!("{mount}/{SYSTEM_CGROUP_V1}");
-    // A new cpuset has no memory nodes, and a task cannot join a
-    // cpuset with none (ENOSPC): copy the root's.
-    for (dir, cpus, exclusive, balance) in [(&rt, shield, "1", "0"), (&nrt, housekeeping, "0", "1")]
-    {
-        steps.push(fatal(Action::Mkdir { path: dir.clone() }));
-        for (file, value, check) in [
-            ("cpuset.cpus", cpus.to_string(), Check::CpuList),
-            ("cpuset.mems", mems.to_string(), Check::Text),
-            ("cpuset.cpu_exclusive", exclusive.to_string(), Check::Text),
-            (
-                "cpuset.sched_load_balance",
-                balance.to_string(),
-                Check::Text,
-            ),
-        ] {
-            steps.push(fatal(Action::Write {
-                path: format!("{dir}/{file}"),
-                value,
-                check,
-                undo: Undo::Nothing,
-            }));
-        }
-    }
-    if load_balance != "0" {
-        steps.push(fatal(Action::Write {
-            path: format!("{mount}/cpuset.sched_load_balance"),
-            value: "0".into(),
-            check: Check::Text,
-            undo: Undo::Previous,
-        }));
-    }
-    CgroupPlan {
-        steps,
-        shield_dir: rt,
-        partition: None,
-    }
-}
-
 /// What the user should know about the tasks kept on the shield and the
 /// threads split off their process.
 fn task_notes(snap: &Snapshot, kept: &[TaskRef], split_off: &[TaskRef]) -> Vec<String> {
@@ -501,16 +300,6 @@ fn workqueue_step(snap: &Snapshot, shield: &CpuSet, housekeeping: &CpuSet) -> Op
         },
         fatal: false,
     })
-}
-
-/// The mechanism's name for reports: the cgroup mechanism, and whether
-/// systemd holds it.
-pub fn mechanism(snap: &Snapshot) -> String {
-    let base = snap.cgroup.mechanism();
-    match &snap.cgroup {
-        CgroupSetup::V2 { .. } if snap.owners.systemd => format!("{base} (systemd slice)"),
-        _ => base.to_string(),
-    }
 }
 
 /// A tuned profile that pins CPUs or IRQs fights any shield it did not make.

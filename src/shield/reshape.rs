@@ -8,7 +8,7 @@
 //! before the shield (the [`original_view`]: the live snapshot with every
 //! value the journal changed replaced by the value it recorded first),
 //! with three differences:
-//! - the shield's cgroup is resized instead of created ([`resize_steps`]);
+//! - the shield's cgroup is resized instead of created ([`mechanism::resize`]);
 //! - changes the machine already holds are left out;
 //! - what the old shield changed and the new one does not is written back
 //!   to what it was before the shield ([`restore_steps`]).
@@ -21,14 +21,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::apply::{original_affinities, reads_as};
 use super::change::{Action, Check, Step, Undo};
-use super::irqbalance;
 use super::journal::{Entry, State};
 use super::plan::{self, Plan, PlanError, TaskRef};
 use super::request::Request;
 use super::snapshot::{
     cpu_online_file, in_shield_cgroup, irq_affinity_file, irq_of_affinity_file, CgroupSetup,
-    Snapshot, DEFAULT_IRQ_AFFINITY, SHIELD_SLICE, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
+    Snapshot, DEFAULT_IRQ_AFFINITY, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
 };
+use super::{irqbalance, mechanism};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
@@ -63,6 +63,23 @@ struct Originals {
     affinities: HashMap<i32, CpuSet>,
     /// Threads whose affinity the shield set itself (not only recorded).
     set_by_shield: HashSet<i32>,
+}
+
+impl Originals {
+    /// Whether IRQ `irq` (its affinity file `path`) refused the shield
+    /// before and still reads as it did before the shield: not tried again.
+    fn refused_before(
+        &self,
+        state: &State,
+        irq: u32,
+        path: &str,
+        read: &impl Fn(&str) -> Option<String>,
+    ) -> bool {
+        state.irqs_kept.contains(&irq)
+            && self.files.get(path).is_some_and(|(before, check)| {
+                read(path).is_some_and(|now| reads_as(*check, &now, before))
+            })
+    }
 }
 
 fn originals(entries: &[Entry]) -> Originals {
@@ -160,12 +177,11 @@ pub fn plan(
     let inside = inside_tasks(live, state, entries, &from, &to);
 
     let irqbalance_ban = irqbalance::planned_ban(&fresh.steps);
-    let refused_before = |irq: u32, path: &str| -> bool {
-        state.irqs_kept.contains(&irq)
-            && orig.files.get(path).is_some_and(|(before, check)| {
-                read(path).is_some_and(|now| reads_as(*check, &now, before))
-            })
-    };
+    // Tasks whose CPUs all leave go before the shield shrinks.
+    let cpus = (&fresh.shield, &fresh.housekeeping, fresh.partition.as_ref());
+    let resize: Vec<Step> = (inside.out.iter().cloned())
+        .chain(mechanism::resize(live, state, cpus, &read))
+        .collect();
     let mut still_refused = Vec::new();
     let mut steps: Vec<Step> = Vec::new();
     let mut remember = None;
@@ -182,9 +198,7 @@ pub fn plan(
             }
             a if is_cgroup(a, &mount) => {
                 if !resized {
-                    // Tasks whose CPUs all leave go before the shield shrinks.
-                    steps.extend(inside.out.iter().cloned());
-                    steps.extend(resize_steps(live, state, &fresh, &read));
+                    steps.extend(resize.iter().cloned());
                     resized = true;
                 }
             }
@@ -193,7 +207,9 @@ pub fn plan(
                 path, value, check, ..
             } => {
                 written.insert(path.clone());
-                if let Some(irq) = irq_of_affinity_file(path).filter(|&n| refused_before(n, path)) {
+                if let Some(irq) = irq_of_affinity_file(path)
+                    .filter(|&n| orig.refused_before(state, n, path, &read))
+                {
                     still_refused.push(irq);
                 } else if !read(path).is_some_and(|now| reads_as(*check, &now, value)) {
                     steps.push(step.clone());
@@ -210,8 +226,7 @@ pub fn plan(
         }
     }
     if !resized {
-        steps.extend(inside.out.iter().cloned());
-        steps.extend(resize_steps(live, state, &fresh, &read));
+        steps.extend(resize);
     }
     steps.extend(inside.affinities.iter().cloned());
     steps.extend(restore_steps(live, &orig, &written, &set, &read, &mount));
@@ -301,95 +316,6 @@ fn notes(fresh: &Plan, from: &CpuSet, to: &CpuSet, leaving: &[TaskRef]) -> Vec<S
         ));
     }
     notes
-}
-
-/// The steps that turn the shield's cgroup from the old CPUs into the new
-/// ones, each undone by writing back what it read (fatal: a shield that
-/// cannot take its new CPUs is rolled back to the old one). The partition
-/// type is written again when it does not read back (a repair).
-fn resize_steps(
-    live: &Snapshot,
-    state: &State,
-    fresh: &Plan,
-    read: &impl Fn(&str) -> Option<String>,
-) -> Vec<Step> {
-    let (from, to) = (&state.shield, &fresh.shield);
-    let dir = &state.shield_dir;
-    let fatal = |action| Step {
-        action,
-        fatal: true,
-    };
-    let write = |path: String, value: String, check| {
-        fatal(Action::Write {
-            path,
-            value,
-            check,
-            undo: Undo::Previous,
-        })
-    };
-    let mut out = Vec::new();
-    match &live.cgroup {
-        CgroupSetup::V1 { mount, .. } => {
-            if from != to {
-                // The shield cpuset is exclusive: no sibling may share its
-                // CPUs, so it lets go of that before the system cpuset takes
-                // the CPUs it gives back.
-                let system = format!("{mount}/{SYSTEM_CGROUP_V1}");
-                out.push(write(
-                    format!("{dir}/cpuset.cpu_exclusive"),
-                    "0".into(),
-                    Check::Text,
-                ));
-                out.push(write(
-                    format!("{system}/cpuset.cpus"),
-                    fresh.housekeeping.to_string(),
-                    Check::CpuList,
-                ));
-                out.push(write(
-                    format!("{dir}/cpuset.cpus"),
-                    to.to_string(),
-                    Check::CpuList,
-                ));
-                out.push(write(
-                    format!("{dir}/cpuset.cpu_exclusive"),
-                    "1".into(),
-                    Check::Text,
-                ));
-            }
-        }
-        _ => {
-            if from != to {
-                out.push(if dir.ends_with(SHIELD_SLICE) {
-                    fatal(Action::Systemd {
-                        call: SystemdCall::SetAllowedCpus {
-                            unit: SHIELD_SLICE.into(),
-                            cpus: to.clone(),
-                            cgroup_dir: dir.clone(),
-                        },
-                        undo: Some(SystemdCall::SetAllowedCpus {
-                            unit: SHIELD_SLICE.into(),
-                            cpus: from.clone(),
-                            cgroup_dir: dir.clone(),
-                        }),
-                        back: None,
-                    })
-                } else {
-                    write(format!("{dir}/cpuset.cpus"), to.to_string(), Check::CpuList)
-                });
-            }
-            // Written again after a resize, whose read-back proves the
-            // partition took its new CPUs; else only when it does not read
-            // back (a repair).
-            if let Some(kind) = &fresh.partition {
-                let path = format!("{dir}/cpuset.cpus.partition");
-                let holds = read(&path).is_some_and(|now| reads_as(Check::Partition, &now, kind));
-                if from != to || !holds {
-                    out.push(write(path, kind.clone(), Check::Partition));
-                }
-            }
-        }
-    }
-    out
 }
 
 /// What happens to the tasks already inside the shield.
@@ -581,6 +507,7 @@ mod tests {
     use super::*;
     use crate::shield::owners::Owners;
     use crate::shield::snapshot::Irq;
+    use crate::shield::snapshot::SHIELD_SLICE;
     use crate::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
 
     fn cpus(s: &str) -> CpuSet {

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::error::ShieldError;
-use super::irqbalance;
 use super::journal::{self, State};
 use super::plan::{self, TaskRef};
 use super::request::Request;
-use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
+use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
+use super::{irqbalance, mechanism};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs;
 use crate::sys::Sys;
@@ -89,78 +89,6 @@ pub struct Breakage {
     pub repair: String,
 }
 
-/// What of the cgroup mechanism no longer holds: the cpuset controller, the
-/// partition as the kernel reads it, and the CPUs left to everything
-/// outside (`partition`: the shield cgroup's partition file, v2).
-fn mechanism_lost(
-    sys: &Sys,
-    state: &State,
-    snap: &Snapshot,
-    partition: Option<&str>,
-) -> Vec<(&'static str, String)> {
-    let shield = &state.shield;
-    let mut lost = Vec::new();
-    match &snap.cgroup {
-        CgroupSetup::V2 {
-            mount,
-            subtree_control,
-            ..
-        } => {
-            if !subtree_control.iter().any(|c| c == "cpuset") {
-                lost.push((
-                    "cpuset-controller",
-                    format!("the cpuset controller is no longer enabled in /{mount}/cgroup.subtree_control: nothing enforces the shield")
-                ));
-            }
-            let dir = &state.shield_dir;
-            match partition {
-                None => lost.push((
-                    "partition",
-                    format!("the shield's cgroup /{dir} or its partition file is gone"),
-                )),
-                Some(p)
-                    if p.contains("invalid")
-                        || state
-                            .partition
-                            .as_deref()
-                            .is_some_and(|want| !p.starts_with(want)) =>
-                {
-                    lost.push((
-                        "partition",
-                        format!("/{dir}/cpuset.cpus.partition reads {p:?}"),
-                    ))
-                }
-                Some(_) => {}
-            }
-            if let Ok(eff) = sys.read_cpulist(&format!("{mount}/cpuset.cpus.effective")) {
-                let open = eff.intersection(shield);
-                if !open.is_empty() {
-                    lost.push((
-                        "enforcement",
-                        format!("the kernel lets tasks outside the shield run on CPUs {open} (/{mount}/cpuset.cpus.effective is {eff})")
-                    ));
-                }
-            }
-        }
-        CgroupSetup::V1 { mount, .. } => {
-            let file = format!("{mount}/{SYSTEM_CGROUP_V1}/cpuset.cpus");
-            match sys.read_cpulist(&file) {
-                Ok(c) if !c.intersects(shield) => {}
-                Ok(c) => lost.push((
-                    "enforcement",
-                    format!("/{file} reads {c}, which includes shielded CPUs"),
-                )),
-                Err(_) => lost.push(("enforcement", format!("/{file} is gone"))),
-            }
-        }
-        _ => lost.push((
-            "cpuset-controller",
-            "no cpuset hierarchy is mounted any more".into(),
-        )),
-    }
-    lost
-}
-
 /// Checks that an active shield still holds (`partition`: the shield
 /// cgroup's partition file as read, v2): judged by what the kernel
 /// would refuse (the cpuset controller, the partition, the CPUs left to
@@ -198,7 +126,7 @@ fn holds_checks(
         );
         return out;
     }
-    for (check, what) in mechanism_lost(sys, state, snap, partition) {
+    for (check, what) in mechanism::lost(sys, state, snap, partition) {
         broken(check, what, &rebuild);
     }
     if let Some(ban) = &state.irqbalance_ban {
@@ -296,7 +224,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
     };
     Ok(StatusReport {
         online: snap.online.clone(),
-        mechanism: plan::mechanism(&snap),
+        mechanism: mechanism::name(&snap),
         mount_first: match &snap.cgroup {
             CgroupSetup::V2Unmounted { mount, .. } => Some(format!("/{mount}")),
             _ => None,

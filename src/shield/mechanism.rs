@@ -1,0 +1,389 @@
+//! The cgroup mechanism of the shield, in its three forms: a cgroup v2
+//! partition of cpushield's own, a systemd slice with a partition, and
+//! cgroup v1 cpusets (an exclusive one for the shield, one for the rest).
+//! What each form plans, how it resizes in place, and whether it still
+//! holds, judged by what the kernel reads back.
+
+use super::apply::reads_as;
+use super::change::{Action, Check, Step, Undo};
+use super::journal::State;
+use super::plan_error::PlanError;
+use super::snapshot::{CgroupSetup, Snapshot, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1};
+use crate::cpulist::CpuSet;
+use crate::sys::systemd::SystemdCall;
+use crate::sys::Sys;
+
+/// The shield's cgroup and how it was made.
+/// The steps that make the mechanism, the shield's cgroup and its partition.
+pub(super) struct CgroupPlan {
+    /// The steps, in order.
+    pub(super) steps: Vec<Step>,
+    /// The shield's cgroup directory.
+    pub(super) shield_dir: String,
+    /// The partition type written (v2).
+    pub(super) partition: Option<String>,
+}
+
+fn fatal(action: Action) -> Step {
+    Step {
+        action,
+        fatal: true,
+    }
+}
+
+/// The cpusets: a systemd slice or a cgroup of our own with an isolated
+/// (or root) partition on v2, an exclusive cpuset and a system cpuset on
+/// v1; cgroup2 mounted first when no hierarchy with cpuset is.
+pub(super) fn plan(
+    snap: &Snapshot,
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+    notes: &mut Vec<String>,
+) -> Result<CgroupPlan, PlanError> {
+    let mut steps = Vec::new();
+    // No hierarchy with cpuset is mounted: mount cgroup2, whose fresh root
+    // enables no controller for its children yet.
+    let mounted;
+    let cgroup = match &snap.cgroup {
+        CgroupSetup::V2Unmounted { mount, make_dir } => {
+            steps.push(fatal(Action::MountCgroup2 {
+                target: mount.clone(),
+                make_dir: *make_dir,
+            }));
+            notes.push(format!(
+                "no cgroup hierarchy with cpuset is mounted: mounting cgroup2 at /{mount} (off unmounts it)"
+            ));
+            mounted = CgroupSetup::V2 {
+                mount: mount.clone(),
+                subtree_control: Vec::new(),
+                has_exclusive: false,
+            };
+            &mounted
+        }
+        other => other,
+    };
+    match cgroup {
+        CgroupSetup::V2Unmounted { .. } => unreachable!("planned as mounted above"),
+        CgroupSetup::Unsupported { reason } => Err(PlanError::NoCpuset(reason.clone())),
+        CgroupSetup::V2 {
+            mount,
+            subtree_control,
+            ..
+        } => Ok(cgroup_v2(
+            snap,
+            mount,
+            subtree_control,
+            shield,
+            steps,
+            notes,
+        )),
+        CgroupSetup::V1 {
+            mount,
+            mems,
+            load_balance,
+        } => Ok(cgroup_v1(
+            mount,
+            mems,
+            load_balance,
+            shield,
+            housekeeping,
+            steps,
+        )),
+    }
+}
+
+/// cgroup v2: the shield's cgroup (a systemd slice, or a cgroup of our own
+/// with +cpuset enabled), then its partition.
+fn cgroup_v2(
+    snap: &Snapshot,
+    mount: &str,
+    subtree_control: &[String],
+    shield: &CpuSet,
+    mut steps: Vec<Step>,
+    notes: &mut Vec<String>,
+) -> CgroupPlan {
+    let shield_dir = if snap.owners.systemd {
+        // systemd enables in each subtree_control only what its own
+        // units need, and takes back at the next reload or unit
+        // start what others enabled (tests/vm/SYSTEMD-NOTES.md 1):
+        // the shield is a unit of its own, whose AllowedCPUs= make
+        // systemd keep +cpuset in the root and write cpuset.cpus.
+        let dir = format!("{mount}/{SHIELD_SLICE}");
+        steps.push(fatal(Action::Systemd {
+            call: SystemdCall::StartSlice {
+                unit: SHIELD_SLICE.into(),
+                cpus: shield.clone(),
+                cgroup_dir: dir.clone(),
+            },
+            undo: Some(SystemdCall::Stop {
+                unit: SHIELD_SLICE.into(),
+            }),
+            back: None,
+        }));
+        dir
+    } else {
+        if !subtree_control.iter().any(|c| c == "cpuset") {
+            steps.push(fatal(Action::Write {
+                path: format!("{mount}/cgroup.subtree_control"),
+                value: "+cpuset".into(),
+                check: Check::None,
+                undo: Undo::Value("-cpuset".into()),
+            }));
+        }
+        let dir = format!("{mount}/{SHIELD_CGROUP}");
+        steps.push(fatal(Action::Mkdir { path: dir.clone() }));
+        steps.push(fatal(Action::Write {
+            path: format!("{dir}/cpuset.cpus"),
+            value: shield.to_string(),
+            check: Check::CpuList,
+            undo: Undo::Nothing,
+        }));
+        dir
+    };
+    // Always `isolated`. The kernel's rule since 6.7 (cgroup-v2.rst, commit
+    // 4a74e418881f): CPUs isolated at boot (isolcpus=domain) may be in an
+    // `isolated` partition only; a `root` partition over one reads back
+    // "root invalid (partition config conflicts with housekeeping setup)".
+    // 6.1 has no such check, 7.x accepts any mix in an isolated partition,
+    // and Debian's 6.12 refuses every partition over such a CPU: `on`
+    // rolls back and says why (ShieldError::RolledBack's hint).
+    let kind = "isolated";
+    let both = snap.boot_isolated.intersection(shield);
+    if !both.is_empty() {
+        notes.push(format!(
+            "CPUs {both} are also isolated at boot (isolcpus=domain): the kernel already keeps them out of load balancing; the partition adds enforcement"
+        ));
+    }
+    steps.push(fatal(Action::Write {
+        path: format!("{shield_dir}/cpuset.cpus.partition"),
+        value: kind.into(),
+        check: Check::Partition,
+        undo: Undo::Value("member".into()),
+    }));
+    CgroupPlan {
+        steps,
+        shield_dir,
+        partition: Some(kind.to_string()),
+    }
+}
+
+/// cgroup v1: an exclusive cpuset for the shield without load balancing,
+/// a system cpuset for the rest, and no balancing across the root.
+fn cgroup_v1(
+    mount: &str,
+    mems: &str,
+    load_balance: &str,
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+    mut steps: Vec<Step>,
+) -> CgroupPlan {
+    let rt = format!("{mount}/{SHIELD_CGROUP}");
+    let nrt = format!("{mount}/{SYSTEM_CGROUP_V1}");
+    // A new cpuset has no memory nodes, and a task cannot join a
+    // cpuset with none (ENOSPC): copy the root's.
+    for (dir, cpus, exclusive, balance) in [(&rt, shield, "1", "0"), (&nrt, housekeeping, "0", "1")]
+    {
+        steps.push(fatal(Action::Mkdir { path: dir.clone() }));
+        for (file, value, check) in [
+            ("cpuset.cpus", cpus.to_string(), Check::CpuList),
+            ("cpuset.mems", mems.to_string(), Check::Text),
+            ("cpuset.cpu_exclusive", exclusive.to_string(), Check::Text),
+            (
+                "cpuset.sched_load_balance",
+                balance.to_string(),
+                Check::Text,
+            ),
+        ] {
+            steps.push(fatal(Action::Write {
+                path: format!("{dir}/{file}"),
+                value,
+                check,
+                undo: Undo::Nothing,
+            }));
+        }
+    }
+    if load_balance != "0" {
+        steps.push(fatal(Action::Write {
+            path: format!("{mount}/cpuset.sched_load_balance"),
+            value: "0".into(),
+            check: Check::Text,
+            undo: Undo::Previous,
+        }));
+    }
+    CgroupPlan {
+        steps,
+        shield_dir: rt,
+        partition: None,
+    }
+}
+
+/// The mechanism's name for reports: the cgroup mechanism, and whether
+/// systemd holds it.
+pub fn name(snap: &Snapshot) -> String {
+    let base = snap.cgroup.mechanism();
+    match &snap.cgroup {
+        CgroupSetup::V2 { .. } if snap.owners.systemd => format!("{base} (systemd slice)"),
+        _ => base.to_string(),
+    }
+}
+
+/// The steps that turn the shield's cgroup from the old CPUs into the new
+/// ones, each undone by writing back what it read (fatal: a shield that
+/// cannot take its new CPUs is rolled back to the old one). The partition
+/// type is written again when it does not read back (a repair).
+pub(super) fn resize(
+    live: &Snapshot,
+    state: &State,
+    (to, housekeeping, partition): (&CpuSet, &CpuSet, Option<&String>),
+    read: &impl Fn(&str) -> Option<String>,
+) -> Vec<Step> {
+    let from = &state.shield;
+    let dir = &state.shield_dir;
+    let fatal = |action| Step {
+        action,
+        fatal: true,
+    };
+    let write = |path: String, value: String, check| {
+        fatal(Action::Write {
+            path,
+            value,
+            check,
+            undo: Undo::Previous,
+        })
+    };
+    let mut out = Vec::new();
+    match &live.cgroup {
+        CgroupSetup::V1 { mount, .. } => {
+            if from != to {
+                // The shield cpuset is exclusive: no sibling may share its
+                // CPUs, so it lets go of that before the system cpuset takes
+                // the CPUs it gives back.
+                let system = format!("{mount}/{SYSTEM_CGROUP_V1}");
+                out.push(write(
+                    format!("{dir}/cpuset.cpu_exclusive"),
+                    "0".into(),
+                    Check::Text,
+                ));
+                out.push(write(
+                    format!("{system}/cpuset.cpus"),
+                    housekeeping.to_string(),
+                    Check::CpuList,
+                ));
+                out.push(write(
+                    format!("{dir}/cpuset.cpus"),
+                    to.to_string(),
+                    Check::CpuList,
+                ));
+                out.push(write(
+                    format!("{dir}/cpuset.cpu_exclusive"),
+                    "1".into(),
+                    Check::Text,
+                ));
+            }
+        }
+        _ => {
+            if from != to {
+                out.push(if dir.ends_with(SHIELD_SLICE) {
+                    fatal(Action::Systemd {
+                        call: SystemdCall::SetAllowedCpus {
+                            unit: SHIELD_SLICE.into(),
+                            cpus: to.clone(),
+                            cgroup_dir: dir.clone(),
+                        },
+                        undo: Some(SystemdCall::SetAllowedCpus {
+                            unit: SHIELD_SLICE.into(),
+                            cpus: from.clone(),
+                            cgroup_dir: dir.clone(),
+                        }),
+                        back: None,
+                    })
+                } else {
+                    write(format!("{dir}/cpuset.cpus"), to.to_string(), Check::CpuList)
+                });
+            }
+            // Written again after a resize, whose read-back proves the
+            // partition took its new CPUs; else only when it does not read
+            // back (a repair).
+            if let Some(kind) = partition {
+                let path = format!("{dir}/cpuset.cpus.partition");
+                let holds = read(&path).is_some_and(|now| reads_as(Check::Partition, &now, kind));
+                if from != to || !holds {
+                    out.push(write(path, kind.clone(), Check::Partition));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What of the cgroup mechanism no longer holds: the cpuset controller, the
+/// partition as the kernel reads it, and the CPUs left to everything
+/// outside (`partition`: the shield cgroup's partition file, v2).
+pub(super) fn lost(
+    sys: &Sys,
+    state: &State,
+    snap: &Snapshot,
+    partition: Option<&str>,
+) -> Vec<(&'static str, String)> {
+    let shield = &state.shield;
+    let mut lost = Vec::new();
+    match &snap.cgroup {
+        CgroupSetup::V2 {
+            mount,
+            subtree_control,
+            ..
+        } => {
+            if !subtree_control.iter().any(|c| c == "cpuset") {
+                lost.push((
+                    "cpuset-controller",
+                    format!("the cpuset controller is no longer enabled in /{mount}/cgroup.subtree_control: nothing enforces the shield")
+                ));
+            }
+            let dir = &state.shield_dir;
+            match partition {
+                None => lost.push((
+                    "partition",
+                    format!("the shield's cgroup /{dir} or its partition file is gone"),
+                )),
+                Some(p)
+                    if p.contains("invalid")
+                        || state
+                            .partition
+                            .as_deref()
+                            .is_some_and(|want| !p.starts_with(want)) =>
+                {
+                    lost.push((
+                        "partition",
+                        format!("/{dir}/cpuset.cpus.partition reads {p:?}"),
+                    ))
+                }
+                Some(_) => {}
+            }
+            if let Ok(eff) = sys.read_cpulist(&format!("{mount}/cpuset.cpus.effective")) {
+                let open = eff.intersection(shield);
+                if !open.is_empty() {
+                    lost.push((
+                        "enforcement",
+                        format!("the kernel lets tasks outside the shield run on CPUs {open} (/{mount}/cpuset.cpus.effective is {eff})")
+                    ));
+                }
+            }
+        }
+        CgroupSetup::V1 { mount, .. } => {
+            let file = format!("{mount}/{SYSTEM_CGROUP_V1}/cpuset.cpus");
+            match sys.read_cpulist(&file) {
+                Ok(c) if !c.intersects(shield) => {}
+                Ok(c) => lost.push((
+                    "enforcement",
+                    format!("/{file} reads {c}, which includes shielded CPUs"),
+                )),
+                Err(_) => lost.push(("enforcement", format!("/{file} is gone"))),
+            }
+        }
+        _ => lost.push((
+            "cpuset-controller",
+            "no cpuset hierarchy is mounted any more".into(),
+        )),
+    }
+    lost
+}
