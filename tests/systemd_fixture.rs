@@ -438,3 +438,92 @@ fn irqbalance_whose_socket_does_not_answer_is_restarted_instead() {
     assert_eq!(sys.read("proc/200/environ").unwrap(), "");
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }
+
+/// systemd 261 and later take `CPUSetPartition=`: the slice asks systemd
+/// for the partition, and cpushield writes no partition file itself, also
+/// when the shield changes in place; off restores exactly.
+#[test]
+fn from_systemd_261_the_slice_asks_systemd_for_the_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    let marker = sys.path(fixture::MARKER);
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&marker).unwrap()).unwrap();
+    config["systemd_version"] = 262.into();
+    std::fs::write(&marker, config.to_string()).unwrap();
+    let before = tree(dir.path());
+
+    let o = cpushield(dir.path(), &["on", "2-3", "--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let steps = plan["plan"].as_array().unwrap();
+    assert!(
+        steps.iter().all(|s| !s["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("cpuset.cpus.partition"))),
+        "no partition file written by cpushield: {plan}"
+    );
+    assert!(
+        steps.iter().any(|s| s["call"]["partition"] == "isolated"),
+        "{plan}"
+    );
+    assert!(plan["mechanism"]
+        .as_str()
+        .unwrap()
+        .contains("CPUSetPartition="));
+
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        sys.read_trimmed(&format!("{SLICE}/cpuset.cpus.partition"))
+            .unwrap(),
+        "isolated"
+    );
+    assert!(sys
+        .read("run/systemd/transient/cpushield.slice")
+        .unwrap()
+        .contains("CPUSetPartition=isolated"));
+    assert_eq!(status_code(dir.path()).0, 0);
+
+    // In place to CPU 3: systemd is asked again, with the CPUs.
+    let o = cpushield(dir.path(), &["on", "3", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        sys.read_cpulist(&format!("{SLICE}/cpuset.cpus")).unwrap(),
+        CpuSet::parse_list("3").unwrap()
+    );
+    assert_eq!(
+        sys.read_trimmed(&format!("{SLICE}/cpuset.cpus.partition"))
+            .unwrap(),
+        "isolated"
+    );
+    assert_eq!(status_code(dir.path()).0, 0);
+
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+}
+
+/// systemd only logs a warning when the kernel refuses the partition it
+/// asks for: cpushield reads it back, fails, names the kernel's reason and
+/// rolls back.
+#[test]
+fn a_partition_systemd_could_not_make_rolls_on_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    let marker = sys.path(fixture::MARKER);
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&marker).unwrap()).unwrap();
+    config["systemd_version"] = 262.into();
+    config["partition_invalid"] = "Cpu list in cpuset.cpus not exclusive".into();
+    std::fs::write(&marker, config.to_string()).unwrap();
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("not exclusive") && text(&o).contains("rolled back"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+}

@@ -10,7 +10,7 @@ use super::journal::State;
 use super::plan_error::PlanError;
 use super::snapshot::{CgroupSetup, Snapshot, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 use crate::cpulist::CpuSet;
-use crate::sys::systemd::SystemdCall;
+use crate::sys::systemd::{self, SystemdCall};
 use crate::sys::Sys;
 
 /// The shield's cgroup and how it was made.
@@ -92,6 +92,16 @@ pub(super) fn plan(
     }
 }
 
+/// Whether systemd makes the shield's partition (`CPUSetPartition=`,
+/// systemd 261 and later) rather than cpushield writing the file.
+fn systemd_makes_partition(snap: &Snapshot) -> bool {
+    snap.owners.systemd
+        && snap
+            .owners
+            .systemd_version
+            .is_some_and(|v| v >= systemd::PARTITION_SINCE)
+}
+
 /// cgroup v2: the shield's cgroup (a systemd slice, or a cgroup of our own
 /// with +cpuset enabled), then its partition.
 fn cgroup_v2(
@@ -102,18 +112,30 @@ fn cgroup_v2(
     mut steps: Vec<Step>,
     notes: &mut Vec<String>,
 ) -> CgroupPlan {
+    // Always `isolated`. The kernel's rule since 6.7 (cgroup-v2.rst, commit
+    // 4a74e418881f): CPUs isolated at boot (isolcpus=domain) may be in an
+    // `isolated` partition only; a `root` partition over one reads back
+    // "root invalid (partition config conflicts with housekeeping setup)".
+    // 6.1 has no such check, 7.x accepts any mix in an isolated partition,
+    // and Debian's 6.12 refuses every partition over such a CPU: `on`
+    // rolls back and says why (ShieldError::RolledBack's hint).
+    let kind = "isolated";
+    let by_systemd = systemd_makes_partition(snap);
     let shield_dir = if snap.owners.systemd {
         // systemd enables in each subtree_control only what its own
         // units need, and takes back at the next reload or unit
         // start what others enabled (tests/vm/SYSTEMD-NOTES.md 1):
         // the shield is a unit of its own, whose AllowedCPUs= make
-        // systemd keep +cpuset in the root and write cpuset.cpus.
+        // systemd keep +cpuset in the root and write cpuset.cpus; from
+        // systemd 261 its CPUSetPartition= make systemd write the
+        // partition too, rather than cpushield behind its back.
         let dir = format!("{mount}/{SHIELD_SLICE}");
         steps.push(fatal(Action::Systemd {
             call: SystemdCall::StartSlice {
                 unit: SHIELD_SLICE.into(),
                 cpus: shield.clone(),
                 cgroup_dir: dir.clone(),
+                partition: by_systemd.then(|| kind.to_string()),
             },
             undo: Some(SystemdCall::Stop {
                 unit: SHIELD_SLICE.into(),
@@ -140,26 +162,20 @@ fn cgroup_v2(
         }));
         dir
     };
-    // Always `isolated`. The kernel's rule since 6.7 (cgroup-v2.rst, commit
-    // 4a74e418881f): CPUs isolated at boot (isolcpus=domain) may be in an
-    // `isolated` partition only; a `root` partition over one reads back
-    // "root invalid (partition config conflicts with housekeeping setup)".
-    // 6.1 has no such check, 7.x accepts any mix in an isolated partition,
-    // and Debian's 6.12 refuses every partition over such a CPU: `on`
-    // rolls back and says why (ShieldError::RolledBack's hint).
-    let kind = "isolated";
     let both = snap.boot_isolated.intersection(shield);
     if !both.is_empty() {
         notes.push(format!(
             "CPUs {both} are also isolated at boot (isolcpus=domain): the kernel already keeps them out of load balancing; the partition adds enforcement"
         ));
     }
-    steps.push(fatal(Action::Write {
-        path: format!("{shield_dir}/cpuset.cpus.partition"),
-        value: kind.into(),
-        check: Check::Partition,
-        undo: Undo::Value("member".into()),
-    }));
+    if !by_systemd {
+        steps.push(fatal(Action::Write {
+            path: format!("{shield_dir}/cpuset.cpus.partition"),
+            value: kind.into(),
+            check: Check::Partition,
+            undo: Undo::Value("member".into()),
+        }));
+    }
     CgroupPlan {
         steps,
         shield_dir,
@@ -222,6 +238,9 @@ fn cgroup_v1(
 pub fn name(snap: &Snapshot) -> String {
     let base = snap.cgroup.mechanism();
     match &snap.cgroup {
+        CgroupSetup::V2 { .. } if systemd_makes_partition(snap) => {
+            format!("{base} (systemd slice, CPUSetPartition=)")
+        }
         CgroupSetup::V2 { .. } if snap.owners.systemd => format!("{base} (systemd slice)"),
         _ => base.to_string(),
     }
@@ -253,33 +272,37 @@ pub(super) fn resize(
     };
     let mut out = Vec::new();
     match &live.cgroup {
-        CgroupSetup::V1 { mount, .. } => {
-            if from != to {
-                // The shield cpuset is exclusive: no sibling may share its
-                // CPUs, so it lets go of that before the system cpuset takes
-                // the CPUs it gives back.
-                let system = format!("{mount}/{SYSTEM_CGROUP_V1}");
-                out.push(write(
+        CgroupSetup::V1 { mount, .. } if from != to => {
+            // The shield cpuset is exclusive: no sibling may share its
+            // CPUs, so it lets go of that before the system cpuset takes
+            // the CPUs it gives back.
+            let system = format!("{mount}/{SYSTEM_CGROUP_V1}");
+            for (path, value, check) in [
+                (
                     format!("{dir}/cpuset.cpu_exclusive"),
-                    "0".into(),
+                    "0".to_string(),
                     Check::Text,
-                ));
-                out.push(write(
+                ),
+                (
                     format!("{system}/cpuset.cpus"),
                     housekeeping.to_string(),
                     Check::CpuList,
-                ));
-                out.push(write(
-                    format!("{dir}/cpuset.cpus"),
-                    to.to_string(),
-                    Check::CpuList,
-                ));
-                out.push(write(
+                ),
+                (format!("{dir}/cpuset.cpus"), to.to_string(), Check::CpuList),
+                (
                     format!("{dir}/cpuset.cpu_exclusive"),
-                    "1".into(),
+                    "1".to_string(),
                     Check::Text,
-                ));
+                ),
+            ] {
+                out.push(write(path, value, check));
             }
+        }
+        CgroupSetup::V1 { .. } => {}
+        _ if dir.ends_with(SHIELD_SLICE) && systemd_makes_partition(live) => {
+            out.extend(
+                partition.and_then(|kind| ask_systemd(dir, (from, to), kind.as_str(), read)),
+            );
         }
         _ => {
             if from != to {
@@ -289,11 +312,13 @@ pub(super) fn resize(
                             unit: SHIELD_SLICE.into(),
                             cpus: to.clone(),
                             cgroup_dir: dir.clone(),
+                            partition: None,
                         },
                         undo: Some(SystemdCall::SetAllowedCpus {
                             unit: SHIELD_SLICE.into(),
                             cpus: from.clone(),
                             cgroup_dir: dir.clone(),
+                            partition: None,
                         }),
                         back: None,
                     })
@@ -314,6 +339,36 @@ pub(super) fn resize(
         }
     }
     out
+}
+
+/// A change in place of a slice whose partition systemd keeps (systemd 261
+/// and later): the partition asked again with the new CPUs, or alone (the
+/// same CPUs) when it does not read back (a repair); nothing when both hold.
+fn ask_systemd(
+    dir: &str,
+    (from, to): (&CpuSet, &CpuSet),
+    kind: &str,
+    read: &impl Fn(&str) -> Option<String>,
+) -> Option<Step> {
+    let path = format!("{dir}/cpuset.cpus.partition");
+    let holds = read(&path).is_some_and(|now| reads_as(Check::Partition, &now, kind));
+    if from == to && holds {
+        return None;
+    }
+    let call = |cpus: &CpuSet| SystemdCall::SetAllowedCpus {
+        unit: SHIELD_SLICE.into(),
+        cpus: cpus.clone(),
+        cgroup_dir: dir.to_string(),
+        partition: Some(kind.to_string()),
+    };
+    Some(Step {
+        action: Action::Systemd {
+            call: call(to),
+            undo: Some(call(from)),
+            back: None,
+        },
+        fatal: true,
+    })
 }
 
 /// What of the cgroup mechanism no longer holds: the cpuset controller, the

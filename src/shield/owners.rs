@@ -15,6 +15,9 @@ use super::irqbalance::{self, Irqbalance};
 pub struct Owners {
     /// systemd is the init system (`/run/systemd/system` exists).
     pub systemd: bool,
+    /// Its version (`systemctl --version`), when it is.
+    #[serde(default)]
+    pub systemd_version: Option<u32>,
     /// irqbalance, when installed as a unit or running.
     pub irqbalance: Option<Irqbalance>,
     /// tuned, when it has an active profile.
@@ -41,6 +44,7 @@ impl Owners {
         let irqbalance = irqbalance::read(sys, threads, boot_isolated, systemd);
         Owners {
             systemd,
+            systemd_version: systemd.then(|| sys.systemd_version()).flatten(),
             irqbalance,
             tuned: read_tuned(sys, threads),
         }

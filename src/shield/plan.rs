@@ -658,6 +658,7 @@ mod tests {
     fn systemd_host(own_ban: &str) -> Owners {
         Owners {
             systemd: true,
+            systemd_version: None,
             irqbalance: Some(crate::shield::irqbalance::Irqbalance {
                 pid: Some(400),
                 cgroup: Some("/system.slice/irqbalance.service".into()),

@@ -571,6 +571,7 @@ mod tests {
             hotplug_writable: CpuSet::new(),
             owners: Owners {
                 systemd: true,
+                systemd_version: None,
                 irqbalance: None,
                 tuned: None,
             },

@@ -366,6 +366,13 @@ impl Sys {
         self.path("run/systemd/system").is_dir()
     }
 
+    /// The running systemd's version (`systemctl --version`); in a fixture
+    /// its config's.
+    pub fn systemd_version(&self) -> Option<u32> {
+        emulated!(self, fx => fx.config().systemd_version);
+        systemd::version_live()
+    }
+
     /// Makes a request to systemd and waits for its effect (see
     /// [`systemd::SystemdCall`]). In a fixture the effect is emulated.
     pub fn systemd(&self, call: &systemd::SystemdCall) -> Result<()> {

@@ -34,6 +34,10 @@ pub enum SystemdCall {
         cpus: CpuSet,
         /// Its cgroup directory, relative to the root.
         cgroup_dir: String,
+        /// Its `CPUSetPartition=` (systemd 261 and later): systemd makes
+        /// the partition; done once it reads back valid.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        partition: Option<String>,
     },
     /// Start a transient scope in `slice` holding the processes `pids`;
     /// done once they are in its cgroup (`cgroup_dir`).
@@ -56,6 +60,9 @@ pub enum SystemdCall {
         cpus: CpuSet,
         /// Its cgroup directory, relative to the root.
         cgroup_dir: String,
+        /// Its `CPUSetPartition=` again (systemd 261 and later).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        partition: Option<String>,
     },
     /// Stop a unit (and wait for the job).
     Stop {
@@ -96,21 +103,30 @@ impl SystemdCall {
         ];
         let mut out: Vec<String> = Vec::new();
         match self {
-            SystemdCall::StartSlice { unit, cpus, .. } => {
+            SystemdCall::StartSlice {
+                unit,
+                cpus,
+                partition,
+                ..
+            } => {
                 out.extend(manager.iter().map(|s| s.to_string()));
-                out.extend([unit.clone(), "fail".into(), "2".into()]);
+                let count = 2 + usize::from(partition.is_some());
+                out.extend([unit.clone(), "fail".into(), count.to_string()]);
                 out.extend([
                     "Description".into(),
                     "s".into(),
                     format!("cpushield: CPUs {cpus} shielded"),
                 ]);
-                out.extend(["AllowedCPUs".into(), "ay".into()]);
-                let bytes = allowed_cpus_bytes(cpus);
-                out.push(bytes.len().to_string());
-                out.extend(bytes.iter().map(u8::to_string));
+                out.extend(allowed_cpus_property(cpus));
+                out.extend(partition_property(partition.as_deref()));
                 out.push("0".into());
             }
-            SystemdCall::SetAllowedCpus { unit, cpus, .. } => {
+            SystemdCall::SetAllowedCpus {
+                unit,
+                cpus,
+                partition,
+                ..
+            } => {
                 out.extend(
                     [
                         "busctl",
@@ -125,11 +141,10 @@ impl SystemdCall {
                     .map(|s| s.to_string()),
                 );
                 // runtime = true: the change lives under /run and ends with the unit.
-                out.extend([unit.clone(), "true".into(), "1".into()]);
-                out.extend(["AllowedCPUs".into(), "ay".into()]);
-                let bytes = allowed_cpus_bytes(cpus);
-                out.push(bytes.len().to_string());
-                out.extend(bytes.iter().map(u8::to_string));
+                let count = 1 + usize::from(partition.is_some());
+                out.extend([unit.clone(), "true".into(), count.to_string()]);
+                out.extend(allowed_cpus_property(cpus));
+                out.extend(partition_property(partition.as_deref()));
             }
             SystemdCall::StartScope {
                 unit, slice, pids, ..
@@ -159,6 +174,43 @@ impl SystemdCall {
         }
         out
     }
+}
+
+/// `AllowedCPUs` as a D-Bus property of busctl's command line.
+fn allowed_cpus_property(cpus: &CpuSet) -> Vec<String> {
+    let bytes = allowed_cpus_bytes(cpus);
+    let mut out = vec![
+        "AllowedCPUs".to_string(),
+        "ay".into(),
+        bytes.len().to_string(),
+    ];
+    out.extend(bytes.iter().map(u8::to_string));
+    out
+}
+
+/// `CPUSetPartition` (systemd 261 and later) as a D-Bus property of
+/// busctl's command line, when asked for.
+fn partition_property(partition: Option<&str>) -> Vec<String> {
+    partition.map_or_else(Vec::new, |kind| {
+        vec!["CPUSetPartition".into(), "s".into(), kind.into()]
+    })
+}
+
+/// The first systemd that takes `CPUSetPartition=` (a slice's cgroup v2
+/// partition, written by systemd and kept by it).
+pub const PARTITION_SINCE: u32 = 261;
+
+/// systemd's version from `systemctl --version` ("systemd 262 (262.1-1)").
+pub fn parse_version(text: &str) -> Option<u32> {
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The running systemd's version (`systemctl --version`).
+pub(super) fn version_live() -> Option<u32> {
+    run_client(&["systemctl".into(), "--version".into()])
+        .ok()
+        .as_deref()
+        .and_then(parse_version)
 }
 
 /// systemd's D-Bus form of a CPU set (`AllowedCPUs`, type `ay`): CPU n is
@@ -200,6 +252,35 @@ pub(super) fn run_client(argv: &[String]) -> super::Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
+/// Whether systemd made the partition `kind` of `cgroup_dir` (waiting up to
+/// [`SETTLE`] for it to write the file); an error with the kernel's reason
+/// when the partition reads back invalid. systemd only logs a warning when
+/// the kernel refuses it and goes on with a member cgroup.
+fn partition_made(sys: &Sys, cgroup_dir: &str, kind: &str, shown: &str) -> super::Result<bool> {
+    let file = format!("{cgroup_dir}/cpuset.cpus.partition");
+    let start = Instant::now();
+    loop {
+        let read = sys.read_trimmed(&file).unwrap_or_default();
+        if read == kind {
+            return Ok(true);
+        }
+        if read.starts_with(kind) && read.contains("invalid") {
+            return Err(SysError::new(
+                "run",
+                shown.to_string(),
+                None,
+                io::Error::other(format!(
+                    "systemd asked the kernel for the partition, and /{file} reads {read:?}"
+                )),
+            ));
+        }
+        if start.elapsed() >= SETTLE {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// How long a started unit may take to show up in the cgroup tree.
 const SETTLE: Duration = Duration::from_secs(15);
 
@@ -221,14 +302,26 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
     };
     let ok = match call {
         SystemdCall::StartSlice {
-            cpus, cgroup_dir, ..
+            cpus,
+            cgroup_dir,
+            partition,
+            ..
         }
         | SystemdCall::SetAllowedCpus {
-            cpus, cgroup_dir, ..
-        } => settled(&|| {
-            sys.read_cpulist(&format!("{cgroup_dir}/cpuset.cpus"))
-                .is_ok_and(|c| &c == cpus)
-        }),
+            cpus,
+            cgroup_dir,
+            partition,
+            ..
+        } => {
+            let cpus_shown = settled(&|| {
+                sys.read_cpulist(&format!("{cgroup_dir}/cpuset.cpus"))
+                    .is_ok_and(|c| &c == cpus)
+            });
+            match partition {
+                Some(kind) => cpus_shown && partition_made(sys, cgroup_dir, kind, &shown)?,
+                None => cpus_shown,
+            }
+        }
         SystemdCall::StartScope {
             pids, cgroup_dir, ..
         } => settled(&|| {
@@ -279,6 +372,7 @@ mod tests {
             unit: "cpushield.slice".into(),
             cpus: CpuSet::parse_list("2-3").unwrap(),
             cgroup_dir: "sys/fs/cgroup/cpushield.slice".into(),
+            partition: None,
         };
         let argv = call.command_line();
         assert_eq!(argv[0], "busctl");
@@ -289,5 +383,30 @@ mod tests {
             "12".into(),
             "0".into()
         ]));
+    }
+
+    #[test]
+    fn from_systemd_261_the_slice_asks_for_its_partition() {
+        let call = SystemdCall::StartSlice {
+            unit: "cpushield.slice".into(),
+            cpus: CpuSet::parse_list("2-3").unwrap(),
+            cgroup_dir: "sys/fs/cgroup/cpushield.slice".into(),
+            partition: Some("isolated".into()),
+        };
+        let argv = call.command_line();
+        let at = argv.iter().position(|a| a == "fail").unwrap();
+        assert_eq!(argv[at + 1], "3", "{argv:?}");
+        assert!(argv.ends_with(&[
+            "CPUSetPartition".to_string(),
+            "s".into(),
+            "isolated".into(),
+            "0".into()
+        ]));
+        assert_eq!(
+            parse_version("systemd 262 (262.1-1)\n+PAM +AUDIT"),
+            Some(262)
+        );
+        assert_eq!(parse_version("systemd 252 (252.39-1~deb12u1)"), Some(252));
+        assert_eq!(parse_version("nonsense"), None);
     }
 }
