@@ -439,6 +439,17 @@ fn irqbalance_whose_socket_does_not_answer_is_restarted_instead() {
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }
 
+/// Sets fields of the fixture's config (its marker file).
+fn set_config(sys: &cpushield::sys::Sys, fields: &[(&str, serde_json::Value)]) {
+    let marker = sys.path(fixture::MARKER);
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&marker).unwrap()).unwrap();
+    for (name, value) in fields {
+        config[*name] = value.clone();
+    }
+    std::fs::write(&marker, config.to_string()).unwrap();
+}
+
 /// systemd 261 and later take `CPUSetPartition=`: the slice asks systemd
 /// for the partition, and cpushield writes no partition file itself, also
 /// when the shield changes in place; off restores exactly.
@@ -446,11 +457,7 @@ fn irqbalance_whose_socket_does_not_answer_is_restarted_instead() {
 fn from_systemd_261_the_slice_asks_systemd_for_the_partition() {
     let dir = tempfile::tempdir().unwrap();
     let sys = systemd_host(dir.path());
-    let marker = sys.path(fixture::MARKER);
-    let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&marker).unwrap()).unwrap();
-    config["systemd_version"] = 262.into();
-    std::fs::write(&marker, config.to_string()).unwrap();
+    set_config(&sys, &[("systemd_version", 262.into())]);
     let before = tree(dir.path());
 
     let o = cpushield(dir.path(), &["on", "2-3", "--dry-run", "--json"]);
@@ -511,12 +518,16 @@ fn from_systemd_261_the_slice_asks_systemd_for_the_partition() {
 fn a_partition_systemd_could_not_make_rolls_on_back() {
     let dir = tempfile::tempdir().unwrap();
     let sys = systemd_host(dir.path());
-    let marker = sys.path(fixture::MARKER);
-    let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&marker).unwrap()).unwrap();
-    config["systemd_version"] = 262.into();
-    config["partition_invalid"] = "Cpu list in cpuset.cpus not exclusive".into();
-    std::fs::write(&marker, config.to_string()).unwrap();
+    set_config(
+        &sys,
+        &[
+            ("systemd_version", 262.into()),
+            (
+                "partition_invalid",
+                "Cpu list in cpuset.cpus not exclusive".into(),
+            ),
+        ],
+    );
     let before = tree(dir.path());
     let o = cpushield(dir.path(), &["on", "2-3"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));

@@ -212,14 +212,10 @@ pub fn on_timed(
     };
     let mut out = report(&plan, &after, Some(&applied), false);
     out.tasks_moved += moved_by_partition(&plan, &after, &applied);
-    out.irqbalance = out
-        .irqbalance_ban
-        .as_ref()
-        .map(|_| irqbalance::process_after(sys, snap.owners.irqbalance.as_ref(), &after.threads));
     finish(
         sys,
         &plan,
-        &after,
+        (&snap, &after),
         req,
         &mut state,
         &mut journal,
@@ -266,12 +262,12 @@ fn apply_plan(
 }
 
 /// Records the shield as complete and adds what only the machine after
-/// can tell to the report.
+/// (compared with the one `before`) can tell to the report.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     sys: &Sys,
     plan: &Plan,
-    after: &Snapshot,
+    (before, after): (&Snapshot, &Snapshot),
     req: &Request,
     state: &mut State,
     journal: &mut Journal,
@@ -287,6 +283,10 @@ fn finish(
         .chain(out.irqs_to_shield.iter().copied())
         .collect();
     state.irqbalance_ban = out.irqbalance_ban.clone();
+    out.irqbalance = out
+        .irqbalance_ban
+        .as_ref()
+        .map(|_| irqbalance::process_after(sys, before.owners.irqbalance.as_ref(), &after.threads));
     state.request = Some(req.clone());
     journal.write_state(state)?;
     timings.journal += journal.time_spent();
@@ -416,10 +416,6 @@ fn reshape_timed(
     state.housekeeping = plan.housekeeping.clone();
     state.partition = plan.partition.clone().or(old.partition.clone());
     let mut out = finished(report(plan, &after, Some(&applied), false));
-    out.irqbalance = out
-        .irqbalance_ban
-        .as_ref()
-        .map(|_| irqbalance::process_after(sys, snap.owners.irqbalance.as_ref(), &after.threads));
     if !came_back.is_empty() {
         let list: Vec<String> = came_back.iter().map(u32::to_string).collect();
         out.notes.push(format!(
@@ -431,7 +427,7 @@ fn reshape_timed(
     finish(
         sys,
         plan,
-        &after,
+        (&snap, &after),
         req,
         &mut state,
         &mut journal,
