@@ -386,6 +386,11 @@ impl Sys {
     }
 
     fn systemd_untimed(&self, call: &systemd::SystemdCall) -> Result<()> {
+        self.systemd_call(call)?;
+        systemd::await_partition(self, call)
+    }
+
+    fn systemd_call(&self, call: &systemd::SystemdCall) -> Result<()> {
         emulated!(self, fx => fx.systemd(self, call));
         systemd::call_live(self, call)
     }

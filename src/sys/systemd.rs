@@ -252,30 +252,45 @@ pub(super) fn run_client(argv: &[String]) -> super::Result<String> {
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// Whether systemd made the partition `kind` of `cgroup_dir` (waiting up to
-/// [`SETTLE`] for it to write the file); an error with the kernel's reason
-/// when the partition reads back invalid. systemd only logs a warning when
-/// the kernel refuses it and goes on with a member cgroup.
-fn partition_made(sys: &Sys, cgroup_dir: &str, kind: &str, shown: &str) -> super::Result<bool> {
+/// After a call that asks systemd for a partition (`CPUSetPartition=`):
+/// waits up to [`SETTLE`] for systemd to write it, and fails with the
+/// kernel's reason when it reads back invalid. systemd only logs a warning
+/// when the kernel refuses it and goes on with a member cgroup.
+pub(super) fn await_partition(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
+    let (SystemdCall::StartSlice {
+        cgroup_dir,
+        partition: Some(kind),
+        ..
+    }
+    | SystemdCall::SetAllowedCpus {
+        cgroup_dir,
+        partition: Some(kind),
+        ..
+    }) = call
+    else {
+        return Ok(());
+    };
     let file = format!("{cgroup_dir}/cpuset.cpus.partition");
+    let failed = |why: String| {
+        let shown = call.command_line().join(" ");
+        Err(SysError::new("run", shown, None, io::Error::other(why)))
+    };
     let start = Instant::now();
     loop {
         let read = sys.read_trimmed(&file).unwrap_or_default();
-        if read == kind {
-            return Ok(true);
+        if read == *kind {
+            return Ok(());
         }
-        if read.starts_with(kind) && read.contains("invalid") {
-            return Err(SysError::new(
-                "run",
-                shown.to_string(),
-                None,
-                io::Error::other(format!(
-                    "systemd asked the kernel for the partition, and /{file} reads {read:?}"
-                )),
+        if read.starts_with(kind.as_str()) && read.contains("invalid") {
+            return failed(format!(
+                "systemd asked the kernel for the partition, and /{file} reads {read:?}"
             ));
         }
         if start.elapsed() >= SETTLE {
-            return Ok(false);
+            return failed(format!(
+                "systemd accepted the call but /{file} did not read {kind:?} within {} s (it reads {read:?})",
+                SETTLE.as_secs()
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -302,26 +317,14 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
     };
     let ok = match call {
         SystemdCall::StartSlice {
-            cpus,
-            cgroup_dir,
-            partition,
-            ..
+            cpus, cgroup_dir, ..
         }
         | SystemdCall::SetAllowedCpus {
-            cpus,
-            cgroup_dir,
-            partition,
-            ..
-        } => {
-            let cpus_shown = settled(&|| {
-                sys.read_cpulist(&format!("{cgroup_dir}/cpuset.cpus"))
-                    .is_ok_and(|c| &c == cpus)
-            });
-            match partition {
-                Some(kind) => cpus_shown && partition_made(sys, cgroup_dir, kind, &shown)?,
-                None => cpus_shown,
-            }
-        }
+            cpus, cgroup_dir, ..
+        } => settled(&|| {
+            sys.read_cpulist(&format!("{cgroup_dir}/cpuset.cpus"))
+                .is_ok_and(|c| &c == cpus)
+        }),
         SystemdCall::StartScope {
             pids, cgroup_dir, ..
         } => settled(&|| {
