@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 use crate::boot::{self, BootStatus};
 use crate::compare::summary::SummaryTable;
 use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
 use crate::shield::journal;
 use crate::shield::request::Request;
-use crate::shield::{self, Breakage, ShieldError, StatusReport};
+use crate::shield::{self, ShieldError, StatusReport};
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -32,10 +33,11 @@ pub struct VerifyReport {
     pub matches: bool,
     /// Whether the active shield holds (`status`'s checks).
     pub holds: bool,
-    /// How the machine differs from the config.
-    pub differences: Vec<String>,
+    /// How the machine differs from the config: `warn` findings whose
+    /// `id` is `config.` and the config key (`config.cpus`, `config.boot`, ...).
+    pub differences: Vec<Finding>,
     /// What no longer holds, with the repair.
-    pub broken: Vec<Breakage>,
+    pub broken: Vec<Finding>,
     /// The boot half, read back (`None`: it could not be read).
     #[serde(default)]
     pub boot: Option<BootStatus>,
@@ -77,13 +79,17 @@ pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, S
     let state = journal::read_state(sys)?;
     let mut differences = Vec::new();
     match &state {
-        None => differences.push(format!(
-            "no shield is active (the config asks for CPUs {})",
-            want.cpus
+        None => differences.push(differs(
+            "config.cpus",
+            format!(
+                "no shield is active (the config asks for CPUs {})",
+                want.cpus
+            ),
         )),
-        Some(s) if !s.complete => differences.push(
+        Some(s) if !s.complete => differences.push(differs(
+            "config.interrupted",
             "a shield change was interrupted: run 'cpushield apply' (or 'off') to finish".into(),
-        ),
+        )),
         Some(s) => differences.extend(request_differences(&s.shield, s.request.as_ref(), want)),
     }
     differences.extend(boot_differences(sys, want, boot.as_ref()));
@@ -99,53 +105,67 @@ pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, S
     })
 }
 
+/// One way the machine differs from its config: `apply` brings it there.
+fn differs(id: &str, reason: String) -> Finding {
+    Finding::new(id, Severity::Warn, 50, reason, "cpushield apply")
+}
+
 /// How the boot half written differs from the config's `boot` key.
-fn boot_differences(sys: &Sys, want: &Request, status: Option<&BootStatus>) -> Vec<String> {
+fn boot_differences(sys: &Sys, want: &Request, status: Option<&BootStatus>) -> Vec<Finding> {
     let written = status.and_then(|s| s.written.as_ref());
     let wanted = want
         .boot
         .as_ref()
         .map(|extra| boot::want_here(sys, &want.cpus, extra));
     if status.is_some_and(|s| s.state == boot::BootState::Interrupted) {
-        return vec![
+        return vec![differs(
+            "config.boot",
             "boot: a change of the boot half was interrupted (run 'cpushield apply')".into(),
-        ];
+        )];
     }
-    match (wanted, written) {
-        (None, None) => Vec::new(),
-        (None, Some(w)) => vec![format!(
+    let reason = match (wanted, written) {
+        (None, None) => None,
+        (None, Some(w)) => Some(format!(
             "boot: {} is written, the config has no 'boot' key",
             w.options.join(" ")
-        )],
-        (Some(Err(e)), _) => vec![format!("boot: {e}")],
-        (Some(Ok(want)), None) => vec![format!(
+        )),
+        (Some(Err(e)), _) => Some(format!("boot: {e}")),
+        (Some(Ok(want)), None) => Some(format!(
             "boot: the config asks for {}, none is written",
             want.options.join(" ")
-        )],
-        (Some(Ok(want)), Some(w)) if want != *w => vec![format!(
+        )),
+        (Some(Ok(want)), Some(w)) if want != *w => Some(format!(
             "boot: {} is written, the config asks for {}",
             w.options.join(" "),
             want.options.join(" ")
-        )],
-        _ => Vec::new(),
-    }
+        )),
+        _ => None,
+    };
+    reason
+        .map(|r| differs("config.boot", r))
+        .into_iter()
+        .collect()
 }
 
 /// How the request a shield was made with differs from `want`, field by
 /// field. A shield made before requests were recorded is compared by its CPUs.
-fn request_differences(shield: &CpuSet, had: Option<&Request>, want: &Request) -> Vec<String> {
+fn request_differences(shield: &CpuSet, had: Option<&Request>, want: &Request) -> Vec<Finding> {
     let mut out = Vec::new();
     if shield != &want.cpus {
-        out.push(format!(
-            "cpus: the shield has CPUs {shield}, the config asks for {}",
-            want.cpus
+        out.push(differs(
+            "config.cpus",
+            format!(
+                "cpus: the shield has CPUs {shield}, the config asks for {}",
+                want.cpus
+            ),
         ));
     }
     let Some(had) = had else { return out };
     let mut field = |name: &str, now: String, wanted: String| {
         if now != wanted {
-            out.push(format!(
-                "{name}: the shield has {now}, the config asks for {wanted}"
+            out.push(differs(
+                &format!("config.{name}"),
+                format!("{name}: the shield has {now}, the config asks for {wanted}"),
             ));
         }
     };
@@ -288,6 +308,14 @@ fn render(
         "Checks of the active shield that fail (cpushield status names them).",
         &one(status.broken.len() as f64),
     );
+    if !status.broken.is_empty() {
+        gauge(
+            &mut out,
+            "finding",
+            "1 for each finding of status's checks, labelled by its id and severity (cpushield status --json has its reason and repair).",
+            &findings(&status.broken),
+        );
+    }
     gauge(
         &mut out,
         "shielded_cpus",
@@ -385,6 +413,18 @@ fn render(
     out
 }
 
+/// One sample per finding, labelled `{id="...",severity="..."}`.
+fn findings(list: &[Finding]) -> Vec<(String, f64)> {
+    list.iter()
+        .map(|f| {
+            (
+                format!("{{id=\"{}\",severity=\"{}\"}}", f.id, f.severity.name()),
+                1.0,
+            )
+        })
+        .collect()
+}
+
 /// One metric family: its HELP and TYPE lines, then its samples
 /// (`labels` is `{name="value"}` or empty).
 fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(String, f64)]) {
@@ -450,8 +490,16 @@ mod tests {
         };
         let d = request_differences(&cpus("2-3"), Some(&had), &req("1-3"));
         assert_eq!(d.len(), 2, "{d:?}");
-        assert!(d[0].starts_with("cpus:") && d[0].contains("1-3"), "{d:?}");
-        assert!(d[1].starts_with("tune:") && d[1].contains("all"), "{d:?}");
+        assert_eq!(d[0].id, "config.cpus", "{d:?}");
+        assert!(
+            d[0].reason.starts_with("cpus:") && d[0].reason.contains("1-3"),
+            "{d:?}"
+        );
+        assert_eq!(d[1].id, "config.tune", "{d:?}");
+        assert!(d[1].reason.contains("all"), "{d:?}");
+        assert!(d
+            .iter()
+            .all(|f| f.severity == Severity::Warn && f.next == "cpushield apply"));
         assert!(request_differences(&cpus("2-3"), Some(&had), &had).is_empty());
         // An older shield without a recorded request: its CPUs only.
         assert!(request_differences(&cpus("2-3"), None, &had).is_empty());

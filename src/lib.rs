@@ -14,6 +14,7 @@ pub mod compare;
 pub mod config;
 pub mod cpulist;
 pub mod exit;
+pub mod finding;
 pub mod fleet;
 pub mod load;
 pub mod measure;

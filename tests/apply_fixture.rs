@@ -150,6 +150,17 @@ fn apply_is_idempotent_changes_in_place_and_verify_and_metrics_tell() {
         Some(1.0),
         "{prom}"
     );
+    assert_eq!(
+        sample(
+            &parse_prom(&prom),
+            "cpushield_finding{id=\"irqbalance\",severity=\"bad\"}"
+        ),
+        Some(1.0),
+        "{prom}"
+    );
+    let v = json(&cpushield(root, &["verify", "--json"]));
+    assert_eq!(v["broken"][0]["id"], "irqbalance", "{v}");
+    assert_eq!(v["broken"][0]["severity"], "bad", "{v}");
     // apply repairs it.
     assert!(cpushield(root, &["apply"]).status.success());
     assert_eq!(code(&cpushield(root, &["verify"])), 0);
@@ -159,8 +170,13 @@ fn apply_is_idempotent_changes_in_place_and_verify_and_metrics_tell() {
     let o = cpushield(root, &["verify", "--json"]);
     assert_eq!(code(&o), 7, "{}", text(&o));
     let v = json(&o);
+    assert_eq!(v["differences"][0]["id"], "config.cpus", "{v}");
+    assert_eq!(v["differences"][0]["severity"], "warn", "{v}");
     assert!(
-        v["differences"][0].as_str().unwrap().starts_with("cpus:"),
+        v["differences"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("cpus:"),
         "{v}"
     );
     let o = cpushield(root, &["apply", "--json"]);

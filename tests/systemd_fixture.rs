@@ -26,7 +26,7 @@ fn broken_checks(v: &serde_json::Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|b| b["check"].as_str().unwrap().to_string())
+        .map(|b| b["id"].as_str().unwrap().to_string())
         .collect()
 }
 

@@ -15,35 +15,9 @@ use serde::Serialize;
 use parse::Delta;
 
 use crate::cpulist::CpuSet;
+pub use crate::finding::{Finding, Findings, Severity};
 use crate::shield::journal::JournalError;
 use crate::sys::{Sys, SysError};
-
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    /// Noise reaches the targets now.
-    Bad,
-    /// Noise may reach them, or a setting leaves latency on the table.
-    Warn,
-    /// Fine.
-    Ok,
-}
-
-/// One finding.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// Stable identifier (`irq-affinity`, `boot.nohz_full`, ...).
-    pub id: String,
-    /// ok / warn / bad.
-    pub severity: Severity,
-    /// What was found, with the numbers.
-    pub reason: String,
-    /// The concrete next step: a kernel argument or a cpushield command.
-    pub next: String,
-    /// Expected impact on latency, 0-100; findings are sorted by it.
-    pub impact: u8,
-}
 
 /// The result of `audit`.
 #[derive(Debug, Clone, Serialize)]
@@ -106,40 +80,4 @@ pub fn audit(
         interrupts: facts.interrupts,
         softirqs: facts.softirqs,
     })
-}
-
-/// Findings as they are made.
-#[derive(Debug, Default)]
-pub struct Findings(pub Vec<Finding>);
-
-impl Findings {
-    /// Adds a finding.
-    pub(super) fn add(
-        &mut self,
-        id: &str,
-        severity: Severity,
-        impact: u8,
-        reason: String,
-        next: String,
-    ) {
-        self.0.push(Finding {
-            id: id.into(),
-            severity,
-            reason,
-            next,
-            impact,
-        });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn severity_orders_worst_first() {
-        let mut v = [Severity::Ok, Severity::Bad, Severity::Warn];
-        v.sort();
-        assert_eq!(v, [Severity::Bad, Severity::Warn, Severity::Ok]);
-    }
 }

@@ -120,8 +120,8 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     } else {
         writeln!(w, "shield on CPUs {shield}: BROKEN")?;
         for b in &r.broken {
-            writeln!(w, "  broken: {}", b.what)?;
-            writeln!(w, "    repair: {}", b.repair)?;
+            writeln!(w, "  broken: {}", b.reason)?;
+            writeln!(w, "    repair: {}", b.next)?;
         }
     }
     for n in &r.notes {
@@ -403,11 +403,11 @@ pub fn verify(r: &crate::fleet::VerifyReport, w: &mut dyn Write) -> Result<()> {
         row(w, "boot half", super::boot::state_line(b))?;
     }
     for d in &r.differences {
-        writeln!(w, "  differs: {d}")?;
+        writeln!(w, "  differs: {}", d.reason)?;
     }
     for b in &r.broken {
-        writeln!(w, "  broken ({}): {}", b.check, b.what)?;
-        writeln!(w, "    repair: {}", b.repair)?;
+        writeln!(w, "  broken ({}): {}", b.id, b.reason)?;
+        writeln!(w, "    repair: {}", b.next)?;
     }
     if !r.ok() {
         writeln!(w, "  to bring the machine to the config: cpushield apply")?;

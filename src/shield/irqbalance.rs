@@ -460,44 +460,81 @@ pub struct BanLost {
     pub repair: Option<&'static str>,
 }
 
-/// Whether cpushield's ban of `ban` (shield `shield`) still holds on the
-/// machine whose irqbalance is `irqb`: the ban is still set (drop-in or
-/// systemd's environment), and the running irqbalance has it, by its
-/// environment or its control socket.
-pub fn ban_lost(
-    sys: &Sys,
-    ban: &CpuSet,
-    irqb: Option<&Irqbalance>,
-    shield: &CpuSet,
-) -> Option<BanLost> {
+/// What `status` reads of cpushield's ban to judge whether it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BanHold {
+    /// Neither the drop-in nor systemd's environment carries the ban.
+    Unset,
+    /// The ban is set and no irqbalance runs: nothing to tell.
+    NotRunning,
+    /// The ban is set and irqbalance `pid` runs.
+    Running {
+        /// Its process id.
+        pid: i32,
+        /// `IRQBALANCE_BANNED_CPULIST` in its environment.
+        list: CpuSet,
+        /// `IRQBALANCE_BANNED_CPUS` in its environment, when set: it
+        /// overrides the list.
+        hex: Option<String>,
+        /// Whether its control socket bans the shield (or it was told too
+        /// recently to have answered); `None`: not asked, its environment
+        /// already bans the shield.
+        told: Option<bool>,
+    },
+}
+
+/// Reads what [`ban_lost`] judges of the ban of `ban` (shield `shield`) on
+/// the machine whose irqbalance is `irqb`.
+pub fn read_ban(sys: &Sys, ban: &CpuSet, irqb: Option<&Irqbalance>, shield: &CpuSet) -> BanHold {
     let in_manager = irqb
         .and_then(|i| i.manager_ban.as_ref())
         .is_some_and(|b| b.contains(&manager_ban_assignment(ban)));
     if irqb.is_none_or(|i| i.dropin.is_none()) && !in_manager {
-        return Some(BanLost {
-            what: format!(
-                "cpushield's ban of CPUs {ban} is gone (neither its drop-in /{IRQBALANCE_DROPIN} nor {} in systemd's environment): irqbalance may move IRQs onto the shield",
-                manager_ban_assignment(ban)
-            ),
-            repair: None,
-        });
+        return BanHold::Unset;
     }
-    let pid = irqb.and_then(|i| i.pid)?;
+    let Some(pid) = irqb.and_then(|i| i.pid) else {
+        return BanHold::NotRunning;
+    };
     let list = procfs::environ_var(sys, pid, BANNED_CPULIST)
         .and_then(|v| CpuSet::parse_list(&v).ok())
         .unwrap_or_default();
     let hex = procfs::environ_var(sys, pid, BANNED_CPUS).filter(|v| !v.is_empty());
     let by_environ = hex.is_none() && list.is_superset_of(shield);
-    if by_environ || told(sys, pid, shield) {
-        return None;
+    BanHold::Running {
+        pid,
+        told: (!by_environ).then(|| told(sys, pid, shield)),
+        list,
+        hex,
     }
-    Some(BanLost {
-        what: format!(
-            "irqbalance (pid {pid}) runs without the ban of CPUs {ban} (its environment: IRQBALANCE_BANNED_CPULIST={list}{}; its control socket does not ban them either)",
-            hex.map(|h| format!(", IRQBALANCE_BANNED_CPUS={h}")).unwrap_or_default()
-        ),
-        repair: Some("systemctl restart irqbalance (after 'systemctl daemon-reload' when the ban is a drop-in), or run 'cpushield on' again"),
-    })
+}
+
+/// Whether cpushield's ban of `ban` still holds, from what [`read_ban`]
+/// read: the ban is still set (drop-in or systemd's environment), and the
+/// running irqbalance has it, by its environment or its control socket.
+/// Pure.
+pub fn ban_lost(hold: &BanHold, ban: &CpuSet) -> Option<BanLost> {
+    match hold {
+        BanHold::Unset => Some(BanLost {
+            what: format!(
+                "cpushield's ban of CPUs {ban} is gone (neither its drop-in /{IRQBALANCE_DROPIN} nor {} in systemd's environment): irqbalance may move IRQs onto the shield",
+                manager_ban_assignment(ban)
+            ),
+            repair: None,
+        }),
+        BanHold::NotRunning | BanHold::Running { told: None | Some(true), .. } => None,
+        BanHold::Running {
+            pid,
+            list,
+            hex,
+            told: Some(false),
+        } => Some(BanLost {
+            what: format!(
+                "irqbalance (pid {pid}) runs without the ban of CPUs {ban} (its environment: IRQBALANCE_BANNED_CPULIST={list}{}; its control socket does not ban them either)",
+                hex.as_ref().map(|h| format!(", IRQBALANCE_BANNED_CPUS={h}")).unwrap_or_default()
+            ),
+            repair: Some("systemctl restart irqbalance (after 'systemctl daemon-reload' when the ban is a drop-in), or run 'cpushield on' again"),
+        }),
+    }
 }
 
 /// Whether irqbalance `pid` bans `shield` by its control socket. A ban

@@ -33,6 +33,6 @@ pub(crate) use error::require_root;
 pub use error::ShieldError;
 pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed, IrqRefusal, OnReport};
-pub use status::{status, Breakage, IrqPlacement, StatusReport};
+pub use status::{status, IrqPlacement, StatusReport};
 pub use tasks::{enter_shield, move_tasks, run_target, Direction, MoveReport, RunPolicy};
 pub use timings::Timings;

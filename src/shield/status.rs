@@ -11,6 +11,7 @@ use super::request::Request;
 use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
 use super::{irqbalance, mechanism};
 use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -69,39 +70,57 @@ pub struct StatusReport {
     /// in `broken`.
     #[serde(default)]
     pub holds: bool,
-    /// What no longer holds, each with its repair.
+    /// What no longer holds, each with its repair: `bad` findings.
     #[serde(default)]
-    pub broken: Vec<Breakage>,
+    pub broken: Vec<Finding>,
     /// Other owners of the machine that may fight the shield (tuned).
     #[serde(default)]
     pub notes: Vec<String>,
 }
 
-/// One way a shield stopped holding.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Breakage {
-    /// Short name (`partition`, `cpuset-controller`, `enforcement`,
-    /// `irqbalance`, `threads`, `irqs`, `incomplete`).
-    pub check: String,
-    /// What is wrong, as read from the kernel.
-    pub what: String,
-    /// How to repair it.
-    pub repair: String,
+/// What `status` reads, once, to judge whether an active shield holds.
+struct HoldFacts<'a> {
+    /// The journal's state of the shield.
+    state: &'a State,
+    /// The cgroup mechanism, read back.
+    mechanism: mechanism::Hold,
+    /// cpushield's ban in irqbalance, read back (`None`: there is none, or
+    /// the shield is incomplete).
+    ban: Option<irqbalance::BanHold>,
+    /// Tasks outside the shield allowed on a shielded CPU.
+    intruders: &'a [TaskRef],
+    /// IRQs allowed on, or effective on, a shielded CPU.
+    irqs_on_shield: &'a [IrqPlacement],
 }
 
-/// Checks that an active shield still holds (`partition`: the shield
-/// cgroup's partition file as read, v2): judged by what the kernel
+impl<'a> HoldFacts<'a> {
+    fn read(
+        sys: &Sys,
+        state: &'a State,
+        snap: &Snapshot,
+        intruders: &'a [TaskRef],
+        irqs_on_shield: &'a [IrqPlacement],
+    ) -> Self {
+        let ban = state.irqbalance_ban.as_ref().filter(|_| state.complete);
+        HoldFacts {
+            mechanism: mechanism::read_hold(sys, state, snap),
+            ban: ban.map(|b| {
+                irqbalance::read_ban(sys, b, snap.owners.irqbalance.as_ref(), &state.shield)
+            }),
+            state,
+            intruders,
+            irqs_on_shield,
+        }
+    }
+}
+
+/// Whether an active shield still holds, judged first by what the kernel
 /// would refuse (the cpuset controller, the partition, the CPUs left to
 /// everything outside), then by what drifted (irqbalance's ban, threads and
-/// IRQs outside the shield allowed on it).
-fn holds_checks(
-    sys: &Sys,
-    state: &State,
-    snap: &Snapshot,
-    partition: Option<&str>,
-    intruders: &[TaskRef],
-    irqs_on_shield: &[IrqPlacement],
-) -> Vec<Breakage> {
+/// IRQs outside the shield allowed on it). Pure: one finding, `bad`, per
+/// check that fails, each with its repair.
+fn holds(f: &HoldFacts) -> Vec<Finding> {
+    let state = f.state;
     let shield = &state.shield;
     let again = state
         .request
@@ -110,45 +129,44 @@ fn holds_checks(
     let rebuild = format!(
         "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"
     );
-    let mut out = Vec::new();
-    let mut broken = |check: &str, what: String, repair: &str| {
-        out.push(Breakage {
-            check: check.into(),
-            what,
-            repair: repair.to_string(),
-        })
-    };
     if !state.complete {
-        broken(
+        return vec![Finding::new(
             "incomplete",
-            "the last 'cpushield on' did not finish".into(),
+            Severity::Bad,
+            100,
+            "the last 'cpushield on' did not finish",
             "run 'cpushield off', then 'cpushield on' again",
-        );
-        return out;
+        )];
     }
-    for (check, what) in mechanism::lost(sys, state, snap, partition) {
-        broken(check, what, &rebuild);
+    let mut out = Vec::new();
+    let mut broken = |id: &str, impact: u8, reason: String, next: &str| {
+        out.push(Finding::new(id, Severity::Bad, impact, reason, next))
+    };
+    for (check, what) in mechanism::lost(&f.mechanism, shield) {
+        broken(check, 100, what, &rebuild);
     }
-    if let Some(ban) = &state.irqbalance_ban {
-        let irqb = snap.owners.irqbalance.as_ref();
-        if let Some(lost) = irqbalance::ban_lost(sys, ban, irqb, shield) {
-            broken("irqbalance", lost.what, lost.repair.unwrap_or(&rebuild));
+    if let (Some(hold), Some(ban)) = (&f.ban, &state.irqbalance_ban) {
+        if let Some(lost) = irqbalance::ban_lost(hold, ban) {
+            broken("irqbalance", 60, lost.what, lost.repair.unwrap_or(&rebuild));
         }
     }
     // A task that asked only for shielded CPUs is the user's real-time
     // task, not a leak.
-    let leaked = intruders
+    let leaked = f
+        .intruders
         .iter()
         .filter(|t| !t.cpus.is_subset(shield))
         .count();
     if leaked > 0 {
         broken(
             "threads",
+            80,
             format!("{leaked} thread(s) outside the shield may run on CPUs {shield}"),
             &rebuild,
         );
     }
-    let drifted: Vec<String> = irqs_on_shield
+    let drifted: Vec<String> = f
+        .irqs_on_shield
         .iter()
         .filter(|i| i.affinity.intersects(shield) && !state.irqs_kept.contains(&i.irq))
         .map(|i| i.irq.to_string())
@@ -156,6 +174,7 @@ fn holds_checks(
     if !drifted.is_empty() {
         broken(
             "irqs",
+            70,
             format!("IRQs {} are allowed on the shield again", drifted.join(" ")),
             &rebuild,
         );
@@ -181,7 +200,6 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
     let mut intruders = Vec::new();
     let mut per_cpu_kthreads = BTreeMap::new();
     let mut irqs_on_shield = Vec::new();
-    let mut partition = None;
     if let Some(shield) = &shield {
         for t in &snap.threads {
             if in_shield_cgroup(&t.cgroup) {
@@ -205,23 +223,14 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
                 });
             }
         }
-        if let (CgroupSetup::V2 { .. }, Some(s)) = (&snap.cgroup, &state) {
-            partition = sys
-                .read_trimmed(&format!("{}/cpuset.cpus.partition", s.shield_dir))
-                .ok();
-        }
     }
-    let broken = match &state {
-        Some(s) => holds_checks(
-            sys,
-            s,
-            &snap,
-            partition.as_deref(),
-            &intruders,
-            &irqs_on_shield,
-        ),
-        None => Vec::new(),
-    };
+    let facts = state
+        .as_ref()
+        .map(|s| HoldFacts::read(sys, s, &snap, &intruders, &irqs_on_shield));
+    let broken = facts.as_ref().map(holds).unwrap_or_default();
+    let partition = facts
+        .as_ref()
+        .and_then(|f| f.mechanism.partition().map(str::to_string));
     Ok(StatusReport {
         online: snap.online.clone(),
         mechanism: mechanism::name(&snap),
@@ -246,4 +255,141 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         broken,
         notes: plan::tuned_notes(&snap.owners),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    fn state() -> State {
+        State {
+            version: 1,
+            shield: cpus("2-3"),
+            housekeeping: cpus("0-1"),
+            mechanism: "cgroup v2 partition".into(),
+            shield_dir: "sys/fs/cgroup/cpushield".into(),
+            outside_procs: "sys/fs/cgroup/cgroup.procs".into(),
+            complete: true,
+            partition: Some("isolated".into()),
+            irqs_kept: vec![30],
+            irqbalance_ban: Some(cpus("2-3")),
+            request: None,
+        }
+    }
+
+    fn v2(partition: &str, outside: &str) -> mechanism::Hold {
+        mechanism::Hold::V2 {
+            mount: "sys/fs/cgroup".into(),
+            cpuset_enabled: true,
+            dir: "sys/fs/cgroup/cpushield".into(),
+            partition: Some(partition.into()),
+            wanted: Some("isolated".into()),
+            outside: Some(cpus(outside)),
+        }
+    }
+
+    fn irq(n: u32, affinity: &str) -> IrqPlacement {
+        IrqPlacement {
+            irq: n,
+            name: format!("dev{n}"),
+            affinity: cpus(affinity),
+            effective: None,
+        }
+    }
+
+    fn ids(f: &[Finding]) -> Vec<&str> {
+        f.iter().map(|f| f.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_shield_that_holds_has_no_finding() {
+        let s = state();
+        let rt = TaskRef {
+            pid: 7,
+            tid: 7,
+            name: "rt".into(),
+            cpus: cpus("3"),
+        };
+        let f = HoldFacts {
+            state: &s,
+            mechanism: v2("isolated", "0-1"),
+            ban: Some(irqbalance::BanHold::NotRunning),
+            intruders: &[rt],
+            irqs_on_shield: &[irq(30, "2")],
+        };
+        assert_eq!(holds(&f), vec![]);
+    }
+
+    #[test]
+    fn each_failed_check_is_one_bad_finding_with_the_repair() {
+        let s = state();
+        let leak = TaskRef {
+            pid: 9,
+            tid: 9,
+            name: "cron".into(),
+            cpus: cpus("0-3"),
+        };
+        let f = HoldFacts {
+            state: &s,
+            mechanism: v2(
+                "isolated invalid (Cpu list in cpuset.cpus not exclusive)",
+                "0-3",
+            ),
+            ban: Some(irqbalance::BanHold::Unset),
+            intruders: &[leak],
+            irqs_on_shield: &[irq(30, "2"), irq(31, "0-3")],
+        };
+        let found = holds(&f);
+        assert_eq!(
+            ids(&found),
+            ["partition", "enforcement", "irqbalance", "threads", "irqs"]
+        );
+        assert!(found.iter().all(|b| b.severity == Severity::Bad));
+        assert!(found[1].reason.contains("CPUs 2-3"), "{found:?}");
+        assert!(found[4].reason.contains("IRQs 31 "), "{found:?}");
+        assert!(found[0].next.contains("'cpushield on 2-3'"), "{found:?}");
+    }
+
+    #[test]
+    fn an_interrupted_on_is_the_only_finding() {
+        let mut s = state();
+        s.complete = false;
+        let f = HoldFacts {
+            state: &s,
+            mechanism: mechanism::Hold::Unmounted,
+            ban: None,
+            intruders: &[],
+            irqs_on_shield: &[],
+        };
+        let found = holds(&f);
+        assert_eq!(ids(&found), ["incomplete"]);
+        assert!(found[0].next.contains("cpushield off"));
+    }
+
+    #[test]
+    fn irqbalance_without_the_ban_in_environment_or_socket_is_named_by_pid() {
+        let s = state();
+        let running = |told| irqbalance::BanHold::Running {
+            pid: 242,
+            list: CpuSet::default(),
+            hex: None,
+            told,
+        };
+        let facts = |ban| HoldFacts {
+            state: &s,
+            mechanism: v2("isolated", "0-1"),
+            ban: Some(ban),
+            intruders: &[],
+            irqs_on_shield: &[],
+        };
+        assert_eq!(holds(&facts(running(Some(true)))), vec![]);
+        let found = holds(&facts(running(Some(false))));
+        assert_eq!(ids(&found), ["irqbalance"]);
+        assert!(found[0].reason.contains("pid 242"), "{found:?}");
+        assert!(found[0].next.starts_with("systemctl restart irqbalance"));
+    }
 }
