@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -16,12 +16,14 @@ use cpushield::boot;
 use cpushield::cpulist::CpuSet;
 use cpushield::exit;
 use cpushield::report;
-use cpushield::shield::{self, request::Request, Direction, RunPolicy};
+use cpushield::shield::{self, request::Request, RunPolicy};
 use cpushield::sys::Sys;
 
+mod checked;
 mod cli;
 
-use cli::*;
+use checked::{Checked, Refusal};
+use cli::Cli;
 
 /// Hyper-thread sibling groups of the given CPUs, as the machine reports them.
 fn shield_siblings(sys: &Sys, cpus: &CpuSet) -> Vec<CpuSet> {
@@ -125,12 +127,6 @@ fn exit_code(err: &anyhow::Error) -> u8 {
     exit::ERROR
 }
 
-/// A request refused before anything was changed, outside the library's
-/// own errors (an argument checked here).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct Refusal(String);
-
 /// `run`: the command could not be started.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start {program:?}: {error}")]
@@ -160,90 +156,144 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
+/// Check, then act and report: the command line becomes a checked request
+/// ([`checked::check`], reads only), then one library call per command.
 fn run(cli: Cli) -> Result<ExitCode> {
     let sys = Sys::at(cli.root());
-    let mut out = std::io::stdout().lock();
-    match cli
-        .command
-        .unwrap_or(Command::Status(JsonArg { json: false }))
-    {
-        Command::On(a) => on_command(&sys, a, &mut out),
-        Command::Off(a) => off_command(&sys, a, &mut out),
-        Command::Apply(a) => apply_command(&sys, a, &mut out),
-        Command::Verify(a) => verify_command(&sys, a, &mut out),
-        Command::Metrics(a) => metrics_command(&sys, a, &mut out),
-        Command::Status(a) => status_command(&sys, a, &mut out),
-        Command::Move(a) => move_tasks_command(&sys, a, &mut out),
-        Command::Measure(a) => measure_command(&sys, a, &mut out),
-        Command::Tune(a) => tune_command(a, &mut out),
-        Command::BootArgs(a) => boot_args_command(&sys, a, &mut out),
-        Command::Boot(a) => boot_half_command(&sys, a, &mut out),
-        Command::Audit(a) => audit_command(&sys, a, &mut out),
-        Command::Run(a) => run_command(&sys, a),
-        Command::Compare(a) => compare(&sys, a, &mut out),
+    let checked = checked::check(&sys, cli.command)?;
+    let out = &mut std::io::stdout().lock();
+    match checked {
+        Checked::On {
+            request,
+            dry_run,
+            json,
+        } => on_command(&sys, &request, dry_run, json, out),
+        Checked::Off { dry_run, json } => off_command(&sys, dry_run, json, out),
+        Checked::Apply {
+            request,
+            boot,
+            dry_run,
+            json,
+        } => apply_command(&sys, &request, boot.as_ref(), dry_run, json, out),
+        Checked::Verify {
+            config,
+            request,
+            json,
+        } => verify_command(&sys, &config, &request, json, out),
+        Checked::Metrics { results, textfile } => {
+            metrics_command(&sys, results.as_deref(), textfile.as_deref(), out)
+        }
+        Checked::Status { json } => status_command(&sys, json, out),
+        Checked::Move {
+            pids,
+            direction,
+            cpu,
+            thread,
+            dry_run,
+            json,
+        } => {
+            let report = shield::move_tasks(&sys, &pids, direction, cpu, thread, dry_run)?;
+            emit(out, json, &report, report::shield::moved)?;
+            Ok(exit_if(!report.not_found.is_empty(), exit::REFUSED))
+        }
+        Checked::Measure {
+            config,
+            histfile,
+            json,
+        } => measure_command(&sys, &config, histfile.as_deref(), json, out),
+        Checked::MeasureCleanUp => measure_clean_up(&sys, out),
+        Checked::Tune { json } => {
+            emit(out, json, &shield::knobs::KNOBS, report::audit::knobs)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Checked::BootArgs { cpus, json } => boot_args_command(&sys, &cpus, json, out),
+        Checked::Boot {
+            remove,
+            dry_run,
+            json,
+        } => boot_half_command(&sys, remove, dry_run, json, out),
+        Checked::Audit { cpus, window, json } => {
+            let report = cpushield::audit::audit(&sys, cpus.as_ref(), window)?;
+            emit(out, json, &report, report::audit::audit)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Checked::Run {
+            cpu,
+            policy,
+            user,
+            command,
+            dry_run,
+        } => run_command(&sys, cpu, policy, user, &command, dry_run),
+        Checked::Compare {
+            options,
+            dry_run,
+            json,
+        } => compare(&sys, &options, dry_run, json, out),
+    }
+}
+
+/// `code` when `failed`, else success.
+fn exit_if(failed: bool, code: u8) -> ExitCode {
+    if failed {
+        ExitCode::from(code)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
 /// `on`: shields the CPUs asked for.
-fn on_command(sys: &Sys, a: OnArgs, out: &mut impl Write) -> Result<ExitCode> {
+fn on_command(
+    sys: &Sys,
+    request: &Request,
+    dry_run: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
     let stop = stop_flag()?;
-    let req = Request {
-        cpus: a.cpus,
-        irqs: a.irqs,
-        force: a.force,
-        allow_split_siblings: a.allow_split_siblings,
-        tune: a.tune.unwrap_or_default(),
-        hotplug_restart: a.hotplug_restart,
-        boot: None,
-    };
-    let report = shield::on(sys, &req, a.dry_run, &stop)?;
-    emit(out, a.json, &report, report::shield::on)?;
+    let report = shield::on(sys, request, dry_run, &stop)?;
+    emit(out, json, &report, report::shield::on)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `off`: undoes the shield (`--dry-run`: what it would undo).
-fn off_command(sys: &Sys, a: OffArgs, out: &mut impl Write) -> Result<ExitCode> {
-    if a.dry_run {
+fn off_command(sys: &Sys, dry_run: bool, json: bool, out: &mut impl Write) -> Result<ExitCode> {
+    if dry_run {
         let report = shield::off_plan(sys)?;
-        emit(out, a.json, &report, report::shield::off)?;
+        emit(out, json, &report, report::shield::off)?;
         return Ok(ExitCode::SUCCESS);
     }
     let report = shield::off(sys)?;
-    emit(out, a.json, &report, report::shield::off)?;
+    emit(out, json, &report, report::shield::off)?;
     // `off` never takes the boot half out (cpushield.service runs
     // `off` at every shutdown); it says that it stays.
-    if !a.json {
+    if !json {
         if let Ok(Some(record)) = boot::read_record(sys) {
             report::boot::stays(&record, out)?;
         }
     }
-    if !report.undone.failed.is_empty() {
-        return Ok(ExitCode::from(exit::PARTLY_RESTORED));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(exit_if(
+        !report.undone.failed.is_empty(),
+        exit::PARTLY_RESTORED,
+    ))
 }
 
-/// `apply`: the config's shield, then its boot half (checked before anything changes).
-fn apply_command(sys: &Sys, a: ApplyArgs, out: &mut impl Write) -> Result<ExitCode> {
-    let path = config_path(sys, a.config);
-    let req = cpushield::config::load(&path)?;
-    // The boot half is checked before anything changes: a bootloader
-    // cpushield cannot drive refuses the whole apply.
-    let boot_want = match &req.boot {
-        Some(extra) => {
-            let want = boot::want_here(sys, &req.cpus, extra)?;
-            boot::check(sys, &want)?;
-            Some(want)
-        }
-        None => None,
-    };
+/// `apply`: the config's shield, then its boot half (checked before
+/// anything changed).
+fn apply_command(
+    sys: &Sys,
+    request: &Request,
+    boot_want: Option<&boot::BootWant>,
+    dry_run: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
     let stop = stop_flag()?;
-    let report = shield::on(sys, &req, a.dry_run, &stop)?;
-    if !a.dry_run {
+    let report = shield::on(sys, request, dry_run, &stop)?;
+    if !dry_run {
         shield::journal::record_apply(sys, unix_now()).map_err(shield::ShieldError::from)?;
     }
-    let boot_change = boot::apply(sys, boot_want.as_ref(), a.dry_run)?;
-    if a.json {
+    let boot_change = boot::apply(sys, boot_want, dry_run)?;
+    if json {
         // `on`'s report, and the boot half under "boot".
         let mut both = serde_json::to_value(&report)?;
         both["boot"] = serde_json::to_value(&boot_change)?;
@@ -257,29 +307,38 @@ fn apply_command(sys: &Sys, a: ApplyArgs, out: &mut impl Write) -> Result<ExitCo
 }
 
 /// `verify`: whether the machine matches the config and holds.
-fn verify_command(sys: &Sys, a: VerifyArgs, out: &mut impl Write) -> Result<ExitCode> {
-    let path = config_path(sys, a.config);
-    let req = cpushield::config::load(&path)?;
-    let report = cpushield::fleet::verify(sys, &req, &path.display().to_string())?;
-    emit(out, a.json, &report, report::shield::verify)?;
+fn verify_command(
+    sys: &Sys,
+    config: &Path,
+    request: &Request,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let report = cpushield::fleet::verify(sys, request, &config.display().to_string())?;
+    emit(out, json, &report, report::shield::verify)?;
     if !report.holds {
         return Ok(ExitCode::from(exit::BROKEN));
     }
     if !report.matches {
         return Ok(ExitCode::from(exit::DIFFERS));
     }
-    if report.boot.as_ref().is_some_and(|b| b.reboot_pending) {
-        return Ok(ExitCode::from(exit::REBOOT_PENDING));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(exit_if(
+        report.boot.as_ref().is_some_and(|b| b.reboot_pending),
+        exit::REBOOT_PENDING,
+    ))
 }
 
 /// `metrics`: the Prometheus text, printed or written for the textfile collector.
-fn metrics_command(sys: &Sys, a: MetricsArgs, out: &mut impl Write) -> Result<ExitCode> {
-    let text = cpushield::fleet::metrics(sys, a.results.as_deref(), unix_now())?;
-    match a.textfile {
+fn metrics_command(
+    sys: &Sys,
+    results: Option<&Path>,
+    textfile: Option<&Path>,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let text = cpushield::fleet::metrics(sys, results, unix_now())?;
+    match textfile {
         Some(dir) => {
-            cpushield::fleet::write_textfile(&dir, &text)?;
+            cpushield::fleet::write_textfile(dir, &text)?;
         }
         None => out.write_all(text.as_bytes())?,
     }
@@ -287,51 +346,25 @@ fn metrics_command(sys: &Sys, a: MetricsArgs, out: &mut impl Write) -> Result<Ex
 }
 
 /// `status`: the shield and the boot half as the kernel has them.
-fn status_command(sys: &Sys, a: JsonArg, out: &mut impl Write) -> Result<ExitCode> {
+fn status_command(sys: &Sys, json: bool, out: &mut impl Write) -> Result<ExitCode> {
     let report = cpushield::fleet::status(sys)?;
-    emit(out, a.json, &report, report::shield::status)?;
-    if !report.shield.holds {
-        return Ok(ExitCode::from(exit::BROKEN));
-    }
-    Ok(ExitCode::SUCCESS)
+    emit(out, json, &report, report::shield::status)?;
+    Ok(exit_if(!report.shield.holds, exit::BROKEN))
 }
 
-/// `move`: tasks into or out of the shield.
-fn move_tasks_command(sys: &Sys, a: MoveArgs, out: &mut impl Write) -> Result<ExitCode> {
-    let dir = if a.into {
-        Direction::In
-    } else {
-        Direction::Out
-    };
-    let report = shield::move_tasks(sys, &a.pids, dir, a.cpu, a.thread, a.dry_run)?;
-    emit(out, a.json, &report, report::shield::moved)?;
-    if !report.not_found.is_empty() {
-        return Ok(ExitCode::from(exit::REFUSED));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `measure` (or `measure --clean-up`).
+/// `measure`, on a checked configuration.
 fn measure_command(
     sys: &Sys,
-    a: cpushield::measure::MeasureArgs,
+    config: &cpushield::measure::Config,
+    histfile: Option<&Path>,
+    json: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    if a.clean_up {
-        match cpushield::measure::explain::tracefs::clean_up(sys)? {
-            Some(what) => writeln!(out, "{what}")?,
-            None => writeln!(
-                out,
-                "no trace instance left by cpushield: nothing to remove"
-            )?,
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let run = cpushield::measure::run(sys, &a)?;
-    if let Some(path) = &a.histfile {
+    let run = cpushield::measure::run(sys, config)?;
+    if let Some(path) = histfile {
         report::measure::write_histfiles(&run, path)?;
     }
-    let text = if a.json {
+    let text = if json {
         report::measure::json(&run)
     } else {
         report::measure::human(&run)
@@ -341,66 +374,52 @@ fn measure_command(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `tune --list`: the tuning knobs.
-fn tune_command(a: TuneArgs, out: &mut impl Write) -> Result<ExitCode> {
-    let _ = a.list;
-    emit(
-        out,
-        a.json,
-        &cpushield::shield::knobs::KNOBS,
-        report::audit::knobs,
-    )?;
+/// `measure --clean-up`: the trace instance a killed `--explain` left.
+fn measure_clean_up(sys: &Sys, out: &mut impl Write) -> Result<ExitCode> {
+    match cpushield::measure::explain::tracefs::clean_up(sys)? {
+        Some(what) => writeln!(out, "{what}")?,
+        None => writeln!(
+            out,
+            "no trace instance left by cpushield: nothing to remove"
+        )?,
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 /// `boot-args`: the boot line for CPUs, and what the running kernel isolated.
-fn boot_args_command(sys: &Sys, a: BootArgsArgs, out: &mut impl Write) -> Result<ExitCode> {
+fn boot_args_command(
+    sys: &Sys,
+    cpus: &CpuSet,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
     let online = cpushield::sys::procfs::online_cpus(sys)?;
-    let mut advice =
-        cpushield::boot::args::boot_args(&a.cpus, &shield_siblings(sys, &a.cpus), &online);
+    let mut advice = cpushield::boot::args::boot_args(cpus, &shield_siblings(sys, cpus), &online);
     advice.now = boot::status(sys).ok();
-    emit(out, a.json, &advice, report::audit::boot_args)?;
+    emit(out, json, &advice, report::audit::boot_args)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// `boot`: the boot half's state, or (`--remove`) taking it out.
-fn boot_half_command(sys: &Sys, a: BootArgs, out: &mut impl Write) -> Result<ExitCode> {
-    let change = if a.remove {
-        Some(boot::remove(sys, a.dry_run)?)
+/// `boot`: the boot half's state, or (`remove`) taking it out.
+fn boot_half_command(
+    sys: &Sys,
+    remove: bool,
+    dry_run: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    if !remove {
+        let status = boot::status(sys)?;
+        emit(out, json, &status, report::boot::status)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let change = boot::remove(sys, dry_run)?;
+    if change.action == boot::BootAction::Nothing && !json {
+        writeln!(out, "no boot half written by cpushield: nothing to remove")?;
     } else {
-        None
-    };
-    match change {
-        Some(c) if c.action == boot::BootAction::Nothing && !a.json => {
-            writeln!(out, "no boot half written by cpushield: nothing to remove")?
-        }
-        Some(c) => emit(out, a.json, &c, report::boot::change)?,
-        None => {
-            let status = boot::status(sys)?;
-            emit(out, a.json, &status, report::boot::status)?;
-        }
+        emit(out, json, &change, report::boot::change)?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `audit`: read, judge, report.
-fn audit_command(sys: &Sys, a: AuditArgs, out: &mut impl Write) -> Result<ExitCode> {
-    if !(a.window >= 0.0 && a.window <= 3600.0) {
-        return Err(Refusal(format!(
-            "--window {}: give seconds between 0 and 3600",
-            a.window
-        ))
-        .into());
-    }
-    let window = std::time::Duration::from_secs_f64(a.window);
-    let report = cpushield::audit::audit(sys, a.cpus.as_ref(), window)?;
-    emit(out, a.json, &report, report::audit::audit)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The config file: the one given, else the default under the root.
-fn config_path(sys: &Sys, given: Option<PathBuf>) -> PathBuf {
-    given.unwrap_or_else(|| sys.path(cpushield::config::DEFAULT_PATH))
 }
 
 fn unix_now() -> u64 {
@@ -424,32 +443,23 @@ fn emit<T: serde::Serialize>(
     Ok(())
 }
 
-fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
-    let policy = match (a.fifo, a.rr) {
-        (Some(p), _) => RunPolicy::Fifo(p),
-        (_, Some(p)) => RunPolicy::RoundRobin(p),
-        _ => RunPolicy::Inherit,
-    };
-    let user = match &a.user {
-        Some(name) => Some(
-            nix::unistd::User::from_name(name)
-                .with_context(|| format!("looking up user {name:?}"))?
-                .ok_or_else(|| {
-                    Refusal(format!(
-                        "--user {name:?}: no such user (give a name from /etc/passwd)"
-                    ))
-                })?,
-        ),
-        None => None,
-    };
-    let (program, args) = a.command.split_first().expect("clap requires a command");
-    if a.dry_run {
-        let (state, cpus) = shield::run_target(sys, a.cpu)?;
+/// `run`: the command inside the shield, in place of this process.
+fn run_command(
+    sys: &Sys,
+    cpu: Option<u32>,
+    policy: RunPolicy,
+    user: Option<nix::unistd::User>,
+    command: &[String],
+    dry_run: bool,
+) -> Result<ExitCode> {
+    let (program, args) = command.split_first().expect("clap requires a command");
+    if dry_run {
+        let (state, cpus) = shield::run_target(sys, cpu)?;
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
             "dry run: would run {:?} on CPUs {cpus} inside the shield ({}), scheduling {}{}; nothing started",
-            a.command.join(" "),
+            command.join(" "),
             state.shield_dir,
             match policy {
                 RunPolicy::Fifo(p) => format!("SCHED_FIFO {p}"),
@@ -460,7 +470,7 @@ fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    shield::enter_shield(sys, a.cpu, policy)?;
+    shield::enter_shield(sys, cpu, policy)?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(args);
     if let Some(u) = user {
@@ -483,35 +493,20 @@ fn run_command(sys: &Sys, a: RunArgs) -> Result<ExitCode> {
     .into())
 }
 
-fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> {
-    use cpushield::compare::{self, Options};
+/// `compare`: the experiment, its files, and its summary.
+fn compare(
+    sys: &Sys,
+    opts: &cpushield::compare::Options,
+    dry_run: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    use cpushield::compare;
     use std::io::IsTerminal;
-    let Some(cpus) = a.cpus else {
-        return Err(Refusal(
-            "compare: --cpus is required (the CPUs to measure and shield, e.g. --cpus 2-3)".into(),
-        )
-        .into());
-    };
-    let dir = a.out.unwrap_or_else(|| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        PathBuf::from(format!("cpushield-compare-{t}"))
-    });
-    let opts = Options {
-        cpus,
-        load: a.load,
-        probe: a.probe,
-        duration_s: a.duration,
-        thresholds_us: a.threshold,
-        phases: a.phases,
-        out: dir.clone(),
-        explain_us: a.explain,
-    };
+    let dir = opts.out.clone();
     let exe = std::env::current_exe().context("finding our own executable")?;
-    if a.dry_run {
-        let plan = compare::dry_run(sys, &exe, &opts)?;
+    if dry_run {
+        let plan = compare::dry_run(sys, &exe, opts)?;
         report::compare::dry_run(&plan, out)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -529,9 +524,9 @@ fn compare(sys: &Sys, a: CompareArgs, out: &mut impl Write) -> Result<ExitCode> 
         stop: &stop,
         progress: &mut progress,
     };
-    let results = compare::run(&mut ctx, &opts)?;
+    let results = compare::run(&mut ctx, opts)?;
     report::compare::write_files(&results, &dir)?;
-    if a.json {
+    if json {
         serde_json::to_writer_pretty(&mut *out, &results)?;
         writeln!(out)?;
     } else {

@@ -86,13 +86,13 @@ pub enum MeasureError {
     },
 }
 
-/// `cpushield measure`: validate, check privileges, measure on the machine
-/// behind `sys`. The caller reports the run (`report::measure`).
-pub fn run(sys: &Sys, args: &MeasureArgs) -> Result<Run, MeasureError> {
-    let cfg = Config::from_args(args, sys)?;
+/// `cpushield measure` with a configuration checked by
+/// [`Config::from_args`]: check privileges, measure on the machine behind
+/// `sys`. The caller reports the run (`report::measure`).
+pub fn run(sys: &Sys, cfg: &Config) -> Result<Run, MeasureError> {
     if let Some(p) = cfg.priority {
         driver::check_realtime_permitted(p)?;
     }
     let machine = machine::Machine::read(sys);
-    measure(&cfg, sys, machine)
+    measure(cfg, sys, machine)
 }

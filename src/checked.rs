@@ -1,0 +1,342 @@
+//! The command line checked in one step: each command's arguments become
+//! the request its library call takes, or are refused with an error that
+//! names the argument and what would be valid. Checking only reads (the
+//! config file, the machine's CPUs, the user database, the bootloader):
+//! nothing on the system has changed when it fails.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use cpushield::boot::{self, BootWant};
+use cpushield::compare::Options as CompareOptions;
+use cpushield::cpulist::CpuSet;
+use cpushield::measure::args::Config as MeasureConfig;
+use cpushield::shield::{request::Request, Direction, RunPolicy};
+use cpushield::sys::Sys;
+
+use crate::cli::*;
+
+/// A request refused before anything was changed, outside the library's
+/// own errors (an argument checked here).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+/// A command and its checked request.
+#[derive(Debug)]
+pub enum Checked {
+    /// `on`.
+    On {
+        /// The shield asked for.
+        request: Request,
+        /// Plan only.
+        dry_run: bool,
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `off`.
+    Off {
+        /// Say what would be undone only.
+        dry_run: bool,
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `apply`: the config's shield and boot half.
+    Apply {
+        /// The config's request.
+        request: Request,
+        /// Its boot half, checked against the bootloader.
+        boot: Option<BootWant>,
+        /// Plan only.
+        dry_run: bool,
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `verify`.
+    Verify {
+        /// The config file.
+        config: PathBuf,
+        /// Its request.
+        request: Request,
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `metrics`.
+    Metrics {
+        /// A `compare` results.json to export.
+        results: Option<PathBuf>,
+        /// The textfile directory to write to (else stdout).
+        textfile: Option<PathBuf>,
+    },
+    /// `status`.
+    Status {
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `move`.
+    Move {
+        /// Process (or thread) ids.
+        pids: Vec<i32>,
+        /// Into or out of the shield.
+        direction: Direction,
+        /// The CPU to pin to.
+        cpu: Option<u32>,
+        /// Single threads rather than processes.
+        thread: bool,
+        /// Say what would move only.
+        dry_run: bool,
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `measure`, its configuration checked against the machine.
+    Measure {
+        /// The checked configuration.
+        config: Box<MeasureConfig>,
+        /// Write histogram files with this prefix.
+        histfile: Option<PathBuf>,
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `measure --clean-up`.
+    MeasureCleanUp,
+    /// `tune --list`.
+    Tune {
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `boot-args`.
+    BootArgs {
+        /// The CPUs to isolate at boot.
+        cpus: CpuSet,
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `boot` (state) or `boot --remove`.
+    Boot {
+        /// Take the boot half out.
+        remove: bool,
+        /// Say what would be done only.
+        dry_run: bool,
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `audit`.
+    Audit {
+        /// The CPUs to audit (default: the shield's).
+        cpus: Option<CpuSet>,
+        /// How long interrupts are counted.
+        window: Duration,
+        /// Report as JSON.
+        json: bool,
+    },
+    /// `run`.
+    Run {
+        /// The shielded CPU to pin to.
+        cpu: Option<u32>,
+        /// The scheduling policy.
+        policy: RunPolicy,
+        /// The user to run as.
+        user: Option<nix::unistd::User>,
+        /// The command and its arguments (at least the command).
+        command: Vec<String>,
+        /// Say where and how it would run only.
+        dry_run: bool,
+    },
+    /// `compare`.
+    Compare {
+        /// The experiment; the library checks it against the machine
+        /// before its first phase.
+        options: CompareOptions,
+        /// Say what would run only.
+        dry_run: bool,
+        /// Report as JSON.
+        json: bool,
+    },
+}
+
+/// Checks the command line (no command: `status`). Only reads.
+pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
+    Ok(
+        match command.unwrap_or(Command::Status(JsonArg { json: false })) {
+            Command::On(a) => Checked::On {
+                request: Request {
+                    cpus: a.cpus,
+                    irqs: a.irqs,
+                    force: a.force,
+                    allow_split_siblings: a.allow_split_siblings,
+                    tune: a.tune.unwrap_or_default(),
+                    hotplug_restart: a.hotplug_restart,
+                    boot: None,
+                },
+                dry_run: a.dry_run,
+                json: a.json,
+            },
+            Command::Off(a) => Checked::Off {
+                dry_run: a.dry_run,
+                json: a.json,
+            },
+            Command::Apply(a) => {
+                let request = cpushield::config::load(&config_path(sys, a.config))?;
+                // A bootloader cpushield cannot drive refuses the whole apply.
+                let boot = match &request.boot {
+                    Some(extra) => {
+                        let want = boot::want_here(sys, &request.cpus, extra)?;
+                        boot::check(sys, &want)?;
+                        Some(want)
+                    }
+                    None => None,
+                };
+                Checked::Apply {
+                    request,
+                    boot,
+                    dry_run: a.dry_run,
+                    json: a.json,
+                }
+            }
+            Command::Verify(a) => {
+                let config = config_path(sys, a.config);
+                Checked::Verify {
+                    request: cpushield::config::load(&config)?,
+                    config,
+                    json: a.json,
+                }
+            }
+            Command::Metrics(a) => Checked::Metrics {
+                results: a.results,
+                textfile: a.textfile,
+            },
+            Command::Status(a) => Checked::Status { json: a.json },
+            Command::Move(a) => Checked::Move {
+                pids: a.pids,
+                direction: if a.into {
+                    Direction::In
+                } else {
+                    Direction::Out
+                },
+                cpu: a.cpu,
+                thread: a.thread,
+                dry_run: a.dry_run,
+                json: a.json,
+            },
+            Command::Measure(a) if a.clean_up => Checked::MeasureCleanUp,
+            Command::Measure(a) => Checked::Measure {
+                config: Box::new(MeasureConfig::from_args(&a, sys)?),
+                histfile: a.histfile,
+                json: a.json,
+            },
+            Command::Tune(a) => Checked::Tune { json: a.json },
+            Command::BootArgs(a) => Checked::BootArgs {
+                cpus: a.cpus,
+                json: a.json,
+            },
+            Command::Boot(a) => Checked::Boot {
+                remove: a.remove,
+                dry_run: a.dry_run,
+                json: a.json,
+            },
+            Command::Audit(a) => Checked::Audit {
+                cpus: a.cpus,
+                window: window(a.window)?,
+                json: a.json,
+            },
+            Command::Run(a) => Checked::Run {
+                cpu: a.cpu,
+                policy: match (a.fifo, a.rr) {
+                    (Some(p), _) => RunPolicy::Fifo(p),
+                    (_, Some(p)) => RunPolicy::RoundRobin(p),
+                    _ => RunPolicy::Inherit,
+                },
+                user: a.user.as_deref().map(user).transpose()?,
+                command: a.command,
+                dry_run: a.dry_run,
+            },
+            Command::Compare(a) => compare(a)?,
+        },
+    )
+}
+
+/// The config file: the one given, else the default under the root.
+fn config_path(sys: &Sys, given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(|| sys.path(cpushield::config::DEFAULT_PATH))
+}
+
+/// `audit --window`: seconds between 0 and an hour.
+fn window(seconds: f64) -> Result<Duration, Refusal> {
+    if (0.0..=3600.0).contains(&seconds) {
+        Ok(Duration::from_secs_f64(seconds))
+    } else {
+        Err(Refusal(format!(
+            "--window {seconds}: give seconds between 0 and 3600"
+        )))
+    }
+}
+
+/// `run --user`: a user of the user database.
+fn user(name: &str) -> Result<nix::unistd::User> {
+    nix::unistd::User::from_name(name)
+        .with_context(|| format!("looking up user {name:?}"))?
+        .ok_or_else(|| {
+            Refusal(format!(
+                "--user {name:?}: no such user (give a name from /etc/passwd)"
+            ))
+            .into()
+        })
+}
+
+/// `compare`: `--cpus` is required; the results go to `--out`, else a
+/// directory named by the time.
+fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
+    let Some(cpus) = a.cpus else {
+        return Err(Refusal(
+            "compare: --cpus is required (the CPUs to measure and shield, e.g. --cpus 2-3)".into(),
+        ));
+    };
+    let out = a.out.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        PathBuf::from(format!("cpushield-compare-{t}"))
+    });
+    Ok(Checked::Compare {
+        options: CompareOptions {
+            cpus,
+            load: a.load,
+            probe: a.probe,
+            duration_s: a.duration,
+            thresholds_us: a.threshold,
+            phases: a.phases,
+            out,
+            explain_us: a.explain,
+        },
+        dry_run: a.dry_run,
+        json: a.json,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_outside_an_hour_is_refused_naming_it() {
+        assert_eq!(window(2.5).unwrap(), Duration::from_millis(2500));
+        assert_eq!(window(0.0).unwrap(), Duration::ZERO);
+        for bad in [-1.0, 3600.5, f64::NAN] {
+            let e = window(bad).unwrap_err().to_string();
+            assert!(
+                e.starts_with("--window ") && e.contains("0 and 3600"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_user_is_refused_naming_it() {
+        let e = user("no-such-user-cpushield").unwrap_err();
+        assert!(e.downcast_ref::<Refusal>().is_some(), "{e}");
+        assert!(e.to_string().contains("\"no-such-user-cpushield\""), "{e}");
+        assert_eq!(user("root").unwrap().uid.as_raw(), 0);
+    }
+}
