@@ -208,10 +208,8 @@ fn a_tuned_profile_that_isolates_cores_is_reported_by_on_and_status() {
     );
     let (code, st) = status_code(dir.path());
     assert_eq!(code, 0, "a conflict reported is not a broken shield: {st}");
-    assert!(
-        st["notes"][0].as_str().unwrap().contains("tuned profile"),
-        "{st}"
-    );
+    assert_eq!(st["notes"][0]["kind"], "tuned_pins", "{st}");
+    assert_eq!(st["notes"][0]["profile"], "cpu-partitioning", "{st}");
     assert!(cpushield(dir.path(), &["off"]).status.success());
 }
 
@@ -289,8 +287,13 @@ fn under_systemd_a_task_pinned_inside_is_kept_as_a_scope_and_the_report_says_it_
         .read(&format!("{SLICE}/cpushield-run-100.scope/cgroup.procs"))
         .unwrap()
         .contains("100"));
-    let notes = v["notes"].to_string();
-    assert!(notes.contains("leave their units (rt.service)"), "{notes}");
+    assert!(
+        v["notes"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!({"kind": "tasks_leave_units", "units": ["rt.service"]})),
+        "{v}"
+    );
     assert!(cpushield(dir.path(), &["off"]).status.success());
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }

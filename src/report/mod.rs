@@ -1,5 +1,6 @@
 //! Everything cpushield shows people, in one place: each command's report
-//! ([`shield`] for status, on, verify, off and move; [`audit`] for audit,
+//! ([`shield`] for status, on, verify, off and move, with the shield's
+//! notes as sentences in [`note`]; [`audit`] for audit,
 //! boot-args and the knob list; [`measure`] for a measurement and its
 //! cyclictest histogram files; [`compare`] for the experiment's summary,
 //! figures and `report.html`), and the pieces they share: the aligned
@@ -17,6 +18,7 @@ pub mod explain;
 mod glyphs;
 pub mod html;
 pub mod measure;
+pub mod note;
 pub mod plot;
 pub mod shield;
 pub mod table;

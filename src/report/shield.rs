@@ -13,6 +13,7 @@ use crate::shield::irqbalance;
 use crate::shield::plan::TaskRef;
 use crate::shield::{MoveReport, OffReport, OnReport};
 
+use super::note;
 use super::table::row;
 
 /// The `took` row: `1.23 s (snapshot 0.40 s, apply 0.71 s)`, the total,
@@ -125,7 +126,7 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
         }
     }
     for n in &r.notes {
-        writeln!(w, "  note: {n}")?;
+        writeln!(w, "  note: {}", note::text(n))?;
     }
     row(
         w,
@@ -297,7 +298,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     refusals(w, "task changes refused", &r.tasks_refused)?;
     refusals(w, "other changes refused", &r.other_refused)?;
     for n in &r.notes {
-        writeln!(w, "  note: {n}")?;
+        writeln!(w, "  note: {}", note::text(n))?;
     }
     if let Some(plan) = &r.plan {
         writeln!(w, "  plan:")?;

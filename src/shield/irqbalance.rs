@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Refusal, Step};
 use super::journal::{self, Entry};
+use super::note::Note;
 
 use crate::cpulist::CpuSet;
 use crate::sys::irqbalance as socket;
@@ -198,31 +199,32 @@ pub fn plan(
     systemd: bool,
     irqb: Option<&Irqbalance>,
     shield: &CpuSet,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Vec<Step> {
     let Some(irqb) = irqb else {
         return Vec::new();
     };
     if !(systemd && irqb.unit) {
         if let Some(pid) = irqb.pid {
-            notes.push(format!(
-                "irqbalance (pid {pid}) runs without a systemd unit: cpushield cannot ban CPUs for it, and it moves IRQs back onto CPUs {shield} within seconds; restart it with IRQBALANCE_BANNED_CPULIST={} in its environment, or stop it",
-                shield.union(&irqb.own_ban)
-            ));
+            notes.push(Note::IrqbalanceWithoutUnit {
+                pid,
+                shield: shield.clone(),
+                ban: shield.union(&irqb.own_ban),
+            });
         }
         return Vec::new();
     }
     if irqb.pid.is_some() && !irqb.under_systemd() {
-        notes.push(format!(
-            "irqbalance runs outside its unit ({}): the ban reaches it only if it is restarted as {IRQBALANCE_UNIT}",
-            irqb.cgroup.as_deref().unwrap_or("?")
-        ));
+        notes.push(Note::IrqbalanceOutsideUnit {
+            cgroup: irqb.cgroup.clone(),
+        });
     }
     let banned = shield.union(&irqb.own_ban);
     if let Some(user) = &irqb.user_ban {
-        notes.push(format!(
-            "irqbalance's own ban ({user}) is kept: cpushield bans CPUs {banned} while shielded"
-        ));
+        notes.push(Note::IrqbalanceOwnBanKept {
+            setting: user.clone(),
+            banned: banned.clone(),
+        });
     }
     // The manager environment only when no one else sets a ban there or in
     // irqbalance's files (a unit's own settings win over it) and no drop-in

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Check, Step, Undo};
+use super::note::{Note, Unreadable, UnreadableFile};
 use crate::cpulist::CpuSet;
 
 /// Which files a knob writes.
@@ -285,8 +286,8 @@ pub struct TuneState {
 pub struct TunePlan {
     /// Writes, non-fatal, journaled and undone like the shield's.
     pub steps: Vec<Step>,
-    /// Skipped files (missing, read-only, already set), one note per knob and reason.
-    pub notes: Vec<String>,
+    /// Skipped files (missing, read-only, unreadable), one note per knob and reason.
+    pub notes: Vec<Note>,
 }
 
 fn same_value(a: &str, b: &str, mask: bool) -> bool {
@@ -299,8 +300,8 @@ fn same_value(a: &str, b: &str, mask: bool) -> bool {
 
 /// The value knob `k` wants in file `f` (reading `current`), and whether
 /// it is a CPU mask; `None` when the file needs no change (a mask already
-/// away from the shield); an error naming the file when `current` is not
-/// what the knob reads.
+/// away from the shield); why not when `current` is not what the knob
+/// reads.
 fn wanted(
     k: &Knob,
     f: &str,
@@ -308,15 +309,16 @@ fn wanted(
     shield: &CpuSet,
     housekeeping: &CpuSet,
     mask_bits: u32,
-) -> Result<Option<(String, bool)>, String> {
+) -> Result<Option<(String, bool)>, Unreadable> {
     Ok(Some(match k.value {
         Value::Const(v) if f.ends_with("/numa") => (v.to_string(), false),
         Value::HousekeepingMask if f.ends_with("/numa") => ("0".to_string(), false),
         Value::Const(v) => (v.to_string(), false),
         Value::HousekeepingMask => (housekeeping.to_mask(mask_bits), true),
         Value::MaskAwayFromShield => {
-            let cur = CpuSet::parse_mask(current)
-                .map_err(|_| format!("/{f} (not a mask: {current:?})"))?;
+            let cur = CpuSet::parse_mask(current).map_err(|_| Unreadable::NotAMask {
+                content: current.to_string(),
+            })?;
             if cur.is_empty() || !cur.intersects(shield) {
                 return Ok(None);
             }
@@ -332,28 +334,28 @@ fn wanted(
 /// The notes for the files of knob `name` left alone.
 fn skipped(
     name: &str,
-    missing: &[String],
-    readonly: &[String],
-    unreadable: &[String],
-) -> Vec<String> {
+    missing: Vec<String>,
+    readonly: Vec<String>,
+    unreadable: Vec<UnreadableFile>,
+) -> Vec<Note> {
     let mut notes = Vec::new();
     if !missing.is_empty() {
-        notes.push(format!(
-            "tune {name}: {} missing (not supported here); skipped",
-            missing.join(", ")
-        ));
+        notes.push(Note::TuneMissing {
+            knob: name.to_string(),
+            files: missing,
+        });
     }
     if !readonly.is_empty() {
-        notes.push(format!(
-            "tune {name}: {} read-only; not set",
-            readonly.join(", ")
-        ));
+        notes.push(Note::TuneReadOnly {
+            knob: name.to_string(),
+            files: readonly,
+        });
     }
     if !unreadable.is_empty() {
-        notes.push(format!(
-            "tune {name}: {} unreadable; not set",
-            unreadable.join(", ")
-        ));
+        notes.push(Note::TuneUnreadable {
+            knob: name.to_string(),
+            files: unreadable,
+        });
     }
     notes
 }
@@ -372,10 +374,9 @@ pub fn plan(
     for k in knobs {
         let files = state.files_of.get(k.name).cloned().unwrap_or_default();
         if files.is_empty() {
-            out.notes.push(format!(
-                "tune {}: nothing to tune here (no such files); skipped",
-                k.name
-            ));
+            out.notes.push(Note::TuneNothingToTune {
+                knob: k.name.to_string(),
+            });
             continue;
         }
         let mut missing = Vec::new();
@@ -388,11 +389,16 @@ pub fn plan(
             let (current, writable) = match state.files.get(f) {
                 Some(FileState::Present { value, writable }) => (value, *writable),
                 Some(FileState::Unreadable { reason }) => {
-                    unreadable.push(format!("/{f} ({reason})"));
+                    unreadable.push(UnreadableFile {
+                        path: f.clone(),
+                        reason: Unreadable::ReadFailed {
+                            errno: reason.clone(),
+                        },
+                    });
                     continue;
                 }
                 Some(FileState::Missing) | None => {
-                    missing.push(format!("/{f}"));
+                    missing.push(f.clone());
                     continue;
                 }
             };
@@ -400,7 +406,10 @@ pub fn plan(
                 Ok(Some(want)) => want,
                 Ok(None) => continue,
                 Err(reason) => {
-                    unreadable.push(reason);
+                    unreadable.push(UnreadableFile {
+                        path: f.clone(),
+                        reason,
+                    });
                     continue;
                 }
             };
@@ -408,7 +417,7 @@ pub fn plan(
                 continue;
             }
             if !writable {
-                readonly.push(format!("/{f}"));
+                readonly.push(f.clone());
                 continue;
             }
             let (check, undo) = if k.captured {
@@ -429,7 +438,7 @@ pub fn plan(
             });
         }
         out.notes
-            .extend(skipped(k.name, &missing, &readonly, &unreadable));
+            .extend(skipped(k.name, missing, readonly, unreadable));
     }
     out
 }
@@ -632,12 +641,24 @@ mod tests {
             ]
         );
         assert!(p.steps.iter().all(|s| !s.fatal));
-        let notes = p.notes.join("\n");
-        assert!(notes.contains("nmi_watchdog read-only"), "{notes}");
-        assert!(notes.contains("scaling_governor missing"), "{notes}");
+        for note in [
+            Note::TuneReadOnly {
+                knob: "nmi-watchdog".into(),
+                files: vec![NMI_WATCHDOG.into()],
+            },
+            Note::TuneMissing {
+                knob: "governor".into(),
+                files: vec!["sys/devices/system/cpu/cpu2/cpufreq/scaling_governor".into()],
+            },
+        ] {
+            assert!(p.notes.contains(&note), "{note:?}: {:?}", p.notes);
+        }
         assert!(
-            notes.contains("tune machinecheck: nothing to tune"),
-            "{notes}"
+            p.notes.contains(&Note::TuneNothingToTune {
+                knob: "machinecheck".into()
+            }),
+            "{:?}",
+            p.notes
         );
     }
 

@@ -7,6 +7,7 @@
 use super::apply::reads_as;
 use super::change::{Action, Check, Step, Undo};
 use super::journal::State;
+use super::note::Note;
 use super::plan_error::PlanError;
 use super::snapshot::{CgroupSetup, Snapshot, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 use crate::cpulist::CpuSet;
@@ -38,7 +39,7 @@ pub(super) fn plan(
     snap: &Snapshot,
     shield: &CpuSet,
     housekeeping: &CpuSet,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<CgroupPlan, PlanError> {
     let mut steps = Vec::new();
     // No hierarchy with cpuset is mounted: mount cgroup2, whose fresh root
@@ -50,9 +51,9 @@ pub(super) fn plan(
                 target: mount.clone(),
                 make_dir: *make_dir,
             }));
-            notes.push(format!(
-                "no cgroup hierarchy with cpuset is mounted: mounting cgroup2 at /{mount} (off unmounts it)"
-            ));
+            notes.push(Note::MountingCgroup2 {
+                mount: mount.clone(),
+            });
             mounted = CgroupSetup::V2 {
                 mount: mount.clone(),
                 subtree_control: Vec::new(),
@@ -110,7 +111,7 @@ fn cgroup_v2(
     subtree_control: &[String],
     shield: &CpuSet,
     mut steps: Vec<Step>,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> CgroupPlan {
     // Always `isolated`. The kernel's rule since 6.7 (cgroup-v2.rst, commit
     // 4a74e418881f): CPUs isolated at boot (isolcpus=domain) may be in an
@@ -164,9 +165,7 @@ fn cgroup_v2(
     };
     let both = snap.boot_isolated.intersection(shield);
     if !both.is_empty() {
-        notes.push(format!(
-            "CPUs {both} are also isolated at boot (isolcpus=domain): the kernel already keeps them out of load balancing; the partition adds enforcement"
-        ));
+        notes.push(Note::AlsoIsolatedAtBoot { cpus: both });
     }
     if !by_systemd {
         steps.push(fatal(Action::Write {

@@ -17,6 +17,7 @@ mod irqs;
 pub mod journal;
 pub mod knobs;
 mod mechanism;
+mod note;
 mod off;
 mod on;
 pub mod owners;
@@ -31,6 +32,7 @@ mod timings;
 
 pub(crate) use error::require_root;
 pub use error::ShieldError;
+pub use note::{Note, Unreadable, UnreadableFile};
 pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed, IrqRefusal, OnReport};
 pub use status::{status, IrqPlacement, StatusReport};

@@ -10,6 +10,7 @@ use super::apply::{self, Applied, ApplyError, Refusal};
 use super::change::{Action, Step};
 use super::error::{boot_isolation_conflict, require_root, ShieldError};
 use super::journal::{self, Journal, State};
+use super::note::Note;
 use super::off::undo_journal;
 use super::plan::{self, Plan, PlanError, TaskRef};
 use super::request::Request;
@@ -85,8 +86,8 @@ pub struct OnReport {
     /// back from `/proc` (not with `--dry-run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irqbalance: Option<irqbalance::Process>,
-    /// Notes for the user.
-    pub notes: Vec<String>,
+    /// What the user should know.
+    pub notes: Vec<Note>,
     /// The shield before, when an active shield was changed in place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed_from: Option<CpuSet>,
@@ -292,11 +293,9 @@ fn finish(
     timings.journal += journal.time_spent();
     timings.segments += journal.segments();
     if !respread.is_empty() {
-        let list: Vec<String> = respread.iter().map(u32::to_string).collect();
-        out.notes.push(format!(
-            "--hotplug-restart: IRQs {} came back onto the shield when the CPUs came online (their driver sets them on CPU hotplug); moved off again",
-            list.join(", ")
-        ));
+        out.notes.push(Note::IrqsBackAfterHotplug {
+            irqs: respread.clone(),
+        });
         out.irqs_moved.extend(respread);
     }
     if let CgroupSetup::V2 { .. } = &after.cgroup {
@@ -417,11 +416,9 @@ fn reshape_timed(
     state.partition = plan.partition.clone().or(old.partition.clone());
     let mut out = finished(report(plan, &after, Some(&applied), false));
     if !came_back.is_empty() {
-        let list: Vec<String> = came_back.iter().map(u32::to_string).collect();
-        out.notes.push(format!(
-            "IRQs {} came back onto the shield while it changed (irqbalance places IRQs anew when it restarts); moved off again",
-            list.join(", ")
-        ));
+        out.notes.push(Note::IrqsBackAfterChange {
+            irqs: came_back.clone(),
+        });
         out.irqs_moved.extend(came_back);
     }
     finish(

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Check, Step, Undo};
 use super::knobs;
+use super::note::Note;
 use super::owners::Owners;
 pub use super::plan_error::PlanError;
 use super::request::Request;
@@ -74,7 +75,7 @@ pub struct Plan {
     /// IRQs bound to the shield on request.
     pub irqs_to_shield: Vec<u32>,
     /// Things the user should know.
-    pub notes: Vec<String>,
+    pub notes: Vec<Note>,
 }
 
 /// Validates the request against the machine and plans the shield.
@@ -117,9 +118,9 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         steps.extend(hotplug::steps(&shield));
         steps.extend(cgroups_and_tasks);
         steps.extend(to_shield.into_iter().map(|(_, s)| s));
-        notes.push(format!(
-            "--hotplug-restart: CPUs {shield} are taken offline and online again before the cpusets are created"
-        ));
+        notes.push(Note::HotplugRestart {
+            cpus: shield.clone(),
+        });
     } else {
         steps.extend(irq_steps.into_iter().map(|(_, s)| s));
     }
@@ -165,7 +166,7 @@ struct Valid {
     housekeeping: CpuSet,
     irqs_to_shield: Vec<u32>,
     knobs: Vec<&'static knobs::Knob>,
-    notes: Vec<String>,
+    notes: Vec<Note>,
 }
 
 /// Checks the request against the machine: CPUs present and online, one
@@ -216,9 +217,9 @@ fn validate(snap: &Snapshot, req: &Request) -> Result<Valid, PlanError> {
                 suggest,
             });
         }
-        notes.push(format!(
-            "hyper-thread siblings split ({detail}): the unshielded siblings share a core with the shield; keep them idle"
-        ));
+        notes.push(Note::SplitSiblings {
+            groups: split.into_iter().cloned().collect(),
+        });
     }
     let irqs_to_shield = irqs::resolve(snap, &req.irqs)?;
     if req.hotplug_restart {
@@ -255,7 +256,7 @@ fn remember_affinities(snap: &Snapshot) -> Step {
 
 /// What the user should know about the tasks kept on the shield and the
 /// threads split off their process.
-fn task_notes(snap: &Snapshot, kept: &[TaskRef], split_off: &[TaskRef]) -> Vec<String> {
+fn task_notes(snap: &Snapshot, kept: &[TaskRef], split_off: &[TaskRef]) -> Vec<Note> {
     let mut notes = Vec::new();
     if snap.owners.systemd && matches!(snap.cgroup, CgroupSetup::V2 { .. }) && !kept.is_empty() {
         // Under systemd a process belongs to the unit whose cgroup holds it.
@@ -268,17 +269,13 @@ fn task_notes(snap: &Snapshot, kept: &[TaskRef], split_off: &[TaskRef]) -> Vec<S
         units.sort();
         units.dedup();
         if !units.is_empty() {
-            notes.push(format!(
-                "tasks kept on the shield leave their units ({}) for scopes of {SHIELD_SLICE} (cpushield-run-PID.scope): stopping or restarting those units does not reach them, nor does their accounting, until off puts them back",
-                units.join(", ")
-            ));
+            notes.push(Note::TasksLeaveUnits { units });
         }
     }
     if !split_off.is_empty() {
-        notes.push(format!(
-            "{} thread(s) asked only for shielded CPUs but their process also has threads outside the shield, and cgroup v2 places whole processes: moved to the housekeeping CPUs (move the whole process in with 'cpushield move PID --in')",
-            split_off.len()
-        ));
+        notes.push(Note::ThreadsSplitOff {
+            threads: split_off.len(),
+        });
     }
     notes
 }
@@ -303,13 +300,12 @@ fn workqueue_step(snap: &Snapshot, shield: &CpuSet, housekeeping: &CpuSet) -> Op
 }
 
 /// A tuned profile that pins CPUs or IRQs fights any shield it did not make.
-pub fn tuned_notes(owners: &Owners) -> Vec<String> {
+pub fn tuned_notes(owners: &Owners) -> Vec<Note> {
     match &owners.tuned {
-        Some(t) if t.running && !t.pins.is_empty() => vec![format!(
-            "tuned profile '{}' pins CPUs or IRQs ({}): it may move threads and IRQs back onto the shield when it re-applies; use a profile without isolated_cores/banned_cpus (tuned-adm profile ...) while cpushield shields",
-            t.profile,
-            t.pins.join(", ")
-        )],
+        Some(t) if t.running && !t.pins.is_empty() => vec![Note::TunedPins {
+            profile: t.profile.clone(),
+            pins: t.pins.clone(),
+        }],
         _ => Vec::new(),
     }
 }
@@ -744,7 +740,7 @@ mod tests {
         assert!(plan
             .notes
             .iter()
-            .any(|n| n.contains("irqbalance (pid 400) runs without a systemd unit")));
+            .any(|n| matches!(n, Note::IrqbalanceWithoutUnit { pid: 400, .. })));
         assert_eq!(plan.shield_dir, "sys/fs/cgroup/cpushield");
     }
 
@@ -757,16 +753,16 @@ mod tests {
             pins: vec!["cpu-partitioning: isolated_cores".into()],
         });
         let plan = plan(&s, &req("2-3")).unwrap();
-        assert!(plan
-            .notes
-            .iter()
-            .any(|n| n.contains("tuned profile 'cpu-partitioning'")));
+        assert!(plan.notes.contains(&Note::TunedPins {
+            profile: "cpu-partitioning".into(),
+            pins: vec!["cpu-partitioning: isolated_cores".into()],
+        }));
         s.owners.tuned.as_mut().unwrap().pins.clear();
         assert!(!super::plan(&s, &req("2-3"))
             .unwrap()
             .notes
             .iter()
-            .any(|n| n.contains("tuned")));
+            .any(|n| matches!(n, Note::TunedPins { .. })));
     }
 
     fn v2() -> CgroupSetup {
@@ -870,10 +866,7 @@ mod tests {
         assert!(p.kept.is_empty(), "v2 places whole processes");
         assert_eq!(p.split_off.len(), 1);
         assert_eq!(affinity_of(&p, 30), Some(cpus("0-1")));
-        assert!(p
-            .notes
-            .iter()
-            .any(|n| n.contains("cgroup v2 places whole processes")));
+        assert!(p.notes.contains(&Note::ThreadsSplitOff { threads: 1 }));
         // cgroup v1 moves single threads: the pinned one is kept
         let mut s1 = s.clone();
         s1.cgroup = CgroupSetup::V1 {
@@ -989,7 +982,9 @@ mod tests {
         );
         assert!(p.steps[1].fatal);
         assert_eq!(p.mechanism, "cgroup v2 partition");
-        assert!(p.notes.iter().any(|n| n.contains("mounting cgroup2")));
+        assert!(p.notes.contains(&Note::MountingCgroup2 {
+            mount: "run/cpushield/cgroup2".into()
+        }));
     }
 
     #[test]
@@ -1008,8 +1003,7 @@ mod tests {
         assert_eq!(written.as_deref(), Some("isolated"));
         assert!(
             p.notes
-                .iter()
-                .any(|n| n.contains("CPUs 3 are also isolated at boot")),
+                .contains(&Note::AlsoIsolatedAtBoot { cpus: cpus("3") }),
             "{:?}",
             p.notes
         );

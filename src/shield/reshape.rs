@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::apply::{original_affinities, reads_as};
 use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, State};
+use super::note::Note;
 use super::plan::{self, Plan, PlanError, TaskRef};
 use super::request::Request;
 use super::snapshot::{
@@ -298,22 +299,22 @@ fn moving_in(fresh: &Plan, tried_moves: &HashSet<(i32, &str)>) -> HashSet<i32> {
 
 /// The notes of a change in place: the fresh plan's, what changed, and the
 /// tasks that had to leave.
-fn notes(fresh: &Plan, from: &CpuSet, to: &CpuSet, leaving: &[TaskRef]) -> Vec<String> {
+fn notes(fresh: &Plan, from: &CpuSet, to: &CpuSet, leaving: &[TaskRef]) -> Vec<Note> {
     let mut notes = fresh.notes.clone();
     if from != to {
         notes.insert(
             0,
-            format!(
-                "shield changed in place from CPUs {from} to {to}: the shield stayed up throughout"
-            ),
+            Note::ShieldChangedInPlace {
+                from: from.clone(),
+                to: to.clone(),
+            },
         );
     }
     if !leaving.is_empty() {
-        notes.push(format!(
-            "{} task(s) inside the shield asked only for CPUs that leave it: moved out to the housekeeping CPUs {}",
-            leaving.len(),
-            fresh.housekeeping
-        ));
+        notes.push(Note::TasksLeftShield {
+            tasks: leaving.len(),
+            housekeeping: fresh.housekeeping.clone(),
+        });
     }
     notes
 }
@@ -735,7 +736,10 @@ mod tests {
         assert!(matches!(actions[0], Action::Remember { .. }));
         assert_eq!(
             r.plan.notes[0],
-            "shield changed in place from CPUs 2-3 to 3: the shield stayed up throughout"
+            Note::ShieldChangedInPlace {
+                from: cpus("2-3"),
+                to: cpus("3")
+            }
         );
     }
 

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ShieldError;
 use super::journal::{self, State};
+use super::note::Note;
 use super::plan::{self, TaskRef};
 use super::request::Request;
 use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
@@ -75,7 +76,7 @@ pub struct StatusReport {
     pub broken: Vec<Finding>,
     /// Other owners of the machine that may fight the shield (tuned).
     #[serde(default)]
-    pub notes: Vec<String>,
+    pub notes: Vec<Note>,
 }
 
 /// What `status` reads, once, to judge whether an active shield holds.

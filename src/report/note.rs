@@ -1,0 +1,191 @@
+//! The shield's notes ([`Note`]) as the sentences people read.
+
+use crate::cpulist::CpuSet;
+use crate::shield::irqbalance::IRQBALANCE_UNIT;
+use crate::shield::snapshot::SHIELD_SLICE;
+use crate::shield::{Note, Unreadable, UnreadableFile};
+
+/// The sentence of note `n`, as shown after `note:` in `on`'s and
+/// `status`'s reports.
+pub fn text(n: &Note) -> String {
+    match n {
+        Note::MountingCgroup2 { mount } => format!(
+            "no cgroup hierarchy with cpuset is mounted: mounting cgroup2 at /{mount} (off unmounts it)"
+        ),
+        Note::AlsoIsolatedAtBoot { cpus } => format!(
+            "CPUs {cpus} are also isolated at boot (isolcpus=domain): the kernel already keeps them out of load balancing; the partition adds enforcement"
+        ),
+        Note::SplitSiblings { groups } => format!(
+            "hyper-thread siblings split ({}): the unshielded siblings share a core with the shield; keep them idle",
+            join(groups.iter().map(CpuSet::to_string), "; ")
+        ),
+        Note::HotplugRestart { cpus } => format!(
+            "--hotplug-restart: CPUs {cpus} are taken offline and online again before the cpusets are created"
+        ),
+        Note::TasksLeaveUnits { units } => format!(
+            "tasks kept on the shield leave their units ({}) for scopes of {SHIELD_SLICE} (cpushield-run-PID.scope): stopping or restarting those units does not reach them, nor does their accounting, until off puts them back",
+            units.join(", ")
+        ),
+        Note::ThreadsSplitOff { threads } => format!(
+            "{threads} thread(s) asked only for shielded CPUs but their process also has threads outside the shield, and cgroup v2 places whole processes: moved to the housekeeping CPUs (move the whole process in with 'cpushield move PID --in')"
+        ),
+        Note::TasksLeftShield {
+            tasks,
+            housekeeping,
+        } => format!(
+            "{tasks} task(s) inside the shield asked only for CPUs that leave it: moved out to the housekeeping CPUs {housekeeping}"
+        ),
+        Note::ShieldChangedInPlace { from, to } => format!(
+            "shield changed in place from CPUs {from} to {to}: the shield stayed up throughout"
+        ),
+        Note::IrqsBackAfterChange { irqs } => format!(
+            "IRQs {} came back onto the shield while it changed (irqbalance places IRQs anew when it restarts); moved off again",
+            join(irqs.iter().map(u32::to_string), ", ")
+        ),
+        Note::IrqsBackAfterHotplug { irqs } => format!(
+            "--hotplug-restart: IRQs {} came back onto the shield when the CPUs came online (their driver sets them on CPU hotplug); moved off again",
+            join(irqs.iter().map(u32::to_string), ", ")
+        ),
+        Note::IrqbalanceWithoutUnit { pid, shield, ban } => format!(
+            "irqbalance (pid {pid}) runs without a systemd unit: cpushield cannot ban CPUs for it, and it moves IRQs back onto CPUs {shield} within seconds; restart it with IRQBALANCE_BANNED_CPULIST={ban} in its environment, or stop it"
+        ),
+        Note::IrqbalanceOutsideUnit { cgroup } => format!(
+            "irqbalance runs outside its unit ({}): the ban reaches it only if it is restarted as {IRQBALANCE_UNIT}",
+            cgroup.as_deref().unwrap_or("?")
+        ),
+        Note::IrqbalanceOwnBanKept { setting, banned } => format!(
+            "irqbalance's own ban ({setting}) is kept: cpushield bans CPUs {banned} while shielded"
+        ),
+        Note::TunedPins { profile, pins } => format!(
+            "tuned profile '{profile}' pins CPUs or IRQs ({}): it may move threads and IRQs back onto the shield when it re-applies; use a profile without isolated_cores/banned_cpus (tuned-adm profile ...) while cpushield shields",
+            pins.join(", ")
+        ),
+        Note::TuneNothingToTune { knob } => {
+            format!("tune {knob}: nothing to tune here (no such files); skipped")
+        }
+        Note::TuneMissing { knob, files } => format!(
+            "tune {knob}: {} missing (not supported here); skipped",
+            join(files.iter().map(|f| format!("/{f}")), ", ")
+        ),
+        Note::TuneReadOnly { knob, files } => format!(
+            "tune {knob}: {} read-only; not set",
+            join(files.iter().map(|f| format!("/{f}")), ", ")
+        ),
+        Note::TuneUnreadable { knob, files } => format!(
+            "tune {knob}: {} unreadable; not set",
+            join(files.iter().map(unreadable_file), ", ")
+        ),
+    }
+}
+
+/// `/PATH (EIO)`, `/PATH (not a mask: "...")`.
+fn unreadable_file(f: &UnreadableFile) -> String {
+    let path = &f.path;
+    match &f.reason {
+        Unreadable::ReadFailed { errno } => format!("/{path} ({errno})"),
+        Unreadable::NotAMask { content } => format!("/{path} (not a mask: {content:?})"),
+    }
+}
+
+fn join(items: impl Iterator<Item = String>, separator: &str) -> String {
+    items.collect::<Vec<_>>().join(separator)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    #[test]
+    fn notes_read_as_the_sentences_the_shield_printed() {
+        let cases = [
+            (
+                Note::MountingCgroup2 {
+                    mount: "run/cpushield/cgroup2".into(),
+                },
+                "no cgroup hierarchy with cpuset is mounted: mounting cgroup2 at /run/cpushield/cgroup2 (off unmounts it)",
+            ),
+            (
+                Note::SplitSiblings {
+                    groups: vec![cpus("1,5"), cpus("2,6")],
+                },
+                "hyper-thread siblings split (1,5; 2,6): the unshielded siblings share a core with the shield; keep them idle",
+            ),
+            (
+                Note::IrqsBackAfterHotplug { irqs: vec![25, 31] },
+                "--hotplug-restart: IRQs 25, 31 came back onto the shield when the CPUs came online (their driver sets them on CPU hotplug); moved off again",
+            ),
+            (
+                Note::ShieldChangedInPlace {
+                    from: cpus("2-3"),
+                    to: cpus("3"),
+                },
+                "shield changed in place from CPUs 2-3 to 3: the shield stayed up throughout",
+            ),
+            (
+                Note::IrqbalanceWithoutUnit {
+                    pid: 400,
+                    shield: cpus("2-3"),
+                    ban: cpus("2-3,5"),
+                },
+                "irqbalance (pid 400) runs without a systemd unit: cpushield cannot ban CPUs for it, and it moves IRQs back onto CPUs 2-3 within seconds; restart it with IRQBALANCE_BANNED_CPULIST=2-3,5 in its environment, or stop it",
+            ),
+            (
+                Note::IrqbalanceOutsideUnit { cgroup: None },
+                "irqbalance runs outside its unit (?): the ban reaches it only if it is restarted as irqbalance.service",
+            ),
+            (
+                Note::TasksLeaveUnits {
+                    units: vec!["a.service".into(), "rt.service".into()],
+                },
+                "tasks kept on the shield leave their units (a.service, rt.service) for scopes of cpushield.slice (cpushield-run-PID.scope): stopping or restarting those units does not reach them, nor does their accounting, until off puts them back",
+            ),
+            (
+                Note::TunedPins {
+                    profile: "cpu-partitioning".into(),
+                    pins: vec![
+                        "profile cpu-partitioning".into(),
+                        "cpu-partitioning: isolated_cores".into(),
+                    ],
+                },
+                "tuned profile 'cpu-partitioning' pins CPUs or IRQs (profile cpu-partitioning, cpu-partitioning: isolated_cores): it may move threads and IRQs back onto the shield when it re-applies; use a profile without isolated_cores/banned_cpus (tuned-adm profile ...) while cpushield shields",
+            ),
+            (
+                Note::TuneMissing {
+                    knob: "machinecheck".into(),
+                    files: vec![
+                        "sys/devices/system/machinecheck/machinecheck2/check_interval".into(),
+                        "sys/devices/system/machinecheck/machinecheck3/check_interval".into(),
+                    ],
+                },
+                "tune machinecheck: /sys/devices/system/machinecheck/machinecheck2/check_interval, /sys/devices/system/machinecheck/machinecheck3/check_interval missing (not supported here); skipped",
+            ),
+            (
+                Note::TuneUnreadable {
+                    knob: "net-queues".into(),
+                    files: vec![
+                        UnreadableFile {
+                            path: "sys/class/net/eth0/queues/rx-0/rps_cpus".into(),
+                            reason: Unreadable::ReadFailed {
+                                errno: "EIO".into(),
+                            },
+                        },
+                        UnreadableFile {
+                            path: "sys/class/net/eth0/queues/tx-0/xps_cpus".into(),
+                            reason: Unreadable::NotAMask {
+                                content: "zz".into(),
+                            },
+                        },
+                    ],
+                },
+                "tune net-queues: /sys/class/net/eth0/queues/rx-0/rps_cpus (EIO), /sys/class/net/eth0/queues/tx-0/xps_cpus (not a mask: \"zz\") unreadable; not set",
+            ),
+        ];
+        for (note, sentence) in cases {
+            assert_eq!(text(&note), sentence, "{note:?}");
+        }
+    }
+}
