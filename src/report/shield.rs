@@ -10,7 +10,7 @@ use crate::fleet::MachineStatus;
 use crate::shield::apply::Refusal;
 use crate::shield::change::Action;
 use crate::shield::irqbalance;
-use crate::shield::plan::TaskRef;
+use crate::shield::TaskRef;
 use crate::shield::{MoveReport, OffReport, OnReport};
 
 use super::note;

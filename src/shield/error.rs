@@ -2,7 +2,7 @@
 
 use super::apply::{ApplyError, Undone};
 use super::journal::JournalError;
-use super::plan::PlanError;
+use super::plan_error::PlanError;
 
 use crate::cpulist::CpuSet;
 use crate::sys::{Sys, SysError};

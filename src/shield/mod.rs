@@ -1,10 +1,10 @@
 //! Shielding: `snapshot → plan → journal → apply → verify → report`, and
 //! `undo` as the journal replayed in reverse.
 //!
-//! A file per command (`on`, `off`, `status`, `move` and `run`) with its
-//! report type; the pipeline they share (`snapshot`, `plan`, `journal`,
-//! `apply`, `reshape`); and a module per component the shield drives
-//! (`irqbalance`, `knobs`). Touches the kernel only through
+//! A file per command (`on`, `off`, `status`, `move_run`) with its report
+//! type; the pipeline they share (`snapshot`, `plan`, `journal`, `apply`,
+//! `reshape`); and a module per component the shield drives (`mechanism`,
+//! `irqbalance`, `irqs`, `tasks`, `knobs`, `hotplug`). Touches the kernel only through
 //! [`crate::sys::Sys`]; its runtime state lives in the journal under
 //! `run/cpushield` of the same root.
 
@@ -17,6 +17,7 @@ mod irqs;
 pub mod journal;
 pub mod knobs;
 mod mechanism;
+mod move_run;
 mod note;
 mod off;
 mod on;
@@ -32,9 +33,10 @@ mod timings;
 
 pub(crate) use error::require_root;
 pub use error::ShieldError;
+pub use move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use note::{Note, Unreadable, UnreadableFile};
 pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed, IrqRefusal, OnReport};
 pub use status::{status, IrqPlacement, StatusReport};
-pub use tasks::{enter_shield, move_tasks, run_target, Direction, MoveReport, RunPolicy};
+pub use tasks::{Direction, TaskRef};
 pub use timings::Timings;

@@ -12,9 +12,10 @@ use super::error::{boot_isolation_conflict, require_root, ShieldError};
 use super::journal::{self, Journal, State};
 use super::note::Note;
 use super::off::undo_journal;
-use super::plan::{self, Plan, PlanError, TaskRef};
+use super::plan::{self, Plan, PlanError};
 use super::request::Request;
 use super::snapshot::{self, in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
+use super::tasks::{self, TaskRef};
 use super::timings::Timings;
 use super::{irqbalance, irqs, knobs, reshape};
 use crate::cpulist::CpuSet;
@@ -446,7 +447,7 @@ fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
     let left: HashSet<i32> = snap
         .threads
         .iter()
-        .filter(|t| !t.cpus_allowed.is_subset(shield) && plan::left_to_the_partition(&snap, t))
+        .filter(|t| !t.cpus_allowed.is_subset(shield) && tasks::left_to_the_partition(&snap, t))
         .map(|t| t.tid)
         .collect();
     procfs::read_stats(sys, &mut snap.threads, |t| {
@@ -485,7 +486,7 @@ fn sweep_forked(
     let mut last: Option<Snapshot> = None;
     for _ in 0..3 {
         let snap = Snapshot::reread(sys, last.as_ref().unwrap_or(before))?;
-        let tasks = plan::plan_tasks(&snap, &plan.shield, &plan.housekeeping, false, |t| {
+        let tasks = tasks::plan_tasks(&snap, &plan.shield, &plan.housekeeping, false, |t| {
             !kept.contains(&t.tid)
         });
         let steps: Vec<Step> = tasks

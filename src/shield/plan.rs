@@ -1,7 +1,7 @@
 //! Plan: a pure function from (snapshot, request) to the list of changes a
 //! shield needs. No I/O here; `--dry-run` prints the plan.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,37 +11,10 @@ use super::note::Note;
 use super::owners::Owners;
 pub use super::plan_error::PlanError;
 use super::request::Request;
-use super::snapshot::{
-    in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
-};
+use super::snapshot::{Snapshot, WORKQUEUE_MASK};
+use super::tasks::{plan_tasks, remember_affinities, task_notes, TaskRef};
 use super::{hotplug, irqbalance, irqs, mechanism};
 use crate::cpulist::CpuSet;
-use crate::sys::procfs::Thread;
-use crate::sys::systemd::SystemdCall;
-
-/// A task named in a report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaskRef {
-    /// Process id.
-    pub pid: i32,
-    /// Thread id.
-    pub tid: i32,
-    /// Command name.
-    pub name: String,
-    /// Affinity.
-    pub cpus: CpuSet,
-}
-
-impl From<&Thread> for TaskRef {
-    fn from(t: &Thread) -> Self {
-        TaskRef {
-            pid: t.pid,
-            tid: t.tid,
-            name: t.name.clone(),
-            cpus: t.cpus_allowed.clone(),
-        }
-    }
-}
 
 /// The full plan of a shield.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -239,47 +212,6 @@ fn validate(snap: &Snapshot, req: &Request) -> Result<Valid, PlanError> {
     })
 }
 
-/// The first step: every thread's affinity, for undo (see [`Action::Remember`]).
-fn remember_affinities(snap: &Snapshot) -> Step {
-    Step {
-        action: Action::Remember {
-            affinities: snap
-                .threads
-                .iter()
-                .filter(|t| !t.is_pinned_by_kernel())
-                .map(|t| (t.tid, t.cpus_allowed.clone()))
-                .collect(),
-        },
-        fatal: false,
-    }
-}
-
-/// What the user should know about the tasks kept on the shield and the
-/// threads split off their process.
-fn task_notes(snap: &Snapshot, kept: &[TaskRef], split_off: &[TaskRef]) -> Vec<Note> {
-    let mut notes = Vec::new();
-    if snap.owners.systemd && matches!(snap.cgroup, CgroupSetup::V2 { .. }) && !kept.is_empty() {
-        // Under systemd a process belongs to the unit whose cgroup holds it.
-        let mut units: Vec<String> = kept
-            .iter()
-            .filter_map(|k| snap.threads.iter().find(|t| t.tid == k.tid))
-            .filter_map(|t| t.cgroup.rsplit('/').next().map(str::to_string))
-            .filter(|u| u.ends_with(".service") || u.ends_with(".scope"))
-            .collect();
-        units.sort();
-        units.dedup();
-        if !units.is_empty() {
-            notes.push(Note::TasksLeaveUnits { units });
-        }
-    }
-    if !split_off.is_empty() {
-        notes.push(Note::ThreadsSplitOff {
-            threads: split_off.len(),
-        });
-    }
-    notes
-}
-
 /// Unbound workqueues off the shield, when their mask reaches it.
 fn workqueue_step(snap: &Snapshot, shield: &CpuSet, housekeeping: &CpuSet) -> Option<Step> {
     let mask = snap.workqueue_mask.as_ref()?;
@@ -310,285 +242,13 @@ pub fn tuned_notes(owners: &Owners) -> Vec<Note> {
     }
 }
 
-/// The task part of a plan: which threads leave the shield and how.
-#[derive(Debug, Default)]
-pub struct TaskPlan {
-    /// Cgroup moves first (v1), then affinity changes.
-    pub steps: Vec<Step>,
-    /// Per-CPU kernel threads on the shield, by kind.
-    pub per_cpu_kthreads: BTreeMap<String, usize>,
-    /// User tasks kept on the shield (moved into it, own affinity kept).
-    pub kept: Vec<TaskRef>,
-    /// Threads that asked only for shielded CPUs in processes that cannot
-    /// move whole (cgroup v2): moved off.
-    pub split_off: Vec<TaskRef>,
-    /// Threads on the shield the partition moves off by itself (see
-    /// [`left_to_the_partition`]): no step of their own.
-    pub left_to_partition: Vec<i32>,
-}
-
-/// Plans how every thread accepted by `include` leaves the shield. Also used
-/// after applying, to catch tasks forked meanwhile.
-pub fn plan_tasks(
-    snap: &Snapshot,
-    shield: &CpuSet,
-    housekeeping: &CpuSet,
-    force: bool,
-    include: impl Fn(&Thread) -> bool,
-) -> TaskPlan {
-    let mut out = TaskPlan::default();
-    let mut affinities = Vec::new();
-    let mut v1_moves = Vec::new();
-    let mut keep = Vec::new();
-    for t in snap.threads.iter().filter(|t| include(t)) {
-        if in_shield_cgroup(&t.cgroup) {
-            continue;
-        }
-        let on_shield = t.cpus_allowed.intersects(shield);
-        if t.is_pinned_by_kernel() {
-            if on_shield {
-                *out.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
-            }
-            continue;
-        }
-        if on_shield && t.cpus_allowed.is_subset(shield) && !force {
-            if t.is_kthread() {
-                *out.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
-            } else {
-                keep.push(t);
-            }
-            continue;
-        }
-        let target = t.cpus_allowed.away_from(shield, housekeeping);
-        if matches!(snap.cgroup, CgroupSetup::V1 { .. }) && t.cgroup == "/" {
-            v1_moves.push((t, target));
-            continue;
-        }
-        if on_shield {
-            if left_to_the_partition(snap, t) {
-                out.left_to_partition.push(t.tid);
-            } else {
-                affinities.push(set_affinity(t, target));
-            }
-        }
-    }
-    plan_kept(snap, keep, housekeeping, &mut out, &mut affinities);
-    if let CgroupSetup::V1 { mount, .. } = &snap.cgroup {
-        plan_v1_moves(
-            snap,
-            mount,
-            housekeeping,
-            v1_moves,
-            &mut out,
-            &mut affinities,
-        );
-    }
-    out.steps.extend(affinities);
-    out
-}
-
-/// Whether the kernel moves thread `t` off the shield by itself when the
-/// partition takes the shield's CPUs (cgroup v2): a user thread whose
-/// affinity is its cgroup's effective CPUs asked for none of its own, and
-/// the kernel gives every such task its cgroup's new effective CPUs
-/// (`update_tasks_cpumask`), which are its CPUs without the shield's: the
-/// step would set what is already set. At 10,000 threads those steps were
-/// most of `on` and their undo most of `off`; the kernel does the same in
-/// one write, and undoes it when the partition goes. Kernel threads keep
-/// their steps (per-CPU ones in the root are left alone by that update).
-/// The sweep after the steps moves any thread still on the shield, so a
-/// partition that did not form leaves none behind.
-pub fn left_to_the_partition(snap: &Snapshot, t: &Thread) -> bool {
-    matches!(snap.cgroup, CgroupSetup::V2 { .. })
-        && !t.is_kthread()
-        && snap.cgroup_cpus.get(&t.cgroup) == Some(&t.cpus_allowed)
-}
-
-/// The shield's cgroup directory for this machine (relative to the root).
-pub fn shield_dir(snap: &Snapshot) -> Option<String> {
-    match &snap.cgroup {
-        CgroupSetup::V2 { mount, .. } if snap.owners.systemd => {
-            Some(format!("{mount}/{SHIELD_SLICE}"))
-        }
-        other => other.shield_dir(),
-    }
-}
-
-/// A task that asked only for shielded CPUs is the user's real-time task
-/// (the shielded-CPU semantics: a task keeps its CPUs when taking them
-/// would leave it none). It moves into the shield with its own affinity:
-/// a v2 process only whole (every thread asked only for shielded CPUs),
-/// as a transient scope of the shield's slice under systemd; a v1 thread
-/// by itself. Moving into a cpuset resets the affinity (6.1), so it is set
-/// again right after. Threads of a v2 process that also runs elsewhere
-/// cannot follow: they go to the housekeeping CPUs, as the partition
-/// would make the kernel do anyway.
-fn plan_kept(
-    snap: &Snapshot,
-    keep: Vec<&Thread>,
-    housekeeping: &CpuSet,
-    out: &mut TaskPlan,
-    affinities: &mut Vec<Step>,
-) {
-    let Some(dir) = shield_dir(snap) else { return };
-    let mount = snap.cgroup.mount().unwrap_or("").to_string();
-    let cgroup_of = |t: &Thread| {
-        if t.cgroup == "/" {
-            String::new()
-        } else {
-            t.cgroup.clone()
-        }
-    };
-    let step = |action| Step {
-        action,
-        fatal: false,
-    };
-    if let CgroupSetup::V1 { .. } = &snap.cgroup {
-        for t in keep {
-            out.steps.push(step(Action::MoveTask {
-                pid: t.pid,
-                tid: t.tid,
-                to: format!("{dir}/tasks"),
-                back: format!("{mount}{}/tasks", cgroup_of(t)),
-                affinities: vec![(t.tid, t.cpus_allowed.clone())],
-            }));
-            affinities.push(set_affinity(t, t.cpus_allowed.clone()));
-            out.kept.push(TaskRef::from(t));
-        }
-        return;
-    }
-    let mut threads_of: HashMap<i32, usize> = HashMap::new();
-    for t in &snap.threads {
-        *threads_of.entry(t.pid).or_default() += 1;
-    }
-    let mut by_pid: BTreeMap<i32, Vec<&Thread>> = BTreeMap::new();
-    for t in keep {
-        by_pid.entry(t.pid).or_default().push(t);
-    }
-    for (pid, threads) in by_pid {
-        if threads_of.get(&pid) != Some(&threads.len()) {
-            for t in threads {
-                affinities.push(set_affinity(t, housekeeping.clone()));
-                out.split_off.push(TaskRef::from(t));
-            }
-            continue;
-        }
-        let back = format!("{mount}{}/cgroup.procs", cgroup_of(threads[0]));
-        out.steps.push(step(if snap.owners.systemd {
-            scope_action(SHIELD_SLICE, &dir, "cpushield-run", pid, back)
-        } else {
-            Action::MoveTask {
-                pid,
-                tid: pid,
-                to: format!("{dir}/cgroup.procs"),
-                back,
-                affinities: threads
-                    .iter()
-                    .map(|t| (t.tid, t.cpus_allowed.clone()))
-                    .collect(),
-            }
-        }));
-        for t in threads {
-            affinities.push(set_affinity(t, t.cpus_allowed.clone()));
-            out.kept.push(TaskRef::from(t));
-        }
-    }
-}
-
-/// Process `pid` as a transient scope `PREFIX-PID.scope` of `slice` (whose
-/// cgroup is `slice_dir`): systemd moves it and keeps it there through
-/// reloads. Undo moves what the scope holds back to `back` (a
-/// `cgroup.procs`), then stops it.
-pub fn scope_action(slice: &str, slice_dir: &str, prefix: &str, pid: i32, back: String) -> Action {
-    let unit = format!("{prefix}-{pid}.scope");
-    Action::Systemd {
-        call: SystemdCall::StartScope {
-            cgroup_dir: format!("{slice_dir}/{unit}"),
-            unit: unit.clone(),
-            slice: slice.to_string(),
-            pids: vec![pid],
-        },
-        undo: Some(SystemdCall::Stop { unit }),
-        back: Some(back),
-    }
-}
-
-/// Moves the threads of the v1 root cpuset into the system cpuset: a
-/// process whose every thread goes is moved whole, in one write of its pid
-/// to `cgroup.procs` (each move waits for an RCU grace period on kernels
-/// since 6.0 unless the hierarchy is mounted with `favordynmods`, so one a
-/// process rather than one a thread); others thread by thread through
-/// `tasks`. Moving resets a thread's affinity to the cpuset's CPUs; the
-/// thread's own restriction is put back right after.
-fn plan_v1_moves(
-    snap: &Snapshot,
-    mount: &str,
-    housekeeping: &CpuSet,
-    moves: Vec<(&Thread, CpuSet)>,
-    out: &mut TaskPlan,
-    affinities: &mut Vec<Step>,
-) {
-    let mut threads_of: HashMap<i32, usize> = HashMap::new();
-    for t in &snap.threads {
-        *threads_of.entry(t.pid).or_default() += 1;
-    }
-    let mut moving_of: HashMap<i32, Vec<(i32, CpuSet)>> = HashMap::new();
-    for (t, _) in &moves {
-        moving_of
-            .entry(t.pid)
-            .or_default()
-            .push((t.tid, t.cpus_allowed.clone()));
-    }
-    let whole: HashSet<i32> = moving_of
-        .iter()
-        .filter(|(pid, moving)| threads_of.get(pid) == Some(&moving.len()))
-        .map(|(pid, _)| *pid)
-        .collect();
-    let move_step = |pid: i32, tid: i32, file: &str, affinities| Step {
-        action: Action::MoveTask {
-            pid,
-            tid,
-            to: format!("{mount}/{SYSTEM_CGROUP_V1}/{file}"),
-            back: format!("{mount}/{file}"),
-            affinities,
-        },
-        fatal: false,
-    };
-    for (t, target) in &moves {
-        if !whole.contains(&t.pid) {
-            let own = vec![(t.tid, t.cpus_allowed.clone())];
-            out.steps.push(move_step(t.pid, t.tid, "tasks", own));
-        } else if let Some(all) = moving_of.remove(&t.pid) {
-            out.steps.push(move_step(t.pid, t.pid, "cgroup.procs", all));
-        }
-        // The kernel refuses to move kthreadd between v1 cpusets (EINVAL)
-        // but lets its affinity change, and the kernel threads it forks
-        // inherit that affinity.
-        if target != housekeeping || t.is_kthread() {
-            affinities.push(set_affinity(t, target.clone()));
-        }
-    }
-}
-
-/// The step that sets thread `t`'s affinity to `cpus` (recording what it was).
-pub(crate) fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
-    Step {
-        action: Action::SetAffinity {
-            pid: t.pid,
-            tid: t.tid,
-            name: t.name.clone(),
-            cpus,
-            previous: t.cpus_allowed.clone(),
-        },
-        fatal: false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shield::snapshot::{Irq, DEFAULT_IRQ_AFFINITY};
+    use crate::shield::snapshot::{CgroupSetup, Irq, DEFAULT_IRQ_AFFINITY, SYSTEM_CGROUP_V1};
+    use crate::sys::procfs::Thread;
     use crate::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
+    use crate::sys::systemd::SystemdCall;
 
     fn cpus(s: &str) -> CpuSet {
         CpuSet::parse_list(s).unwrap()

@@ -23,12 +23,13 @@ use super::apply::{original_affinities, reads_as};
 use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, State};
 use super::note::Note;
-use super::plan::{self, Plan, PlanError, TaskRef};
+use super::plan::{self, Plan, PlanError};
 use super::request::Request;
 use super::snapshot::{
     cpu_online_file, in_shield_cgroup, irq_affinity_file, irq_of_affinity_file, CgroupSetup,
     Snapshot, DEFAULT_IRQ_AFFINITY, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
 };
+use super::tasks::{self, TaskRef};
 use super::{irqbalance, mechanism};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
@@ -354,7 +355,7 @@ fn inside_tasks(
             Some(t.cpus_allowed.intersection(to)).filter(|c| !c.is_empty())
         }
     };
-    let set = plan::set_affinity;
+    let set = tasks::set_affinity;
     let mut by_pid: BTreeMap<i32, Vec<&Thread>> = BTreeMap::new();
     for t in live.threads.iter().filter(|t| in_shield_cgroup(&t.cgroup)) {
         by_pid.entry(t.pid).or_default().push(t);

@@ -203,7 +203,7 @@ pub struct Snapshot {
     /// threads; empty for v1 and in a re-read). A thread whose affinity is
     /// its cgroup's effective CPUs asked for none of its own: the kernel
     /// gives it the new effective CPUs when the partition takes the
-    /// shield's (see [`crate::shield::plan::plan_tasks`]).
+    /// shield's (see `tasks::plan_tasks`).
     #[serde(default)]
     pub cgroup_cpus: BTreeMap<String, CpuSet>,
 }

@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 use super::error::ShieldError;
 use super::journal::{self, State};
 use super::note::Note;
-use super::plan::{self, TaskRef};
+use super::plan;
 use super::request::Request;
 use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
+use super::tasks::{self, TaskRef};
 use super::{irqbalance, mechanism};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
@@ -151,13 +152,7 @@ fn holds(f: &HoldFacts) -> Vec<Finding> {
             broken("irqbalance", 60, lost.what, lost.repair.unwrap_or(&rebuild));
         }
     }
-    // A task that asked only for shielded CPUs is the user's real-time
-    // task, not a leak.
-    let leaked = f
-        .intruders
-        .iter()
-        .filter(|t| !t.cpus.is_subset(shield))
-        .count();
+    let leaked = tasks::leaked(f.intruders, shield);
     if leaked > 0 {
         broken(
             "threads",
@@ -197,22 +192,10 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
             in_shield_cgroup(&t.cgroup) || t.cpus_allowed.intersects(shield)
         });
     }
-    let mut tasks_inside = Vec::new();
-    let mut intruders = Vec::new();
-    let mut per_cpu_kthreads = BTreeMap::new();
     let mut irqs_on_shield = Vec::new();
+    let mut threads = tasks::OnShield::default();
     if let Some(shield) = &shield {
-        for t in &snap.threads {
-            if in_shield_cgroup(&t.cgroup) {
-                tasks_inside.push(TaskRef::from(t));
-            } else if t.cpus_allowed.intersects(shield) {
-                if t.is_pinned_by_kernel() || (t.is_kthread() && t.cpus_allowed.is_subset(shield)) {
-                    *per_cpu_kthreads.entry(t.kind()).or_insert(0usize) += 1;
-                } else {
-                    intruders.push(TaskRef::from(t));
-                }
-            }
-        }
+        threads = tasks::on_shield(&snap, shield);
         for i in &snap.irqs {
             let eff_on = i.effective.as_ref().is_some_and(|e| e.intersects(shield));
             if i.affinity.intersects(shield) || eff_on {
@@ -227,7 +210,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
     }
     let facts = state
         .as_ref()
-        .map(|s| HoldFacts::read(sys, s, &snap, &intruders, &irqs_on_shield));
+        .map(|s| HoldFacts::read(sys, s, &snap, &threads.intruders, &irqs_on_shield));
     let broken = facts.as_ref().map(holds).unwrap_or_default();
     let partition = facts
         .as_ref()
@@ -245,9 +228,9 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         shield,
         partition,
         boot_isolated: snap.boot_isolated.clone(),
-        tasks_inside,
-        per_cpu_kthreads,
-        intruders,
+        tasks_inside: threads.inside,
+        per_cpu_kthreads: threads.per_cpu_kthreads,
+        intruders: threads.intruders,
         irqs_total: snap.irqs.len(),
         irqs_on_shield,
         default_irq_affinity: snap.default_irq_affinity.clone(),

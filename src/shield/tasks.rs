@@ -1,18 +1,359 @@
-//! `move` and `run`: placing tasks into and out of the active shield.
+//! The tasks of a shield: which threads leave the shield and how, which the
+//! shield keeps (the user's real-time tasks, moved in with their own
+//! affinity), where `move` and `run` place a task, and which threads on the
+//! shield `status` counts as leaks.
 
-use std::sync::atomic::AtomicBool;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{self, Applied, ApplyError};
 use super::change::{Action, Step};
-use super::error::{require_root, ShieldError};
-use super::journal::{self, Journal, State};
-use super::plan::{self, TaskRef};
-use super::snapshot::{self, CgroupSetup, SHIELD_SLICE};
+use super::error::ShieldError;
+use super::journal::State;
+use super::note::Note;
+use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 use crate::cpulist::CpuSet;
-use crate::sys::procfs::{self, Hierarchy};
-use crate::sys::{syscalls, Sys};
+use crate::sys::procfs::{self, Thread};
+use crate::sys::systemd::SystemdCall;
+
+/// A task named in a report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRef {
+    /// Process id.
+    pub pid: i32,
+    /// Thread id.
+    pub tid: i32,
+    /// Command name.
+    pub name: String,
+    /// Affinity.
+    pub cpus: CpuSet,
+}
+
+impl From<&Thread> for TaskRef {
+    fn from(t: &Thread) -> Self {
+        TaskRef {
+            pid: t.pid,
+            tid: t.tid,
+            name: t.name.clone(),
+            cpus: t.cpus_allowed.clone(),
+        }
+    }
+}
+
+/// The first step: every thread's affinity, for undo (see [`Action::Remember`]).
+pub(super) fn remember_affinities(snap: &Snapshot) -> Step {
+    Step {
+        action: Action::Remember {
+            affinities: snap
+                .threads
+                .iter()
+                .filter(|t| !t.is_pinned_by_kernel())
+                .map(|t| (t.tid, t.cpus_allowed.clone()))
+                .collect(),
+        },
+        fatal: false,
+    }
+}
+
+/// What the user should know about the tasks kept on the shield and the
+/// threads split off their process.
+pub(super) fn task_notes(snap: &Snapshot, kept: &[TaskRef], split_off: &[TaskRef]) -> Vec<Note> {
+    let mut notes = Vec::new();
+    if snap.owners.systemd && matches!(snap.cgroup, CgroupSetup::V2 { .. }) && !kept.is_empty() {
+        // Under systemd a process belongs to the unit whose cgroup holds it.
+        let mut units: Vec<String> = kept
+            .iter()
+            .filter_map(|k| snap.threads.iter().find(|t| t.tid == k.tid))
+            .filter_map(|t| t.cgroup.rsplit('/').next().map(str::to_string))
+            .filter(|u| u.ends_with(".service") || u.ends_with(".scope"))
+            .collect();
+        units.sort();
+        units.dedup();
+        if !units.is_empty() {
+            notes.push(Note::TasksLeaveUnits { units });
+        }
+    }
+    if !split_off.is_empty() {
+        notes.push(Note::ThreadsSplitOff {
+            threads: split_off.len(),
+        });
+    }
+    notes
+}
+
+/// The task part of a plan: which threads leave the shield and how.
+#[derive(Debug, Default)]
+pub struct TaskPlan {
+    /// Cgroup moves first (v1), then affinity changes.
+    pub steps: Vec<Step>,
+    /// Per-CPU kernel threads on the shield, by kind.
+    pub per_cpu_kthreads: BTreeMap<String, usize>,
+    /// User tasks kept on the shield (moved into it, own affinity kept).
+    pub kept: Vec<TaskRef>,
+    /// Threads that asked only for shielded CPUs in processes that cannot
+    /// move whole (cgroup v2): moved off.
+    pub split_off: Vec<TaskRef>,
+    /// Threads on the shield the partition moves off by itself (see
+    /// [`left_to_the_partition`]): no step of their own.
+    pub left_to_partition: Vec<i32>,
+}
+
+/// Plans how every thread accepted by `include` leaves the shield. Also used
+/// after applying, to catch tasks forked meanwhile.
+pub fn plan_tasks(
+    snap: &Snapshot,
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+    force: bool,
+    include: impl Fn(&Thread) -> bool,
+) -> TaskPlan {
+    let mut out = TaskPlan::default();
+    let mut affinities = Vec::new();
+    let mut v1_moves = Vec::new();
+    let mut keep = Vec::new();
+    for t in snap.threads.iter().filter(|t| include(t)) {
+        if in_shield_cgroup(&t.cgroup) {
+            continue;
+        }
+        let on_shield = t.cpus_allowed.intersects(shield);
+        if t.is_pinned_by_kernel() {
+            if on_shield {
+                *out.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
+            }
+            continue;
+        }
+        if on_shield && t.cpus_allowed.is_subset(shield) && !force {
+            if t.is_kthread() {
+                *out.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
+            } else {
+                keep.push(t);
+            }
+            continue;
+        }
+        let target = t.cpus_allowed.away_from(shield, housekeeping);
+        if matches!(snap.cgroup, CgroupSetup::V1 { .. }) && t.cgroup == "/" {
+            v1_moves.push((t, target));
+            continue;
+        }
+        if on_shield {
+            if left_to_the_partition(snap, t) {
+                out.left_to_partition.push(t.tid);
+            } else {
+                affinities.push(set_affinity(t, target));
+            }
+        }
+    }
+    plan_kept(snap, keep, housekeeping, &mut out, &mut affinities);
+    if let CgroupSetup::V1 { mount, .. } = &snap.cgroup {
+        plan_v1_moves(
+            snap,
+            mount,
+            housekeeping,
+            v1_moves,
+            &mut out,
+            &mut affinities,
+        );
+    }
+    out.steps.extend(affinities);
+    out
+}
+
+/// Whether the kernel moves thread `t` off the shield by itself when the
+/// partition takes the shield's CPUs (cgroup v2): a user thread whose
+/// affinity is its cgroup's effective CPUs asked for none of its own, and
+/// the kernel gives every such task its cgroup's new effective CPUs
+/// (`update_tasks_cpumask`), which are its CPUs without the shield's: the
+/// step would set what is already set. At 10,000 threads those steps were
+/// most of `on` and their undo most of `off`; the kernel does the same in
+/// one write, and undoes it when the partition goes. Kernel threads keep
+/// their steps (per-CPU ones in the root are left alone by that update).
+/// The sweep after the steps moves any thread still on the shield, so a
+/// partition that did not form leaves none behind.
+pub fn left_to_the_partition(snap: &Snapshot, t: &Thread) -> bool {
+    matches!(snap.cgroup, CgroupSetup::V2 { .. })
+        && !t.is_kthread()
+        && snap.cgroup_cpus.get(&t.cgroup) == Some(&t.cpus_allowed)
+}
+
+/// The shield's cgroup directory for this machine (relative to the root).
+pub fn shield_dir(snap: &Snapshot) -> Option<String> {
+    match &snap.cgroup {
+        CgroupSetup::V2 { mount, .. } if snap.owners.systemd => {
+            Some(format!("{mount}/{SHIELD_SLICE}"))
+        }
+        other => other.shield_dir(),
+    }
+}
+
+/// A task that asked only for shielded CPUs is the user's real-time task
+/// (the shielded-CPU semantics: a task keeps its CPUs when taking them
+/// would leave it none). It moves into the shield with its own affinity:
+/// a v2 process only whole (every thread asked only for shielded CPUs),
+/// as a transient scope of the shield's slice under systemd; a v1 thread
+/// by itself. Moving into a cpuset resets the affinity (6.1), so it is set
+/// again right after. Threads of a v2 process that also runs elsewhere
+/// cannot follow: they go to the housekeeping CPUs, as the partition
+/// would make the kernel do anyway.
+fn plan_kept(
+    snap: &Snapshot,
+    keep: Vec<&Thread>,
+    housekeeping: &CpuSet,
+    out: &mut TaskPlan,
+    affinities: &mut Vec<Step>,
+) {
+    let Some(dir) = shield_dir(snap) else { return };
+    let mount = snap.cgroup.mount().unwrap_or("").to_string();
+    let cgroup_of = |t: &Thread| {
+        if t.cgroup == "/" {
+            String::new()
+        } else {
+            t.cgroup.clone()
+        }
+    };
+    let step = |action| Step {
+        action,
+        fatal: false,
+    };
+    if let CgroupSetup::V1 { .. } = &snap.cgroup {
+        for t in keep {
+            out.steps.push(step(Action::MoveTask {
+                pid: t.pid,
+                tid: t.tid,
+                to: format!("{dir}/tasks"),
+                back: format!("{mount}{}/tasks", cgroup_of(t)),
+                affinities: vec![(t.tid, t.cpus_allowed.clone())],
+            }));
+            affinities.push(set_affinity(t, t.cpus_allowed.clone()));
+            out.kept.push(TaskRef::from(t));
+        }
+        return;
+    }
+    let mut threads_of: HashMap<i32, usize> = HashMap::new();
+    for t in &snap.threads {
+        *threads_of.entry(t.pid).or_default() += 1;
+    }
+    let mut by_pid: BTreeMap<i32, Vec<&Thread>> = BTreeMap::new();
+    for t in keep {
+        by_pid.entry(t.pid).or_default().push(t);
+    }
+    for (pid, threads) in by_pid {
+        if threads_of.get(&pid) != Some(&threads.len()) {
+            for t in threads {
+                affinities.push(set_affinity(t, housekeeping.clone()));
+                out.split_off.push(TaskRef::from(t));
+            }
+            continue;
+        }
+        let back = format!("{mount}{}/cgroup.procs", cgroup_of(threads[0]));
+        out.steps.push(step(if snap.owners.systemd {
+            scope_action(SHIELD_SLICE, &dir, "cpushield-run", pid, back)
+        } else {
+            Action::MoveTask {
+                pid,
+                tid: pid,
+                to: format!("{dir}/cgroup.procs"),
+                back,
+                affinities: threads
+                    .iter()
+                    .map(|t| (t.tid, t.cpus_allowed.clone()))
+                    .collect(),
+            }
+        }));
+        for t in threads {
+            affinities.push(set_affinity(t, t.cpus_allowed.clone()));
+            out.kept.push(TaskRef::from(t));
+        }
+    }
+}
+
+/// Process `pid` as a transient scope `PREFIX-PID.scope` of `slice` (whose
+/// cgroup is `slice_dir`): systemd moves it and keeps it there through
+/// reloads. Undo moves what the scope holds back to `back` (a
+/// `cgroup.procs`), then stops it.
+pub fn scope_action(slice: &str, slice_dir: &str, prefix: &str, pid: i32, back: String) -> Action {
+    let unit = format!("{prefix}-{pid}.scope");
+    Action::Systemd {
+        call: SystemdCall::StartScope {
+            cgroup_dir: format!("{slice_dir}/{unit}"),
+            unit: unit.clone(),
+            slice: slice.to_string(),
+            pids: vec![pid],
+        },
+        undo: Some(SystemdCall::Stop { unit }),
+        back: Some(back),
+    }
+}
+
+/// Moves the threads of the v1 root cpuset into the system cpuset: a
+/// process whose every thread goes is moved whole, in one write of its pid
+/// to `cgroup.procs` (each move waits for an RCU grace period on kernels
+/// since 6.0 unless the hierarchy is mounted with `favordynmods`, so one a
+/// process rather than one a thread); others thread by thread through
+/// `tasks`. Moving resets a thread's affinity to the cpuset's CPUs; the
+/// thread's own restriction is put back right after.
+fn plan_v1_moves(
+    snap: &Snapshot,
+    mount: &str,
+    housekeeping: &CpuSet,
+    moves: Vec<(&Thread, CpuSet)>,
+    out: &mut TaskPlan,
+    affinities: &mut Vec<Step>,
+) {
+    let mut threads_of: HashMap<i32, usize> = HashMap::new();
+    for t in &snap.threads {
+        *threads_of.entry(t.pid).or_default() += 1;
+    }
+    let mut moving_of: HashMap<i32, Vec<(i32, CpuSet)>> = HashMap::new();
+    for (t, _) in &moves {
+        moving_of
+            .entry(t.pid)
+            .or_default()
+            .push((t.tid, t.cpus_allowed.clone()));
+    }
+    let whole: HashSet<i32> = moving_of
+        .iter()
+        .filter(|(pid, moving)| threads_of.get(pid) == Some(&moving.len()))
+        .map(|(pid, _)| *pid)
+        .collect();
+    let move_step = |pid: i32, tid: i32, file: &str, affinities| Step {
+        action: Action::MoveTask {
+            pid,
+            tid,
+            to: format!("{mount}/{SYSTEM_CGROUP_V1}/{file}"),
+            back: format!("{mount}/{file}"),
+            affinities,
+        },
+        fatal: false,
+    };
+    for (t, target) in &moves {
+        if !whole.contains(&t.pid) {
+            let own = vec![(t.tid, t.cpus_allowed.clone())];
+            out.steps.push(move_step(t.pid, t.tid, "tasks", own));
+        } else if let Some(all) = moving_of.remove(&t.pid) {
+            out.steps.push(move_step(t.pid, t.pid, "cgroup.procs", all));
+        }
+        // The kernel refuses to move kthreadd between v1 cpusets (EINVAL)
+        // but lets its affinity change, and the kernel threads it forks
+        // inherit that affinity.
+        if target != housekeeping || t.is_kthread() {
+            affinities.push(set_affinity(t, target.clone()));
+        }
+    }
+}
+
+/// The step that sets thread `t`'s affinity to `cpus` (recording what it was).
+pub(super) fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
+    Step {
+        action: Action::SetAffinity {
+            pid: t.pid,
+            tid: t.tid,
+            name: t.name.clone(),
+            cpus,
+            previous: t.cpus_allowed.clone(),
+        },
+        fatal: false,
+    }
+}
 
 /// Direction of `move`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,29 +364,11 @@ pub enum Direction {
     Out,
 }
 
-/// The result of `move`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct MoveReport {
-    /// `--dry-run`: `moved` is what would move; nothing moved.
-    #[serde(default)]
-    pub dry_run: bool,
-    /// Threads moved.
-    pub moved: Vec<TaskRef>,
-    /// Ids that do not exist.
-    pub not_found: Vec<i32>,
-}
-
-fn active_state(sys: &Sys) -> Result<State, ShieldError> {
-    match journal::read_state(sys)? {
-        Some(s) if s.complete => Ok(s),
-        Some(_) => Err(ShieldError::Invalid(
-            "the last 'cpushield on' did not finish; run 'cpushield off' first".into(),
-        )),
-        None => Err(ShieldError::NoShield),
-    }
-}
-
-fn check_cpu(cpu: Option<u32>, allowed: &CpuSet, what: &str) -> Result<CpuSet, ShieldError> {
+pub(super) fn check_cpu(
+    cpu: Option<u32>,
+    allowed: &CpuSet,
+    what: &str,
+) -> Result<CpuSet, ShieldError> {
     match cpu {
         None => Ok(allowed.clone()),
         Some(c) if allowed.contains(c) => Ok([c].into_iter().collect()),
@@ -55,61 +378,10 @@ fn check_cpu(cpu: Option<u32>, allowed: &CpuSet, what: &str) -> Result<CpuSet, S
     }
 }
 
-/// Moves processes (all their threads) or single threads into or out of the
-/// shield. Every move is journaled, so `off` gives the tasks back.
-pub fn move_tasks(
-    sys: &Sys,
-    ids: &[i32],
-    direction: Direction,
-    cpu: Option<u32>,
-    single_thread: bool,
-    dry_run: bool,
-) -> Result<MoveReport, ShieldError> {
-    let _lock = if dry_run {
-        None
-    } else {
-        require_root(sys, "move")?;
-        Some(journal::lock(sys)?)
-    };
-    let state = active_state(sys)?;
-    let cgroup = snapshot::detect_cgroup(sys)?;
-    let dest = destination(&state, &cgroup, direction, cpu, single_thread)?;
-    let mut report = MoveReport {
-        dry_run,
-        moved: Vec::new(),
-        not_found: Vec::new(),
-    };
-    let mut steps = Vec::new();
-    for &id in ids {
-        let threads = read_task(sys, id, single_thread, cgroup.hierarchy())?;
-        if threads.is_empty() {
-            report.not_found.push(id);
-            continue;
-        }
-        steps.extend(placement_steps(&dest, id, &threads));
-        report.moved.extend(threads.iter().map(|t| TaskRef {
-            cpus: dest.cpus.clone(),
-            ..TaskRef::from(t)
-        }));
-    }
-    if !dry_run {
-        let mut journal = Journal::open(sys)?;
-        let never = AtomicBool::new(false);
-        apply::apply(sys, &mut journal, &steps, &never, &mut Applied::default()).map_err(|e| {
-            match e {
-                ApplyError::Kernel(e) => ShieldError::Sys(e),
-                ApplyError::Journal(e) => ShieldError::Journal(e),
-                other => ShieldError::Invalid(other.to_string()),
-            }
-        })?;
-    }
-    Ok(report)
-}
-
 /// Where `move` puts tasks.
-struct Destination {
+pub(super) struct Destination {
     /// The CPUs each thread gets.
-    cpus: CpuSet,
+    pub(super) cpus: CpuSet,
     /// The cgroup directory (relative to the root).
     dir: String,
     /// The cpuset hierarchy's mount point.
@@ -122,7 +394,7 @@ struct Destination {
 
 /// Checks the request of `move` against the active shield and says where
 /// the tasks go.
-fn destination(
+pub(super) fn destination(
     state: &State,
     cgroup: &CgroupSetup,
     direction: Direction,
@@ -173,27 +445,15 @@ fn destination(
     })
 }
 
-/// The threads of process `id` (or thread `id` alone); empty when it is gone.
-fn read_task(
-    sys: &Sys,
-    id: i32,
-    single_thread: bool,
-    hierarchy: Hierarchy,
-) -> Result<Vec<procfs::Thread>, ShieldError> {
-    if single_thread {
-        return Ok(find_thread(sys, id, hierarchy)?.into_iter().collect());
-    }
-    Ok(procfs::list_tids(sys, id)?
-        .into_iter()
-        .filter_map(|tid| procfs::read_thread(sys, id, tid, hierarchy).ok().flatten())
-        .collect())
-}
-
 /// The steps that place task `id` (its `threads`, not empty) at `dest`:
 /// the move, then each thread's affinity, since the move resets it. A
 /// failure other than a task that exited stops the move (what was done
 /// stays journaled for `off`).
-fn placement_steps(dest: &Destination, id: i32, threads: &[procfs::Thread]) -> Vec<Step> {
+pub(super) fn placement_steps(
+    dest: &Destination,
+    id: i32,
+    threads: &[procfs::Thread],
+) -> Vec<Step> {
     let first = &threads[0];
     let origin = if first.cgroup == "/" {
         ""
@@ -202,7 +462,7 @@ fn placement_steps(dest: &Destination, id: i32, threads: &[procfs::Thread]) -> V
     };
     let back = format!("{}{origin}/{}", dest.mount, dest.file);
     let placement = match &dest.by_systemd {
-        Some((slice, slice_dir, prefix)) => plan::scope_action(slice, slice_dir, prefix, id, back),
+        Some((slice, slice_dir, prefix)) => scope_action(slice, slice_dir, prefix, id, back),
         None => Action::MoveTask {
             pid: first.pid,
             tid: id,
@@ -231,64 +491,39 @@ fn placement_steps(dest: &Destination, id: i32, threads: &[procfs::Thread]) -> V
     steps
 }
 
-fn find_thread(sys: &Sys, tid: i32, h: Hierarchy) -> Result<Option<procfs::Thread>, ShieldError> {
-    for pid in procfs::list_pids(sys)? {
-        if pid == tid || sys.exists(&format!("proc/{pid}/task/{tid}")) {
-            if let Some(t) = procfs::read_thread(sys, pid, tid, h)? {
-                return Ok(Some(t));
+/// The threads allowed on a shield, as `status` sorts them.
+#[derive(Debug, Default)]
+pub(super) struct OnShield {
+    /// Tasks placed inside the shield.
+    pub(super) inside: Vec<TaskRef>,
+    /// Per-CPU kernel threads on the shielded CPUs, by kind.
+    pub(super) per_cpu_kthreads: BTreeMap<String, usize>,
+    /// Other tasks allowed on a shielded CPU.
+    pub(super) intruders: Vec<TaskRef>,
+}
+
+/// Sorts the threads of `snap` that are inside `shield` or allowed on it.
+pub(super) fn on_shield(snap: &Snapshot, shield: &CpuSet) -> OnShield {
+    let mut out = OnShield::default();
+    for t in &snap.threads {
+        if in_shield_cgroup(&t.cgroup) {
+            out.inside.push(TaskRef::from(t));
+        } else if t.cpus_allowed.intersects(shield) {
+            if t.is_pinned_by_kernel() || (t.is_kthread() && t.cpus_allowed.is_subset(shield)) {
+                *out.per_cpu_kthreads.entry(t.kind()).or_insert(0usize) += 1;
+            } else {
+                out.intruders.push(TaskRef::from(t));
             }
         }
     }
-    Ok(None)
+    out
 }
 
-/// Scheduling of a command started with `run`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunPolicy {
-    /// Keep the inherited policy.
-    Inherit,
-    /// SCHED_FIFO at this priority.
-    Fifo(i32),
-    /// SCHED_RR at this priority.
-    RoundRobin(i32),
-}
-
-/// Places the calling process inside the shield (journaled), pinned to
-/// `cpu` or the whole shield, with the given policy. The caller then drops
-/// privileges and execs the command, which inherits all of it.
-/// Where `run` would place a command: the CPUs, checked against the active
-/// shield; changes nothing (`run --dry-run`).
-pub fn run_target(sys: &Sys, cpu: Option<u32>) -> Result<(State, CpuSet), ShieldError> {
-    let state = active_state(sys)?;
-    let cpus = check_cpu(cpu, &state.shield, "shielded")?;
-    Ok((state, cpus))
-}
-
-/// Moves the calling process into the shield (on `cpu`, else on all
-/// shielded CPUs) with `policy`, for `run` to exec the command.
-pub fn enter_shield(sys: &Sys, cpu: Option<u32>, policy: RunPolicy) -> Result<CpuSet, ShieldError> {
-    if let RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p) = policy {
-        if !(1..=99).contains(&p) {
-            return Err(ShieldError::Invalid(format!(
-                "real-time priority {p} is out of range (1 to 99)"
-            )));
-        }
-    }
-    require_root(sys, "run")?;
-    let state = {
-        let _lock = journal::lock(sys)?;
-        active_state(sys)?
-    };
-    let cpus = check_cpu(cpu, &state.shield, "shielded")?;
-    let me = std::process::id() as i32;
-    move_tasks(sys, &[me], Direction::In, cpu, false, false)?;
-    let sched = match policy {
-        RunPolicy::Inherit => None,
-        RunPolicy::Fifo(p) => Some(syscalls::Policy::Fifo(p)),
-        RunPolicy::RoundRobin(p) => Some(syscalls::Policy::RoundRobin(p)),
-    };
-    if let Some(policy) = sched {
-        sys.set_scheduler(0, policy)?;
-    }
-    Ok(cpus)
+/// How many of `intruders` leaked onto `shield`: a task that asked only
+/// for shielded CPUs is the user's real-time task, not a leak.
+pub(super) fn leaked(intruders: &[TaskRef], shield: &CpuSet) -> usize {
+    intruders
+        .iter()
+        .filter(|t| !t.cpus.is_subset(shield))
+        .count()
 }

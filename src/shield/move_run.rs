@@ -1,0 +1,164 @@
+//! `move` and `run`: placing tasks into and out of the active shield (where
+//! each goes is the tasks component's, [`super::tasks`]).
+
+use std::sync::atomic::AtomicBool;
+
+use serde::{Deserialize, Serialize};
+
+use super::apply::{self, Applied, ApplyError};
+use super::error::{require_root, ShieldError};
+use super::journal::{self, Journal, State};
+use super::snapshot;
+use super::tasks::{check_cpu, destination, placement_steps, Direction, TaskRef};
+use crate::cpulist::CpuSet;
+use crate::sys::procfs::{self, Hierarchy};
+use crate::sys::{syscalls, Sys};
+
+/// The result of `move`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MoveReport {
+    /// `--dry-run`: `moved` is what would move; nothing moved.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Threads moved.
+    pub moved: Vec<TaskRef>,
+    /// Ids that do not exist.
+    pub not_found: Vec<i32>,
+}
+
+fn active_state(sys: &Sys) -> Result<State, ShieldError> {
+    match journal::read_state(sys)? {
+        Some(s) if s.complete => Ok(s),
+        Some(_) => Err(ShieldError::Invalid(
+            "the last 'cpushield on' did not finish; run 'cpushield off' first".into(),
+        )),
+        None => Err(ShieldError::NoShield),
+    }
+}
+
+/// Moves processes (all their threads) or single threads into or out of the
+/// shield. Every move is journaled, so `off` gives the tasks back.
+pub fn move_tasks(
+    sys: &Sys,
+    ids: &[i32],
+    direction: Direction,
+    cpu: Option<u32>,
+    single_thread: bool,
+    dry_run: bool,
+) -> Result<MoveReport, ShieldError> {
+    let _lock = if dry_run {
+        None
+    } else {
+        require_root(sys, "move")?;
+        Some(journal::lock(sys)?)
+    };
+    let state = active_state(sys)?;
+    let cgroup = snapshot::detect_cgroup(sys)?;
+    let dest = destination(&state, &cgroup, direction, cpu, single_thread)?;
+    let mut report = MoveReport {
+        dry_run,
+        moved: Vec::new(),
+        not_found: Vec::new(),
+    };
+    let mut steps = Vec::new();
+    for &id in ids {
+        let threads = read_task(sys, id, single_thread, cgroup.hierarchy())?;
+        if threads.is_empty() {
+            report.not_found.push(id);
+            continue;
+        }
+        steps.extend(placement_steps(&dest, id, &threads));
+        report.moved.extend(threads.iter().map(|t| TaskRef {
+            cpus: dest.cpus.clone(),
+            ..TaskRef::from(t)
+        }));
+    }
+    if !dry_run {
+        let mut journal = Journal::open(sys)?;
+        let never = AtomicBool::new(false);
+        apply::apply(sys, &mut journal, &steps, &never, &mut Applied::default()).map_err(|e| {
+            match e {
+                ApplyError::Kernel(e) => ShieldError::Sys(e),
+                ApplyError::Journal(e) => ShieldError::Journal(e),
+                other => ShieldError::Invalid(other.to_string()),
+            }
+        })?;
+    }
+    Ok(report)
+}
+
+/// The threads of process `id` (or thread `id` alone); empty when it is gone.
+fn read_task(
+    sys: &Sys,
+    id: i32,
+    single_thread: bool,
+    hierarchy: Hierarchy,
+) -> Result<Vec<procfs::Thread>, ShieldError> {
+    if single_thread {
+        return Ok(find_thread(sys, id, hierarchy)?.into_iter().collect());
+    }
+    Ok(procfs::list_tids(sys, id)?
+        .into_iter()
+        .filter_map(|tid| procfs::read_thread(sys, id, tid, hierarchy).ok().flatten())
+        .collect())
+}
+
+fn find_thread(sys: &Sys, tid: i32, h: Hierarchy) -> Result<Option<procfs::Thread>, ShieldError> {
+    for pid in procfs::list_pids(sys)? {
+        if pid == tid || sys.exists(&format!("proc/{pid}/task/{tid}")) {
+            if let Some(t) = procfs::read_thread(sys, pid, tid, h)? {
+                return Ok(Some(t));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Scheduling of a command started with `run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunPolicy {
+    /// Keep the inherited policy.
+    Inherit,
+    /// SCHED_FIFO at this priority.
+    Fifo(i32),
+    /// SCHED_RR at this priority.
+    RoundRobin(i32),
+}
+
+/// Where `run` would place a command: the CPUs, checked against the active
+/// shield; changes nothing (`run --dry-run`).
+pub fn run_target(sys: &Sys, cpu: Option<u32>) -> Result<(State, CpuSet), ShieldError> {
+    let state = active_state(sys)?;
+    let cpus = check_cpu(cpu, &state.shield, "shielded")?;
+    Ok((state, cpus))
+}
+
+/// Moves the calling process into the shield (journaled), on `cpu` or all
+/// shielded CPUs, with `policy`. The caller then drops privileges and
+/// execs the command, which inherits all of it.
+pub fn enter_shield(sys: &Sys, cpu: Option<u32>, policy: RunPolicy) -> Result<CpuSet, ShieldError> {
+    if let RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p) = policy {
+        if !(1..=99).contains(&p) {
+            return Err(ShieldError::Invalid(format!(
+                "real-time priority {p} is out of range (1 to 99)"
+            )));
+        }
+    }
+    require_root(sys, "run")?;
+    let state = {
+        let _lock = journal::lock(sys)?;
+        active_state(sys)?
+    };
+    let cpus = check_cpu(cpu, &state.shield, "shielded")?;
+    let me = std::process::id() as i32;
+    move_tasks(sys, &[me], Direction::In, cpu, false, false)?;
+    let sched = match policy {
+        RunPolicy::Inherit => None,
+        RunPolicy::Fifo(p) => Some(syscalls::Policy::Fifo(p)),
+        RunPolicy::RoundRobin(p) => Some(syscalls::Policy::RoundRobin(p)),
+    };
+    if let Some(policy) = sched {
+        sys.set_scheduler(0, policy)?;
+    }
+    Ok(cpus)
+}
