@@ -100,11 +100,21 @@ sed 's/^/    | /' "$OUT/explain.err" | head -n 5
 check "run --cpu 3 -- measure --explain 500 inside the shield exits 0 ($rc)" [ "$rc" = 0 ]
 info "explain: $(grep -m3 -E '"(over_threshold|explained|lost_events)"' "$OUT/explain.json" | tr -d ' \n')"
 info "causes: $(grep -E '^ *"cause": ' "$OUT/explain.json" | head -n 6 | sed 's/^ *"cause": //' | tr '\n' ' ')"
-top=$(grep -m1 -E '^ *"cause": ' "$OUT/explain.json" | sed 's/^ *"cause": "//; s/",*$//')
-# Either form names it: "task cs-spinner" (it kept the CPU after the
-# wake-up) or "timer delivery (cs-spinner running)" (the timer interrupt
-# came late while it ran: under TCG, the emulator's doing).
-check "the spinner in the shield is the main cause of the slow samples ($top)" eval 'case "$top" in *cs-spinner*) true ;; *) false ;; esac'
+# The spinner shows in two forms: "task cs-spinner" (it kept the CPU
+# after the wake-up) and "timer delivery (cs-spinner running)" (the timer
+# interrupt came late while it ran: under TCG, the emulator's doing). The
+# samples it is the main cause of, both forms together, outnumber those of
+# any other cause. Under TCG an idle exit can take as long as the spin, so
+# either form alone may rank second.
+# main_causes FILE: "SPINNER_SAMPLES OTHER_MAX OTHER_NAME" from explain's causes
+main_causes() {
+    awk '/^ *"cause": /{c=$0; sub(/^ *"cause": "/,"",c); sub(/",*$/,"",c)}
+         /^ *"main_in": /{n=$2+0; if (c ~ /cs-spinner/) s+=n; else if (n>m) {m=n; o=c}}
+         END{printf "%d %d %s\n", s, m, o}' "$1"
+}
+set -- $(main_causes "$OUT/explain.json")
+spin_main=$1 other_main=$2; shift 2; other_cause="$*"
+check "the spinner in the shield is the main cause of the slow samples ($spin_main samples; next: $other_cause, $other_main)" [ "$spin_main" -gt "$other_main" ]
 check "no stress-ng thread among the causes inside the shield" eval '! grep -q "\"cause\": \"[^\"]*stress-ng" "$OUT/explain.json"'
 wait "$SPIN"
 tf >"$OUT/trace.after"
