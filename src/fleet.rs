@@ -337,7 +337,7 @@ fn render(
     let leaked_irqs = status
         .irqs_on_shield
         .iter()
-        .filter(|i| i.affinity.intersects(&shield) && !irqs_kept.contains(&i.irq))
+        .filter(|i| i.drifted(&shield, irqs_kept))
         .count();
     gauge(
         &mut out,

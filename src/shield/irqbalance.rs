@@ -10,10 +10,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Refusal, Step};
-use super::journal::{self, Entry};
+use super::holds::Holds;
+use super::journal::{self, Entry, State};
 use super::note::Note;
 
 use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
 use crate::sys::irqbalance as socket;
 use crate::sys::procfs::{self, Thread};
 use crate::sys::systemd::SystemdCall;
@@ -483,6 +485,31 @@ pub enum BanHold {
         /// already bans the shield.
         told: Option<bool>,
     },
+}
+
+/// Reads what [`ban_lost`] judges of the shield `state`'s ban, on the
+/// machine whose irqbalance is `irqb` (`None`: the shield set no ban, or
+/// `on` did not finish).
+pub(super) fn read_hold(sys: &Sys, state: &State, irqb: Option<&Irqbalance>) -> Option<BanHold> {
+    let ban = state.irqbalance_ban.as_ref().filter(|_| state.complete)?;
+    Some(read_ban(sys, ban, irqb, &state.shield))
+}
+
+impl Holds for Option<BanHold> {
+    /// `irqbalance`: the ban is gone, or the running irqbalance lacks it
+    /// (its repair is a restart of irqbalance).
+    fn lost(&self, state: &State, repair: &str) -> Vec<Finding> {
+        let (Some(hold), Some(ban)) = (self, &state.irqbalance_ban) else {
+            return Vec::new();
+        };
+        ban_lost(hold, ban)
+            .map(|lost| {
+                let next = lost.repair.unwrap_or(repair);
+                Finding::new("irqbalance", Severity::Bad, 60, lost.what, next)
+            })
+            .into_iter()
+            .collect()
+    }
 }
 
 /// Reads what [`ban_lost`] judges of the ban of `ban` (shield `shield`) on

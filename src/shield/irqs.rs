@@ -3,15 +3,75 @@
 //! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
 
 use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicBool;
 
 use super::apply::{self, Applied, ApplyError};
 use super::change::{self, Action, Check, Step, Undo};
-use super::journal::Journal;
+use super::holds::Holds;
+use super::journal::{Journal, State};
 use super::plan_error::PlanError;
 use super::snapshot::{self, irq_affinity_file, Snapshot, DEFAULT_IRQ_AFFINITY};
 use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
 use crate::sys::Sys;
+
+/// An IRQ and where it may run, for `status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IrqPlacement {
+    /// IRQ number.
+    pub irq: u32,
+    /// Device name.
+    pub name: String,
+    /// `smp_affinity_list`.
+    pub affinity: CpuSet,
+    /// `effective_affinity_list`.
+    pub effective: Option<CpuSet>,
+}
+
+impl IrqPlacement {
+    /// Whether this IRQ drifted onto `shield`: its affinity allows a
+    /// shielded CPU, and `on` neither bound it there nor found it refusing
+    /// a new affinity (`kept`).
+    pub fn drifted(&self, shield: &CpuSet, kept: &[u32]) -> bool {
+        self.affinity.intersects(shield) && !kept.contains(&self.irq)
+    }
+}
+
+/// The IRQs allowed on, or effective on, a CPU of `shield`.
+pub(super) fn on_shield(snap: &Snapshot, shield: &CpuSet) -> Vec<IrqPlacement> {
+    snap.irqs
+        .iter()
+        .filter(|i| {
+            i.affinity.intersects(shield)
+                || i.effective.as_ref().is_some_and(|e| e.intersects(shield))
+        })
+        .map(|i| IrqPlacement {
+            irq: i.irq,
+            name: i.name.clone(),
+            affinity: i.affinity.clone(),
+            effective: i.effective.clone(),
+        })
+        .collect()
+}
+
+impl Holds for Vec<IrqPlacement> {
+    /// `irqs`: IRQs allowed on the shield again that `on` neither bound
+    /// there nor found refusing a new affinity.
+    fn lost(&self, state: &State, repair: &str) -> Vec<Finding> {
+        let drifted: Vec<String> = self
+            .iter()
+            .filter(|i| i.drifted(&state.shield, &state.irqs_kept))
+            .map(|i| i.irq.to_string())
+            .collect();
+        if drifted.is_empty() {
+            return Vec::new();
+        }
+        let reason = format!("IRQs {} are allowed on the shield again", drifted.join(" "));
+        vec![Finding::new("irqs", Severity::Bad, 70, reason, repair)]
+    }
+}
 
 /// The IRQ writes, in IRQ order, each marked whether it binds an IRQ to
 /// the shield (`--irq`): the default affinity and every IRQ allowed on the

@@ -6,11 +6,13 @@
 
 use super::apply::reads_as;
 use super::change::{Action, Check, Step, Undo};
+use super::holds::Holds;
 use super::journal::State;
 use super::note::Note;
 use super::plan_error::PlanError;
 use super::snapshot::{CgroupSetup, Snapshot, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
 use crate::sys::systemd::{self, SystemdCall};
 use crate::sys::Sys;
 
@@ -410,8 +412,8 @@ impl Hold {
     }
 }
 
-/// Reads what [`lost`] judges: the cpuset controller, the shield's
-/// partition and the CPUs the kernel leaves to everything outside.
+/// Reads what the mechanism's [`Hold`] judges: the cpuset controller, the
+/// shield's partition and the CPUs the kernel leaves to everything outside.
 pub(super) fn read_hold(sys: &Sys, state: &State, snap: &Snapshot) -> Hold {
     match &snap.cgroup {
         CgroupSetup::V2 {
@@ -441,10 +443,21 @@ pub(super) fn read_hold(sys: &Sys, state: &State, snap: &Snapshot) -> Hold {
     }
 }
 
+impl Holds for Hold {
+    /// The cpuset controller (`cpuset-controller`), the partition as the
+    /// kernel reads it (`partition`), and the CPUs left to everything
+    /// outside (`enforcement`).
+    fn lost(&self, state: &State, repair: &str) -> Vec<Finding> {
+        lost(self, &state.shield)
+            .into_iter()
+            .map(|(id, reason)| Finding::new(id, Severity::Bad, 100, reason, repair))
+            .collect()
+    }
+}
+
 /// What of the cgroup mechanism no longer holds for shield `shield`, by
-/// check: the cpuset controller, the partition as the kernel reads it, and
-/// the CPUs left to everything outside. Pure.
-pub(super) fn lost(hold: &Hold, shield: &CpuSet) -> Vec<(&'static str, String)> {
+/// check.
+fn lost(hold: &Hold, shield: &CpuSet) -> Vec<(&'static str, String)> {
     let mut lost = Vec::new();
     match hold {
         Hold::V2 {

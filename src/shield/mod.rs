@@ -11,6 +11,7 @@
 pub mod apply;
 pub mod change;
 mod error;
+mod holds;
 mod hotplug;
 pub mod irqbalance;
 mod irqs;
@@ -33,10 +34,11 @@ mod timings;
 
 pub(crate) use error::require_root;
 pub use error::ShieldError;
+pub use irqs::IrqPlacement;
 pub use move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use note::{Note, Unreadable, UnreadableFile};
 pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed, IrqRefusal, OnReport};
-pub use status::{status, IrqPlacement, StatusReport};
+pub use status::{status, StatusReport};
 pub use tasks::{Direction, TaskRef};
 pub use timings::Timings;

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::error::ShieldError;
+use super::holds::Holds;
+use super::irqs::{self, IrqPlacement};
 use super::journal::{self, State};
 use super::note::Note;
 use super::plan;
@@ -16,19 +18,6 @@ use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::sys::procfs;
 use crate::sys::Sys;
-
-/// An IRQ and where it may run, for `status`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct IrqPlacement {
-    /// IRQ number.
-    pub irq: u32,
-    /// Device name.
-    pub name: String,
-    /// `smp_affinity_list`.
-    pub affinity: CpuSet,
-    /// `effective_affinity_list`.
-    pub effective: Option<CpuSet>,
-}
 
 /// The result of `status`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -80,38 +69,25 @@ pub struct StatusReport {
     pub notes: Vec<Note>,
 }
 
-/// What `status` reads, once, to judge whether an active shield holds.
-struct HoldFacts<'a> {
-    /// The journal's state of the shield.
-    state: &'a State,
-    /// The cgroup mechanism, read back.
+/// What `status` reads back, once, of each component of an active shield.
+struct HoldFacts {
+    /// The cgroup mechanism.
     mechanism: mechanism::Hold,
-    /// cpushield's ban in irqbalance, read back (`None`: there is none, or
-    /// the shield is incomplete).
+    /// cpushield's ban in irqbalance.
     ban: Option<irqbalance::BanHold>,
-    /// Tasks outside the shield allowed on a shielded CPU.
-    intruders: &'a [TaskRef],
+    /// The threads inside the shield or allowed on it.
+    tasks: tasks::OnShield,
     /// IRQs allowed on, or effective on, a shielded CPU.
-    irqs_on_shield: &'a [IrqPlacement],
+    irqs: Vec<IrqPlacement>,
 }
 
-impl<'a> HoldFacts<'a> {
-    fn read(
-        sys: &Sys,
-        state: &'a State,
-        snap: &Snapshot,
-        intruders: &'a [TaskRef],
-        irqs_on_shield: &'a [IrqPlacement],
-    ) -> Self {
-        let ban = state.irqbalance_ban.as_ref().filter(|_| state.complete);
+impl HoldFacts {
+    fn read(sys: &Sys, state: &State, snap: &Snapshot) -> Self {
         HoldFacts {
             mechanism: mechanism::read_hold(sys, state, snap),
-            ban: ban.map(|b| {
-                irqbalance::read_ban(sys, b, snap.owners.irqbalance.as_ref(), &state.shield)
-            }),
-            state,
-            intruders,
-            irqs_on_shield,
+            ban: irqbalance::read_hold(sys, state, snap.owners.irqbalance.as_ref()),
+            tasks: tasks::on_shield(snap, &state.shield),
+            irqs: irqs::on_shield(snap, &state.shield),
         }
     }
 }
@@ -121,16 +97,7 @@ impl<'a> HoldFacts<'a> {
 /// everything outside), then by what drifted (irqbalance's ban, threads and
 /// IRQs outside the shield allowed on it). Pure: one finding, `bad`, per
 /// check that fails, each with its repair.
-fn holds(f: &HoldFacts) -> Vec<Finding> {
-    let state = f.state;
-    let shield = &state.shield;
-    let again = state
-        .request
-        .as_ref()
-        .map_or_else(|| format!("cpushield on {shield}"), Request::command_line);
-    let rebuild = format!(
-        "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"
-    );
+fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
     if !state.complete {
         return vec![Finding::new(
             "incomplete",
@@ -140,42 +107,18 @@ fn holds(f: &HoldFacts) -> Vec<Finding> {
             "run 'cpushield off', then 'cpushield on' again",
         )];
     }
-    let mut out = Vec::new();
-    let mut broken = |id: &str, impact: u8, reason: String, next: &str| {
-        out.push(Finding::new(id, Severity::Bad, impact, reason, next))
-    };
-    for (check, what) in mechanism::lost(&f.mechanism, shield) {
-        broken(check, 100, what, &rebuild);
-    }
-    if let (Some(hold), Some(ban)) = (&f.ban, &state.irqbalance_ban) {
-        if let Some(lost) = irqbalance::ban_lost(hold, ban) {
-            broken("irqbalance", 60, lost.what, lost.repair.unwrap_or(&rebuild));
-        }
-    }
-    let leaked = tasks::leaked(f.intruders, shield);
-    if leaked > 0 {
-        broken(
-            "threads",
-            80,
-            format!("{leaked} thread(s) outside the shield may run on CPUs {shield}"),
-            &rebuild,
-        );
-    }
-    let drifted: Vec<String> = f
-        .irqs_on_shield
+    let again = state.request.as_ref().map_or_else(
+        || format!("cpushield on {}", state.shield),
+        Request::command_line,
+    );
+    let rebuild = format!(
+        "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"
+    );
+    let components: [&dyn Holds; 4] = [&f.mechanism, &f.ban, &f.tasks, &f.irqs];
+    components
         .iter()
-        .filter(|i| i.affinity.intersects(shield) && !state.irqs_kept.contains(&i.irq))
-        .map(|i| i.irq.to_string())
-        .collect();
-    if !drifted.is_empty() {
-        broken(
-            "irqs",
-            70,
-            format!("IRQs {} are allowed on the shield again", drifted.join(" ")),
-            &rebuild,
-        );
-    }
-    out
+        .flat_map(|c| c.lost(state, &rebuild))
+        .collect()
 }
 
 /// Reports the shield (or its absence). Read-only.
@@ -192,29 +135,15 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
             in_shield_cgroup(&t.cgroup) || t.cpus_allowed.intersects(shield)
         });
     }
-    let mut irqs_on_shield = Vec::new();
-    let mut threads = tasks::OnShield::default();
-    if let Some(shield) = &shield {
-        threads = tasks::on_shield(&snap, shield);
-        for i in &snap.irqs {
-            let eff_on = i.effective.as_ref().is_some_and(|e| e.intersects(shield));
-            if i.affinity.intersects(shield) || eff_on {
-                irqs_on_shield.push(IrqPlacement {
-                    irq: i.irq,
-                    name: i.name.clone(),
-                    affinity: i.affinity.clone(),
-                    effective: i.effective.clone(),
-                });
-            }
-        }
-    }
-    let facts = state
-        .as_ref()
-        .map(|s| HoldFacts::read(sys, s, &snap, &threads.intruders, &irqs_on_shield));
-    let broken = facts.as_ref().map(holds).unwrap_or_default();
-    let partition = facts
-        .as_ref()
-        .and_then(|f| f.mechanism.partition().map(str::to_string));
+    let facts = state.as_ref().map(|s| HoldFacts::read(sys, s, &snap));
+    let broken = match (&state, &facts) {
+        (Some(s), Some(f)) => holds(s, f),
+        _ => Vec::new(),
+    };
+    let (threads, irqs_on_shield, partition) = match facts {
+        Some(f) => (f.tasks, f.irqs, f.mechanism.partition().map(str::to_string)),
+        None => (tasks::OnShield::default(), Vec::new(), None),
+    };
     Ok(StatusReport {
         online: snap.online.clone(),
         mechanism: mechanism::name(&snap),
@@ -285,6 +214,13 @@ mod tests {
         }
     }
 
+    fn on_shield(intruders: Vec<TaskRef>) -> tasks::OnShield {
+        tasks::OnShield {
+            intruders,
+            ..Default::default()
+        }
+    }
+
     fn ids(f: &[Finding]) -> Vec<&str> {
         f.iter().map(|f| f.id.as_str()).collect()
     }
@@ -299,13 +235,12 @@ mod tests {
             cpus: cpus("3"),
         };
         let f = HoldFacts {
-            state: &s,
             mechanism: v2("isolated", "0-1"),
             ban: Some(irqbalance::BanHold::NotRunning),
-            intruders: &[rt],
-            irqs_on_shield: &[irq(30, "2")],
+            tasks: on_shield(vec![rt]),
+            irqs: vec![irq(30, "2")],
         };
-        assert_eq!(holds(&f), vec![]);
+        assert_eq!(holds(&s, &f), vec![]);
     }
 
     #[test]
@@ -318,16 +253,15 @@ mod tests {
             cpus: cpus("0-3"),
         };
         let f = HoldFacts {
-            state: &s,
             mechanism: v2(
                 "isolated invalid (Cpu list in cpuset.cpus not exclusive)",
                 "0-3",
             ),
             ban: Some(irqbalance::BanHold::Unset),
-            intruders: &[leak],
-            irqs_on_shield: &[irq(30, "2"), irq(31, "0-3")],
+            tasks: on_shield(vec![leak]),
+            irqs: vec![irq(30, "2"), irq(31, "0-3")],
         };
-        let found = holds(&f);
+        let found = holds(&s, &f);
         assert_eq!(
             ids(&found),
             ["partition", "enforcement", "irqbalance", "threads", "irqs"]
@@ -343,13 +277,12 @@ mod tests {
         let mut s = state();
         s.complete = false;
         let f = HoldFacts {
-            state: &s,
             mechanism: mechanism::Hold::Unmounted,
             ban: None,
-            intruders: &[],
-            irqs_on_shield: &[],
+            tasks: on_shield(vec![]),
+            irqs: vec![],
         };
-        let found = holds(&f);
+        let found = holds(&s, &f);
         assert_eq!(ids(&found), ["incomplete"]);
         assert!(found[0].next.contains("cpushield off"));
     }
@@ -364,14 +297,13 @@ mod tests {
             told,
         };
         let facts = |ban| HoldFacts {
-            state: &s,
             mechanism: v2("isolated", "0-1"),
             ban: Some(ban),
-            intruders: &[],
-            irqs_on_shield: &[],
+            tasks: on_shield(vec![]),
+            irqs: vec![],
         };
-        assert_eq!(holds(&facts(running(Some(true)))), vec![]);
-        let found = holds(&facts(running(Some(false))));
+        assert_eq!(holds(&s, &facts(running(Some(true)))), vec![]);
+        let found = holds(&s, &facts(running(Some(false))));
         assert_eq!(ids(&found), ["irqbalance"]);
         assert!(found[0].reason.contains("pid 242"), "{found:?}");
         assert!(found[0].next.starts_with("systemctl restart irqbalance"));

@@ -9,10 +9,12 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Step};
 use super::error::ShieldError;
+use super::holds::Holds;
 use super::journal::State;
 use super::note::Note;
 use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
 use crate::sys::procfs::{self, Thread};
 use crate::sys::systemd::SystemdCall;
 
@@ -519,11 +521,21 @@ pub(super) fn on_shield(snap: &Snapshot, shield: &CpuSet) -> OnShield {
     out
 }
 
-/// How many of `intruders` leaked onto `shield`: a task that asked only
-/// for shielded CPUs is the user's real-time task, not a leak.
-pub(super) fn leaked(intruders: &[TaskRef], shield: &CpuSet) -> usize {
-    intruders
-        .iter()
-        .filter(|t| !t.cpus.is_subset(shield))
-        .count()
+impl Holds for OnShield {
+    /// `threads`: threads outside the shield allowed on it. A task that
+    /// asked only for shielded CPUs is the user's real-time task, not a
+    /// leak.
+    fn lost(&self, state: &State, repair: &str) -> Vec<Finding> {
+        let shield = &state.shield;
+        let leaked = self
+            .intruders
+            .iter()
+            .filter(|t| !t.cpus.is_subset(shield))
+            .count();
+        if leaked == 0 {
+            return Vec::new();
+        }
+        let reason = format!("{leaked} thread(s) outside the shield may run on CPUs {shield}");
+        vec![Finding::new("threads", Severity::Bad, 80, reason, repair)]
+    }
 }
