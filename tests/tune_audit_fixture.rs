@@ -562,3 +562,50 @@ fn json_into_a_closed_pipe_is_quiet_success() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
+
+#[test]
+fn a_knob_set_back_behind_the_shield_breaks_it_and_on_again_repairs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = tunable(dir.path());
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--tune"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    assert_eq!(
+        o.status.code().unwrap(),
+        0,
+        "every knob reads what the shield set: {}",
+        text(&o)
+    );
+
+    // Something else (a sysctl reload, a daemon) sets two knobs back.
+    std::fs::write(sys.path("proc/sys/vm/stat_interval"), "1\n").unwrap();
+    std::fs::write(sys.path("sys/class/net/eth0/queues/rx-1/rps_cpus"), "c\n").unwrap();
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    assert_eq!(o.status.code().unwrap(), 3, "{}", text(&o));
+    let st = json(&o);
+    let broken = st["broken"].as_array().unwrap();
+    let knobs: Vec<&serde_json::Value> = broken.iter().filter(|b| b["id"] == "knobs").collect();
+    assert_eq!(knobs.len(), 1, "{st}");
+    let reason = knobs[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("vmstat: /proc/sys/vm/stat_interval reads 1, the shield set 1000")
+            && reason.contains("net-queues: /sys/class/net/eth0/queues/rx-1/rps_cpus reads c"),
+        "{reason}"
+    );
+    let o = cpushield(dir.path(), &["status"]);
+    assert!(text(&o).contains("broken: tune vmstat"), "{}", text(&o));
+
+    // The same request again repairs it in place.
+    let o = cpushield(dir.path(), &["on", "2-3", "--tune"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(read(&sys, "proc/sys/vm/stat_interval"), "1000");
+    assert_eq!(read(&sys, "sys/class/net/eth0/queues/rx-1/rps_cpus"), "3");
+    let o = cpushield(dir.path(), &["status"]);
+    assert_eq!(o.status.code().unwrap(), 0, "{}", text(&o));
+
+    // off still restores the machine as it was before the first on.
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+    let after = tree(dir.path());
+    assert!(before == after, "{:#?}", diff(&before, &after));
+}

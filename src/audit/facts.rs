@@ -149,7 +149,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
     let (interrupts, softirqs) = count_interrupts(sys, &targets, window);
     let held = knobs::held_by_journal(entries.iter().map(|e| &e.action));
     let knob_files = |name: &str| {
-        knobs::knob(name).map_or_else(Vec::new, |k| snapshot::knob_files(sys, k, &targets))
+        knobs::knob(name).map_or_else(Vec::new, |k| knobs::knob_files(sys, k, &targets))
     };
     Ok(Facts {
         cmdline: parse::parse_cmdline(&sys.read("proc/cmdline").unwrap_or_default()),

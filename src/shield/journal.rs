@@ -114,6 +114,11 @@ pub struct State {
     /// request, or refusing a new affinity. Any other IRQ there is drift.
     #[serde(default)]
     pub irqs_kept: Vec<u32>,
+    /// Files (relative to the root) whose write the kernel refused when
+    /// `on` last ran (a knob file that is read-only or refuses): `status`
+    /// does not expect them to read as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writes_refused: Vec<String>,
     /// The CPUs banned for irqbalance, when `on` set the ban.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub irqbalance_ban: Option<CpuSet>,
@@ -447,6 +452,7 @@ mod tests {
             complete: false,
             partition: Some("isolated".into()),
             irqs_kept: Vec::new(),
+            writes_refused: Vec::new(),
             irqbalance_ban: None,
             request: None,
         }

@@ -17,9 +17,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::apply::reads_as;
 use super::change::{Action, Check, Step, Undo};
+use super::holds::Holds;
+use super::journal::{Entry, State};
 use super::note::{Note, Unreadable, UnreadableFile};
 use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
+use crate::sys::Sys;
 
 /// Which files a knob writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -465,6 +470,125 @@ pub fn held_by_journal<'a>(
         .collect()
 }
 
+/// The concrete files of a knob for a shield of `shield` (the machinecheck
+/// file of each shielded CPU, every queue of every network interface, ...).
+pub fn knob_files(sys: &Sys, knob: &Knob, shield: &CpuSet) -> Vec<String> {
+    match knob.scope {
+        Scope::Global { files } => files.iter().map(|f| f.to_string()).collect(),
+        Scope::PerShieldCpu { pattern } => shield
+            .iter()
+            .map(|c| pattern.replace("{cpu}", &c.to_string()))
+            .collect(),
+        Scope::NetQueues => {
+            let mut out = Vec::new();
+            for iface in sys.list("sys/class/net").unwrap_or_default() {
+                let dir = format!("sys/class/net/{iface}/queues");
+                for q in sys.list(&dir).unwrap_or_default() {
+                    let file = if q.starts_with("rx-") {
+                        "rps_cpus"
+                    } else if q.starts_with("tx-") {
+                        "xps_cpus"
+                    } else {
+                        continue;
+                    };
+                    out.push(format!("{dir}/{q}/{file}"));
+                }
+            }
+            out
+        }
+    }
+}
+
+/// What `status` reads back of the knobs a shield set: each file of the
+/// knobs its request named (the watchdogs aside: they must not be read
+/// while off), as last written by the shield, and what it reads now.
+#[derive(Debug, Default)]
+pub(super) struct Hold {
+    /// The files, in the order of [`KNOBS`].
+    files: Vec<HeldFile>,
+}
+
+/// One knob file the shield wrote.
+#[derive(Debug)]
+struct HeldFile {
+    /// The knob's name.
+    knob: &'static str,
+    /// The file, relative to the root.
+    path: String,
+    /// What the shield wrote last.
+    wrote: String,
+    /// How a read-back compares.
+    check: Check,
+    /// What it reads now (`None`: gone, as a network interface can go).
+    now: Option<String>,
+}
+
+/// Reads back the files of the knobs in `state`'s request that the
+/// shield's journal `entries` wrote and the kernel took.
+pub(super) fn read_hold(sys: &Sys, state: &State, entries: &[Entry]) -> Hold {
+    let Some(knobs) = state.request.as_ref().and_then(|r| resolve(&r.tune).ok()) else {
+        return Hold::default();
+    };
+    let mut written = BTreeMap::new();
+    for e in entries {
+        if let Action::Write {
+            path, value, check, ..
+        } = &e.action
+        {
+            written.insert(path.as_str(), (value, *check));
+        }
+    }
+    let mut files = Vec::new();
+    for k in knobs.iter().filter(|k| !k.captured) {
+        for path in knob_files(sys, k, &state.shield) {
+            let Some((wrote, check)) = written.get(path.as_str()) else {
+                continue;
+            };
+            if state.writes_refused.contains(&path) {
+                continue;
+            }
+            files.push(HeldFile {
+                knob: k.name,
+                now: sys.read_trimmed(&path).ok(),
+                wrote: wrote.to_string(),
+                check: *check,
+                path,
+            });
+        }
+    }
+    Hold { files }
+}
+
+impl Holds for Hold {
+    /// `knobs`: files of the knobs the shield set that read otherwise now
+    /// (a sysctl reload, a daemon); a file gone is nothing to hold.
+    fn lost(&self, _state: &State, repair: &str) -> Vec<Finding> {
+        let drifted: Vec<String> = self
+            .files
+            .iter()
+            .filter_map(|f| {
+                let now = f.now.as_deref()?;
+                (!reads_as(f.check, now, &f.wrote)).then(|| {
+                    format!(
+                        "tune {}: /{} reads {now}, the shield set {}",
+                        f.knob, f.path, f.wrote
+                    )
+                })
+            })
+            .collect();
+        if drifted.is_empty() {
+            return Vec::new();
+        }
+        vec![Finding::new(
+            "knobs",
+            Severity::Bad,
+            50,
+            drifted.join("; "),
+            repair,
+        )]
+    }
+}
+
 /// `cpushield tune --list`: the files a knob writes, for people.
 pub fn describe_files(k: &Knob) -> String {
     match k.scope {
@@ -490,6 +614,56 @@ pub fn describe_value(k: &Knob) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_knob_file_that_reads_otherwise_is_lost_and_one_gone_is_not() {
+        let file = |path: &str, wrote: &str, check, now: Option<&str>| HeldFile {
+            knob: "vmstat",
+            path: path.into(),
+            wrote: wrote.into(),
+            check,
+            now: now.map(str::to_string),
+        };
+        let held = Hold {
+            files: vec![
+                file("proc/sys/vm/stat_interval", "1000", Check::Text, Some("1")),
+                file(
+                    "sys/class/net/eth0/queues/rx-0/rps_cpus",
+                    "3",
+                    Check::CpuMask,
+                    Some("00000003"),
+                ),
+                file(
+                    "sys/class/net/eth1/queues/rx-0/rps_cpus",
+                    "3",
+                    Check::CpuMask,
+                    None,
+                ),
+            ],
+        };
+        let s = crate::shield::journal::State {
+            version: 1,
+            shield: CpuSet::parse_list("2-3").unwrap(),
+            housekeeping: CpuSet::parse_list("0-1").unwrap(),
+            mechanism: String::new(),
+            shield_dir: String::new(),
+            outside_procs: String::new(),
+            complete: true,
+            partition: None,
+            irqs_kept: vec![],
+            writes_refused: vec![],
+            irqbalance_ban: None,
+            request: None,
+        };
+        let lost = held.lost(&s, "cpushield apply");
+        assert_eq!(lost.len(), 1, "{lost:?}");
+        assert_eq!(lost[0].id, "knobs");
+        assert_eq!(
+            lost[0].reason,
+            "tune vmstat: /proc/sys/vm/stat_interval reads 1, the shield set 1000"
+        );
+        assert!(Hold::default().lost(&s, "").is_empty());
+    }
 
     fn cpus(s: &str) -> CpuSet {
         CpuSet::parse_list(s).unwrap()

@@ -120,6 +120,7 @@ fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
         complete: false,
         partition: plan.partition.clone(),
         irqs_kept: Vec::new(),
+        writes_refused: Vec::new(),
         irqbalance_ban: None,
         request: None,
     }
@@ -283,6 +284,11 @@ fn finish(
         .iter()
         .map(|r| r.irq)
         .chain(out.irqs_to_shield.iter().copied())
+        .collect();
+    state.writes_refused = out
+        .other_refused
+        .iter()
+        .filter_map(|r| r.target.strip_prefix('/').map(str::to_string))
         .collect();
     state.irqbalance_ban = out.irqbalance_ban.clone();
     out.irqbalance = out

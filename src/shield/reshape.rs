@@ -636,6 +636,7 @@ mod tests {
             complete: true,
             partition: Some("isolated".into()),
             irqs_kept: vec![0],
+            writes_refused: vec![],
             irqbalance_ban: None,
             request: None,
         };

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use super::knobs::{FileState, Knob, Scope, TuneState};
+use super::knobs::{knob_files, FileState, Knob, TuneState};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy, Thread};
 use crate::sys::{ErrorKind, Result, Sys};
@@ -475,35 +475,6 @@ pub fn read_irqs(sys: &Sys) -> Result<Vec<Irq>> {
     }
     irqs.sort_by_key(|i| i.irq);
     Ok(irqs)
-}
-
-/// The concrete files of a knob for a shield of `shield` (the machinecheck
-/// file of each shielded CPU, every queue of every network interface, ...).
-pub fn knob_files(sys: &Sys, knob: &Knob, shield: &CpuSet) -> Vec<String> {
-    match knob.scope {
-        Scope::Global { files } => files.iter().map(|f| f.to_string()).collect(),
-        Scope::PerShieldCpu { pattern } => shield
-            .iter()
-            .map(|c| pattern.replace("{cpu}", &c.to_string()))
-            .collect(),
-        Scope::NetQueues => {
-            let mut out = Vec::new();
-            for iface in sys.list("sys/class/net").unwrap_or_default() {
-                let dir = format!("sys/class/net/{iface}/queues");
-                for q in sys.list(&dir).unwrap_or_default() {
-                    let file = if q.starts_with("rx-") {
-                        "rps_cpus"
-                    } else if q.starts_with("tx-") {
-                        "xps_cpus"
-                    } else {
-                        continue;
-                    };
-                    out.push(format!("{dir}/{q}/{file}"));
-                }
-            }
-            out
-        }
-    }
 }
 
 /// Reads the files of `knobs` for a shield of `shield`. Each file is read

@@ -13,7 +13,7 @@ use super::plan;
 use super::request::Request;
 use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
 use super::tasks::{self, TaskRef};
-use super::{irqbalance, mechanism};
+use super::{irqbalance, knobs, mechanism};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::sys::procfs;
@@ -79,16 +79,20 @@ struct HoldFacts {
     tasks: tasks::OnShield,
     /// IRQs allowed on, or effective on, a shielded CPU.
     irqs: Vec<IrqPlacement>,
+    /// The files of the knobs the shield set.
+    knobs: knobs::Hold,
 }
 
 impl HoldFacts {
-    fn read(sys: &Sys, state: &State, snap: &Snapshot) -> Self {
-        HoldFacts {
+    fn read(sys: &Sys, state: &State, snap: &Snapshot) -> Result<Self, ShieldError> {
+        let entries = journal::read_entries(sys)?;
+        Ok(HoldFacts {
             mechanism: mechanism::read_hold(sys, state, snap),
             ban: irqbalance::read_hold(sys, state, snap.owners.irqbalance.as_ref()),
             tasks: tasks::on_shield(snap, &state.shield),
             irqs: irqs::on_shield(snap, &state.shield),
-        }
+            knobs: knobs::read_hold(sys, state, &entries),
+        })
     }
 }
 
@@ -114,7 +118,7 @@ fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
     let rebuild = format!(
         "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"
     );
-    let components: [&dyn Holds; 4] = [&f.mechanism, &f.ban, &f.tasks, &f.irqs];
+    let components: [&dyn Holds; 5] = [&f.mechanism, &f.ban, &f.tasks, &f.irqs, &f.knobs];
     components
         .iter()
         .flat_map(|c| c.lost(state, &rebuild))
@@ -135,7 +139,10 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
             in_shield_cgroup(&t.cgroup) || t.cpus_allowed.intersects(shield)
         });
     }
-    let facts = state.as_ref().map(|s| HoldFacts::read(sys, s, &snap));
+    let facts = match &state {
+        Some(s) => Some(HoldFacts::read(sys, s, &snap)?),
+        None => None,
+    };
     let broken = match (&state, &facts) {
         (Some(s), Some(f)) => holds(s, f),
         _ => Vec::new(),
@@ -189,6 +196,7 @@ mod tests {
             complete: true,
             partition: Some("isolated".into()),
             irqs_kept: vec![30],
+            writes_refused: vec![],
             irqbalance_ban: Some(cpus("2-3")),
             request: None,
         }
@@ -239,6 +247,7 @@ mod tests {
             ban: Some(irqbalance::BanHold::NotRunning),
             tasks: on_shield(vec![rt]),
             irqs: vec![irq(30, "2")],
+            knobs: knobs::Hold::default(),
         };
         assert_eq!(holds(&s, &f), vec![]);
     }
@@ -260,6 +269,7 @@ mod tests {
             ban: Some(irqbalance::BanHold::Unset),
             tasks: on_shield(vec![leak]),
             irqs: vec![irq(30, "2"), irq(31, "0-3")],
+            knobs: knobs::Hold::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(
@@ -281,6 +291,7 @@ mod tests {
             ban: None,
             tasks: on_shield(vec![]),
             irqs: vec![],
+            knobs: knobs::Hold::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(ids(&found), ["incomplete"]);
@@ -301,6 +312,7 @@ mod tests {
             ban: Some(ban),
             tasks: on_shield(vec![]),
             irqs: vec![],
+            knobs: knobs::Hold::default(),
         };
         assert_eq!(holds(&s, &facts(running(Some(true)))), vec![]);
         let found = holds(&s, &facts(running(Some(false))));

@@ -73,6 +73,8 @@ IRQS_LEFT=""
 # after_on ROUND: the audit while the shield is on
 after_on() {
     local round=$1 id s
+    cs status
+    check "$round: status says the shield holds, every knob file it set reading as set (exit $CS_RC)" [ "$CS_RC" -eq 0 ]
     CS_SHOW=3; cs audit --window 1 --json; CS_SHOW=60
     check "$round: audit --json while on exits 0" [ "$CS_RC" -eq 0 ]
     cp "$OUT/cs.stdout" "$OUT/audit.$round"
@@ -126,6 +128,18 @@ unreported=""
 while read -r f; do grep -qF "$f" "$OUT/on.tune" || unreported="$unreported $f"; done <"$OUT/knob.absent"
 check "tune: every knob file absent or unreadable here ($(wc -l <"$OUT/knob.absent")) is reported by on (unreported:${unreported:- none})" [ -z "$unreported" ]
 after_on tune
+# A knob set back behind the shield (as a sysctl reload would): status
+# names it (exit 3); the same on again sets it in place.
+SI=/proc/sys/vm/stat_interval
+if [ -w $SI ] && [ "$(cat $SI)" != 1 ]; then
+    echo 1 >$SI
+    cs status
+    check "tune: vm.stat_interval set back to 1: status exits 3" [ "$CS_RC" -eq 3 ]
+    check "tune: status names the knob and what it reads" grep -q "broken: tune vmstat: $SI reads 1" "$OUT/cs.out"
+    cs on $SH --tune; check "tune: on $SH --tune again exits 0" [ "$CS_RC" -eq 0 ]
+    check "tune: vm.stat_interval set again ($(cat $SI))" [ "$(cat $SI)" != 1 ]
+    cs status; check "tune: status holds again (exit $CS_RC)" [ "$CS_RC" -eq 0 ]
+fi
 after_off tune
 
 # --- round 2: on --tune --hotplug-restart
