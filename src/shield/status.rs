@@ -85,7 +85,13 @@ struct HoldFacts {
 
 impl HoldFacts {
     fn read(sys: &Sys, state: &State, snap: &Snapshot) -> Result<Self, ShieldError> {
-        let entries = journal::read_entries(sys)?;
+        // Only the knobs need the journal's writes.
+        let tuned = state.request.as_ref().is_some_and(|r| !r.tune.is_empty());
+        let entries = if tuned {
+            journal::read_entries(sys)?
+        } else {
+            Vec::new()
+        };
         Ok(HoldFacts {
             mechanism: mechanism::read_hold(sys, state, snap),
             ban: irqbalance::read_hold(sys, state, snap.owners.irqbalance.as_ref()),
