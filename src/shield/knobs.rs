@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::apply::reads_as;
 use super::change::{Action, Check, Step, Undo};
 use super::holds::Holds;
-use super::journal::{Entry, State};
+use super::journal::{self, JournalError, State};
 use super::note::{Note, Unreadable, UnreadableFile};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
@@ -524,13 +524,16 @@ struct HeldFile {
 }
 
 /// Reads back the files of the knobs in `state`'s request that the
-/// shield's journal `entries` wrote and the kernel took.
-pub(super) fn read_hold(sys: &Sys, state: &State, entries: &[Entry]) -> Hold {
-    let Some(knobs) = state.request.as_ref().and_then(|r| resolve(&r.tune).ok()) else {
-        return Hold::default();
+/// shield's journal wrote and the kernel took (the journal is read only
+/// when the request has knobs).
+pub(super) fn read_hold(sys: &Sys, state: &State) -> Result<Hold, JournalError> {
+    let knobs = match state.request.as_ref().map(|r| resolve(&r.tune)) {
+        Some(Ok(knobs)) if !knobs.is_empty() => knobs,
+        _ => return Ok(Hold::default()),
     };
+    let entries = journal::read_entries(sys)?;
     let mut written = BTreeMap::new();
-    for e in entries {
+    for e in &entries {
         if let Action::Write {
             path, value, check, ..
         } = &e.action
@@ -556,7 +559,7 @@ pub(super) fn read_hold(sys: &Sys, state: &State, entries: &[Entry]) -> Hold {
             });
         }
     }
-    Hold { files }
+    Ok(Hold { files })
 }
 
 impl Holds for Hold {

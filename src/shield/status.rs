@@ -85,19 +85,12 @@ struct HoldFacts {
 
 impl HoldFacts {
     fn read(sys: &Sys, state: &State, snap: &Snapshot) -> Result<Self, ShieldError> {
-        // Only the knobs need the journal's writes.
-        let tuned = state.request.as_ref().is_some_and(|r| !r.tune.is_empty());
-        let entries = if tuned {
-            journal::read_entries(sys)?
-        } else {
-            Vec::new()
-        };
         Ok(HoldFacts {
             mechanism: mechanism::read_hold(sys, state, snap),
             ban: irqbalance::read_hold(sys, state, snap.owners.irqbalance.as_ref()),
             tasks: tasks::on_shield(snap, &state.shield),
             irqs: irqs::on_shield(snap, &state.shield),
-            knobs: knobs::read_hold(sys, state, &entries),
+            knobs: knobs::read_hold(sys, state)?,
         })
     }
 }
@@ -228,6 +221,15 @@ mod tests {
         }
     }
 
+    fn task(pid: i32, name: &str, cpus_allowed: &str) -> TaskRef {
+        TaskRef {
+            pid,
+            tid: pid,
+            name: name.into(),
+            cpus: cpus(cpus_allowed),
+        }
+    }
+
     fn on_shield(intruders: Vec<TaskRef>) -> tasks::OnShield {
         tasks::OnShield {
             intruders,
@@ -242,12 +244,7 @@ mod tests {
     #[test]
     fn a_shield_that_holds_has_no_finding() {
         let s = state();
-        let rt = TaskRef {
-            pid: 7,
-            tid: 7,
-            name: "rt".into(),
-            cpus: cpus("3"),
-        };
+        let rt = task(7, "rt", "3");
         let f = HoldFacts {
             mechanism: v2("isolated", "0-1"),
             ban: Some(irqbalance::BanHold::NotRunning),
@@ -261,12 +258,7 @@ mod tests {
     #[test]
     fn each_failed_check_is_one_bad_finding_with_the_repair() {
         let s = state();
-        let leak = TaskRef {
-            pid: 9,
-            tid: 9,
-            name: "cron".into(),
-            cpus: cpus("0-3"),
-        };
+        let leak = task(9, "cron", "0-3");
         let f = HoldFacts {
             mechanism: v2(
                 "isolated invalid (Cpu list in cpuset.cpus not exclusive)",
