@@ -223,7 +223,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             user,
             command,
             dry_run,
-        } => run_command(&sys, cpu, policy, user, &command, dry_run),
+        } => run_command(&sys, cpu, policy, user, &command, dry_run, out),
         Checked::Compare {
             options,
             dry_run,
@@ -451,11 +451,11 @@ fn run_command(
     user: Option<nix::unistd::User>,
     command: &[String],
     dry_run: bool,
+    out: &mut impl Write,
 ) -> Result<ExitCode> {
     let (program, args) = command.split_first().expect("clap requires a command");
     if dry_run {
         let (state, cpus) = shield::run_target(sys, cpu)?;
-        let mut out = std::io::stdout().lock();
         writeln!(
             out,
             "dry run: would run {:?} on CPUs {cpus} inside the shield ({}), scheduling {}{}; nothing started",

@@ -3,9 +3,9 @@
 //! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
 
 use std::collections::HashSet;
+use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::AtomicBool;
 
 use super::apply::{self, Applied, ApplyError};
 use super::change::{self, Action, Check, Step, Undo};
