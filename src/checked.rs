@@ -143,6 +143,13 @@ pub enum Checked {
         /// Say where and how it would run only.
         dry_run: bool,
     },
+    /// `guard`.
+    Guard {
+        /// The CPUs to watch.
+        cpus: CpuSet,
+        /// Its settings.
+        settings: cpushield::guard::Settings,
+    },
     /// `compare`.
     Compare {
         /// The experiment; the library checks it against the machine
@@ -153,6 +160,13 @@ pub enum Checked {
         /// Report as JSON.
         json: bool,
     },
+}
+
+/// The guard's settings, each in its range.
+fn checked_guard_settings(a: &GuardSettingsArgs) -> Result<cpushield::guard::Settings> {
+    let settings = a.settings();
+    settings.check()?;
+    Ok(settings)
 }
 
 /// Checks the command line (no command: `status`). Only reads.
@@ -168,6 +182,10 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                     tune: a.tune.unwrap_or_default(),
                     hotplug_restart: a.hotplug_restart,
                     boot: None,
+                    guard: cpushield::guard::GuardRequest {
+                        mode: a.guard,
+                        settings: checked_guard_settings(&a.guard_settings)?,
+                    },
                 },
                 dry_run: a.dry_run,
                 json: a.json,
@@ -252,6 +270,10 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                 dry_run: a.dry_run,
             },
             Command::Compare(a) => compare(a)?,
+            Command::Guard(a) => Checked::Guard {
+                cpus: a.cpus,
+                settings: checked_guard_settings(&a.settings)?,
+            },
         },
     )
 }

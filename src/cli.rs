@@ -99,6 +99,54 @@ pub enum Command {
     /// Report what noise still reaches the shielded CPUs, and what to do
     /// about it. Read-only.
     Audit(AuditArgs),
+    /// The starvation guard: watch CPUs from the others and give a thread
+    /// that has been runnable there without running for the threshold a
+    /// short SCHED_DEADLINE slice (SCHED_FIFO where the kernel refuses
+    /// that), then put its policy back. Runs until SIGTERM or Ctrl-C.
+    ///
+    /// `on` starts it with the shield where a real-time task that never
+    /// sleeps can starve the shielded CPUs' kernel work (see `on --guard`),
+    /// and `off` stops it; run it yourself only without a shield.
+    Guard(GuardArgs),
+}
+
+/// The starvation guard's settings, shared by `on` and `guard`.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct GuardSettingsArgs {
+    /// A thread runnable this long without running is starving, in ms.
+    #[arg(long, value_name = "MS", default_value_t = cpushield::guard::Settings::default().threshold_ms)]
+    pub guard_threshold: u64,
+    /// CPU time a boost gives per period, in µs (each is an interruption
+    /// of the real-time task).
+    #[arg(long, value_name = "US", default_value_t = cpushield::guard::Settings::default().runtime_us)]
+    pub guard_runtime: u64,
+    /// The boost's period, in µs.
+    #[arg(long, value_name = "US", default_value_t = cpushield::guard::Settings::default().period_us)]
+    pub guard_period: u64,
+    /// How long a boost lasts, in ms.
+    #[arg(long, value_name = "MS", default_value_t = cpushield::guard::Settings::default().duration_ms)]
+    pub guard_duration: u64,
+}
+
+impl GuardSettingsArgs {
+    /// The settings.
+    pub fn settings(&self) -> cpushield::guard::Settings {
+        cpushield::guard::Settings {
+            threshold_ms: self.guard_threshold,
+            runtime_us: self.guard_runtime,
+            period_us: self.guard_period,
+            duration_ms: self.guard_duration,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct GuardArgs {
+    /// CPUs to watch (the shielded ones).
+    #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
+    pub cpus: CpuSet,
+    #[command(flatten)]
+    pub settings: GuardSettingsArgs,
 }
 
 #[derive(Args, Debug)]
@@ -265,6 +313,14 @@ pub struct OnArgs {
     /// CPUs that cannot go offline, such as CPU 0 on most x86 machines).
     #[arg(long)]
     pub hotplug_restart: bool,
+    /// The starvation guard: `auto` starts it where a real-time task that
+    /// never sleeps can starve the shielded CPUs' kernel work (PREEMPT_RT;
+    /// RT throttling off on a kernel without the fair server), `on` always,
+    /// `off` never (the shield then warns where that work can starve).
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = clap::value_parser!(cpushield::guard::GuardMode))]
+    pub guard: cpushield::guard::GuardMode,
+    #[command(flatten)]
+    pub guard_settings: GuardSettingsArgs,
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -11,6 +11,7 @@
 //! force = false
 //! allow_split_siblings = false
 //! boot = true                  # or extra options: ["skew_tick=1"]; the boot half (see cpushield::boot)
+//! guard = "auto"               # the starvation guard: "auto", "on" or "off" (see cpushield::guard)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -64,6 +65,8 @@ struct File {
     allow_split_siblings: bool,
     #[serde(default)]
     boot: Option<Spanned<Boot>>,
+    #[serde(default)]
+    guard: Option<Spanned<String>>,
 }
 
 /// `boot = true|false` or `boot = ["option", ...]` (extra options).
@@ -83,7 +86,7 @@ enum Tune {
 }
 
 const KEYS: &str =
-    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot";
+    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard";
 
 /// Reads and validates the config file at `path`.
 pub fn load(path: &Path) -> Result<Request, ConfigError> {
@@ -159,6 +162,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
         allow_split_siblings: file.allow_split_siblings,
         tune,
         hotplug_restart: file.hotplug_restart,
+        guard: crate::guard::GuardRequest {
+            mode: match file.guard {
+                None => crate::guard::GuardMode::Auto,
+                Some(g) => {
+                    let start = g.span().start;
+                    g.into_inner().parse().map_err(|e| invalid(start, e))?
+                }
+            },
+            settings: Default::default(),
+        },
     })
 }
 

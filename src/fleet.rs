@@ -316,6 +316,9 @@ fn render(
             &findings(&status.broken),
         );
     }
+    if let Some(g) = &status.guard {
+        guard_metrics(&mut out, g);
+    }
     gauge(
         &mut out,
         "shielded_cpus",
@@ -433,6 +436,45 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(Stri
     for (labels, value) in samples {
         let _ = writeln!(out, "cpushield_{name}{labels} {value}");
     }
+}
+
+/// The starvation guard's metrics: whether it runs, its boosts (each an
+/// interruption of a real-time task on the shield) and their CPU time.
+fn guard_metrics(out: &mut String, g: &crate::shield::GuardHold) {
+    let one = |v: f64| vec![(String::new(), v)];
+    gauge(
+        out,
+        "guard_up",
+        "1 when the starvation guard runs (its pid and start time as its state file says), else 0.",
+        &one(f64::from(u8::from(g.alive))),
+    );
+    gauge(
+        out,
+        "starving_threads",
+        "Threads on the shielded CPUs runnable without running past the threshold (the guard's last scan).",
+        &one(g.starving.len() as f64),
+    );
+    let Some(s) = g.state.as_ref().filter(|_| g.alive) else {
+        return;
+    };
+    gauge(
+        out,
+        "guard_boosts_total",
+        "Boosts the guard gave starving threads since it started: each interrupts the real-time task on that CPU.",
+        &one(s.boosts as f64),
+    );
+    gauge(
+        out,
+        "guard_boost_seconds_total",
+        "CPU time boosted threads ran, taken from the real-time tasks, in all.",
+        &one(s.ran_us as f64 / 1e6),
+    );
+    gauge(
+        out,
+        "guard_boost_longest_seconds",
+        "The longest CPU time a single boost ran.",
+        &one(s.longest_us as f64 / 1e6),
+    );
 }
 
 fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {

@@ -16,6 +16,7 @@ pub mod cpulist;
 pub mod exit;
 pub mod finding;
 pub mod fleet;
+pub mod guard;
 pub mod load;
 pub mod measure;
 pub mod report;

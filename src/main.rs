@@ -229,6 +229,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
             json,
         } => compare(&sys, &options, dry_run, json, out),
+        Checked::Guard { cpus, settings } => {
+            let stop = stop_flag()?;
+            cpushield::guard::run(&sys, &cpus, settings, &stop)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -454,6 +459,11 @@ fn run_command(
     out: &mut impl Write,
 ) -> Result<ExitCode> {
     let (program, args) = command.split_first().expect("clap requires a command");
+    if !matches!(policy, RunPolicy::Inherit) {
+        if let Some(note) = shield::unprotected_kernel_work(sys) {
+            eprintln!("cpushield: {}", report::note::text(&note));
+        }
+    }
     if dry_run {
         let (state, cpus) = shield::run_target(sys, cpu)?;
         writeln!(

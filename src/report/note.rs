@@ -1,6 +1,8 @@
 //! The shield's notes ([`Note`]) as the sentences people read.
 
 use crate::cpulist::CpuSet;
+use crate::guard::kernel::{Protection, Starvable};
+use crate::guard::Settings;
 use crate::shield::irqbalance::IRQBALANCE_UNIT;
 use crate::shield::snapshot::SHIELD_SLICE;
 use crate::shield::{Note, Unreadable, UnreadableFile};
@@ -71,11 +73,70 @@ pub fn text(n: &Note) -> String {
             "tune {knob}: {} read-only; not set",
             join(files.iter().map(|f| format!("/{f}")), ", ")
         ),
+        Note::KernelWork { protection } => protection_text(protection),
         Note::TuneUnreadable { knob, files } => format!(
             "tune {knob}: {} unreadable; not set",
             join(files.iter().map(unreadable_file), ", ")
         ),
     }
+}
+
+/// What protects the shielded CPUs' kernel work, and what it costs.
+pub fn protection_text(p: &Protection) -> String {
+    let guard = |s: &Settings| {
+        format!(
+            "the starvation guard watches them from the housekeeping CPUs: a thread runnable for {} s without running gets {} µs every {} ms for {} ms, at most {} µs taken from the real-time task per boost ('cpushield status' counts the boosts)",
+            seconds(s.threshold_ms),
+            s.runtime_us,
+            seconds(s.period_us) ,
+            s.duration_ms,
+            s.runtime_us * (s.duration_ms * 1000).div_ceil(s.period_us)
+        )
+    };
+    match p {
+        Protection::Guard { why, settings } => format!(
+            "kernel work on the shielded CPUs (kworkers, RCU, timers) can starve behind a real-time task that never sleeps ({}): {}",
+            starvable_text(*why),
+            guard(settings)
+        ),
+        Protection::GuardAndKernel { settings } => format!(
+            "kernel work on the shielded CPUs is protected by the kernel, and {} (--guard=on)",
+            guard(settings)
+        ),
+        Protection::FairServer { inferred } => format!(
+            "kernel work on the shielded CPUs is protected by the kernel's fair deadline server (ordinary tasks get 50 ms a second, also behind a real-time task that never sleeps){}; no guard needed",
+            if *inferred { " (inferred from the kernel release: debugfs is not mounted)" } else { "" }
+        ),
+        Protection::Throttling { runtime_us, period_us } => format!(
+            "kernel work on the shielded CPUs is protected by RT throttling: real-time tasks run at most {} ms of every {} ms, so a task that never sleeps loses {} ms of each; no guard needed",
+            seconds((*runtime_us).max(0) as u64),
+            seconds((*period_us).max(0) as u64),
+            seconds((period_us - runtime_us).max(0) as u64)
+        ),
+        Protection::Nothing { why } => format!(
+            "WARNING: nothing protects kernel work on the shielded CPUs ({}): a real-time task that never sleeps there hangs whatever waits for that work (sysctl writes, sync, service starts); leave out --guard=off",
+            starvable_text(*why)
+        ),
+    }
+}
+
+/// Why kernel work can starve, in words.
+pub fn starvable_text(why: Starvable) -> &'static str {
+    match why {
+        Starvable::PreemptRt => {
+            "a PREEMPT_RT kernel: its timer and RCU threads are real-time tasks below the loop"
+        }
+        Starvable::NoThrottlingNoFairServer => {
+            "RT throttling is off and this kernel has no fair deadline server"
+        }
+    }
+}
+
+/// A thousandth of `n` without trailing zeros: ms as s, µs as ms
+/// (`1500` → `1.5`, `100000` → `100`).
+fn seconds(n: u64) -> String {
+    let s = format!("{:.3}", n as f64 / 1000.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// `/PATH (EIO)`, `/PATH (not a mask: "...")`.

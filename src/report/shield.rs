@@ -88,6 +88,58 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
     }
 }
 
+/// The starvation guard's rows of `status`: what protects kernel work on
+/// the shield, the guard's process, its boosts (each an interruption of
+/// the real-time task) and the threads starving now.
+fn guard_rows(g: &crate::shield::GuardHold, w: &mut dyn Write) -> Result<()> {
+    use crate::guard::kernel::Protection;
+    let protection = match &g.protection {
+        Some(Protection::Guard { .. } | Protection::GuardAndKernel { .. }) => {
+            "the starvation guard"
+        }
+        Some(Protection::FairServer { .. }) => "the kernel's fair server",
+        Some(Protection::Throttling { .. }) => "RT throttling",
+        Some(Protection::Nothing { .. }) => "NOTHING",
+        None => "unknown",
+    };
+    row(w, "kernel work protected by", protection)?;
+    match (&g.state, g.alive) {
+        (Some(s), true) => {
+            row(
+                w,
+                "guard",
+                format!("running, pid {}, for {:.0} s", s.pid, g.uptime_s),
+            )?;
+            let mean = if s.boosts > 0 { s.ran_us / s.boosts } else { 0 };
+            row(
+                w,
+                "guard boosts",
+                format!(
+                    "{} ({:.3}/s, {} SCHED_FIFO, {} refused), {} µs in all, mean {} µs, longest {} µs",
+                    s.boosts, g.boosts_per_s, s.fifo_boosts, s.failed, s.ran_us, mean, s.longest_us
+                ),
+            )?;
+        }
+        (_, false) if g.expected => row(w, "guard", "NOT RUNNING")?,
+        _ => {}
+    }
+    if !g.starving.is_empty() {
+        writeln!(w, "  starving on the shield (runnable, not running):")?;
+        writeln!(w, "    {:>7}  {:<20} {:>3}  waited", "tid", "name", "cpu")?;
+        for s in g.starving.iter().take(20) {
+            writeln!(
+                w,
+                "    {:>7}  {:<20} {:>3}  {:.1} s",
+                s.tid,
+                format!("{:?}", s.name.chars().take(18).collect::<String>()),
+                s.cpu,
+                s.waited_ns as f64 / 1e9
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// `cpushield status`.
 pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     let (r, boot) = (&m.shield, m.boot.as_ref());
@@ -154,6 +206,9 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     };
     row(w, "default IRQ affinity", mask(&r.default_irq_affinity))?;
     row(w, "workqueue cpumask", mask(&r.workqueue_mask))?;
+    if let Some(g) = &r.guard {
+        guard_rows(g, w)?;
+    }
     row(
         w,
         "IRQs on the shield",
@@ -331,6 +386,18 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
                     format!("affinity of {tid} ({name}): {previous} -> {cpus}")
                 }
                 Action::Systemd { call, .. } => call.command_line().join(" "),
+                Action::Guard {
+                    cpus,
+                    settings,
+                    unit,
+                } => format!(
+                    "start the starvation guard of CPUs {cpus} ({}{})",
+                    match unit {
+                        Some(unit) => format!("systemd unit {unit}, "),
+                        None => String::new(),
+                    },
+                    settings.args().join(" ")
+                ),
                 Action::IrqbalanceBan {
                     banned,
                     manager_env: true,

@@ -10,8 +10,8 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Check, Step, Undo};
-use super::irqbalance;
 use super::journal::{Entry, EntryRef, Journal, JournalError};
+use super::{guard, irqbalance};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::systemd::SystemdCall;
@@ -194,6 +194,7 @@ pub fn describe(a: &Action) -> String {
         Action::Remember { affinities } => format!("{} task affinities", affinities.len()),
         Action::Systemd { call, .. } => format!("systemd: {}", call.command_line().join(" ")),
         Action::IrqbalanceBan { manager_env, .. } => irqbalance::describe(*manager_env),
+        Action::Guard { cpus, .. } => format!("the starvation guard of CPUs {cpus}"),
     }
 }
 
@@ -222,6 +223,11 @@ fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
             manager_env,
             ..
         } => irqbalance::ban(sys, banned, *make_dir, *manager_env)?,
+        Action::Guard {
+            cpus,
+            settings,
+            unit,
+        } => guard::start(sys, cpus, settings, unit.as_deref())?,
     }
     Ok(())
 }
@@ -330,6 +336,7 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
             | Action::MoveTask { .. }
             | Action::IrqbalanceBan { .. } => {}
             Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
+            Action::Guard { unit, .. } => guard::undo(sys, unit.as_deref(), &mut out),
             Action::Systemd { call, undo, back } => {
                 undo_systemd(sys, call, undo.as_ref(), back.as_deref(), &mut out)
             }

@@ -121,6 +121,18 @@ pub enum Action {
         #[serde(default)]
         manager_env: bool,
     },
+    /// Start the starvation guard on the shielded CPUs (see
+    /// [`crate::guard`]); undone by stopping it, proving its process gone
+    /// and putting back any boost it left.
+    Guard {
+        /// The CPUs it watches.
+        cpus: CpuSet,
+        /// Its settings.
+        settings: crate::guard::Settings,
+        /// Its transient systemd unit, on systemd hosts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unit: Option<String>,
+    },
     /// Change one thread's affinity.
     SetAffinity {
         /// Process id.

@@ -91,7 +91,7 @@ pub struct EntryRef<'a> {
 }
 
 /// What the shield is; lets `status`, `run`, `move` and `off` find it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct State {
     /// Journal format version.
     pub version: u32,
@@ -125,6 +125,9 @@ pub struct State {
     /// The request the shield was last brought to (`on`, `apply`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<crate::shield::request::Request>,
+    /// The shield started the starvation guard (`status` expects it alive).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub guard: bool,
 }
 
 /// The exclusive lock of a running cpushield; released on drop.
@@ -455,6 +458,7 @@ mod tests {
             writes_refused: Vec::new(),
             irqbalance_ban: None,
             request: None,
+            guard: false,
         }
     }
 

@@ -657,6 +657,7 @@ mod tests {
             writes_refused: vec![],
             irqbalance_ban: None,
             request: None,
+            guard: false,
         };
         let lost = held.lost(&s, "cpushield apply");
         assert_eq!(lost.len(), 1, "{lost:?}");

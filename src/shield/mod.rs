@@ -11,6 +11,7 @@
 pub mod apply;
 pub mod change;
 mod error;
+mod guard;
 mod holds;
 mod hotplug;
 pub mod irqbalance;
@@ -34,6 +35,7 @@ mod timings;
 
 pub(crate) use error::require_root;
 pub use error::ShieldError;
+pub use guard::{unprotected_kernel_work, Hold as GuardHold};
 pub use irqs::IrqPlacement;
 pub use move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use note::{Note, Unreadable, UnreadableFile};

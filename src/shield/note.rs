@@ -119,6 +119,14 @@ pub enum Note {
         pins: Vec<String>,
     },
 
+    // Kernel work on the shielded CPUs.
+    /// What keeps the shielded CPUs' kernel work (kworkers, RCU, timers)
+    /// running behind a real-time task that never sleeps there.
+    KernelWork {
+        /// What protects it.
+        protection: crate::guard::kernel::Protection,
+    },
+
     // Tunables (`--tune`).
     /// A knob with no files on this machine: skipped.
     TuneNothingToTune {

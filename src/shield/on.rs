@@ -123,6 +123,10 @@ fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
         writes_refused: Vec::new(),
         irqbalance_ban: None,
         request: None,
+        guard: plan
+            .steps
+            .iter()
+            .any(|s| matches!(s.action, Action::Guard { .. })),
     }
 }
 

@@ -13,7 +13,7 @@ pub use super::plan_error::PlanError;
 use super::request::Request;
 use super::snapshot::{Snapshot, WORKQUEUE_MASK};
 use super::tasks::{plan_tasks, remember_affinities, task_notes, TaskRef};
-use super::{hotplug, irqbalance, irqs, mechanism};
+use super::{guard, hotplug, irqbalance, irqs, mechanism};
 use crate::cpulist::CpuSet;
 
 /// The full plan of a shield.
@@ -98,6 +98,7 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         steps.extend(irq_steps.into_iter().map(|(_, s)| s));
     }
     steps.extend(workqueue_step(snap, &shield, &housekeeping));
+    let mut knob_steps = Vec::new();
     if let (false, Some(state)) = (knobs.is_empty(), &snap.tunables) {
         let already: Vec<String> = steps
             .iter()
@@ -114,9 +115,21 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
             snap.mask_bits(),
             &already,
         );
-        steps.extend(tuned.steps);
+        knob_steps = tuned.steps;
         notes.extend(tuned.notes);
     }
+    // The guard starts before the knobs turn throttling off, and `off`
+    // (the journal in reverse) stops it only after throttling is back.
+    let (guard_step, guard_note) = guard::plan(
+        &snap.kernel_work,
+        &req.guard,
+        guard::rt_runtime_after(&snap.kernel_work, &knob_steps),
+        &shield,
+        snap.owners.systemd,
+    );
+    steps.extend(guard_step);
+    steps.extend(knob_steps);
+    notes.push(guard_note);
     Ok(Plan {
         mechanism: mechanism::name(snap),
         partition: cgroup.partition,
@@ -307,6 +320,7 @@ mod tests {
             hotplug_files: cpus("1-3"),
             hotplug_writable: cpus("1-3"),
             owners: Owners::default(),
+            kernel_work: Default::default(),
         }
     }
 

@@ -28,6 +28,9 @@ pub struct Request {
     /// Not part of `on`: `apply` writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot: Option<Vec<String>>,
+    /// The starvation guard (`--guard`, config key `guard`).
+    #[serde(default)]
+    pub guard: crate::guard::GuardRequest,
 }
 
 impl Request {
@@ -39,6 +42,18 @@ impl Request {
         }
         if !self.tune.is_empty() {
             out.push_str(&format!(" --tune={}", self.tune.join(",")));
+        }
+        if self.guard.mode != crate::guard::GuardMode::Auto {
+            out.push_str(&format!(" --guard={}", self.guard.mode));
+        }
+        let defaults = crate::guard::Settings::default();
+        if self.guard.settings != defaults {
+            for (arg, default) in self.guard.settings.args().into_iter().zip(defaults.args()) {
+                if arg != default {
+                    out.push(' ');
+                    out.push_str(&arg);
+                }
+            }
         }
         for (set, flag) in [
             (self.hotplug_restart, " --hotplug-restart"),

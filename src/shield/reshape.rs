@@ -30,7 +30,7 @@ use super::snapshot::{
     Snapshot, DEFAULT_IRQ_AFFINITY, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
 };
 use super::tasks::{self, TaskRef};
-use super::{irqbalance, mechanism};
+use super::{guard, irqbalance, mechanism};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
@@ -218,6 +218,7 @@ pub fn plan(
                 }
             }
             Action::MoveTask { tid, to, .. } if tried_moves.contains(&(*tid, to.as_str())) => {}
+            Action::Guard { cpus, settings, .. } if guard::in_place(&read, cpus, settings) => {}
             Action::SetAffinity { pid, tid, cpus, .. } => {
                 set.insert(*tid);
                 if moving_in.contains(pid) || live_affinity.get(tid) != Some(&cpus) {
@@ -577,6 +578,7 @@ mod tests {
                 irqbalance: None,
                 tuned: None,
             },
+            kernel_work: Default::default(),
         };
         let write = |path: &str, value: &str, undo: Undo, previous: Option<&str>| Entry {
             action: Action::Write {
@@ -639,6 +641,7 @@ mod tests {
             writes_refused: vec![],
             irqbalance_ban: None,
             request: None,
+            guard: false,
         };
         (live, entries, state)
     }

@@ -206,6 +206,10 @@ pub struct Snapshot {
     /// shield's (see `tasks::plan_tasks`).
     #[serde(default)]
     pub cgroup_cpus: BTreeMap<String, CpuSet>,
+    /// What the kernel does for per-CPU kernel work behind a real-time
+    /// task that never sleeps (PREEMPT_RT, the fair server, throttling).
+    #[serde(default)]
+    pub kernel_work: crate::guard::kernel::KernelWork,
 }
 
 impl Snapshot {
@@ -274,6 +278,7 @@ impl Snapshot {
             hotplug_writable,
             owners: Default::default(),
             cgroup_cpus: BTreeMap::new(),
+            kernel_work: crate::guard::kernel::KernelWork::read(sys),
         })
     }
 

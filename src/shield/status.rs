@@ -13,7 +13,7 @@ use super::plan;
 use super::request::Request;
 use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
 use super::tasks::{self, TaskRef};
-use super::{irqbalance, knobs, mechanism};
+use super::{guard, irqbalance, knobs, mechanism};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::sys::procfs;
@@ -67,6 +67,10 @@ pub struct StatusReport {
     /// Other owners of the machine that may fight the shield (tuned).
     #[serde(default)]
     pub notes: Vec<Note>,
+    /// The starvation guard, its boosts (each an interruption of the
+    /// real-time task) and what protects the shielded CPUs' kernel work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<guard::Hold>,
 }
 
 /// What `status` reads back, once, of each component of an active shield.
@@ -81,6 +85,8 @@ struct HoldFacts {
     irqs: Vec<IrqPlacement>,
     /// The files of the knobs the shield set.
     knobs: knobs::Hold,
+    /// The starvation guard and the kernel work it protects.
+    guard: guard::Hold,
 }
 
 impl HoldFacts {
@@ -91,6 +97,7 @@ impl HoldFacts {
             tasks: tasks::on_shield(snap, &state.shield),
             irqs: irqs::on_shield(snap, &state.shield),
             knobs: knobs::read_hold(sys, state)?,
+            guard: guard::read_hold(sys, state),
         })
     }
 }
@@ -117,7 +124,7 @@ fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
     let rebuild = format!(
         "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"
     );
-    let components: [&dyn Holds; 5] = [&f.mechanism, &f.ban, &f.tasks, &f.irqs, &f.knobs];
+    let components: [&dyn Holds; 6] = [&f.mechanism, &f.ban, &f.tasks, &f.irqs, &f.knobs, &f.guard];
     components
         .iter()
         .flat_map(|c| c.lost(state, &rebuild))
@@ -146,9 +153,14 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         (Some(s), Some(f)) => holds(s, f),
         _ => Vec::new(),
     };
-    let (threads, irqs_on_shield, partition) = match facts {
-        Some(f) => (f.tasks, f.irqs, f.mechanism.partition().map(str::to_string)),
-        None => (tasks::OnShield::default(), Vec::new(), None),
+    let (threads, irqs_on_shield, partition, guard) = match facts {
+        Some(f) => (
+            f.tasks,
+            f.irqs,
+            f.mechanism.partition().map(str::to_string),
+            Some(f.guard),
+        ),
+        None => (tasks::OnShield::default(), Vec::new(), None, None),
     };
     Ok(StatusReport {
         online: snap.online.clone(),
@@ -173,6 +185,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         holds: broken.is_empty(),
         broken,
         notes: plan::tuned_notes(&snap.owners),
+        guard,
     })
 }
 
@@ -198,6 +211,7 @@ mod tests {
             writes_refused: vec![],
             irqbalance_ban: Some(cpus("2-3")),
             request: None,
+            guard: false,
         }
     }
 
@@ -251,6 +265,7 @@ mod tests {
             tasks: on_shield(vec![rt]),
             irqs: vec![irq(30, "2")],
             knobs: knobs::Hold::default(),
+            guard: guard::Hold::default(),
         };
         assert_eq!(holds(&s, &f), vec![]);
     }
@@ -268,6 +283,7 @@ mod tests {
             tasks: on_shield(vec![leak]),
             irqs: vec![irq(30, "2"), irq(31, "0-3")],
             knobs: knobs::Hold::default(),
+            guard: guard::Hold::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(
@@ -290,6 +306,7 @@ mod tests {
             tasks: on_shield(vec![]),
             irqs: vec![],
             knobs: knobs::Hold::default(),
+            guard: guard::Hold::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(ids(&found), ["incomplete"]);
@@ -311,6 +328,7 @@ mod tests {
             tasks: on_shield(vec![]),
             irqs: vec![],
             knobs: knobs::Hold::default(),
+            guard: guard::Hold::default(),
         };
         assert_eq!(holds(&s, &facts(running(Some(true)))), vec![]);
         let found = holds(&s, &facts(running(Some(false))));

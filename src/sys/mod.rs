@@ -217,6 +217,83 @@ impl Sys {
         })
     }
 
+    /// A thread's scheduling attributes (`sched_getattr`).
+    pub fn sched_attr(&self, tid: i32) -> Result<syscalls::SchedAttr> {
+        emulated!(self, fx => fx.sched_attr(self, tid));
+        syscalls::get_sched_attr(tid)
+            .map_err(|e| SysError::new("get scheduling of", format!("task {tid}"), None, e))
+    }
+
+    /// Sets a thread's scheduling attributes (`sched_setattr`).
+    pub fn set_sched_attr(&self, tid: i32, attr: &syscalls::SchedAttr) -> Result<()> {
+        emulated!(self, fx => fx.set_sched_attr(self, tid, attr));
+        syscalls::set_sched_attr(tid, attr).map_err(|e| {
+            SysError::new(
+                "set scheduling of",
+                format!("task {tid}"),
+                Some(&format!(
+                    "policy {} priority {}",
+                    attr.policy, attr.priority
+                )),
+                e,
+            )
+        })
+    }
+
+    /// Starts cpushield's own binary with `args` in the background, as
+    /// the transient systemd service `unit` when given, else as a process
+    /// of its own (its own process group, no terminal). Its state is for
+    /// the caller to read back. On an emulated kernel the process is
+    /// emulated: an entry under `proc/` and the state the guard would write.
+    pub fn start_guard(&self, args: &[String], unit: Option<&str>) -> Result<()> {
+        count_write!(self);
+        emulated!(self, fx => fx.start_guard(self, args));
+        let exe = std::env::current_exe()
+            .map_err(|e| SysError::new("find", "the cpushield binary", None, e))?;
+        let mut argv = vec![exe.to_string_lossy().into_owned()];
+        argv.extend(args.iter().cloned());
+        match unit {
+            Some(unit) => systemd::run_client(&systemd::start_service_command(
+                unit,
+                "cpushield: starvation guard of the shielded CPUs",
+                &argv,
+            ))
+            .map(drop),
+            None => {
+                use std::os::unix::process::CommandExt;
+                std::process::Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .process_group(0)
+                    .spawn()
+                    .map(drop)
+                    .map_err(|e| SysError::new("start", argv.join(" "), None, e))
+            }
+        }
+    }
+
+    /// Stops the guard: the unit through systemd when given, else SIGTERM
+    /// to `pid` (whose identity the caller checked).
+    pub fn stop_guard(&self, pid: i32, unit: Option<&str>) -> Result<()> {
+        count_write!(self);
+        emulated!(self, fx => fx.stop_guard(self, pid));
+        match unit {
+            Some(unit) => self.systemd(&systemd::SystemdCall::Stop { unit: unit.into() }),
+            None => syscalls::signal_process(pid, nix::sys::signal::Signal::SIGTERM)
+                .map_err(|e| SysError::new("signal", format!("process {pid}"), None, e)),
+        }
+    }
+
+    /// Kills `pid` (SIGKILL): a guard that did not stop when asked.
+    pub fn kill_guard(&self, pid: i32) -> Result<()> {
+        count_write!(self);
+        emulated!(self, fx => fx.stop_guard(self, pid));
+        syscalls::signal_process(pid, nix::sys::signal::Signal::SIGKILL)
+            .map_err(|e| SysError::new("kill", format!("process {pid}"), None, e))
+    }
+
     /// The fixture emulation, when this is a fixture root.
     #[cfg(feature = "fixture")]
     pub fn fixture(&self) -> Option<&fixture::Fixture> {

@@ -148,6 +148,111 @@ pub fn set_scheduler(tid: i32, policy: Policy) -> io::Result<()> {
     }
 }
 
+/// A thread's scheduling attributes as `sched_getattr`/`sched_setattr`
+/// carry them: the policy, its priority or nice value, and for
+/// SCHED_DEADLINE its runtime, deadline and period in ns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SchedAttr {
+    /// `SCHED_OTHER` 0, `SCHED_FIFO` 1, `SCHED_RR` 2, `SCHED_BATCH` 3,
+    /// `SCHED_IDLE` 5, `SCHED_DEADLINE` 6.
+    pub policy: u32,
+    /// `SCHED_FLAG_*` bits (reset-on-fork, ...).
+    pub flags: u64,
+    /// Nice value (SCHED_OTHER and SCHED_BATCH).
+    pub nice: i32,
+    /// Real-time priority 1..=99 (SCHED_FIFO and SCHED_RR).
+    pub priority: u32,
+    /// SCHED_DEADLINE runtime, ns.
+    pub runtime_ns: u64,
+    /// SCHED_DEADLINE relative deadline, ns.
+    pub deadline_ns: u64,
+    /// SCHED_DEADLINE period, ns.
+    pub period_ns: u64,
+}
+
+/// `SCHED_DEADLINE`'s policy number.
+pub const SCHED_DEADLINE: u32 = 6;
+
+/// The kernel's `struct sched_attr` in its first published size
+/// (`SCHED_ATTR_SIZE_VER0`, 48 bytes), which every kernel since 3.14 takes.
+#[repr(C)]
+#[derive(Default)]
+struct RawSchedAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+/// `sched_getattr(tid)`: the thread's policy and parameters.
+pub fn get_sched_attr(tid: i32) -> io::Result<SchedAttr> {
+    let mut raw = RawSchedAttr::default();
+    let size = std::mem::size_of::<RawSchedAttr>() as libc::c_uint;
+    // SAFETY: `raw` is a valid, writable sched_attr of `size` bytes that
+    // outlives the call; the kernel writes at most `size` bytes into it.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            tid as libc::c_long,
+            &mut raw as *mut RawSchedAttr,
+            size,
+            0 as libc::c_uint,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(SchedAttr {
+        policy: raw.policy,
+        flags: raw.flags,
+        nice: raw.nice,
+        priority: raw.priority,
+        runtime_ns: raw.runtime,
+        deadline_ns: raw.deadline,
+        period_ns: raw.period,
+    })
+}
+
+/// `sched_setattr(tid, attr)`. The kernel refuses SCHED_DEADLINE with
+/// EPERM for a thread whose affinity is narrower than its root domain
+/// while RT bandwidth is enforced (`sched_rt_runtime_us` not -1), and with
+/// EBUSY when the deadline bandwidth is used up.
+pub fn set_sched_attr(tid: i32, attr: &SchedAttr) -> io::Result<()> {
+    let raw = RawSchedAttr {
+        size: std::mem::size_of::<RawSchedAttr>() as u32,
+        policy: attr.policy,
+        flags: attr.flags,
+        nice: attr.nice,
+        priority: attr.priority,
+        runtime: attr.runtime_ns,
+        deadline: attr.deadline_ns,
+        period: attr.period_ns,
+    };
+    // SAFETY: `raw` is a valid, initialised sched_attr whose `size` field
+    // is its own size; it outlives the call and the kernel only reads it.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            tid as libc::c_long,
+            &raw as *const RawSchedAttr,
+            0 as libc::c_uint,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sends `signal` to process `pid` (`kill`).
+pub fn signal_process(pid: i32, signal: nix::sys::signal::Signal) -> io::Result<()> {
+    nix::sys::signal::kill(Pid::from_raw(pid), signal).map_err(to_io)
+}
+
 /// The calling thread's kernel thread id.
 pub fn gettid() -> i32 {
     nix::unistd::gettid().as_raw()

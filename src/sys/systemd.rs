@@ -176,6 +176,35 @@ impl SystemdCall {
     }
 }
 
+/// The busctl command line that starts `argv` as the transient service
+/// `unit`, restarted by systemd whenever it exits (`Restart=always`), in
+/// `system.slice`, outside any shield.
+pub fn start_service_command(unit: &str, description: &str, argv: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = [
+        "busctl",
+        "call",
+        "org.freedesktop.systemd1",
+        "/org/freedesktop/systemd1",
+        "org.freedesktop.systemd1.Manager",
+        "StartTransientUnit",
+        "ssa(sv)a(sa(sv))",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    out.extend([unit.into(), "replace".into(), "4".into()]);
+    out.extend(["Description".into(), "s".into(), description.into()]);
+    out.extend(["Restart".into(), "s".into(), "always".into()]);
+    out.extend(["RestartUSec".into(), "t".into(), "200000".into()]);
+    out.extend(["ExecStart".into(), "a(sasb)".into(), "1".into()]);
+    out.push(argv[0].clone());
+    out.push(argv.len().to_string());
+    out.extend(argv.iter().cloned());
+    out.push("false".into());
+    out.push("0".into());
+    out
+}
+
 /// `AllowedCPUs` as a D-Bus property of busctl's command line.
 fn allowed_cpus_property(cpus: &CpuSet) -> Vec<String> {
     let bytes = allowed_cpus_bytes(cpus);

@@ -1,0 +1,374 @@
+//! The guard's loop: scan the threads of the watched CPUs, boost the ones
+//! that starve, take each boost back when it ends, write the state.
+//!
+//! It runs on the housekeeping CPUs at SCHED_FIFO 98 (above the user's
+//! real-time work there, below the measuring threads' 99), so that load on
+//! those CPUs cannot hold it back. It never locks its memory: `mlockall`
+//! drains the LRU lists of every CPU and waits for each, the starving CPU
+//! included, which would hang the guard behind the very loop it guards.
+//!
+//! Reads are cheap and remote only: a thread's `stat` and `schedstat`
+//! (no run-queue lock), of the threads that last ran on a watched CPU
+//! every quarter threshold, and of every thread each half threshold to
+//! find new ones (a kworker made while the shield holds).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::watch::{parse_sample, Sample, Starving, Watch};
+use super::{
+    restore_boosts, ActiveBoost, BoostKind, BoostRecord, GuardState, Settings, RECENT, STATE_FILE,
+};
+use crate::cpulist::CpuSet;
+use crate::sys::syscalls::{self, Policy, SchedAttr, SCHED_DEADLINE};
+use crate::sys::{procfs, ErrorKind, Sys, SysError};
+
+/// The guard's own SCHED_FIFO priority.
+pub const PRIORITY: i32 = 98;
+/// `SCHED_FIFO`'s policy number.
+const SCHED_FIFO: u32 = 1;
+/// The state is rewritten at least this often (a heartbeat for `status`), ns.
+const HEARTBEAT_NS: u64 = 1_000_000_000;
+
+/// Why the guard could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardError {
+    /// A kernel access it cannot do without.
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    /// Its settings.
+    #[error(transparent)]
+    Settings(#[from] super::SettingsError),
+    /// Nothing to watch.
+    #[error("the guard needs CPUs to watch and at least one other online CPU to run on (watched {cpus}, online {online})")]
+    Cpus {
+        /// Watched.
+        cpus: CpuSet,
+        /// Online.
+        online: CpuSet,
+    },
+}
+
+/// A boost in flight, with what the loop needs to run it.
+#[derive(Debug)]
+struct Boost {
+    record: ActiveBoost,
+    /// What it boosts to.
+    attr: SchedAttr,
+    waited_ns: u64,
+    exec_at_start: u64,
+    ends_ns: u64,
+    /// SCHED_FIFO boosts: when the current window closes (set) or the next
+    /// opens (not set).
+    window: Option<(bool, u64)>,
+}
+
+/// Runs the guard over `cpus` until `stop` is set (SIGTERM, SIGINT), then
+/// puts back every boost in flight. Errors only before it starts.
+pub fn run(
+    sys: &Sys,
+    cpus: &CpuSet,
+    settings: Settings,
+    stop: &AtomicBool,
+) -> Result<(), GuardError> {
+    settings.check()?;
+    let online = procfs::online_cpus(sys)?;
+    let housekeeping = online.difference(cpus);
+    if cpus.is_empty() || housekeeping.is_empty() {
+        return Err(GuardError::Cpus {
+            cpus: cpus.clone(),
+            online,
+        });
+    }
+    let _ = syscalls::set_thread_name("cpushield-guard");
+    // Best effort: a guard that cannot move or raise itself still works,
+    // only later under load on the housekeeping CPUs.
+    let _ = sys.set_affinity(0, &housekeeping);
+    let _ = sys.set_scheduler(0, Policy::Fifo(PRIORITY));
+    // A guard that died mid-boost left threads boosted: give them back.
+    if let Some(old) = super::read_state(sys) {
+        if !super::alive(sys, &old) || old.pid == std::process::id() as i32 {
+            restore_boosts(sys, &old);
+        }
+    }
+    let pid = std::process::id() as i32;
+    let now = syscalls::monotonic_ns();
+    let mut guard = Guard {
+        sys,
+        cpus: cpus.clone(),
+        settings,
+        watch: Watch::default(),
+        candidates: Vec::new(),
+        boosts: HashMap::new(),
+        state: GuardState {
+            pid,
+            start_ticks: procfs::start_ticks(sys, pid).unwrap_or(0),
+            cpus: cpus.clone(),
+            settings: Some(settings),
+            started_ns: now,
+            ..GuardState::default()
+        },
+        written_ns: 0,
+    };
+    guard.write_state(now);
+    let threshold_ns = settings.threshold_ms * 1_000_000;
+    let scan_every = (threshold_ns / 4).clamp(100_000_000, 1_000_000_000);
+    let full_every = (threshold_ns / 2).max(500_000_000);
+    let (mut next_scan, mut next_full) = (now, now);
+    while !stop.load(Ordering::Relaxed) {
+        let now = syscalls::monotonic_ns();
+        let mut changed = guard.step_boosts(now);
+        if now >= next_scan {
+            if now >= next_full {
+                guard.refresh_candidates();
+                next_full = now + full_every;
+            }
+            changed |= guard.scan(now, threshold_ns);
+            next_scan = now + scan_every;
+        }
+        if changed || now >= guard.written_ns + HEARTBEAT_NS {
+            guard.write_state(now);
+        }
+        let wake = guard
+            .boosts
+            .values()
+            .map(Boost::next_event)
+            .fold(next_scan, u64::min);
+        let _ = syscalls::sleep_until_monotonic_ns(wake.max(now + 1_000));
+    }
+    let now = syscalls::monotonic_ns();
+    let tids: Vec<i32> = guard.boosts.keys().copied().collect();
+    for tid in tids {
+        guard.finish(tid, now);
+    }
+    guard.write_state(now);
+    Ok(())
+}
+
+/// Every thread whose last CPU is one of `cpus`, as (pid, tid): only
+/// those can wait there (the shield keeps everything else off).
+pub fn candidates(sys: &Sys, cpus: &CpuSet) -> Vec<(i32, i32)> {
+    let mut found = Vec::new();
+    for pid in procfs::list_pids(sys).unwrap_or_default() {
+        for tid in procfs::list_tids(sys, pid).unwrap_or_default() {
+            let Ok(stat) = sys.read(&format!("proc/{pid}/task/{tid}/stat")) else {
+                continue;
+            };
+            let cpu =
+                procfs::split_stat(&stat).and_then(|(_, f)| procfs::stat_field::<u32>(&f, 39));
+            if cpu.is_some_and(|c| cpus.contains(c)) {
+                found.push((pid, tid));
+            }
+        }
+    }
+    found
+}
+
+/// One thread's `stat` and `schedstat`, parsed; `None` if it exited.
+pub fn sample(sys: &Sys, pid: i32, tid: i32) -> Option<Sample> {
+    let dir = format!("proc/{pid}/task/{tid}");
+    let stat = sys.read(&format!("{dir}/stat")).ok()?;
+    let schedstat = sys.read(&format!("{dir}/schedstat")).ok()?;
+    parse_sample(pid, tid, &stat, &schedstat)
+}
+
+struct Guard<'a> {
+    sys: &'a Sys,
+    cpus: CpuSet,
+    settings: Settings,
+    watch: Watch,
+    /// Threads that last ran on a watched CPU: (pid, tid).
+    candidates: Vec<(i32, i32)>,
+    boosts: HashMap<i32, Boost>,
+    state: GuardState,
+    written_ns: u64,
+}
+
+impl Boost {
+    fn next_event(&self) -> u64 {
+        match self.window {
+            Some((_, at)) => at.min(self.ends_ns),
+            None => self.ends_ns,
+        }
+    }
+}
+
+impl Guard<'_> {
+    fn refresh_candidates(&mut self) {
+        self.candidates = candidates(self.sys, &self.cpus);
+    }
+
+    fn sample(&self, pid: i32, tid: i32) -> Option<Sample> {
+        sample(self.sys, pid, tid)
+    }
+
+    /// One scan: samples the candidates, boosts the starving. Whether
+    /// anything changed worth writing.
+    fn scan(&mut self, now: u64, threshold_ns: u64) -> bool {
+        let samples: Vec<Sample> = self
+            .candidates
+            .iter()
+            .filter_map(|&(pid, tid)| self.sample(pid, tid))
+            .collect();
+        let starving = self.watch.observe(now, &samples, &self.cpus, threshold_ns);
+        let changed = starving != self.state.starving;
+        let mut boosted = false;
+        for s in &starving {
+            if !self.boosts.contains_key(&s.tid) {
+                boosted |= self.boost(s, now);
+            }
+        }
+        self.state.starving = starving;
+        changed || boosted
+    }
+
+    /// Boosts a starving thread: SCHED_DEADLINE, else SCHED_FIFO above
+    /// the loop. Journaled in the state file before it is made.
+    fn boost(&mut self, s: &Starving, now: u64) -> bool {
+        let Ok(previous) = self.sys.sched_attr(s.tid) else {
+            return false;
+        };
+        let set = self.settings;
+        let deadline = SchedAttr {
+            policy: SCHED_DEADLINE,
+            flags: 0,
+            nice: 0,
+            priority: 0,
+            runtime_ns: set.runtime_us * 1_000,
+            deadline_ns: set.period_us * 1_000,
+            period_ns: set.period_us * 1_000,
+        };
+        let fifo = SchedAttr {
+            policy: SCHED_FIFO,
+            flags: 0,
+            nice: 0,
+            priority: (s.hog_priority + 1).clamp(1, 99),
+            runtime_ns: 0,
+            deadline_ns: 0,
+            period_ns: 0,
+        };
+        let mut record = ActiveBoost {
+            tid: s.tid,
+            start_ticks: s.start_ticks,
+            name: s.name.clone(),
+            cpu: s.cpu,
+            previous,
+            kind: BoostKind::Deadline,
+        };
+        // The record goes to the state file first: a guard killed right
+        // after the change leaves what undoes it.
+        self.state.active.push(record.clone());
+        self.write_state(now);
+        let (kind, attr) = match self.sys.set_sched_attr(s.tid, &deadline) {
+            Ok(()) => (BoostKind::Deadline, deadline),
+            Err(e) if e.kind == ErrorKind::Refused => match self.sys.set_sched_attr(s.tid, &fifo) {
+                Ok(()) => (BoostKind::Fifo, fifo),
+                Err(_) => return self.boost_failed(s.tid),
+            },
+            Err(_) => return self.boost_failed(s.tid),
+        };
+        record.kind = kind;
+        if let Some(a) = self.state.active.iter_mut().find(|a| a.tid == s.tid) {
+            a.kind = kind;
+        }
+        let window = (kind == BoostKind::Fifo).then_some((true, now + set.runtime_us * 1_000));
+        self.boosts.insert(
+            s.tid,
+            Boost {
+                record,
+                attr,
+                waited_ns: s.waited_ns,
+                exec_at_start: s.exec_ns,
+                ends_ns: now + set.duration_ms * 1_000_000,
+                window,
+            },
+        );
+        self.state.boosts += 1;
+        self.state.fifo_boosts += u64::from(kind == BoostKind::Fifo);
+        true
+    }
+
+    fn boost_failed(&mut self, tid: i32) -> bool {
+        self.state.active.retain(|a| a.tid != tid);
+        self.state.failed += 1;
+        true
+    }
+
+    /// Opens and closes SCHED_FIFO windows and ends boosts that are due.
+    fn step_boosts(&mut self, now: u64) -> bool {
+        let (runtime_ns, period_ns) = (
+            self.settings.runtime_us * 1_000,
+            self.settings.period_us * 1_000,
+        );
+        let mut due = Vec::new();
+        for (tid, b) in self.boosts.iter_mut() {
+            if now >= b.ends_ns {
+                due.push(*tid);
+                continue;
+            }
+            match b.window {
+                Some((true, close)) if now >= close => {
+                    let _ = self.sys.set_sched_attr(*tid, &b.record.previous);
+                    b.window = Some((false, close - runtime_ns + period_ns));
+                }
+                Some((false, open)) if now >= open => {
+                    let _ = self.sys.set_sched_attr(*tid, &b.attr);
+                    b.window = Some((true, now + runtime_ns));
+                }
+                _ => {}
+            }
+        }
+        for tid in &due {
+            self.finish(*tid, now);
+        }
+        !due.is_empty()
+    }
+
+    /// Ends a boost: the thread's own scheduling back, what it ran counted.
+    fn finish(&mut self, tid: i32, _now: u64) {
+        let Some(b) = self.boosts.remove(&tid) else {
+            return;
+        };
+        let same = procfs::start_ticks(self.sys, tid) == Some(b.record.start_ticks);
+        if same {
+            let _ = self.sys.set_sched_attr(tid, &b.record.previous);
+        }
+        let pid = self
+            .sys
+            .read(&format!("proc/{tid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+            .unwrap_or(tid);
+        let ran_ns = self
+            .sample(pid, tid)
+            .filter(|_| same)
+            .map_or(0, |s| s.exec_ns.saturating_sub(b.exec_at_start));
+        let ran_us = ran_ns / 1_000;
+        self.state.active.retain(|a| a.tid != tid);
+        self.state.ran_us += ran_us;
+        self.state.longest_us = self.state.longest_us.max(ran_us);
+        self.state.recent.push(BoostRecord {
+            tid,
+            name: b.record.name,
+            cpu: b.record.cpu,
+            waited_ms: b.waited_ns / 1_000_000,
+            ran_us,
+            kind: b.record.kind,
+        });
+        let over = self.state.recent.len().saturating_sub(RECENT);
+        self.state.recent.drain(..over);
+        self.watch.forget(tid);
+    }
+
+    fn write_state(&mut self, now: u64) {
+        self.state.updated_ns = now;
+        if let Ok(text) = serde_json::to_string_pretty(&self.state) {
+            let _ = self.sys.write_config(STATE_FILE, &text, true);
+        }
+        self.written_ns = now;
+    }
+}

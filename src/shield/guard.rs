@@ -1,0 +1,472 @@
+//! The starvation guard as a component of the shield ([`crate::guard`]
+//! is the guard itself): whether a shield needs it, the step that starts
+//! it, how `off` stops it and proves it gone, whether it still holds for
+//! `status`, and what `on` says of the shielded CPUs' kernel work.
+//!
+//! On a systemd host the guard is the transient service [`UNIT`]
+//! (`Restart=always`: systemd keeps it alive, and it vanishes at reboot);
+//! elsewhere a process of its own, in its own process group. Either way
+//! its identity (pid and start time) is in its state file, which is how
+//! `off` finds it, stops it and checks that it is gone.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::apply::{Refusal, Undone};
+use super::change::{Action, Step};
+use super::holds::Holds;
+use super::journal::State;
+use super::note::Note;
+use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
+use crate::guard::kernel::{KernelWork, Protection, RT_RUNTIME};
+use crate::guard::watch::Starving;
+use crate::guard::{self, GuardMode, GuardRequest, GuardState, Settings};
+use crate::sys::{ErrorKind, Sys, SysError};
+
+/// The guard's transient unit on systemd hosts.
+pub const UNIT: &str = "cpushield-guard.service";
+/// A task's name as shown in a finding: at most 32 characters, escaped
+/// by the caller (`{:?}`), since a task names itself anything.
+fn clip(name: &str) -> String {
+    name.chars().take(32).collect()
+}
+
+/// How long a guard has to show up (its state file) or to go away.
+const SETTLE: Duration = Duration::from_secs(5);
+
+/// Throttling as the shield leaves it: the value its steps write to
+/// `sched_rt_runtime_us`, else the kernel's now.
+pub(super) fn rt_runtime_after(kernel: &KernelWork, steps: &[Step]) -> Option<i64> {
+    steps
+        .iter()
+        .rev()
+        .find_map(|s| match &s.action {
+            Action::Write { path, value, .. } if path == RT_RUNTIME => value.trim().parse().ok(),
+            _ => None,
+        })
+        .or(kernel.rt_runtime_us)
+}
+
+/// The step that starts the guard on `shield`, when `req` and the kernel
+/// call for it, and the note saying what protects the kernel work there.
+pub(super) fn plan(
+    kernel: &KernelWork,
+    req: &GuardRequest,
+    rt_runtime_us: Option<i64>,
+    shield: &CpuSet,
+    systemd: bool,
+) -> (Option<Step>, Note) {
+    let wanted = match req.mode {
+        GuardMode::On => true,
+        GuardMode::Off => false,
+        GuardMode::Auto => kernel.starvable(rt_runtime_us).is_some(),
+    };
+    let step = wanted.then(|| Step {
+        action: Action::Guard {
+            cpus: shield.clone(),
+            settings: req.settings,
+            unit: systemd.then(|| UNIT.to_string()),
+        },
+        fatal: true,
+    });
+    let protection = Protection::of(kernel, rt_runtime_us, wanted.then_some(req.settings));
+    (step, Note::KernelWork { protection })
+}
+
+/// The arguments of `cpushield guard` for this shield (with the root of a
+/// test build's fixture).
+fn args(sys: &Sys, cpus: &CpuSet, settings: &Settings) -> Vec<String> {
+    let mut out = vec!["guard".to_string(), "--cpus".into(), cpus.to_string()];
+    out.extend(settings.args());
+    if let Some(root) = sys.root_arg() {
+        out.extend(["--root".into(), root.to_string_lossy().into_owned()]);
+    }
+    out
+}
+
+/// Starts the guard (after stopping one that runs already) and waits for
+/// it to show up alive, watching `cpus`: read back, as every change.
+pub(super) fn start(
+    sys: &Sys,
+    cpus: &CpuSet,
+    settings: &Settings,
+    unit: Option<&str>,
+) -> Result<(), SysError> {
+    if let Some(old) = guard::read_state(sys).filter(|s| guard::alive(sys, s)) {
+        stop_process(sys, &old, unit).map_err(|reason| {
+            SysError::new(
+                "stop",
+                format!("the guard (pid {})", old.pid),
+                None,
+                std::io::Error::other(reason),
+            )
+        })?;
+    }
+    let before = guard::read_state(sys).map(|s| (s.pid, s.start_ticks));
+    sys.start_guard(&args(sys, cpus, settings), unit)?;
+    let t = Instant::now();
+    loop {
+        if let Some(s) = guard::read_state(sys) {
+            if Some((s.pid, s.start_ticks)) != before && guard::alive(sys, &s) && &s.cpus == cpus {
+                return Ok(());
+            }
+        }
+        if t.elapsed() > SETTLE {
+            return Err(SysError::new(
+                "start",
+                "the starvation guard",
+                None,
+                std::io::Error::other(format!(
+                    "no guard reported itself alive in /{} within {} s",
+                    guard::STATE_FILE,
+                    SETTLE.as_secs()
+                )),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stops the guard `state` names and waits until its process is gone
+/// (SIGKILL after [`SETTLE`]); then puts back any boost it left in flight.
+fn stop_process(sys: &Sys, state: &GuardState, unit: Option<&str>) -> Result<(), String> {
+    match sys.stop_guard(state.pid, unit) {
+        Ok(()) => {}
+        Err(e) if e.kind == ErrorKind::NotFound => {}
+        // A unit systemd no longer knows: the process may still run.
+        Err(_) if unit.is_some() => {
+            let _ = sys.stop_guard(state.pid, None);
+        }
+        Err(e) => return Err(e.to_string()),
+    }
+    let t = Instant::now();
+    let mut killed = false;
+    while guard::alive(sys, state) {
+        if t.elapsed() > SETTLE && !killed {
+            let _ = sys.kill_guard(state.pid);
+            killed = true;
+        } else if t.elapsed() > SETTLE * 2 {
+            return Err(format!(
+                "pid {} still runs after SIGTERM and SIGKILL",
+                state.pid
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // What it wrote last: boosts a killed guard left in flight.
+    if let Some(last) = guard::read_state(sys) {
+        let (_, failed) = guard::restore_boosts(sys, &last);
+        if !failed.is_empty() {
+            return Err(format!(
+                "stopped, but could not put back the scheduling of {}",
+                failed.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Undoes the guard's step: stops the guard the state file names, proves
+/// its process gone, puts back boosts it left, removes the state file.
+pub(super) fn undo(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
+    let Some(state) = guard::read_state(sys) else {
+        out.unchanged += 1;
+        return;
+    };
+    let result = if guard::alive(sys, &state) {
+        stop_process(sys, &state, unit)
+    } else {
+        let (_, failed) = guard::restore_boosts(sys, &state);
+        match failed.is_empty() {
+            true => Ok(()),
+            false => Err(format!("could not put back {}", failed.join(", "))),
+        }
+    };
+    match result {
+        Ok(()) => {
+            let _ = sys.remove_config(guard::STATE_FILE, false);
+            out.restored += 1;
+        }
+        Err(reason) => out.failed.push(Refusal {
+            target: format!("the starvation guard (pid {})", state.pid),
+            reason,
+        }),
+    }
+}
+
+/// Whether the guard that runs now is the one `cpus` and `settings` ask
+/// for (a change in place leaves it alone then). `read` reads a file
+/// under the root.
+pub(super) fn in_place(
+    read: &impl Fn(&str) -> Option<String>,
+    cpus: &CpuSet,
+    settings: &Settings,
+) -> bool {
+    let Some(state) =
+        read(guard::STATE_FILE).and_then(|t| serde_json::from_str::<GuardState>(&t).ok())
+    else {
+        return false;
+    };
+    let alive = read(&format!("proc/{}/stat", state.pid))
+        .and_then(|stat| {
+            let (_, fields) = crate::sys::procfs::split_stat(&stat)?;
+            crate::sys::procfs::stat_field::<u64>(&fields, 22)
+        })
+        .is_some_and(|t| t == state.start_ticks);
+    alive && &state.cpus == cpus && state.settings.is_none_or(|s| &s == settings)
+}
+
+/// For `run --fifo` and `--rr`: the warning that nothing protects the
+/// shielded CPUs' kernel work (PREEMPT_RT, or RT throttling off on a
+/// kernel without the fair server, and no guard running), else `None`.
+pub fn unprotected_kernel_work(sys: &Sys) -> Option<Note> {
+    let kernel = KernelWork::read(sys);
+    let guard = guard::read_state(sys)
+        .filter(|s| guard::alive(sys, s))
+        .map(|s| s.settings.unwrap_or_default());
+    let protection = Protection::of(&kernel, kernel.rt_runtime_us, guard);
+    protection
+        .is_nothing()
+        .then_some(Note::KernelWork { protection })
+}
+
+/// What `status` reads back of the guard and of the shielded CPUs'
+/// kernel work; `status --json` carries it as `guard`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hold {
+    /// The shield started a guard.
+    pub expected: bool,
+    /// Its process runs (pid and start time as its state file says).
+    pub alive: bool,
+    /// What protects kernel work now.
+    pub protection: Option<Protection>,
+    /// Its state file: counters, settings, boosts in flight and the last ones.
+    pub state: Option<GuardState>,
+    /// How long it has run, s.
+    pub uptime_s: f64,
+    /// Boosts per second over its uptime: the interruptions of the
+    /// real-time tasks on the shield.
+    pub boosts_per_s: f64,
+    /// Threads on the shielded CPUs starving now: the guard's last scan,
+    /// or, with no guard running, two scans 1 s apart made by `status`
+    /// itself when a real-time task runs there.
+    pub starving: Vec<Starving>,
+}
+
+/// How long `status` watches for starving threads when no guard does.
+const WATCH: Duration = Duration::from_secs(1);
+
+/// Reads back the guard of the shield `state`.
+pub(super) fn read_hold(sys: &Sys, state: &State) -> Hold {
+    let kernel = KernelWork::read(sys);
+    let guard_state = guard::read_state(sys);
+    let alive = guard_state.as_ref().is_some_and(|s| guard::alive(sys, s));
+    let running = guard_state.as_ref().filter(|_| alive);
+    let settings = running.map(|s| s.settings.unwrap_or_default());
+    let uptime_s = running.map_or(0.0, |s| {
+        crate::sys::syscalls::monotonic_ns().saturating_sub(s.started_ns) as f64 / 1e9
+    });
+    let starving = match running {
+        Some(s) => s.starving.clone(),
+        None if state.complete => guard::starving_now(sys, &state.shield, WATCH),
+        None => Vec::new(),
+    };
+    Hold {
+        expected: state.guard,
+        alive,
+        protection: Some(Protection::of(&kernel, kernel.rt_runtime_us, settings)),
+        boosts_per_s: match (running, uptime_s > 0.0) {
+            (Some(s), true) => s.boosts as f64 / uptime_s,
+            _ => 0.0,
+        },
+        uptime_s,
+        starving,
+        state: guard_state,
+    }
+}
+
+impl Holds for Hold {
+    fn lost(&self, _state: &State, repair: &str) -> Vec<Finding> {
+        let mut out = Vec::new();
+        if self.expected && !self.alive {
+            out.push(Finding::new(
+                "guard",
+                Severity::Bad,
+                90,
+                "the starvation guard the shield started is not running: a real-time task that never sleeps on a shielded CPU can hang the kernel work queued there",
+                repair,
+            ));
+        }
+        if !self.starving.is_empty() {
+            let names: Vec<String> = self
+                .starving
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{:?} (tid {}) on CPU {} for {:.1} s",
+                        clip(&s.name),
+                        s.tid,
+                        s.cpu,
+                        s.waited_ns as f64 / 1e9
+                    )
+                })
+                .collect();
+            out.push(Finding::new(
+                "starving",
+                Severity::Bad,
+                95,
+                format!(
+                    "kernel work waits behind a real-time task on the shield, runnable without running: {}",
+                    names.join(", ")
+                ),
+                if self.alive {
+                    "the guard boosts them; if they keep waiting, lower --guard-threshold or raise --guard-runtime".to_string()
+                } else {
+                    "run 'cpushield on' again without --guard=off (it starts the starvation guard), or let the real-time task sleep".to_string()
+                },
+            ));
+        }
+        if let Some(Protection::Nothing { .. }) = self.protection {
+            out.push(Finding::new(
+                "kernel-work",
+                Severity::Bad,
+                80,
+                "nothing protects the shielded CPUs' kernel work (RT throttling is off on a kernel without the fair server, or the kernel is PREEMPT_RT) and no guard runs",
+                "run 'cpushield on' again without --guard=off (it starts the starvation guard), or turn RT throttling back on",
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guard::kernel::{FairServer, Starvable};
+
+    fn kernel(preempt_rt: bool, fair: FairServer, rt: i64) -> KernelWork {
+        KernelWork {
+            release: "6.1.0".into(),
+            preempt_rt,
+            fair_server: fair,
+            rt_runtime_us: Some(rt),
+            rt_period_us: Some(1_000_000),
+        }
+    }
+
+    fn req(mode: GuardMode) -> GuardRequest {
+        GuardRequest {
+            mode,
+            settings: Settings::default(),
+        }
+    }
+
+    fn shield() -> CpuSet {
+        CpuSet::parse_list("2-3").unwrap()
+    }
+
+    #[test]
+    fn the_guard_comes_where_throttling_goes_off_without_a_fair_server() {
+        let k = kernel(false, FairServer::Absent, 950_000);
+        // Throttling stays on: it protects, no guard.
+        let (step, note) = plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false);
+        assert!(step.is_none());
+        assert!(matches!(
+            note,
+            Note::KernelWork {
+                protection: Protection::Throttling {
+                    runtime_us: 950_000,
+                    ..
+                }
+            }
+        ));
+        // --tune turns it off: the guard comes, as a process or a unit.
+        let (step, note) = plan(&k, &req(GuardMode::Auto), Some(-1), &shield(), true);
+        let Some(Step {
+            action: Action::Guard { cpus, unit, .. },
+            fatal: true,
+        }) = step
+        else {
+            panic!("no guard step: {step:?}");
+        };
+        assert_eq!((cpus, unit.as_deref()), (shield(), Some(UNIT)));
+        assert!(matches!(
+            note,
+            Note::KernelWork {
+                protection: Protection::Guard {
+                    why: Starvable::NoThrottlingNoFairServer,
+                    ..
+                }
+            }
+        ));
+    }
+
+    #[test]
+    fn preempt_rt_always_needs_the_guard_and_off_says_nothing_protects() {
+        let k = kernel(true, FairServer::Present, 950_000);
+        let (step, _) = plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false);
+        assert!(step.is_some());
+        let (step, note) = plan(&k, &req(GuardMode::Off), Some(950_000), &shield(), false);
+        assert!(step.is_none());
+        assert!(matches!(
+            note,
+            Note::KernelWork {
+                protection: Protection::Nothing {
+                    why: Starvable::PreemptRt
+                }
+            }
+        ));
+        // The fair server protects 6.12's kworkers: no guard unless asked.
+        let k = kernel(false, FairServer::Present, -1);
+        assert!(plan(&k, &req(GuardMode::Auto), Some(-1), &shield(), false)
+            .0
+            .is_none());
+        assert!(plan(&k, &req(GuardMode::On), Some(-1), &shield(), false)
+            .0
+            .is_some());
+    }
+
+    #[test]
+    fn throttling_after_the_shield_is_what_its_steps_write() {
+        let k = kernel(false, FairServer::Absent, 950_000);
+        let write = |value: &str| Step {
+            action: Action::Write {
+                path: RT_RUNTIME.into(),
+                value: value.into(),
+                check: super::super::change::Check::Text,
+                undo: super::super::change::Undo::Previous,
+            },
+            fatal: false,
+        };
+        assert_eq!(rt_runtime_after(&k, &[]), Some(950_000));
+        assert_eq!(rt_runtime_after(&k, &[write("-1")]), Some(-1));
+    }
+
+    #[test]
+    fn a_guard_that_died_or_nothing_protecting_breaks_the_shield() {
+        let state = State::default();
+        let dead = Hold {
+            expected: true,
+            alive: false,
+            ..Hold::default()
+        };
+        let found = dead.lost(&state, "repair");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].id, "guard");
+        let unprotected = Hold {
+            protection: Some(Protection::Nothing {
+                why: Starvable::PreemptRt,
+            }),
+            ..Hold::default()
+        };
+        assert_eq!(unprotected.lost(&state, "repair")[0].id, "kernel-work");
+        let fine = Hold {
+            expected: true,
+            alive: true,
+            ..Hold::default()
+        };
+        assert!(fine.lost(&state, "repair").is_empty());
+    }
+}
