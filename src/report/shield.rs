@@ -110,7 +110,7 @@ fn guard_rows(g: &crate::shield::GuardHold, w: &mut dyn Write) -> Result<()> {
                 "guard",
                 format!("running, pid {}, for {:.0} s", s.pid, g.uptime_s),
             )?;
-            let mean = if s.boosts > 0 { s.ran_us / s.boosts } else { 0 };
+            let mean = s.ran_us.checked_div(s.boosts).unwrap_or(0);
             row(
                 w,
                 "guard boosts",
