@@ -165,7 +165,7 @@ pub enum Checked {
 /// The guard's settings, each in its range.
 fn checked_guard_settings(a: &GuardSettingsArgs) -> Result<cpushield::guard::Settings> {
     let settings = a.settings();
-    settings.check()?;
+    settings.check().map_err(|e| Refusal(e.to_string()))?;
     Ok(settings)
 }
 

@@ -226,6 +226,7 @@ pub struct BoostRecord {
 
 /// What the guard writes to [`STATE_FILE`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct GuardState {
     /// The guard's process id.
     pub pid: i32,

@@ -1,0 +1,281 @@
+//! The starvation guard on fixture roots: the real `cpushield guard`
+//! process scanning an emulated `/proc`, and `on`/`off` starting and
+//! stopping it with the shield.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{cpushield, standard, text};
+use cpushield::sys::fixture::{self, CgroupLayout, FixtureConfig};
+use cpushield::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
+
+/// A full `stat` line: state, last CPU, real-time priority and policy.
+fn stat(tid: i32, name: &str, state: char, cpu: u32, prio: u32, policy: u32) -> String {
+    format!(
+        "{tid} ({name}) {state} 2 0 0 0 -1 {PF_KTHREAD} 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0 \
+         18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 {cpu} {prio} {policy} 0 0 0\n"
+    )
+}
+
+fn put(root: &Path, rel: &str, contents: &str) {
+    let path = root.join(rel);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, contents).unwrap();
+}
+
+/// A SCHED_FIFO 80 loop (pid 500) and a kworker (pid 501), both runnable
+/// on CPU 3; the loop's run time grows each time [`Machine::tick`] runs,
+/// the kworker's never does.
+struct Machine {
+    dir: tempfile::TempDir,
+    loop_ns: u64,
+}
+
+impl Machine {
+    fn new(rt_runtime_us: &str) -> Machine {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+        fixture::add_process(&sys, 500, &[common::task("spin", 0, "3")]).unwrap();
+        fixture::add_process(
+            &sys,
+            501,
+            &[common::task(
+                "kworker/3:1",
+                PF_KTHREAD | PF_NO_SETAFFINITY,
+                "3",
+            )],
+        )
+        .unwrap();
+        let root = dir.path();
+        put(root, "proc/sys/kernel/sched_rt_runtime_us", rt_runtime_us);
+        fs::write(
+            root.join("proc/500/task/500/stat"),
+            stat(500, "spin", 'R', 3, 80, 1),
+        )
+        .unwrap();
+        fs::write(
+            root.join("proc/501/task/501/stat"),
+            stat(501, "kworker/3:1", 'R', 3, 0, 0),
+        )
+        .unwrap();
+        put(root, "proc/501/task/501/schedstat", "4000 0 3\n");
+        let mut m = Machine { dir, loop_ns: 0 };
+        m.tick();
+        m
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn tick(&mut self) {
+        self.loop_ns += 10_000_000;
+        put(
+            self.root(),
+            "proc/500/task/500/schedstat",
+            &format!("{} 0 1\n", self.loop_ns),
+        );
+    }
+
+    /// The kworker's scheduling as the guard left it (the fixture keeps
+    /// what `sched_setattr` set in `.sched`).
+    fn kworker_policy(&self) -> Option<u64> {
+        let text = fs::read_to_string(self.root().join("proc/501/task/501/.sched")).ok()?;
+        serde_json::from_str::<serde_json::Value>(&text).ok()?["policy"].as_u64()
+    }
+
+    fn guard_state(&self) -> serde_json::Value {
+        fs::read_to_string(self.root().join("run/cpushield/guard.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+
+    /// Runs the guard until it boosted the kworker as `policy`, then stops
+    /// it with SIGTERM; the state it left.
+    fn guard_until_boosted(&mut self, policy: u64) -> serde_json::Value {
+        let mut guard = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
+            .arg("--root")
+            .arg(self.root())
+            .args([
+                "guard",
+                "--cpus",
+                "2-3",
+                "--guard-threshold=200",
+                "--guard-runtime=50",
+                "--guard-period=10000",
+                "--guard-duration=2000",
+            ])
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        let mut seen = None;
+        while t.elapsed() < Duration::from_secs(10) {
+            self.tick();
+            if self.kworker_policy() == Some(policy) {
+                seen = Some(self.guard_state());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(guard.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let status = guard.wait().unwrap();
+        assert!(status.success(), "guard exited with {status:?}");
+        let during = seen.unwrap_or_else(|| {
+            panic!(
+                "the kworker was never boosted to policy {policy}; state {}",
+                self.guard_state()
+            )
+        });
+        assert_eq!(during["active"][0]["tid"], 501, "{during}");
+        self.guard_state()
+    }
+}
+
+#[test]
+fn the_guard_gives_a_starving_kworker_a_deadline_slice_and_puts_it_back() {
+    // Throttling off: the kernel takes SCHED_DEADLINE for a thread bound
+    // to one CPU.
+    let mut m = Machine::new("-1");
+    let after = m.guard_until_boosted(6);
+    assert_eq!(after["boosts"], 1, "{after}");
+    assert_eq!(after["fifo_boosts"], 0, "{after}");
+    assert_eq!(after["active"].as_array().map(Vec::len), Some(0), "{after}");
+    assert_eq!(
+        m.kworker_policy(),
+        Some(0),
+        "SIGTERM puts the kworker back to SCHED_OTHER"
+    );
+    // The loop itself, the one thread that ran, was never touched.
+    assert!(!m.root().join("proc/500/task/500/.sched").exists());
+}
+
+#[test]
+fn where_the_kernel_refuses_deadline_the_boost_is_fifo_above_the_loop() {
+    // Throttling on: SCHED_DEADLINE is refused (EPERM) for a pinned thread.
+    let mut m = Machine::new("950000");
+    let after = m.guard_until_boosted(1);
+    assert_eq!(after["fifo_boosts"], 1, "{after}");
+    let recent = &after["recent"][0];
+    assert_eq!(
+        (recent["name"].as_str(), recent["kind"].as_str()),
+        (Some("kworker/3:1"), Some("fifo")),
+        "{after}"
+    );
+    assert_eq!(m.kworker_policy(), Some(0));
+}
+
+#[test]
+fn on_with_throttling_off_starts_the_guard_and_off_stops_it() {
+    let m = Machine::new("950000");
+    let root = m.root();
+    // No knob turns throttling off: throttling protects, no guard.
+    let o = cpushield(root, &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("protected by RT throttling"),
+        "{}",
+        text(&o)
+    );
+    assert!(!root.join("run/cpushield/guard.json").exists());
+    assert!(cpushield(root, &["off"]).status.success());
+
+    let o = cpushield(root, &["on", "2-3", "--tune=rt-throttling"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("the starvation guard watches them"),
+        "{}",
+        text(&o)
+    );
+    let state = m.guard_state();
+    let pid = state["pid"].as_i64().expect("the guard's pid");
+    assert!(root.join(format!("proc/{pid}")).exists());
+    assert_eq!(state["cpus"], "2-3");
+    let o = cpushield(root, &["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(status["guard"]["alive"], true, "{}", text(&o));
+    assert_eq!(status["guard"]["expected"], true, "{}", text(&o));
+    let metrics = cpushield(root, &["metrics"]);
+    assert!(
+        String::from_utf8_lossy(&metrics.stdout).contains("cpushield_guard_up 1"),
+        "{}",
+        text(&metrics)
+    );
+
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        !root.join(format!("proc/{pid}")).exists(),
+        "guard still runs"
+    );
+    assert!(!root.join("run/cpushield/guard.json").exists());
+    assert_eq!(
+        fs::read_to_string(root.join("proc/sys/kernel/sched_rt_runtime_us")).unwrap(),
+        "950000"
+    );
+}
+
+#[test]
+fn a_guard_that_died_breaks_the_shield_and_guard_off_warns() {
+    let m = Machine::new("950000");
+    let root = m.root();
+    assert!(cpushield(root, &["on", "2-3", "--tune=rt-throttling"])
+        .status
+        .success());
+    let pid = m.guard_state()["pid"].as_i64().unwrap();
+    fs::remove_dir_all(root.join(format!("proc/{pid}"))).unwrap();
+    let o = cpushield(root, &["status"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        text(&o).contains("guard                    NOT RUNNING")
+            || text(&o).contains("NOT RUNNING"),
+        "{}",
+        text(&o)
+    );
+    assert!(cpushield(root, &["off"]).status.success());
+
+    let o = cpushield(root, &["on", "2-3", "--tune=rt-throttling", "--guard=off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("WARNING: nothing protects kernel work"),
+        "{}",
+        text(&o)
+    );
+    assert!(!root.join("run/cpushield/guard.json").exists());
+    let o = cpushield(
+        root,
+        &[
+            "run",
+            "--cpu",
+            "3",
+            "--fifo",
+            "80",
+            "--dry-run",
+            "--",
+            "true",
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("nothing protects kernel work"),
+        "{}",
+        text(&o)
+    );
+    assert!(cpushield(root, &["off"]).status.success());
+}
+
+#[test]
+fn a_guard_setting_out_of_range_is_refused_before_anything_changes() {
+    let m = Machine::new("950000");
+    let before = common::tree(m.root());
+    let o = cpushield(m.root(), &["on", "2-3", "--guard-runtime=0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("guard setting runtime=0"), "{}", text(&o));
+    assert!(common::diff(&before, &common::tree(m.root())).is_empty());
+}
