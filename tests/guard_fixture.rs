@@ -94,9 +94,9 @@ impl Machine {
             .unwrap_or_default()
     }
 
-    /// Runs the guard until it boosted the kworker as `policy`, then stops
-    /// it with SIGTERM; the state it left.
-    fn guard_until_boosted(&mut self, policy: u64) -> serde_json::Value {
+    /// Runs the guard until its state shows the kworker boosted as `kind`,
+    /// then stops it with SIGTERM; the state it left.
+    fn guard_until_boosted(&mut self, kind: &str) -> serde_json::Value {
         let mut guard = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
             .arg("--root")
             .arg(self.root())
@@ -115,8 +115,9 @@ impl Machine {
         let mut seen = None;
         while t.elapsed() < Duration::from_secs(10) {
             self.tick();
-            if self.kworker_policy() == Some(policy) {
-                seen = Some(self.guard_state());
+            let state = self.guard_state();
+            if state["active"][0]["kind"] == kind {
+                seen = Some((state, self.kworker_policy()));
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -128,13 +129,17 @@ impl Machine {
         .unwrap();
         let status = guard.wait().unwrap();
         assert!(status.success(), "guard exited with {status:?}");
-        let during = seen.unwrap_or_else(|| {
+        let (during, policy) = seen.unwrap_or_else(|| {
             panic!(
-                "the kworker was never boosted to policy {policy}; state {}",
+                "the kworker was never boosted as {kind}; state {}",
                 self.guard_state()
             )
         });
         assert_eq!(during["active"][0]["tid"], 501, "{during}");
+        assert_eq!(during["active"][0]["previous"]["policy"], 0, "{during}");
+        if kind == "deadline" {
+            assert_eq!(policy, Some(6), "SCHED_DEADLINE while boosted");
+        }
         self.guard_state()
     }
 }
@@ -144,7 +149,7 @@ fn the_guard_gives_a_starving_kworker_a_deadline_slice_and_puts_it_back() {
     // Throttling off: the kernel takes SCHED_DEADLINE for a thread bound
     // to one CPU.
     let mut m = Machine::new("-1");
-    let after = m.guard_until_boosted(6);
+    let after = m.guard_until_boosted("deadline");
     assert_eq!(after["boosts"], 1, "{after}");
     assert_eq!(after["fifo_boosts"], 0, "{after}");
     assert_eq!(after["active"].as_array().map(Vec::len), Some(0), "{after}");
@@ -161,8 +166,9 @@ fn the_guard_gives_a_starving_kworker_a_deadline_slice_and_puts_it_back() {
 fn where_the_kernel_refuses_deadline_the_boost_is_fifo_above_the_loop() {
     // Throttling on: SCHED_DEADLINE is refused (EPERM) for a pinned thread.
     let mut m = Machine::new("950000");
-    let after = m.guard_until_boosted(1);
-    assert_eq!(after["fifo_boosts"], 1, "{after}");
+    let after = m.guard_until_boosted("fifo");
+    assert!(after["fifo_boosts"].as_u64() >= Some(1), "{after}");
+    assert_eq!(after["fifo_boosts"], after["boosts"], "{after}");
     let recent = &after["recent"][0];
     assert_eq!(
         (recent["name"].as_str(), recent["kind"].as_str()),
@@ -217,8 +223,11 @@ fn on_with_throttling_off_starts_the_guard_and_off_stops_it() {
     );
     assert!(!root.join("run/cpushield/guard.json").exists());
     assert_eq!(
-        fs::read_to_string(root.join("proc/sys/kernel/sched_rt_runtime_us")).unwrap(),
-        "950000"
+        fs::read_to_string(root.join("proc/sys/kernel/sched_rt_runtime_us"))
+            .unwrap()
+            .trim(),
+        "950000",
+        "off turns RT throttling back on"
     );
 }
 

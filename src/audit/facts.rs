@@ -54,6 +54,13 @@ pub struct Facts {
     pub preempt_debugfs: Option<String>,
     /// `/sys/kernel/realtime`.
     pub realtime: Option<String>,
+    /// What protects the targets' kernel work behind a real-time task
+    /// that never sleeps (the kernel, the guard, or nothing).
+    pub kernel_work: Option<crate::guard::kernel::Protection>,
+    /// Threads on the targets runnable without running behind another:
+    /// the running guard's last scan, else two scans 1 s apart made here
+    /// when a real-time task runs there.
+    pub starving: Vec<crate::guard::watch::Starving>,
     /// Sysctl values by path (absent: not there).
     pub sysctls: BTreeMap<&'static str, String>,
     /// The watchdogs: path, value (from the journal when the shield holds
@@ -151,6 +158,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
     let knob_files = |name: &str| {
         knobs::knob(name).map_or_else(Vec::new, |k| knobs::knob_files(sys, k, &targets))
     };
+    let running_guard = crate::guard::read_state(sys).filter(|s| crate::guard::alive(sys, s));
     Ok(Facts {
         cmdline: parse::parse_cmdline(&sys.read("proc/cmdline").unwrap_or_default()),
         window_s: window.as_secs_f64(),
@@ -171,6 +179,21 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         boot: crate::boot::status(sys).ok(),
         preempt_debugfs: read("sys/kernel/debug/sched/preempt"),
         realtime: read("sys/kernel/realtime"),
+        kernel_work: {
+            let kernel = crate::guard::kernel::KernelWork::read(sys);
+            let guard = running_guard
+                .as_ref()
+                .map(|s| s.settings.unwrap_or_default());
+            Some(crate::guard::kernel::Protection::of(
+                &kernel,
+                kernel.rt_runtime_us,
+                guard,
+            ))
+        },
+        starving: match &running_guard {
+            Some(g) => g.starving.clone(),
+            None => crate::guard::starving_now(sys, &targets, Duration::from_secs(1)),
+        },
         sysctls: SYSCTLS
             .into_iter()
             .filter_map(|f| Some((f, read(f)?)))

@@ -20,6 +20,7 @@ pub fn judge(f: &Facts) -> Vec<Finding> {
     irq_affinity(f, &mut out);
     tasks(f, &mut out);
     preemption(f, &mut out);
+    kernel_work(f, &mut out);
     boot_rules::boot_params(f, &mut out);
     sysctls(f, &mut out);
     workqueues(f, &mut out);
@@ -297,6 +298,55 @@ fn preemption(f: &Facts, out: &mut Findings) {
     };
     let reason = format!("preemption model: {model} (kernel {})", version.trim());
     out.add("preemption", sev, 75, reason, next);
+}
+
+/// What keeps the CPUs' kernel work running behind a real-time task that
+/// never sleeps, and the threads that wait there now.
+fn kernel_work(f: &Facts, out: &mut Findings) {
+    use crate::guard::kernel::{Protection, Starvable};
+    let list = f.list();
+    let why = |w: Starvable| match w {
+        Starvable::PreemptRt => "a PREEMPT_RT kernel, whose timer and RCU threads are real-time",
+        Starvable::NoThrottlingNoFairServer => "RT throttling off, no fair deadline server",
+    };
+    let (sev, reason, next) = match f.kernel_work {
+        None => return,
+        Some(Protection::Nothing { why: w }) => (
+            Severity::Bad,
+            format!("nothing keeps kernel work running behind a real-time task that never sleeps ({})", why(w)),
+            format!("cpushield on {list} (its starvation guard comes with the shield), or turn RT throttling back on"),
+        ),
+        Some(Protection::Guard { why: w, .. }) => (Severity::Ok, format!("kernel work is kept running by the starvation guard ({})", why(w)), String::new()),
+        Some(Protection::GuardAndKernel { .. }) => (Severity::Ok, "kernel work is kept running by the kernel and the starvation guard".to_string(), String::new()),
+        Some(Protection::FairServer { .. }) => (Severity::Ok, "kernel work is kept running by the kernel's fair deadline server".to_string(), String::new()),
+        Some(Protection::Throttling { runtime_us, period_us }) => (Severity::Ok, format!("kernel work is kept running by RT throttling ({runtime_us} of {period_us} µs for real-time tasks)"), String::new()),
+    };
+    out.add("kernel-work", sev, 85, reason, next);
+    if !f.starving.is_empty() {
+        let names: Vec<String> = f
+            .starving
+            .iter()
+            .map(|s| {
+                format!(
+                    "{:?} (tid {}) on CPU {} for {:.1} s",
+                    s.name.chars().take(32).collect::<String>(),
+                    s.tid,
+                    s.cpu,
+                    s.waited_ns as f64 / 1e9
+                )
+            })
+            .collect();
+        out.add(
+            "starving",
+            Severity::Bad,
+            95,
+            format!(
+                "kernel threads wait behind a real-time task that does not sleep, runnable without running: {}",
+                names.join(", ")
+            ),
+            format!("cpushield on {list} (its starvation guard boosts them), or let the real-time task sleep"),
+        );
+    }
 }
 
 fn sysctls(f: &Facts, out: &mut Findings) {
