@@ -178,11 +178,13 @@ impl SystemdCall {
 
 /// The busctl command line that starts `argv` as the transient service
 /// `unit`, restarted by systemd whenever it exits (`Restart=always`), in
-/// `system.slice`, outside any shield.
+/// `system.slice`, outside any shield. `--` ends busctl's own options:
+/// the service's arguments (`--cpus`) are not busctl's.
 pub fn start_service_command(unit: &str, description: &str, argv: &[String]) -> Vec<String> {
     let mut out: Vec<String> = [
         "busctl",
         "call",
+        "--",
         "org.freedesktop.systemd1",
         "/org/freedesktop/systemd1",
         "org.freedesktop.systemd1.Manager",
@@ -203,6 +205,30 @@ pub fn start_service_command(unit: &str, description: &str, argv: &[String]) -> 
     out.push("false".into());
     out.push("0".into());
     out
+}
+
+#[cfg(test)]
+mod service_tests {
+    use super::*;
+
+    #[test]
+    fn a_service_command_line_keeps_its_dashes_away_from_busctl() {
+        let argv: Vec<String> = ["/usr/bin/cpushield", "guard", "--cpus", "2-3"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let cmd = start_service_command("cpushield-guard.service", "d", &argv);
+        let end_of_options = cmd.iter().position(|a| a == "--").unwrap();
+        let first_dash_arg = cmd.iter().position(|a| a == "--cpus").unwrap();
+        assert!(end_of_options < first_dash_arg, "{cmd:?}");
+        // ExecStart a(sasb): one entry, the path, argc, argv, ignore-failure false.
+        let exec = cmd.iter().position(|a| a == "ExecStart").unwrap();
+        assert_eq!(
+            cmd[exec + 1..exec + 5],
+            ["a(sasb)", "1", "/usr/bin/cpushield", "4"]
+        );
+        assert_eq!(cmd[cmd.len() - 2..], ["false", "0"]);
+    }
 }
 
 /// `AllowedCPUs` as a D-Bus property of busctl's command line.
