@@ -323,26 +323,14 @@ fn kernel_work(f: &Facts, out: &mut Findings) {
     };
     out.add("kernel-work", sev, 85, reason, next);
     if !f.starving.is_empty() {
-        let names: Vec<String> = f
-            .starving
-            .iter()
-            .map(|s| {
-                format!(
-                    "{:?} (tid {}) on CPU {} for {:.1} s",
-                    s.name.chars().take(32).collect::<String>(),
-                    s.tid,
-                    s.cpu,
-                    s.waited_ns as f64 / 1e9
-                )
-            })
-            .collect();
+        let names = crate::guard::watch::describe(&f.starving);
         out.add(
             "starving",
             Severity::Bad,
             95,
             format!(
                 "kernel threads wait behind a real-time task that does not sleep, runnable without running: {}",
-                names.join(", ")
+                names
             ),
             format!("cpushield on {list} (its starvation guard boosts them), or let the real-time task sleep"),
         );

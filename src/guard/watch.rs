@@ -78,6 +78,25 @@ pub struct Starving {
     pub hog_priority: u32,
 }
 
+/// The starving threads as a finding names them: `"NAME" (tid N) on CPU
+/// C for S s`, comma-separated. A task names itself anything: the name is
+/// cut to 32 characters and quoted with its escapes.
+pub fn describe(starving: &[Starving]) -> String {
+    starving
+        .iter()
+        .map(|s| {
+            format!(
+                "{:?} (tid {}) on CPU {} for {:.1} s",
+                s.name.chars().take(32).collect::<String>(),
+                s.tid,
+                s.cpu,
+                s.waited_ns as f64 / 1e9
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[derive(Debug, Clone)]
 struct Waiting {
     start_ticks: u64,
@@ -252,6 +271,25 @@ mod tests {
             );
             assert!(found.is_empty(), "{found:?}");
         }
+    }
+
+    #[test]
+    fn a_name_is_cut_and_escaped_in_the_description() {
+        let s = Starving {
+            pid: 9,
+            tid: 9,
+            start_ticks: 1,
+            name: format!("evil\n{}", "x".repeat(100)),
+            cpu: 3,
+            waited_ns: 2_500_000_000,
+            exec_ns: 0,
+            hog_priority: 80,
+        };
+        let d = describe(&[s.clone(), s]);
+        assert!(!d.contains('\n'), "{d}");
+        assert!(d.starts_with("\"evil\\n"), "{d}");
+        assert!(d.contains("(tid 9) on CPU 3 for 2.5 s, \""), "{d}");
+        assert!(d.len() < 2 * 70, "{d}");
     }
 
     #[test]

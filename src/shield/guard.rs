@@ -27,12 +27,6 @@ use crate::sys::{ErrorKind, Sys, SysError};
 
 /// The guard's transient unit on systemd hosts.
 pub const UNIT: &str = "cpushield-guard.service";
-/// A task's name as shown in a finding: at most 32 characters, escaped
-/// by the caller (`{:?}`), since a task names itself anything.
-fn clip(name: &str) -> String {
-    name.chars().take(32).collect()
-}
-
 /// How long a guard has to show up (its state file) or to go away.
 const SETTLE: Duration = Duration::from_secs(5);
 
@@ -300,26 +294,14 @@ impl Holds for Hold {
             ));
         }
         if !self.starving.is_empty() {
-            let names: Vec<String> = self
-                .starving
-                .iter()
-                .map(|s| {
-                    format!(
-                        "{:?} (tid {}) on CPU {} for {:.1} s",
-                        clip(&s.name),
-                        s.tid,
-                        s.cpu,
-                        s.waited_ns as f64 / 1e9
-                    )
-                })
-                .collect();
+            let names = crate::guard::watch::describe(&self.starving);
             out.push(Finding::new(
                 "starving",
                 Severity::Bad,
                 95,
                 format!(
                     "kernel work waits behind a real-time task on the shield, runnable without running: {}",
-                    names.join(", ")
+                    names
                 ),
                 if self.alive {
                     "the guard boosts them; if they keep waiting, lower --guard-threshold or raise --guard-runtime".to_string()
