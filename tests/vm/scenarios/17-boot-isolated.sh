@@ -29,7 +29,9 @@ check "run --cpu 3: CMD on CPU 3 only" grep -q '^Cpus_allowed_list:[[:space:]]*3
 # shield, the load kept off by the domain isolation) it left 1.55 ticks,
 # 2.55 IPIs and 0.7 softirqs a second here (benches/noise-guest.sh and
 # KERNEL-NOTES.md), and so does this line with the shield; its bounds are
-# twice that floor.
+# twice that floor. Its softirqs there are the TIMER softirqs its ticks
+# raise (a CI run: LOC 31, softirq TIMER 30 in 20 s), so they are held to
+# the tick's bound.
 stress-ng --cpu 4 --io 1 --vm 1 --vm-bytes 32M --timeout 70 >/dev/null 2>&1 &
 LOAD=$!
 sleep 3
@@ -37,7 +39,7 @@ noise_on_cpu 3 20 cpushield run --cpu 3 --
 kill $LOAD 2>/dev/null; wait $LOAD 2>/dev/null
 note "boot line + on 2-3 --tune=all, busy loop on CPU 3, stress-ng: $NOISE_LINE"
 case $KSERIES in
-    6.12) MAX_TICK=3 MAX_IPI=5 MAX_SOFT=1.5 ;;
+    6.12) MAX_TICK=3 MAX_IPI=5 MAX_SOFT=3 ;;
     # IPIs: 7.3 showed 0 to 1.1 a second, all function-call IPIs (CAL)
     *) MAX_TICK=1 MAX_IPI=1.5 MAX_SOFT=1 ;;
 esac
