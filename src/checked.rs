@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use cpushield::boot::{self, BootWant};
 use cpushield::compare::Options as CompareOptions;
 use cpushield::cpulist::CpuSet;
+use cpushield::input::quote;
 use cpushield::measure::args::Config as MeasureConfig;
 use cpushield::shield::{request::Request, Direction, RunPolicy};
 use cpushield::sys::Sys;
@@ -297,10 +298,11 @@ fn window(seconds: f64) -> Result<Duration, Refusal> {
 /// `run --user`: a user of the user database.
 fn user(name: &str) -> Result<nix::unistd::User> {
     nix::unistd::User::from_name(name)
-        .with_context(|| format!("looking up user {name:?}"))?
+        .with_context(|| format!("looking up user {}", quote(name)))?
         .ok_or_else(|| {
             Refusal(format!(
-                "--user {name:?}: no such user (give a name from /etc/passwd)"
+                "--user {}: no such user (give a name from /etc/passwd)",
+                quote(name)
             ))
             .into()
         })

@@ -1,7 +1,8 @@
 //! The config file of a shield that lives for months:
 //! `/etc/cpushield/cpushield.toml`, read by `apply` and `verify`. Its keys
 //! are `on`'s arguments; an error names the file, the line and what would
-//! be valid.
+//! be valid, quoting at most a short prefix of a long value. The file must
+//! be a regular file of at most 1 MiB ([`crate::input::read_file`]).
 //!
 //! ```toml
 //! cpus = "2-3"                 # required: cpulist or hex mask
@@ -20,6 +21,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::cpulist::CpuSet;
+use crate::input::{brief_to, quote, read_file, FileError, CONFIG_LIMIT};
 use crate::shield::request::Request;
 
 /// Where `apply` and `verify` look by default, relative to the root.
@@ -28,13 +30,13 @@ pub const DEFAULT_PATH: &str = "etc/cpushield/cpushield.toml";
 /// A config file that cannot be used; nothing was changed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file cannot be read.
+    /// The file cannot be read, is not a regular file, or is over 1 MiB.
     #[error("config {}: {source}", path.display())]
     Read {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        source: FileError,
     },
     /// The file is not valid: syntax, a key, a value.
     #[error("config {}:{line}: {message}", path.display())]
@@ -88,9 +90,10 @@ enum Tune {
 const KEYS: &str =
     "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard";
 
-/// Reads and validates the config file at `path`.
+/// Reads and validates the config file at `path`: a regular file of at
+/// most 1 MiB, else refused before it is read whole.
 pub fn load(path: &Path) -> Result<Request, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = read_file(path, CONFIG_LIMIT).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
     })?;
@@ -106,18 +109,19 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
     };
     let file: File = toml::from_str(text).map_err(|e| {
         let offset = e.span().map_or(0, |s| s.start);
-        let mut message = e.message().trim().to_string();
-        if message.starts_with("unknown field") || message.starts_with("missing field") {
+        // The parser's message can hold a key or value of any length.
+        let mut message = brief_to(e.message().trim(), MESSAGE_BYTES);
+        if message.starts_with("unknown field") {
+            // The parser lists the keys after the key; said once, below.
+            let key = e.span().and_then(|s| text.get(s)).unwrap_or_default();
+            message = format!("unknown key {}; {KEYS}", quote(key));
+        } else if message.starts_with("missing field") {
             message = format!("{message}; {KEYS}");
         }
         invalid(offset, message)
     })?;
-    let cpus = CpuSet::parse_user(file.cpus.get_ref()).map_err(|e| {
-        invalid(
-            file.cpus.span().start,
-            format!("cpus = {:?}: {e}", file.cpus.get_ref()),
-        )
-    })?;
+    let cpus = CpuSet::parse_user(file.cpus.get_ref())
+        .map_err(|e| invalid(file.cpus.span().start, format!("cpus: {e}")))?;
     if cpus.is_empty() {
         return Err(invalid(
             file.cpus.span().start,
@@ -174,6 +178,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
         },
     })
 }
+
+/// At most this many bytes of a parser's message are shown: it may quote
+/// a key or a value of any length.
+const MESSAGE_BYTES: usize = 160;
 
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
@@ -239,6 +247,76 @@ mod tests {
 
         let (line, _) = err("cpus = \"2\"\n[section\n");
         assert_eq!(line, 2);
+    }
+
+    #[test]
+    fn errors_quote_a_short_prefix_of_a_long_value_with_its_length() {
+        let cpus: String = (0..50_000)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let long = "x".repeat(5000);
+        for text in [
+            format!("cpus = \"{cpus}\"\n"),
+            format!("cpus = \"2\"\n{long} = 1\n"),
+            format!("cpus = \"2\"\ntune = [\"{long}\"]\n"),
+            format!("cpus = \"2\"\nboot = [\"{long} \"]\n"),
+            format!("cpus = \"2\"\nguard = \"{long}\"\n"),
+            format!("cpus = \"2\"\nforce = \"{long}\"\n"),
+            format!("cpus = \"{long}\"\n"),
+        ] {
+            let e = parse(&text, Path::new("/etc/cpushield/cpushield.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.len() < 300, "{} bytes: {e}", e.len());
+            assert!(
+                e.starts_with("config /etc/cpushield/cpushield.toml:"),
+                "{e}"
+            );
+        }
+        let e = parse(&format!("cpus = \"{cpus}\"\n"), Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "\"0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16…\" ({} bytes)",
+                cpus.len()
+            )),
+            "the list is quoted once, cut, with its length: {e}"
+        );
+        assert_eq!(e.matches("0,1,2,3").count(), 1, "{e}");
+    }
+
+    #[test]
+    fn only_a_regular_file_of_at_most_1_mib_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.toml");
+        let mut text = "cpus = \"2\"\n".to_string();
+        text.push_str(&"#\n".repeat(1 << 20));
+        std::fs::write(&big, &text).unwrap();
+        let fifo = dir.path().join("fifo.toml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        for (path, says) in [
+            (
+                Path::new("/dev/zero"),
+                "it is a character device, not a regular file",
+            ),
+            (fifo.as_path(), "it is a FIFO, not a regular file"),
+            (dir.path(), "it is a directory, not a regular file"),
+            (
+                big.as_path(),
+                "it is 2.0 MiB (2097163 bytes), over the limit of 1 MiB",
+            ),
+        ] {
+            let e = load(path).unwrap_err();
+            assert!(matches!(e, ConfigError::Read { .. }), "{e}");
+            let e = e.to_string();
+            assert!(
+                e.starts_with(&format!("config {}: {says}", path.display())),
+                "{e}"
+            );
+            assert!(e.contains("give a regular file of at most 1 MiB"), "{e}");
+        }
     }
 
     #[test]

@@ -11,6 +11,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::input::quote;
+
 /// Highest CPU number accepted when parsing; the kernel's NR_CPUS limit is 8192.
 pub const MAX_CPUS: u32 = 8192;
 
@@ -20,9 +22,13 @@ pub struct CpuSet {
     words: Vec<u64>,
 }
 
-/// Why a CPU list or mask could not be parsed.
+/// Why a CPU list or mask could not be parsed. Its message quotes at most
+/// a short prefix of a long input, with its length ([`crate::input::quote`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid CPU list {input:?}: {reason} (valid forms: \"2-3\", \"1,3,5-7\", \"0xc\")")]
+#[error(
+    "invalid CPU list {}: {reason} (valid forms: \"2-3\", \"1,3,5-7\", \"0xc\")",
+    quote(input)
+)]
 pub struct ParseCpuSetError {
     /// The text that was given.
     pub input: String,
@@ -182,7 +188,7 @@ impl CpuSet {
             let num = |s: &str| -> Result<u32, ParseCpuSetError> {
                 let n: u32 = s
                     .parse()
-                    .map_err(|_| err(format!("{s:?} is not a CPU number")))?;
+                    .map_err(|_| err(format!("{} is not a CPU number", quote(s))))?;
                 if n >= MAX_CPUS {
                     return Err(err(format!(
                         "CPU {n} is beyond the kernel limit {MAX_CPUS}"
@@ -192,7 +198,7 @@ impl CpuSet {
             };
             let (lo, hi) = (num(lo)?, num(hi)?);
             if lo > hi {
-                return Err(err(format!("range {part:?} runs backwards")));
+                return Err(err(format!("range {} runs backwards", quote(part))));
             }
             for cpu in lo..=hi {
                 set.insert(cpu);
@@ -252,6 +258,13 @@ impl CpuSet {
             });
         }
         Ok(set)
+    }
+
+    /// The cpulist form for an error or a report line: whole when short,
+    /// else its first CPUs and its length (`0,2,4,6,… (20470 bytes)`), as
+    /// [`crate::input::brief`] shows text.
+    pub fn brief(&self) -> String {
+        crate::input::brief(&self.to_string())
     }
 
     /// The kernel hex-mask form, in 32-bit groups, padded to `ncpus` bits
@@ -400,6 +413,46 @@ mod tests {
         assert!(!a.difference(&b).intersects(&b));
         assert!(CpuSet::parse_list("1").unwrap().is_subset(&a));
         assert_eq!(a.difference(&a), CpuSet::new());
+    }
+
+    #[test]
+    fn errors_quote_a_short_prefix_of_a_long_list_with_its_length() {
+        let list: String = (0..20_000).map(|i| format!("{i},")).collect::<String>() + "x";
+        assert!(list.len() > 100_000);
+        let e = CpuSet::parse_user(&list).unwrap_err().to_string();
+        assert!(e.len() < 300, "{} bytes: {e}", e.len());
+        assert!(
+            e.contains("\"0,1,2,3,4,5,") && e.contains(&format!("({} bytes)", list.len())),
+            "{e}"
+        );
+        assert!(e.contains("beyond the kernel limit"), "{e}");
+        // One part of 100 kB: quoted short in the reason too.
+        let e = CpuSet::parse_user(&format!("1,{}", "9".repeat(100_000)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 300 && e.contains("is not a CPU number"), "{e}");
+        let spread: CpuSet = (0..MAX_CPUS).step_by(2).collect();
+        assert!(spread.to_string().len() > 15_000);
+        assert!(spread.brief().starts_with("0,2,4,6,8,") && spread.brief().len() < 80);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Inputs of any length and content: no panic, and an error of a
+        /// few hundred bytes whatever the input's size.
+        #[test]
+        fn errors_are_bounded_whatever_the_input(
+            unit in "[0-9,x\\-\n\"\\\\ ]{1,12}|\\PC{1,12}",
+            repeat in 1usize..10_000,
+        ) {
+            let input = unit.repeat(repeat);
+            for r in [CpuSet::parse_user(&input), CpuSet::parse_mask(&input)] {
+                if let Err(e) = r {
+                    let text = e.to_string();
+                    prop_assert!(text.len() < 300, "{} bytes for a {}-byte input: {}", text.len(), input.len(), text);
+                }
+            }
+        }
     }
 
     proptest! {

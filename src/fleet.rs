@@ -225,8 +225,13 @@ pub enum MetricsError {
     },
 }
 
+/// The largest `compare` results.json `metrics --results` reads (64 MiB;
+/// one of a 10-minute comparison is well under 1 MiB).
+const RESULTS_LIMIT: u64 = 64 << 20;
+
 /// The metrics in the Prometheus text format. `now` is the Unix time the
-/// ages are taken at; `results` a `compare` results.json.
+/// ages are taken at; `results` a `compare` results.json: a regular file
+/// of at most 64 MiB.
 pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, MetricsError> {
     let MachineStatus {
         shield: status,
@@ -241,7 +246,8 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
                 path: path.display().to_string(),
                 reason,
             };
-            let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+            let text =
+                crate::input::read_file(path, RESULTS_LIMIT).map_err(|e| err(e.to_string()))?;
             Some(serde_json::from_str::<CompareFigures>(&text).map_err(|e| err(e.to_string()))?)
         }
     };

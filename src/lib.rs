@@ -17,6 +17,7 @@ pub mod exit;
 pub mod finding;
 pub mod fleet;
 pub mod guard;
+pub mod input;
 pub mod load;
 pub mod measure;
 pub mod report;

@@ -45,7 +45,7 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some(cpushield::load::WORKER_SUBCOMMAND) {
         std::process::exit(cpushield::load::worker_main(&args[2..]));
     }
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|e| bounded(e).exit());
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -56,6 +56,31 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&err))
         }
     }
+}
+
+/// `e` with every value it quotes from the command line cut to a short
+/// prefix and its length ([`cpushield::input::brief`]): clap quotes an
+/// invalid value whole, and a CPU list can be 100 kB.
+fn bounded(mut e: clap::Error) -> clap::Error {
+    use clap::error::ContextValue;
+    use cpushield::input::{brief, QUOTED_BYTES};
+    let long: Vec<_> = e
+        .context()
+        .filter_map(|(kind, value)| match value {
+            ContextValue::String(s) if s.len() > QUOTED_BYTES => {
+                Some((kind, ContextValue::String(brief(s))))
+            }
+            ContextValue::Strings(v) if v.iter().any(|s| s.len() > QUOTED_BYTES) => Some((
+                kind,
+                ContextValue::Strings(v.iter().map(|s| brief(s)).collect()),
+            )),
+            _ => None,
+        })
+        .collect();
+    for (kind, value) in long {
+        e.insert(kind, value);
+    }
+    e
 }
 
 /// The error and its causes on one line, each said once: a cause whose
@@ -129,7 +154,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
 
 /// `run`: the command could not be started.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot start {program:?}: {error}")]
+#[error("cannot start {}: {error}", cpushield::input::quote(program))]
 struct CannotExec {
     program: String,
     error: std::io::Error,

@@ -45,7 +45,7 @@ pub enum AuditError {
     #[error("no shield is active: say which CPUs to audit with --cpus LIST (or start one with: cpushield on LIST)")]
     NoTarget,
     /// `--cpus` names CPUs that are not online.
-    #[error("--cpus {cpus}: CPUs {offline} are not online (online: {online})")]
+    #[error("--cpus {}: CPUs {} are not online (online: {})", cpus.brief(), offline.brief(), online.brief())]
     Offline {
         /// Requested.
         cpus: CpuSet,

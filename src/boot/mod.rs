@@ -118,12 +118,14 @@ pub fn check_extra(extra: &[String]) -> Result<(), BootError> {
             });
         if !plain || key.is_empty() {
             return Err(BootError::Invalid(format!(
-                "boot: option {o:?} is not one kernel command line word: give NAME or NAME=VALUE of letters, digits and _-=,.:/ (e.g. \"skew_tick=1\")"
+                "boot: option {} is not one kernel command line word: give NAME or NAME=VALUE of letters, digits and _-=,.:/ (e.g. \"skew_tick=1\")",
+                crate::input::quote(o)
             )));
         }
         if OWN_KEYS.contains(&key) {
             return Err(BootError::Invalid(format!(
-                "boot: option {o:?} sets {key}=, which cpushield derives from cpus; leave it out"
+                "boot: option {} sets {key}=, which cpushield derives from cpus; leave it out",
+                crate::input::quote(o)
             )));
         }
     }

@@ -149,7 +149,7 @@ impl FromStr for Stressor {
 
 /// A name that is not a known scenario or stressor.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown load {0:?} (expected cpu, io, vm, hdd, full or none)")]
+#[error("unknown load {} (expected cpu, io, vm, hdd, full or none)", crate::input::quote(.0))]
 pub struct UnknownName(pub String);
 
 /// A background-load scenario: N workers of one stressor, all four, or none

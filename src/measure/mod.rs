@@ -32,7 +32,10 @@ use crate::sys::{Sys, SysError};
 #[derive(Debug, thiserror::Error)]
 pub enum MeasureError {
     /// An option has a value outside its valid range.
-    #[error("invalid {option} {value:?}: valid values are {valid}")]
+    #[error(
+        "invalid {option} {}: valid values are {valid}",
+        crate::input::quote(value)
+    )]
     InvalidOption {
         /// The option (`--interval`).
         option: &'static str,
@@ -42,7 +45,7 @@ pub enum MeasureError {
         valid: String,
     },
     /// A requested CPU is not online.
-    #[error("CPU {unknown} of --cpus {requested} is not online; online CPUs: {online}")]
+    #[error("CPU {} of --cpus {} is not online; online CPUs: {}", unknown.brief(), requested.brief(), online.brief())]
     UnknownCpu {
         /// The requested set.
         requested: CpuSet,

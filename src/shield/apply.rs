@@ -13,6 +13,7 @@ use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, EntryRef, Journal, JournalError};
 use super::{guard, irqbalance};
 use crate::cpulist::CpuSet;
+use crate::input::quote;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::systemd::SystemdCall;
 use crate::sys::{ErrorKind, Sys, SysError};
@@ -45,7 +46,11 @@ pub enum ApplyError {
     #[error("{0}")]
     Kernel(#[from] SysError),
     /// The kernel accepted a write but reads back something else.
-    #[error("{path}: wrote {wrote:?} but the kernel reads back {read:?}")]
+    #[error(
+        "{path}: wrote {} but the kernel reads back {}",
+        quote(wrote),
+        quote(read)
+    )]
     NotHonoured {
         /// The file.
         path: String,
@@ -174,7 +179,7 @@ impl ApplyError {
     fn short(&self) -> String {
         match self {
             ApplyError::Kernel(e) => e.errno_name(),
-            ApplyError::NotHonoured { read, .. } => format!("reads back {read:?}"),
+            ApplyError::NotHonoured { read, .. } => format!("reads back {}", quote(read)),
             other => other.to_string(),
         }
     }
@@ -559,7 +564,7 @@ fn restore_write(sys: &Sys, path: &str, value: &str, skip_if_same: bool, out: &m
         Ok(()) => match sys.read_trimmed(path) {
             Ok(now) if skip_if_same && now != value.trim() => out.failed.push(Refusal {
                 target: format!("/{path}"),
-                reason: format!("wrote {value:?} back but it reads {now:?}"),
+                reason: format!("wrote {} back but it reads {}", quote(value), quote(&now)),
             }),
             _ => out.restored += 1,
         },
@@ -567,7 +572,11 @@ fn restore_write(sys: &Sys, path: &str, value: &str, skip_if_same: bool, out: &m
         Err(err) if err.kind == ErrorKind::NotFound => out.unchanged += 1,
         Err(err) => out.failed.push(Refusal {
             target: format!("/{path}"),
-            reason: format!("could not write {value:?} back: {}", err.errno_name()),
+            reason: format!(
+                "could not write {} back: {}",
+                quote(value),
+                err.errno_name()
+            ),
         }),
     }
 }

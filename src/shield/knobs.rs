@@ -230,7 +230,10 @@ pub fn knob(name: &str) -> Option<&'static Knob> {
 
 /// A `--tune` name that is not a knob.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown tuning knob {name:?} (valid: all, {valid})")]
+#[error(
+    "unknown tuning knob {} (valid: all, {valid})",
+    crate::input::quote(name)
+)]
 pub struct UnknownKnob {
     /// The name given.
     pub name: String,

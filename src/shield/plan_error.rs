@@ -3,12 +3,15 @@
 
 use super::knobs;
 use crate::cpulist::CpuSet;
+use crate::input::{brief_to, quote};
 
-/// Why a request is refused before anything is changed.
+/// Why a request is refused before anything is changed. Each message
+/// shows at most a short prefix of a long list or name, with its length
+/// ([`crate::input`]): a request can name thousands of CPUs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
     /// The list names CPUs that do not exist.
-    #[error("CPU list {cpus}: CPUs {missing} do not exist (present CPUs: {present})")]
+    #[error("CPU list {}: CPUs {} do not exist (present CPUs: {})", cpus.brief(), missing.brief(), present.brief())]
     NotPresent {
         /// Requested.
         cpus: CpuSet,
@@ -18,7 +21,7 @@ pub enum PlanError {
         present: CpuSet,
     },
     /// The list names offline CPUs.
-    #[error("CPU list {cpus}: CPUs {offline} are offline (online CPUs: {online})")]
+    #[error("CPU list {}: CPUs {} are offline (online CPUs: {})", cpus.brief(), offline.brief(), online.brief())]
     Offline {
         /// Requested.
         cpus: CpuSet,
@@ -28,7 +31,7 @@ pub enum PlanError {
         online: CpuSet,
     },
     /// Nothing would be left for the rest of the system.
-    #[error("CPU list {cpus} leaves no housekeeping CPU (online CPUs: {online}); keep at least one CPU unshielded")]
+    #[error("CPU list {} leaves no housekeeping CPU (online CPUs: {}); keep at least one CPU unshielded", cpus.brief(), online.brief())]
     NoHousekeeping {
         /// Requested.
         cpus: CpuSet,
@@ -36,7 +39,7 @@ pub enum PlanError {
         online: CpuSet,
     },
     /// Hyper-thread siblings would be split.
-    #[error("CPU list {cpus} splits hyper-thread siblings ({detail}); shield whole cores ({suggest}) or pass --allow-split-siblings")]
+    #[error("CPU list {} splits hyper-thread siblings ({}); shield whole cores ({}) or pass --allow-split-siblings", cpus.brief(), brief_to(detail, 120), suggest.brief())]
     SplitSiblings {
         /// Requested.
         cpus: CpuSet,
@@ -49,13 +52,13 @@ pub enum PlanError {
     #[error("no cpuset support: {0}")]
     NoCpuset(String),
     /// An `--irq` matches nothing.
-    #[error("--irq {0:?} matches no IRQ number or name in /proc/interrupts")]
+    #[error("--irq {} matches no IRQ number or name in /proc/interrupts", quote(.0))]
     UnknownIrq(String),
     /// A `--tune` name is not a knob.
     #[error(transparent)]
     UnknownKnob(#[from] knobs::UnknownKnob),
     /// `--hotplug-restart` names CPUs that cannot be taken offline.
-    #[error("--hotplug-restart: {detail}; shield only CPUs that can go offline (writable /sys/devices/system/cpu/cpuN/online) or leave out --hotplug-restart")]
+    #[error("--hotplug-restart: {}; shield only CPUs that can go offline (writable /sys/devices/system/cpu/cpuN/online) or leave out --hotplug-restart", brief_to(detail, 160))]
     NoHotplug {
         /// Which CPUs and why.
         detail: String,

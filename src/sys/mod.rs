@@ -41,7 +41,7 @@ pub enum ErrorKind {
 
 /// A failed kernel access, with the path (or task) and the data involved.
 #[derive(Debug, thiserror::Error)]
-#[error("{op} {target}{}: {source}", data.as_ref().map(|d| format!(" (value {d:?})")).unwrap_or_default())]
+#[error("{op} {target}{}: {source}", data.as_deref().map(|d| format!(" (value {})", crate::input::quote(d))).unwrap_or_default())]
 pub struct SysError {
     /// What was attempted: "read", "write", "list", "mkdir", "set affinity of", ...
     pub op: &'static str,
