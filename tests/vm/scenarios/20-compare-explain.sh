@@ -15,7 +15,9 @@ TR=/sys/kernel/tracing; [ -d $TR/instances ] || TR=/sys/kernel/debug/tracing
 check "no trace instance left ($(ls $TR/instances | tr '\n' ' '))" [ -z "$(ls $TR/instances)" ]
 check "no explain record left" [ ! -e /run/cpushield/explain.json ]
 
+info "results.json: $(wc -c <"$D/results.json") bytes [$(el)]"
 json_flat "$D/results.json" >"$OUT/results.flat"
+info "flattened: $(wc -l <"$OUT/results.flat") values [$(el)]"
 # phase_of INDEX -> idle|unshielded|shielded
 phase_index() { awk -F '\t' -v want="$1" '$1 ~ /^\.phases\[[0-9]+\]\.phase$/ && $2 == want { i = $1; sub(/^\.phases\[/, "", i); sub(/\].*/, "", i); print i; exit }' "$OUT/results.flat"; }
 # causes_of PHASE: the phase's cause names, one per line
