@@ -272,6 +272,11 @@ impl Guard<'_> {
             a.kind = kind;
         }
         let window = (kind == BoostKind::Fifo).then_some((true, now + set.runtime_us * 1_000));
+        // A thread that starves again right after its boost has steady
+        // work there (RCU callbacks, timers): each boost in a row lasts
+        // twice the one before, up to 16 times the setting.
+        let streak = self.watch.boosted(s.tid, s.start_ticks, now);
+        let lasts_ns = set.duration_ms * 1_000_000 * (1u64 << streak.saturating_sub(1).min(4));
         self.boosts.insert(
             s.tid,
             Boost {
@@ -279,7 +284,7 @@ impl Guard<'_> {
                 attr,
                 waited_ns: s.waited_ns,
                 exec_at_start: s.exec_ns,
-                ends_ns: now + set.duration_ms * 1_000_000,
+                ends_ns: now + lasts_ns,
                 window,
             },
         );

@@ -52,11 +52,11 @@ pub struct Settings {
 }
 
 impl Default for Settings {
-    /// 2 s of starvation; then 50 µs every 100 ms for 1 s: at most 500 µs
+    /// 1 s of starvation; then 50 µs every 100 ms for 1 s: at most 500 µs
     /// taken from the real-time task per boost, 0.05 % of its CPU while it lasts.
     fn default() -> Settings {
         Settings {
-            threshold_ms: 2_000,
+            threshold_ms: 1_000,
             runtime_us: 50,
             period_us: 100_000,
             duration_ms: 1_000,

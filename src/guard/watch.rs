@@ -104,17 +104,27 @@ struct Waiting {
     since_ns: u64,
 }
 
+/// How long a thread that was boosted counts as one that starves again:
+/// per-CPU kernel work comes in bursts (a `sync`, a sysctl, a service start
+/// queue several items on the same worker one after the other), and each
+/// would otherwise wait the whole threshold anew.
+pub const RESTARVE_WINDOW_NS: u64 = 30_000_000_000;
+
 /// What the previous scans saw of each runnable thread on the watched CPUs.
 #[derive(Debug, Default)]
 pub struct Watch {
     waiting: HashMap<i32, Waiting>,
     ran: HashMap<i32, (u64, u64)>,
+    /// Threads boosted lately: tid -> (start time, when the last boost
+    /// began, boosts in a row).
+    boosted: HashMap<i32, (u64, u64, u32)>,
 }
 
 impl Watch {
     /// Takes one scan at `now_ns` and returns the threads that have been
     /// runnable on a CPU of `cpus` for `threshold_ns` without running
-    /// while another thread ran there.
+    /// while another thread ran there. A thread boosted within
+    /// [`RESTARVE_WINDOW_NS`] starves after a quarter of the threshold.
     pub fn observe(
         &mut self,
         now_ns: u64,
@@ -157,7 +167,15 @@ impl Watch {
                 },
             );
             let waited_ns = now_ns.saturating_sub(since_ns);
-            if let (true, Some(&hog_priority)) = (waited_ns >= threshold_ns, busy.get(&s.cpu)) {
+            let starved_lately = self.boosted.get(&s.tid).is_some_and(|&(start, at, _)| {
+                start == s.start_ticks && now_ns.saturating_sub(at) < RESTARVE_WINDOW_NS
+            });
+            let limit = if starved_lately {
+                threshold_ns / 4
+            } else {
+                threshold_ns
+            };
+            if let (true, Some(&hog_priority)) = (waited_ns >= limit, busy.get(&s.cpu)) {
                 out.push(Starving {
                     pid: s.pid,
                     tid: s.tid,
@@ -171,7 +189,25 @@ impl Watch {
             }
         }
         self.waiting = waiting;
+        self.boosted
+            .retain(|_, &mut (_, at, _)| now_ns.saturating_sub(at) < RESTARVE_WINDOW_NS);
         out
+    }
+
+    /// Records that `tid` (started at `start_ticks`) was boosted at
+    /// `now_ns`; returns how many boosts in a row it has had, each within
+    /// [`RESTARVE_WINDOW_NS`] of the one before (1 for a first boost).
+    pub fn boosted(&mut self, tid: i32, start_ticks: u64, now_ns: u64) -> u32 {
+        let streak = match self.boosted.get(&tid) {
+            Some(&(start, at, n))
+                if start == start_ticks && now_ns.saturating_sub(at) < RESTARVE_WINDOW_NS =>
+            {
+                n + 1
+            }
+            _ => 1,
+        };
+        self.boosted.insert(tid, (start_ticks, now_ns, streak));
+        streak
     }
 
     /// Forgets what was seen of `tid` (after a boost, its wait starts anew).
@@ -290,6 +326,45 @@ mod tests {
         assert!(d.starts_with("\"evil\\n"), "{d}");
         assert!(d.contains("(tid 9) on CPU 3 for 2.5 s, \""), "{d}");
         assert!(d.len() < 2 * 70, "{d}");
+    }
+
+    #[test]
+    fn a_thread_boosted_lately_starves_again_after_a_quarter_of_the_threshold() {
+        let mut w = Watch::default();
+        let shield = cpus("3");
+        let q = S / 2;
+        let spin = |t: u64| sample(10, "spin", 'R', 3, 80, t * S);
+        let kw = |state, start| {
+            let mut k = sample(11, "kworker/3:1", state, 3, 0, 5);
+            k.start_ticks = start;
+            k
+        };
+        assert_eq!(w.boosted(11, 100, 0), 1);
+        w.observe(S, &[spin(1), kw('R', 100)], &shield, 2 * S);
+        let found = w.observe(S + q, &[spin(2), kw('R', 100)], &shield, 2 * S);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].waited_ns, q);
+        // Boosts in a row are counted; a pause longer than the window, or
+        // another thread under the id, starts the count anew.
+        assert_eq!(w.boosted(11, 100, S + q), 2);
+        assert_eq!(w.boosted(11, 100, 2 * S), 3);
+        assert_eq!(w.boosted(11, 100, 2 * S + RESTARVE_WINDOW_NS), 1);
+        assert_eq!(w.boosted(11, 999, 3 * S + RESTARVE_WINDOW_NS), 1);
+        // Another thread under the same id, or one boosted long ago, waits
+        // the whole threshold.
+        let mut w = Watch::default();
+        w.boosted(11, 100, 0);
+        w.observe(S, &[spin(1), kw('R', 999)], &shield, 2 * S);
+        assert!(w
+            .observe(S + q, &[spin(2), kw('R', 999)], &shield, 2 * S)
+            .is_empty());
+        let mut w = Watch::default();
+        w.boosted(11, 100, 0);
+        let late = RESTARVE_WINDOW_NS;
+        w.observe(late, &[spin(1), kw('R', 100)], &shield, 2 * S);
+        assert!(w
+            .observe(late + q, &[spin(2), kw('R', 100)], &shield, 2 * S)
+            .is_empty());
     }
 
     #[test]
