@@ -163,6 +163,20 @@ pub enum Checked {
     },
 }
 
+/// `--kthreads-above`: a real-time priority that leaves room above it.
+fn checked_kthreads_above(prio: u32) -> Result<u32> {
+    let max = cpushield::shield::rt_kthreads::MAX_ABOVE;
+    if (1..=max).contains(&prio) {
+        Ok(prio)
+    } else {
+        Err(Refusal(format!(
+            "--kthreads-above {prio}: a real-time priority from 1 to {max} \
+             (the priority of your real-time task; the kernel's threads go up to 3 above it)"
+        ))
+        .into())
+    }
+}
+
 /// The guard's settings, each in its range.
 fn checked_guard_settings(a: &GuardSettingsArgs) -> Result<cpushield::guard::Settings> {
     let settings = a.settings();
@@ -187,6 +201,7 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                         mode: a.guard,
                         settings: checked_guard_settings(&a.guard_settings)?,
                     },
+                    kthreads_above: a.kthreads_above.map(checked_kthreads_above).transpose()?,
                 },
                 dry_run: a.dry_run,
                 json: a.json,

@@ -321,6 +321,13 @@ pub struct OnArgs {
     pub guard: cpushield::guard::GuardMode,
     #[command(flatten)]
     pub guard_settings: GuardSettingsArgs,
+    /// Raise the shielded CPUs' own softirq, timer and RCU threads
+    /// (`ksoftirqd/N`, and on PREEMPT_RT `ktimers/N` and `rcuc/N`) to
+    /// SCHED_FIFO PRIO+1, +2 and +3: set PRIO to your real-time task's
+    /// priority so that they preempt it for their few microseconds of work
+    /// (1 to 95; undone by `off`).
+    #[arg(long, value_name = "PRIO")]
+    pub kthreads_above: Option<u32>,
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -176,6 +176,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
             },
             settings: Default::default(),
         },
+        kthreads_above: None,
     })
 }
 

@@ -271,6 +271,21 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     if let Some(p) = &r.partition {
         row(w, "partition", p)?;
     }
+    if !r.kthreads_raised.is_empty() {
+        row(
+            w,
+            if r.dry_run {
+                "kernel threads to raise"
+            } else {
+                "kernel threads raised"
+            },
+            r.kthreads_raised
+                .iter()
+                .map(|k| format!("{} {}", k.name, k.scheduling))
+                .collect::<Vec<_>>()
+                .join(", "),
+        )?;
+    }
     if let Some(b) = &r.irqbalance_ban {
         row(
             w,
@@ -385,6 +400,12 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
                 } => {
                     format!("affinity of {tid} ({name}): {previous} -> {cpus}")
                 }
+                Action::SetScheduler {
+                    tid,
+                    name,
+                    priority,
+                    ..
+                } => format!("scheduling of {tid} ({name}): SCHED_FIFO {priority}"),
                 Action::Systemd { call, .. } => call.command_line().join(" "),
                 Action::Guard {
                     cpus,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, EntryRef, Journal, JournalError};
-use super::{guard, irqbalance};
+use super::{guard, irqbalance, rt_kthreads};
 use crate::cpulist::CpuSet;
 use crate::input::quote;
 use crate::sys::procfs::{self, Hierarchy};
@@ -86,6 +86,7 @@ pub fn apply(
                         undo: Undo::Previous,
                         ..
                     } => sys.read_trimmed(path).ok(),
+                    Action::SetScheduler { tid, .. } => rt_kthreads::read_previous(sys, *tid),
                     _ => None,
                 },
                 action: &s.action,
@@ -195,7 +196,9 @@ pub fn describe(a: &Action) -> String {
         Action::Mkdir { path } | Action::MountCgroup2 { target: path, .. } => format!("/{path}"),
         Action::Write { path, .. } => format!("/{path}"),
         Action::MoveTask { tid, .. } => format!("task {tid}"),
-        Action::SetAffinity { tid, name, .. } => format!("task {tid} ({name})"),
+        Action::SetAffinity { tid, name, .. } | Action::SetScheduler { tid, name, .. } => {
+            format!("task {tid} ({name})")
+        }
         Action::Remember { affinities } => format!("{} task affinities", affinities.len()),
         Action::Systemd { call, .. } => format!("systemd: {}", call.command_line().join(" ")),
         Action::IrqbalanceBan { manager_env, .. } => irqbalance::describe(*manager_env),
@@ -220,6 +223,12 @@ fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
         }
         Action::MoveTask { tid, to, .. } => sys.write(to, &tid.to_string())?,
         Action::SetAffinity { tid, cpus, .. } => sys.set_affinity(*tid, cpus)?,
+        Action::SetScheduler {
+            tid,
+            policy,
+            priority,
+            ..
+        } => rt_kthreads::set(sys, *tid, *policy, *priority)?,
         Action::Remember { .. } => {}
         Action::Systemd { call, .. } => sys.systemd(call)?,
         Action::IrqbalanceBan {
@@ -342,6 +351,9 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
             | Action::IrqbalanceBan { .. } => {}
             Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
             Action::Guard { unit, .. } => guard::undo(sys, unit.as_deref(), &mut out),
+            Action::SetScheduler { tid, name, .. } => {
+                rt_kthreads::undo(sys, *tid, name, e.previous.as_deref(), e.at, &mut out)
+            }
             Action::Systemd { call, undo, back } => {
                 undo_systemd(sys, call, undo.as_ref(), back.as_deref(), &mut out)
             }

@@ -133,6 +133,21 @@ pub enum Action {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         unit: Option<String>,
     },
+    /// Set one thread's scheduling policy and priority (`sched_setattr`),
+    /// read back; undone by putting back what the journal read just before
+    /// (see [`super::rt_kthreads`]).
+    SetScheduler {
+        /// Process id.
+        pid: i32,
+        /// Thread id.
+        tid: i32,
+        /// Command name, for reports.
+        name: String,
+        /// The policy (`SCHED_FIFO` 1).
+        policy: u32,
+        /// The real-time priority.
+        priority: u32,
+    },
     /// Change one thread's affinity.
     SetAffinity {
         /// Process id.

@@ -28,6 +28,7 @@ pub mod plan;
 mod plan_error;
 pub mod request;
 pub mod reshape;
+pub mod rt_kthreads;
 pub mod snapshot;
 mod status;
 mod tasks;

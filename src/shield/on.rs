@@ -17,7 +17,7 @@ use super::request::Request;
 use super::snapshot::{self, in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use super::tasks::{self, TaskRef};
 use super::timings::Timings;
-use super::{irqbalance, irqs, knobs, reshape};
+use super::{irqbalance, irqs, knobs, reshape, rt_kthreads};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs;
 use crate::sys::Sys;
@@ -96,6 +96,10 @@ pub struct OnReport {
     /// CPUs left the shield), moved out to the housekeeping CPUs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_shield: Vec<TaskRef>,
+    /// The shielded CPUs' kernel threads raised by `--kthreads-above`, as
+    /// their scheduling reads back (with `--dry-run`: planned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kthreads_raised: Vec<rt_kthreads::Raised>,
     /// The plan, with `--dry-run`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<Step>>,
@@ -309,6 +313,8 @@ fn finish(
         });
         out.irqs_moved.extend(respread);
     }
+    let read = |tid| sys.sched_attr(tid).ok();
+    out.kthreads_raised = rt_kthreads::report(&plan.steps, Some(&read));
     if let CgroupSetup::V2 { .. } = &after.cgroup {
         out.partition = sys
             .read_trimmed(&format!("{}/cpuset.cpus.partition", plan.shield_dir))
@@ -634,6 +640,11 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
         notes: plan.notes.clone(),
         changed_from: None,
         left_shield: Vec::new(),
+        kthreads_raised: if dry_run {
+            rt_kthreads::report(&plan.steps, None)
+        } else {
+            Vec::new()
+        },
         plan: dry_run.then(|| plan.steps.clone()),
         took: Timings::default(),
     }

@@ -13,7 +13,7 @@ pub use super::plan_error::PlanError;
 use super::request::Request;
 use super::snapshot::{Snapshot, WORKQUEUE_MASK};
 use super::tasks::{plan_tasks, remember_affinities, task_notes, TaskRef};
-use super::{guard, hotplug, irqbalance, irqs, mechanism};
+use super::{guard, hotplug, irqbalance, irqs, mechanism, rt_kthreads};
 use crate::cpulist::CpuSet;
 
 /// The full plan of a shield.
@@ -128,6 +128,9 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
         snap.owners.systemd,
     );
     steps.extend(guard_step);
+    if let Some(above) = req.kthreads_above {
+        steps.extend(rt_kthreads::plan(&snap.threads, &shield, above));
+    }
     steps.extend(knob_steps);
     notes.push(guard_note);
     Ok(Plan {

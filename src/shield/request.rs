@@ -31,6 +31,10 @@ pub struct Request {
     /// The starvation guard (`--guard`, config key `guard`).
     #[serde(default)]
     pub guard: crate::guard::GuardRequest,
+    /// Raise the shielded CPUs' softirq, timer and RCU threads above this
+    /// real-time priority (`--kthreads-above`, see [`super::rt_kthreads`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kthreads_above: Option<u32>,
 }
 
 impl Request {
@@ -45,6 +49,9 @@ impl Request {
         }
         if self.guard.mode != crate::guard::GuardMode::Auto {
             out.push_str(&format!(" --guard={}", self.guard.mode));
+        }
+        if let Some(above) = self.kthreads_above {
+            out.push_str(&format!(" --kthreads-above={above}"));
         }
         let defaults = crate::guard::Settings::default();
         if self.guard.settings != defaults {

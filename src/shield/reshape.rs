@@ -30,7 +30,7 @@ use super::snapshot::{
     Snapshot, DEFAULT_IRQ_AFFINITY, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
 };
 use super::tasks::{self, TaskRef};
-use super::{guard, irqbalance, mechanism};
+use super::{guard, irqbalance, mechanism, rt_kthreads};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
@@ -219,6 +219,12 @@ pub fn plan(
             }
             Action::MoveTask { tid, to, .. } if tried_moves.contains(&(*tid, to.as_str())) => {}
             Action::Guard { cpus, settings, .. } if guard::in_place(&read, cpus, settings) => {}
+            Action::SetScheduler {
+                tid,
+                policy,
+                priority,
+                ..
+            } if rt_kthreads::in_place(&read, *tid, *policy, *priority) => {}
             Action::SetAffinity { pid, tid, cpus, .. } => {
                 set.insert(*tid);
                 if moving_in.contains(pid) || live_affinity.get(tid) != Some(&cpus) {

@@ -1,0 +1,292 @@
+//! The shielded CPUs' own softirq, timer and RCU threads, raised above the
+//! user's real-time task (`on --kthreads-above PRIO`).
+//!
+//! On PREEMPT_RT, `ksoftirqd/N`, `ktimers/N` and `rcuc/N` run the CPU's
+//! softirqs, timers and RCU callbacks as SCHED_FIFO 1 threads: below any
+//! polling task of the user's, so behind a loop that never sleeps they run
+//! only when throttling or the starvation guard lets them, and RCU stalls
+//! meanwhile. Raised above the loop's priority they preempt it for the few
+//! microseconds their work takes, as tuned's realtime profiles do by hand
+//! (FIFO 2 to 4 above virtual CPU threads at 1). On other kernels only
+//! `ksoftirqd/N` exists, an ordinary thread, and it is raised the same way.
+//!
+//! Each change is one journaled step with the thread's scheduling read
+//! just before it; `off` puts that back, unless the thread id now names a
+//! thread started later.
+
+use serde::{Deserialize, Serialize};
+
+use super::apply::{ApplyError, Refusal, Undone};
+use super::change::{Action, Step};
+use crate::cpulist::CpuSet;
+use crate::sys::procfs::{self, Thread};
+use crate::sys::syscalls::SchedAttr;
+use crate::sys::{ErrorKind, Sys};
+
+/// `SCHED_FIFO`'s policy number.
+pub const SCHED_FIFO: u32 = 1;
+
+/// Each kind of thread and how far above the user's priority it goes:
+/// softirqs lowest, then timers, then RCU, in the order tuned's
+/// realtime-virtual-host profile gives them.
+pub const KINDS: [(&str, u32); 3] = [("ksoftirqd", 1), ("ktimers", 2), ("rcuc", 3)];
+
+/// The highest priority given: 99 stays the kernel's own (migration,
+/// watchdog), which must preempt everything.
+pub const HIGHEST: u32 = 98;
+
+/// The highest `--kthreads-above` that leaves each kind its own priority.
+pub const MAX_ABOVE: u32 = HIGHEST - 3;
+
+/// The priority a thread of `kind` gets above `above`, if it is one of
+/// [`KINDS`].
+pub fn priority(kind: &str, above: u32) -> Option<u32> {
+    KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, up)| (above + up).min(HIGHEST))
+}
+
+/// The steps raising each per-CPU softirq, timer and RCU thread of a
+/// shielded CPU above `above`.
+pub(super) fn plan(threads: &[Thread], shield: &CpuSet, above: u32) -> Vec<Step> {
+    threads
+        .iter()
+        .filter(|t| {
+            t.is_kthread()
+                && t.pid == t.tid
+                && t.cpus_allowed.len() == 1
+                && t.cpus_allowed.is_subset(shield)
+        })
+        .filter_map(|t| {
+            let priority = priority(&t.kind(), above)?;
+            Some(Step {
+                action: Action::SetScheduler {
+                    pid: t.pid,
+                    tid: t.tid,
+                    name: t.name.clone(),
+                    policy: SCHED_FIFO,
+                    priority,
+                },
+                fatal: false,
+            })
+        })
+        .collect()
+}
+
+/// A thread's scheduling now, as the journal keeps it (JSON of
+/// [`SchedAttr`]); `None` if it cannot be read.
+pub(super) fn read_previous(sys: &Sys, tid: i32) -> Option<String> {
+    let attr = sys.sched_attr(tid).ok()?;
+    serde_json::to_string(&attr).ok()
+}
+
+fn fifo(priority: u32) -> SchedAttr {
+    SchedAttr {
+        policy: SCHED_FIFO,
+        flags: 0,
+        nice: 0,
+        priority,
+        runtime_ns: 0,
+        deadline_ns: 0,
+        period_ns: 0,
+    }
+}
+
+/// Whether `attr` is `policy` at `priority`.
+fn reads_as(attr: &SchedAttr, policy: u32, priority: u32) -> bool {
+    attr.policy == policy && attr.priority == priority
+}
+
+fn describe(attr: &SchedAttr) -> String {
+    match attr.policy {
+        0 => format!("SCHED_OTHER nice {}", attr.nice),
+        SCHED_FIFO => format!("SCHED_FIFO {}", attr.priority),
+        2 => format!("SCHED_RR {}", attr.priority),
+        p => format!("policy {p} priority {}", attr.priority),
+    }
+}
+
+/// Sets `tid` to `policy` at `priority` and reads it back.
+pub(super) fn set(sys: &Sys, tid: i32, policy: u32, priority: u32) -> Result<(), ApplyError> {
+    let mut attr = fifo(priority);
+    attr.policy = policy;
+    sys.set_sched_attr(tid, &attr)?;
+    let now = sys.sched_attr(tid)?;
+    if reads_as(&now, policy, priority) {
+        Ok(())
+    } else {
+        Err(ApplyError::NotHonoured {
+            path: format!("task {tid}"),
+            wrote: describe(&attr),
+            read: describe(&now),
+        })
+    }
+}
+
+/// Whether the thread `tid` already runs as a step asks, by its `stat`
+/// (policy and real-time priority) read through `read`: a change in place
+/// leaves it alone.
+pub(super) fn in_place(
+    read: &impl Fn(&str) -> Option<String>,
+    tid: i32,
+    policy: u32,
+    priority: u32,
+) -> bool {
+    read(&format!("proc/{tid}/stat")).is_some_and(|stat| {
+        procfs::split_stat(&stat).is_some_and(|(_, f)| {
+            procfs::stat_field::<u32>(&f, 41) == Some(policy)
+                && procfs::stat_field::<u32>(&f, 40) == Some(priority)
+        })
+    })
+}
+
+/// A kernel thread whose scheduling a shield set, as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Raised {
+    /// Thread id.
+    pub tid: i32,
+    /// Its name.
+    pub name: String,
+    /// Its scheduling as read back (`SCHED_FIFO 81`), or as planned with
+    /// `--dry-run`.
+    pub scheduling: String,
+}
+
+/// The threads the steps raise, each as it reads back now (`read`: the
+/// kernel's scheduling of a thread; `None` reports the plan).
+pub(super) fn report(
+    steps: &[Step],
+    read: Option<&dyn Fn(i32) -> Option<SchedAttr>>,
+) -> Vec<Raised> {
+    steps
+        .iter()
+        .filter_map(|s| match &s.action {
+            Action::SetScheduler {
+                tid,
+                name,
+                policy,
+                priority,
+                ..
+            } => {
+                let scheduling = match read {
+                    None => {
+                        let mut planned = fifo(*priority);
+                        planned.policy = *policy;
+                        describe(&planned)
+                    }
+                    Some(read) => read(*tid).map(|a| describe(&a))?,
+                };
+                Some(Raised {
+                    tid: *tid,
+                    name: name.clone(),
+                    scheduling,
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Puts back the scheduling journaled as `previous` (see
+/// [`read_previous`]), unless the thread exited or its id now names a
+/// thread started after `at`.
+pub(super) fn undo(
+    sys: &Sys,
+    tid: i32,
+    name: &str,
+    previous: Option<&str>,
+    at: Option<u64>,
+    out: &mut Undone,
+) {
+    let Some(previous) = previous.and_then(|p| serde_json::from_str::<SchedAttr>(p).ok()) else {
+        out.failed.push(Refusal {
+            target: format!("task {tid} ({name})"),
+            reason: "its scheduling before the change was not recorded".into(),
+        });
+        return;
+    };
+    match sys.sched_attr(tid) {
+        Ok(now) if reads_as(&now, previous.policy, previous.priority) => {
+            out.unchanged += 1;
+            return;
+        }
+        Err(e) if e.kind == ErrorKind::NotFound => {
+            out.exited += 1;
+            return;
+        }
+        _ => {}
+    }
+    if let (Some(at), Some(start)) = (at, procfs::start_ticks(sys, tid)) {
+        if start > at {
+            out.recycled.push(tid);
+            return;
+        }
+    }
+    let back = sys
+        .set_sched_attr(tid, &previous)
+        .map_err(|e| e.errno_name())
+        .and_then(|()| match sys.sched_attr(tid) {
+            Ok(now) if reads_as(&now, previous.policy, previous.priority) => Ok(()),
+            Ok(now) => Err(format!("reads back {}", describe(&now))),
+            Err(e) => Err(e.errno_name()),
+        });
+    match back {
+        Ok(()) => out.restored += 1,
+        Err(reason) => out.failed.push(Refusal {
+            target: format!("task {tid} ({name})"),
+            reason: format!("could not restore {}: {reason}", describe(&previous)),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kthread(tid: i32, name: &str, cpus: &str) -> Thread {
+        Thread {
+            pid: tid,
+            tid,
+            name: name.into(),
+            flags: procfs::PF_KTHREAD,
+            cpus_allowed: CpuSet::parse_list(cpus).unwrap(),
+            cgroup: "/".into(),
+            stat_read: true,
+        }
+    }
+
+    #[test]
+    fn each_kind_goes_above_the_users_priority_in_tuneds_order() {
+        assert_eq!(priority("ksoftirqd", 80), Some(81));
+        assert_eq!(priority("ktimers", 80), Some(82));
+        assert_eq!(priority("rcuc", 80), Some(83));
+        assert_eq!(priority("kworker", 80), None);
+        assert_eq!(priority("rcuc", MAX_ABOVE), Some(HIGHEST));
+    }
+
+    #[test]
+    fn only_the_shielded_cpus_own_softirq_timer_and_rcu_threads_are_raised() {
+        let mut user = kthread(50, "ktimers/3", "3");
+        user.flags = 0;
+        let threads = [
+            kthread(10, "ksoftirqd/3", "3"),
+            kthread(11, "ktimers/3", "3"),
+            kthread(12, "rcuc/3", "3"),
+            kthread(13, "ktimers/1", "1"),
+            kthread(14, "kworker/3:1", "3"),
+            kthread(15, "rcuc/2", "2-3"),
+            user,
+        ];
+        let steps = plan(&threads, &CpuSet::parse_list("2-3").unwrap(), 80);
+        let got: Vec<(i32, u32)> = steps
+            .iter()
+            .map(|s| match &s.action {
+                Action::SetScheduler { tid, priority, .. } => (*tid, *priority),
+                a => panic!("{a:?}"),
+            })
+            .collect();
+        assert_eq!(got, vec![(10, 81), (11, 82), (12, 83)]);
+        assert!(steps.iter().all(|s| !s.fatal));
+    }
+}

@@ -1,0 +1,131 @@
+//! `on --kthreads-above PRIO` on fixture roots: the shielded CPUs' softirq,
+//! timer and RCU threads raised above the user's priority, read back in
+//! `on`'s report, and put back exactly by `off`.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+
+use common::{cpushield, standard, task, text};
+use cpushield::sys::fixture::{self, CgroupLayout, FixtureConfig};
+use cpushield::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
+
+/// The scheduling the fixture keeps for a thread (what `sched_setattr`
+/// set), as (policy, priority); `None` while it was never set.
+fn sched(root: &Path, tid: i32) -> Option<(u64, u64)> {
+    let text = fs::read_to_string(root.join(format!("proc/{tid}/task/{tid}/.sched"))).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some((v["policy"].as_u64()?, v["priority"].as_u64()?))
+}
+
+/// The standard machine plus PREEMPT_RT's timer and RCU threads of CPUs
+/// 1 and 3 (pids 20-23).
+fn machine() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    for (pid, name, cpu) in [
+        (20, "ktimers/1", "1"),
+        (21, "ktimers/3", "3"),
+        (22, "rcuc/1", "1"),
+        (23, "rcuc/3", "3"),
+    ] {
+        fixture::add_process(
+            &sys,
+            pid,
+            &[task(name, PF_KTHREAD | PF_NO_SETAFFINITY, cpu)],
+        )
+        .unwrap();
+    }
+    dir
+}
+
+#[test]
+fn on_raises_the_shielded_cpus_kernel_threads_above_the_users_priority_and_off_puts_them_back() {
+    let dir = machine();
+    let root = dir.path();
+    let o = cpushield(root, &["on", "2-3", "--kthreads-above", "80", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let raised: Vec<(String, String)> = report["kthreads_raised"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["name"].as_str().unwrap().to_string(),
+                k["scheduling"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = |n: &str, s: &str| (n.to_string(), s.to_string());
+    assert_eq!(
+        raised,
+        vec![
+            want("ksoftirqd/2", "SCHED_FIFO 81"),
+            want("ksoftirqd/3", "SCHED_FIFO 81"),
+            want("ktimers/3", "SCHED_FIFO 82"),
+            want("rcuc/3", "SCHED_FIFO 83"),
+        ]
+    );
+    // What the kernel holds, not only what the report says.
+    assert_eq!(sched(root, 13), Some((1, 81)));
+    assert_eq!(sched(root, 21), Some((1, 82)));
+    assert_eq!(sched(root, 23), Some((1, 83)));
+    // The housekeeping CPUs' threads are left alone.
+    assert_eq!(sched(root, 11), None);
+    assert_eq!(sched(root, 20), None);
+    assert_eq!(sched(root, 22), None);
+
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for tid in [12, 13, 21, 23] {
+        assert_eq!(
+            sched(root, tid),
+            Some((0, 0)),
+            "task {tid} back to SCHED_OTHER"
+        );
+    }
+}
+
+#[test]
+fn the_human_report_names_each_raised_thread_and_a_dry_run_changes_nothing() {
+    let dir = machine();
+    let root = dir.path();
+    let o = cpushield(root, &["on", "3", "--kthreads-above", "50", "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("kernel threads to raise")
+            && out.contains(
+                "ksoftirqd/3 SCHED_FIFO 51, ktimers/3 SCHED_FIFO 52, rcuc/3 SCHED_FIFO 53"
+            ),
+        "{out}"
+    );
+    assert_eq!(sched(root, 13), None, "a dry run sets nothing");
+    let o = cpushield(root, &["on", "3", "--kthreads-above", "50"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("kernel threads raised"),
+        "{}",
+        text(&o)
+    );
+    assert!(cpushield(root, &["off"]).status.success());
+}
+
+#[test]
+fn a_priority_without_room_above_it_is_refused_and_nothing_changes() {
+    let dir = machine();
+    let root = dir.path();
+    for bad in ["0", "96", "99"] {
+        let o = cpushield(root, &["on", "2-3", "--kthreads-above", bad]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("--kthreads-above {bad}")) && err.contains("1 to 95"),
+            "{err}"
+        );
+        assert!(!root.join("run/cpushield/journal/state.json").exists());
+        assert_eq!(sched(root, 13), None);
+    }
+}
