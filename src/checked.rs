@@ -165,16 +165,8 @@ pub enum Checked {
 
 /// `--kthreads-above`: a real-time priority that leaves room above it.
 fn checked_kthreads_above(prio: u32) -> Result<u32> {
-    let max = cpushield::shield::rt_kthreads::MAX_ABOVE;
-    if (1..=max).contains(&prio) {
-        Ok(prio)
-    } else {
-        Err(Refusal(format!(
-            "--kthreads-above {prio}: a real-time priority from 1 to {max} \
-             (the priority of your real-time task; the kernel's threads go up to 3 above it)"
-        ))
-        .into())
-    }
+    cpushield::shield::rt_kthreads::check_above(prio)
+        .map_err(|e| Refusal(format!("--kthreads-above {e}")).into())
 }
 
 /// The guard's settings, each in its range.

@@ -13,6 +13,7 @@
 //! allow_split_siblings = false
 //! boot = true                  # or extra options: ["skew_tick=1"]; the boot half (see cpushield::boot)
 //! guard = "auto"               # the starvation guard: "auto", "on" or "off" (see cpushield::guard)
+//! kthreads_above = 80          # the shielded CPUs' softirq, timer and RCU threads above this priority
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -69,6 +70,8 @@ struct File {
     boot: Option<Spanned<Boot>>,
     #[serde(default)]
     guard: Option<Spanned<String>>,
+    #[serde(default)]
+    kthreads_above: Option<Spanned<u32>>,
 }
 
 /// `boot = true|false` or `boot = ["option", ...]` (extra options).
@@ -88,7 +91,7 @@ enum Tune {
 }
 
 const KEYS: &str =
-    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard";
+    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, kthreads_above";
 
 /// Reads and validates the config file at `path`: a regular file of at
 /// most 1 MiB, else refused before it is read whole.
@@ -176,7 +179,15 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
             },
             settings: Default::default(),
         },
-        kthreads_above: None,
+        kthreads_above: match file.kthreads_above {
+            None => None,
+            Some(k) => {
+                let start = k.span().start;
+                let above = crate::shield::rt_kthreads::check_above(k.into_inner())
+                    .map_err(|e| invalid(start, format!("kthreads_above: {e}")))?;
+                Some(above)
+            }
+        },
     })
 }
 
@@ -211,6 +222,12 @@ mod tests {
         assert_eq!(r.irqs, ["eth0", "45"]);
         assert_eq!(r.tune, ["all"]);
         assert!(r.hotplug_restart && r.force && r.allow_split_siblings);
+        assert_eq!(r.kthreads_above, None);
+        let r = parse("cpus = \"3\"\nkthreads_above = 80\n", Path::new("c")).unwrap();
+        assert_eq!(r.kthreads_above, Some(80));
+        let (line, msg) = err("cpus = \"3\"\nkthreads_above = 97\n");
+        assert_eq!(line, 2, "{msg}");
+        assert!(msg.contains("kthreads_above") && msg.contains("1 to 95"), "{msg}");
         let r = parse(
             "cpus = \"0xc\"\ntune = [\"timer-migration\"]\n",
             Path::new("c"),

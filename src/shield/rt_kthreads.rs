@@ -38,6 +38,19 @@ pub const HIGHEST: u32 = 98;
 /// The highest `--kthreads-above` that leaves each kind its own priority.
 pub const MAX_ABOVE: u32 = HIGHEST - 3;
 
+/// `prio` if it leaves room above it for each kind (1 to [`MAX_ABOVE`]),
+/// else what would be valid.
+pub fn check_above(prio: u32) -> Result<u32, String> {
+    if (1..=MAX_ABOVE).contains(&prio) {
+        Ok(prio)
+    } else {
+        Err(format!(
+            "{prio}: a real-time priority from 1 to {MAX_ABOVE} (the priority of your \
+             real-time task; the kernel's threads go up to 3 above it)"
+        ))
+    }
+}
+
 /// The priority a thread of `kind` gets above `above`, if it is one of
 /// [`KINDS`].
 pub fn priority(kind: &str, above: u32) -> Option<u32> {
