@@ -227,7 +227,10 @@ mod tests {
         assert_eq!(r.kthreads_above, Some(80));
         let (line, msg) = err("cpus = \"3\"\nkthreads_above = 97\n");
         assert_eq!(line, 2, "{msg}");
-        assert!(msg.contains("kthreads_above") && msg.contains("1 to 95"), "{msg}");
+        assert!(
+            msg.contains("kthreads_above") && msg.contains("1 to 95"),
+            "{msg}"
+        );
         let r = parse(
             "cpus = \"0xc\"\ntune = [\"timer-migration\"]\n",
             Path::new("c"),
