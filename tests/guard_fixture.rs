@@ -288,3 +288,34 @@ fn a_guard_setting_out_of_range_is_refused_before_anything_changes() {
     assert!(text(&o).contains("guard setting runtime=0"), "{}", text(&o));
     assert!(common::diff(&before, &common::tree(m.root())).is_empty());
 }
+
+#[test]
+fn off_stops_a_guard_whose_state_file_is_damaged_and_says_what_it_cannot_know() {
+    let m = Machine::new("950000");
+    let root = m.root();
+    assert!(cpushield(root, &["on", "2-3", "--tune=rt-throttling"])
+        .status
+        .success());
+    let pid = m.guard_state()["pid"].as_i64().unwrap();
+    fs::write(root.join("run/cpushield/guard.json"), "{\"pid\": 4").unwrap();
+    let o = cpushield(root, &["off"]);
+    assert!(
+        !root.join(format!("proc/{pid}")).exists(),
+        "the guard, found by its name, is stopped: {}",
+        text(&o)
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("guard.json is damaged"),
+        "off names what it could not put back: {}",
+        text(&o)
+    );
+    assert!(!root.join("run/cpushield/guard.json").exists());
+    assert_eq!(
+        fs::read_to_string(root.join("proc/sys/kernel/sched_rt_runtime_us"))
+            .unwrap()
+            .trim(),
+        "950000",
+        "the rest is undone all the same"
+    );
+}

@@ -80,7 +80,7 @@ pub fn run(
             online,
         });
     }
-    let _ = syscalls::set_thread_name("cpushield-guard");
+    let _ = syscalls::set_thread_name(super::PROCESS_NAME);
     // Best effort: a guard that cannot move or raise itself still works,
     // only later under load on the housekeeping CPUs.
     let _ = sys.set_affinity(0, &housekeeping);

@@ -297,6 +297,23 @@ pub fn read_state(sys: &Sys) -> Option<GuardState> {
     serde_json::from_str(&text).ok()
 }
 
+/// The name the guard gives its process (`comm`), by which `off` finds a
+/// guard whose state file is gone or damaged.
+pub const PROCESS_NAME: &str = "cpushield-guard";
+
+/// Guard processes that run now, found by name, as (pid, start time).
+pub fn find_running(sys: &Sys) -> Vec<(i32, u64)> {
+    procfs::list_pids(sys)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = sys.read(&format!("proc/{pid}/stat")).ok()?;
+            let (name, fields) = procfs::split_stat(&stat)?;
+            (name == PROCESS_NAME).then_some((pid, procfs::stat_field(&fields, 22)?))
+        })
+        .collect()
+}
+
 /// Whether the process the state names still runs: same pid, same start time.
 pub fn alive(sys: &Sys, state: &GuardState) -> bool {
     state.pid > 0 && procfs::start_ticks(sys, state.pid) == Some(state.start_ticks)

@@ -164,9 +164,12 @@ fn stop_process(sys: &Sys, state: &GuardState, unit: Option<&str>) -> Result<(),
 
 /// Undoes the guard's step: stops the guard the state file names, proves
 /// its process gone, puts back boosts it left, removes the state file.
+/// Without a readable state file, the guard processes are found by name
+/// and stopped all the same; boosts they had in flight are then unknown,
+/// which is reported.
 pub(super) fn undo(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
     let Some(state) = guard::read_state(sys) else {
-        out.unchanged += 1;
+        undo_without_state(sys, unit, out);
         return;
     };
     let result = if guard::alive(sys, &state) {
@@ -187,6 +190,41 @@ pub(super) fn undo(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
             target: format!("the starvation guard (pid {})", state.pid),
             reason,
         }),
+    }
+}
+
+fn undo_without_state(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
+    let damaged = sys.read(guard::STATE_FILE).is_ok();
+    let running = guard::find_running(sys);
+    if running.is_empty() && !damaged {
+        out.unchanged += 1;
+        return;
+    }
+    let mut failed = Vec::new();
+    for (pid, start_ticks) in running {
+        let state = GuardState {
+            pid,
+            start_ticks,
+            ..GuardState::default()
+        };
+        if let Err(reason) = stop_process(sys, &state, unit) {
+            failed.push(format!("pid {pid}: {reason}"));
+        }
+    }
+    if damaged {
+        failed.push(format!(
+            "/{} is damaged: boosts the guard had in flight, if any, are unknown and were not put back",
+            guard::STATE_FILE
+        ));
+        let _ = sys.remove_config(guard::STATE_FILE, false);
+    }
+    if failed.is_empty() {
+        out.restored += 1;
+    } else {
+        out.failed.push(Refusal {
+            target: "the starvation guard".into(),
+            reason: failed.join("; "),
+        });
     }
 }
 
