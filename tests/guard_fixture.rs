@@ -319,3 +319,34 @@ fn off_stops_a_guard_whose_state_file_is_damaged_and_says_what_it_cannot_know() 
         "the rest is undone all the same"
     );
 }
+
+#[test]
+fn on_again_with_guard_off_stops_the_guard_and_on_again_without_it_starts_it() {
+    let m = Machine::new("950000");
+    let root = m.root();
+    assert!(cpushield(root, &["on", "2-3", "--tune=rt-throttling"])
+        .status
+        .success());
+    let pid = m.guard_state()["pid"].as_i64().unwrap();
+    let o = cpushield(root, &["on", "2-3", "--tune=rt-throttling", "--guard=off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        !root.join(format!("proc/{pid}")).exists(),
+        "the guard asked no more is stopped: {}",
+        text(&o)
+    );
+    assert!(!root.join("run/cpushield/guard.json").exists());
+    let o = cpushield(root, &["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(status["guard"]["expected"], false, "{}", text(&o));
+
+    let o = cpushield(root, &["on", "2-3", "--tune=rt-throttling"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let pid = m.guard_state()["pid"].as_i64().expect("a new guard");
+    assert!(root.join(format!("proc/{pid}")).exists());
+    let o = cpushield(root, &["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(status["guard"]["alive"], true, "{}", text(&o));
+    assert!(cpushield(root, &["off"]).status.success());
+    assert!(!root.join(format!("proc/{pid}")).exists());
+}

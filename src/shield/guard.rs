@@ -193,6 +193,12 @@ pub(super) fn undo(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
     }
 }
 
+/// Stops the running guard of a shield that no longer asks for one (a
+/// change in place with `--guard off`), as `off` would.
+pub(super) fn stop(sys: &Sys, systemd: bool, out: &mut Undone) {
+    undo(sys, systemd.then_some(UNIT), out);
+}
+
 fn undo_without_state(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
     let damaged = sys.read(guard::STATE_FILE).is_ok();
     let running = guard::find_running(sys);

@@ -17,7 +17,7 @@ use super::request::Request;
 use super::snapshot::{self, in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use super::tasks::{self, TaskRef};
 use super::timings::Timings;
-use super::{irqbalance, irqs, knobs, reshape, rt_kthreads};
+use super::{guard, irqbalance, irqs, knobs, reshape, rt_kthreads};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs;
 use crate::sys::Sys;
@@ -378,7 +378,9 @@ fn reshape_timed(
     timings.plan += t.elapsed();
     let plan = &change.plan;
     let finished = |out: OnReport| with_change(out, &change, &snap);
-    if dry_run || plan.steps.is_empty() {
+    let stop_guard = old.guard && !change.guard;
+    let mut guard_refused = Vec::new();
+    if dry_run || (plan.steps.is_empty() && !stop_guard) {
         let out = finished(report(plan, &snap, None, dry_run));
         return nothing_to_change(sys, req, &old, dry_run, out);
     }
@@ -428,10 +430,19 @@ fn reshape_timed(
             });
         }
     };
+    if stop_guard {
+        // Asked no more: stopped only now that the change holds (a
+        // rollback above leaves the old shield whole, its guard with it).
+        let mut undone = apply::Undone::default();
+        guard::stop(sys, snap.owners.systemd, &mut undone);
+        guard_refused = undone.failed;
+    }
+    state.guard = change.guard;
     state.shield = plan.shield.clone();
     state.housekeeping = plan.housekeeping.clone();
     state.partition = plan.partition.clone().or(old.partition.clone());
     let mut out = finished(report(plan, &after, Some(&applied), false));
+    out.other_refused.extend(guard_refused);
     if !came_back.is_empty() {
         out.notes.push(Note::IrqsBackAfterChange {
             irqs: came_back.clone(),

@@ -53,6 +53,10 @@ pub struct Reshape {
     /// IRQs whose new affinity the kernel refused before and that still
     /// have what they had: not tried again.
     pub still_refused: Vec<u32>,
+    /// Whether the new shield has the starvation guard (running already or
+    /// started by a step): where the old one had it and this one has not,
+    /// the change stops it.
+    pub guard: bool,
 }
 
 /// The oldest value the journal recorded for each target it changed: what
@@ -179,6 +183,10 @@ pub fn plan(
     let inside = inside_tasks(live, state, entries, &from, &to);
 
     let irqbalance_ban = irqbalance::planned_ban(&fresh.steps);
+    let wants_guard = fresh
+        .steps
+        .iter()
+        .any(|s| matches!(s.action, Action::Guard { .. }));
     // Tasks whose CPUs all leave go before the shield shrinks.
     let cpus = (&fresh.shield, &fresh.housekeeping, fresh.partition.as_ref());
     let resize: Vec<Step> = (inside.out.iter().cloned())
@@ -256,6 +264,7 @@ pub fn plan(
         leaving: inside.leaving,
         irqbalance_ban,
         still_refused,
+        guard: wants_guard,
     })
 }
 /// Whether `a` makes or resizes the shield's cgroup (the cpuset hierarchy
