@@ -28,7 +28,14 @@ pub const CONFIG_LIMIT: u64 = 1 << 20;
 /// fits in [`QUOTED_BYTES`]; otherwise its first characters, `…`, and its
 /// length: `"0,1,2,3,…" (110000 bytes)`.
 pub fn quote(input: &str) -> String {
-    match prefix_to(input, QUOTED_BYTES, true) {
+    quote_to(input, QUOTED_BYTES)
+}
+
+/// [`quote`] with room for `max` bytes of escaped text rather than
+/// [`QUOTED_BYTES`]: for what the kernel reads back, whose whole text
+/// (an invalid partition's reason) is the diagnosis.
+pub fn quote_to(input: &str, max: usize) -> String {
+    match prefix_to(input, max, true) {
         Ok(all) => format!("\"{all}\""),
         Err(cut) => format!("\"{cut}…\" ({} bytes)", input.len()),
     }

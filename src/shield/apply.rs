@@ -13,7 +13,11 @@ use super::change::{Action, Check, Step, Undo};
 use super::journal::{Entry, EntryRef, Journal, JournalError};
 use super::{guard, irqbalance, rt_kthreads};
 use crate::cpulist::CpuSet;
-use crate::input::quote;
+use crate::input::{quote, quote_to};
+
+/// At most this many bytes of what the kernel reads back are quoted: an
+/// invalid partition's whole reason, not a CPU list of thousands of CPUs.
+const KERNEL_TEXT: usize = 200;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::systemd::SystemdCall;
 use crate::sys::{ErrorKind, Sys, SysError};
@@ -49,7 +53,7 @@ pub enum ApplyError {
     #[error(
         "{path}: wrote {} but the kernel reads back {}",
         quote(wrote),
-        quote(read)
+        quote_to(read, KERNEL_TEXT)
     )]
     NotHonoured {
         /// The file.
@@ -180,7 +184,9 @@ impl ApplyError {
     fn short(&self) -> String {
         match self {
             ApplyError::Kernel(e) => e.errno_name(),
-            ApplyError::NotHonoured { read, .. } => format!("reads back {}", quote(read)),
+            ApplyError::NotHonoured { read, .. } => {
+                format!("reads back {}", quote_to(read, KERNEL_TEXT))
+            }
             other => other.to_string(),
         }
     }
@@ -576,7 +582,11 @@ fn restore_write(sys: &Sys, path: &str, value: &str, skip_if_same: bool, out: &m
         Ok(()) => match sys.read_trimmed(path) {
             Ok(now) if skip_if_same && now != value.trim() => out.failed.push(Refusal {
                 target: format!("/{path}"),
-                reason: format!("wrote {} back but it reads {}", quote(value), quote(&now)),
+                reason: format!(
+                    "wrote {} back but it reads {}",
+                    quote(value),
+                    quote_to(&now, KERNEL_TEXT)
+                ),
             }),
             _ => out.restored += 1,
         },
