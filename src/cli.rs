@@ -51,6 +51,10 @@ pub enum Command {
     /// Running `on` again with another list changes the shield.
     On(OnArgs),
     /// Undo the shield exactly (also after an interrupted `on`).
+    ///
+    /// A damaged journal (a file truncated, garbled or missing): restores
+    /// what its readable records hold, names what it could not read, and
+    /// exits 5.
     Off(OffArgs),
     /// Bring the machine to the config file: shield it, change the shield
     /// in place, or repair what drifted. Idempotent: run twice, the second

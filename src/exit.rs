@@ -39,7 +39,7 @@ exit_statuses! {
     /// journal, a fatal change the kernel refused, rolled back).
     ERROR = 1,
     "error (I/O, damaged journal, a fatal change refused and rolled back)",
-    "error: I/O, a damaged journal, a fatal change the kernel refused (rolled back)",
+    "error: I/O, a damaged journal (`status`, `on`, `apply` refuse it; `off` restores what its readable records hold), a fatal change the kernel refused (rolled back)",
     "read the message";
     /// Bad input or a request refused; nothing was changed (also clap's
     /// usage errors).
@@ -57,10 +57,12 @@ exit_statuses! {
     "not root; nothing was changed",
     "not root; nothing was changed",
     "use sudo";
-    /// `off`, or the rollback of a failed `on`, could not restore everything.
+    /// `off`, or the rollback of a failed `on`, could not restore
+    /// everything, or `off` found the journal damaged and restored only
+    /// what its readable records hold.
     PARTLY_RESTORED = 5,
-    "partly restored: off (or the rollback of on) could not restore everything",
-    "partly restored: `off`, or the rollback of a failed `on`, could not restore everything; the journal is kept for another `off`",
+    "partly restored: off (or on's rollback) could not restore all, or a damaged journal",
+    "partly restored: `off`, or the rollback of a failed `on`, could not restore everything; the journal is kept for another `off`. Also `off` on a damaged journal: it restored what the readable records hold and names what it could not read (that stays as the shield left it); with nothing left to retry, the journal is kept as `/run/cpushield/journal.damaged`",
     "fix what is named, run `off` again";
     /// Another cpushield holds the lock (or another tool the trace
     /// instance); nothing was changed.

@@ -301,8 +301,9 @@ fn off_command(sys: &Sys, dry_run: bool, json: bool, out: &mut impl Write) -> Re
             report::boot::stays(&record, out)?;
         }
     }
+    // A damaged journal: what its unreadable records changed is not undone.
     Ok(exit_if(
-        !report.undone.failed.is_empty(),
+        !report.undone.failed.is_empty() || !report.unreadable.is_empty(),
         exit::PARTLY_RESTORED,
     ))
 }

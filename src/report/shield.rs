@@ -513,16 +513,30 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
         writeln!(
             w,
             "dry run: off would remove the shield on CPUs {} by undoing {} changes, newest first; nothing changed",
-            r.shield,
+            shield_cpus(r),
             r.would_undo.len()
         )?;
         for line in &r.would_undo {
             writeln!(w, "    {line}")?;
         }
-        return Ok(());
+        return unreadable(w, r, "would not be undone");
     }
     let u = &r.undone;
-    if u.failed.is_empty() {
+    if !r.unreadable.is_empty() {
+        writeln!(
+            w,
+            "shield on CPUs {}: the journal is damaged; restored what its readable records hold, what the unreadable records changed was NOT undone",
+            shield_cpus(r)
+        )?;
+        match &r.damaged_journal {
+            Some(kept) => writeln!(w, "  the damaged journal is kept as {kept}; a new shield can start")?,
+            None if !u.failed.is_empty() => writeln!(
+                w,
+                "  the journal is kept: fix what could not be restored and run 'cpushield off' again"
+            )?,
+            None => {}
+        }
+    } else if u.failed.is_empty() {
         writeln!(
             w,
             "shield on CPUs {} removed; everything restored",
@@ -552,7 +566,40 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
             ("affinities", t.undo_affinities),
         ],
     )?;
-    refusals(w, "could not restore", &u.failed)
+    refusals(w, "could not restore", &u.failed)?;
+    unreadable(w, r, "not undone")?;
+    for dir in &r.still_there {
+        writeln!(
+            w,
+            "  still there: {dir} (the shield's cgroup; the record that made it could not be read): move its tasks out and remove it by hand"
+        )?;
+    }
+    Ok(())
+}
+
+/// The shield's CPUs, or that the damaged journal does not say them.
+fn shield_cpus(r: &OffReport) -> String {
+    if r.shield.is_empty() && !r.unreadable.is_empty() {
+        "(unknown: the state is damaged)".into()
+    } else {
+        r.shield.to_string()
+    }
+}
+
+/// What of a damaged journal could not be read, and what that means.
+fn unreadable(w: &mut dyn Write, r: &OffReport, meaning: &str) -> Result<()> {
+    if r.unreadable.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "  could not read ({}; what those records changed is {meaning}):",
+        r.unreadable.len()
+    )?;
+    for u in &r.unreadable {
+        writeln!(w, "    {}: {}", u.file, u.reason)?;
+    }
+    Ok(())
 }
 
 /// `cpushield move`.

@@ -6,6 +6,11 @@
 //! numbered segments `000001.json`, ... each holding a batch of entries.
 //! Every file is written atomically: a new temporary file (O_EXCL,
 //! O_NOFOLLOW, mode 0600), fsync, rename, fsync of the directory.
+//!
+//! A journal damaged from outside (a file truncated or garbled, the state
+//! deleted) is still read as far as it can be ([`salvage`]): every record
+//! that parses whole, in order, and what could not be read. A record is
+//! used whole or not at all, so `off` never acts on part of one.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -18,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::change::Action;
 use crate::cpulist::CpuSet;
+use crate::input::brief_to;
 use crate::sys::Sys;
 
 /// Directory of cpushield's runtime state, relative to the root.
@@ -38,12 +44,21 @@ pub enum JournalError {
     /// Another cpushield holds the lock.
     #[error("another cpushield is running (lock {0} is held); wait for it or stop it")]
     Locked(PathBuf),
-    /// A journal file does not parse.
+    /// A record file does not parse.
     #[error("journal {path} is damaged: {reason}")]
     Damaged {
         /// The file.
         path: PathBuf,
         /// The parse error.
+        reason: String,
+    },
+    /// A file of the shield's journal is missing or does not parse:
+    /// `off` restores what the readable records hold ([`salvage`]).
+    #[error("journal {path} is damaged: {reason}; 'cpushield off' restores what the journal's readable records hold, names what it cannot, and exits 5")]
+    DamagedJournal {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
         reason: String,
     },
     /// The run directory is a symlink or not owned by us.
@@ -273,9 +288,12 @@ impl Journal {
         sys.path(RUN_DIR).join("journal")
     }
 
-    /// Whether a journal (an active or interrupted shield) exists.
+    /// Whether a journal (an active or interrupted shield) exists: its
+    /// state record, or segments whose state record is gone (a damaged
+    /// journal, which `off` still restores from).
     pub fn exists(sys: &Sys) -> bool {
-        Journal::dir_of(sys).join("state.json").exists()
+        let dir = Journal::dir_of(sys);
+        dir.join("state.json").exists() || segment_files(&dir).is_ok_and(|s| !s.is_empty())
     }
 
     /// Starts a new journal; fails if one exists. A directory without a
@@ -371,9 +389,30 @@ impl Journal {
         Ok(())
     }
 
-    /// Removes the journal after a complete undo.
+    /// Removes the journal after a complete undo. It is renamed away
+    /// first, so that a removal cut short never leaves some of its
+    /// segments where `off` would take them for a damaged journal.
     pub fn remove(self) -> Result<(), JournalError> {
-        fs::remove_dir_all(&self.dir).map_err(io_err(&self.dir))
+        let gone = self.dir.with_file_name(".journal.removing");
+        let _ = fs::remove_dir_all(&gone);
+        fs::rename(&self.dir, &gone).map_err(io_err(&self.dir))?;
+        fs::remove_dir_all(&gone).map_err(io_err(&gone))
+    }
+
+    /// Moves a damaged journal aside to `run/cpushield/journal.damaged`
+    /// (replacing an older one), once `off` restored everything its
+    /// readable records hold: a new shield can start, and what was lost
+    /// can still be looked at until the next reboot. Returns where it went.
+    pub fn set_aside(sys: &Sys) -> Result<PathBuf, JournalError> {
+        let dir = Journal::dir_of(sys);
+        let aside = dir.with_file_name("journal.damaged");
+        match fs::remove_dir_all(&aside) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&aside)(e)),
+        }
+        fs::rename(&dir, &aside).map_err(io_err(&dir))?;
+        Ok(aside)
     }
 }
 
@@ -393,18 +432,247 @@ fn segment_files(dir: &Path) -> Result<Vec<PathBuf>, JournalError> {
     Ok(files)
 }
 
-/// Reads the state record.
+/// Reads the state record: `None` without a journal; an error naming the
+/// file when it does not parse, or is missing beside segments.
 pub fn read_state(sys: &Sys) -> Result<Option<State>, JournalError> {
-    let path = Journal::dir_of(sys).join("state.json");
+    let dir = Journal::dir_of(sys);
+    let path = dir.join("state.json");
     match fs::read(&path) {
-        Ok(data) => serde_json::from_slice(&data)
-            .map(Some)
-            .map_err(|e| JournalError::Damaged {
-                path,
-                reason: e.to_string(),
-            }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Ok(data) => {
+            serde_json::from_slice(&data)
+                .map(Some)
+                .map_err(|e| JournalError::DamagedJournal {
+                    path,
+                    reason: brief_to(&e.to_string(), REASON_BYTES),
+                })
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            match segment_files(&dir).map(|s| s.len()) {
+                Ok(n) if n > 0 => Err(JournalError::DamagedJournal {
+                    path,
+                    reason: format!("it is missing, though the journal has {n} segment(s)"),
+                }),
+                _ => Ok(None),
+            }
+        }
         Err(e) => Err(io_err(&path)(e)),
+    }
+}
+
+/// At most this many bytes of a parser's message are shown (a garbled
+/// record can make it quote anything).
+const REASON_BYTES: usize = 160;
+
+/// Part of a damaged journal that could not be read: a file, or records
+/// of a segment. What those records changed is not undone.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Unreadable {
+    /// The file.
+    pub file: String,
+    /// What of it could not be read, and why.
+    pub reason: String,
+}
+
+/// A journal read as far as it can be: what [`salvage`] returns.
+#[derive(Debug, Default)]
+pub struct Salvage {
+    /// The state record, when it parses.
+    pub state: Option<State>,
+    /// Every record that parses whole, oldest first.
+    pub entries: Vec<Entry>,
+    /// What could not be read; empty for an intact journal.
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// Reads the journal as far as it can be read: the state when it parses,
+/// every record that parses whole, in order (a segment cut short keeps
+/// the records before the cut; a record that is valid JSON but no
+/// cpushield record is skipped, those after it are kept), and what
+/// could not be read (the state, a segment, records of one, a segment
+/// missing between others). An intact journal gives what [`read_state`]
+/// and [`read_entries`] give, and nothing unreadable.
+pub fn salvage(sys: &Sys) -> Result<Salvage, JournalError> {
+    let dir = Journal::dir_of(sys);
+    if fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(JournalError::Unsafe(dir));
+    }
+    let files = segment_files(&dir)?;
+    let mut out = Salvage::default();
+    let mut lost = |path: &Path, reason: String| {
+        out.unreadable.push(Unreadable {
+            file: path.display().to_string(),
+            reason,
+        })
+    };
+    let state_path = dir.join("state.json");
+    let mut state = None;
+    match fs::read(&state_path) {
+        Ok(data) => match serde_json::from_slice(&data) {
+            Ok(s) => state = Some(s),
+            Err(e) => lost(
+                &state_path,
+                format!(
+                    "the shield's state does not parse: {}",
+                    brief_to(&e.to_string(), REASON_BYTES)
+                ),
+            ),
+        },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            lost(&state_path, "the shield's state is missing".into())
+        }
+        Err(e) => lost(
+            &state_path,
+            format!("the shield's state cannot be read: {e}"),
+        ),
+    }
+    // Segments are numbered from 1 without gaps; one missing between
+    // others held records too.
+    let numbers: Vec<usize> = files.iter().filter_map(|p| segment_number(p)).collect();
+    let missing: Vec<usize> = match numbers.last() {
+        Some(&last) => (1..last).filter(|n| !numbers.contains(n)).collect(),
+        None => Vec::new(),
+    };
+    for n in missing.iter().take(5) {
+        lost(
+            &dir.join(format!("{n:06}.json")),
+            "the segment is missing: every record it held".into(),
+        );
+    }
+    if missing.len() > 5 {
+        lost(
+            &dir,
+            format!("{} more segments are missing", missing.len() - 5),
+        );
+    }
+    let mut entries = Vec::new();
+    for path in &files {
+        match fs::read(path) {
+            Ok(data) => {
+                let (mut readable, problem) = parse_segment(&data);
+                entries.append(&mut readable);
+                if let Some(reason) = problem {
+                    lost(path, reason);
+                }
+            }
+            Err(e) => lost(path, format!("every record: the file cannot be read: {e}")),
+        }
+    }
+    out.state = state;
+    out.entries = entries;
+    Ok(out)
+}
+
+/// The number of a segment file (`000003.json`: 3).
+fn segment_number(path: &Path) -> Option<usize> {
+    path.file_stem()?.to_str()?.parse().ok()
+}
+
+/// The records of one segment that parse whole, in order, and what could
+/// not be read of it (`None` for an intact segment).
+fn parse_segment(data: &[u8]) -> (Vec<Entry>, Option<String>) {
+    if let Ok(entries) = serde_json::from_slice::<Vec<Entry>>(data) {
+        return (entries, None);
+    }
+    let mut lenient = Lenient::default();
+    let mut de = serde_json::Deserializer::from_slice(data);
+    let whole = serde::Deserializer::deserialize_seq(&mut de, &mut lenient).and_then(|()| de.end());
+    let mut reasons = Vec::new();
+    if !lenient.foreign.is_empty() {
+        let shown: Vec<String> = lenient
+            .foreign
+            .iter()
+            .take(5)
+            .map(|n| n.to_string())
+            .collect();
+        reasons.push(format!(
+            "{} {}{} of {} {} ({})",
+            if lenient.foreign.len() == 1 {
+                "record"
+            } else {
+                "records"
+            },
+            shown.join(", "),
+            if lenient.foreign.len() > 5 {
+                format!(" and {} more", lenient.foreign.len() - 5)
+            } else {
+                String::new()
+            },
+            lenient.read,
+            if lenient.foreign.len() == 1 {
+                "is not a cpushield record"
+            } else {
+                "are not cpushield records"
+            },
+            brief_to(&lenient.first_foreign, REASON_BYTES),
+        ));
+    }
+    match (&lenient.cut, whole) {
+        (Some(reason), _) => reasons.push(format!(
+            "record {} and every record after it cannot be read ({})",
+            lenient.read + 1,
+            brief_to(reason, REASON_BYTES)
+        )),
+        (None, Err(e)) if lenient.read == 0 => reasons.push(format!(
+            "every record: the file does not parse ({})",
+            brief_to(&e.to_string(), REASON_BYTES)
+        )),
+        (None, Err(e)) => reasons.push(format!(
+            "bytes after its {} records do not parse ({})",
+            lenient.read,
+            brief_to(&e.to_string(), REASON_BYTES)
+        )),
+        (None, Ok(())) => {}
+    }
+    let reason = (!reasons.is_empty()).then(|| reasons.join("; "));
+    (lenient.entries, reason)
+}
+
+/// Reads a segment's list one element at a time: an element that is JSON
+/// but no record is skipped, the first that is not JSON ends the list.
+#[derive(Default)]
+struct Lenient {
+    entries: Vec<Entry>,
+    /// Elements read whole (records or not).
+    read: usize,
+    /// 1-based numbers of the elements that are JSON but no record.
+    foreign: Vec<usize>,
+    /// Why the first of them is not a record.
+    first_foreign: String,
+    /// Why the list could not be read on after `read` elements.
+    cut: Option<String>,
+}
+
+impl<'de> serde::de::Visitor<'de> for &mut Lenient {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of journal records")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        loop {
+            match seq.next_element::<serde_json::Value>() {
+                Ok(Some(value)) => {
+                    self.read += 1;
+                    match serde_json::from_value::<Entry>(value) {
+                        Ok(entry) => self.entries.push(entry),
+                        Err(e) => {
+                            if self.foreign.is_empty() {
+                                self.first_foreign = e.to_string();
+                            }
+                            self.foreign.push(self.read);
+                        }
+                    }
+                }
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    // What follows cannot be told apart from the damage:
+                    // none of it is used.
+                    self.cut = Some(e.to_string());
+                    return Ok(());
+                }
+            }
+        }
     }
 }
 
@@ -420,12 +688,10 @@ pub fn read_entries_from(sys: &Sys, skip: usize) -> Result<Vec<Entry>, JournalEr
     let mut out = Vec::new();
     for path in segment_files(&dir)?.into_iter().skip(skip) {
         let data = fs::read(&path).map_err(io_err(&path))?;
-        let mut entries: Vec<Entry> =
-            serde_json::from_slice(&data).map_err(|e| JournalError::Damaged {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-        out.append(&mut entries);
+        match parse_segment(&data) {
+            (mut entries, None) => out.append(&mut entries),
+            (_, Some(reason)) => return Err(JournalError::DamagedJournal { path, reason }),
+        }
     }
     Ok(out)
 }
@@ -563,6 +829,148 @@ mod tests {
             "same bytes as owned entries"
         );
         assert_eq!(j.segments(), 1);
+    }
+
+    fn sample_entries() -> Vec<Entry> {
+        let write = |irq: u32| Entry {
+            action: Action::Write {
+                path: format!("proc/irq/{irq}/smp_affinity_list"),
+                value: "0-1".into(),
+                check: crate::shield::change::Check::CpuList,
+                undo: crate::shield::change::Undo::Previous,
+            },
+            previous: Some("0-3".into()),
+            at: Some(7),
+        };
+        vec![
+            Entry {
+                action: Action::Remember {
+                    affinities: vec![(1, CpuSet::parse_list("0-3").unwrap())],
+                },
+                previous: None,
+                at: Some(5),
+            },
+            Entry {
+                action: Action::Mkdir {
+                    path: "sys/fs/cgroup/cpushield".into(),
+                },
+                previous: None,
+                at: None,
+            },
+            write(9),
+            write(25),
+        ]
+    }
+
+    #[test]
+    fn a_segment_cut_at_every_offset_gives_the_records_before_the_cut_whole() {
+        let all = sample_entries();
+        let data = serde_json::to_vec(&all).unwrap();
+        let ends: Vec<usize> = (1..=all.len())
+            .map(|n| serde_json::to_vec(&all[..n]).unwrap().len() - 1)
+            .collect();
+        for cut in 0..data.len() {
+            let (entries, problem) = parse_segment(&data[..cut]);
+            // Exactly the records whose closing brace is before the cut.
+            let whole = ends.iter().filter(|end| **end <= cut).count();
+            assert_eq!(entries, all[..whole], "cut at {cut}");
+            let problem = problem.unwrap_or_else(|| panic!("cut at {cut}: damage not said"));
+            assert!(problem.len() < 400, "{problem}");
+        }
+        assert_eq!(parse_segment(&data), (all, None));
+    }
+
+    #[test]
+    fn a_record_that_is_json_but_no_record_is_skipped_alone() {
+        let all = sample_entries();
+        let mut values: Vec<serde_json::Value> = all
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        values[2]["action"] = "wr1te".into();
+        values.insert(1, serde_json::json!({"x": "y".repeat(5000)}));
+        let (entries, problem) = parse_segment(&serde_json::to_vec(&values).unwrap());
+        assert_eq!(
+            entries,
+            vec![all[0].clone(), all[1].clone(), all[3].clone()]
+        );
+        let problem = problem.unwrap();
+        assert!(
+            problem.starts_with("records 2, 4 of 5 are not cpushield records")
+                && problem.len() < 400,
+            "{problem}"
+        );
+    }
+
+    proptest::proptest! {
+        /// Random bytes, and a real segment with a random byte changed:
+        /// no panic, a short reason, and at most the one record that
+        /// byte is in reads otherwise than written (a byte changed
+        /// inside a value can still read as a record: segments carry no
+        /// checksum).
+        #[test]
+        fn damage_never_panics_and_is_said_briefly(
+            junk in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            at in 0usize..1000,
+            byte in proptest::num::u8::ANY,
+        ) {
+            let (entries, problem) = parse_segment(&junk);
+            proptest::prop_assert!(problem.is_some() || serde_json::from_slice::<Vec<Entry>>(&junk).is_ok());
+            proptest::prop_assert!(problem.map_or(0, |p| p.len()) < 600);
+            drop(entries);
+            let mut data = serde_json::to_vec(&sample_entries()).unwrap();
+            let at = at % data.len();
+            data[at] = byte;
+            let (entries, problem) = parse_segment(&data);
+            proptest::prop_assert!(problem.map_or(0, |p| p.len()) < 600);
+            let all = sample_entries();
+            proptest::prop_assert!(entries.len() <= all.len());
+            proptest::prop_assert!(entries.iter().filter(|e| !all.contains(e)).count() <= 1);
+        }
+    }
+
+    #[test]
+    fn salvage_names_a_missing_state_and_a_missing_segment() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = Sys::at(tmp.path());
+        let mut j = Journal::create(&sys, &state()).unwrap();
+        let all = sample_entries();
+        for e in &all {
+            j.append(std::slice::from_ref(e)).unwrap();
+        }
+        let intact = salvage(&sys).unwrap();
+        assert_eq!((intact.state, intact.entries), (Some(state()), all.clone()));
+        assert!(intact.unreadable.is_empty());
+        let dir = Journal::dir_of(&sys);
+        fs::remove_file(dir.join("state.json")).unwrap();
+        fs::remove_file(dir.join("000002.json")).unwrap();
+        assert!(
+            Journal::exists(&sys),
+            "segments without a state are a journal"
+        );
+        assert!(matches!(
+            read_state(&sys),
+            Err(JournalError::DamagedJournal { .. })
+        ));
+        let s = salvage(&sys).unwrap();
+        assert_eq!(s.state, None);
+        assert_eq!(
+            s.entries,
+            vec![all[0].clone(), all[2].clone(), all[3].clone()]
+        );
+        let reasons: Vec<&str> = s.unreadable.iter().map(|u| u.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "the shield's state is missing",
+                "the segment is missing: every record it held"
+            ]
+        );
+        assert!(s.unreadable[1].file.ends_with("000002.json"));
+        // Set aside: no journal, the next shield can start.
+        let aside = Journal::set_aside(&sys).unwrap();
+        assert!(aside.join("000001.json").exists() && !Journal::exists(&sys));
+        Journal::create(&sys, &state()).unwrap();
     }
 
     #[test]

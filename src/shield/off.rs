@@ -1,4 +1,10 @@
 //! `off`: the journal replayed in reverse; its report.
+//!
+//! A damaged journal (a file truncated, garbled or missing) does not
+//! strand the machine: `off` replays the records that can still be read,
+//! through the same undo, names what it could not read, and keeps the
+//! journal (for another `off` when a restore failed, else set aside as
+//! `run/cpushield/journal.damaged`); `main` exits 5.
 
 use std::collections::HashSet;
 use std::time::Instant;
@@ -8,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::apply::{self, Undone};
 use super::change::{self, Action};
 use super::error::{require_root, ShieldError};
-use super::journal::{self, Journal, State};
+use super::journal::{self, Journal, State, Unreadable};
 use super::timings::Timings;
 use crate::cpulist::CpuSet;
 use crate::sys::Sys;
@@ -24,6 +30,20 @@ pub struct OffReport {
     /// What undo did.
     #[serde(flatten)]
     pub undone: Undone,
+    /// The journal was damaged: what of it could not be read. What those
+    /// records changed was not undone (`off` exits 5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<Unreadable>,
+    /// Where the damaged journal was moved once everything its readable
+    /// records hold was restored (`None`: removed when intact, or kept in
+    /// place for another `off` when a restore failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damaged_journal: Option<String>,
+    /// A damaged journal: the shield's own cgroups, as its state names
+    /// them, still there after the undo (the records that made them could
+    /// not be read); `off` leaves them, the report names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub still_there: Vec<String>,
     /// `--dry-run`: nothing was undone; `would_undo` says what would be.
     #[serde(default)]
     pub dry_run: bool,
@@ -72,30 +92,73 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
             shield: CpuSet::new(),
             nothing_to_undo: true,
             undone: Undone::default(),
+            unreadable: Vec::new(),
+            damaged_journal: None,
+            still_there: Vec::new(),
             dry_run: false,
             would_undo: Vec::new(),
             took: Timings::default(),
         });
     }
-    let (state, undone) = undo_journal(sys, timings)?;
+    // Read as far as it can be: an intact journal whole, a damaged one
+    // up to what cannot be read, each record whole or not at all.
+    let t = Instant::now();
+    let journal = journal::salvage(sys)?;
+    timings.read_journal += t.elapsed();
+    let undone = apply::undo_timed(sys, &journal.entries, timings);
+    let still_there = match &journal.state {
+        Some(state) if !journal.unreadable.is_empty() => own_cgroups_left(sys, state),
+        _ => Vec::new(),
+    };
+    let damaged_journal = match (undone.failed.is_empty(), journal.unreadable.is_empty()) {
+        // Kept in place: another `off` retries what failed.
+        (false, _) => None,
+        (true, true) => {
+            Journal::open(sys)?.remove()?;
+            None
+        }
+        // Nothing left that another `off` could restore: out of the way
+        // of the next shield, kept to be looked at.
+        (true, false) => Some(Journal::set_aside(sys)?.display().to_string()),
+    };
     Ok(OffReport {
-        shield: state.map(|s| s.shield).unwrap_or_default(),
+        shield: journal.state.map(|s| s.shield).unwrap_or_default(),
         nothing_to_undo: false,
         undone,
+        unreadable: journal.unreadable,
+        damaged_journal,
+        still_there,
         dry_run: false,
         would_undo: Vec::new(),
         took: Timings::default(),
     })
 }
 
-/// What `off` would undo, read from the journal; changes nothing.
+/// The cgroups the shield of `state` made (its own directory, and on v1
+/// the one the rest of the system went to) that still exist.
+fn own_cgroups_left(sys: &Sys, state: &State) -> Vec<String> {
+    let outside = state.outside_procs.rsplit_once('/').map_or("", |(d, _)| d);
+    [state.shield_dir.as_str(), outside]
+        .into_iter()
+        .filter(|dir| {
+            dir.rsplit('/')
+                .next()
+                .is_some_and(|name| name.contains("cpushield"))
+                && sys.exists(dir)
+        })
+        .map(|dir| format!("/{dir}"))
+        .collect()
+}
+
+/// What `off` would undo, read from the journal (a damaged one as far as
+/// it can be read, naming what cannot); changes nothing.
 pub fn off_plan(sys: &Sys) -> Result<OffReport, ShieldError> {
-    let state = journal::read_state(sys)?;
-    let entries = if Journal::exists(sys) {
-        journal::read_entries(sys)?
+    let journal = if Journal::exists(sys) {
+        journal::salvage(sys)?
     } else {
-        Vec::new()
+        journal::Salvage::default()
     };
+    let (state, entries) = (journal.state, journal.entries);
     let changes = entries
         .iter()
         .filter(|e| !matches!(e.action, Action::Remember { .. }));
@@ -125,8 +188,11 @@ pub fn off_plan(sys: &Sys) -> Result<OffReport, ShieldError> {
     }
     Ok(OffReport {
         shield: state.as_ref().map(|s| s.shield.clone()).unwrap_or_default(),
-        nothing_to_undo: state.is_none() && entries.is_empty(),
+        nothing_to_undo: state.is_none() && entries.is_empty() && journal.unreadable.is_empty(),
         undone: Undone::default(),
+        unreadable: journal.unreadable,
+        damaged_journal: None,
+        still_there: Vec::new(),
         dry_run: true,
         would_undo,
         took: Timings::default(),
