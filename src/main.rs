@@ -489,6 +489,13 @@ fn run_command(
         if let Some(note) = shield::unprotected_kernel_work(sys) {
             eprintln!("cpushield: {}", report::note::text(&note));
         }
+        if let (RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p), Ok((_, cpus))) =
+            (policy, shield::run_target(sys, cpu))
+        {
+            if let Some(note) = shield::rt_kthreads::below(sys, &cpus, p.unsigned_abs()) {
+                eprintln!("cpushield: {}", report::note::text(&note));
+            }
+        }
     }
     if dry_run {
         let (state, cpus) = shield::run_target(sys, cpu)?;

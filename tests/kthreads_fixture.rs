@@ -129,3 +129,50 @@ fn a_priority_without_room_above_it_is_refused_and_nothing_changes() {
         assert_eq!(sched(root, 13), None);
     }
 }
+
+#[test]
+fn run_fifo_on_preempt_rt_names_the_kernel_threads_below_it_until_they_are_raised() {
+    let dir = machine();
+    let root = dir.path();
+    fs::write(
+        root.join("proc/sys/kernel/version"),
+        "#1 SMP PREEMPT_RT Debian 6.12.118-1 (2026-11-01)\n",
+    )
+    .unwrap();
+    assert!(cpushield(root, &["on", "2-3"]).status.success());
+    let run = |root: &Path| {
+        let o = cpushield(
+            root,
+            &[
+                "run",
+                "--cpu",
+                "3",
+                "--fifo",
+                "80",
+                "--dry-run",
+                "--",
+                "true",
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = run(root);
+    assert!(
+        err.contains("ktimers/3 SCHED_OTHER")
+            && err.contains("rcuc/3")
+            && err.contains("ksoftirqd/3")
+            && err.contains("--kthreads-above 80"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("ktimers/1") && !err.contains("rcuc/2"),
+        "only CPU 3's: {err}"
+    );
+    assert!(cpushield(root, &["on", "2-3", "--kthreads-above", "80"])
+        .status
+        .success());
+    let err = run(root);
+    assert!(!err.contains("below this task"), "{err}");
+    assert!(cpushield(root, &["off"]).status.success());
+}

@@ -74,6 +74,14 @@ pub fn text(n: &Note) -> String {
             join(files.iter().map(|f| format!("/{f}")), ", ")
         ),
         Note::KernelWork { protection } => protection_text(protection),
+        Note::KthreadsBelow {
+            priority,
+            cpus,
+            threads,
+        } => format!(
+            "on this PREEMPT_RT kernel {} run below this task's priority {priority}: timers and RCU on CPUs {cpus} wait behind it until the starvation guard boosts them (a systemctl restart then takes seconds longer); 'cpushield on --kthreads-above {priority}' with the shield's CPUs raises them above it",
+            threads.join(", ")
+        ),
         Note::TuneUnreadable { knob, files } => format!(
             "tune {knob}: {} unreadable; not set",
             join(files.iter().map(unreadable_file), ", ")

@@ -126,6 +126,16 @@ pub enum Note {
         /// What protects it.
         protection: crate::guard::kernel::Protection,
     },
+    /// On PREEMPT_RT: the CPUs' own timer, RCU and softirq threads run
+    /// below a real-time task about to start there (`run --fifo`).
+    KthreadsBelow {
+        /// The task's real-time priority.
+        priority: u32,
+        /// The CPUs it runs on.
+        cpus: CpuSet,
+        /// Each thread below it, with its scheduling (`rcuc/3 SCHED_FIFO 1`).
+        threads: Vec<String>,
+    },
 
     // Tunables (`--tune`).
     /// A knob with no files on this machine: skipped.

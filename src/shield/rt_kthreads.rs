@@ -154,6 +154,45 @@ pub(super) fn in_place(
     })
 }
 
+/// On PREEMPT_RT, for a task of real-time `priority` about to run on
+/// `cpus`: the note naming those CPUs' timer, RCU and softirq threads
+/// that run below it, else `None`.
+pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<super::note::Note> {
+    if !crate::guard::kernel::KernelWork::read(sys).preempt_rt {
+        return None;
+    }
+    let mut threads = Vec::new();
+    for pid in procfs::list_pids(sys).unwrap_or_default() {
+        let Ok(stat) = sys.read(&format!("proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((name, _)) = procfs::split_stat(&stat) else {
+            continue;
+        };
+        let kind = procfs::kthread_kind(name);
+        let cpu = name
+            .split_once('/')
+            .and_then(|(_, c)| c.parse::<u32>().ok());
+        if !KINDS.iter().any(|(k, _)| *k == kind) || !cpu.is_some_and(|c| cpus.contains(c)) {
+            continue;
+        }
+        if let Ok(attr) = sys.sched_attr(pid) {
+            let below = match attr.policy {
+                SCHED_FIFO | 2 => attr.priority < priority,
+                _ => true,
+            };
+            if below {
+                threads.push(format!("{name} {}", describe(&attr)));
+            }
+        }
+    }
+    (!threads.is_empty()).then(|| super::note::Note::KthreadsBelow {
+        priority,
+        cpus: cpus.clone(),
+        threads,
+    })
+}
+
 /// A kernel thread whose scheduling a shield set, as the kernel reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Raised {
