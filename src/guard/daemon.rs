@@ -58,6 +58,9 @@ struct Boost {
     waited_ns: u64,
     exec_at_start: u64,
     ends_ns: u64,
+    /// Its period, ns: the setting's, shorter for a thread that starves
+    /// again and again.
+    period_ns: u64,
     /// SCHED_FIFO boosts: when the current window closes (set) or the next
     /// opens (not set).
     window: Option<(bool, u64)>,
@@ -229,14 +232,27 @@ impl Guard<'_> {
             return false;
         };
         let set = self.settings;
+        // A thread that starves again right after its boost has steady
+        // work there (on PREEMPT_RT, rcuc/N at every RCU grace period,
+        // ktimers/N at every timer): each boost in a row lasts twice the
+        // one before and comes twice as often, up to 16 times; each slice
+        // stays the runtime, the longest interruption of the loop.
+        let scale = 1u64
+            << self
+                .watch
+                .boosted(s.tid, s.start_ticks, now)
+                .saturating_sub(1)
+                .min(4);
+        let period_ns = (set.period_us * 1_000 / scale).max(set.runtime_us * 2_000);
+        let lasts_ns = set.duration_ms * 1_000_000 * scale;
         let deadline = SchedAttr {
             policy: SCHED_DEADLINE,
             flags: 0,
             nice: 0,
             priority: 0,
             runtime_ns: set.runtime_us * 1_000,
-            deadline_ns: set.period_us * 1_000,
-            period_ns: set.period_us * 1_000,
+            deadline_ns: period_ns,
+            period_ns,
         };
         let fifo = SchedAttr {
             policy: SCHED_FIFO,
@@ -272,11 +288,6 @@ impl Guard<'_> {
             a.kind = kind;
         }
         let window = (kind == BoostKind::Fifo).then_some((true, now + set.runtime_us * 1_000));
-        // A thread that starves again right after its boost has steady
-        // work there (RCU callbacks, timers): each boost in a row lasts
-        // twice the one before, up to 16 times the setting.
-        let streak = self.watch.boosted(s.tid, s.start_ticks, now);
-        let lasts_ns = set.duration_ms * 1_000_000 * (1u64 << streak.saturating_sub(1).min(4));
         self.boosts.insert(
             s.tid,
             Boost {
@@ -285,6 +296,7 @@ impl Guard<'_> {
                 waited_ns: s.waited_ns,
                 exec_at_start: s.exec_ns,
                 ends_ns: now + lasts_ns,
+                period_ns,
                 window,
             },
         );
@@ -301,12 +313,10 @@ impl Guard<'_> {
 
     /// Opens and closes SCHED_FIFO windows and ends boosts that are due.
     fn step_boosts(&mut self, now: u64) -> bool {
-        let (runtime_ns, period_ns) = (
-            self.settings.runtime_us * 1_000,
-            self.settings.period_us * 1_000,
-        );
+        let runtime_ns = self.settings.runtime_us * 1_000;
         let mut due = Vec::new();
         for (tid, b) in self.boosts.iter_mut() {
+            let period_ns = b.period_ns;
             if now >= b.ends_ns {
                 due.push(*tid);
                 continue;

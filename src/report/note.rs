@@ -93,7 +93,7 @@ pub fn text(n: &Note) -> String {
 pub fn protection_text(p: &Protection) -> String {
     let guard = |s: &Settings| {
         format!(
-            "the starvation guard watches them from the housekeeping CPUs: a thread runnable for {} s without running gets {} µs every {} ms for {} ms (twice as long each time it starves again, up to 16 times), at most {} µs taken from the real-time task per boost of {} ms ('cpushield status' counts the boosts)",
+            "the starvation guard watches them from the housekeeping CPUs: a thread runnable for {} s without running gets {} µs every {} ms for {} ms (twice as long and twice as often each time it starves again, up to 16 times), at most {} µs taken from the real-time task per boost of {} ms ('cpushield status' counts the boosts)",
             seconds(s.threshold_ms),
             s.runtime_us,
             seconds(s.period_us),
