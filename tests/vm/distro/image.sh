@@ -2,7 +2,9 @@
 # Builds (once, cached) a Debian system booted by systemd for the test bed:
 # the distribution as users run it, with systemd, udev, dbus, irqbalance and
 # tuned enabled as Debian ships them, plus rt-tests and stress-ng.
-#   tests/vm/distro/image.sh [--grub] SUITE [EXTRA]   (bookworm | trixie | forky)
+#   tests/vm/distro/image.sh [--grub] SUITE [EXTRA]   (bookworm | trixie | trixie-rt | forky)
+# trixie-rt: Debian 13 with its PREEMPT_RT kernel (linux-image-rt-amd64)
+# in place of the cloud kernel.
 # EXTRA: more packages, comma-separated (the scale benchmark's tuna, cpuset
 # and strace): a separate cached image, the test bed's own stays as it is.
 # Prints the directory holding root.img (ext4, made with mke2fs -d: nothing
@@ -21,16 +23,19 @@ set -euo pipefail
 . "$(dirname "$0")/../lib/common.sh"
 GRUB=0
 [ "${1:-}" = --grub ] && { GRUB=1; shift; }
-SUITE=${1:?usage: image.sh [--grub] bookworm|trixie|forky [EXTRA]}
+SUITE=${1:?usage: image.sh [--grub] bookworm|trixie|trixie-rt|forky [EXTRA]}
 MMOPTS=()
+DIST=$SUITE
+KERNEL_PKG=linux-image-cloud-amd64
 case $SUITE in
     bookworm|trixie) ;;
+    trixie-rt) DIST=trixie; KERNEL_PKG=linux-image-rt-amd64 ;;
     # Debian 14 (testing): the mirror's Release file may be past its Valid-Until
     forky) MMOPTS=(--aptopt='Acquire::Check-Valid-Until "false"') ;;
-    *) die "suite '$SUITE': bookworm, trixie or forky" ;;
+    *) die "suite '$SUITE': bookworm, trixie, trixie-rt or forky" ;;
 esac
 need_cmd mmdebstrap mke2fs
-PKGS=systemd-sysv,udev,dbus,kmod,procps,util-linux,iproute2,irqbalance,tuned,rt-tests,stress-ng,python3,initramfs-tools,linux-image-cloud-amd64,man-db
+PKGS=systemd-sysv,udev,dbus,kmod,procps,util-linux,iproute2,irqbalance,tuned,rt-tests,stress-ng,python3,initramfs-tools,$KERNEL_PKG,man-db
 [ $GRUB = 1 ] && PKGS=$PKGS,grub-pc
 EXTRA=${2:-}
 [ -n "$EXTRA" ] && PKGS=$PKGS,$EXTRA
@@ -118,7 +123,7 @@ mmdebstrap --quiet --variant=minbase --include="$PKGS" "${MMOPTS[@]}" "${PRESEED
     --customize-hook='chmod 755 "$1/usr/local/sbin/cpushield-job"' \
     --customize-hook='chroot "$1" systemctl enable cpushield-job.service' \
     --customize-hook='chroot "$1" systemctl mask serial-getty@ttyS0.service getty@tty1.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer 2>/dev/null || true' \
-    "$SUITE" "$ROOTFS" >"$OUT/mmdebstrap.log" 2>&1 || { tail -20 "$OUT/mmdebstrap.log" >&2; die "mmdebstrap $SUITE failed (log: $OUT/mmdebstrap.log)"; }
+    "$DIST" "$ROOTFS" >"$OUT/mmdebstrap.log" 2>&1 || { tail -20 "$OUT/mmdebstrap.log" >&2; die "mmdebstrap $SUITE failed (log: $OUT/mmdebstrap.log)"; }
 cp "$(ls "$ROOTFS"/boot/vmlinuz-* | head -n1)" "$OUT/vmlinuz"
 cp "$(ls "$ROOTFS"/boot/initrd.img-* | head -n1)" "$OUT/initrd.img"
 basename "$(ls "$ROOTFS"/boot/vmlinuz-* | head -n1)" | sed 's/^vmlinuz-//' >"$OUT/release"

@@ -7,8 +7,9 @@
 #
 #   tests/vm/distro/run.sh [options] [SCENARIO...]   (default: all)
 # Options:
-#   --suite bookworm|trixie|forky|all  (default all: bookworm and trixie;
-#                                forky, Debian 14, runs only when named)
+#   --suite bookworm|trixie|trixie-rt|forky|all  (default all: bookworm and trixie;
+#                                trixie-rt, Debian 13 with PREEMPT_RT, and
+#                                forky, Debian 14, run only when named)
 #   --binary PATH                static cpushield (default: the release build)
 #   --deb PATH                   the package (packaging/build-deb.sh; default:
 #                                the newest under target/debian)
