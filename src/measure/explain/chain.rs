@@ -7,6 +7,14 @@
 //! innermost context running then. The pieces add up to the measured
 //! latency by construction; where the state is not known (no switch seen
 //! yet, events lost) the piece is `Unexplained`, never guessed.
+//!
+//! Tasks are known by pid. Every event says which task was current on
+//! its CPU (its record head's pid): where that is not the task the replay
+//! has running, a switch was not read, so the time since the previous
+//! event is `Unexplained`, and so is the time outside interrupts until
+//! the next switch is read. A record that could not be read
+//! ([`Kind::Unreadable`]) does the same: time is never charged to the
+//! last task seen on the strength of a record that was not understood.
 
 use std::fmt;
 
@@ -53,7 +61,8 @@ pub enum Cause {
     },
     /// Another task held the CPU after the measuring thread was woken.
     Task {
-        /// Its name.
+        /// Its name, escaped ([`super::trace::escape`]); where the trace
+        /// did not say which bytes were the name, [`unnamed`]'s text.
         comm: String,
     },
     /// From the wake-up to the switch, the CPU idle: idle exit and the
@@ -112,6 +121,13 @@ impl fmt::Display for Cause {
     }
 }
 
+/// What names task `pid` whose name the trace did not give: longer than
+/// any task's name (15 bytes) and without a backslash, so no escaped
+/// name reads the same.
+pub fn unnamed(pid: i32) -> String {
+    format!("(pid {pid}, name unread)")
+}
+
 /// An interrupt context on a CPU.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Context {
@@ -124,18 +140,35 @@ enum Context {
 /// What a CPU was doing, replayed from its events.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CpuState {
-    /// The running task's thread id (`None`: no switch seen yet).
+    /// The running task's thread id (`None`: not known, since no switch
+    /// was read yet or since evidence went missing).
     pid: Option<i32>,
-    /// Its name.
-    comm: String,
-    /// Interrupt contexts, innermost last.
+    /// Its name, when the switch to it gave it.
+    comm: Option<String>,
+    /// Interrupt contexts entered since then, innermost last.
     stack: Vec<Context>,
 }
 
 impl CpuState {
+    /// Whether `e` agrees with the replay: it was written while the task
+    /// the replay has running was current (or the replay does not know).
+    pub fn agrees(&self, e: &Event) -> bool {
+        self.pid.is_none_or(|p| p == e.pid)
+    }
+
+    /// Forgets what runs: not known until the next switch is read.
+    fn lose(&mut self) {
+        self.pid = None;
+        self.comm = None;
+        self.stack.clear();
+    }
+
     /// Applies one event of this CPU.
-    pub fn apply(&mut self, kind: &Kind) {
-        match kind {
+    pub fn apply(&mut self, e: &Event) {
+        if !self.agrees(e) {
+            self.lose();
+        }
+        match &e.kind {
             Kind::Switch {
                 next_comm,
                 next_pid,
@@ -145,6 +178,7 @@ impl CpuState {
                 self.comm.clone_from(next_comm);
                 self.stack.clear();
             }
+            Kind::Unreadable => self.lose(),
             Kind::Wakeup { .. } => {}
             Kind::IrqEntry { irq, name } => self.stack.push(Context::Irq(*irq, name.clone())),
             Kind::SoftirqEntry { name } => self.stack.push(Context::Softirq(name.clone())),
@@ -163,6 +197,10 @@ impl CpuState {
         if let Some(i) = self.stack.iter().rposition(is) {
             self.stack.truncate(i);
         }
+    }
+
+    fn name(&self, pid: i32) -> String {
+        self.comm.clone().unwrap_or_else(|| unnamed(pid))
     }
 
     fn cause(&self, tid: i32, woken: bool) -> Cause {
@@ -189,11 +227,9 @@ impl CpuState {
             Some(p) if p == tid => Cause::Return,
             Some(0) if woken => Cause::Switch,
             Some(0) => Cause::TimerDelivery { busy: None },
-            Some(_) if woken => Cause::Task {
-                comm: self.comm.clone(),
-            },
-            Some(_) => Cause::TimerDelivery {
-                busy: Some(self.comm.clone()),
+            Some(p) if woken => Cause::Task { comm: self.name(p) },
+            Some(p) => Cause::TimerDelivery {
+                busy: Some(self.name(p)),
             },
         }
     }
@@ -247,10 +283,16 @@ pub fn explain<'a>(
             break;
         }
         if e.ts_ns > at {
-            push(&mut pieces, st.cause(sample.tid, woken), e.ts_ns - at);
+            // A task switched in unseen ran for some of this time.
+            let cause = if st.agrees(e) {
+                st.cause(sample.tid, woken)
+            } else {
+                Cause::Unexplained
+            };
+            push(&mut pieces, cause, e.ts_ns - at);
             at = e.ts_ns;
         }
-        st.apply(&e.kind);
+        st.apply(e);
         // Trace times are cut to the µs: an event up to 1 µs before the
         // deadline may have come after it. Earlier wake-ups and switches
         // belong to earlier samples.
@@ -296,10 +338,12 @@ mod tests {
 
     const TID: i32 = 900;
 
-    fn at(us: u64, kind: Kind) -> Event {
+    /// An event at `us` µs on CPU 3, written while `pid` was current.
+    fn at(us: u64, pid: i32, kind: Kind) -> Event {
         Event {
             cpu: 3,
             ts_ns: 1_000_000_000 + us * 1000,
+            pid,
             kind,
         }
     }
@@ -313,11 +357,11 @@ mod tests {
         }
     }
 
-    fn switch(to: i32, comm: &str) -> Kind {
+    fn switch(from: i32, to: i32, comm: &str) -> Kind {
         Kind::Switch {
-            prev_pid: 1,
-            next_comm: comm.into(),
+            prev_pid: from,
             next_pid: to,
+            next_comm: Some(comm.into()),
         }
     }
 
@@ -328,42 +372,46 @@ mod tests {
             .collect()
     }
 
+    fn timer_entry() -> Kind {
+        Kind::VectorEntry {
+            name: "local_timer",
+        }
+    }
+
+    fn hrtimer(function: &str) -> Kind {
+        Kind::HrtimerEntry {
+            function: function.into(),
+        }
+    }
+
     #[test]
     fn idle_cpu_delayed_by_a_device_irq_and_its_softirq() {
         let events = vec![
-            at(0, switch(0, "swapper/3")),
+            at(0, 1, switch(1, 0, "swapper/3")),
             // expiry at 100; a NIC interrupt came first.
             at(
                 130,
+                0,
                 Kind::IrqEntry {
                     irq: 45,
                     name: "virtio1-input.0".into(),
                 },
             ),
-            at(150, Kind::IrqExit),
+            at(150, 0, Kind::IrqExit),
             at(
                 150,
+                0,
                 Kind::SoftirqEntry {
                     name: "NET_RX".into(),
                 },
             ),
-            at(250, Kind::SoftirqExit),
-            at(
-                252,
-                Kind::VectorEntry {
-                    name: "local_timer",
-                },
-            ),
-            at(
-                254,
-                Kind::HrtimerEntry {
-                    function: "hrtimer_wakeup".into(),
-                },
-            ),
-            at(255, Kind::Wakeup { pid: TID }),
-            at(256, Kind::HrtimerExit),
-            at(258, Kind::VectorExit),
-            at(265, switch(TID, "measure-cpu3")),
+            at(250, 0, Kind::SoftirqExit),
+            at(252, 0, timer_entry()),
+            at(254, 0, hrtimer("hrtimer_wakeup")),
+            at(255, 0, Kind::Wakeup { pid: TID }),
+            at(256, 0, Kind::HrtimerExit),
+            at(258, 0, Kind::VectorExit),
+            at(265, 0, switch(0, TID, "measure-cpu3")),
         ];
         let p = explain(&CpuState::default(), &events, &sample(100, 270), false);
         assert_eq!(
@@ -382,35 +430,37 @@ mod tests {
         assert_eq!(main_piece(&p).unwrap().label, "softirq NET_RX");
     }
 
+    /// A spinner at pid 77 that holds the CPU after the wake-up.
+    fn spinner_events(comm: Option<&str>) -> Vec<Event> {
+        vec![
+            at(
+                0,
+                5,
+                Kind::Switch {
+                    prev_pid: 5,
+                    next_pid: 77,
+                    next_comm: comm.map(str::to_string),
+                },
+            ),
+            at(101, 77, timer_entry()),
+            at(102, 77, hrtimer("tick_nohz_handler")),
+            at(110, 77, Kind::HrtimerExit),
+            at(111, 77, hrtimer("hrtimer_wakeup")),
+            at(111, 77, Kind::Wakeup { pid: TID }),
+            at(112, 77, Kind::HrtimerExit),
+            at(113, 77, Kind::VectorExit),
+            at(500, 77, switch(77, TID, "measure-cpu3")),
+        ]
+    }
+
     #[test]
     fn a_task_that_keeps_the_cpu_after_the_wakeup_is_named() {
-        let events = vec![
-            at(0, switch(77, "cs-spinner")),
-            at(
-                101,
-                Kind::VectorEntry {
-                    name: "local_timer",
-                },
-            ),
-            at(
-                102,
-                Kind::HrtimerEntry {
-                    function: "tick_nohz_handler".into(),
-                },
-            ),
-            at(110, Kind::HrtimerExit),
-            at(
-                111,
-                Kind::HrtimerEntry {
-                    function: "hrtimer_wakeup".into(),
-                },
-            ),
-            at(111, Kind::Wakeup { pid: TID }),
-            at(112, Kind::HrtimerExit),
-            at(113, Kind::VectorExit),
-            at(500, switch(TID, "measure-cpu3")),
-        ];
-        let p = explain(&CpuState::default(), &events, &sample(100, 502), false);
+        let p = explain(
+            &CpuState::default(),
+            &spinner_events(Some("cs-spinner")),
+            &sample(100, 502),
+            false,
+        );
         assert_eq!(
             summary(&p),
             vec![
@@ -426,21 +476,84 @@ mod tests {
     }
 
     #[test]
+    fn a_task_whose_name_was_not_read_is_named_by_its_pid() {
+        let p = explain(
+            &CpuState::default(),
+            &spinner_events(None),
+            &sample(100, 502),
+            false,
+        );
+        let main = main_piece(&p).unwrap();
+        assert_eq!(
+            main.cause,
+            Cause::Task {
+                comm: "(pid 77, name unread)".into()
+            }
+        );
+        assert!(unnamed(4_194_304).len() > crate::measure::explain::trace::COMM_MAX);
+    }
+
+    /// The case: the switch to the spinner was not read. Its
+    /// records' heads say pid 222 runs, not the task switched to before.
+    #[test]
+    fn a_switch_not_read_leaves_the_time_unexplained_not_charged_to_the_task_before() {
+        let events = vec![
+            at(0, 5, switch(5, 221, "usleep")),
+            // usleep exits and qxhog (222) runs: that switch was not read.
+            at(50, 221, Kind::Unreadable),
+            at(4_500_101, 222, timer_entry()),
+            at(4_500_102, 222, Kind::Wakeup { pid: TID }),
+            at(4_500_103, 222, Kind::VectorExit),
+            at(9_000_000, 222, switch(222, TID, "measure-cpu3")),
+        ];
+        let p = explain(
+            &CpuState::default(),
+            &events,
+            &sample(100, 9_000_002),
+            false,
+        );
+        assert!(
+            p.iter().all(|p| !p.label.contains("usleep")),
+            "{:?}",
+            summary(&p)
+        );
+        assert_eq!(main_piece(&p).unwrap().cause, Cause::Unexplained);
+        // Without the unreadable record: the heads alone give it away.
+        let mut events = events;
+        events.remove(1);
+        let p = explain(
+            &CpuState::default(),
+            &events,
+            &sample(100, 9_000_002),
+            false,
+        );
+        assert!(
+            p.iter().all(|p| !p.label.contains("usleep")),
+            "{:?}",
+            summary(&p)
+        );
+        assert_eq!(
+            summary(&p),
+            vec![
+                ("unexplained".into(), 4_500_001),
+                ("timer interrupt".into(), 2),
+                ("unexplained".into(), 4_499_897),
+                ("return to user".into(), 2),
+            ]
+        );
+    }
+
+    #[test]
     fn the_previous_samples_wakeup_does_not_count() {
         let events = vec![
-            at(0, Kind::Wakeup { pid: TID }),
-            at(1, switch(TID, "measure-cpu3")),
-            at(3, switch(0, "swapper/3")),
+            at(0, 0, Kind::Wakeup { pid: TID }),
+            at(1, 0, switch(0, TID, "measure-cpu3")),
+            at(3, TID, switch(TID, 0, "swapper/3")),
             // expiry at 100, the timer interrupt only at 400: idle exit.
-            at(
-                400,
-                Kind::VectorEntry {
-                    name: "local_timer",
-                },
-            ),
-            at(401, Kind::Wakeup { pid: TID }),
-            at(402, Kind::VectorExit),
-            at(404, switch(TID, "measure-cpu3")),
+            at(400, 0, timer_entry()),
+            at(401, 0, Kind::Wakeup { pid: TID }),
+            at(402, 0, Kind::VectorExit),
+            at(404, 0, switch(0, TID, "measure-cpu3")),
         ];
         let p = explain(&CpuState::default(), &events, &sample(100, 405), false);
         assert_eq!(
@@ -457,12 +570,7 @@ mod tests {
     #[test]
     fn unknown_state_and_lost_events_are_unexplained() {
         // No switch seen: who ran is not known.
-        let events = vec![at(
-            150,
-            Kind::VectorEntry {
-                name: "local_timer",
-            },
-        )];
+        let events = vec![at(150, 8, timer_entry())];
         let p = explain(&CpuState::default(), &events, &sample(100, 200), false);
         assert_eq!(p[0].cause, Cause::Unexplained);
         assert_eq!(p[0].ns, 50_000);
@@ -473,17 +581,43 @@ mod tests {
     #[test]
     fn exits_without_entries_and_nested_contexts() {
         let mut st = CpuState::default();
-        st.apply(&Kind::IrqExit); // its entry came before the replay
+        st.apply(&at(0, 5, Kind::IrqExit)); // its entry came before the replay
         assert!(st.stack.is_empty());
-        st.apply(&switch(5, "kworker/3:1"));
-        st.apply(&Kind::SoftirqEntry {
-            name: "TIMER".into(),
-        });
-        st.apply(&Kind::VectorEntry { name: "reschedule" });
+        st.apply(&at(0, 1, switch(1, 5, "kworker/3:1")));
+        st.apply(&at(
+            0,
+            5,
+            Kind::SoftirqEntry {
+                name: "TIMER".into(),
+            },
+        ));
+        st.apply(&at(0, 5, Kind::VectorEntry { name: "reschedule" }));
         assert_eq!(st.cause(TID, true).to_string(), "IPI reschedule");
-        st.apply(&Kind::VectorExit);
+        st.apply(&at(0, 5, Kind::VectorExit));
         assert_eq!(st.cause(TID, true).to_string(), "softirq TIMER");
-        st.apply(&Kind::SoftirqExit);
+        st.apply(&at(0, 5, Kind::SoftirqExit));
         assert_eq!(st.cause(TID, true).to_string(), "task kworker/3:1");
+    }
+
+    #[test]
+    fn an_unreadable_record_forgets_the_task_but_not_what_follows() {
+        let mut st = CpuState::default();
+        st.apply(&at(0, 1, switch(1, 5, "kworker/3:1")));
+        st.apply(&at(1, 5, Kind::Unreadable));
+        assert_eq!(st.cause(TID, true), Cause::Unexplained);
+        // An interrupt entered after it is known.
+        st.apply(&at(
+            2,
+            5,
+            Kind::IrqEntry {
+                irq: 9,
+                name: "acpi".into(),
+            },
+        ));
+        assert_eq!(st.cause(TID, true).to_string(), "IRQ 9 acpi");
+        st.apply(&at(3, 5, Kind::IrqExit));
+        assert_eq!(st.cause(TID, true), Cause::Unexplained);
+        st.apply(&at(4, 5, switch(5, 6, "b")));
+        assert_eq!(st.cause(TID, true).to_string(), "task b");
     }
 }

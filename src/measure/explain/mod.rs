@@ -329,7 +329,7 @@ impl Window {
             .is_some_and(|(e, _)| e.ts_ns < before_ns)
         {
             let (e, _) = self.events.pop_front().expect("front exists");
-            self.base.apply(&e.kind);
+            self.base.apply(&e);
         }
         self.lost_after.retain(|&t| t >= before_ns);
     }
@@ -441,10 +441,39 @@ fn explain_one(c: &mut Collected, windows: &HashMap<u32, Window>, sample: &Sampl
     c.add(sample, pieces, w);
 }
 
+/// Takes one record of the trace into the windows.
+fn take(c: &mut Collected, windows: &mut HashMap<u32, Window>, record: &[u8]) {
+    match trace::parse(record) {
+        Line::Event(e) => {
+            c.events += 1;
+            let w = windows.entry(e.cpu).or_default();
+            w.events.push_back((e, trace::escape(record)));
+        }
+        // Before a CPU's first event the state is unknown anyway
+        // (the oldest events were overwritten): only a loss after
+        // an event leaves a replayed state unsure.
+        Line::Lost { cpu, events } => {
+            c.lost += events;
+            let w = windows.entry(cpu).or_default();
+            if !w.events.is_empty() {
+                let t = w.last_ts();
+                w.lost_after.push(t);
+            }
+        }
+        // Bytes without a head: no CPU's state is sure after them.
+        Line::Garbled => {
+            for w in windows.values_mut().filter(|w| !w.events.is_empty()) {
+                let t = w.last_ts();
+                w.lost_after.push(t);
+            }
+        }
+    }
+}
+
 /// Reads `trace_pipe` to its end (tracing is off) and explains every
 /// sample in `rx`, each once its CPU's events have passed its wake-up.
 fn read_trace(
-    mut pipe: std::fs::File,
+    mut pipe: impl Read,
     rx: Receiver<Sample>,
     threshold_ns: u64,
 ) -> Result<Collected, ExplainError> {
@@ -458,7 +487,7 @@ fn read_trace(
     waiting.sort_by_key(|s| std::cmp::Reverse(s.wake_ns));
     let mut windows: HashMap<u32, Window> = HashMap::new();
     let mut buf = vec![0u8; 1 << 16];
-    let mut partial = String::new();
+    let mut records = trace::Splitter::new();
     loop {
         let n = match pipe.read(&mut buf) {
             Ok(n) => n,
@@ -474,33 +503,10 @@ fn read_trace(
         if n == 0 {
             break;
         }
-        partial.push_str(&String::from_utf8_lossy(&buf[..n]));
-        let Some(end) = partial.rfind('\n') else {
-            continue;
-        };
-        let rest = partial.split_off(end + 1);
-        for line in partial.lines() {
-            match trace::parse(line) {
-                Line::Event(e) => {
-                    c.events += 1;
-                    let w = windows.entry(e.cpu).or_default();
-                    w.events.push_back((e, line.to_string()));
-                }
-                // Before a CPU's first event the state is unknown anyway
-                // (the oldest events were overwritten): only a loss after
-                // an event leaves a replayed state unsure.
-                Line::Lost { cpu, events } => {
-                    c.lost += events;
-                    let w = windows.entry(cpu).or_default();
-                    if !w.events.is_empty() {
-                        let t = w.last_ts();
-                        w.lost_after.push(t);
-                    }
-                }
-                Line::Other => {}
-            }
+        records.push(&buf[..n]);
+        while let Some(record) = records.next_record() {
+            take(&mut c, &mut windows, &record);
         }
-        partial = rest;
         while let Some(s) = waiting.last() {
             let passed = windows.get(&s.cpu).is_some_and(|w| w.last_ts() > s.wake_ns);
             if !passed {
@@ -518,6 +524,9 @@ fn read_trace(
                     .saturating_sub(LEAD_NS),
             );
         }
+    }
+    for record in records.finish() {
+        take(&mut c, &mut windows, &record);
     }
     while let Some(s) = waiting.pop() {
         explain_one(&mut c, &windows, &s);
@@ -603,6 +612,194 @@ pub fn remedy(cause: &CauseTotal) -> Option<Remedy> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The run, as the kernel writes it: on CPU 3 `usleep` (221)
+    /// runs, then `prev` exits and a SCHED_FIFO 90 spinner named `spin`
+    /// (222) holds the CPU for 4.5 s while the measuring thread (900) is
+    /// due at 100 µs: woken by its timer, it runs only when the spinner
+    /// stops. Returns the stream and the sample.
+    fn spinner_run(prev: &[u8], spin: &[u8]) -> (Vec<u8>, Sample) {
+        use trace::render::*;
+        let t0 = 21_000_000; // µs
+        let meas: &[u8] = b"cpushield-meas";
+        let mut s = Vec::new();
+        let mut rec = |comm: &[u8], pid, us, event, fields: &[u8]| {
+            s.extend(record(head(comm, pid, 3, t0 + us), event, fields));
+        };
+        rec(
+            b"<idle>",
+            0,
+            0,
+            "sched_switch",
+            &switch(b"swapper/3", 0, prev, 221, 120),
+        );
+        rec(
+            prev,
+            221,
+            10,
+            "sched_switch",
+            &switch(prev, 221, spin, 222, 9),
+        );
+        rec(spin, 222, 101, "local_timer_entry", b"vector=236");
+        rec(
+            spin,
+            222,
+            102,
+            "hrtimer_expire_entry",
+            b"hrtimer=00000000a1b2c3d4 function=hrtimer_wakeup now=21000101999",
+        );
+        rec(spin, 222, 102, "sched_wakeup", &wakeup(meas, 900, 49, 3));
+        rec(
+            spin,
+            222,
+            103,
+            "hrtimer_expire_exit",
+            b"hrtimer=00000000a1b2c3d4",
+        );
+        rec(spin, 222, 104, "local_timer_exit", b"vector=236");
+        rec(
+            spin,
+            222,
+            4_500_000,
+            "sched_switch",
+            &switch(spin, 222, meas, 900, 49),
+        );
+        rec(
+            meas,
+            900,
+            4_500_010,
+            "sched_switch",
+            &switch(meas, 900, b"swapper/3", 0, 120),
+        );
+        let sample = Sample {
+            cpu: 3,
+            tid: 900,
+            deadline_ns: (t0 + 100) * 1000,
+            wake_ns: (t0 + 4_500_005) * 1000,
+        };
+        (s, sample)
+    }
+
+    /// Reads `stream` as `trace_pipe` and explains `sample`.
+    fn explain_stream(stream: &[u8], sample: Sample) -> Vec<Piece> {
+        let (tx, rx) = sync_channel(1);
+        tx.send(sample).unwrap();
+        drop(tx);
+        let c = read_trace(stream, rx, 1).unwrap();
+        assert_eq!(c.explained, 1);
+        c.worst[0].pieces.clone()
+    }
+
+    /// Whether a piece charges the task named `comm`.
+    fn charges(pieces: &[Piece], comm: &[u8]) -> bool {
+        let comm = trace::escape(comm);
+        pieces.iter().any(|p| match &p.cause {
+            Cause::Task { comm: c } | Cause::TimerDelivery { busy: Some(c) } => *c == comm,
+            _ => false,
+        })
+    }
+
+    #[test]
+    fn a_spinner_named_with_a_newline_is_charged_its_own_time() {
+        let (stream, sample) = spinner_run(b"usleep", b"qxhog\n");
+        let pieces = explain_stream(&stream, sample);
+        let labels: Vec<&str> = pieces.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "timer delivery (qxhog\\n running)",
+                "timer interrupt",
+                "task qxhog\\n",
+                "return to user"
+            ]
+        );
+        let main = chain::main_piece(&pieces).unwrap();
+        assert_eq!(
+            main.cause,
+            Cause::Task {
+                comm: "qxhog\\n".into()
+            }
+        );
+        assert!(main.ns > 4_499_000_000, "{}", main.ns);
+    }
+
+    #[test]
+    fn hostile_names_are_charged_their_own_time_or_none() {
+        let names: &[&[u8]] = &[
+            b"qxhog\n",
+            b"\nx",
+            b") R 1 2 (",
+            b" prev_pid=9 ",
+            b"==> next_comm=",
+            b" next_pid=221",
+            b"[003]",
+            b"\n-221    [003] ",
+            b"\xff\xfe",
+            b"usleep",
+        ];
+        for &spin in names {
+            for prev in [&b"usleep"[..], b"\nusleep", b" next_pid=222"] {
+                if spin == prev {
+                    continue;
+                }
+                let (stream, sample) = spinner_run(prev, spin);
+                let pieces = explain_stream(&stream, sample);
+                let main = chain::main_piece(&pieces).unwrap();
+                assert_eq!(
+                    main.cause,
+                    Cause::Task {
+                        comm: trace::escape(spin)
+                    },
+                    "{spin:?} after {prev:?}"
+                );
+                assert!(!charges(&pieces, prev), "{pieces:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_switch_that_does_not_parse_leaves_the_spinners_time_unexplained() {
+        let (stream, sample) = spinner_run(b"usleep", b"qxhog");
+        // The switch to the spinner in a form this reader does not know.
+        let text = String::from_utf8(stream).unwrap();
+        let text = text.replacen(
+            "prev_comm=usleep prev_pid=221 prev_prio=120 prev_state=R+ ==> next_comm=qxhog next_pid=222 next_prio=9",
+            "prev_comm=usleep prev_pid=221 ==> next_comm=qxhog next_pid=222 next_prio=9 next_cpu=3",
+            1,
+        );
+        let pieces = explain_stream(text.as_bytes(), sample);
+        assert!(!charges(&pieces, b"usleep"), "{pieces:?}");
+        assert_eq!(
+            chain::main_piece(&pieces).unwrap().cause,
+            Cause::Unexplained
+        );
+    }
+
+    mod generated {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn comm() -> impl Strategy<Value = Vec<u8>> {
+            proptest::collection::vec(1u8..=255, 0..=trace::COMM_MAX)
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Whatever the two tasks are named: the spinner's time is
+            /// charged to the spinner's name and nothing to the task
+            /// before it.
+            #[test]
+            fn the_spinners_time_is_never_charged_to_the_task_before(prev in comm(), spin in comm()) {
+                prop_assume!(trace::escape(&prev) != trace::escape(&spin));
+                let (stream, sample) = spinner_run(&prev, &spin);
+                let pieces = explain_stream(&stream, sample);
+                let main = chain::main_piece(&pieces).unwrap();
+                prop_assert_eq!(&main.cause, &Cause::Task { comm: trace::escape(&spin) });
+                prop_assert!(!charges(&pieces, &prev), "{:?}", pieces);
+            }
+        }
+    }
 
     #[test]
     fn a_chain_reads_as_one_line_in_time_order() {
