@@ -311,9 +311,7 @@ fn irqbalance(sys: &Sys) -> Option<Irqbalance> {
     let pid = procfs::list_pids(sys)
         .unwrap_or_default()
         .into_iter()
-        .find(|p| {
-            sys.read_trimmed(&format!("proc/{p}/comm")).ok().as_deref() == Some("irqbalance")
-        })?;
+        .find(|&p| procfs::read_comm(sys, p).as_deref() == Some("irqbalance"))?;
     Some(Irqbalance {
         pid,
         environ: sys.read(&format!("proc/{pid}/environ")).ok(),

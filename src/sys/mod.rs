@@ -318,7 +318,9 @@ impl Sys {
         fs::metadata(self.path(rel)).is_ok_and(|m| m.permissions().mode() & 0o222 != 0)
     }
 
-    /// Reads a whole file.
+    /// Reads a whole file. Under `proc/` (but `proc/sys/`) bytes that are
+    /// not UTF-8 read as U+FFFD ([`holds_task_bytes`]); elsewhere they
+    /// are an error.
     pub fn read(&self, rel: &str) -> Result<String> {
         let err = |e| SysError::new("read", rel, None, e);
         #[cfg(feature = "fixture")]
@@ -327,7 +329,11 @@ impl Sys {
                 return made_up.map_err(err);
             }
         }
-        read_small(&self.path(rel)).map_err(err)
+        if holds_task_bytes(rel) {
+            read_small_lossy(&self.path(rel)).map_err(err)
+        } else {
+            read_small(&self.path(rel)).map_err(err)
+        }
     }
 
     /// Reads a file and trims surrounding white space.
@@ -564,10 +570,23 @@ impl Sys {
     }
 }
 
-/// Reads a whole file with open, read until end, close: no `fstat` or
-/// `lseek` for a size hint as `fs::read_to_string` makes (files under
-/// /proc and /sys have no size), which counts when reading 10,000 tasks.
-pub(super) fn read_small(path: &Path) -> io::Result<String> {
+/// Whether `rel` (relative to the root) is a file of `/proc` other than a
+/// sysctl: text the kernel writes with bytes tasks and drivers choose in
+/// it (a task's name in `stat`, `status` and `comm`, `cmdline`, `environ`,
+/// IRQ names in `interrupts`). A task may name itself with any byte but
+/// NUL, so such a file need not be UTF-8, and a byte a task chose must
+/// not make reading every task fail: those bytes read as U+FFFD, and the
+/// parsers find the fields around them (see `procfs`).
+pub fn holds_task_bytes(rel: &str) -> bool {
+    let rel = rel.trim_start_matches('/');
+    rel.starts_with("proc/") && !rel.starts_with("proc/sys/")
+}
+
+/// Reads a whole file's bytes with open, read until end, close: no
+/// `fstat` or `lseek` for a size hint as `fs::read_to_string` makes
+/// (files under /proc and /sys have no size), which counts when reading
+/// 10,000 tasks.
+fn read_small_bytes(path: &Path) -> io::Result<Vec<u8>> {
     let mut f = fs::File::open(path)?;
     let mut out = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -579,7 +598,22 @@ pub(super) fn read_small(path: &Path) -> io::Result<String> {
             Err(e) => return Err(e),
         }
     }
-    String::from_utf8(out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    Ok(out)
+}
+
+/// [`read_small_bytes`] as UTF-8 text; other bytes are an error.
+pub(super) fn read_small(path: &Path) -> io::Result<String> {
+    String::from_utf8(read_small_bytes(path)?)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// [`read_small_bytes`] as text, bytes that are not UTF-8 as U+FFFD.
+pub(super) fn read_small_lossy(path: &Path) -> io::Result<String> {
+    let bytes = read_small_bytes(path)?;
+    Ok(match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
 }
 
 /// Opens an existing file for writing (no create, no truncate semantics

@@ -2,6 +2,17 @@
 //!
 //! Parsing is done by pure functions over strings (tested from literal
 //! file contents); the `read_*` functions fetch the text through [`Sys`].
+//!
+//! Names are data: a task names itself with any bytes but NUL (up to 15,
+//! or 64 for a kernel thread's name in `stat`), and `stat` and `comm`
+//! print them as they are, newlines and parentheses too. So no parser
+//! here finds a field by searching text a name could hold: `stat`'s name
+//! ends at the *last* `)` (no later field has one), `status`'s fields are
+//! taken from the *last* line with their key (the name is its first
+//! line; the kernel also escapes its newlines there), a `comm` loses only
+//! the one newline the kernel adds, and bytes that are not UTF-8 read as
+//! U+FFFD rather than failing the read ([`super::holds_task_bytes`]).
+//! Property tests below generate such names.
 
 use std::collections::HashMap;
 
@@ -74,12 +85,27 @@ pub fn kthread_kind(name: &str) -> String {
     base.to_string()
 }
 
-/// Parses the `Cpus_allowed_list` line of a `status` file.
+/// Parses the `Cpus_allowed_list` line of a `status` file: the last
+/// such line, since the lines before it start with the task's name.
 pub fn parse_status_cpus(status: &str) -> Option<CpuSet> {
     status
         .lines()
+        .rev()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
         .and_then(|v| CpuSet::parse_list(v).ok())
+}
+
+/// A task's name from its `comm` file: the text without the one newline
+/// the kernel ends it with. Not trimmed: ` irqbalance` and `irqbalance\n`
+/// are other names than `irqbalance`.
+pub fn parse_comm(comm: &str) -> &str {
+    comm.strip_suffix('\n').unwrap_or(comm)
+}
+
+/// Task `pid`'s name ([`parse_comm`]), `None` when it is gone.
+pub fn read_comm(sys: &Sys, pid: i32) -> Option<String> {
+    let text = sys.read(&format!("proc/{pid}/comm")).ok()?;
+    Some(parse_comm(&text).to_string())
 }
 
 /// Splits a `stat` line into the `comm` and the fields after it. The comm
@@ -112,8 +138,10 @@ pub enum Hierarchy {
 }
 
 /// Picks the path of the given hierarchy out of a `/proc/PID/cgroup` file.
+/// Lines end at `\n` only: a cgroup's name may end in `\r` (the kernel
+/// refuses only `\n` in one), which `str::lines` would take off.
 pub fn parse_cgroup(text: &str, hierarchy: Hierarchy) -> Option<String> {
-    text.lines().find_map(|l| {
+    text.split('\n').find_map(|l| {
         let mut parts = l.splitn(3, ':');
         let (_id, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
         let hit = match hierarchy {
@@ -941,5 +969,283 @@ mod tests {
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].target, "/sys/fs/cgroup/a b");
         assert_eq!(m[0].fstype, "cgroup2");
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_read_not_refused() {
+        use crate::sys::fixture::add_process;
+        let (_tmp, sys) = two_cpu_fixture();
+        add_process(&sys, 10, &[task("placeholder", 0)]).unwrap();
+        add_process(&sys, 20, &[task("plain", 0)]).unwrap();
+        // A task named "\xff) R 1 (\n" by prctl: stat and comm print it
+        // as it is, status escapes the newline.
+        let name: &[u8] = b"\xff) R 1 (\n";
+        for file in ["task/10/stat", "task/10/status", "comm"] {
+            let path = sys.path(&format!("proc/10/{file}"));
+            let text = std::fs::read(&path).unwrap_or_else(|_| b"placeholder\n".to_vec());
+            let at = text
+                .windows(b"placeholder".len())
+                .position(|w| w == b"placeholder")
+                .unwrap();
+            let shown: &[u8] = if file.ends_with("status") {
+                b"\xff) R 1 (\\n"
+            } else {
+                name
+            };
+            let mut out = text[..at].to_vec();
+            out.extend_from_slice(shown);
+            out.extend_from_slice(&text[at + b"placeholder".len()..]);
+            std::fs::write(&path, out).unwrap();
+        }
+        let threads = read_all_threads(&sys, CgroupSource::per_thread(Hierarchy::Unified))
+            .expect("a task's name does not fail the read of every task");
+        assert_eq!(threads.len(), 2);
+        assert_eq!(threads[0].name, "\u{fffd}) R 1 (\n");
+        assert_eq!(threads[0].flags, 0, "the fields after the name");
+        assert_eq!(threads[1].name, "plain");
+        assert_eq!(
+            read_comm(&sys, 10).as_deref(),
+            Some("\u{fffd}) R 1 (\n"),
+            "comm loses only the kernel's newline"
+        );
+        assert!(super::super::holds_task_bytes("proc/10/stat"));
+        assert!(super::super::holds_task_bytes("/proc/interrupts"));
+        assert!(!super::super::holds_task_bytes(
+            "proc/sys/kernel/sched_rt_runtime_us"
+        ));
+        assert!(!super::super::holds_task_bytes(
+            "run/cpushield/journal/state.json"
+        ));
+    }
+
+    #[test]
+    fn a_cgroup_name_ending_in_a_carriage_return_keeps_it() {
+        // Found by a_cgroup_path_with_colons_is_read_whole: `lines()` took
+        // the `\r` off, naming another cgroup.
+        assert_eq!(
+            parse_cgroup("0::/user.slice/a\r\n", Hierarchy::Unified).as_deref(),
+            Some("/user.slice/a\r")
+        );
+    }
+
+    #[test]
+    fn comm_is_not_trimmed() {
+        assert_eq!(parse_comm("irqbalance\n"), "irqbalance");
+        assert_eq!(parse_comm("irqbalance\n\n"), "irqbalance\n");
+        assert_eq!(parse_comm(" irqbalance\n"), " irqbalance");
+        assert_eq!(parse_comm(""), "");
+    }
+
+    #[test]
+    fn status_cpus_from_the_last_line_with_the_key() {
+        // A raw newline in the name (the kernel escapes it, but the parser
+        // does not count on that).
+        let status = "Name:\tx\nCpus_allowed_list:\t0-63\nState:\tR (running)\nCpus_allowed:\t4\nCpus_allowed_list:\t2\n";
+        assert_eq!(parse_status_cpus(status).unwrap().to_string(), "2");
+    }
+
+    mod generated {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Text that looks like the fields around a name.
+        const FRAGMENTS: &[&str] = &[
+            ")",
+            "(",
+            " ",
+            "\n",
+            "\t",
+            ":",
+            "0",
+            "42",
+            "-1",
+            ") R 1 2 (",
+            ") S ",
+            " 4194560 ",
+            "Cpus_allowed_list:\t",
+            "0-63",
+            "LOC:",
+            " 5:",
+            "\u{fffd}",
+            "\\n",
+        ];
+
+        /// A task's name as a /proc reader gets it: bytes (but NUL) read
+        /// with U+FFFD for what is not UTF-8, or pieces of /proc text.
+        fn name(max: usize) -> impl Strategy<Value = String> {
+            prop_oneof![
+                proptest::collection::vec(1u8..=255, 0..=max)
+                    .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+                proptest::collection::vec(proptest::sample::select(FRAGMENTS), 0..6)
+                    .prop_map(|parts| parts.concat()),
+                "\\PC{0,16}",
+            ]
+        }
+
+        fn cpus() -> impl Strategy<Value = CpuSet> {
+            proptest::collection::vec(0u32..256, 0..12).prop_map(|v| v.into_iter().collect())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1024))]
+
+            /// `stat`: whatever the name, it comes back whole and every
+            /// field after it stays in its place.
+            #[test]
+            fn a_stat_name_never_moves_a_field(
+                name in name(64),
+                state in proptest::sample::select(&['R', 'S', 'D', 'Z', 'T', 't', 'X', 'I', 'P'][..]),
+                fields in proptest::collection::vec(-1i64..1_000_000_000_000, 49),
+                pid in 1i32..4_194_304,
+            ) {
+                let rest: Vec<String> = fields.iter().map(|f| f.to_string()).collect();
+                let line = format!("{pid} ({name}) {state} {}\n", rest.join(" "));
+                let (got, after) = split_stat(&line).expect("parses");
+                prop_assert_eq!(got, name.as_str());
+                prop_assert_eq!(after.len(), 50);
+                prop_assert_eq!(after[0], state.to_string());
+                for (n, f) in (4..=52).zip(&fields) {
+                    prop_assert_eq!(stat_field::<i64>(&after, n), Some(*f), "field {}", n);
+                }
+                let flags = fields[9 - 4];
+                prop_assert_eq!(parse_stat(&line).map(|(_, f)| f), u64::try_from(flags).ok());
+            }
+
+            /// `stat` bytes with any name bytes read lossily give the
+            /// name read lossily: a byte of the name never joins a field.
+            #[test]
+            fn a_stat_name_of_any_bytes_reads_as_that_name(
+                raw in proptest::collection::vec(1u8..=255, 0..=64),
+                flags in any::<u32>(),
+            ) {
+                let mut line = b"42 (".to_vec();
+                line.extend_from_slice(&raw);
+                line.extend_from_slice(format!(") S 1 42 42 0 -1 {flags} 0 0 0 0\n").as_bytes());
+                let text = String::from_utf8_lossy(&line);
+                let (got, f) = parse_stat(&text).expect("parses");
+                prop_assert_eq!(got, String::from_utf8_lossy(&raw));
+                prop_assert_eq!(f, u64::from(flags));
+            }
+
+            /// `status`: whatever the name, even with raw newlines, the
+            /// allowed CPUs are the task's.
+            #[test]
+            fn a_status_name_never_moves_the_allowed_cpus(name in name(64), allowed in cpus()) {
+                prop_assume!(!allowed.is_empty());
+                let status = format!(
+                    "Name:\t{name}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t7\nPid:\t7\n\
+                     Cpus_allowed:\t{}\nCpus_allowed_list:\t{allowed}\nMems_allowed:\t1\n\
+                     Mems_allowed_list:\t0\nvoluntary_ctxt_switches:\t3\n",
+                    allowed.to_mask(256)
+                );
+                prop_assert_eq!(parse_status_cpus(&status), Some(allowed));
+            }
+
+            /// `comm`: the name without the kernel's newline, nothing else
+            /// taken off.
+            #[test]
+            fn comm_gives_the_name_back(name in name(15)) {
+                let comm = format!("{name}\n");
+                prop_assert_eq!(parse_comm(&comm), name.as_str());
+            }
+
+            /// `/proc/interrupts`: device names of any characters but a
+            /// newline (drivers choose them; the one part users choose,
+            /// a network interface's name, holds no white space) never
+            /// move an IRQ's label or counts, and the description ends
+            /// with the name.
+            #[test]
+            fn an_irq_name_never_moves_a_count(
+                ncpus in 1usize..6,
+                lines in proptest::collection::vec(
+                    (0u32..512, proptest::collection::vec(any::<u64>(), 6), name(40)),
+                    1..8,
+                ),
+            ) {
+                let header: String = (0..ncpus).map(|c| format!("       CPU{c}")).collect();
+                let mut text = format!("{header}\n");
+                let mut want = Vec::new();
+                for (irq, counts, name) in &lines {
+                    let name = name.replace('\n', " ");
+                    let counts = &counts[..ncpus];
+                    let cols: String = counts.iter().map(|c| format!(" {c:>10}")).collect();
+                    text.push_str(&format!("{irq:>3}:{cols}  IO-APIC   {irq}-edge      {name}\n"));
+                    want.push((irq.to_string(), counts.to_vec(), format!("IO-APIC   {irq}-edge      {name}")));
+                }
+                text.push_str(&format!("LOC:{}   Local timer interrupts\n", " 1".repeat(ncpus)));
+                let (cols, got) = parse_interrupts(&text);
+                prop_assert_eq!(cols, (0..ncpus as u32).collect::<Vec<_>>());
+                prop_assert_eq!(got.len(), want.len() + 1);
+                for (g, (label, counts, description)) in got.iter().zip(&want) {
+                    prop_assert_eq!(&g.label, label);
+                    prop_assert_eq!(&g.counts, counts);
+                    prop_assert_eq!(g.description.as_str(), description.trim());
+                }
+                prop_assert_eq!(&got[want.len()].counts, &vec![1u64; ncpus]);
+            }
+
+            /// An interface-like name (no white space) is the IRQ's device
+            /// name whatever else it holds.
+            #[test]
+            fn an_irq_device_name_without_white_space_is_read_whole(name in "[^\\s]{1,40}") {
+                let line = format!("           CPU0\n 30:          5  PCI-MSIX-0000:00:03.0 1-edge      {name}\n");
+                let (_, got) = parse_interrupts(&line);
+                prop_assert_eq!(irq_device_name(&got[0].description), name);
+            }
+
+            /// A newline in an IRQ's name (no kernel writes one) may add a
+            /// line; the lines around it keep their labels and counts.
+            #[test]
+            fn a_newline_in_an_irq_name_leaves_the_other_lines_alone(name in name(40)) {
+                let text = format!(
+                    "           CPU0       CPU1\n 24:          1          2  IO-APIC 1-edge  {name}\n 25:          3          4  IO-APIC 2-edge  b\nLOC:          5          6   Local timer interrupts\n"
+                );
+                let (_, got) = parse_interrupts(&text);
+                let first = &got[0];
+                prop_assert_eq!((first.label.as_str(), first.counts.as_slice()), ("24", &[1u64, 2][..]));
+                let tail: Vec<(&str, &[u64])> = got[got.len() - 2..]
+                    .iter()
+                    .map(|l| (l.label.as_str(), l.counts.as_slice()))
+                    .collect();
+                prop_assert_eq!(tail, vec![("25", &[3u64, 4][..]), ("LOC", &[5u64, 6][..])]);
+            }
+
+            /// Real files cut at any point, and any text: no panic.
+            #[test]
+            fn cut_or_random_text_never_panics(cut in 0usize..400, junk in "\\PC{0,200}") {
+                let stat = "1234 (a) b) c) S 1 1234 1234 0 -1 4194560 120 0 0 0 3 4 0 0 20 0 1 0 567 1000 50 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n";
+                let status = "Name:\tsh\nState:\tS (sleeping)\nCpus_allowed:\tf\nCpus_allowed_list:\t0-3\n";
+                let irqs = "           CPU0       CPU1\n  0:         44          0   IO-APIC   2-edge      timer\nLOC:     120431     118338   Local timer interrupts\nERR:          0\n";
+                for text in [stat, status, irqs, junk.as_str()] {
+                    let mut at = cut.min(text.len());
+                    while !text.is_char_boundary(at) {
+                        at -= 1;
+                    }
+                    let part = &text[..at];
+                    let _ = parse_stat(part);
+                    if let Some((_, f)) = split_stat(part) {
+                        let _ = stat_field::<u64>(&f, 22);
+                        let _ = stat_field::<u64>(&f, 2);
+                    }
+                    let _ = parse_status_cpus(part);
+                    let _ = parse_comm(part);
+                    let (_, lines) = parse_interrupts(part);
+                    for l in lines {
+                        let _ = irq_device_name(&l.description);
+                    }
+                    let _ = parse_cgroup(part, Hierarchy::Unified);
+                    let _ = kthread_kind(part);
+                }
+            }
+
+            /// `/proc/PID/cgroup`: a cgroup's path may hold `:` (not a
+            /// newline: the kernel refuses that name).
+            #[test]
+            fn a_cgroup_path_with_colons_is_read_whole(path in "/[^\\n]{0,40}") {
+                let text = format!("12:cpuset:/rt\n0::{path}\n");
+                prop_assert_eq!(parse_cgroup(&text, Hierarchy::Unified), Some(path));
+                prop_assert_eq!(parse_cgroup(&text, Hierarchy::CpusetV1), Some("/rt".to_string()));
+            }
+        }
     }
 }
