@@ -16,6 +16,8 @@
 #   --cpus N                     vCPUs (default 4)
 #   --set NAME=VALUE             a setting exported to the scenarios (repeatable)
 #   --memory MB                  guest memory (default 1536)
+#   --append 'OPTIONS'           more kernel options for the guests booted
+#                                with -kernel (e.g. the boot half's line)
 #   --packages LIST              more packages in the image, comma-separated
 #                                (a separate cached image; see image.sh)
 #   --timeout SEC                limit per QEMU run (default 200 + 240 per
@@ -36,7 +38,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib/common.sh"
 D_DIR=$VM_DIR/distro
-SUITES=all; BINARY=""; DEB=""; PACKAGES=""; SETTINGS=""; MEMORY=1536; CPUS=4; TIMEOUT=""; VERBOSE=0; SCENARIOS=()
+SUITES=all; BINARY=""; DEB=""; EXTRA_APPEND=""; PACKAGES=""; SETTINGS=""; MEMORY=1536; CPUS=4; TIMEOUT=""; VERBOSE=0; SCENARIOS=()
 while [ $# -gt 0 ]; do
     case $1 in
         --suite) SUITES=$2; shift ;;
@@ -47,6 +49,7 @@ while [ $# -gt 0 ]; do
         --set) case $2 in [A-Z_]*=*) ;; *) die "--set $2: NAME=VALUE expected" ;; esac
                SETTINGS="$SETTINGS$2"$'\n'; shift ;;
         --memory) MEMORY=$2; shift ;;
+        --append) EXTRA_APPEND=$2; shift ;;
         --timeout) TIMEOUT=$2; shift ;;
         --verbose|-v) VERBOSE=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -109,6 +112,7 @@ boot() {
     rm -f "$res"; truncate -s 64M "$res"
     append="root=/dev/vda rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0"
     [ "$cg" = v1 ] && append="$append systemd.unified_cgroup_hierarchy=0"
+    [ -n "$EXTRA_APPEND" ] && append="$append $EXTRA_APPEND"
     # A guest reboots only when a scenario asks for it (reboot=yes);
     # otherwise a reboot (a panic) ends QEMU.
     # 300 s more for each boot after the first.
