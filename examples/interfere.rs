@@ -7,6 +7,9 @@
 //! It wakes every M ms (`clock_nanosleep` on an absolute CLOCK_MONOTONIC
 //! deadline) and spins S µs reading CLOCK_MONOTONIC, so a measuring thread
 //! of a lower FIFO priority on CPU N is held off for up to S µs every M ms.
+//! `--name NAME` names it otherwise, `\n` in NAME standing for a newline:
+//! a task names itself anything, and `--explain` must still charge its
+//! time to it (`--name 'qxhog\n'`, or a name that looks like trace text).
 //! It prints `ready TID` once the thread runs with its CPU, policy and name
 //! set, and runs until it is killed or its standard input closes. Setting
 //! the policy or the CPU fails loudly (exit 1): a test must not go on with
@@ -22,7 +25,8 @@ use std::io::{Read, Write};
 use cpushield::sys::syscalls::{self, Policy};
 use cpushield::CpuSet;
 
-/// The spinning thread's name (`comm`); at most 15 bytes.
+/// The spinning thread's name (`comm`) unless `--name` gives another; at
+/// most 15 bytes.
 const NAME: &str = "cs-spinner";
 
 /// What `spin` was asked for.
@@ -31,6 +35,7 @@ struct Spin {
     prio: i32,
     every_ns: u64,
     spin_ns: u64,
+    name: String,
 }
 
 fn main() {
@@ -43,9 +48,17 @@ fn main() {
 
 fn parse_spin(args: &[String]) -> Spin {
     let (mut cpu, mut prio, mut every_ms, mut spin_us) = (None, None, None, None);
+    let mut name = NAME.to_string();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().map(String::as_str).unwrap_or("");
+        if flag == "--name" {
+            name = value.replace("\\n", "\n");
+            if name.is_empty() || name.len() > 15 {
+                usage("--name takes 1 to 15 bytes (the kernel's limit for a task name)");
+            }
+            continue;
+        }
         let slot = match flag.as_str() {
             "--cpu" => &mut cpu,
             "--prio" => &mut prio,
@@ -66,6 +79,7 @@ fn parse_spin(args: &[String]) -> Spin {
         prio: need(prio, "--prio") as i32,
         every_ns: need(every_ms, "--every-ms") * 1_000_000,
         spin_ns: need(spin_us, "--spin-us") * 1_000,
+        name,
     };
     if spin.prio > 99 {
         usage("--prio is 0 (SCHED_OTHER) or a SCHED_FIFO priority 1..99");
@@ -78,7 +92,7 @@ fn parse_spin(args: &[String]) -> Spin {
 
 fn spin(s: Spin) {
     std::thread::Builder::new()
-        .name(NAME.into())
+        .name(s.name.clone())
         .spawn(move || spinner(&s))
         .unwrap_or_else(|e| fail(&format!("start the spinning thread: {e}")));
     // Hold until stdin closes (or a signal ends us); the thread ends with us.
@@ -98,7 +112,7 @@ fn spinner(s: &Spin) {
     syscalls::set_scheduler(0, policy).unwrap_or_else(|e| fail(&format!("set {policy:?}: {e}")));
     // std names the thread too, but set it here as well: that is the name
     // the kernel reports, and a failure must not pass unseen.
-    syscalls::set_thread_name(NAME).unwrap_or_else(|e| fail(&format!("name the thread: {e}")));
+    syscalls::set_thread_name(&s.name).unwrap_or_else(|e| fail(&format!("name the thread: {e}")));
     println!("ready {}", syscalls::gettid());
     std::io::stdout().flush().ok();
 
@@ -127,6 +141,6 @@ fn fail(what: &str) -> ! {
 
 fn usage(why: &str) -> ! {
     eprintln!("interfere: {why}");
-    eprintln!("usage: interfere spin --cpu N --prio P --every-ms M --spin-us S");
+    eprintln!("usage: interfere spin --cpu N --prio P --every-ms M --spin-us S [--name NAME]");
     std::process::exit(2);
 }

@@ -190,6 +190,40 @@ tsnap_equal before text "text: tracefs as before the first run"
 exec 7>&-
 wait $SP 2>/dev/null
 
+# ---- 1b. spinners whose names are hostile ------------------------------------
+# A task names itself anything: a trailing newline (what `echo NAME >
+# /proc/self/comm` leaves) cuts the trace's text lines inside the name, and
+# a name can look like a trace line. Either spinner must be named as the
+# cause of the samples it delays (escaped: `qxhog\n`), never the task
+# that ran before it.
+for case in newline imitation; do
+    case $case in
+        # NAME for interfere (\n: newline); SHOWN as an ERE of the escaped
+        # name; ASK as awk -v takes it (it reads \\ as one backslash)
+        newline) NAME='qxhog\n'; SHOWN='qxhog\\n'; ASK='task qxhog\\n' ;;
+        imitation) NAME='<idle>-0 [003]'; SHOWN='<idle>-0 \[003\]'; ASK='task <idle>-0 [003]' ;;
+    esac
+    mkfifo "$OUT/hold.$case"
+    # shellcheck disable=SC2086
+    interfere spin --cpu $CPU --prio 60 $SPIN --name "$NAME" <"$OUT/hold.$case" >"$OUT/$case.out" 2>&1 &
+    SP=$!
+    exec 7>"$OUT/hold.$case"
+    i=0
+    while ! grep -q '^ready' "$OUT/$case.out" && [ $i -lt 20 ] && kill -0 $SP 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
+    STID=$(awk '/^ready/ { print $2 }' "$OUT/$case.out")
+    check "$case: the spinner is ready (tid ${STID:-none}; comm $(od -c /proc/$SP/task/${STID:-0}/comm 2>/dev/null | head -n1 | cut -c8-))" [ -n "$STID" ]
+    explain_run "$case" $SPIN_TH
+    top=$(top_cause "$case")
+    check "$case: the top cause names the spinner ('$top')" matches "$top" "^(task $SHOWN|timer delivery \\($SHOWN running\\))\$"
+    # Its own share, not another task's: the spinner is the main cause of
+    # most explained samples (case 1: 836-855 of 1,136-1,155).
+    mine=$(cause_field "$case" "$ASK" 1)
+    all=$(ex "$case" explained)
+    check "$case: the spinner is the main cause of most explained samples (${mine:-0} of ${all:-0})" [ $(( ${mine:-0} * 2 )) -gt "${all:-0}" ]
+    exec 7>&-
+    wait $SP 2>/dev/null
+done
+
 # ---- 2. the virtio-net input IRQ on CPU 3, with receive traffic --------------
 # Not kernel-managed: the write is accepted and the IRQ's effective CPU
 # follows at its next interrupt. busybox ping to slirp's gateway is

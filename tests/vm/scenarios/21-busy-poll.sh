@@ -86,6 +86,9 @@ FIFO=$(json_get "$OUT/status.json" .guard.state.fifo_boosts)
 RAN=$(json_get "$OUT/status.json" .guard.state.ran_us)
 LONGEST=$(json_get "$OUT/status.json" .guard.state.longest_us)
 info "guard: boosts=$BOOSTS (SCHED_FIFO $FIFO), ran ${RAN} µs in all, longest ${LONGEST} µs; the loop was preempted $((NV1 - NV0)) times in ${GUARDED_S} s"
+for g in $GUARD; do
+    info "the guard (pid $g, SCHED_FIFO 98 on the housekeeping CPUs) used $(awk '{ printf "%.2f", ($14 + $15) / 100 }' /proc/$g/stat 2>/dev/null) s of CPU so far"
+done
 if [ $FAIR = 0 ]; then
     check "the guard boosted the starving kernel work (boosts=$BOOSTS)" [ "${BOOSTS:-0}" -gt 0 ]
     check "status --json says the guard is alive" [ "$(json_get "$OUT/status.json" .guard.alive)" = true ]
