@@ -350,3 +350,18 @@ fn on_again_with_guard_off_stops_the_guard_and_on_again_without_it_starts_it() {
     assert!(cpushield(root, &["off"]).status.success());
     assert!(!root.join(format!("proc/{pid}")).exists());
 }
+
+#[test]
+fn a_worker_bound_to_a_shielded_cpu_that_never_ran_there_is_watched_too() {
+    // A worker made for CPU 3's pool starts where kthreadd runs (CPU 0)
+    // and waits for its first run on CPU 3: its last CPU is 0.
+    let mut m = Machine::new("-1");
+    fs::write(
+        m.root().join("proc/501/task/501/stat"),
+        stat(501, "kworker/3:2", 'R', 0, 0, 0),
+    )
+    .unwrap();
+    let after = m.guard_until_boosted("deadline");
+    assert_eq!(after["recent"][0]["cpu"], 3, "{after}");
+    assert_eq!(m.kworker_policy(), Some(0));
+}

@@ -148,31 +148,67 @@ pub fn run(
     Ok(())
 }
 
-/// Every thread whose last CPU is one of `cpus`, as (pid, tid): only
-/// those can wait there (the shield keeps everything else off).
-pub fn candidates(sys: &Sys, cpus: &CpuSet) -> Vec<(i32, i32)> {
+/// A thread that can wait on a watched CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    /// Process id.
+    pub pid: i32,
+    /// Thread id.
+    pub tid: i32,
+    /// The watched CPU a kernel thread is bound to while its last CPU is
+    /// another: a worker made for that CPU's pool starts on a housekeeping
+    /// CPU and waits for its first run there.
+    pub bound: Option<u32>,
+}
+
+/// Every thread whose last CPU is one of `cpus`, and every kernel thread
+/// bound to one of them: only those can wait there (the shield keeps
+/// everything else off). Only kernel threads have their `status` read.
+pub fn candidates(sys: &Sys, cpus: &CpuSet) -> Vec<Candidate> {
     let mut found = Vec::new();
     for pid in procfs::list_pids(sys).unwrap_or_default() {
         for tid in procfs::list_tids(sys, pid).unwrap_or_default() {
             let Ok(stat) = sys.read(&format!("proc/{pid}/task/{tid}/stat")) else {
                 continue;
             };
-            let cpu =
-                procfs::split_stat(&stat).and_then(|(_, f)| procfs::stat_field::<u32>(&f, 39));
+            let Some((_, fields)) = procfs::split_stat(&stat) else {
+                continue;
+            };
+            let cpu = procfs::stat_field::<u32>(&fields, 39);
+            let flags = procfs::stat_field::<u64>(&fields, 9).unwrap_or(0);
             if cpu.is_some_and(|c| cpus.contains(c)) {
-                found.push((pid, tid));
+                found.push(Candidate {
+                    pid,
+                    tid,
+                    bound: None,
+                });
+            } else if flags & procfs::PF_KTHREAD != 0 {
+                let bound = sys
+                    .read(&format!("proc/{pid}/task/{tid}/status"))
+                    .ok()
+                    .and_then(|s| procfs::parse_status_cpus(&s))
+                    .filter(|c| c.len() == 1 && c.is_subset(cpus))
+                    .and_then(|c| c.iter().next());
+                if bound.is_some() {
+                    found.push(Candidate { pid, tid, bound });
+                }
             }
         }
     }
     found
 }
 
-/// One thread's `stat` and `schedstat`, parsed; `None` if it exited.
-pub fn sample(sys: &Sys, pid: i32, tid: i32) -> Option<Sample> {
-    let dir = format!("proc/{pid}/task/{tid}");
+/// One thread's `stat` and `schedstat`, parsed; `None` if it exited. A
+/// thread bound to a watched CPU counts as on it.
+pub fn sample(sys: &Sys, c: &Candidate) -> Option<Sample> {
+    let dir = format!("proc/{}/task/{}", c.pid, c.tid);
     let stat = sys.read(&format!("{dir}/stat")).ok()?;
     let schedstat = sys.read(&format!("{dir}/schedstat")).ok()?;
-    parse_sample(pid, tid, &stat, &schedstat)
+    let mut s = parse_sample(c.pid, c.tid, &stat, &schedstat)?;
+    if let Some(cpu) = c.bound {
+        s.cpu = cpu;
+    }
+    Some(s)
 }
 
 struct Guard<'a> {
@@ -180,8 +216,8 @@ struct Guard<'a> {
     cpus: CpuSet,
     settings: Settings,
     watch: Watch,
-    /// Threads that last ran on a watched CPU: (pid, tid).
-    candidates: Vec<(i32, i32)>,
+    /// Threads that last ran on a watched CPU or are bound to one.
+    candidates: Vec<Candidate>,
     boosts: HashMap<i32, Boost>,
     state: GuardState,
     written_ns: u64,
@@ -201,8 +237,8 @@ impl Guard<'_> {
         self.candidates = candidates(self.sys, &self.cpus);
     }
 
-    fn sample(&self, pid: i32, tid: i32) -> Option<Sample> {
-        sample(self.sys, pid, tid)
+    fn sample(&self, c: &Candidate) -> Option<Sample> {
+        sample(self.sys, c)
     }
 
     /// One scan: samples the candidates, boosts the starving. Whether
@@ -211,7 +247,7 @@ impl Guard<'_> {
         let samples: Vec<Sample> = self
             .candidates
             .iter()
-            .filter_map(|&(pid, tid)| self.sample(pid, tid))
+            .filter_map(|c| self.sample(c))
             .collect();
         let starving = self.watch.observe(now, &samples, &self.cpus, threshold_ns);
         let changed = starving != self.state.starving;
@@ -359,7 +395,11 @@ impl Guard<'_> {
             })
             .unwrap_or(tid);
         let ran_ns = self
-            .sample(pid, tid)
+            .sample(&Candidate {
+                pid,
+                tid,
+                bound: None,
+            })
             .filter(|_| same)
             .map_or(0, |s| s.exec_ns.saturating_sub(b.exec_at_start));
         let ran_us = ran_ns / 1_000;

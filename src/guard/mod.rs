@@ -272,7 +272,7 @@ pub fn starving_now(sys: &Sys, cpus: &CpuSet, window: Duration) -> Vec<watch::St
     let scan = || -> Vec<watch::Sample> {
         found
             .iter()
-            .filter_map(|&(pid, tid)| daemon::sample(sys, pid, tid))
+            .filter_map(|c| daemon::sample(sys, c))
             .collect()
     };
     let first = scan();

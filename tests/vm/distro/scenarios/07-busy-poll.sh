@@ -84,6 +84,12 @@ for MODE in $MODES; do
     sleep 1
     steps
     sleep 2
+    # The guard's own CPU time (it runs at FIFO 98 on the housekeeping CPUs)
+    GPID=$(systemctl show -p MainPID --value cpushield-guard.service 2>/dev/null)
+    if [ -n "$GPID" ] && [ "$GPID" != 0 ]; then
+        HZ=$(getconf CLK_TCK)
+        info "$MODE: the guard (pid $GPID) used $(awk -v hz="$HZ" '{ printf "%.2f", ($14 + $15) / hz }' /proc/$GPID/stat) s of CPU in $(awk -v hz="$HZ" -v up="$(cut -d' ' -f1 /proc/uptime)" '{ printf "%.0f", up - $22 / hz }' /proc/$GPID/stat) s"
+    fi
     /job/cpushield status --json >"$OUT/status-$MODE.json" 2>/dev/null
     info "$MODE guard: $(grep -E '"(boosts|fifo_boosts|ran_us|longest_us)"' "$OUT/status-$MODE.json" | tr -d ' \n')"
     note "$MODE, kernel $(uname -r): guard $(grep -E '"(boosts|fifo_boosts|ran_us|longest_us)"' "$OUT/status-$MODE.json" | tr -d ' \n')"
