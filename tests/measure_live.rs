@@ -208,3 +208,111 @@ fn cli_bad_options_fail_before_starting() {
         assert!(out.stdout.is_empty(), "{args:?} measured something");
     }
 }
+
+/// The cache size sysfs gives `cpu` for `level` (a data or unified
+/// cache), and the number of CPUs sharing it; read here by hand, apart
+/// from the probe's own reading.
+fn sysfs_cache(cpu: &str, level: u32) -> Option<(u64, u64)> {
+    let dir = std::path::PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/cache"));
+    for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+        let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).ok();
+        let (Some(l), Some(t), Some(size), Some(shared)) = (
+            read("level"),
+            read("type"),
+            read("size"),
+            read("shared_cpu_list"),
+        ) else {
+            continue;
+        };
+        if l.trim() != level.to_string() || t.trim() == "Instruction" {
+            continue;
+        }
+        let size = size.trim();
+        let bytes = match size.strip_suffix('K') {
+            Some(k) => k.parse::<u64>().ok()? << 10,
+            None => match size.strip_suffix('M') {
+                Some(m) => m.parse::<u64>().ok()? << 20,
+                None => size.parse().ok()?,
+            },
+        };
+        let sharing = shared.trim().parse::<CpuSet>().ok()?.len() as u64;
+        return Some((bytes, sharing));
+    }
+    None
+}
+
+/// `measure --probe cache --duration 1` without real-time privileges
+/// (`--no-rt`, test builds): every level ran, its working set is the size
+/// sysfs gives (L3: divided by the CPUs sharing it), and the levels'
+/// samples make up the probe's histogram. No latency is compared: a
+/// loaded test host may make any level slow.
+#[test]
+fn cli_cache_probe_reports_each_level_at_its_sysfs_size() {
+    let cpu = last_cpu();
+    let out = cli()
+        .args([
+            "measure",
+            "--probe",
+            "cache",
+            "--cpus",
+            &cpu,
+            "--duration",
+            "1",
+            "--no-rt",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(r["probe"], "cache");
+    if cpushield::sys::syscalls::Tsc::new().is_err() {
+        assert_eq!(r["status"], "skipped");
+        assert!(r["skip_reason"].as_str().unwrap().contains("RDTSC"), "{r}");
+        skip::skip("cache_probe", "no cycle counter on this architecture");
+        return;
+    }
+    assert_eq!(r["status"], "ok", "{}", r["skip_reason"]);
+    assert_eq!(r["sample"], "load_latency");
+    assert_eq!(r["histogram"]["bucket_width_ns"], 1, "ns buckets");
+    let c = &r["cpus"][0];
+    assert_eq!(c["cpu"].to_string(), cpu);
+    let cache = &c["cache"];
+    let ghz = cache["tsc_ticks_per_ns"].as_f64().unwrap();
+    assert!((0.5..10.0).contains(&ghz), "TSC at {ghz} GHz");
+    let levels = cache["levels"].as_array().unwrap();
+    let names: Vec<&str> = levels
+        .iter()
+        .map(|l| l["level"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["L1d", "L2", "L3"]);
+    let mut total = 0;
+    for (l, level) in levels.iter().zip(1..) {
+        let bytes = l["bytes"].as_u64().unwrap();
+        match sysfs_cache(&cpu, level) {
+            Some((size, sharing)) => {
+                assert_eq!(l["source"], "sysfs", "{l}");
+                assert_eq!(l["cache_bytes"], size, "{l}");
+                let expected = if level == 3 { size / sharing } else { size };
+                let expected = (expected.min(64 << 20) / 64).max(2) * 64;
+                assert_eq!(bytes, expected, "L{level}: {l}");
+            }
+            None => assert_eq!(l["source"], "assumed", "{l}"),
+        }
+        assert_eq!(l["lines"].as_u64().unwrap() * 64, bytes);
+        let samples = l["stats"]["samples"].as_u64().unwrap();
+        assert!(samples > 0, "L{level} timed no load");
+        assert_eq!(l["cycles"]["samples"], samples);
+        assert!(l["cycles"]["min"].as_u64().unwrap() <= l["cycles"]["max"].as_u64().unwrap());
+        total += samples;
+    }
+    assert_eq!(
+        c["stats"]["samples"], total,
+        "every level in the probe's histogram"
+    );
+}

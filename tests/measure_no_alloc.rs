@@ -10,7 +10,7 @@ mod loops;
 
 #[test]
 fn no_probe_loop_allocates() {
-    for (probe, samples, interval_ns) in loops::PROBES {
+    for (probe, samples, interval_ns) in loops::probes() {
         let job = loops::job(probe, samples, interval_ns, 100_000);
         let mut iterations = 0;
         let counted = allocation_counter::measure(|| iterations = loops::run(job).iterations);

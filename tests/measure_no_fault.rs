@@ -20,7 +20,7 @@ fn minor_faults() -> i64 {
 #[test]
 fn no_probe_loop_takes_a_page_fault() {
     cpushield::measure::probes::prefault_stack();
-    for (probe, samples, interval_ns) in loops::PROBES {
+    for (probe, samples, interval_ns) in loops::probes() {
         loops::run(loops::job(probe, samples, interval_ns, 1000));
         let job = loops::job(probe, samples, interval_ns, 5_000_000);
         let before = minor_faults();

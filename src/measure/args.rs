@@ -28,6 +28,9 @@ pub enum ProbeKind {
     Gtod,
     /// A periodic (5 ms default) thread on a kernel interval timer: lateness of each period.
     Periodic,
+    /// Cache: each load of a pointer chase through working sets the size of
+    /// L1d, L2 and the CPU's L3 share, timed with the cycle counter (x86_64).
+    Cache,
 }
 
 impl ProbeKind {
@@ -39,6 +42,7 @@ impl ProbeKind {
             ProbeKind::Noise => "noise",
             ProbeKind::Gtod => "gtod",
             ProbeKind::Periodic => "periodic",
+            ProbeKind::Cache => "cache",
         }
     }
 
@@ -48,8 +52,8 @@ impl ProbeKind {
             ProbeKind::Timer => Some(1000),
             ProbeKind::Periodic => Some(5000),
             ProbeKind::Noise => Some(1_000_000),
-            // The RTC's rate is fixed at 2048 Hz; gtod runs back to back.
-            ProbeKind::Rtc | ProbeKind::Gtod => None,
+            // The RTC's rate is fixed at 2048 Hz; gtod and cache run back to back.
+            ProbeKind::Rtc | ProbeKind::Gtod | ProbeKind::Cache => None,
         }
     }
 }
@@ -104,7 +108,9 @@ pub struct MeasureArgs {
     pub bucket_width: u64,
 
     /// Wake-ups (or, for noise and gtod, thousands of loop turns) run
-    /// before recording starts. 0 measures from the first cycle, like cyclictest.
+    /// before recording starts. 0 measures from the first cycle, like
+    /// cyclictest. The cache probe warms each working set with one untimed
+    /// pass per round instead.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub warmup: u64,
 
@@ -275,7 +281,7 @@ impl Config {
             return invalid(
                 "--probe",
                 String::new(),
-                "timer, rtc, noise, gtod, periodic",
+                "timer, rtc, noise, gtod, periodic, cache",
             );
         }
         let stop = match (args.loops, args.duration) {
@@ -335,7 +341,7 @@ impl Config {
     /// The interval of `probe` in ns (its default unless overridden).
     pub fn interval_ns_of(&self, probe: ProbeKind) -> Option<u64> {
         match probe {
-            ProbeKind::Rtc | ProbeKind::Gtod => None,
+            ProbeKind::Rtc | ProbeKind::Gtod | ProbeKind::Cache => None,
             _ => self
                 .interval_ns
                 .or(probe.default_interval_us().map(|us| us * 1000)),

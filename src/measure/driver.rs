@@ -6,7 +6,8 @@
 //! pre-faults its stack and waits for the common start), watches the clock
 //! and Ctrl-C, then joins the threads and aggregates their histograms into
 //! per-CPU rows and an ALL row. It may touch: its own threads' affinity and
-//! priority, mlockall, /proc/interrupts and /proc/softirqs (read),
+//! priority, mlockall, /proc/interrupts and /proc/softirqs (read), the
+//! CPUs' cache sizes under /sys/devices/system/cpu (read, cache probe),
 //! /dev/rtc (the rtc probe) and /dev/cpu_dma_latency (only when asked).
 
 use std::fs::File;
@@ -18,11 +19,12 @@ use std::time::{Duration, Instant, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::args::{Config, ProbeKind, Stop};
+use super::cache;
 use super::explain::{Explained, Explainer};
 use super::histogram::Histogram;
 use super::interrupts::{self, Counts, Delta};
 use super::machine::Machine;
-use super::probes::{self, CycleClock, Job, NoiseStats, Progress};
+use super::probes::{self, CacheJob, CycleClock, Job, NoiseStats, Progress};
 use super::threads::{self, ThreadsRan};
 use super::MeasureError;
 use crate::cpulist::CpuSet;
@@ -45,12 +47,14 @@ pub struct CpuResult {
     pub cpu: u32,
     /// Its histogram.
     pub hist: Histogram,
-    /// Loop iterations (wake-ups, pairs, noise periods), warm-up included.
+    /// Loop iterations (wake-ups, pairs, noise periods, cache loads), warm-up included.
     pub iterations: u64,
     /// Skipped periods (timer, periodic) or missed RTC interrupts.
     pub missed: u64,
     /// Noise figures (noise probe).
     pub noise: Option<NoiseStats>,
+    /// Per-level results (cache probe).
+    pub cache: Option<CacheJob>,
     /// The measuring thread's context switches during its loop.
     pub context_switches: Option<ContextSwitches>,
     /// Interrupts that reached this CPU during the run, most first.
@@ -276,10 +280,21 @@ pub fn run_probe(
     interrupted: &AtomicBool,
 ) -> Result<ProbeResult, MeasureError> {
     let interval_ns = cfg.interval_ns_of(probe);
-    // gtod pairs take tens of ns: its buckets count ns where others count µs.
+    // gtod pairs and cached loads take ns: their buckets count ns where
+    // others count µs.
     let width = match probe {
-        ProbeKind::Gtod => (cfg.bucket_width_ns / 1000).max(1),
+        ProbeKind::Gtod | ProbeKind::Cache => (cfg.bucket_width_ns / 1000).max(1),
         _ => cfg.bucket_width_ns,
+    };
+    let skipped = |reason: String| ProbeResult {
+        probe,
+        status: Status::Skipped(reason),
+        interval_ns,
+        elapsed: Duration::ZERO,
+        cpus: Vec::new(),
+        all: Histogram::new(cfg.buckets, width),
+        note: None,
+        explain: None,
     };
     let mut cpus: Vec<u32> = cfg.cpus.iter().collect();
     let mut note = None;
@@ -287,18 +302,7 @@ pub fn run_probe(
     if probe == ProbeKind::Rtc {
         match open_rtc(sys) {
             Ok(f) => rtc = Some(f),
-            Err(reason) => {
-                return Ok(ProbeResult {
-                    probe,
-                    status: Status::Skipped(reason),
-                    interval_ns,
-                    elapsed: Duration::ZERO,
-                    cpus: Vec::new(),
-                    all: Histogram::new(cfg.buckets, width),
-                    note,
-                    explain: None,
-                })
-            }
+            Err(reason) => return Ok(skipped(reason)),
         }
         if cpus.len() > 1 {
             note = Some(format!(
@@ -309,7 +313,19 @@ pub fn run_probe(
         }
     }
     let cycles = match probe {
-        ProbeKind::Noise => CycleClock::calibrate(50),
+        ProbeKind::Noise | ProbeKind::Cache => CycleClock::calibrate(50),
+        _ => None,
+    };
+    let tsc = match probe {
+        ProbeKind::Cache => match (syscalls::Tsc::new(), cycles) {
+            (Err(e), _) => return Ok(skipped(e.to_string())),
+            (Ok(_), None) => {
+                return Ok(skipped(
+                    "the cycle counter could not be calibrated against CLOCK_MONOTONIC_RAW".into(),
+                ))
+            }
+            (Ok(t), Some(c)) => Some((t, c)),
+        },
         _ => None,
     };
     let loops = match cfg.stop {
@@ -317,7 +333,9 @@ pub fn run_probe(
         Stop::Duration(_) => None,
     };
     let explainer = Explainer::for_probe(sys, cfg, probe, interval_ns, &cpus)?;
-    // Everything the loops use is allocated here, before mlockall'd threads start.
+    // Everything the loops use is allocated here, before mlockall'd threads
+    // start, but the cache probe's walks: each measuring thread builds its
+    // own before its loop (probes::prepare), so they sit on its memory node.
     let jobs: Vec<Job> = cpus
         .iter()
         .map(|&cpu| Job {
@@ -331,6 +349,9 @@ pub fn run_probe(
             cycles,
             rtc: rtc.take(),
             slow: explainer.as_ref().map(|e| (cpu, e.slow_samples())),
+            cache: tsc.map(|(tsc, clock)| {
+                CacheJob::new(cpu, cache::plan(sys, cpu), tsc, clock, cfg.buckets, width)
+            }),
         })
         .collect();
     let progress: Vec<Progress> = cpus.iter().map(|_| Progress::default()).collect();
@@ -432,6 +453,7 @@ pub fn run_probe(
             iterations: out.iterations,
             missed: out.missed,
             noise: out.noise,
+            cache: out.cache,
             context_switches: cs,
             interrupts: delta(&irq_before, &irq_after, cpu),
             softirqs: delta(&softirq_before, &softirq_after, cpu),
@@ -460,7 +482,7 @@ type ThreadOutput = (probes::Output, Option<ContextSwitches>);
 fn thread_main(
     cpu: u32,
     prio: Option<i32>,
-    job: Job,
+    mut job: Job,
     stop: &AtomicBool,
     go: &AtomicBool,
     ready: &AtomicUsize,
@@ -482,6 +504,7 @@ fn thread_main(
             })?;
         }
         probes::prefault_stack();
+        probes::prepare(&mut job);
         Ok(())
     })();
     ready.fetch_add(1, Relaxed);
@@ -512,7 +535,7 @@ fn print_progress(probe: ProbeKind, t: Duration, stop: Stop, cpus: &[u32], progr
         Stop::Loops(n) => format!(" ({n} loops)"),
     };
     let mut line = format!("{} {:.1}{}", probe.name(), t.as_secs_f64(), total);
-    let unit_ns = probe == ProbeKind::Gtod;
+    let unit_ns = matches!(probe, ProbeKind::Gtod | ProbeKind::Cache);
     for (cpu, p) in cpus.iter().zip(progress).take(8) {
         let max = p.max_ns.load(Relaxed);
         let max = if unit_ns {

@@ -15,9 +15,10 @@ use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
 use super::args::ProbeKind;
+use super::cache::{Walk, WorkingSet};
 use super::explain::{Sample, SlowSamples};
 use super::histogram::Histogram;
-use crate::sys::syscalls;
+use crate::sys::syscalls::{self, Tsc};
 
 /// Live progress of one measuring thread, read by the main thread. Each
 /// sits on a cache-line pair of its own (x86 fetches lines in pairs): the
@@ -58,6 +59,87 @@ impl CycleClock {
         let ticks_per_ns = c1.wrapping_sub(c0) as f64 / r1.saturating_sub(r0).max(1) as f64;
         (ticks_per_ns > 0.0).then_some(CycleClock { ticks_per_ns })
     }
+
+    /// `ticks` of the counter in nanoseconds, rounded to the nearest.
+    #[inline]
+    pub fn ns(self, ticks: u64) -> u64 {
+        (ticks as f64 / self.ticks_per_ns).round() as u64
+    }
+}
+
+/// Timed loads per level per round of the cache probe (after one untimed
+/// pass over the level's whole working set).
+pub const CACHE_LOADS_PER_ROUND: u64 = 8192;
+
+/// One level of the cache probe on one CPU: its working set, its walk
+/// (built by [`prepare`] on the measuring thread) and its histograms.
+#[derive(Debug)]
+pub struct CacheLevel {
+    /// The working set: level, size, where the size came from.
+    pub set: WorkingSet,
+    /// The walk through it (empty until [`prepare`], and again after the loop).
+    pub walk: Walk,
+    /// Seed of the walk's random order.
+    pub seed: u64,
+    /// The line the next round's timed loads start from (where the last
+    /// round's stopped, so that rounds time the whole walk in turn).
+    pub at: usize,
+    /// Load latencies, ns (the probe's bucket shape).
+    pub ns: Histogram,
+    /// Load latencies in counter ticks (cycles), one per bucket.
+    pub cycles: Histogram,
+}
+
+/// What the cache probe measures with, and per level what it measured.
+#[derive(Debug)]
+pub struct CacheJob {
+    /// The serialised counter.
+    pub tsc: Tsc,
+    /// Its frequency, measured against CLOCK_MONOTONIC_RAW at the start.
+    pub clock: CycleClock,
+    /// Ticks of the timing itself (the least of many empty timings, set
+    /// by [`prepare`]), taken off every sample.
+    pub overhead_ticks: u64,
+    /// L1d, L2, L3 share, in that order.
+    pub levels: Vec<CacheLevel>,
+}
+
+impl CacheJob {
+    /// The job on `cpu` for working sets `sets` (L1d, L2, L3 share from
+    /// [`super::cache::plan`]), each with a seed of its own (the same on
+    /// every run, so that runs walk the same orders) and two histograms:
+    /// `buckets` of `width_ns` ns, and 1-cycle buckets over the same time
+    /// (at most 1,000,000). Allocates the histograms; the walks are built
+    /// by [`prepare`] on the measuring thread.
+    pub fn new(
+        cpu: u32,
+        sets: Vec<WorkingSet>,
+        tsc: Tsc,
+        clock: CycleClock,
+        buckets: usize,
+        width_ns: u64,
+    ) -> CacheJob {
+        let span_ns = buckets as f64 * width_ns as f64;
+        let cycle_buckets = (span_ns * clock.ticks_per_ns.ceil()).clamp(1.0, 1e6) as usize;
+        let levels = sets
+            .into_iter()
+            .enumerate()
+            .map(|(i, set)| CacheLevel {
+                set,
+                walk: Walk::default(),
+                seed: 0x6361_6368_6500 ^ (u64::from(cpu) << 8) ^ i as u64,
+                at: 0,
+                ns: Histogram::new(buckets, width_ns),
+                cycles: Histogram::new(cycle_buckets, 1),
+            })
+            .collect();
+        CacheJob {
+            tsc,
+            clock,
+            overhead_ticks: 0,
+            levels,
+        }
+    }
 }
 
 /// What one thread measures and with what.
@@ -83,6 +165,8 @@ pub struct Job {
     pub rtc: Option<File>,
     /// `--explain`: the CPU and where slow samples go (timer, periodic).
     pub slow: Option<(u32, SlowSamples)>,
+    /// Cache probe: the counter and the levels.
+    pub cache: Option<CacheJob>,
 }
 
 /// Hands a slow sample to `--explain`'s reader, if any.
@@ -122,13 +206,15 @@ pub struct NoiseStats {
 pub struct Output {
     /// The filled histogram.
     pub hist: Histogram,
-    /// Loop iterations (wake-ups, pairs, noise periods).
+    /// Loop iterations (wake-ups, pairs, noise periods, cache loads timed or not).
     pub iterations: u64,
     /// Periods skipped after late wake-ups (timer, periodic) or interrupts
     /// the RTC reported as missed.
     pub missed: u64,
     /// Noise figures (noise probe only).
     pub noise: Option<NoiseStats>,
+    /// Per-level histograms (cache probe only; the walks emptied).
+    pub cache: Option<CacheJob>,
 }
 
 /// Why a loop failed.
@@ -142,6 +228,10 @@ pub enum LoopError {
         /// Its error.
         source: std::io::Error,
     },
+    /// The job lacks what its probe needs (a cache job without its counter
+    /// or walks: [`prepare`] was not called).
+    #[error("the {0} probe's job was not prepared")]
+    NotPrepared(&'static str),
 }
 
 fn sys_err(what: &'static str, e: impl Into<std::io::Error>) -> LoopError {
@@ -170,6 +260,25 @@ pub fn run(job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output, L
             None => noise(job, stop, progress, 1.0, syscalls::monotonic_raw_ns),
         }),
         ProbeKind::Rtc => rtc(job, stop, progress),
+        ProbeKind::Cache => cache(job, stop, progress),
+    }
+}
+
+/// The part of a job's set-up that belongs on the measuring thread, after
+/// it is pinned and before its loop: the cache probe's walks are built
+/// (allocated and written, so their pages are on this CPU's memory node
+/// and present) and the timing's own overhead is measured. Nothing for
+/// the other probes.
+pub fn prepare(job: &mut Job) {
+    if let Some(c) = job.cache.as_mut() {
+        for level in &mut c.levels {
+            level.walk = Walk::new(level.set.lines as usize, level.seed);
+        }
+        let tsc = c.tsc;
+        c.overhead_ticks = (0..10_000)
+            .map(|_| tsc.time(|| std::hint::black_box(0usize)).1)
+            .min()
+            .unwrap_or(0);
     }
 }
 
@@ -215,6 +324,7 @@ fn timer(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
         iterations,
         missed,
         noise: None,
+        cache: None,
     })
 }
 
@@ -272,6 +382,7 @@ fn periodic(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Outp
         iterations,
         missed,
         noise: None,
+        cache: None,
     })
 }
 
@@ -304,6 +415,7 @@ fn gtod(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Output {
         iterations: n,
         missed: 0,
         noise: None,
+        cache: None,
     }
 }
 
@@ -375,6 +487,7 @@ fn noise(
         iterations: periods,
         missed: 0,
         noise: Some(stats),
+        cache: None,
     }
 }
 
@@ -403,6 +516,7 @@ fn rtc(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output, L
         iterations,
         missed,
         noise: None,
+        cache: None,
     })
 }
 
@@ -444,6 +558,65 @@ fn rtc_loop(
     Ok((iterations, missed))
 }
 
+/// The cache probe: rounds over the levels (L1d, L2, L3 share); in each,
+/// one untimed pass over the level's whole walk brings its working set
+/// into the cache, then [`CACHE_LOADS_PER_ROUND`] loads of the walk are
+/// timed one by one with the serialised counter. A sample is the load's
+/// ticks less the timing's own overhead, in ns (the probe's histogram
+/// holds every level; each level has its own ns and cycle histograms).
+/// A load that takes long was evicted since the warm pass (or hit an
+/// interrupt). Its iterations are the loads, timed and untimed. The
+/// walks are freed when the loop ends.
+fn cache(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output, LoopError> {
+    let Some(mut c) = job.cache.take() else {
+        return Err(LoopError::NotPrepared("cache"));
+    };
+    if c.levels.iter().any(|l| l.walk.is_empty()) {
+        return Err(LoopError::NotPrepared("cache"));
+    }
+    let (tsc, clock, overhead) = (c.tsc, c.clock, c.overhead_ticks);
+    let (mut n, mut untimed, mut max) = (0u64, 0u64, 0u64);
+    'rounds: while !done(stop, job.loops, n) {
+        for level in c.levels.iter_mut() {
+            let walk = &level.walk;
+            let mut i = level.at;
+            for _ in 0..walk.len() {
+                i = walk.next(i);
+            }
+            untimed += walk.len() as u64;
+            i = std::hint::black_box(i);
+            for k in 0..CACHE_LOADS_PER_ROUND {
+                let (next, ticks) = tsc.time(|| walk.next(std::hint::black_box(i)));
+                i = next;
+                let cycles = ticks.saturating_sub(overhead);
+                let ns = clock.ns(cycles);
+                level.cycles.record(n, cycles);
+                level.ns.record(n, ns);
+                job.hist.record(n, ns);
+                n += 1;
+                max = max.max(ns);
+                if job.loops.is_some_and(|l| n >= l) || (k & 1023 == 1023 && stop.load(Relaxed)) {
+                    level.at = i;
+                    break 'rounds;
+                }
+            }
+            level.at = i;
+            progress.publish(n, max);
+        }
+    }
+    progress.publish(n, max);
+    for level in &mut c.levels {
+        level.walk = Walk::default();
+    }
+    Ok(Output {
+        hist: job.hist,
+        iterations: n + untimed,
+        missed: 0,
+        noise: None,
+        cache: Some(c),
+    })
+}
+
 /// Touches `bytes` of stack so that the pages a loop may use are present
 /// (and, under mlockall, locked) before it starts.
 #[inline(never)]
@@ -456,4 +629,101 @@ pub fn prefault_stack() {
         i += 4096;
     }
     std::hint::black_box(&buf);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::cache;
+
+    #[test]
+    fn cycle_clock_converts_ticks_to_nearest_ns() {
+        let c = CycleClock { ticks_per_ns: 2.5 };
+        assert_eq!(c.ns(0), 0);
+        assert_eq!(c.ns(250), 100);
+        assert_eq!(c.ns(3), 1, "1.2 ns rounds down");
+        assert_eq!(c.ns(4), 2, "1.6 ns rounds up");
+        let c = CycleClock { ticks_per_ns: 0.5 };
+        assert_eq!(c.ns(7), 14, "a counter slower than 1 GHz");
+    }
+
+    #[test]
+    fn calibration_matches_the_counter_it_times_with() {
+        let Some(c) = CycleClock::calibrate(20) else {
+            assert!(
+                Tsc::new().is_err(),
+                "a counter to time with but none to calibrate"
+            );
+            return;
+        };
+        // Any real TSC runs between 0.5 and 10 GHz.
+        assert!((0.5..10.0).contains(&c.ticks_per_ns), "{c:?}");
+    }
+
+    fn cache_job(lines: &[u64], loops: u64) -> Option<Job> {
+        let tsc = Tsc::new().ok()?;
+        let clock = CycleClock::calibrate(10)?;
+        let sets = cache::working_sets(0, &[])
+            .into_iter()
+            .zip(lines)
+            .map(|(mut s, &l)| {
+                s.lines = l;
+                s.bytes = l * cache::LINE_BYTES;
+                s
+            })
+            .collect();
+        Some(Job {
+            probe: ProbeKind::Cache,
+            hist: Histogram::new(1000, 1),
+            loops: Some(loops),
+            interval_ns: 0,
+            warmup: 0,
+            noise_threshold_ns: 0,
+            noise_runtime_ns: 0,
+            cycles: Some(clock),
+            rtc: None,
+            slow: None,
+            cache: Some(CacheJob::new(0, sets, tsc, clock, 1000, 1)),
+        })
+    }
+
+    #[test]
+    fn the_cache_loop_times_each_level_in_turn() {
+        let loads = CACHE_LOADS_PER_ROUND;
+        // Two whole rounds, then 10 loads of a third.
+        let Some(mut job) = cache_job(&[64, 512, 4096], 6 * loads + 10) else {
+            return; // no counter here: the probe is skipped, tested in the driver
+        };
+        prepare(&mut job);
+        let out = run(job, &AtomicBool::new(false), &Progress::default()).unwrap();
+        let c = out.cache.expect("cache results");
+        let per_level: Vec<u64> = c.levels.iter().map(|l| l.ns.samples()).collect();
+        assert_eq!(per_level, vec![2 * loads + 10, 2 * loads, 2 * loads]);
+        assert!(c
+            .levels
+            .iter()
+            .all(|l| l.cycles.samples() == l.ns.samples()));
+        assert_eq!(
+            out.hist.samples(),
+            6 * loads + 10,
+            "every level in one histogram"
+        );
+        // Three rounds began, each with an untimed pass over every level.
+        assert_eq!(out.iterations, 6 * loads + 10 + 2 * (64 + 512 + 4096) + 64);
+        assert!(c.levels.iter().all(|l| l.walk.is_empty()), "walks freed");
+        // Each round continues where the last stopped: 8192 loads of a
+        // 512- or 4096-line cycle end on the line they started from; the
+        // L1d walk stopped 10 lines into its cycle, not at its start.
+        assert_eq!((c.levels[1].at, c.levels[2].at), (0, 0));
+        assert_ne!(c.levels[0].at, 0);
+    }
+
+    #[test]
+    fn an_unprepared_cache_job_is_an_error() {
+        let Some(job) = cache_job(&[64, 64, 64], 10) else {
+            return;
+        };
+        let e = run(job, &AtomicBool::new(false), &Progress::default()).unwrap_err();
+        assert!(e.to_string().contains("not prepared"), "{e}");
+    }
 }

@@ -9,12 +9,13 @@
 use serde::{Deserialize, Serialize};
 
 use super::args::{Config, ProbeKind};
+use super::cache::WorkingSet;
 use super::driver::{ContextSwitches, ProbeResult, Run, Status};
 use super::explain::Explained;
 use super::histogram::{Histogram, Summary};
 use super::interrupts::Delta;
 use super::machine::Machine;
-use super::probes::NoiseStats;
+use super::probes::{CacheJob, NoiseStats};
 use super::threads::ThreadsRan;
 
 /// Version of the JSON output's schema.
@@ -71,7 +72,7 @@ pub enum ProbeStatus {
 /// One probe's result in JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeReport {
-    /// `timer`, `rtc`, `noise`, `gtod` or `periodic`.
+    /// `timer`, `rtc`, `noise`, `gtod`, `periodic` or `cache`.
     pub probe: ProbeKind,
     /// `ok` or `skipped`.
     pub status: ProbeStatus,
@@ -80,7 +81,8 @@ pub struct ProbeReport {
     /// A remark (e.g. rtc measured on one CPU only).
     pub note: Option<String>,
     /// What a sample is: `wakeup_latency` (timer, periodic, rtc), `gap`
-    /// (noise: one gap over the threshold), `gettime_pair` (gtod).
+    /// (noise: one gap over the threshold), `gettime_pair` (gtod),
+    /// `load_latency` (cache: one load of a walk, every level).
     pub sample: String,
     /// Interval or period in ns; `null` for rtc (fixed 2048 Hz) and gtod.
     pub interval_ns: Option<u64>,
@@ -114,12 +116,16 @@ pub struct CpuReport {
     pub cpu: u32,
     /// Samples, min, avg, max, stddev, percentiles, overflows (all ns).
     pub stats: Summary,
-    /// Loop iterations (warm-up included): wake-ups, pairs, noise periods.
+    /// Loop iterations (warm-up included): wake-ups, pairs, noise periods;
+    /// cache: loads, the untimed passes included.
     pub iterations: u64,
     /// Periods skipped after a late wake-up / RTC interrupts missed.
     pub missed_periods: u64,
     /// Noise figures (`null` except for the noise probe).
     pub noise: Option<NoiseStats>,
+    /// Per-level results (`null` except for the cache probe).
+    #[serde(default)]
+    pub cache: Option<CacheReport>,
     /// The measuring thread's context switches during the loop.
     pub context_switches: Option<ContextSwitches>,
     /// Interrupts on this CPU during the run (/proc/interrupts deltas), most first.
@@ -134,11 +140,99 @@ pub struct CpuReport {
     pub histogram: Vec<u64>,
 }
 
+/// The cache probe's results on one CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheReport {
+    /// Cycle-counter ticks per ns, measured against CLOCK_MONOTONIC_RAW
+    /// at the start (the TSC's frequency in GHz).
+    pub tsc_ticks_per_ns: f64,
+    /// Ticks of an empty timing (the least of 10,000), taken off every sample.
+    pub timing_overhead_cycles: u64,
+    /// Timed loads per level per round (after one untimed pass).
+    pub loads_per_round: u64,
+    /// L1d, L2 and L3 share, in that order.
+    pub levels: Vec<CacheLevelReport>,
+}
+
+/// One level of the cache probe on one CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheLevelReport {
+    /// The working set: `level`, `cache_bytes`, `shared_by`, `bytes`,
+    /// `lines`, `source`, `note`.
+    #[serde(flatten)]
+    pub set: WorkingSet,
+    /// Load latency in ns: samples, min, avg, max, percentiles.
+    pub stats: Summary,
+    /// Load latency in cycles (counter ticks).
+    pub cycles: CycleStats,
+    /// ns bucket counts (the probe's bucket shape), trailing zeros omitted.
+    pub histogram: Vec<u64>,
+    /// 1-cycle bucket counts, trailing zeros omitted.
+    pub cycles_histogram: Vec<u64>,
+}
+
+/// Statistics of a histogram of cycles (1-cycle buckets).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CycleStats {
+    /// Samples.
+    pub samples: u64,
+    /// Smallest (exact).
+    pub min: Option<u64>,
+    /// Median.
+    pub p50: Option<u64>,
+    /// 99th percentile.
+    pub p99: Option<u64>,
+    /// 99.9th percentile.
+    pub p99_9: Option<u64>,
+    /// Largest (exact).
+    pub max: Option<u64>,
+    /// Samples past the last bucket (their percentiles are `null`).
+    pub overflows: u64,
+}
+
+impl CycleStats {
+    /// The statistics of `h`, whose "ns" are cycles.
+    pub fn of(h: &Histogram) -> CycleStats {
+        CycleStats {
+            samples: h.samples(),
+            min: h.min_ns(),
+            p50: h.percentile(50.0),
+            p99: h.percentile(99.0),
+            p99_9: h.percentile(99.9),
+            max: h.max_ns(),
+            overflows: h.overflows(),
+        }
+    }
+}
+
+impl CacheReport {
+    /// The report of a cache job after its loop.
+    pub fn of(c: &CacheJob) -> CacheReport {
+        CacheReport {
+            tsc_ticks_per_ns: c.clock.ticks_per_ns,
+            timing_overhead_cycles: c.overhead_ticks,
+            loads_per_round: super::probes::CACHE_LOADS_PER_ROUND,
+            levels: c
+                .levels
+                .iter()
+                .map(|l| CacheLevelReport {
+                    set: l.set.clone(),
+                    stats: l.ns.summary(),
+                    cycles: CycleStats::of(&l.cycles),
+                    histogram: trimmed(&l.ns).to_vec(),
+                    cycles_histogram: trimmed(&l.cycles).to_vec(),
+                })
+                .collect(),
+        }
+    }
+}
+
 fn sample_kind(p: ProbeKind) -> &'static str {
     match p {
         ProbeKind::Timer | ProbeKind::Periodic | ProbeKind::Rtc => "wakeup_latency",
         ProbeKind::Noise => "gap",
         ProbeKind::Gtod => "gettime_pair",
+        ProbeKind::Cache => "load_latency",
     }
 }
 
@@ -190,6 +284,7 @@ impl ProbeReport {
                     iterations: c.iterations,
                     missed_periods: c.missed,
                     noise: c.noise.clone(),
+                    cache: c.cache.as_ref().map(CacheReport::of),
                     context_switches: c.context_switches,
                     interrupts: c.interrupts.clone(),
                     softirqs: c.softirqs.clone(),

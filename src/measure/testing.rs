@@ -28,6 +28,7 @@ pub fn cpu(cpu: u32, h: Histogram) -> CpuResult {
         iterations: 5,
         missed: 1,
         noise: None,
+        cache: None,
         context_switches: Some(ContextSwitches {
             voluntary: 5,
             involuntary: 0,

@@ -41,7 +41,7 @@ struct Unit {
 impl Unit {
     fn of(p: ProbeKind) -> Unit {
         Unit {
-            ns: p == ProbeKind::Gtod,
+            ns: matches!(p, ProbeKind::Gtod | ProbeKind::Cache),
         }
     }
     fn name(self) -> &'static str {
@@ -70,6 +70,9 @@ fn title(p: ProbeKind) -> &'static str {
         ProbeKind::Noise => "OS noise: gaps in a cycle-counter loop (osnoise method)",
         ProbeKind::Gtod => "time between back-to-back clock_gettime calls",
         ProbeKind::Periodic => "periodic thread: lateness of each period start",
+        ProbeKind::Cache => {
+            "cache: load latency of a random pointer chase through L1d-, L2- and L3-share-sized working sets (every level)"
+        }
     }
 }
 
@@ -248,11 +251,98 @@ fn human_probe(out: &mut String, p: &ProbeResult) {
             }
         }
     }
+    cache_levels(out, p);
     for c in &p.cpus {
         attribution(out, c);
     }
     if let Some(e) = &p.explain {
         super::explain::explained(out, e);
+    }
+}
+
+fn bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1 << 20)),
+        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
+/// The cache probe's table: per CPU and level, the working set and the
+/// load latency in ns and in cycles; then each level's note and how the
+/// cycles were counted.
+fn cache_levels(out: &mut String, p: &ProbeResult) {
+    let with_cache: Vec<_> = p
+        .cpus
+        .iter()
+        .filter_map(|c| c.cache.as_ref().map(|j| (c.cpu, j)))
+        .collect();
+    if with_cache.is_empty() {
+        return;
+    }
+    let ns = Unit { ns: true };
+    let _ = writeln!(
+        out,
+        "{:>4} {:>5} {:>10} {:>9} {:>6} {:>6} {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8}",
+        "CPU",
+        "level",
+        "set",
+        "samples",
+        "min",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "over",
+        "p50",
+        "p99",
+        "max"
+    );
+    for (cpu, job) in &with_cache {
+        for l in &job.levels {
+            let h = &l.ns;
+            let c = &l.cycles;
+            let pct = |h: &Histogram, p: f64| match h.percentile(p) {
+                Some(v) => v.to_string(),
+                None if h.samples() > 0 => format!(">{}", h.counts().len() as u64 * h.width_ns()),
+                None => "-".into(),
+            };
+            let _ = writeln!(
+                out,
+                "{:>4} {:>5} {:>10} {:>9} {:>6} {:>6} {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8}",
+                cpu,
+                l.set.level,
+                bytes(l.set.bytes),
+                h.samples(),
+                ns.u(h.min_ns()),
+                pct(h, 50.0),
+                pct(h, 99.0),
+                pct(h, 99.9),
+                ns.u(h.max_ns()),
+                h.overflows(),
+                pct(c, 50.0),
+                pct(c, 99.0),
+                c.max_ns().map_or("-".into(), |v| v.to_string()),
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  left of | ns, right of | cycles; set: the walk's working set (L3: the CPU's share)"
+    );
+    for (cpu, job) in &with_cache {
+        for l in &job.levels {
+            if let Some(note) = &l.set.note {
+                let _ = writeln!(out, "  CPU {cpu} {}: {note}", l.set.level);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "  CPU {cpu}: cycle counter {:.3} GHz (against CLOCK_MONOTONIC_RAW); {} cycles of timing taken off each load; per round and level one untimed pass, then {} timed loads",
+            job.clock.ticks_per_ns,
+            job.overhead_ticks,
+            crate::measure::probes::CACHE_LOADS_PER_ROUND
+        );
     }
 }
 
@@ -504,6 +594,82 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("first overflows at samples 4"), "{text}");
+    }
+
+    /// A cache run on CPU 1: L1d loads at 2 ns (5 cycles), L3-share loads
+    /// at 40 ns (100 cycles) with one evicted to 300 ns.
+    fn cache_run() -> Option<Run> {
+        use crate::measure::cache::working_sets;
+        use crate::measure::probes::{CacheJob, CycleClock};
+        let tsc = crate::sys::syscalls::Tsc::new().ok()?;
+        let clock = CycleClock { ticks_per_ns: 2.5 };
+        let mut sets = working_sets(1, &[]);
+        sets.remove(1);
+        let mut job = CacheJob::new(1, sets, tsc, clock, 100, 1);
+        job.overhead_ticks = 30;
+        let mut all = Histogram::new(100, 1);
+        for (level, ns) in [(0, [2, 2, 2]), (1, [40, 40, 300])] {
+            for (i, v) in ns.into_iter().enumerate() {
+                job.levels[level].ns.record(i as u64, v);
+                job.levels[level]
+                    .cycles
+                    .record(i as u64, (v as f64 * 2.5) as u64);
+                all.record(i as u64, v);
+            }
+        }
+        let mut run = sample_run();
+        let p = &mut run.probes[0];
+        p.probe = ProbeKind::Cache;
+        p.interval_ns = None;
+        p.cpus.truncate(1);
+        p.cpus[0].hist = all.clone();
+        p.cpus[0].cache = Some(job);
+        p.all = all;
+        Some(run)
+    }
+
+    #[test]
+    fn cache_levels_are_tabled_in_ns_and_cycles() {
+        let Some(run) = cache_run() else {
+            return; // no counter on this architecture: the probe is skipped
+        };
+        let text = human(&run);
+        assert!(text.contains("values in ns"), "{text}");
+        let row = |level: &str| {
+            text.lines()
+                .find(|l| l.split_whitespace().nth(1) == Some(level))
+                .unwrap_or_else(|| panic!("no {level} row: {text}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        // CPU level set samples min p50 p99 p99.9 max over | p50 p99 max;
+        // percentiles are bucket upper edges clamped to the max, 100 ns
+        // buckets and 300 cycle ones (the same time at 2.5 GHz, rounded up).
+        assert_eq!(row("L1d"), "1 L1d 32 KiB 3 2 2 2 2 2 0 | 5 5 5");
+        assert_eq!(
+            row("L3"),
+            "1 L3 2.0 MiB 3 40 41 >100 >100 300 1 | 101 >300 750"
+        );
+        assert!(text.contains("CPU 1 L3: no level-3 data cache"), "{text}");
+        assert!(
+            text.contains("cycle counter 2.500 GHz") && text.contains("30 cycles of timing"),
+            "{text}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json(&run)).unwrap();
+        let r = &v["results"][0];
+        assert_eq!(r["sample"], "load_latency");
+        let c = &r["cpus"][0]["cache"];
+        assert_eq!(c["timing_overhead_cycles"], 30);
+        let l3 = &c["levels"][1];
+        assert_eq!(l3["level"], "L3");
+        assert_eq!(l3["source"], "assumed");
+        assert_eq!(l3["bytes"], 2 << 20);
+        assert_eq!(l3["stats"]["max_ns"], 300);
+        assert_eq!(l3["cycles"]["p50"], 101);
+        assert_eq!(l3["cycles"]["overflows"], 1);
+        assert!(l3["cycles"]["p99"].is_null(), "an overflow");
+        assert_eq!(l3["histogram"].as_array().unwrap().len(), 41, "trimmed");
     }
 
     #[test]

@@ -348,6 +348,68 @@ pub fn cycle_counter() -> Option<u64> {
     None
 }
 
+/// A serialised time-stamp counter for timing a few instructions (the
+/// cache probe's loads): a capability that exists only where the CPU has
+/// one, so code that holds a `Tsc` never reads a counter that is not there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tsc {
+    _private: (),
+}
+
+impl Tsc {
+    /// The counter, or why there is none: RDTSC with LFENCE is x86_64
+    /// only (every x86_64 CPU has both); elsewhere an `Unsupported` error
+    /// that the probe reports as its skip reason.
+    pub fn new() -> io::Result<Tsc> {
+        if cfg!(target_arch = "x86_64") {
+            Ok(Tsc { _private: () })
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "no serialised cycle counter on {} (the cache probe times loads with x86_64's RDTSC and LFENCE)",
+                    std::env::consts::ARCH
+                ),
+            ))
+        }
+    }
+
+    /// Runs `f` between two counter reads and returns its value and the
+    /// ticks between them. `LFENCE; RDTSC; LFENCE` before: earlier
+    /// instructions are done and `f` has not started when the counter is
+    /// read; `LFENCE; RDTSC` after: `f`'s loads have their data. `f`'s
+    /// inputs and its result pass through `black_box`, so the compiler
+    /// cannot move its work out from between the reads.
+    #[inline(always)]
+    pub fn time<R>(self, f: impl FnOnce() -> R) -> (R, u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use core::arch::x86_64::{_mm_lfence, _rdtsc};
+            // SAFETY: LFENCE (SSE2) and RDTSC are part of every x86_64
+            // CPU; they read a register or order execution and touch no
+            // memory of ours. The closure runs as safe code between them.
+            let t0 = unsafe {
+                _mm_lfence();
+                let t = _rdtsc();
+                _mm_lfence();
+                t
+            };
+            let r = std::hint::black_box(f());
+            // SAFETY: as above.
+            let t1 = unsafe {
+                _mm_lfence();
+                _rdtsc()
+            };
+            (r, t1.wrapping_sub(t0))
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            // Unreachable: `Tsc::new` never returns a counter here.
+            (f(), 0)
+        }
+    }
+}
+
 mod rtc_ioctl {
     // <linux/rtc.h>: #define RTC_PIE_ON _IO('p', 0x05), RTC_PIE_OFF _IO('p', 0x06),
     // RTC_IRQP_SET _IOW('p', 0x0c, unsigned long) (the rate is passed by value).
@@ -432,6 +494,31 @@ pub fn set_thread_name(name: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tsc_times_work_between_its_reads_or_says_why_not() {
+        match Tsc::new() {
+            Ok(tsc) => {
+                let (_, empty) = (0..1000)
+                    .map(|_| tsc.time(|| ()))
+                    .min_by_key(|t| t.1)
+                    .unwrap();
+                let (sum, spun) =
+                    tsc.time(|| (0..100_000u64).map(std::hint::black_box).sum::<u64>());
+                assert_eq!(sum, 4_999_950_000);
+                assert!(
+                    spun > empty + 10_000,
+                    "100,000 adds in {spun} ticks, empty {empty}"
+                );
+            }
+            Err(e) => {
+                let x86_64 = cfg!(target_arch = "x86_64");
+                assert!(!x86_64, "every x86_64 CPU has a TSC: {e}");
+                assert_eq!(e.kind(), io::ErrorKind::Unsupported);
+                assert!(e.to_string().contains("RDTSC"), "{e}");
+            }
+        }
+    }
 
     #[test]
     fn masks_carry_cpus_beyond_glibcs_1024() {
