@@ -80,7 +80,7 @@ pub enum Command {
     Run(RunArgs),
     /// Move running processes or threads into or out of the shield.
     Move(MoveArgs),
-    /// Measure latency on CPUs (timer, rtc, noise, gtod, periodic probes).
+    /// Measure latency on CPUs (timer, rtc, noise, gtod, periodic, cache probes).
     ///
     /// Pins and prioritises only its own threads: safe on any machine.
     Measure(cpushield::measure::MeasureArgs),

@@ -28,7 +28,7 @@ pub enum ProbeKind {
     Gtod,
     /// A periodic (5 ms default) thread on a kernel interval timer: lateness of each period.
     Periodic,
-    /// Cache: each load of a pointer chase through working sets the size of
+    /// The latency of each load of a pointer chase through working sets the size of
     /// L1d, L2 and the CPU's L3 share, timed with the cycle counter (x86_64).
     Cache,
 }
