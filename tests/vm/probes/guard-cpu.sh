@@ -1,0 +1,38 @@
+#!/bin/sh
+# summary: where the starvation guard spends its CPU time behind a FIFO 80 loop on CPU 3 (per-thread utime/stime, the system call and kernel stack it is in, sampled); run with and without the boot line (--append)
+# vm: cpus=4
+. /guest/lib.sh "$1"
+has_cpushield || { bad "cpushield binary in the guest"; result; }
+info "cmdline: $(cat /proc/cmdline)"
+GUARD_OPTS=$(tr " " "\n" </proc/cmdline | sed -n "s/^cpushield.guard_threshold=/--guard-threshold=/p")
+cs on 2-3 --tune $GUARD_OPTS; check "on 2-3 --tune exits 0" [ "$CS_RC" -eq 0 ]
+G=""
+for d in /proc/[0-9]*; do [ "$(cat $d/comm 2>/dev/null)" = cpushield-guard ] && G=${d#/proc/}; done
+check "a guard runs ($G)" [ -n "$G" ]
+gtimes() { for t in /proc/$G/task/*; do printf '%s:%s+%s ' "${t##*/}" "$(awk '{ print $14 }' $t/stat)" "$(awk '{ print $15 }' $t/stat)"; done; }
+info "idle, guard threads utime+stime (ticks): $(gtimes)"
+sleep 3
+info "idle, 3 s later: $(gtimes)"
+cpushield run --cpu 3 --fifo 80 -- sh -c 'while :; do :; done' &
+LOOP=$!
+sleep 3
+info "loop running 3 s: $(gtimes)"
+for i in 1 2 3 4 5 6; do
+    for t in /proc/$G/task/*; do
+        info "sample $i task ${t##*/} state $(awk '{ print $3 }' $t/stat) syscall: $(cat $t/syscall 2>/dev/null) | stack: $(tr '\n' ' ' <$t/stack 2>/dev/null | cut -c1-300)"
+    done
+    sleep 0.5
+done
+info "after sampling: $(gtimes)"
+info "guard state: $(tr -d ' \n' </run/cpushield/guard.json | cut -c1-600)"
+cat /proc/sys/vm/stat_refresh >/dev/null &
+R=$!
+sleep 5
+info "stat_refresh after 5 s: $(kill -0 $R 2>/dev/null && echo still waiting || echo done); guard times: $(gtimes)"
+for t in /proc/$G/task/*; do
+    info "task ${t##*/} syscall: $(cat $t/syscall 2>/dev/null) | stack: $(tr '\n' ' ' <$t/stack 2>/dev/null | cut -c1-300)"
+done
+kill -9 $LOOP; wait $LOOP 2>/dev/null
+wait $R 2>/dev/null
+cs off
+result
