@@ -87,6 +87,22 @@ impl Machine {
         serde_json::from_str::<serde_json::Value>(&text).ok()?["policy"].as_u64()
     }
 
+    /// `on 2-3 --tune=rt-throttling` (throttling off: a guard starts);
+    /// the guard's pid.
+    fn on_guarded(&self) -> i64 {
+        let o = cpushield(self.root(), &["on", "2-3", "--tune=rt-throttling"]);
+        assert!(o.status.success(), "{}", text(&o));
+        self.guard_state()["pid"].as_i64().expect("the guard's pid")
+    }
+
+    /// `sched_rt_runtime_us` as the fixture's kernel reads it.
+    fn rt_runtime(&self) -> String {
+        fs::read_to_string(self.root().join("proc/sys/kernel/sched_rt_runtime_us"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
     fn guard_state(&self) -> serde_json::Value {
         fs::read_to_string(self.root().join("run/cpushield/guard.json"))
             .ok()
@@ -222,23 +238,14 @@ fn on_with_throttling_off_starts_the_guard_and_off_stops_it() {
         "guard still runs"
     );
     assert!(!root.join("run/cpushield/guard.json").exists());
-    assert_eq!(
-        fs::read_to_string(root.join("proc/sys/kernel/sched_rt_runtime_us"))
-            .unwrap()
-            .trim(),
-        "950000",
-        "off turns RT throttling back on"
-    );
+    assert_eq!(m.rt_runtime(), "950000", "off turns RT throttling back on");
 }
 
 #[test]
 fn a_guard_that_died_breaks_the_shield_and_guard_off_warns() {
     let m = Machine::new("950000");
     let root = m.root();
-    assert!(cpushield(root, &["on", "2-3", "--tune=rt-throttling"])
-        .status
-        .success());
-    let pid = m.guard_state()["pid"].as_i64().unwrap();
+    let pid = m.on_guarded();
     fs::remove_dir_all(root.join(format!("proc/{pid}"))).unwrap();
     let o = cpushield(root, &["status"]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
@@ -293,10 +300,7 @@ fn a_guard_setting_out_of_range_is_refused_before_anything_changes() {
 fn off_stops_a_guard_whose_state_file_is_damaged_and_says_what_it_cannot_know() {
     let m = Machine::new("950000");
     let root = m.root();
-    assert!(cpushield(root, &["on", "2-3", "--tune=rt-throttling"])
-        .status
-        .success());
-    let pid = m.guard_state()["pid"].as_i64().unwrap();
+    let pid = m.on_guarded();
     fs::write(root.join("run/cpushield/guard.json"), "{\"pid\": 4").unwrap();
     let o = cpushield(root, &["off"]);
     assert!(
@@ -311,23 +315,14 @@ fn off_stops_a_guard_whose_state_file_is_damaged_and_says_what_it_cannot_know() 
         text(&o)
     );
     assert!(!root.join("run/cpushield/guard.json").exists());
-    assert_eq!(
-        fs::read_to_string(root.join("proc/sys/kernel/sched_rt_runtime_us"))
-            .unwrap()
-            .trim(),
-        "950000",
-        "the rest is undone all the same"
-    );
+    assert_eq!(m.rt_runtime(), "950000", "the rest is undone all the same");
 }
 
 #[test]
 fn on_again_with_guard_off_stops_the_guard_and_on_again_without_it_starts_it() {
     let m = Machine::new("950000");
     let root = m.root();
-    assert!(cpushield(root, &["on", "2-3", "--tune=rt-throttling"])
-        .status
-        .success());
-    let pid = m.guard_state()["pid"].as_i64().unwrap();
+    let pid = m.on_guarded();
     let o = cpushield(root, &["on", "2-3", "--tune=rt-throttling", "--guard=off"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(
