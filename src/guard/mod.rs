@@ -257,6 +257,14 @@ pub struct GuardState {
     pub active: Vec<ActiveBoost>,
     /// Threads found starving at the last scan.
     pub starving: Vec<watch::Starving>,
+    /// Threads the last scan read.
+    pub candidates: usize,
+    /// How long the last scan took, µs.
+    pub scan_us: u64,
+    /// The longest a pass of its loop has worked without sleeping, µs.
+    pub longest_work_us: u64,
+    /// How often it slept longer to keep its own work under half a CPU.
+    pub held_back: u64,
 }
 
 /// How many finished boosts the state keeps.

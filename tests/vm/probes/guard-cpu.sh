@@ -25,6 +25,9 @@ for i in 1 2 3 4 5 6; do
 done
 info "after sampling: $(gtimes)"
 info "guard state: $(tr -d ' \n' </run/cpushield/guard.json | cut -c1-600)"
+for k in boosts failed candidates scan_us longest_work_us held_back; do
+    info "guard $k: $(json_get /run/cpushield/guard.json .$k)"
+done
 cat /proc/sys/vm/stat_refresh >/dev/null &
 R=$!
 sleep 5
