@@ -20,13 +20,11 @@ use super::{
     restore_boosts, ActiveBoost, BoostKind, BoostRecord, GuardState, Settings, RECENT, STATE_FILE,
 };
 use crate::cpulist::CpuSet;
-use crate::sys::syscalls::{self, Policy, SchedAttr, SCHED_DEADLINE};
+use crate::sys::syscalls::{self, Policy, SchedAttr, SCHED_DEADLINE, SCHED_FIFO};
 use crate::sys::{procfs, ErrorKind, Sys, SysError};
 
 /// The guard's own SCHED_FIFO priority.
 pub const PRIORITY: i32 = 98;
-/// `SCHED_FIFO`'s policy number.
-const SCHED_FIFO: u32 = 1;
 /// The state is rewritten at least this often (a heartbeat for `status`), ns.
 const HEARTBEAT_NS: u64 = 1_000_000_000;
 

@@ -436,7 +436,7 @@ impl Undone {
 /// Whether thread id `tid`, journaled at `at` (ticks since boot), now
 /// names a thread that started later: the recorded one exited and the id
 /// was reused. Unknown times (an entry or a kernel without them) say no.
-fn recycled(sys: &Sys, tid: i32, at: Option<u64>) -> bool {
+pub(super) fn recycled(sys: &Sys, tid: i32, at: Option<u64>) -> bool {
     match (at, procfs::start_ticks(sys, tid)) {
         (Some(at), Some(start)) => start > at,
         _ => false,

@@ -20,11 +20,8 @@ use super::apply::{ApplyError, Refusal, Undone};
 use super::change::{Action, Step};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Thread};
-use crate::sys::syscalls::SchedAttr;
+use crate::sys::syscalls::{SchedAttr, SCHED_FIFO};
 use crate::sys::{ErrorKind, Sys};
-
-/// `SCHED_FIFO`'s policy number.
-pub const SCHED_FIFO: u32 = 1;
 
 /// Each kind of thread and how far above the user's priority it goes:
 /// softirqs lowest, then timers, then RCU, in the order tuned's
@@ -269,11 +266,9 @@ pub(super) fn undo(
         }
         _ => {}
     }
-    if let (Some(at), Some(start)) = (at, procfs::start_ticks(sys, tid)) {
-        if start > at {
-            out.recycled.push(tid);
-            return;
-        }
+    if super::apply::recycled(sys, tid, at) {
+        out.recycled.push(tid);
+        return;
     }
     let back = sys
         .set_sched_attr(tid, &previous)

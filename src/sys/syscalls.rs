@@ -170,6 +170,9 @@ pub struct SchedAttr {
     pub period_ns: u64,
 }
 
+/// `SCHED_FIFO`'s policy number.
+pub const SCHED_FIFO: u32 = 1;
+
 /// `SCHED_DEADLINE`'s policy number.
 pub const SCHED_DEADLINE: u32 = 6;
 
