@@ -15,6 +15,11 @@
 //! the policy or the CPU fails loudly (exit 1): a test must not go on with
 //! an interferer that does not interfere.
 //!
+//! `interfere time-reads FILE...` reads each file whole and prints the
+//! microseconds each read took beside its path (`-` where it could not be
+//! read), slowest first: the probes use it to find which `/proc` file is
+//! slow to read while a real-time loop holds a CPU.
+//!
 //! The real-kernel test bed uses it in tests/vm/scenarios/19-explain.sh.
 //! Build static for the guest:
 //! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release
@@ -42,6 +47,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("spin") => spin(parse_spin(&args[1..])),
+        Some("time-reads") => time_reads(&args[1..]),
         _ => usage("a mode is needed"),
     }
 }
@@ -134,6 +140,24 @@ fn spinner(s: &Spin) {
     }
 }
 
+fn time_reads(paths: &[String]) {
+    let mut times: Vec<(Option<u64>, &String)> = paths
+        .iter()
+        .map(|p| {
+            let start = syscalls::monotonic_ns();
+            let ok = std::fs::read(p).is_ok();
+            (ok.then(|| (syscalls::monotonic_ns() - start) / 1_000), p)
+        })
+        .collect();
+    times.sort_by_key(|t| std::cmp::Reverse(t.0));
+    for (us, path) in times {
+        match us {
+            Some(us) => println!("{us:>10} {path}"),
+            None => println!("{:>10} {path}", "-"),
+        }
+    }
+}
+
 fn fail(what: &str) -> ! {
     eprintln!("interfere: {what}");
     std::process::exit(1);
@@ -142,5 +166,6 @@ fn fail(what: &str) -> ! {
 fn usage(why: &str) -> ! {
     eprintln!("interfere: {why}");
     eprintln!("usage: interfere spin --cpu N --prio P --every-ms M --spin-us S [--name NAME]");
+    eprintln!("       interfere time-reads FILE...");
     std::process::exit(2);
 }

@@ -22,6 +22,12 @@
 #                                (a separate cached image; see image.sh)
 #   --timeout SEC                limit per QEMU run (default 200 + 240 per
 #                                scenario, + 300 per reboot a scenario asks for)
+#   --tcg single|multi           QEMU's TCG threading (default single: every
+#                                vCPU on one host thread, see ../README.md).
+#                                With nohz_full on the command line and a
+#                                vCPU spinning in user space, single
+#                                slows the other vCPUs twentyfold (KERNEL-NOTES 38):
+#                                use multi there
 #   --verbose                    stream the guest console
 # A scenario's header may say "# distro: cgroup=v1 suites=bookworm reboot=yes"
 # (reboot=yes: the scenario reboots the guest and goes on in the next boot
@@ -38,7 +44,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib/common.sh"
 D_DIR=$VM_DIR/distro
-SUITES=all; BINARY=""; DEB=""; EXTRA_APPEND=""; PACKAGES=""; SETTINGS=""; MEMORY=1536; CPUS=4; TIMEOUT=""; VERBOSE=0; SCENARIOS=()
+TCG_THREAD=single; SUITES=all; BINARY=""; DEB=""; EXTRA_APPEND=""; PACKAGES=""; SETTINGS=""; MEMORY=1536; CPUS=4; TIMEOUT=""; VERBOSE=0; SCENARIOS=()
 while [ $# -gt 0 ]; do
     case $1 in
         --suite) SUITES=$2; shift ;;
@@ -51,6 +57,7 @@ while [ $# -gt 0 ]; do
         --memory) MEMORY=$2; shift ;;
         --append) EXTRA_APPEND=$2; shift ;;
         --timeout) TIMEOUT=$2; shift ;;
+        --tcg) case $2 in single|multi) TCG_THREAD=$2 ;; *) die "--tcg takes single or multi, not '$2'" ;; esac; shift ;;
         --verbose|-v) VERBOSE=1 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         -*) die "unknown option $1 (see --help)" ;;
@@ -134,7 +141,7 @@ boot() {
             -device virtio-blk-pci,drive=root,bootindex=0)
         kernel=()
     fi
-    local qemu=(qemu-system-x86_64 -accel tcg,thread=single -cpu max,-cx16
+    local qemu=(qemu-system-x86_64 -accel "tcg,thread=$TCG_THREAD" -cpu max,-cx16
         -smp "$CPUS" -m "$MEMORY" -nographic $reboot -vga none
         "${kernel[@]}" "${rootdisk[@]}"
         -drive "file=$RUN_DIR/job.tar,if=virtio,format=raw,readonly=on"

@@ -24,6 +24,21 @@ for i in 1 2 3 4 5 6; do
     sleep 0.5
 done
 info "after sampling: $(gtimes)"
+# Which /proc reads are slow while the loop holds CPU 3 (µs, slowest first).
+if command -v interfere >/dev/null 2>&1; then
+    interfere time-reads /proc/[0-9]*/task/*/stat /proc/[0-9]*/task/*/schedstat 2>&1 | head -12 | sed 's/^/  read µs /'
+    interfere time-reads /proc/[0-9]*/task/*/stat /proc/[0-9]*/task/*/schedstat 2>&1 | head -4 | sed 's/^/  again µs /'
+fi
+# Who uses the CPU meanwhile: every thread's utime+stime over 3 s, and the CPUs' own counters.
+tticks() { for t in /proc/[0-9]*/task/*; do set -- $(sed 's/.*) //' $t/stat 2>/dev/null); [ -n "${12:-}" ] && echo "${t#/proc/} $(( ${12} + ${13} )) $(cat $t/comm 2>/dev/null) cpu=${37:-?} state=$1"; done; }
+tticks >/tmp/tt0; head -5 /proc/stat >/tmp/ps0; sleep 3; tticks >/tmp/tt1; head -5 /proc/stat >/tmp/ps1
+awk 'NR==FNR { a[$1] = $2; next } ($1 in a) && $2 - a[$1] > 5 { printf "  busy %5d ticks in 3 s: %s\n", $2 - a[$1], $0 }' /tmp/tt0 /tmp/tt1 | sort -k2 -rn | head -10
+awk 'NR==FNR { for (i = 2; i <= NF; i++) a[$1, i] = $i; next } { printf "  %s 3 s:", $1; for (i = 2; i <= 9; i++) printf " %d", $i - a[$1, i]; print " (user nice system idle iowait irq softirq steal)" }' /tmp/ps0 /tmp/ps1
+# Runnable threads bound to or last on CPU 3, with their run time so far.
+for t in /proc/[0-9]*/task/*; do
+    set -- $(sed 's/.*) //' $t/stat 2>/dev/null)
+    [ "${1:-}" = R ] && [ "${37:-}" = 3 ] && info "runnable on 3: ${t#/proc/} $(cat $t/comm) schedstat $(cat $t/schedstat)"
+done
 info "guard state: $(tr -d ' \n' </run/cpushield/guard.json | cut -c1-600)"
 for k in boosts failed candidates scan_us longest_work_us held_back; do
     info "guard $k: $(json_get /run/cpushield/guard.json .$k)"
