@@ -1046,3 +1046,74 @@ fn a_noprefix_cpuset_hierarchy_left_by_cset_is_refused_with_the_fix() {
     );
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }
+
+#[test]
+fn a_shielded_cpu_taken_offline_is_named_by_status_and_off_finishes_once_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    // Effective IRQ affinities are the kernel's choice after a hotplug.
+    let before = tree_without_effective(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // Someone else takes CPU 2 offline.
+    sys.write("sys/devices/system/cpu/cpu2/online", "0")
+        .unwrap();
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let st = json(&o);
+    let offline = st["broken"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "offline")
+        .unwrap_or_else(|| panic!("no offline finding: {st}"));
+    assert!(
+        offline["reason"]
+            .as_str()
+            .unwrap()
+            .contains("CPU 2 of the shield is offline"),
+        "{offline}"
+    );
+    assert!(
+        offline["next"]
+            .as_str()
+            .unwrap()
+            .contains("echo 1 > /sys/devices/system/cpu/cpu2/online"),
+        "{offline}"
+    );
+
+    // off while it is offline: what names CPU 2 alone cannot go back.
+    let o = cpushield(dir.path(), &["off", "--json"]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    let report = json(&o);
+    assert_eq!(report["offline"], "2", "{report}");
+    assert!(!report["failed"].as_array().unwrap().is_empty(), "{report}");
+    sys.write("sys/devices/system/cpu/cpu2/online", "1")
+        .unwrap();
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        diff(&before, &tree_without_effective(dir.path())),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn off_names_the_offline_cpus_and_how_to_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    sys.write("sys/devices/system/cpu/cpu2/online", "0")
+        .unwrap();
+    let o = cpushield(dir.path(), &["off"]);
+    assert_eq!(o.status.code(), Some(5), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("CPUs 2 of the shield are offline")
+            && out.contains("echo 1 > /sys/devices/system/cpu/cpu2/online")
+            && out.contains("run 'cpushield off' again"),
+        "{out}"
+    );
+}

@@ -567,6 +567,18 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
         ],
     )?;
     refusals(w, "could not restore", &u.failed)?;
+    if !r.offline.is_empty() && !u.failed.is_empty() {
+        writeln!(
+            w,
+            "  CPUs {} of the shield are offline: a mask naming only them cannot be written back; bring them online ({}) and run 'cpushield off' again",
+            r.offline,
+            r.offline
+                .iter()
+                .map(|c| format!("echo 1 > /sys/devices/system/cpu/cpu{c}/online"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )?;
+    }
     unreadable(w, r, "not undone")?;
     for dir in &r.still_there {
         writeln!(

@@ -3,9 +3,56 @@
 //! work) goes elsewhere; refused up front where a CPU cannot go offline.
 
 use super::change::{Action, Check, Step, Undo};
+use super::holds::Holds;
+use super::journal::State;
 use super::plan_error::PlanError;
 use super::snapshot::{cpu_online_file, Snapshot};
 use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
+
+/// The shielded CPUs the kernel has offline, read back for `status`:
+/// someone took them offline after `on` (the shield's own
+/// `--hotplug-restart` brings each back before `on` ends).
+#[derive(Default)]
+pub(super) struct OnlineHold {
+    /// Shielded CPUs not in `/sys/devices/system/cpu/online`.
+    offline: CpuSet,
+}
+
+/// Which of `shield`'s CPUs are offline in `snap`.
+pub(super) fn read_hold(snap: &Snapshot, shield: &CpuSet) -> OnlineHold {
+    OnlineHold {
+        offline: shield.difference(&snap.online),
+    }
+}
+
+impl Holds for OnlineHold {
+    /// `offline`: a shielded CPU the kernel has offline. What the shield
+    /// placed there is gone with it (the driver of a multi-queue device
+    /// may spread its IRQs anew), and a real-time task bound to it alone
+    /// no longer runs.
+    fn lost(&self, _state: &State, repair: &str) -> Vec<Finding> {
+        if self.offline.is_empty() {
+            return Vec::new();
+        }
+        let online = self
+            .offline
+            .iter()
+            .map(|c| format!("echo 1 > /{}", cpu_online_file(c)))
+            .collect::<Vec<_>>()
+            .join("; ");
+        vec![Finding::new(
+            "offline",
+            Severity::Bad,
+            100,
+            format!(
+                "CPU {} of the shield is offline: the kernel took it out of the partition, and tasks bound to it alone do not run",
+                self.offline
+            ),
+            format!("bring it online ({online}), then {repair}"),
+        )]
+    }
+}
 
 /// Refuses `--hotplug-restart` when a shielded CPU cannot be taken offline:
 /// no `cpuN/online` file (x86 CPU 0, kernels without CPU hotplug), or one

@@ -17,7 +17,7 @@ use super::error::{require_root, ShieldError};
 use super::journal::{self, Journal, State, Unreadable};
 use super::timings::Timings;
 use crate::cpulist::CpuSet;
-use crate::sys::Sys;
+use crate::sys::{procfs, Sys};
 
 /// The result of `off`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,6 +51,11 @@ pub struct OffReport {
     /// (irqbalance's ban first of all, thread affinities last).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub would_undo: Vec<String>,
+    /// Shielded CPUs that were offline when `off` ran, as the kernel
+    /// reads back. An affinity or IRQ mask naming only them cannot be
+    /// written back (EINVAL) until they are online again.
+    #[serde(default, skip_serializing_if = "CpuSet::is_empty")]
+    pub offline: CpuSet,
     /// How long it took, by phase (filled in by [`off`]).
     #[serde(default)]
     pub took: Timings,
@@ -97,6 +102,7 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
             still_there: Vec::new(),
             dry_run: false,
             would_undo: Vec::new(),
+            offline: CpuSet::new(),
             took: Timings::default(),
         });
     }
@@ -106,6 +112,15 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
     let journal = journal::salvage(sys)?;
     timings.read_journal += t.elapsed();
     let undone = apply::undo_timed(sys, &journal.entries, timings);
+    let shield = journal
+        .state
+        .as_ref()
+        .map(|s| s.shield.clone())
+        .unwrap_or_default();
+    // Unreadable online list: nothing to say, not a reason to fail `off`.
+    let offline = procfs::online_cpus(sys)
+        .map(|online| shield.difference(&online))
+        .unwrap_or_default();
     let still_there = match &journal.state {
         Some(state) if !journal.unreadable.is_empty() => own_cgroups_left(sys, state),
         _ => Vec::new(),
@@ -122,7 +137,7 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
         (true, false) => Some(Journal::set_aside(sys)?.display().to_string()),
     };
     Ok(OffReport {
-        shield: journal.state.map(|s| s.shield).unwrap_or_default(),
+        shield,
         nothing_to_undo: false,
         undone,
         unreadable: journal.unreadable,
@@ -130,6 +145,7 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
         still_there,
         dry_run: false,
         would_undo: Vec::new(),
+        offline,
         took: Timings::default(),
     })
 }
@@ -195,6 +211,7 @@ pub fn off_plan(sys: &Sys) -> Result<OffReport, ShieldError> {
         still_there: Vec::new(),
         dry_run: true,
         would_undo,
+        offline: CpuSet::new(),
         took: Timings::default(),
     })
 }

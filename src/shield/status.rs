@@ -13,7 +13,7 @@ use super::plan;
 use super::request::Request;
 use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
 use super::tasks::{self, TaskRef};
-use super::{guard, irqbalance, knobs, mechanism};
+use super::{guard, hotplug, irqbalance, knobs, mechanism};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::sys::procfs;
@@ -87,6 +87,8 @@ struct HoldFacts {
     knobs: knobs::Hold,
     /// The starvation guard and the kernel work it protects.
     guard: guard::Hold,
+    /// Shielded CPUs someone took offline.
+    online: hotplug::OnlineHold,
 }
 
 impl HoldFacts {
@@ -98,6 +100,7 @@ impl HoldFacts {
             irqs: irqs::on_shield(snap, &state.shield),
             knobs: knobs::read_hold(sys, state)?,
             guard: guard::read_hold(sys, state),
+            online: hotplug::read_hold(snap, &state.shield),
         })
     }
 }
@@ -124,7 +127,15 @@ fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
     let rebuild = format!(
         "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"
     );
-    let components: [&dyn Holds; 6] = [&f.mechanism, &f.ban, &f.tasks, &f.irqs, &f.knobs, &f.guard];
+    let components: [&dyn Holds; 7] = [
+        &f.online,
+        &f.mechanism,
+        &f.ban,
+        &f.tasks,
+        &f.irqs,
+        &f.knobs,
+        &f.guard,
+    ];
     components
         .iter()
         .flat_map(|c| c.lost(state, &rebuild))
@@ -266,6 +277,7 @@ mod tests {
             irqs: vec![irq(30, "2")],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
+            online: hotplug::OnlineHold::default(),
         };
         assert_eq!(holds(&s, &f), vec![]);
     }
@@ -284,6 +296,7 @@ mod tests {
             irqs: vec![irq(30, "2"), irq(31, "0-3")],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
+            online: hotplug::OnlineHold::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(
@@ -307,6 +320,7 @@ mod tests {
             irqs: vec![],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
+            online: hotplug::OnlineHold::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(ids(&found), ["incomplete"]);
@@ -329,6 +343,7 @@ mod tests {
             irqs: vec![],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
+            online: hotplug::OnlineHold::default(),
         };
         assert_eq!(holds(&s, &facts(running(Some(true)))), vec![]);
         let found = holds(&s, &facts(running(Some(false))));
