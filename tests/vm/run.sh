@@ -268,7 +268,9 @@ for i in "${!BOOT_K[@]}"; do
                 r="FAIL $s ($why)"
             fi
             [ -n "${CRASHED[$s]:-}" ] && r="$r [earlier tries: ${CRASHED[$s]}]"
-            printf '%-5s %-22s %s\n' "$k" "$s" "$r" | tee -a "$SUMMARY"
+            # the scenario's own time in the guest, so CI's budget can be read per scenario
+            took=$(sed -n "s/^CPUSHIELD-TIME: $s \([0-9.]*s\)\$/\1/p" "$logf" | tail -n1)
+            printf '%-5s %-22s %7s %s\n' "$k" "$s" "${took:--}" "$r" | tee -a "$SUMMARY"
             case $r in
                 PASS*|SKIP*) ;;
                 *) status=1
@@ -286,7 +288,7 @@ for i in "${!BOOT_K[@]}"; do
             todo=$retry
         else
             for s in ${retry//,/ }; do
-                printf '%-5s %-22s %s\n' "$k" "$s" "BOOT FAILURE (the guest died before the scenario started, $ATTEMPTS times; see $logf)" | tee -a "$SUMMARY"
+                printf '%-5s %-22s %7s %s\n' "$k" "$s" - "BOOT FAILURE (the guest died before the scenario started, $ATTEMPTS times; see $logf)" | tee -a "$SUMMARY"
             done
             echo "---- tail of $logf:"; tail -n 30 "$logf" | sed 's/^/  /'
             [ $status = 0 ] && status=3

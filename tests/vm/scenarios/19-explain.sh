@@ -216,10 +216,16 @@ for case in newline imitation; do
     top=$(top_cause "$case")
     check "$case: the top cause names the spinner ('$top')" matches "$top" "^(task $SHOWN|timer delivery \\($SHOWN running\\))\$"
     # Its own share, not another task's: the spinner is the main cause of
-    # most explained samples (case 1: 836-855 of 1,136-1,155).
+    # many more samples than any other task (alone, about 940 of 1,100
+    # explained; the bug this guards against charged them to 'task usleep').
+    # Not "most of all samples": on a busy host the emulator's late timer
+    # delivery explains more of them.
     mine=$(cause_field "$case" "$ASK" 1)
     all=$(ex "$case" explained)
-    check "$case: the spinner is the main cause of most explained samples (${mine:-0} of ${all:-0})" [ $(( ${mine:-0} * 2 )) -gt "${all:-0}" ]
+    other=$(causes "$case" | awk -v c="$ASK" '{ n = $0; sub(/^[^|]*\|/, "", n) } n ~ /^task / && n != c && $1 > m { m = $1; w = n } END { printf "%d %s", m, w }')
+    info "$case: main cause of ${mine:-0} of ${all:-0} explained samples; the next task: ${other#* } (${other%% *})"
+    check "$case: the spinner is the main cause of 5 times more samples than any other task (${mine:-0}, next ${other%% *})" \
+        [ "${mine:-0}" -ge 100 -a "${mine:-0}" -gt $(( ${other%% *} * 5 )) ]
     exec 7>&-
     wait $SP 2>/dev/null
 done
