@@ -77,10 +77,11 @@ busybox_lane() {
     [ $rc = 0 ] || return $rc
     # Kernel 7.x (Debian 14's series, from trixie-backports), where an isolated
     # partition also moves timers and unbound kthreads at run time: the shield
-    # the boot-isolated scenarios and --explain (19).
+    # the boot-isolated scenarios, --explain (19) and a shielded CPU taken
+    # offline (23).
     echo "== real-kernel scenarios on 7.x"
     t0=$(date +%s)
-    tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel 7 01 17 18 19 || rc=$?
+    tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel 7 01 17 18 19 23 || rc=$?
     echo "== 7.x took $(( $(date +%s) - t0 ))s"
     return $rc
 }
