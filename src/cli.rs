@@ -130,6 +130,13 @@ pub struct GuardSettingsArgs {
     /// How long a boost lasts, in ms.
     #[arg(long, value_name = "MS", default_value_t = cpushield::guard::Settings::default().duration_ms)]
     pub guard_duration: u64,
+    /// What boosts: `stalld` where it is installed (`auto`), or always
+    /// cpushield's own (`cpushield`), or stalld, refused where it is not
+    /// installed (`stalld`). stalld gets the settings in its own units and
+    /// ranges (whole seconds; a period of 200 ms to 4 s) and runs only
+    /// while RT throttling is off.
+    #[arg(long, value_name = "ENGINE", default_value = "auto", value_parser = clap::value_parser!(cpushield::guard::Engine))]
+    pub guard_engine: cpushield::guard::Engine,
 }
 
 impl GuardSettingsArgs {
@@ -140,6 +147,7 @@ impl GuardSettingsArgs {
             runtime_us: self.guard_runtime,
             period_us: self.guard_period,
             duration_ms: self.guard_duration,
+            engine: self.guard_engine,
         }
     }
 }

@@ -13,6 +13,7 @@
 //! allow_split_siblings = false
 //! boot = true                  # or extra options: ["skew_tick=1"]; the boot half (see cpushield::boot)
 //! guard = "auto"               # the starvation guard: "auto", "on" or "off" (see cpushield::guard)
+//! guard_engine = "auto"        # what boosts: "auto" (stalld where installed), "cpushield" or "stalld"
 //! kthreads_above = 80          # the shielded CPUs' softirq, timer and RCU threads above this priority
 //! ```
 
@@ -71,6 +72,8 @@ struct File {
     #[serde(default)]
     guard: Option<Spanned<String>>,
     #[serde(default)]
+    guard_engine: Option<Spanned<String>>,
+    #[serde(default)]
     kthreads_above: Option<Spanned<u32>>,
 }
 
@@ -91,7 +94,7 @@ enum Tune {
 }
 
 const KEYS: &str =
-    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, kthreads_above";
+    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, kthreads_above";
 
 /// Reads and validates the config file at `path`: a regular file of at
 /// most 1 MiB, else refused before it is read whole.
@@ -177,7 +180,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
                     g.into_inner().parse().map_err(|e| invalid(start, e))?
                 }
             },
-            settings: Default::default(),
+            settings: crate::guard::Settings {
+                engine: match file.guard_engine {
+                    None => crate::guard::Engine::Auto,
+                    Some(g) => {
+                        let start = g.span().start;
+                        g.into_inner().parse().map_err(|e| invalid(start, e))?
+                    }
+                },
+                ..Default::default()
+            },
         },
         kthreads_above: match file.kthreads_above {
             None => None,
@@ -231,6 +243,12 @@ mod tests {
             msg.contains("kthreads_above") && msg.contains("1 to 95"),
             "{msg}"
         );
+        let r = parse("cpus = \"3\"\nguard_engine = \"stalld\"\n", Path::new("c")).unwrap();
+        assert_eq!(r.guard.settings.engine, crate::guard::Engine::Stalld);
+        assert_eq!(r.guard.settings.threshold_ms, 1_000);
+        let (line, msg) = err("cpus = \"3\"\nguard_engine = \"tuned\"\n");
+        assert_eq!(line, 2, "{msg}");
+        assert!(msg.contains("auto, cpushield, stalld"), "{msg}");
         let r = parse(
             "cpus = \"0xc\"\ntune = [\"timer-migration\"]\n",
             Path::new("c"),

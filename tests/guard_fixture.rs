@@ -360,3 +360,137 @@ fn a_worker_bound_to_a_shielded_cpu_that_never_ran_there_is_watched_too() {
     assert_eq!(after["recent"][0]["cpu"], 3, "{after}");
     assert_eq!(m.kworker_policy(), Some(0));
 }
+
+/// A stand-in for stalld at `usr/sbin/stalld`: writes its arguments to
+/// `stalld.args`, reports one starvation and its boost the way stalld 1.26
+/// words them (after its own start-up probe), and on SIGTERM writes
+/// `stalld.stopped` and exits.
+fn stand_in_stalld(root: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let script = format!(
+        "#!/bin/sh\n\
+         echo \"$@\" > '{r}/stalld.args'\n\
+         trap \"echo stopped > '{r}/stalld.stopped'; exit 0\" TERM\n\
+         echo 'stalld: boosted pid 0 (stalld) using SCHED_DEADLINE' >&2\n\
+         echo 'stalld: kworker/3:1-501 starved on CPU 3 for 1 seconds' >&2\n\
+         echo 'stalld: boosted pid 501 (kworker/3:1) (cpu 3) using SCHED_DEADLINE' >&2\n\
+         while :; do sleep 0.05; done\n",
+        r = root.display()
+    );
+    put(root, "usr/sbin/stalld", &script);
+    fs::set_permissions(
+        root.join("usr/sbin/stalld"),
+        fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "timed out waiting: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn stalld_as_the_engine_starts_once_throttling_is_off_is_counted_and_stopped_with_the_guard() {
+    let m = Machine::new("950000");
+    let root = m.root();
+    stand_in_stalld(root);
+    let mut guard = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
+        .arg("--root")
+        .arg(root)
+        .args(["guard", "--cpus", "2-3", "--guard-engine=stalld"])
+        .spawn()
+        .unwrap();
+    // Throttling on: stalld is not started, and the state says why.
+    wait_for("the guard says it waits for throttling to go off", || {
+        m.guard_state()["stalld"]["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("RT throttling is on"))
+    });
+    assert!(!root.join("stalld.args").exists());
+    put(root, "proc/sys/kernel/sched_rt_runtime_us", "-1\n");
+    wait_for("stalld's starvation counted", || {
+        m.guard_state()["boosts"] == 1
+    });
+    let state = m.guard_state();
+    assert_eq!(state["recent"][0]["name"], "kworker/3:1", "{state}");
+    assert_eq!(state["recent"][0]["cpu"], 3, "{state}");
+    assert_eq!(state["stalld"]["starts"], 1, "{state}");
+    assert!(state["stalld"]["pid"].as_i64().is_some(), "{state}");
+    let args = fs::read_to_string(root.join("stalld.args")).unwrap();
+    assert!(
+        args.starts_with("-f -v -S -c 2-3 -t 1 -r 50000 -p 200000000 -d 1 --pidfile="),
+        "{args}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(guard.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(guard.wait().unwrap().success());
+    wait_for("stalld stopped with the guard", || {
+        root.join("stalld.stopped").exists()
+    });
+}
+
+#[test]
+fn on_with_stalld_installed_journals_its_two_changes_and_off_puts_them_back() {
+    let m = Machine::new("950000");
+    let root = m.root();
+    stand_in_stalld(root);
+    let features = "sys/kernel/debug/sched/features";
+    put(
+        root,
+        features,
+        "GENTLE_FAIR_SLEEPERS NO_HRTICK NO_HRTICK_DL\n",
+    );
+    let o = cpushield(root, &["on", "2-3", "--guard=on", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(report.contains("\"engine\": \"stalld\""), "{report}");
+    assert_eq!(
+        fs::read_to_string(root.join(features)).unwrap().trim(),
+        "HRTICK_DL"
+    );
+    assert_eq!(m.rt_runtime(), "-1");
+    let o = cpushield(
+        root,
+        &[
+            "on",
+            "2-3",
+            "--guard=on",
+            "--guard-engine=cpushield",
+            "--dry-run",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        fs::read_to_string(root.join(features)).unwrap().trim(),
+        "NO_HRTICK_DL"
+    );
+    assert_eq!(m.rt_runtime(), "950000");
+}
+
+#[test]
+fn stalld_asked_for_where_none_is_installed_is_refused_and_nothing_changes() {
+    let m = Machine::new("950000");
+    let before = common::tree(m.root());
+    let o = cpushield(
+        m.root(),
+        &["on", "2-3", "--guard=on", "--guard-engine=stalld"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("no stalld is installed"), "{}", text(&o));
+    assert_eq!(
+        common::diff(&before, &common::tree(m.root())),
+        Vec::<String>::new()
+    );
+}

@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::watch::{parse_sample, Sample, Starving, Watch};
 use super::{
-    restore_boosts, ActiveBoost, BoostKind, BoostRecord, GuardState, Settings, RECENT, STATE_FILE,
+    restore_boosts, stalld, ActiveBoost, BoostKind, BoostRecord, Engine, GuardState, Settings,
+    RECENT, STATE_FILE,
 };
 use crate::cpulist::CpuSet;
 use crate::sys::syscalls::{self, Policy, SchedAttr, SCHED_DEADLINE, SCHED_FIFO};
@@ -111,6 +112,12 @@ pub fn run(
         },
         written_ns: 0,
     };
+    // stalld boosts where it is the engine and runs; the own loop below
+    // scans only while it does not.
+    let mut stalld = match settings.engine {
+        Engine::Cpushield => None,
+        Engine::Auto | Engine::Stalld => stalld::find(sys).map(stalld::Supervisor::new),
+    };
     guard.write_state(now);
     let threshold_ns = settings.threshold_ms * 1_000_000;
     let scan_every = (threshold_ns / 4).clamp(100_000_000, 1_000_000_000);
@@ -119,7 +126,13 @@ pub fn run(
     while !stop.load(Ordering::Relaxed) {
         let now = syscalls::monotonic_ns();
         let mut changed = guard.step_boosts(now);
-        if now >= next_scan {
+        if let Some(engine) = &mut stalld {
+            changed |= engine.tend(sys, cpus, &settings, &mut guard.state, now);
+        }
+        let engine_runs = stalld.as_ref().is_some_and(stalld::Supervisor::runs);
+        if now >= next_scan && engine_runs {
+            next_scan = now + scan_every;
+        } else if now >= next_scan {
             if now >= next_full {
                 guard.refresh_candidates();
                 next_full = now + full_every;
@@ -153,6 +166,9 @@ pub fn run(
             wake.max(now + 1_000)
         };
         let _ = syscalls::sleep_until_monotonic_ns(wake);
+    }
+    if let Some(engine) = &mut stalld {
+        engine.stop(sys);
     }
     let now = syscalls::monotonic_ns();
     let tids: Vec<i32> = guard.boosts.keys().copied().collect();

@@ -66,6 +66,15 @@ pub struct KernelWork {
     pub rt_runtime_us: Option<i64>,
     /// `sched_rt_period_us`.
     pub rt_period_us: Option<i64>,
+    /// The installed stalld (absolute path), which the guard runs as its
+    /// engine where the shield asks for `auto` or `stalld`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalld: Option<String>,
+    /// The scheduler features file (relative to the root) and whether it
+    /// reads `HRTICK_DL` on (stalld turns it on; the shield's plan does it
+    /// first, journaled); `None` without debugfs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hrtick_dl: Option<(String, bool)>,
 }
 
 /// Why per-CPU kernel work on a shielded CPU can starve behind a
@@ -167,11 +176,21 @@ impl KernelWork {
                 .ok()
                 .and_then(|v| v.parse::<i64>().ok())
         };
+        let hrtick_dl = super::stalld::SCHED_FEATURES.iter().find_map(|rel| {
+            let features = sys.read(rel).ok()?;
+            let words: Vec<&str> = features.split_whitespace().collect();
+            // Kernels before HRTICK_DL have only HRTICK (stalld then sets that).
+            let on = words.contains(&"HRTICK_DL")
+                || (!words.contains(&"NO_HRTICK_DL") && words.contains(&"HRTICK"));
+            Some((rel.to_string(), on))
+        });
         KernelWork {
             preempt_rt: is_preempt_rt(&version),
             fair_server,
             rt_runtime_us: number(RT_RUNTIME),
             rt_period_us: number(RT_PERIOD),
+            stalld: super::stalld::find(sys).map(|p| format!("/{p}")),
+            hrtick_dl,
             release,
         }
     }
@@ -227,6 +246,8 @@ mod tests {
             fair_server,
             rt_runtime_us: Some(rt),
             rt_period_us: Some(1_000_000),
+            stalld: None,
+            hrtick_dl: None,
         }
     }
 

@@ -21,6 +21,7 @@
 
 pub mod daemon;
 pub mod kernel;
+pub mod stalld;
 pub mod watch;
 
 use std::time::Duration;
@@ -49,6 +50,48 @@ pub struct Settings {
     pub period_us: u64,
     /// How long a boost lasts, ms.
     pub duration_ms: u64,
+    /// What boosts: stalld or cpushield's own loop.
+    #[serde(default)]
+    pub engine: Engine,
+}
+
+/// What boosts starving threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    /// stalld where it is installed ([`stalld::find`]), else cpushield's own.
+    #[default]
+    Auto,
+    /// cpushield's own loop ([`daemon`]).
+    Cpushield,
+    /// stalld, run by the guard process ([`stalld`]); the guard's own loop
+    /// boosts while stalld does not run.
+    Stalld,
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Engine, String> {
+        match s {
+            "auto" => Ok(Engine::Auto),
+            "cpushield" => Ok(Engine::Cpushield),
+            "stalld" => Ok(Engine::Stalld),
+            _ => Err(format!(
+                "guard engine {:?} is not one (valid: auto, cpushield, stalld)",
+                s.chars().take(40).collect::<String>()
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Engine::Auto => "auto",
+            Engine::Cpushield => "cpushield",
+            Engine::Stalld => "stalld",
+        })
+    }
 }
 
 impl Default for Settings {
@@ -60,6 +103,7 @@ impl Default for Settings {
             runtime_us: 50,
             period_us: 100_000,
             duration_ms: 1_000,
+            engine: Engine::Auto,
         }
     }
 }
@@ -120,12 +164,16 @@ impl Settings {
 
     /// The command-line arguments that give a guard these settings.
     pub fn args(&self) -> Vec<String> {
-        vec![
+        let mut out = vec![
             format!("--guard-threshold={}", self.threshold_ms),
             format!("--guard-runtime={}", self.runtime_us),
             format!("--guard-period={}", self.period_us),
             format!("--guard-duration={}", self.duration_ms),
-        ]
+        ];
+        if self.engine != Engine::Auto {
+            out.push(format!("--guard-engine={}", self.engine));
+        }
+        out
     }
 }
 
@@ -265,6 +313,9 @@ pub struct GuardState {
     pub longest_work_us: u64,
     /// How often it slept longer to keep its own work under half a CPU.
     pub held_back: u64,
+    /// stalld, when it is the engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stalld: Option<stalld::EngineState>,
 }
 
 /// How many finished boosts the state keeps.

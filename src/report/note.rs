@@ -92,6 +92,17 @@ pub fn text(n: &Note) -> String {
 /// What protects the shielded CPUs' kernel work, and what it costs.
 pub fn protection_text(p: &Protection) -> String {
     let guard = |s: &Settings| {
+        if s.engine == crate::guard::Engine::Stalld {
+            let p = crate::guard::stalld::Params::of(s);
+            return format!(
+                "stalld (installed here) watches them, run by the starvation guard from the housekeeping CPUs: a thread runnable for {} s without running gets {} µs every {} ms for {} s, at most {} µs taken from the real-time task per boost (stalld's units and ranges; --guard-engine=cpushield for the guard's own); RT throttling off while it runs, as stalld requires ('cpushield status' counts the boosts)",
+                p.threshold_s,
+                p.runtime_ns / 1_000,
+                p.period_ns / 1_000_000,
+                p.duration_s,
+                p.boost_cost_ns() / 1_000,
+            );
+        }
         format!(
             "the starvation guard watches them from the housekeeping CPUs: a thread runnable for {} s without running gets {} µs every {} ms for {} ms (twice as long and twice as often each time it starves again, up to 16 times), at most {} µs taken from the real-time task per boost of {} ms ('cpushield status' counts the boosts)",
             seconds(s.threshold_ms),

@@ -94,6 +94,11 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
 fn guard_rows(g: &crate::shield::GuardHold, w: &mut dyn Write) -> Result<()> {
     use crate::guard::kernel::Protection;
     let protection = match &g.protection {
+        Some(Protection::Guard { settings, .. } | Protection::GuardAndKernel { settings })
+            if settings.engine == crate::guard::Engine::Stalld =>
+        {
+            "stalld, run by the starvation guard"
+        }
         Some(Protection::Guard { .. } | Protection::GuardAndKernel { .. }) => {
             "the starvation guard"
         }
@@ -110,6 +115,18 @@ fn guard_rows(g: &crate::shield::GuardHold, w: &mut dyn Write) -> Result<()> {
                 "guard",
                 format!("running, pid {}, for {:.0} s", s.pid, g.uptime_s),
             )?;
+            if let Some(e) = &s.stalld {
+                let how = match (e.pid, &e.waiting) {
+                    (Some(pid), _) => format!(
+                        "{} running, pid {pid}: {}",
+                        e.path,
+                        e.command_line.get(1..).unwrap_or_default().join(" ")
+                    ),
+                    (None, Some(why)) => format!("{} not running: {why}", e.path),
+                    (None, None) => format!("{} not started yet", e.path),
+                };
+                row(w, "guard engine", how)?;
+            }
             let mean = s.ran_us.checked_div(s.boosts).unwrap_or(0);
             row(
                 w,

@@ -14,15 +14,16 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::apply::{Refusal, Undone};
-use super::change::{Action, Step};
+use super::change::{Action, Check, Step, Undo};
 use super::holds::Holds;
 use super::journal::State;
 use super::note::Note;
+use super::plan_error::PlanError;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::guard::kernel::{KernelWork, Protection, RT_RUNTIME};
 use crate::guard::watch::Starving;
-use crate::guard::{self, GuardMode, GuardRequest, GuardState, Settings};
+use crate::guard::{self, Engine, GuardMode, GuardRequest, GuardState, Settings};
 use crate::sys::{ErrorKind, Sys, SysError};
 
 /// The guard's transient unit on systemd hosts.
@@ -43,30 +44,75 @@ pub(super) fn rt_runtime_after(kernel: &KernelWork, steps: &[Step]) -> Option<i6
         .or(kernel.rt_runtime_us)
 }
 
-/// The step that starts the guard on `shield`, when `req` and the kernel
+/// The steps that start the guard on `shield`, when `req` and the kernel
 /// call for it, and the note saying what protects the kernel work there.
+/// With stalld as the engine (`auto` where it is installed), the plan
+/// first makes the two changes stalld would make by itself, so that each
+/// is journaled: `HRTICK_DL` on before the guard starts, and RT
+/// throttling off after it (stalld runs only with throttling off; the
+/// guard's own loop protects until then).
 pub(super) fn plan(
     kernel: &KernelWork,
     req: &GuardRequest,
     rt_runtime_us: Option<i64>,
     shield: &CpuSet,
     systemd: bool,
-) -> (Option<Step>, Note) {
+) -> Result<(Vec<Step>, Note), PlanError> {
     let wanted = match req.mode {
         GuardMode::On => true,
         GuardMode::Off => false,
         GuardMode::Auto => kernel.starvable(rt_runtime_us).is_some(),
     };
-    let step = wanted.then(|| Step {
-        action: Action::Guard {
-            cpus: shield.clone(),
-            settings: req.settings,
-            unit: systemd.then(|| UNIT.to_string()),
-        },
-        fatal: true,
-    });
-    let protection = Protection::of(kernel, rt_runtime_us, wanted.then_some(req.settings));
-    (step, Note::KernelWork { protection })
+    let engine = match (req.settings.engine, &kernel.stalld) {
+        (Engine::Stalld, None) if wanted => return Err(PlanError::NoStalld),
+        (Engine::Auto, Some(_)) | (Engine::Stalld, Some(_)) => Engine::Stalld,
+        _ => Engine::Cpushield,
+    };
+    let settings = Settings {
+        engine,
+        ..req.settings
+    };
+    let mut steps = Vec::new();
+    if wanted {
+        if let (Engine::Stalld, Some((features, false))) = (engine, &kernel.hrtick_dl) {
+            steps.push(Step {
+                action: Action::Write {
+                    path: features.clone(),
+                    value: "HRTICK_DL".into(),
+                    check: Check::None,
+                    undo: Undo::Value("NO_HRTICK_DL".into()),
+                },
+                fatal: true,
+            });
+        }
+        steps.push(Step {
+            action: Action::Guard {
+                cpus: shield.clone(),
+                settings,
+                unit: systemd.then(|| UNIT.to_string()),
+            },
+            fatal: true,
+        });
+        if engine == Engine::Stalld && rt_runtime_us != Some(-1) {
+            steps.push(Step {
+                action: Action::Write {
+                    path: RT_RUNTIME.into(),
+                    value: "-1".into(),
+                    check: Check::Text,
+                    undo: Undo::Previous,
+                },
+                fatal: true,
+            });
+        }
+    }
+    // Throttling as the shield leaves it, the write just planned included.
+    let rt_after = if wanted && engine == Engine::Stalld {
+        Some(-1)
+    } else {
+        rt_runtime_us
+    };
+    let protection = Protection::of(kernel, rt_after, wanted.then_some(settings));
+    Ok((steps, Note::KernelWork { protection }))
 }
 
 /// The arguments of `cpushield guard` for this shield (with the root of a
@@ -379,7 +425,24 @@ mod tests {
             fair_server: fair,
             rt_runtime_us: Some(rt),
             rt_period_us: Some(1_000_000),
+            stalld: None,
+            hrtick_dl: None,
         }
+    }
+
+    /// The plan's guard step (its other steps are stalld's) and note.
+    fn plan1(
+        k: &KernelWork,
+        r: &GuardRequest,
+        rt: Option<i64>,
+        shield: &CpuSet,
+        systemd: bool,
+    ) -> (Option<Step>, Note) {
+        let (steps, note) = plan(k, r, rt, shield, systemd).unwrap();
+        let guard = steps
+            .into_iter()
+            .find(|s| matches!(s.action, Action::Guard { .. }));
+        (guard, note)
     }
 
     fn req(mode: GuardMode) -> GuardRequest {
@@ -394,10 +457,80 @@ mod tests {
     }
 
     #[test]
+    fn with_stalld_installed_the_plan_makes_its_two_changes_journaled() {
+        let mut k = kernel(true, FairServer::Present, 950_000);
+        k.stalld = Some("/usr/sbin/stalld".into());
+        k.hrtick_dl = Some(("sys/kernel/debug/sched/features".into(), false));
+        let (steps, note) =
+            plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false).unwrap();
+        let kinds: Vec<String> = steps
+            .iter()
+            .map(|s| match &s.action {
+                Action::Write {
+                    path, value, undo, ..
+                } => format!("{path}={value} undo {undo:?}"),
+                Action::Guard { settings, .. } => format!("guard {}", settings.engine),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "sys/kernel/debug/sched/features=HRTICK_DL undo Value(\"NO_HRTICK_DL\")",
+                "guard stalld",
+                "proc/sys/kernel/sched_rt_runtime_us=-1 undo Previous",
+            ]
+        );
+        assert!(matches!(
+            note,
+            Note::KernelWork {
+                protection: Protection::Guard { settings, .. }
+            } if settings.engine == Engine::Stalld
+        ));
+        // Throttling already off and HRTICK_DL on: only the guard.
+        k.hrtick_dl = Some(("sys/kernel/debug/sched/features".into(), true));
+        let (steps, _) = plan(&k, &req(GuardMode::Auto), Some(-1), &shield(), false).unwrap();
+        assert_eq!(steps.len(), 1);
+        // Asked for cpushield's own: no stalld step.
+        let own = GuardRequest {
+            mode: GuardMode::Auto,
+            settings: Settings {
+                engine: Engine::Cpushield,
+                ..Settings::default()
+            },
+        };
+        let (steps, _) = plan(&k, &own, Some(950_000), &shield(), false).unwrap();
+        assert!(matches!(
+            &steps[..],
+            [Step { action: Action::Guard { settings, .. }, .. }] if settings.engine == Engine::Cpushield
+        ));
+    }
+
+    #[test]
+    fn stalld_asked_for_where_it_is_not_installed_is_refused() {
+        let k = kernel(true, FairServer::Present, 950_000);
+        let want = GuardRequest {
+            mode: GuardMode::Auto,
+            settings: Settings {
+                engine: Engine::Stalld,
+                ..Settings::default()
+            },
+        };
+        let e = plan(&k, &want, Some(950_000), &shield(), false).unwrap_err();
+        assert!(e.to_string().contains("no stalld is installed"), "{e}");
+        // auto without stalld: cpushield's own.
+        let (steps, _) = plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false).unwrap();
+        assert!(matches!(
+            &steps[..],
+            [Step { action: Action::Guard { settings, .. }, .. }] if settings.engine == Engine::Cpushield
+        ));
+    }
+
+    #[test]
     fn the_guard_comes_where_throttling_goes_off_without_a_fair_server() {
         let k = kernel(false, FairServer::Absent, 950_000);
         // Throttling stays on: it protects, no guard.
-        let (step, note) = plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false);
+        let (step, note) = plan1(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false);
         assert!(step.is_none());
         assert!(matches!(
             note,
@@ -409,7 +542,7 @@ mod tests {
             }
         ));
         // --tune turns it off: the guard comes, as a process or a unit.
-        let (step, note) = plan(&k, &req(GuardMode::Auto), Some(-1), &shield(), true);
+        let (step, note) = plan1(&k, &req(GuardMode::Auto), Some(-1), &shield(), true);
         let Some(Step {
             action: Action::Guard { cpus, unit, .. },
             fatal: true,
@@ -432,9 +565,9 @@ mod tests {
     #[test]
     fn preempt_rt_always_needs_the_guard_and_off_says_nothing_protects() {
         let k = kernel(true, FairServer::Present, 950_000);
-        let (step, _) = plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false);
+        let (step, _) = plan1(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false);
         assert!(step.is_some());
-        let (step, note) = plan(&k, &req(GuardMode::Off), Some(950_000), &shield(), false);
+        let (step, note) = plan1(&k, &req(GuardMode::Off), Some(950_000), &shield(), false);
         assert!(step.is_none());
         assert!(matches!(
             note,
@@ -446,10 +579,10 @@ mod tests {
         ));
         // The fair server protects 6.12's kworkers: no guard unless asked.
         let k = kernel(false, FairServer::Present, -1);
-        assert!(plan(&k, &req(GuardMode::Auto), Some(-1), &shield(), false)
+        assert!(plan1(&k, &req(GuardMode::Auto), Some(-1), &shield(), false)
             .0
             .is_none());
-        assert!(plan(&k, &req(GuardMode::On), Some(-1), &shield(), false)
+        assert!(plan1(&k, &req(GuardMode::On), Some(-1), &shield(), false)
             .0
             .is_some());
     }

@@ -120,14 +120,14 @@ pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
     }
     // The guard starts before the knobs turn throttling off, and `off`
     // (the journal in reverse) stops it only after throttling is back.
-    let (guard_step, guard_note) = guard::plan(
+    let (guard_steps, guard_note) = guard::plan(
         &snap.kernel_work,
         &req.guard,
         guard::rt_runtime_after(&snap.kernel_work, &knob_steps),
         &shield,
         snap.owners.systemd,
-    );
-    steps.extend(guard_step);
+    )?;
+    steps.extend(guard_steps);
     if let Some(above) = req.kthreads_above {
         steps.extend(rt_kthreads::plan(&snap.threads, &shield, above));
     }

@@ -63,4 +63,7 @@ pub enum PlanError {
         /// Which CPUs and why.
         detail: String,
     },
+    /// `--guard-engine stalld` where no stalld is installed.
+    #[error("--guard-engine stalld: no stalld is installed (looked for /{}); install it, or use --guard-engine auto or cpushield", crate::guard::stalld::PATHS.join(", /"))]
+    NoStalld,
 }

@@ -55,8 +55,9 @@ impl Request {
         }
         let defaults = crate::guard::Settings::default();
         if self.guard.settings != defaults {
-            for (arg, default) in self.guard.settings.args().into_iter().zip(defaults.args()) {
-                if arg != default {
+            let default_args = defaults.args();
+            for arg in self.guard.settings.args() {
+                if !default_args.contains(&arg) {
                     out.push(' ');
                     out.push_str(&arg);
                 }

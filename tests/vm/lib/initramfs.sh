@@ -75,6 +75,14 @@ overlay_initramfs() {
             fi
         done
     fi
+    # stalld, for the guard's stalld engine (probes/stalld-guard.sh): not
+    # packaged by Debian, so only when given, a static build
+    # (make USE_BPF=0 static in its source tree)
+    if [ -n "${CPUSHIELD_VM_STALLD:-}" ]; then
+        [ -x "$CPUSHIELD_VM_STALLD" ] || die "CPUSHIELD_VM_STALLD=$CPUSHIELD_VM_STALLD is not an executable"
+        mkdir -p "$root/usr/sbin"
+        cp "$CPUSHIELD_VM_STALLD" "$root/usr/sbin/stalld"
+    fi
     mkcpio "$root" "$out"
     rm -rf "$root"
 }

@@ -1,0 +1,45 @@
+#!/bin/sh
+# summary: the guard's stalld engine with the real stalld (CPUSHIELD_VM_STALLD=path/to/static/stalld tests/vm/run.sh --kernel 6.1 stalld-guard): on 2-3 --tune runs stalld from the guard once throttling is off, with -S and the shield's CPUs; behind a SCHED_FIFO 80 loop on CPU 3 stat_refresh finishes and stalld's boosts are counted by status; off stops stalld and puts HRTICK_DL and throttling back
+# vm: cpus=4
+. /guest/lib.sh "$1"
+has_cpushield || { bad "cpushield binary in the guest"; result; }
+[ -x /usr/sbin/stalld ] || skip "no stalld in the guest (CPUSHIELD_VM_STALLD=path/to/static/stalld)"
+now_ds() { awk '{ printf "%d", $1 * 10 }' /proc/uptime; }
+FEAT=/sys/kernel/debug/sched/features
+[ -f $FEAT ] || FEAT=/sys/kernel/debug/sched_features
+stalld_pids() { for d in /proc/[0-9]*; do [ "$(cat "$d/comm" 2>/dev/null)" = stalld ] && echo "${d#/proc/}"; done; }
+hrtick() { tr ' ' '\n' <$FEAT | grep -x 'NO_HRTICK_DL\|HRTICK_DL'; }
+info "before: $(hrtick), sched_rt_runtime_us $(cat /proc/sys/kernel/sched_rt_runtime_us)"
+H0=$(hrtick); RT0=$(cat /proc/sys/kernel/sched_rt_runtime_us)
+CS_SHOW=60 cs on 2-3 --tune; check "on 2-3 --tune exits 0" [ "$CS_RC" -eq 0 ]
+check "on says stalld watches the shielded CPUs" grep -q "stalld (installed here) watches them" "$OUT/cs.out"
+i=0; while [ -z "$(stalld_pids)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+S=$(stalld_pids)
+check "stalld runs ($S)" [ -n "$S" ]
+info "stalld's command line: $(tr '\0' ' ' </proc/$S/cmdline 2>/dev/null)"
+check "stalld watches CPUs 2-3, never touches throttling (-S)" sh -c "tr '\0' ' ' </proc/$S/cmdline | grep -q -- '-S -c 2-3 '"
+check "HRTICK_DL on ($(hrtick))" [ "$(hrtick)" = HRTICK_DL ]
+CS_SHOW=40 cs status; check "status: holds (exit 0)" [ "$CS_RC" -eq 0 ]
+check "status names stalld as the guard's engine" grep -q "guard engine.*stalld running, pid $S" "$OUT/cs.out"
+cpushield run --cpu 3 --fifo 80 -- sh -c 'while :; do :; done' >/dev/null 2>&1 &
+LOOP=$!
+sleep 2
+t0=$(now_ds)
+cat /proc/sys/vm/stat_refresh >/dev/null &
+R=$!
+while kill -0 $R 2>/dev/null && [ $(( $(now_ds) - t0 )) -lt 300 ]; do sleep 0.1; done
+T=$(( $(now_ds) - t0 ))
+check "stat_refresh behind the loop finishes within 30 s ($((T / 10)).$((T % 10)) s)" sh -c "! kill -0 $R 2>/dev/null"
+note "stalld engine, 6.1, FIFO 80 loop on CPU 3: stat_refresh $((T / 10)).$((T % 10)) s"
+sleep 3
+cpushield status --json >"$OUT/st.json" 2>/dev/null
+B=$(json_get "$OUT/st.json" .guard.state.boosts)
+info "status: boosts $B; recent: $(json_flat "$OUT/st.json" | awk -F '\t' '$1 ~ /^\.guard\.state\.recent\[[0-9]+\]\.name$/ { printf "%s ", $2 }')"
+check "status counts stalld's boosts (${B:-none})" [ "${B:-0}" -ge 1 ]
+kill -9 $LOOP; wait $LOOP 2>/dev/null; wait $R 2>/dev/null
+CS_SHOW=30 cs off; check "off exits 0" [ "$CS_RC" -eq 0 ]
+check "no stalld left ($(stalld_pids))" [ -z "$(stalld_pids)" ]
+check "HRTICK_DL as before ($(hrtick), was $H0)" [ "$(hrtick)" = "$H0" ]
+check "throttling as before ($(cat /proc/sys/kernel/sched_rt_runtime_us), was $RT0)" [ "$(cat /proc/sys/kernel/sched_rt_runtime_us)" = "$RT0" ]
+dmesg | grep -E 'blocked for more than|rcu.*[Ss]tall' | head -3 | sed 's/^/  dmesg: /'
+result
