@@ -1210,6 +1210,37 @@ mod tests {
                 prop_assert_eq!(tail, vec![("25", &[3u64, 4][..]), ("LOC", &[5u64, 6][..])]);
             }
 
+            /// `/proc/softirqs` (the same table reader): every vector's
+            /// counts come back in their CPU's column, whatever the width
+            /// of the numbers, and a table cut anywhere loses only the cut
+            /// line and what follows it.
+            #[test]
+            fn softirqs_counts_stay_in_their_columns(
+                counts in proptest::collection::vec(proptest::collection::vec(any::<u64>(), 4), 10),
+                cut in 0usize..2_000,
+            ) {
+                const VECTORS: [&str; 10] = ["HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"];
+                let mut text = "                    CPU0       CPU1       CPU2       CPU3       \n".to_string();
+                for (v, row) in VECTORS.iter().zip(&counts) {
+                    text.push_str(&format!("{v:>12}:"));
+                    for c in row {
+                        text.push_str(&format!(" {c:>10}"));
+                    }
+                    text.push('\n');
+                }
+                let (cpus, lines) = parse_interrupts(&text);
+                prop_assert_eq!(cpus, vec![0, 1, 2, 3]);
+                let got: Vec<(&str, &[u64])> = lines.iter().map(|l| (l.label.as_str(), &l.counts[..])).collect();
+                let want: Vec<(&str, &[u64])> = VECTORS.iter().copied().zip(counts.iter().map(|r| &r[..])).collect();
+                prop_assert_eq!(got, want);
+                let at = cut.min(text.len());
+                let whole = text[..at].matches('\n').count().saturating_sub(1);
+                let (_, lines) = parse_interrupts(&text[..at]);
+                for (l, row) in lines.iter().zip(&counts).take(whole) {
+                    prop_assert_eq!(&l.counts[..], &row[..]);
+                }
+            }
+
             /// Real files cut at any point, and any text: no panic.
             #[test]
             fn cut_or_random_text_never_panics(cut in 0usize..400, junk in "\\PC{0,200}") {
