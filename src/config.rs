@@ -96,6 +96,20 @@ enum Tune {
 const KEYS: &str =
     "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, kthreads_above";
 
+/// A string key parsed as `T` (its default when absent); an error comes
+/// with the offset of the value.
+fn parse_or_default<T: std::str::FromStr<Err = String> + Default>(
+    value: Option<Spanned<String>>,
+) -> Result<T, (usize, String)> {
+    match value {
+        None => Ok(T::default()),
+        Some(v) => {
+            let start = v.span().start;
+            v.into_inner().parse().map_err(|e| (start, e))
+        }
+    }
+}
+
 /// Reads and validates the config file at `path`: a regular file of at
 /// most 1 MiB, else refused before it is read whole.
 pub fn load(path: &Path) -> Result<Request, ConfigError> {
@@ -173,21 +187,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
         tune,
         hotplug_restart: file.hotplug_restart,
         guard: crate::guard::GuardRequest {
-            mode: match file.guard {
-                None => crate::guard::GuardMode::Auto,
-                Some(g) => {
-                    let start = g.span().start;
-                    g.into_inner().parse().map_err(|e| invalid(start, e))?
-                }
-            },
+            mode: parse_or_default(file.guard).map_err(|(at, e)| invalid(at, e))?,
             settings: crate::guard::Settings {
-                engine: match file.guard_engine {
-                    None => crate::guard::Engine::Auto,
-                    Some(g) => {
-                        let start = g.span().start;
-                        g.into_inner().parse().map_err(|e| invalid(start, e))?
-                    }
-                },
+                engine: parse_or_default(file.guard_engine).map_err(|(at, e)| invalid(at, e))?,
                 ..Default::default()
             },
         },
