@@ -191,36 +191,18 @@ pub fn on_timed(
     let plan = plan::plan(&snap, req)?;
     timings.plan += t.elapsed();
     let mut state = state_for(&plan, &snap.cgroup);
-    let mut journal = Journal::create(sys, &state)?;
+    let journal = Journal::create(sys, &state)?;
     let mut applied = Applied::default();
     let mut respread = Vec::new();
-    let result = apply_plan(
+    let (after, _, mut journal) = transaction(
         sys,
-        &snap,
-        &plan,
-        req,
-        &mut journal,
+        (&snap, &plan, req),
+        journal,
+        Rollback::Fresh,
         stop,
-        &mut applied,
-        &mut respread,
+        (&mut applied, &mut respread),
         timings,
-    );
-    let after = match result {
-        Ok(after) => after,
-        Err(error) => {
-            let entries = journal::read_entries(sys)?;
-            let undone = apply::undo(sys, &entries);
-            if undone.failed.is_empty() {
-                journal.remove()?;
-            }
-            let hint = boot_isolation_conflict(&error, &snap.boot_isolated, &plan.shield);
-            return Err(ShieldError::RolledBack {
-                error: Box::new(error),
-                undone: Box::new(undone),
-                hint,
-            });
-        }
-    };
+    )?;
     let mut out = report(&plan, &after, Some(&applied), false);
     out.tasks_moved += moved_by_partition(&plan, &after, &applied);
     finish(
@@ -235,6 +217,77 @@ pub fn on_timed(
         timings,
     )?;
     Ok(out)
+}
+
+/// What a failed change rolls back to.
+enum Rollback<'a> {
+    /// Nothing: a fresh shield; every entry is undone and the journal removed.
+    Fresh,
+    /// The shield before an in-place change: the entries past its
+    /// `segments` are undone, the journal cut back to them and `state`
+    /// written back.
+    ToKept {
+        /// The journal's segments before the change.
+        segments: usize,
+        /// The state before the change.
+        state: &'a State,
+    },
+}
+
+/// The one loop of a change to the machine, for a fresh shield and for a
+/// change in place: apply the plan through the journal, move off what
+/// forked meanwhile, and for a change in place also move IRQs that came
+/// back onto the shield while it changed (irqbalance placing IRQs anew at
+/// its restart, seen on Debian 13) off again. On any failure, roll back
+/// as `rollback` says and report what was undone. Returns the machine
+/// after and the IRQs moved off again.
+fn transaction(
+    sys: &Sys,
+    (snap, plan, req): (&Snapshot, &Plan, &Request),
+    mut journal: Journal,
+    rollback: Rollback,
+    stop: &AtomicBool,
+    (applied, respread): (&mut Applied, &mut Vec<u32>),
+    timings: &mut Timings,
+) -> Result<(Snapshot, Vec<u32>, Journal), ShieldError> {
+    let mut came_back = Vec::new();
+    let j = &mut journal;
+    let result =
+        apply_plan(sys, snap, plan, req, j, stop, applied, respread, timings).and_then(|after| {
+            if let Rollback::ToKept { state, .. } = &rollback {
+                let skip = [plan.irqs_to_shield.as_slice(), &state.irqs_kept].concat();
+                let cpus = (&plan.shield, &plan.housekeeping);
+                came_back = irqs::sweep(sys, cpus, &skip, j, stop, applied)?;
+            }
+            Ok(after)
+        });
+    let error = match result {
+        Ok(after) => return Ok((after, came_back, journal)),
+        Err(error) => error,
+    };
+    let undone = match rollback {
+        Rollback::Fresh => {
+            let undone = apply::undo(sys, &journal::read_entries(sys)?);
+            if undone.failed.is_empty() {
+                journal.remove()?;
+            }
+            undone
+        }
+        Rollback::ToKept { segments, state } => {
+            let undone = apply::undo(sys, &journal::read_entries_from(sys, segments)?);
+            if undone.failed.is_empty() {
+                journal.truncate(segments)?;
+                journal.write_state(state)?;
+            }
+            undone
+        }
+    };
+    let hint = boot_isolation_conflict(&error, &snap.boot_isolated, &plan.shield);
+    Err(ShieldError::RolledBack {
+        error: Box::new(error),
+        undone: Box::new(undone),
+        hint,
+    })
 }
 
 /// Applies a plan's steps, then moves off what forked meanwhile; returns
@@ -393,43 +446,18 @@ fn reshape_timed(
     journal.write_state(&state)?;
     let mut applied = Applied::default();
     let mut respread = Vec::new();
-    let result = apply_plan(
+    let (after, came_back, mut journal) = transaction(
         sys,
-        &snap,
-        plan,
-        req,
-        &mut journal,
+        (&snap, plan, req),
+        journal,
+        Rollback::ToKept {
+            segments: kept_segments,
+            state: &old,
+        },
         stop,
-        &mut applied,
-        &mut respread,
+        (&mut applied, &mut respread),
         timings,
-    );
-    // IRQs that came back onto the shield while it changed (irqbalance
-    // placing IRQs anew at its restart, seen on Debian 13): off again.
-    let mut came_back = Vec::new();
-    let result = result.and_then(|after| {
-        let skip = [plan.irqs_to_shield.as_slice(), &old.irqs_kept].concat();
-        let cpus = (&plan.shield, &plan.housekeeping);
-        came_back = irqs::sweep(sys, cpus, &skip, &mut journal, stop, &mut applied)?;
-        Ok(after)
-    });
-    let after = match result {
-        Ok(after) => after,
-        Err(error) => {
-            let entries = journal::read_entries_from(sys, kept_segments)?;
-            let undone = apply::undo(sys, &entries);
-            if undone.failed.is_empty() {
-                journal.truncate(kept_segments)?;
-                journal.write_state(&old)?;
-            }
-            let hint = boot_isolation_conflict(&error, &snap.boot_isolated, &plan.shield);
-            return Err(ShieldError::RolledBack {
-                error: Box::new(error),
-                undone: Box::new(undone),
-                hint,
-            });
-        }
-    };
+    )?;
     if stop_guard {
         // Asked no more: stopped only now that the change holds (a
         // rollback above leaves the old shield whole, its guard with it).
