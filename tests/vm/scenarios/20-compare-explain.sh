@@ -7,8 +7,8 @@ TH=200
 D=/tmp/compare-explain
 snap before
 rm -rf "$D"
-CS_SHOW=60 cs compare --cpus 2-3 --load full --duration 10 --explain $TH --out "$D"
-check "compare --cpus 2-3 --load full --duration 10 --explain $TH exits 0" [ "$CS_RC" -eq 0 ]
+CS_SHOW=60 cs compare --cpus 2-3 --load full --duration 5 --explain $TH --out "$D"
+check "compare --cpus 2-3 --load full --duration 5 --explain $TH exits 0" [ "$CS_RC" -eq 0 ]
 snap after
 snap_equal before after "snapshot after compare --explain equals the snapshot before"
 TR=/sys/kernel/tracing; [ -d $TR/instances ] || TR=/sys/kernel/debug/tracing
