@@ -362,8 +362,9 @@ fn a_worker_bound_to_a_shielded_cpu_that_never_ran_there_is_watched_too() {
 }
 
 /// A stand-in for stalld at `usr/sbin/stalld`: writes its arguments to
-/// `stalld.args`, reports one starvation and its boost the way stalld 1.26
-/// words them (after its own start-up probe), and on SIGTERM writes
+/// `stalld.args`, reports two starvations (the first of a thread whose name
+/// is not UTF-8) and a boost the way stalld 1.26 words them (after its own
+/// start-up probe), and on SIGTERM writes
 /// `stalld.stopped` and exits.
 fn stand_in_stalld(root: &Path) {
     use std::os::unix::fs::PermissionsExt;
@@ -372,6 +373,7 @@ fn stand_in_stalld(root: &Path) {
          echo \"$@\" > '{r}/stalld.args'\n\
          trap \"echo stopped > '{r}/stalld.stopped'; exit 0\" TERM\n\
          echo 'stalld: boosted pid 0 (stalld) using SCHED_DEADLINE' >&2\n\
+         printf 'stalld: \\377\\376-9 starved on CPU 3 for 1 seconds\\n' >&2\n\
          echo 'stalld: kworker/3:1-501 starved on CPU 3 for 1 seconds' >&2\n\
          echo 'stalld: boosted pid 501 (kworker/3:1) (cpu 3) using SCHED_DEADLINE' >&2\n\
          while :; do sleep 0.05; done\n",
@@ -415,12 +417,15 @@ fn stalld_as_the_engine_starts_once_throttling_is_off_is_counted_and_stopped_wit
     });
     assert!(!root.join("stalld.args").exists());
     put(root, "proc/sys/kernel/sched_rt_runtime_us", "-1\n");
-    wait_for("stalld's starvation counted", || {
-        m.guard_state()["boosts"] == 1
+    // Both starvations counted: the first names a thread whose name is
+    // not UTF-8, which must not stop the reading of stalld's output.
+    wait_for("stalld's starvations counted", || {
+        m.guard_state()["boosts"] == 2
     });
     let state = m.guard_state();
-    assert_eq!(state["recent"][0]["name"], "kworker/3:1", "{state}");
-    assert_eq!(state["recent"][0]["cpu"], 3, "{state}");
+    assert_eq!(state["recent"][0]["name"], "\u{FFFD}\u{FFFD}", "{state}");
+    assert_eq!(state["recent"][1]["name"], "kworker/3:1", "{state}");
+    assert_eq!(state["recent"][1]["cpu"], 3, "{state}");
     assert_eq!(state["stalld"]["starts"], 1, "{state}");
     assert!(state["stalld"]["pid"].as_i64().is_some(), "{state}");
     let args = fs::read_to_string(root.join("stalld.args")).unwrap();

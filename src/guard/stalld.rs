@@ -204,11 +204,20 @@ impl Running {
             .take()
             .ok_or_else(|| std::io::Error::other("stalld's standard error was not captured"))?;
         let (tx, lines) = mpsc::channel();
+        // Read as bytes, each line lossily: stalld prints thread names,
+        // and a name that is not UTF-8 must not end the reading (stalld
+        // would then block on a full pipe and boost no more).
         std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
+            let mut reader = BufReader::new(stderr);
+            let mut line = Vec::new();
+            while matches!(reader.read_until(b'\n', &mut line), Ok(n) if n > 0) {
+                let text = String::from_utf8_lossy(&line)
+                    .trim_end_matches('\n')
+                    .to_string();
+                if tx.send(text).is_err() {
                     break;
                 }
+                line.clear();
             }
         });
         Ok(Running { child, lines })
