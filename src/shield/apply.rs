@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::change::{Action, Check, Step, Undo};
+use super::change::{Action, Check, Refused, Step, Undo};
 use super::journal::{Entry, EntryRef, Journal, JournalError};
 use super::{guard, irqbalance, rt_kthreads};
 use crate::cpulist::CpuSet;
@@ -31,14 +31,14 @@ pub const BATCH: usize = 4096;
 pub use super::change::Refusal;
 
 /// What happened while applying.
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone)]
 pub struct Applied {
     /// Changes made and confirmed.
     pub done: usize,
     /// Tasks that exited before they could be changed.
     pub exited: usize,
-    /// Non-fatal changes the kernel refused.
-    pub refused: Vec<Refusal>,
+    /// Non-fatal changes the kernel refused, with their owners.
+    pub refused: Vec<Refused>,
     /// Tids whose affinity or cgroup was changed.
     pub tasks_changed: Vec<i32>,
 }
@@ -165,9 +165,13 @@ fn execute_step(
         }
         Err(e) if is_task(&step.action) && e.kind() == Some(ErrorKind::NotFound) => out.exited += 1,
         Err(e) if step.fatal => return Err(e),
-        Err(e) => out.refused.push(Refusal {
-            target: describe(&step.action),
-            reason: e.short(),
+        Err(e) => out.refused.push(Refused {
+            owner: step.owner,
+            subject: step.subject.clone(),
+            refusal: Refusal {
+                target: describe(&step.action),
+                reason: e.short(),
+            },
         }),
     }
     Ok(())

@@ -163,14 +163,138 @@ pub enum Action {
     },
 }
 
-/// A planned change and whether its failure aborts the shield.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The component of the shield that plans a step and reports what became
+/// of it (ARCHITECTURE.md, "The shield's components").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Owner {
+    /// Threads: their affinities recorded, moved off the shield or kept.
+    Tasks,
+    /// irqbalance's ban of the shielded CPUs.
+    Irqbalance,
+    /// The cgroups (v2 partition, systemd slice, v1 cpusets).
+    Mechanism,
+    /// The shielded CPUs taken offline and online again.
+    Hotplug,
+    /// IRQ affinities.
+    Irqs,
+    /// The unbound workqueues' CPU mask.
+    Workqueues,
+    /// The starvation guard.
+    Guard,
+    /// The shielded CPUs' kernel threads raised to real-time priority.
+    RtKthreads,
+    /// The tuning knobs.
+    Knobs,
+}
+
+/// What one step changes, typed: what its component reports on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Subject {
+    /// The component's own object: a cgroup, a unit, a daemon's ban, a record.
+    Own,
+    /// One IRQ's affinity.
+    Irq(u32),
+    /// The cgroup of a thread (or of its whole process).
+    TaskCgroup(i32),
+    /// One thread's affinity.
+    TaskAffinity(i32),
+    /// One thread's scheduling policy and priority.
+    TaskScheduling(i32),
+    /// A kernel file, relative to the root.
+    File(String),
+}
+
+impl Subject {
+    /// What `action` is about, as far as the action itself says (an IRQ's
+    /// file is a file until its component says which IRQ: [`Step::on_irq`]).
+    pub fn of(action: &Action) -> Subject {
+        match action {
+            Action::Write { path, .. } => Subject::File(path.clone()),
+            Action::MoveTask { tid, .. } => Subject::TaskCgroup(*tid),
+            Action::SetAffinity { tid, .. } => Subject::TaskAffinity(*tid),
+            Action::SetScheduler { tid, .. } => Subject::TaskScheduling(*tid),
+            Action::MountCgroup2 { .. }
+            | Action::Mkdir { .. }
+            | Action::Remember { .. }
+            | Action::Systemd { .. }
+            | Action::IrqbalanceBan { .. }
+            | Action::Guard { .. } => Subject::Own,
+        }
+    }
+
+    /// A change to one thread (its cgroup, affinity or scheduling).
+    pub fn is_task(&self) -> bool {
+        matches!(
+            self,
+            Subject::TaskCgroup(_) | Subject::TaskAffinity(_) | Subject::TaskScheduling(_)
+        )
+    }
+}
+
+/// A planned change, the component it belongs to, what it is about, and
+/// whether its failure aborts the shield. Only the action and `fatal` are
+/// printed with `--dry-run --json`; the journal records the action alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Step {
     /// The change.
     #[serde(flatten)]
     pub action: Action,
     /// A failure of a fatal step rolls everything back; others are reported.
     pub fatal: bool,
+    /// The component that planned it.
+    #[serde(skip)]
+    pub owner: Owner,
+    /// What it changes.
+    #[serde(skip)]
+    pub subject: Subject,
+}
+
+impl Step {
+    /// A step of `owner` whose failure the shield lives with (reported).
+    pub fn optional(owner: Owner, action: Action) -> Step {
+        Step {
+            subject: Subject::of(&action),
+            action,
+            fatal: false,
+            owner,
+        }
+    }
+
+    /// A step of `owner` whose failure rolls the whole change back.
+    pub fn fatal(owner: Owner, action: Action) -> Step {
+        Step {
+            fatal: true,
+            ..Step::optional(owner, action)
+        }
+    }
+
+    /// The IRQ the step is about, if any.
+    pub fn irq(&self) -> Option<u32> {
+        match self.subject {
+            Subject::Irq(irq) => Some(irq),
+            _ => None,
+        }
+    }
+
+    /// The same step, about IRQ `irq`.
+    pub fn on_irq(self, irq: u32) -> Step {
+        Step {
+            subject: Subject::Irq(irq),
+            ..self
+        }
+    }
+}
+
+/// A step the kernel refused: its component and subject, and the refusal
+/// as reports print it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The component whose step it was.
+    pub owner: Owner,
+    /// What the step changes.
+    pub subject: Subject,
+    /// What the report says.
+    pub refusal: Refusal,
 }
 
 /// A change the kernel did not make, with the reason.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::apply::{Refusal, Undone};
-use super::change::{Action, Check, Step, Undo};
+use super::change::{Action, Check, Owner, Step, Undo};
 use super::holds::Holds;
 use super::journal::State;
 use super::note::Note;
@@ -75,34 +75,34 @@ pub(super) fn plan(
     let mut steps = Vec::new();
     if wanted {
         if let (Engine::Stalld, Some((features, false))) = (engine, &kernel.hrtick_dl) {
-            steps.push(Step {
-                action: Action::Write {
+            steps.push(Step::fatal(
+                Owner::Guard,
+                Action::Write {
                     path: features.clone(),
                     value: "HRTICK_DL".into(),
                     check: Check::None,
                     undo: Undo::Value("NO_HRTICK_DL".into()),
                 },
-                fatal: true,
-            });
+            ));
         }
-        steps.push(Step {
-            action: Action::Guard {
+        steps.push(Step::fatal(
+            Owner::Guard,
+            Action::Guard {
                 cpus: shield.clone(),
                 settings,
                 unit: systemd.then(|| UNIT.to_string()),
             },
-            fatal: true,
-        });
+        ));
         if engine == Engine::Stalld && rt_runtime_us != Some(-1) {
-            steps.push(Step {
-                action: Action::Write {
+            steps.push(Step::fatal(
+                Owner::Guard,
+                Action::Write {
                     path: RT_RUNTIME.into(),
                     value: "-1".into(),
                     check: Check::Text,
                     undo: Undo::Previous,
                 },
-                fatal: true,
-            });
+            ));
         }
     }
     // Throttling as the shield leaves it, the write just planned included.
@@ -546,6 +546,8 @@ mod tests {
         let Some(Step {
             action: Action::Guard { cpus, unit, .. },
             fatal: true,
+            owner: Owner::Guard,
+            ..
         }) = step
         else {
             panic!("no guard step: {step:?}");
@@ -590,14 +592,16 @@ mod tests {
     #[test]
     fn throttling_after_the_shield_is_what_its_steps_write() {
         let k = kernel(false, FairServer::Absent, 950_000);
-        let write = |value: &str| Step {
-            action: Action::Write {
-                path: RT_RUNTIME.into(),
-                value: value.into(),
-                check: super::super::change::Check::Text,
-                undo: super::super::change::Undo::Previous,
-            },
-            fatal: false,
+        let write = |value: &str| {
+            Step::optional(
+                Owner::Guard,
+                Action::Write {
+                    path: RT_RUNTIME.into(),
+                    value: value.into(),
+                    check: super::super::change::Check::Text,
+                    undo: super::super::change::Undo::Previous,
+                },
+            )
         };
         assert_eq!(rt_runtime_after(&k, &[]), Some(950_000));
         assert_eq!(rt_runtime_after(&k, &[write("-1")]), Some(-1));

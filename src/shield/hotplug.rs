@@ -2,7 +2,7 @@
 //! back, so that what the kernel placed on it by CPU (timers, per-CPU
 //! work) goes elsewhere; refused up front where a CPU cannot go offline.
 
-use super::change::{Action, Check, Step, Undo};
+use super::change::{Action, Check, Owner, Step, Undo};
 use super::holds::Holds;
 use super::journal::State;
 use super::plan_error::PlanError;
@@ -100,24 +100,24 @@ pub(super) fn steps(shield: &CpuSet) -> Vec<Step> {
     let mut out = Vec::new();
     for cpu in shield.iter() {
         let path = cpu_online_file(cpu);
-        out.push(Step {
-            action: Action::Write {
+        out.push(Step::fatal(
+            Owner::Hotplug,
+            Action::Write {
                 path: path.clone(),
                 value: "0".into(),
                 check: Check::Text,
                 undo: Undo::Value("1".into()),
             },
-            fatal: true,
-        });
-        out.push(Step {
-            action: Action::Write {
+        ));
+        out.push(Step::fatal(
+            Owner::Hotplug,
+            Action::Write {
                 path,
                 value: "1".into(),
                 check: Check::Text,
                 undo: Undo::Nothing,
             },
-            fatal: true,
-        });
+        ));
     }
     out
 }

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::change::{Action, Refusal, Step};
+use super::change::{Action, Owner, Refusal, Refused, Step};
 use super::holds::Holds;
 use super::journal::{self, Entry, State};
 use super::note::Note;
@@ -235,16 +235,16 @@ pub fn plan(
         && irqb.manager_ban.as_ref().is_some_and(Vec::is_empty)
         && irqb.dropin.is_none()
         && irqb.env.is_none();
-    vec![Step {
-        action: Action::IrqbalanceBan {
+    vec![Step::optional(
+        Owner::Irqbalance,
+        Action::IrqbalanceBan {
             banned,
             make_dir: !manager_env && !irqb.dropin_dir,
             previous_dropin: irqb.dropin.clone(),
             previous_env: irqb.env.clone(),
             manager_env,
         },
-        fatal: false,
-    }]
+    )]
 }
 
 /// The CPUs a plan's steps ban, if they ban any.
@@ -253,6 +253,15 @@ pub fn planned_ban(steps: &[Step]) -> Option<CpuSet> {
         Action::IrqbalanceBan { banned, .. } => Some(banned.clone()),
         _ => None,
     })
+}
+
+/// The CPUs banned by a plan's steps, unless the kernel or systemd
+/// `refused` the ban.
+pub fn ban_made(steps: &[Step], refused: &[Refused]) -> Option<CpuSet> {
+    if refused.iter().any(|r| r.owner == Owner::Irqbalance) {
+        return None;
+    }
+    planned_ban(steps)
 }
 
 /// Whether the ban `action` asks for is in place already on the machine

@@ -8,14 +8,84 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 
 use super::apply::{self, Applied, ApplyError};
-use super::change::{self, Action, Check, Step, Undo};
+use super::change::{self, Action, Check, Owner, Refused, Step, Subject, Undo};
 use super::holds::Holds;
 use super::journal::{Journal, State};
+use super::plan::Plan;
 use super::plan_error::PlanError;
 use super::snapshot::{self, irq_affinity_file, Snapshot, DEFAULT_IRQ_AFFINITY};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::sys::Sys;
+
+/// An IRQ that refused its new affinity.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IrqRefusal {
+    /// IRQ number.
+    pub irq: u32,
+    /// Device name.
+    pub name: String,
+    /// Why (errno name).
+    pub reason: String,
+}
+
+/// What became of a plan's IRQ steps, as `on` reports it.
+pub(super) struct Outcome {
+    /// IRQs moved to the housekeeping CPUs.
+    pub(super) moved: Vec<u32>,
+    /// IRQs that refused a new affinity.
+    pub(super) refused: Vec<IrqRefusal>,
+    /// IRQs whose effective affinity still includes a shielded CPU.
+    pub(super) effective_on_shield: Vec<u32>,
+}
+
+/// What became of `plan`'s IRQ steps, given what the kernel `refused`, on
+/// the machine `after` (with `--dry-run`: the machine before).
+pub(super) fn outcome(plan: &Plan, after: &Snapshot, refused: &[Refused]) -> Outcome {
+    let refused_irqs: HashSet<u32> = refused
+        .iter()
+        .filter_map(|r| match r.subject {
+            Subject::Irq(irq) => Some(irq),
+            _ => None,
+        })
+        .collect();
+    let moved = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s.subject {
+            Subject::Irq(irq) if s.owner == Owner::Irqs => Some(irq),
+            _ => None,
+        })
+        .filter(|irq| !refused_irqs.contains(irq) && !plan.irqs_to_shield.contains(irq))
+        .collect();
+    let refused = refused
+        .iter()
+        .filter_map(|r| match r.subject {
+            Subject::Irq(irq) => Some(IrqRefusal {
+                irq,
+                name: name(after, irq),
+                reason: r.refusal.reason.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
+    let effective_on_shield = after
+        .irqs
+        .iter()
+        .filter(|i| !plan.irqs_to_shield.contains(&i.irq))
+        .filter(|i| {
+            i.effective
+                .as_ref()
+                .is_some_and(|e| e.intersects(&plan.shield))
+        })
+        .map(|i| i.irq)
+        .collect();
+    Outcome {
+        moved,
+        refused,
+        effective_on_shield,
+    }
+}
 
 /// An IRQ and where it may run, for `status`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -88,15 +158,15 @@ pub(super) fn plan(
         if &target != default {
             irq_steps.push((
                 false,
-                Step {
-                    action: Action::Write {
+                Step::fatal(
+                    Owner::Irqs,
+                    Action::Write {
                         path: DEFAULT_IRQ_AFFINITY.into(),
                         value: target.to_mask(snap.mask_bits()),
                         check: Check::CpuMask,
                         undo: Undo::Previous,
                     },
-                    fatal: true,
-                },
+                ),
             ));
         }
     }
@@ -110,15 +180,16 @@ pub(super) fn plan(
         if target != irq.affinity {
             irq_steps.push((
                 to_shield,
-                Step {
-                    action: Action::Write {
+                Step::optional(
+                    Owner::Irqs,
+                    Action::Write {
                         path: irq_affinity_file(irq.irq),
                         value: target.to_string(),
                         check: Check::CpuList,
                         undo: Undo::Previous,
                     },
-                    fatal: false,
-                },
+                )
+                .on_irq(irq.irq),
             ));
         }
     }
@@ -167,7 +238,7 @@ pub(super) fn sweep(
     stop: &AtomicBool,
     applied: &mut Applied,
 ) -> Result<Vec<u32>, ApplyError> {
-    let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
+    let refused: HashSet<Subject> = applied.refused.iter().map(|r| r.subject.clone()).collect();
     let mut steps = Vec::new();
     let mut irqs = Vec::new();
     for irq in snapshot::read_irqs(sys)? {
@@ -180,26 +251,19 @@ pub(super) fn sweep(
             check: change::Check::CpuList,
             undo: change::Undo::Previous,
         };
-        if refused.contains(&apply::describe(&action)) {
+        if refused.contains(&Subject::Irq(irq.irq)) {
             continue;
         }
         irqs.push(irq.irq);
-        steps.push(Step {
-            action,
-            fatal: false,
-        });
+        steps.push(Step::optional(Owner::Irqs, action).on_irq(irq.irq));
     }
     let before = applied.refused.len();
     apply::apply(sys, journal, &steps, stop, applied)?;
-    let now_refused: HashSet<String> = applied.refused[before..]
+    let now_refused: HashSet<&Subject> = applied.refused[before..]
         .iter()
-        .map(|r| r.target.clone())
+        .map(|r| &r.subject)
         .collect();
-    irqs.retain(|&n| {
-        !now_refused
-            .iter()
-            .any(|t| snapshot::irq_of_affinity_file(t) == Some(n))
-    });
+    irqs.retain(|&n| !now_refused.contains(&Subject::Irq(n)));
     Ok(irqs)
 }
 

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::apply::reads_as;
-use super::change::{Action, Check, Step, Undo};
+use super::change::{Action, Check, Owner, Step, Undo};
 use super::holds::Holds;
 use super::journal::{self, JournalError, State};
 use super::note::{Note, Unreadable, UnreadableFile};
@@ -435,15 +435,15 @@ pub fn plan(
             } else {
                 (Check::Text, Undo::Previous)
             };
-            out.steps.push(Step {
-                action: Action::Write {
+            out.steps.push(Step::optional(
+                Owner::Knobs,
+                Action::Write {
                     path: f.clone(),
                     value,
                     check,
                     undo,
                 },
-                fatal: false,
-            });
+            ));
         }
         out.notes
             .extend(skipped(k.name, missing, readonly, unreadable));

@@ -5,7 +5,7 @@
 //! holds, judged by what the kernel reads back.
 
 use super::apply::reads_as;
-use super::change::{Action, Check, Step, Undo};
+use super::change::{Action, Check, Owner, Step, Undo};
 use super::holds::Holds;
 use super::journal::State;
 use super::note::Note;
@@ -28,10 +28,7 @@ pub(super) struct CgroupPlan {
 }
 
 fn fatal(action: Action) -> Step {
-    Step {
-        action,
-        fatal: true,
-    }
+    Step::fatal(Owner::Mechanism, action)
 }
 
 /// The cpusets: a systemd slice or a cgroup of our own with an isolated
@@ -259,10 +256,7 @@ pub(super) fn resize(
 ) -> Vec<Step> {
     let from = &state.shield;
     let dir = &state.shield_dir;
-    let fatal = |action| Step {
-        action,
-        fatal: true,
-    };
+    let fatal = |action| Step::fatal(Owner::Mechanism, action);
     let write = |path: String, value: String, check| {
         fatal(Action::Write {
             path,
@@ -362,14 +356,14 @@ fn ask_systemd(
         cgroup_dir: dir.to_string(),
         partition: Some(kind.to_string()),
     };
-    Some(Step {
-        action: Action::Systemd {
+    Some(Step::fatal(
+        Owner::Mechanism,
+        Action::Systemd {
             call: call(to),
             undo: Some(call(from)),
             back: None,
         },
-        fatal: true,
-    })
+    ))
 }
 
 /// What `status` reads of the cgroup mechanism to judge whether it holds.

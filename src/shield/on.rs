@@ -7,8 +7,9 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::apply::{self, Applied, ApplyError, Refusal};
-use super::change::{Action, Step};
+use super::change::{Action, Step, Subject};
 use super::error::{boot_isolation_conflict, require_root, ShieldError};
+use super::irqs::IrqRefusal;
 use super::journal::{self, Journal, State};
 use super::note::Note;
 use super::off::undo_journal;
@@ -21,17 +22,6 @@ use super::{guard, irqbalance, irqs, knobs, reshape, rt_kthreads};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs;
 use crate::sys::Sys;
-
-/// An IRQ that refused its new affinity.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct IrqRefusal {
-    /// IRQ number.
-    pub irq: u32,
-    /// Device name.
-    pub name: String,
-    /// Why (errno name).
-    pub reason: String,
-}
 
 /// The result of `on`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -100,8 +90,8 @@ pub struct OnReport {
     /// their scheduling reads back (with `--dry-run`: planned).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kthreads_raised: Vec<rt_kthreads::Raised>,
-    /// The plan, with `--dry-run`.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The plan, with `--dry-run` (printed, not read back from a report).
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<Step>>,
     /// How long it took, by phase (filled in by [`on`]).
     #[serde(default)]
@@ -205,6 +195,7 @@ pub fn on_timed(
     )?;
     let mut out = report(&plan, &after, Some(&applied), false);
     out.tasks_moved += moved_by_partition(&plan, &after, &applied);
+    state.writes_refused = refused_files(&applied);
     finish(
         sys,
         &plan,
@@ -346,11 +337,6 @@ fn finish(
         .map(|r| r.irq)
         .chain(out.irqs_to_shield.iter().copied())
         .collect();
-    state.writes_refused = out
-        .other_refused
-        .iter()
-        .filter_map(|r| r.target.strip_prefix('/').map(str::to_string))
-        .collect();
     state.irqbalance_ban = out.irqbalance_ban.clone();
     out.irqbalance = out
         .irqbalance_ban
@@ -471,6 +457,7 @@ fn reshape_timed(
     state.partition = plan.partition.clone().or(old.partition.clone());
     let mut out = finished(report(plan, &after, Some(&applied), false));
     out.other_refused.extend(guard_refused);
+    state.writes_refused = refused_files(&applied);
     if !came_back.is_empty() {
         out.notes.push(Note::IrqsBackAfterChange {
             irqs: came_back.clone(),
@@ -536,7 +523,7 @@ fn sweep_forked(
     stop: &AtomicBool,
     applied: &mut Applied,
 ) -> Result<Snapshot, ApplyError> {
-    let refused: HashSet<String> = applied.refused.iter().map(|r| r.target.clone()).collect();
+    let refused: HashSet<Subject> = applied.refused.iter().map(|r| r.subject.clone()).collect();
     let kept: HashSet<i32> = plan.kept.iter().map(|t| t.tid).collect();
     let mut last: Option<Snapshot> = None;
     for _ in 0..3 {
@@ -547,7 +534,7 @@ fn sweep_forked(
         let steps: Vec<Step> = tasks
             .steps
             .into_iter()
-            .filter(|s| !refused.contains(&apply::describe(&s.action)))
+            .filter(|s| !refused.contains(&s.subject))
             .filter(|s| match &s.action {
                 Action::MoveTask { .. } => true,
                 Action::SetAffinity { previous, cpus, .. } => previous != cpus,
@@ -568,6 +555,19 @@ fn sweep_forked(
     Ok(Snapshot::reread(sys, last.as_ref().unwrap_or(before))?)
 }
 
+/// Files whose write the kernel refused (a knob file that is read-only or
+/// refuses): `status` does not expect them to read as written.
+fn refused_files(applied: &Applied) -> Vec<String> {
+    applied
+        .refused
+        .iter()
+        .filter_map(|r| match &r.subject {
+            Subject::File(path) => Some(path.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// How many of the threads the plan left to the partition it moved off the
 /// shield (those the sweep had to move are counted with the steps applied).
 fn moved_by_partition(plan: &Plan, after: &Snapshot, applied: &Applied) -> usize {
@@ -586,66 +586,15 @@ fn moved_by_partition(plan: &Plan, after: &Snapshot, applied: &Applied) -> usize
 }
 
 fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool) -> OnReport {
-    let mut irqs_moved = Vec::new();
-    let mut irqs_refused = Vec::new();
-    let mut tasks_refused = Vec::new();
-    let mut other_refused = Vec::new();
-    let refused_paths: HashSet<String> = applied
-        .map(|a| a.refused.iter().map(|r| r.target.clone()).collect())
-        .unwrap_or_default();
-    for step in &plan.steps {
-        if let Action::Write { path, .. } = &step.action {
-            if let Some(irq) = snapshot::irq_of_affinity_file(path) {
-                if !refused_paths.contains(&format!("/{path}"))
-                    && !plan.irqs_to_shield.contains(&irq)
-                {
-                    irqs_moved.push(irq);
-                }
-            }
-        }
-    }
-    if let Some(a) = applied {
-        for r in &a.refused {
-            match snapshot::irq_of_affinity_file(&r.target) {
-                Some(irq) => irqs_refused.push(IrqRefusal {
-                    irq,
-                    name: irqs::name(snap, irq),
-                    reason: r.reason.clone(),
-                }),
-                None if r.target.starts_with("task ") => tasks_refused.push(r.clone()),
-                None => other_refused.push(r.clone()),
-            }
-        }
-    }
-    let irqs_effective_on_shield = snap
-        .irqs
-        .iter()
-        .filter(|i| !plan.irqs_to_shield.contains(&i.irq))
-        .filter(|i| {
-            i.effective
-                .as_ref()
-                .is_some_and(|e| e.intersects(&plan.shield))
-        })
-        .map(|i| i.irq)
-        .collect();
-    // What the report says was kept is what the kernel shows.
-    let (kept, not_kept) = if dry_run {
-        (plan.kept.clone(), Vec::new())
-    } else {
-        let now: std::collections::HashMap<i32, &procfs::Thread> =
-            snap.threads.iter().map(|t| (t.tid, t)).collect();
-        let mut kept = Vec::new();
-        let mut not_kept = Vec::new();
-        for want in &plan.kept {
-            match now.get(&want.tid) {
-                Some(t) if in_shield_cgroup(&t.cgroup) && t.cpus_allowed == want.cpus => {
-                    kept.push(TaskRef::from(*t))
-                }
-                Some(t) => not_kept.push(TaskRef::from(*t)),
-                None => {}
-            }
-        }
-        (kept, not_kept)
+    let refused = applied.map_or(&[][..], |a| &a.refused);
+    let irqs = irqs::outcome(plan, snap, refused);
+    let (kept, not_kept) = tasks::kept_as_read(&plan.kept, snap, dry_run);
+    let refusals = |which: fn(&Subject) -> bool| {
+        refused
+            .iter()
+            .filter(|r| which(&r.subject))
+            .map(|r| r.refusal.clone())
+            .collect()
     };
     OnReport {
         dry_run,
@@ -661,20 +610,13 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
         kept,
         not_kept,
         split_off: plan.split_off.clone(),
-        tasks_refused,
-        irqs_moved,
+        tasks_refused: refusals(Subject::is_task),
+        irqs_moved: irqs.moved,
         irqs_to_shield: plan.irqs_to_shield.clone(),
-        irqs_refused,
-        irqs_effective_on_shield,
-        other_refused,
-        irqbalance_ban: plan.steps.iter().find_map(|s| match &s.action {
-            Action::IrqbalanceBan { banned, .. }
-                if !refused_paths.contains(&apply::describe(&s.action)) =>
-            {
-                Some(banned.clone())
-            }
-            _ => None,
-        }),
+        irqs_refused: irqs.refused,
+        irqs_effective_on_shield: irqs.effective_on_shield,
+        other_refused: refusals(|s| !s.is_task() && !matches!(s, Subject::Irq(_))),
+        irqbalance_ban: irqbalance::ban_made(&plan.steps, refused),
         irqbalance: None,
         notes: plan.notes.clone(),
         changed_from: None,

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::change::{Action, Check, Step, Undo};
+use super::change::{Action, Check, Owner, Step, Undo};
 use super::knobs;
 use super::note::Note;
 use super::owners::Owners;
@@ -17,7 +17,7 @@ use super::{guard, hotplug, irqbalance, irqs, mechanism, rt_kthreads};
 use crate::cpulist::CpuSet;
 
 /// The full plan of a shield.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     /// Shielded CPUs.
     pub shield: CpuSet,
@@ -232,18 +232,20 @@ fn validate(snap: &Snapshot, req: &Request) -> Result<Valid, PlanError> {
 fn workqueue_step(snap: &Snapshot, shield: &CpuSet, housekeeping: &CpuSet) -> Option<Step> {
     let mask = snap.workqueue_mask.as_ref()?;
     let bits = snap.mask_bits();
-    mask.intersects(shield).then(|| Step {
-        action: Action::Write {
-            path: WORKQUEUE_MASK.into(),
-            value: mask.away_from(shield, housekeeping).to_mask(bits),
-            check: Check::CpuMask,
-            // 6.12 reads the mask without the partition's CPUs once
-            // the partition exists; writing that back would make the
-            // reduced mask the request for good. Restore the mask
-            // read before the partition.
-            undo: Undo::Value(mask.to_mask(bits)),
-        },
-        fatal: false,
+    mask.intersects(shield).then(|| {
+        Step::optional(
+            Owner::Workqueues,
+            Action::Write {
+                path: WORKQUEUE_MASK.into(),
+                value: mask.away_from(shield, housekeeping).to_mask(bits),
+                check: Check::CpuMask,
+                // 6.12 reads the mask without the partition's CPUs once
+                // the partition exists; writing that back would make the
+                // reduced mask the request for good. Restore the mask
+                // read before the partition.
+                undo: Undo::Value(mask.to_mask(bits)),
+            },
+        )
     })
 }
 
@@ -341,6 +343,57 @@ mod tests {
             }),
             tuned: None,
         }
+    }
+
+    #[test]
+    fn each_step_names_its_component_and_what_it_changes_and_irqs_report_their_own() {
+        use crate::shield::change::{Owner, Refusal, Refused, Subject};
+        let s = snap(v2());
+        let plan = plan(&s, &req("2-3")).unwrap();
+        let about = |irq| {
+            plan.steps
+                .iter()
+                .find(|st| st.subject == Subject::Irq(irq))
+                .map(|st| st.owner)
+        };
+        assert_eq!(about(0), Some(Owner::Irqs));
+        assert_eq!(about(25), Some(Owner::Irqs));
+        assert_eq!(about(24), None, "IRQ 24 is on CPU 1 already");
+        let owner_of = |path: &str| {
+            plan.steps
+                .iter()
+                .find(|st| st.subject == Subject::File(path.into()))
+                .map(|st| st.owner)
+        };
+        assert_eq!(owner_of(DEFAULT_IRQ_AFFINITY), Some(Owner::Irqs));
+        assert_eq!(owner_of(WORKQUEUE_MASK), Some(Owner::Workqueues));
+        assert!(plan
+            .steps
+            .iter()
+            .filter(|st| matches!(st.action, Action::SetAffinity { .. }))
+            .all(|st| st.owner == Owner::Tasks
+                && matches!(st.subject, Subject::TaskAffinity(tid) if tid > 0)));
+        // The kernel refuses IRQ 25: it is reported as refused with its
+        // device's name, and only IRQ 0 as moved.
+        let refused = [Refused {
+            owner: Owner::Irqs,
+            subject: Subject::Irq(25),
+            refusal: Refusal {
+                target: "/proc/irq/25/smp_affinity_list".into(),
+                reason: "EIO".into(),
+            },
+        }];
+        let out = crate::shield::irqs::outcome(&plan, &s, &refused);
+        assert_eq!(out.moved, [0]);
+        assert_eq!(out.refused.len(), 1);
+        assert_eq!(
+            (
+                out.refused[0].irq,
+                out.refused[0].name.as_str(),
+                out.refused[0].reason.as_str()
+            ),
+            (25, "nvme", "EIO")
+        );
     }
 
     #[test]

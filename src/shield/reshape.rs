@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::apply::{original_affinities, reads_as};
-use super::change::{Action, Check, Step, Undo};
+use super::change::{Action, Check, Owner, Step, Undo};
 use super::journal::{Entry, State};
 use super::note::Note;
 use super::plan::{self, Plan, PlanError};
@@ -217,7 +217,8 @@ pub fn plan(
                 path, value, check, ..
             } => {
                 written.insert(path.clone());
-                if let Some(irq) = irq_of_affinity_file(path)
+                if let Some(irq) = step
+                    .irq()
                     .filter(|&n| orig.refused_before(state, n, path, &read))
                 {
                     still_refused.push(irq);
@@ -395,16 +396,16 @@ fn inside_tasks(
                     });
                 }
                 None if v1 => {
-                    out.out.push(Step {
-                        action: Action::MoveTask {
+                    out.out.push(Step::optional(
+                        Owner::Tasks,
+                        Action::MoveTask {
                             pid,
                             tid: t.tid,
                             to: format!("{mount}/{SYSTEM_CGROUP_V1}/tasks"),
                             back: format!("{here}/tasks"),
                             affinities: vec![(t.tid, t.cpus_allowed.clone())],
                         },
-                        fatal: false,
-                    });
+                    ));
                     out.affinities.push(set(t, t.cpus_allowed.clone()));
                     out.leaving.push(TaskRef::from(*t));
                 }
@@ -428,8 +429,9 @@ fn inside_tasks(
         }
         if whole_leaves {
             let here = format!("{mount}{}", threads[0].cgroup);
-            out.out.push(Step {
-                action: Action::MoveTask {
+            out.out.push(Step::optional(
+                Owner::Tasks,
+                Action::MoveTask {
                     pid,
                     tid: pid,
                     to: came_from(entries, pid).unwrap_or_else(|| state.outside_procs.clone()),
@@ -439,8 +441,7 @@ fn inside_tasks(
                         .map(|t| (t.tid, t.cpus_allowed.clone()))
                         .collect(),
                 },
-                fatal: false,
-            });
+            ));
         }
     }
     out
@@ -460,6 +461,20 @@ fn came_from(entries: &[Entry], pid: i32) -> Option<String> {
         } if pids.contains(&pid) => Some(back.clone()),
         _ => None,
     })
+}
+
+/// The step that writes back a file the old shield wrote, owned by the
+/// component whose file the journal's path is.
+fn restore_file(write: Action) -> Step {
+    let Action::Write { path, .. } = &write else {
+        unreachable!("restore_file is given writes")
+    };
+    match irq_of_affinity_file(path) {
+        Some(irq) => Step::optional(Owner::Irqs, write).on_irq(irq),
+        None if path == DEFAULT_IRQ_AFFINITY => Step::optional(Owner::Irqs, write),
+        None if path == WORKQUEUE_MASK => Step::optional(Owner::Workqueues, write),
+        None => Step::optional(Owner::Knobs, write),
+    }
 }
 
 /// Writes back what the old shield changed and the new plan leaves alone
@@ -484,15 +499,12 @@ fn restore_steps(
             continue;
         }
         match read(path) {
-            Some(now) if !reads_as(*check, &now, before) => out.push(Step {
-                action: Action::Write {
-                    path: path.clone(),
-                    value: before.clone(),
-                    check: *check,
-                    undo: Undo::Previous,
-                },
-                fatal: false,
-            }),
+            Some(now) if !reads_as(*check, &now, before) => out.push(restore_file(Action::Write {
+                path: path.clone(),
+                value: before.clone(),
+                check: *check,
+                undo: Undo::Previous,
+            })),
             _ => {}
         }
     }
@@ -504,16 +516,16 @@ fn restore_steps(
             // Only affinities the old shield set itself; those the kernel
             // reset when the cpusets changed are `off`'s business.
             if before != &t.cpus_allowed && orig.set_by_shield.contains(&t.tid) {
-                out.push(Step {
-                    action: Action::SetAffinity {
+                out.push(Step::optional(
+                    Owner::Tasks,
+                    Action::SetAffinity {
                         pid: t.pid,
                         tid: t.tid,
                         name: t.name.clone(),
                         cpus: before.clone(),
                         previous: t.cpus_allowed.clone(),
                     },
-                    fatal: false,
-                });
+                ));
             }
         }
     }

@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::apply::{ApplyError, Refusal, Undone};
-use super::change::{Action, Step};
+use super::change::{Action, Owner, Step};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Thread};
 use crate::sys::syscalls::{SchedAttr, SCHED_FIFO};
@@ -70,16 +70,16 @@ pub(super) fn plan(threads: &[Thread], shield: &CpuSet, above: u32) -> Vec<Step>
         })
         .filter_map(|t| {
             let priority = priority(&t.kind(), above)?;
-            Some(Step {
-                action: Action::SetScheduler {
+            Some(Step::optional(
+                Owner::RtKthreads,
+                Action::SetScheduler {
                     pid: t.pid,
                     tid: t.tid,
                     name: t.name.clone(),
                     policy: SCHED_FIFO,
                     priority,
                 },
-                fatal: false,
-            })
+            ))
         })
         .collect()
 }

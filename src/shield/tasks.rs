@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::change::{Action, Step};
+use super::change::{Action, Owner, Step};
 use super::error::ShieldError;
 use super::holds::Holds;
 use super::journal::State;
@@ -44,8 +44,9 @@ impl From<&Thread> for TaskRef {
 
 /// The first step: every thread's affinity, for undo (see [`Action::Remember`]).
 pub(super) fn remember_affinities(snap: &Snapshot) -> Step {
-    Step {
-        action: Action::Remember {
+    Step::optional(
+        Owner::Tasks,
+        Action::Remember {
             affinities: snap
                 .threads
                 .iter()
@@ -53,8 +54,7 @@ pub(super) fn remember_affinities(snap: &Snapshot) -> Step {
                 .map(|t| (t.tid, t.cpus_allowed.clone()))
                 .collect(),
         },
-        fatal: false,
-    }
+    )
 }
 
 /// What the user should know about the tasks kept on the shield and the
@@ -212,10 +212,7 @@ fn plan_kept(
             t.cgroup.clone()
         }
     };
-    let step = |action| Step {
-        action,
-        fatal: false,
-    };
+    let step = |action| Step::optional(Owner::Tasks, action);
     if let CgroupSetup::V1 { .. } = &snap.cgroup {
         for t in keep {
             out.steps.push(step(Action::MoveTask {
@@ -317,15 +314,17 @@ fn plan_v1_moves(
         .filter(|(pid, moving)| threads_of.get(pid) == Some(&moving.len()))
         .map(|(pid, _)| *pid)
         .collect();
-    let move_step = |pid: i32, tid: i32, file: &str, affinities| Step {
-        action: Action::MoveTask {
-            pid,
-            tid,
-            to: format!("{mount}/{SYSTEM_CGROUP_V1}/{file}"),
-            back: format!("{mount}/{file}"),
-            affinities,
-        },
-        fatal: false,
+    let move_step = |pid: i32, tid: i32, file: &str, affinities| {
+        Step::optional(
+            Owner::Tasks,
+            Action::MoveTask {
+                pid,
+                tid,
+                to: format!("{mount}/{SYSTEM_CGROUP_V1}/{file}"),
+                back: format!("{mount}/{file}"),
+                affinities,
+            },
+        )
     };
     for (t, target) in &moves {
         if !whole.contains(&t.pid) {
@@ -343,18 +342,44 @@ fn plan_v1_moves(
     }
 }
 
+/// The tasks a plan keeps on the shield as the machine `after` shows them:
+/// those kept (inside the shield's cgroup with the affinity they asked
+/// for) and those that could not be. With `--dry-run`, what is planned.
+pub(super) fn kept_as_read(
+    planned: &[TaskRef],
+    after: &Snapshot,
+    dry_run: bool,
+) -> (Vec<TaskRef>, Vec<TaskRef>) {
+    if dry_run {
+        return (planned.to_vec(), Vec::new());
+    }
+    let now: HashMap<i32, &Thread> = after.threads.iter().map(|t| (t.tid, t)).collect();
+    let mut kept = Vec::new();
+    let mut not_kept = Vec::new();
+    for want in planned {
+        match now.get(&want.tid) {
+            Some(t) if in_shield_cgroup(&t.cgroup) && t.cpus_allowed == want.cpus => {
+                kept.push(TaskRef::from(*t))
+            }
+            Some(t) => not_kept.push(TaskRef::from(*t)),
+            None => {}
+        }
+    }
+    (kept, not_kept)
+}
+
 /// The step that sets thread `t`'s affinity to `cpus` (recording what it was).
 pub(super) fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
-    Step {
-        action: Action::SetAffinity {
+    Step::optional(
+        Owner::Tasks,
+        Action::SetAffinity {
             pid: t.pid,
             tid: t.tid,
             name: t.name.clone(),
             cpus,
             previous: t.cpus_allowed.clone(),
         },
-        fatal: false,
-    }
+    )
 }
 
 /// Direction of `move`.
@@ -476,19 +501,18 @@ pub(super) fn placement_steps(
                 .collect(),
         },
     };
-    let mut steps = vec![Step {
-        action: placement,
-        fatal: true,
-    }];
-    steps.extend(threads.iter().map(|t| Step {
-        action: Action::SetAffinity {
-            pid: t.pid,
-            tid: t.tid,
-            name: t.name.clone(),
-            cpus: dest.cpus.clone(),
-            previous: t.cpus_allowed.clone(),
-        },
-        fatal: true,
+    let mut steps = vec![Step::fatal(Owner::Tasks, placement)];
+    steps.extend(threads.iter().map(|t| {
+        Step::fatal(
+            Owner::Tasks,
+            Action::SetAffinity {
+                pid: t.pid,
+                tid: t.tid,
+                name: t.name.clone(),
+                cpus: dest.cpus.clone(),
+                previous: t.cpus_allowed.clone(),
+            },
+        )
     }));
     steps
 }
