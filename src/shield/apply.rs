@@ -11,7 +11,6 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Check, Refused, Step, Undo};
 use super::journal::{Entry, EntryRef, Journal, JournalError};
-use super::{guard, irqbalance, rt_kthreads};
 use crate::cpulist::CpuSet;
 use crate::input::{quote, quote_to};
 
@@ -71,9 +70,28 @@ pub enum ApplyError {
     Interrupted,
 }
 
+/// The changes only a component knows how to make, read before and undo
+/// (a daemon's ban, the guard, a thread's scheduling). The engine hands
+/// them over without naming any component: the order table
+/// ([`super::components`]) says whose each is.
+pub trait Effects: Sync {
+    /// Makes `action`, read back; `None` when it is not one of these.
+    fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>>;
+    /// The value `action`'s undo needs, read just before it is made.
+    fn previous(&self, sys: &Sys, action: &Action) -> Option<String>;
+    /// Undoes `entry`; false when it is not one of these.
+    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool;
+    /// Whether `action` is undone before every other entry.
+    fn undone_first(&self, action: &Action) -> bool;
+    /// Short description of `action`'s target for reports, when the
+    /// action's own fields do not say it.
+    fn describe(&self, action: &Action) -> Option<String>;
+}
+
 /// Applies steps in order, journaling each batch before making it.
 pub fn apply(
     sys: &Sys,
+    fx: &dyn Effects,
     journal: &mut Journal,
     steps: &[Step],
     stop: &AtomicBool,
@@ -90,8 +108,7 @@ pub fn apply(
                         undo: Undo::Previous,
                         ..
                     } => sys.read_trimmed(path).ok(),
-                    Action::SetScheduler { tid, .. } => rt_kthreads::read_previous(sys, *tid),
-                    _ => None,
+                    other => fx.previous(sys, other),
                 },
                 action: &s.action,
                 at,
@@ -120,7 +137,7 @@ pub fn apply(
                     let mut local = Applied::default();
                     let result = part
                         .iter()
-                        .try_for_each(|step| execute_step(sys, step, stop, &mut local));
+                        .try_for_each(|step| execute_step(sys, fx, step, stop, &mut local));
                     (local, result)
                 });
                 let mut result = Ok(());
@@ -134,7 +151,7 @@ pub fn apply(
                 result?;
                 rest = later;
             } else {
-                execute_step(sys, first, stop, out)?;
+                execute_step(sys, fx, first, stop, out)?;
                 rest = &rest[1..];
             }
         }
@@ -149,6 +166,7 @@ const PARALLEL_RUN: usize = 512;
 /// or a fatal step's failure.
 fn execute_step(
     sys: &Sys,
+    fx: &dyn Effects,
     step: &Step,
     stop: &AtomicBool,
     out: &mut Applied,
@@ -156,7 +174,7 @@ fn execute_step(
     if stop.load(Ordering::SeqCst) {
         return Err(ApplyError::Interrupted);
     }
-    match execute(sys, &step.action) {
+    match execute(sys, fx, &step.action) {
         Ok(()) => {
             out.done += 1;
             if let Action::SetAffinity { tid, .. } | Action::MoveTask { tid, .. } = &step.action {
@@ -169,7 +187,7 @@ fn execute_step(
             owner: step.owner,
             subject: step.subject.clone(),
             refusal: Refusal {
-                target: describe(&step.action),
+                target: describe(fx, &step.action),
                 reason: e.short(),
             },
         }),
@@ -201,7 +219,10 @@ fn is_task(a: &Action) -> bool {
 }
 
 /// Short description of an action's target for reports.
-pub fn describe(a: &Action) -> String {
+pub fn describe(fx: &dyn Effects, a: &Action) -> String {
+    if let Some(own) = fx.describe(a) {
+        return own;
+    }
     match a {
         Action::Mkdir { path } | Action::MountCgroup2 { target: path, .. } => format!("/{path}"),
         Action::Write { path, .. } => format!("/{path}"),
@@ -211,12 +232,15 @@ pub fn describe(a: &Action) -> String {
         }
         Action::Remember { affinities } => format!("{} task affinities", affinities.len()),
         Action::Systemd { call, .. } => format!("systemd: {}", call.command_line().join(" ")),
-        Action::IrqbalanceBan { manager_env, .. } => irqbalance::describe(*manager_env),
+        Action::IrqbalanceBan { .. } => "irqbalance".into(),
         Action::Guard { cpus, .. } => format!("the starvation guard of CPUs {cpus}"),
     }
 }
 
-fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
+fn execute(sys: &Sys, fx: &dyn Effects, a: &Action) -> Result<(), ApplyError> {
+    if let Some(made) = fx.make(sys, a) {
+        return made;
+    }
     match a {
         Action::MountCgroup2 { target, make_dir } => {
             if *make_dir {
@@ -233,25 +257,11 @@ fn execute(sys: &Sys, a: &Action) -> Result<(), ApplyError> {
         }
         Action::MoveTask { tid, to, .. } => sys.write(to, &tid.to_string())?,
         Action::SetAffinity { tid, cpus, .. } => sys.set_affinity(*tid, cpus)?,
-        Action::SetScheduler {
-            tid,
-            policy,
-            priority,
-            ..
-        } => rt_kthreads::set(sys, *tid, *policy, *priority)?,
         Action::Remember { .. } => {}
         Action::Systemd { call, .. } => sys.systemd(call)?,
-        Action::IrqbalanceBan {
-            banned,
-            make_dir,
-            manager_env,
-            ..
-        } => irqbalance::ban(sys, banned, *make_dir, *manager_env)?,
-        Action::Guard {
-            cpus,
-            settings,
-            unit,
-        } => guard::start(sys, cpus, settings, unit.as_deref())?,
+        Action::SetScheduler { .. } | Action::IrqbalanceBan { .. } | Action::Guard { .. } => {
+            unreachable!("{a:?} is made by its component (Effects::make)")
+        }
     }
     Ok(())
 }
@@ -308,30 +318,29 @@ pub struct Undone {
 
 /// Replays journal entries in reverse. Affinities are restored last,
 /// because moving a task between cpusets makes the kernel reset them.
-pub fn undo(sys: &Sys, entries: &[Entry]) -> Undone {
-    undo_timed(sys, entries, &mut super::Timings::default())
+pub fn undo(sys: &Sys, fx: &dyn Effects, entries: &[Entry]) -> Undone {
+    undo_timed(sys, fx, entries, &mut super::Timings::default())
 }
 
 /// [`undo`], adding the time of its two halves to `timings`.
-pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) -> Undone {
+pub fn undo_timed(
+    sys: &Sys,
+    fx: &dyn Effects,
+    entries: &[Entry],
+    timings: &mut super::Timings,
+) -> Undone {
     let mut out = Undone::default();
     let t = Instant::now();
     let systemd_before = sys.systemd_time();
-    // irqbalance gets its environment back before anything else: a
-    // banned irqbalance still running while undo puts IRQs back moves them
-    // again within its 10 s cycle (SYSTEMD-NOTES 10). Its ban is the first
-    // change `on` makes, for the same reason the other way round.
     for e in entries.iter().rev() {
-        if let Action::IrqbalanceBan { .. } = &e.action {
-            let (restored, failed) = irqbalance::unban(sys, &e.action);
-            out.restored += usize::from(restored);
-            out.failed.extend(failed);
+        if fx.undone_first(&e.action) {
+            fx.undo(sys, e, &mut out);
         }
     }
     let reversed: Vec<&Entry> = entries
         .iter()
         .rev()
-        .filter(|e| !matches!(e.action, Action::IrqbalanceBan { .. }))
+        .filter(|e| !fx.undone_first(&e.action))
         .collect();
     let mut rest = &reversed[..];
     while let Some(e) = rest.first() {
@@ -353,17 +362,16 @@ pub fn undo_timed(sys: &Sys, entries: &[Entry], timings: &mut super::Timings) ->
             continue;
         }
         rest = &rest[1..];
+        if fx.undo(sys, e, &mut out) {
+            continue;
+        }
         match &e.action {
-            // IrqbalanceBan: undone first of all, above
-            Action::SetAffinity { .. }
-            | Action::Remember { .. }
-            | Action::MoveTask { .. }
-            | Action::IrqbalanceBan { .. } => {}
-            Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
-            Action::Guard { unit, .. } => guard::undo(sys, unit.as_deref(), &mut out),
-            Action::SetScheduler { tid, name, .. } => {
-                rt_kthreads::undo(sys, *tid, name, e.previous.as_deref(), e.at, &mut out)
+            // Affinities: restored last, below.
+            Action::SetAffinity { .. } | Action::Remember { .. } | Action::MoveTask { .. } => {}
+            Action::SetScheduler { .. } | Action::IrqbalanceBan { .. } | Action::Guard { .. } => {
+                unreachable!("{:?} is undone by its component (Effects::undo)", e.action)
             }
+            Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
             Action::Systemd { call, undo, back } => {
                 undo_systemd(sys, call, undo.as_ref(), back.as_deref(), &mut out)
             }

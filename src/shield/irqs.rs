@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use super::apply::{self, Applied, ApplyError};
 use super::change::{self, Action, Check, Owner, Refused, Step, Subject, Undo};
+use super::components::EFFECTS;
 use super::holds::Holds;
 use super::journal::{Journal, State};
-use super::plan::Plan;
 use super::plan_error::PlanError;
 use super::snapshot::{self, irq_affinity_file, Snapshot, DEFAULT_IRQ_AFFINITY};
 use crate::cpulist::CpuSet;
@@ -39,9 +39,14 @@ pub(super) struct Outcome {
     pub(super) effective_on_shield: Vec<u32>,
 }
 
-/// What became of `plan`'s IRQ steps, given what the kernel `refused`, on
-/// the machine `after` (with `--dry-run`: the machine before).
-pub(super) fn outcome(plan: &Plan, after: &Snapshot, refused: &[Refused]) -> Outcome {
+/// What became of a plan's IRQ `steps` for the `shield` (IRQs `to_shield`
+/// bound to it on request), given what the kernel `refused`, on the machine
+/// `after` (with `--dry-run`: the machine before).
+pub(super) fn outcome(
+    (steps, to_shield, shield): (&[Step], &[u32], &CpuSet),
+    after: &Snapshot,
+    refused: &[Refused],
+) -> Outcome {
     let refused_irqs: HashSet<u32> = refused
         .iter()
         .filter_map(|r| match r.subject {
@@ -49,14 +54,13 @@ pub(super) fn outcome(plan: &Plan, after: &Snapshot, refused: &[Refused]) -> Out
             _ => None,
         })
         .collect();
-    let moved = plan
-        .steps
+    let moved = steps
         .iter()
         .filter_map(|s| match s.subject {
             Subject::Irq(irq) if s.owner == Owner::Irqs => Some(irq),
             _ => None,
         })
-        .filter(|irq| !refused_irqs.contains(irq) && !plan.irqs_to_shield.contains(irq))
+        .filter(|irq| !refused_irqs.contains(irq) && !to_shield.contains(irq))
         .collect();
     let refused = refused
         .iter()
@@ -72,12 +76,8 @@ pub(super) fn outcome(plan: &Plan, after: &Snapshot, refused: &[Refused]) -> Out
     let effective_on_shield = after
         .irqs
         .iter()
-        .filter(|i| !plan.irqs_to_shield.contains(&i.irq))
-        .filter(|i| {
-            i.effective
-                .as_ref()
-                .is_some_and(|e| e.intersects(&plan.shield))
-        })
+        .filter(|i| !to_shield.contains(&i.irq))
+        .filter(|i| i.effective.as_ref().is_some_and(|e| e.intersects(shield)))
         .map(|i| i.irq)
         .collect();
     Outcome {
@@ -258,7 +258,7 @@ pub(super) fn sweep(
         steps.push(Step::optional(Owner::Irqs, action).on_irq(irq.irq));
     }
     let before = applied.refused.len();
-    apply::apply(sys, journal, &steps, stop, applied)?;
+    apply::apply(sys, EFFECTS, journal, &steps, stop, applied)?;
     let now_refused: HashSet<&Subject> = applied.refused[before..]
         .iter()
         .map(|r| &r.subject)

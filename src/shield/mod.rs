@@ -10,6 +10,7 @@
 
 pub mod apply;
 pub mod change;
+mod components;
 mod error;
 mod guard;
 mod holds;

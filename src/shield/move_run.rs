@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 
 use super::apply::{self, Applied, ApplyError};
+use super::components::EFFECTS;
 use super::error::{require_root, ShieldError};
 use super::journal::{self, Journal, State};
 use super::snapshot;
@@ -76,12 +77,18 @@ pub fn move_tasks(
     if !dry_run {
         let mut journal = Journal::open(sys)?;
         let never = AtomicBool::new(false);
-        apply::apply(sys, &mut journal, &steps, &never, &mut Applied::default()).map_err(|e| {
-            match e {
-                ApplyError::Kernel(e) => ShieldError::Sys(e),
-                ApplyError::Journal(e) => ShieldError::Journal(e),
-                other => ShieldError::Invalid(other.to_string()),
-            }
+        apply::apply(
+            sys,
+            EFFECTS,
+            &mut journal,
+            &steps,
+            &never,
+            &mut Applied::default(),
+        )
+        .map_err(|e| match e {
+            ApplyError::Kernel(e) => ShieldError::Sys(e),
+            ApplyError::Journal(e) => ShieldError::Journal(e),
+            other => ShieldError::Invalid(other.to_string()),
         })?;
     }
     Ok(report)

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::apply::{self, Undone};
 use super::change::{self, Action};
+use super::components::EFFECTS;
 use super::error::{require_root, ShieldError};
 use super::journal::{self, Journal, State, Unreadable};
 use super::timings::Timings;
@@ -69,7 +70,7 @@ pub(super) fn undo_journal(
     let state = journal::read_state(sys)?;
     let entries = journal::read_entries(sys)?;
     timings.read_journal += t.elapsed();
-    let undone = apply::undo_timed(sys, &entries, timings);
+    let undone = apply::undo_timed(sys, EFFECTS, &entries, timings);
     if undone.failed.is_empty() {
         Journal::open(sys)?.remove()?;
     }
@@ -111,7 +112,7 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
     let t = Instant::now();
     let journal = journal::salvage(sys)?;
     timings.read_journal += t.elapsed();
-    let undone = apply::undo_timed(sys, &journal.entries, timings);
+    let undone = apply::undo_timed(sys, EFFECTS, &journal.entries, timings);
     let shield = journal
         .state
         .as_ref()
@@ -184,7 +185,7 @@ pub fn off_plan(sys: &Sys) -> Result<OffReport, ShieldError> {
     let mut would_undo: Vec<String> = ban
         .into_iter()
         .chain(rest)
-        .map(|e| format!("{}{}", apply::describe(&e.action), undo_value(e)))
+        .map(|e| format!("{}{}", apply::describe(EFFECTS, &e.action), undo_value(e)))
         .collect();
     let threads: HashSet<i32> = entries
         .iter()

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::apply::{self, Applied, ApplyError, Refusal};
 use super::change::{Action, Step, Subject};
+use super::components::EFFECTS;
 use super::error::{boot_isolation_conflict, require_root, ShieldError};
 use super::irqs::IrqRefusal;
 use super::journal::{self, Journal, State};
@@ -258,14 +259,14 @@ fn transaction(
     };
     let undone = match rollback {
         Rollback::Fresh => {
-            let undone = apply::undo(sys, &journal::read_entries(sys)?);
+            let undone = apply::undo(sys, EFFECTS, &journal::read_entries(sys)?);
             if undone.failed.is_empty() {
                 journal.remove()?;
             }
             undone
         }
         Rollback::ToKept { segments, state } => {
-            let undone = apply::undo(sys, &journal::read_entries_from(sys, segments)?);
+            let undone = apply::undo(sys, EFFECTS, &journal::read_entries_from(sys, segments)?);
             if undone.failed.is_empty() {
                 journal.truncate(segments)?;
                 journal.write_state(state)?;
@@ -298,7 +299,7 @@ fn apply_plan(
     let t = Instant::now();
     let journal_before = journal.time_spent();
     let systemd_before = sys.systemd_time();
-    let result = apply::apply(sys, journal, &plan.steps, stop, applied).and_then(|()| {
+    let result = apply::apply(sys, EFFECTS, journal, &plan.steps, stop, applied).and_then(|()| {
         if req.hotplug_restart {
             let cpus = (&plan.shield, &plan.housekeeping);
             *respread = irqs::sweep(sys, cpus, &plan.irqs_to_shield, journal, stop, applied)?;
@@ -545,7 +546,7 @@ fn sweep_forked(
         if steps.is_empty() {
             return Ok(snap);
         }
-        apply::apply(sys, journal, &steps, stop, applied)?;
+        apply::apply(sys, EFFECTS, journal, &steps, stop, applied)?;
         let all_refused = applied.refused.len() - refused_before == steps.len();
         last = Some(snap);
         if all_refused {
@@ -587,7 +588,11 @@ fn moved_by_partition(plan: &Plan, after: &Snapshot, applied: &Applied) -> usize
 
 fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool) -> OnReport {
     let refused = applied.map_or(&[][..], |a| &a.refused);
-    let irqs = irqs::outcome(plan, snap, refused);
+    let irqs = irqs::outcome(
+        (&plan.steps, &plan.irqs_to_shield, &plan.shield),
+        snap,
+        refused,
+    );
     let (kept, not_kept) = tasks::kept_as_read(&plan.kept, snap, dry_run);
     let refusals = |which: fn(&Subject) -> bool| {
         refused

@@ -383,7 +383,11 @@ mod tests {
                 reason: "EIO".into(),
             },
         }];
-        let out = crate::shield::irqs::outcome(&plan, &s, &refused);
+        let out = crate::shield::irqs::outcome(
+            (&plan.steps, &plan.irqs_to_shield, &plan.shield),
+            &s,
+            &refused,
+        );
         assert_eq!(out.moved, [0]);
         assert_eq!(out.refused.len(), 1);
         assert_eq!(
@@ -691,7 +695,7 @@ mod tests {
             .steps
             .iter()
             .take(5)
-            .map(|s| crate::shield::apply::describe(&s.action))
+            .map(|s| crate::shield::apply::describe(crate::shield::components::EFFECTS, &s.action))
             .collect();
         assert_eq!(
             kinds,
