@@ -33,6 +33,7 @@ pub mod rt_kthreads;
 pub mod snapshot;
 mod status;
 mod tasks;
+mod workqueues;
 mod timings;
 
 pub(crate) use error::require_root;

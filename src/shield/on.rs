@@ -8,13 +8,13 @@ use serde::{Deserialize, Serialize};
 
 use super::apply::{self, Applied, ApplyError, Refusal};
 use super::change::{Action, Step, Subject};
-use super::components::EFFECTS;
+use super::components::{self, EFFECTS};
 use super::error::{boot_isolation_conflict, require_root, ShieldError};
 use super::irqs::IrqRefusal;
 use super::journal::{self, Journal, State};
 use super::note::Note;
 use super::off::undo_journal;
-use super::plan::{self, Plan, PlanError};
+use super::plan::{Plan, PlanError};
 use super::request::Request;
 use super::snapshot::{self, in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use super::tasks::{self, TaskRef};
@@ -156,7 +156,7 @@ pub fn on_timed(
             return reshape_timed(sys, req, state, true, stop, timings);
         }
         let snap = snapshot_for(sys, req)?;
-        let plan = plan::plan(&snap, req)?;
+        let plan = components::plan(&snap, req)?;
         return Ok(report(&plan, &snap, None, true));
     }
     require_root(sys, "on")?;
@@ -170,7 +170,7 @@ pub fn on_timed(
             // touching what it left, undo that, and start afresh.
             _ => {
                 let snap = Snapshot::read_without_threads(sys)?;
-                plan::plan(&snap, req)?;
+                components::plan(&snap, req)?;
                 undo_journal(sys, timings)?;
             }
         }
@@ -179,7 +179,7 @@ pub fn on_timed(
     let snap = snapshot_for(sys, req)?;
     timings.snapshot += t.elapsed();
     let t = Instant::now();
-    let plan = plan::plan(&snap, req)?;
+    let plan = components::plan(&snap, req)?;
     timings.plan += t.elapsed();
     let mut state = state_for(&plan, &snap.cgroup);
     let journal = Journal::create(sys, &state)?;

@@ -23,14 +23,14 @@ use super::apply::{original_affinities, reads_as};
 use super::change::{Action, Check, Owner, Step, Undo};
 use super::journal::{Entry, State};
 use super::note::Note;
-use super::plan::{self, Plan, PlanError};
+use super::plan::{Plan, PlanError};
 use super::request::Request;
 use super::snapshot::{
     cpu_online_file, in_shield_cgroup, irq_affinity_file, irq_of_affinity_file, CgroupSetup,
     Snapshot, DEFAULT_IRQ_AFFINITY, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
 };
 use super::tasks::{self, TaskRef};
-use super::{guard, irqbalance, mechanism, rt_kthreads};
+use super::{components, guard, irqbalance, mechanism, rt_kthreads};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
@@ -165,7 +165,7 @@ pub fn plan(
     read: impl Fn(&str) -> Option<String>,
 ) -> Result<Reshape, PlanError> {
     let orig = originals(entries);
-    let fresh = plan::plan(&original_view(live, entries), req)?;
+    let fresh = components::plan(&original_view(live, entries), req)?;
     let from = state.shield.clone();
     let to = fresh.shield.clone();
     let mount = live.cgroup.mount().unwrap_or("").to_string();
