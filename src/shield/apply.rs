@@ -332,9 +332,33 @@ pub fn undo_timed(
     let mut out = Undone::default();
     let t = Instant::now();
     let systemd_before = sys.systemd_time();
+    undo_changes(sys, fx, entries, &mut out);
+    let systemd = sys.systemd_time() - systemd_before;
+    timings.systemd += systemd;
+    timings.undo_writes += t.elapsed() - systemd;
+    let t = Instant::now();
+    let original = original_affinities(entries);
+    // Thousands of independent syscalls: spread them over the CPUs.
+    let parts = crate::sys::in_parallel(&original, 512, |part| {
+        let mut out = Undone::default();
+        for (tid, cpus, at) in part {
+            restore_affinity(sys, *tid, cpus, *at, &mut out);
+        }
+        out
+    });
+    for part in parts {
+        out.add(part);
+    }
+    timings.undo_affinities += t.elapsed();
+    out
+}
+
+/// Undoes every entry but the affinities, in reverse: first those the
+/// components undo first, then the rest.
+fn undo_changes(sys: &Sys, fx: &dyn Effects, entries: &[Entry], out: &mut Undone) {
     for e in entries.iter().rev() {
         if fx.undone_first(&e.action) {
-            fx.undo(sys, e, &mut out);
+            fx.undo(sys, e, out);
         }
     }
     let reversed: Vec<&Entry> = entries
@@ -362,21 +386,21 @@ pub fn undo_timed(
             continue;
         }
         rest = &rest[1..];
-        if fx.undo(sys, e, &mut out) {
+        if fx.undo(sys, e, out) {
             continue;
         }
         match &e.action {
-            // Affinities: restored last, below.
+            // Affinities: restored last, by undo_timed.
             Action::SetAffinity { .. } | Action::Remember { .. } | Action::MoveTask { .. } => {}
             Action::SetScheduler { .. } | Action::IrqbalanceBan { .. } | Action::Guard { .. } => {
                 unreachable!("{:?} is undone by its component (Effects::undo)", e.action)
             }
-            Action::Mkdir { path } => remove_cgroup(sys, path, &mut out),
+            Action::Mkdir { path } => remove_cgroup(sys, path, out),
             Action::Systemd { call, undo, back } => {
-                undo_systemd(sys, call, undo.as_ref(), back.as_deref(), &mut out)
+                undo_systemd(sys, call, undo.as_ref(), back.as_deref(), out)
             }
             Action::MountCgroup2 { target, make_dir } => {
-                unmount_cgroup2(sys, target, *make_dir, &mut out)
+                unmount_cgroup2(sys, target, *make_dir, out)
             }
             Action::Write { path, undo, .. } => {
                 let value = match (undo, &e.previous) {
@@ -385,28 +409,10 @@ pub fn undo_timed(
                     (Undo::Previous, Some(p)) => p.clone(),
                     (Undo::Previous, None) => continue,
                 };
-                restore_write(sys, path, &value, matches!(undo, Undo::Previous), &mut out);
+                restore_write(sys, path, &value, matches!(undo, Undo::Previous), out);
             }
         }
     }
-    let systemd = sys.systemd_time() - systemd_before;
-    timings.systemd += systemd;
-    timings.undo_writes += t.elapsed() - systemd;
-    let t = Instant::now();
-    let original = original_affinities(entries);
-    // Thousands of independent syscalls: spread them over the CPUs.
-    let parts = crate::sys::in_parallel(&original, 512, |part| {
-        let mut out = Undone::default();
-        for (tid, cpus, at) in part {
-            restore_affinity(sys, *tid, cpus, *at, &mut out);
-        }
-        out
-    });
-    for part in parts {
-        out.add(part);
-    }
-    timings.undo_affinities += t.elapsed();
-    out
 }
 
 /// The oldest record of each thread's affinity in the journal, which is

@@ -7,9 +7,8 @@ use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{self, Applied, ApplyError};
+use super::apply::{self, Applied, ApplyError, Effects};
 use super::change::{self, Action, Check, Owner, Refused, Step, Subject, Undo};
-use super::components::EFFECTS;
 use super::holds::Holds;
 use super::journal::{Journal, State};
 use super::plan_error::PlanError;
@@ -231,7 +230,7 @@ pub(super) fn resolve(snap: &Snapshot, wanted: &[String]) -> Result<Vec<u32>, Pl
 /// move (undo writes the driver's value back, then the original). Returns
 /// the IRQs moved. IRQs in `skip` (bound to the shield, or refused) stay.
 pub(super) fn sweep(
-    sys: &Sys,
+    (sys, fx): (&Sys, &dyn Effects),
     (shield, housekeeping): (&CpuSet, &CpuSet),
     skip: &[u32],
     journal: &mut Journal,
@@ -258,13 +257,29 @@ pub(super) fn sweep(
         steps.push(Step::optional(Owner::Irqs, action).on_irq(irq.irq));
     }
     let before = applied.refused.len();
-    apply::apply(sys, EFFECTS, journal, &steps, stop, applied)?;
+    apply::apply(sys, fx, journal, &steps, stop, applied)?;
     let now_refused: HashSet<&Subject> = applied.refused[before..]
         .iter()
         .map(|r| &r.subject)
         .collect();
     irqs.retain(|&n| !now_refused.contains(&Subject::Irq(n)));
     Ok(irqs)
+}
+
+/// Whether IRQ `irq` (its affinity file `path`) refused the shield before
+/// (`state`) and still reads as the journal `recorded` it before the
+/// shield: a change in place does not try it again, so that the same
+/// request twice changes nothing.
+pub(super) fn refused_before(
+    state: &State,
+    (irq, path): (u32, &str),
+    recorded: Option<&(String, Check)>,
+    read: &dyn Fn(&str) -> Option<String>,
+) -> bool {
+    state.irqs_kept.contains(&irq)
+        && recorded.is_some_and(|(before, check)| {
+            read(path).is_some_and(|now| apply::reads_as(*check, &now, before))
+        })
 }
 
 /// The device name of IRQ `irq` in the snapshot (empty when unknown).

@@ -244,6 +244,22 @@ pub fn name(snap: &Snapshot) -> String {
     }
 }
 
+/// The request to systemd that gives the shield's slice (its cgroup `dir`)
+/// the CPUs `to` instead of `from`, undone by the reverse.
+fn set_allowed_cpus(dir: &str, from: &CpuSet, to: &CpuSet) -> Action {
+    let call = |cpus: &CpuSet| SystemdCall::SetAllowedCpus {
+        unit: SHIELD_SLICE.into(),
+        cpus: cpus.clone(),
+        cgroup_dir: dir.to_string(),
+        partition: None,
+    };
+    Action::Systemd {
+        call: call(to),
+        undo: Some(call(from)),
+        back: None,
+    }
+}
+
 /// The steps that turn the shield's cgroup from the old CPUs into the new
 /// ones, each undone by writing back what it read (fatal: a shield that
 /// cannot take its new CPUs is rolled back to the old one). The partition
@@ -302,21 +318,7 @@ pub(super) fn resize(
         _ => {
             if from != to {
                 out.push(if dir.ends_with(SHIELD_SLICE) {
-                    fatal(Action::Systemd {
-                        call: SystemdCall::SetAllowedCpus {
-                            unit: SHIELD_SLICE.into(),
-                            cpus: to.clone(),
-                            cgroup_dir: dir.clone(),
-                            partition: None,
-                        },
-                        undo: Some(SystemdCall::SetAllowedCpus {
-                            unit: SHIELD_SLICE.into(),
-                            cpus: from.clone(),
-                            cgroup_dir: dir.clone(),
-                            partition: None,
-                        }),
-                        back: None,
-                    })
+                    fatal(set_allowed_cpus(dir, from, to))
                 } else {
                     write(format!("{dir}/cpuset.cpus"), to.to_string(), Check::CpuList)
                 });

@@ -33,8 +33,8 @@ pub mod rt_kthreads;
 pub mod snapshot;
 mod status;
 mod tasks;
-mod workqueues;
 mod timings;
+mod workqueues;
 
 pub(crate) use error::require_root;
 pub use error::ShieldError;

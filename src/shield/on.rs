@@ -249,7 +249,7 @@ fn transaction(
             if let Rollback::ToKept { state, .. } = &rollback {
                 let skip = [plan.irqs_to_shield.as_slice(), &state.irqs_kept].concat();
                 let cpus = (&plan.shield, &plan.housekeeping);
-                came_back = irqs::sweep(sys, cpus, &skip, j, stop, applied)?;
+                came_back = irqs::sweep((sys, EFFECTS), cpus, &skip, j, stop, applied)?;
             }
             Ok(after)
         });
@@ -302,7 +302,14 @@ fn apply_plan(
     let result = apply::apply(sys, EFFECTS, journal, &plan.steps, stop, applied).and_then(|()| {
         if req.hotplug_restart {
             let cpus = (&plan.shield, &plan.housekeeping);
-            *respread = irqs::sweep(sys, cpus, &plan.irqs_to_shield, journal, stop, applied)?;
+            *respread = irqs::sweep(
+                (sys, EFFECTS),
+                cpus,
+                &plan.irqs_to_shield,
+                journal,
+                stop,
+                applied,
+            )?;
         }
         Ok(())
     });
@@ -414,7 +421,8 @@ fn reshape_timed(
     let snap = snapshot_for(sys, req)?;
     timings.snapshot += t.elapsed();
     let t = Instant::now();
-    let change = reshape::plan(&snap, &entries, &old, req, |p| sys.read_trimmed(p).ok())?;
+    let read = |p: &str| sys.read_trimmed(p).ok();
+    let change = components::change(&snap, (&old, &entries), req, &read)?;
     timings.plan += t.elapsed();
     let plan = &change.plan;
     let finished = |out: OnReport| with_change(out, &change, &snap);

@@ -151,4 +151,3 @@ pub fn tuned_notes(owners: &Owners) -> Vec<Note> {
         _ => Vec::new(),
     }
 }
-

@@ -25,4 +25,3 @@ pub(super) fn plan(snap: &Snapshot, shield: &CpuSet, housekeeping: &CpuSet) -> O
         )
     })
 }
-

@@ -3,6 +3,8 @@
 //! affinity), where `move` and `run` place a task, and which threads on the
 //! shield `status` counts as leaks.
 
+pub(super) mod in_place;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
