@@ -14,7 +14,10 @@ use super::AuditError;
 use crate::cpulist::CpuSet;
 use crate::shield::change::Action;
 use crate::shield::journal;
-use crate::shield::knobs::{self, NMI_WATCHDOG, WATCHDOG, WRITEBACK_MASK};
+use crate::shield::knobs::{
+    self, DIRTY_WRITEBACK, NMI_WATCHDOG, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION, WATCHDOG,
+    WRITEBACK_MASK,
+};
 use crate::shield::snapshot::{self, Irq};
 use crate::sys::procfs::{self, Hierarchy, Thread};
 use crate::sys::{ErrorKind, Sys};
@@ -92,28 +95,11 @@ pub struct CpuPower {
     pub idle_states: Vec<IdleState>,
 }
 
-/// A running irqbalance and what tells its banned CPUs.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Irqbalance {
-    /// Its pid.
-    pub pid: i32,
-    /// `/proc/PID/environ` (`None`: unreadable, not root).
-    pub environ: Option<String>,
-    /// `/proc/PID/cmdline`.
-    pub cmdline: String,
-    /// Its configuration files, concatenated.
-    pub config: String,
-}
+/// A running irqbalance and what tells its banned CPUs, as the shield's
+/// irqbalance component reads it.
+pub type Irqbalance = crate::shield::irqbalance::Running;
 
-/// RT throttling: `-1` is off.
-pub const RT_RUNTIME: &str = "proc/sys/kernel/sched_rt_runtime_us";
-/// Timer migration: `1` moves timers off busy CPUs.
-pub const TIMER_MIGRATION: &str = "proc/sys/kernel/timer_migration";
-/// The vmstat worker's interval, s.
-pub const STAT_INTERVAL: &str = "proc/sys/vm/stat_interval";
-/// The dirty-page flusher's interval, cs.
-pub const DIRTY_WRITEBACK: &str = "proc/sys/vm/dirty_writeback_centisecs";
-/// The sysctls the rules judge.
+/// The sysctls the rules judge: the knobs' files.
 pub const SYSCTLS: [&str; 4] = [RT_RUNTIME, TIMER_MIGRATION, STAT_INTERVAL, DIRTY_WRITEBACK];
 
 impl Facts {
@@ -227,7 +213,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
             .iter()
             .map(|cpu| procfs::thread_siblings(sys, cpu))
             .collect(),
-        irqbalance: irqbalance(sys),
+        irqbalance: crate::shield::irqbalance::running(sys),
         numa_nodes: numa_nodes(sys),
         targets,
         shield,
@@ -305,23 +291,6 @@ fn cpu_power(sys: &Sys, cpu: u32) -> CpuPower {
         governor: read(format!("{base}/cpufreq/scaling_governor")),
         idle_states,
     }
-}
-
-fn irqbalance(sys: &Sys) -> Option<Irqbalance> {
-    let pid = procfs::list_pids(sys)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|&p| procfs::read_comm(sys, p).as_deref() == Some("irqbalance"))?;
-    Some(Irqbalance {
-        pid,
-        environ: sys.read(&format!("proc/{pid}/environ")).ok(),
-        cmdline: sys.read(&format!("proc/{pid}/cmdline")).unwrap_or_default(),
-        config: ["etc/default/irqbalance", "etc/sysconfig/irqbalance"]
-            .iter()
-            .filter_map(|p| sys.read(p).ok())
-            .collect::<Vec<_>>()
-            .join("\n"),
-    })
 }
 
 fn numa_nodes(sys: &Sys) -> BTreeMap<String, CpuSet> {

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::cpulist::CpuSet;
-use crate::shield::irqbalance::{BANNED_CPULIST, BANNED_CPUS};
 use crate::sys::procfs::parse_interrupts;
 
 /// The kernel command line as `name → value` (`None` for bare flags); the
@@ -118,50 +117,6 @@ pub fn preempt_model(version: &str, debug_preempt: Option<&str>, realtime: Optio
     }
 }
 
-/// CPUs irqbalance is told to leave alone, from its environment
-/// (`IRQBALANCE_BANNED_CPUS` mask or `IRQBALANCE_BANNED_CPULIST`), its command
-/// line (`--banned-cpus`, `--banned-cpulist`) and its config file
-/// (`/etc/default/irqbalance`, `/etc/sysconfig/irqbalance`); `None` when
-/// nothing bans CPUs.
-pub fn irqbalance_banned(environ: &str, cmdline: &str, config: &str) -> Option<CpuSet> {
-    let mut out: Option<CpuSet> = None;
-    let mut add = |s: CpuSet| out = Some(out.take().unwrap_or_default().union(&s));
-    let kv = environ
-        .split('\0')
-        .chain(config.lines())
-        .map(|l| l.trim().trim_start_matches("export ").trim());
-    for l in kv {
-        if l.starts_with('#') {
-            continue;
-        }
-        let Some((k, v)) = l.split_once('=') else {
-            continue;
-        };
-        let v = v.trim().trim_matches('"').trim_matches('\'');
-        match k.trim() {
-            BANNED_CPUS => add(CpuSet::parse_mask(v).unwrap_or_default()),
-            BANNED_CPULIST => add(CpuSet::parse_list(v).unwrap_or_default()),
-            _ => {}
-        }
-    }
-    let args: Vec<&str> = cmdline.split('\0').collect();
-    for (i, a) in args.iter().enumerate() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) => (f, Some(v)),
-            None => (*a, None),
-        };
-        let value = inline
-            .or_else(|| args.get(i + 1).copied())
-            .filter(|v| !v.is_empty());
-        match (flag, value) {
-            ("--banned-cpus", Some(v)) => add(CpuSet::parse_mask(v).unwrap_or_default()),
-            ("--banned-cpulist", Some(v)) => add(CpuSet::parse_list(v).unwrap_or_default()),
-            _ => {}
-        }
-    }
-    out
-}
-
 /// A cpuidle state of a CPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IdleState {
@@ -249,30 +204,6 @@ mod tests {
         assert_eq!(
             preempt_model("#1 SMP Debian", None, None),
             "none or voluntary"
-        );
-    }
-
-    #[test]
-    fn irqbalance_bans() {
-        assert_eq!(
-            irqbalance_banned("", "/usr/sbin/irqbalance\0--foreground\0", ""),
-            None
-        );
-        assert_eq!(
-            irqbalance_banned("PATH=/bin\0IRQBALANCE_BANNED_CPUS=c\0", "", ""),
-            Some(cpus("2-3"))
-        );
-        assert_eq!(
-            irqbalance_banned(
-                "",
-                "irqbalance\0--banned-cpulist=1\0",
-                "#IRQBALANCE_BANNED_CPULIST=5\nIRQBALANCE_BANNED_CPULIST=\"3\"\n"
-            ),
-            Some(cpus("1,3"))
-        );
-        assert_eq!(
-            irqbalance_banned("", "irqbalance\0--banned-cpus\0", ""),
-            None
         );
     }
 

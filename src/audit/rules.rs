@@ -4,13 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use super::facts::{
-    CpuPower, Facts, Irqbalance, DIRTY_WRITEBACK, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION,
-};
+use super::facts::{CpuPower, Facts, Irqbalance};
 use super::parse::{self, Delta};
 use super::{boot_rules, Finding, Findings, Severity};
 use crate::cpulist::CpuSet;
 use crate::shield::knobs::NMI_WATCHDOG;
+use crate::shield::knobs::{DIRTY_WRITEBACK, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION};
 use crate::shield::snapshot::SHIELD_CGROUP;
 
 /// Judges the facts: every rule, findings worst first (then by impact).
@@ -586,7 +585,8 @@ fn irqbalance(f: &Facts, out: &mut Findings) {
         return;
     };
     let next = format!("set IRQBALANCE_BANNED_CPULIST={list} in /etc/default/irqbalance and restart it, or: systemctl stop irqbalance");
-    let banned = parse::irqbalance_banned(environ.as_deref().unwrap_or(""), cmdline, config);
+    let banned =
+        crate::shield::irqbalance::banned(environ.as_deref().unwrap_or(""), cmdline, config);
     match banned {
         Some(b) if f.targets.is_subset(&b) => out.add("irqbalance", Severity::Ok, 70, format!("irqbalance (pid {pid}) runs with {b} banned"), String::new()),
         _ if environ.is_none() && banned.is_none() => out.add("irqbalance", Severity::Warn, 70, format!("irqbalance runs (pid {pid}); its environment is unreadable (not root), bans unknown"), next),

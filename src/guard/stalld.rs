@@ -19,6 +19,7 @@ use std::sync::mpsc::{self, Receiver};
 
 use serde::{Deserialize, Serialize};
 
+use super::kernel::RT_RUNTIME;
 use super::Settings;
 use crate::cpulist::CpuSet;
 use crate::sys::{syscalls, Sys};
@@ -271,7 +272,6 @@ pub struct Supervisor {
 }
 
 /// RT throttling, relative to the root.
-const RT_RUNTIME: &str = "proc/sys/kernel/sched_rt_runtime_us";
 /// Where stalld writes its pid (it never removes the file; the guard does).
 const PIDFILE: &str = "run/cpushield/stalld.pid";
 /// Wait before starting stalld again after it ended, ns.

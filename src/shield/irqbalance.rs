@@ -166,6 +166,81 @@ pub fn read(
     })
 }
 
+/// A running irqbalance, and what tells it which CPUs to leave alone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Running {
+    /// Its pid.
+    pub pid: i32,
+    /// `/proc/PID/environ` (`None`: unreadable, not root).
+    pub environ: Option<String>,
+    /// `/proc/PID/cmdline`.
+    pub cmdline: String,
+    /// The environment files it reads (those that exist), concatenated.
+    pub config: String,
+}
+
+/// The running irqbalance process, with its environment, command line and
+/// environment files; `None` when none runs.
+pub fn running(sys: &Sys) -> Option<Running> {
+    let pid = procfs::list_pids(sys)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|&p| procfs::read_comm(sys, p).as_deref() == Some("irqbalance"))?;
+    Some(Running {
+        pid,
+        environ: sys.read(&format!("proc/{pid}/environ")).ok(),
+        cmdline: sys.read(&format!("proc/{pid}/cmdline")).unwrap_or_default(),
+        config: IRQBALANCE_ENV_FILES
+            .iter()
+            .filter_map(|p| sys.read(p).ok())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    })
+}
+
+/// CPUs irqbalance is told to leave alone, from its environment
+/// (`IRQBALANCE_BANNED_CPUS` mask or `IRQBALANCE_BANNED_CPULIST`), its command
+/// line (`--banned-cpus`, `--banned-cpulist`) and its environment files
+/// (`config`, as [`running`] reads them); `None` when nothing bans CPUs.
+pub fn banned(environ: &str, cmdline: &str, config: &str) -> Option<CpuSet> {
+    let mut out: Option<CpuSet> = None;
+    let mut add = |s: CpuSet| out = Some(out.take().unwrap_or_default().union(&s));
+    let kv = environ
+        .split('\0')
+        .chain(config.lines())
+        .map(|l| l.trim().trim_start_matches("export ").trim());
+    for l in kv {
+        if l.starts_with('#') {
+            continue;
+        }
+        let Some((k, v)) = l.split_once('=') else {
+            continue;
+        };
+        let v = v.trim().trim_matches('"').trim_matches('\'');
+        match k.trim() {
+            BANNED_CPUS => add(CpuSet::parse_mask(v).unwrap_or_default()),
+            BANNED_CPULIST => add(CpuSet::parse_list(v).unwrap_or_default()),
+            _ => {}
+        }
+    }
+    let args: Vec<&str> = cmdline.split('\0').collect();
+    for (i, a) in args.iter().enumerate() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) => (f, Some(v)),
+            None => (*a, None),
+        };
+        let value = inline
+            .or_else(|| args.get(i + 1).copied())
+            .filter(|v| !v.is_empty());
+        match (flag, value) {
+            ("--banned-cpus", Some(v)) => add(CpuSet::parse_mask(v).unwrap_or_default()),
+            ("--banned-cpulist", Some(v)) => add(CpuSet::parse_list(v).unwrap_or_default()),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The ban variables of systemd's manager environment (`NAME=value`).
 fn manager_ban(sys: &Sys) -> Option<Vec<String>> {
     let env = sys.manager_environment().ok()?;
@@ -656,6 +731,28 @@ fn compare(before: Option<(i32, Option<u64>)>, after: Option<(i32, Option<u64>)>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    #[test]
+    fn irqbalance_bans() {
+        assert_eq!(banned("", "/usr/sbin/irqbalance\0--foreground\0", ""), None);
+        assert_eq!(
+            banned("PATH=/bin\0IRQBALANCE_BANNED_CPUS=c\0", "", ""),
+            Some(cpus("2-3"))
+        );
+        assert_eq!(
+            banned(
+                "",
+                "irqbalance\0--banned-cpulist=1\0",
+                "#IRQBALANCE_BANNED_CPULIST=5\nIRQBALANCE_BANNED_CPULIST=\"3\"\n"
+            ),
+            Some(cpus("1,3"))
+        );
+        assert_eq!(banned("", "irqbalance\0--banned-cpus\0", ""), None);
+    }
 
     #[test]
     fn env_assignments_skip_comments_and_strip_quotes() {

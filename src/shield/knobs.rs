@@ -86,6 +86,14 @@ pub const NMI_WATCHDOG: &str = "proc/sys/kernel/nmi_watchdog";
 pub const SOFT_WATCHDOG: &str = "proc/sys/kernel/soft_watchdog";
 /// The cpumask of the block writeback flusher workqueue.
 pub const WRITEBACK_MASK: &str = "sys/bus/workqueue/devices/writeback/cpumask";
+/// RT throttling's runtime per period, µs: `-1` is off.
+pub use crate::guard::kernel::RT_RUNTIME;
+/// Timer migration: `1` moves timers off busy CPUs.
+pub const TIMER_MIGRATION: &str = "proc/sys/kernel/timer_migration";
+/// The vmstat worker's interval, s.
+pub const STAT_INTERVAL: &str = "proc/sys/vm/stat_interval";
+/// The dirty-page flusher's interval, cs.
+pub const DIRTY_WRITEBACK: &str = "proc/sys/vm/dirty_writeback_centisecs";
 /// Files that must not be read while a shield has the watchdog off.
 pub const WATCHDOG_FILES: [&str; 3] = [WATCHDOG, SOFT_WATCHDOG, NMI_WATCHDOG];
 
@@ -94,7 +102,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "rt-throttling",
         scope: Scope::Global {
-            files: &["proc/sys/kernel/sched_rt_runtime_us"],
+            files: &[RT_RUNTIME],
         },
         value: Value::Const("-1"),
         why: "RT throttling stops real-time tasks for 50 ms of every second (950000 of 1000000 us by default)",
@@ -105,7 +113,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "vmstat",
         scope: Scope::Global {
-            files: &["proc/sys/vm/stat_interval"],
+            files: &[STAT_INTERVAL],
         },
         value: Value::Const("1000"),
         why: "the per-CPU vmstat worker wakes every second on every CPU; 1000 s makes that rare",
@@ -182,7 +190,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "dirty-writeback",
         scope: Scope::Global {
-            files: &["proc/sys/vm/dirty_writeback_centisecs"],
+            files: &[DIRTY_WRITEBACK],
         },
         value: Value::Const("1500"),
         why: "the dirty-page flusher wakes every 5 s by default; every 15 s is less noise",
@@ -202,7 +210,7 @@ pub const KNOBS: &[Knob] = &[
     Knob {
         name: "timer-migration",
         scope: Scope::Global {
-            files: &["proc/sys/kernel/timer_migration"],
+            files: &[TIMER_MIGRATION],
         },
         value: Value::Const("1"),
         why: "lets timers armed on an idle shielded CPU expire on a busy housekeeping CPU (isolation profile; a latency profile may prefer 0)",
