@@ -118,8 +118,8 @@ pub fn read(
     }
     let mut user_ban = None;
     let mut own_ban = None;
-    for file in IRQBALANCE_ENV_FILES {
-        let Ok(text) = sys.read(file) else { continue };
+    for file in env_files(sys) {
+        let Ok(text) = sys.read(&file) else { continue };
         for (var, value) in env_assignments(&text) {
             let cpus = match var {
                 BANNED_CPULIST => CpuSet::parse_list(value).ok(),
@@ -190,7 +190,7 @@ pub fn running(sys: &Sys) -> Option<Running> {
         pid,
         environ: sys.read(&format!("proc/{pid}/environ")).ok(),
         cmdline: sys.read(&format!("proc/{pid}/cmdline")).unwrap_or_default(),
-        config: IRQBALANCE_ENV_FILES
+        config: env_files(sys)
             .iter()
             .filter_map(|p| sys.read(p).ok())
             .collect::<Vec<_>>()
@@ -254,6 +254,30 @@ fn manager_ban(sys: &Sys) -> Option<Vec<String>> {
             .map(str::to_string)
             .collect(),
     )
+}
+
+/// The environment files irqbalance reads: its unit's `EnvironmentFile=`
+/// lines (the first unit file in systemd's search order; a distribution may
+/// build it with its own paths), else the files distributions give it.
+fn env_files(sys: &Sys) -> Vec<String> {
+    let unit = IRQBALANCE_UNIT_FILES.iter().find_map(|f| sys.read(f).ok());
+    let listed: Vec<String> = unit.as_deref().map(unit_env_files).unwrap_or_default();
+    if listed.is_empty() {
+        IRQBALANCE_ENV_FILES.iter().map(|f| f.to_string()).collect()
+    } else {
+        listed
+    }
+}
+
+/// The files of a unit's `EnvironmentFile=` lines, relative to the root
+/// (`-`, for a file that may be missing, dropped; specifiers left out).
+fn unit_env_files(unit: &str) -> Vec<String> {
+    unit.lines()
+        .filter_map(|l| l.trim().strip_prefix("EnvironmentFile="))
+        .map(|f| f.trim().trim_start_matches('-').trim_start_matches('/'))
+        .filter(|f| !f.is_empty() && !f.contains('%'))
+        .map(str::to_string)
+        .collect()
 }
 
 /// `NAME=value` lines of an environment file (comments and blanks
@@ -734,6 +758,37 @@ mod tests {
 
     fn cpus(s: &str) -> CpuSet {
         CpuSet::parse_list(s).unwrap()
+    }
+
+    #[test]
+    fn the_files_irqbalance_reads_are_its_units_else_the_distributions() {
+        let unit = "[Service]\nEnvironmentFile=-/usr/share/irqbalance/irqbalance.env\n\
+                    EnvironmentFile=-/etc/irqbalance.env\nEnvironmentFile=%h/x\n\
+                    ExecStart=/usr/bin/irqbalance --foreground $IRQBALANCE_ARGS\n";
+        assert_eq!(
+            unit_env_files(unit),
+            ["usr/share/irqbalance/irqbalance.env", "etc/irqbalance.env"]
+        );
+        let root = tempfile::tempdir().unwrap();
+        let sys = Sys::at(root.path());
+        let write = |path: &str, text: &str| {
+            let p = root.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        // No unit file: the distributions' files.
+        assert_eq!(env_files(&sys), IRQBALANCE_ENV_FILES);
+        // A unit that reads /etc/irqbalance.env: the user's ban there is
+        // irqbalance's own, which cpushield's ban keeps.
+        write("usr/lib/systemd/system/irqbalance.service", unit);
+        write("etc/irqbalance.env", "IRQBALANCE_BANNED_CPULIST=\"1\"\n");
+        write("etc/default/irqbalance", "IRQBALANCE_BANNED_CPULIST=3\n");
+        let irqb = read(&sys, &[], &CpuSet::new(), true).expect("its unit is installed");
+        assert_eq!(irqb.own_ban, cpus("1"));
+        assert_eq!(
+            irqb.user_ban.as_deref(),
+            Some("/etc/irqbalance.env: IRQBALANCE_BANNED_CPULIST=1")
+        );
     }
 
     #[test]
