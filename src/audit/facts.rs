@@ -151,7 +151,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         interrupts,
         softirqs,
         wanted_irqs: irqs_bound_to(&entries, &targets),
-        irqs: snapshot::read_irqs(sys)?,
+        irqs: crate::shield::irqs::read(sys)?,
         default_irq_affinity: sys.read_cpumask(snapshot::DEFAULT_IRQ_AFFINITY).ok(),
         workqueue_masks: [
             (snapshot::WORKQUEUE_MASK, "unbound workqueues"),

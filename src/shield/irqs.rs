@@ -12,10 +12,86 @@ use super::change::{self, Action, Check, Owner, Refused, Step, Subject, Undo};
 use super::holds::Holds;
 use super::journal::{Journal, State};
 use super::plan_error::PlanError;
-use super::snapshot::{self, irq_affinity_file, Snapshot, DEFAULT_IRQ_AFFINITY};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
-use crate::sys::Sys;
+use crate::sys::procfs;
+use crate::sys::{ErrorKind, Sys, SysError};
+
+/// The affinity file of IRQ `irq` (`proc/irq/N/smp_affinity_list`),
+/// relative to the root.
+pub fn irq_affinity_file(irq: u32) -> String {
+    format!("proc/irq/{irq}/smp_affinity_list")
+}
+
+/// The IRQ whose affinity file `path` is, relative to the root or
+/// absolute (as reports name targets); `None` for any other path.
+pub fn irq_of_affinity_file(path: &str) -> Option<u32> {
+    path.trim_start_matches('/')
+        .strip_prefix("proc/irq/")?
+        .strip_suffix("/smp_affinity_list")?
+        .parse()
+        .ok()
+}
+
+/// The default affinity of new IRQs.
+pub const DEFAULT_IRQ_AFFINITY: &str = "proc/irq/default_smp_affinity";
+
+/// One IRQ as `/proc/irq/N` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Irq {
+    /// IRQ number.
+    pub irq: u32,
+    /// Device name from `/proc/interrupts` (empty when it has no line there).
+    pub name: String,
+    /// `smp_affinity_list`.
+    pub affinity: CpuSet,
+    /// `effective_affinity_list`, when the kernel has it.
+    pub effective: Option<CpuSet>,
+}
+
+/// Reads every IRQ directory under `/proc/irq`, named from `/proc/interrupts`.
+pub fn read(sys: &Sys) -> Result<Vec<Irq>, SysError> {
+    let names: std::collections::HashMap<u32, String> = match sys.read("proc/interrupts") {
+        Ok(text) => procfs::parse_interrupts(&text)
+            .1
+            .into_iter()
+            .filter_map(|l| {
+                Some((
+                    l.label.parse().ok()?,
+                    procfs::irq_device_name(&l.description),
+                ))
+            })
+            .collect(),
+        Err(_) => Default::default(),
+    };
+    let mut irqs = Vec::new();
+    let entries = match sys.list("proc/irq") {
+        Ok(e) => e,
+        Err(e) if e.kind == ErrorKind::NotFound => return Ok(irqs),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let Ok(irq) = entry.parse::<u32>() else {
+            continue;
+        };
+        let affinity = match sys.read_cpulist(&irq_affinity_file(irq)) {
+            Ok(a) => a,
+            Err(e) if e.kind == ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let effective = sys
+            .read_cpulist(&format!("proc/irq/{irq}/effective_affinity_list"))
+            .ok();
+        irqs.push(Irq {
+            irq,
+            name: names.get(&irq).cloned().unwrap_or_default(),
+            affinity,
+            effective,
+        });
+    }
+    irqs.sort_by_key(|i| i.irq);
+    Ok(irqs)
+}
 
 /// An IRQ that refused its new affinity.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -43,7 +119,7 @@ pub(super) struct Outcome {
 /// `after` (with `--dry-run`: the machine before).
 pub(super) fn outcome(
     (steps, to_shield, shield): (&[Step], &[u32], &CpuSet),
-    after: &Snapshot,
+    after: &[Irq],
     refused: &[Refused],
 ) -> Outcome {
     let refused_irqs: HashSet<u32> = refused
@@ -73,7 +149,6 @@ pub(super) fn outcome(
         })
         .collect();
     let effective_on_shield = after
-        .irqs
         .iter()
         .filter(|i| !to_shield.contains(&i.irq))
         .filter(|i| i.effective.as_ref().is_some_and(|e| e.intersects(shield)))
@@ -109,9 +184,8 @@ impl IrqPlacement {
 }
 
 /// The IRQs allowed on, or effective on, a CPU of `shield`.
-pub(super) fn on_shield(snap: &Snapshot, shield: &CpuSet) -> Vec<IrqPlacement> {
-    snap.irqs
-        .iter()
+pub(super) fn on_shield(irqs: &[Irq], shield: &CpuSet) -> Vec<IrqPlacement> {
+    irqs.iter()
         .filter(|i| {
             i.affinity.intersects(shield)
                 || i.effective.as_ref().is_some_and(|e| e.intersects(shield))
@@ -146,13 +220,13 @@ impl Holds for Vec<IrqPlacement> {
 /// the shield (`--irq`): the default affinity and every IRQ allowed on the
 /// shield go to the housekeeping CPUs.
 pub(super) fn plan(
-    snap: &Snapshot,
+    (irqs, default_affinity, mask_bits): (&[Irq], Option<&CpuSet>, u32),
     shield: &CpuSet,
     housekeeping: &CpuSet,
     irqs_to_shield: &[u32],
 ) -> Vec<(bool, Step)> {
     let mut irq_steps = Vec::new();
-    if let Some(default) = &snap.default_irq_affinity {
+    if let Some(default) = default_affinity {
         let target = default.away_from(shield, housekeeping);
         if &target != default {
             irq_steps.push((
@@ -161,7 +235,7 @@ pub(super) fn plan(
                     Owner::Irqs,
                     Action::Write {
                         path: DEFAULT_IRQ_AFFINITY.into(),
-                        value: target.to_mask(snap.mask_bits()),
+                        value: target.to_mask(mask_bits),
                         check: Check::CpuMask,
                         undo: Undo::Previous,
                     },
@@ -169,7 +243,7 @@ pub(super) fn plan(
             ));
         }
     }
-    for irq in &snap.irqs {
+    for irq in irqs {
         let to_shield = irqs_to_shield.contains(&irq.irq);
         let target = if to_shield {
             shield.clone()
@@ -196,18 +270,16 @@ pub(super) fn plan(
 }
 
 /// Resolves `--irq` arguments (numbers, or device names as in /proc/interrupts).
-pub(super) fn resolve(snap: &Snapshot, wanted: &[String]) -> Result<Vec<u32>, PlanError> {
+pub(super) fn resolve(irqs: &[Irq], wanted: &[String]) -> Result<Vec<u32>, PlanError> {
     let mut out = Vec::new();
     for w in wanted {
         let hits: Vec<u32> = match w.parse::<u32>() {
-            Ok(n) => snap
-                .irqs
+            Ok(n) => irqs
                 .iter()
                 .filter(|i| i.irq == n)
                 .map(|i| i.irq)
                 .collect(),
-            Err(_) => snap
-                .irqs
+            Err(_) => irqs
                 .iter()
                 .filter(|i| i.name == *w)
                 .map(|i| i.irq)
@@ -240,12 +312,12 @@ pub(super) fn sweep(
     let refused: HashSet<Subject> = applied.refused.iter().map(|r| r.subject.clone()).collect();
     let mut steps = Vec::new();
     let mut irqs = Vec::new();
-    for irq in snapshot::read_irqs(sys)? {
+    for irq in read(sys)? {
         if skip.contains(&irq.irq) || !irq.affinity.intersects(shield) {
             continue;
         }
         let action = Action::Write {
-            path: snapshot::irq_affinity_file(irq.irq),
+            path: irq_affinity_file(irq.irq),
             value: irq.affinity.away_from(shield, housekeeping).to_string(),
             check: change::Check::CpuList,
             undo: change::Undo::Previous,
@@ -283,9 +355,8 @@ pub(super) fn refused_before(
 }
 
 /// The device name of IRQ `irq` in the snapshot (empty when unknown).
-pub(super) fn name(snap: &Snapshot, irq: u32) -> String {
-    snap.irqs
-        .iter()
+pub(super) fn name(irqs: &[Irq], irq: u32) -> String {
+    irqs.iter()
         .find(|i| i.irq == irq)
         .map(|i| i.name.clone())
         .unwrap_or_default()

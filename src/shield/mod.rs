@@ -16,7 +16,7 @@ mod guard;
 mod holds;
 mod hotplug;
 pub mod irqbalance;
-mod irqs;
+pub mod irqs;
 pub mod journal;
 pub mod knobs;
 mod mechanism;

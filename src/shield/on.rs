@@ -380,7 +380,7 @@ fn with_change(mut out: OnReport, change: &reshape::Reshape, snap: &Snapshot) ->
     out.irqs_refused
         .extend(change.still_refused.iter().map(|&irq| IrqRefusal {
             irq,
-            name: irqs::name(snap, irq),
+            name: irqs::name(&snap.irqs, irq),
             reason: "refused before; not tried again".into(),
         }));
     out
@@ -598,7 +598,7 @@ fn report(plan: &Plan, snap: &Snapshot, applied: Option<&Applied>, dry_run: bool
     let refused = applied.map_or(&[][..], |a| &a.refused);
     let irqs = irqs::outcome(
         (&plan.steps, &plan.irqs_to_shield, &plan.shield),
-        snap,
+        &snap.irqs,
         refused,
     );
     let (kept, not_kept) = tasks::kept_as_read(&plan.kept, snap, dry_run);

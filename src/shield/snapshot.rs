@@ -12,6 +12,8 @@ use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy, Thread};
 use crate::sys::{ErrorKind, Result, Sys};
 
+pub use super::irqs::{irq_affinity_file, irq_of_affinity_file, Irq, DEFAULT_IRQ_AFFINITY};
+
 /// Name of the cgroup (v2 partition, v1 rt cpuset) that holds the shield.
 pub const SHIELD_CGROUP: &str = "cpushield";
 /// The shield's transient slice on a systemd host (cgroup v2): its cgroup
@@ -37,25 +39,6 @@ pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
 pub const CGROUP2_FALLBACK: &str = "run/cpushield/cgroup2";
 /// Where cgroup2 is normally mounted.
 const CGROUP2_MOUNT: &str = "sys/fs/cgroup";
-/// The affinity file of IRQ `irq` (`proc/irq/N/smp_affinity_list`),
-/// relative to the root.
-pub fn irq_affinity_file(irq: u32) -> String {
-    format!("proc/irq/{irq}/smp_affinity_list")
-}
-
-/// The IRQ whose affinity file `path` is, relative to the root or
-/// absolute (as reports name targets); `None` for any other path.
-pub fn irq_of_affinity_file(path: &str) -> Option<u32> {
-    path.trim_start_matches('/')
-        .strip_prefix("proc/irq/")?
-        .strip_suffix("/smp_affinity_list")?
-        .parse()
-        .ok()
-}
-
-/// The default affinity of new IRQs.
-pub const DEFAULT_IRQ_AFFINITY: &str = "proc/irq/default_smp_affinity";
-
 /// The CPU hotplug switch of `cpu`: write 0 to take it offline, 1 to bring it back.
 pub fn cpu_online_file(cpu: u32) -> String {
     format!("sys/devices/system/cpu/cpu{cpu}/online")
@@ -150,19 +133,6 @@ impl CgroupSetup {
     }
 }
 
-/// One IRQ as `/proc/irq/N` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Irq {
-    /// IRQ number.
-    pub irq: u32,
-    /// Device name from `/proc/interrupts` (empty when it has no line there).
-    pub name: String,
-    /// `smp_affinity_list`.
-    pub affinity: CpuSet,
-    /// `effective_affinity_list`, when the kernel has it.
-    pub effective: Option<CpuSet>,
-}
-
 /// Everything a shield may touch, read at one moment.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -242,7 +212,7 @@ impl Snapshot {
             .read_cpulist("sys/devices/system/cpu/isolated")
             .unwrap_or_default();
         let cgroup = detect_cgroup(sys)?;
-        let irqs = read_irqs(sys)?;
+        let irqs = super::irqs::read(sys)?;
         let default_irq_affinity = optional(sys.read_cpumask(DEFAULT_IRQ_AFFINITY))?;
         let workqueue_mask = optional(sys.read_cpumask(WORKQUEUE_MASK))?;
         let mut sibling_groups: Vec<CpuSet> = Vec::new();
@@ -436,50 +406,6 @@ fn unmounted(sys: &Sys, mounts: &[procfs::Mount]) -> CgroupSetup {
             make_dir: false,
         }
     }
-}
-
-/// Reads every IRQ directory under `/proc/irq`, named from `/proc/interrupts`.
-pub fn read_irqs(sys: &Sys) -> Result<Vec<Irq>> {
-    let names: std::collections::HashMap<u32, String> = match sys.read("proc/interrupts") {
-        Ok(text) => procfs::parse_interrupts(&text)
-            .1
-            .into_iter()
-            .filter_map(|l| {
-                Some((
-                    l.label.parse().ok()?,
-                    procfs::irq_device_name(&l.description),
-                ))
-            })
-            .collect(),
-        Err(_) => Default::default(),
-    };
-    let mut irqs = Vec::new();
-    let entries = match sys.list("proc/irq") {
-        Ok(e) => e,
-        Err(e) if e.kind == ErrorKind::NotFound => return Ok(irqs),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let Ok(irq) = entry.parse::<u32>() else {
-            continue;
-        };
-        let affinity = match sys.read_cpulist(&irq_affinity_file(irq)) {
-            Ok(a) => a,
-            Err(e) if e.kind == ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        let effective = sys
-            .read_cpulist(&format!("proc/irq/{irq}/effective_affinity_list"))
-            .ok();
-        irqs.push(Irq {
-            irq,
-            name: names.get(&irq).cloned().unwrap_or_default(),
-            affinity,
-            effective,
-        });
-    }
-    irqs.sort_by_key(|i| i.irq);
-    Ok(irqs)
 }
 
 /// Reads the files of `knobs` for a shield of `shield`. Each file is read

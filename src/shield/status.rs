@@ -97,7 +97,7 @@ impl HoldFacts {
             mechanism: mechanism::read_hold(sys, state, snap),
             ban: irqbalance::read_hold(sys, state, snap.owners.irqbalance.as_ref()),
             tasks: tasks::on_shield(snap, &state.shield),
-            irqs: irqs::on_shield(snap, &state.shield),
+            irqs: irqs::on_shield(&snap.irqs, &state.shield),
             knobs: knobs::read_hold(sys, state)?,
             guard: guard::read_hold(sys, state),
             online: hotplug::read_hold(snap, &state.shield),

@@ -260,12 +260,14 @@ pub(super) const ORDER: [Part; 9] = [
     Part {
         owner: Owner::Irqs,
         check: |cx, d| {
-            d.plan.irqs_to_shield = irqs::resolve(cx.snap, &cx.req.irqs)?;
+            d.plan.irqs_to_shield = irqs::resolve(&cx.snap.irqs, &cx.req.irqs)?;
             Ok(())
         },
         plan: |cx, d| {
             let to = &d.plan.irqs_to_shield;
-            for (to_shield, step) in irqs::plan(cx.snap, cx.shield, cx.housekeeping, to) {
+            let snap = cx.snap;
+            let facts = (&snap.irqs[..], snap.default_irq_affinity.as_ref(), snap.mask_bits());
+            for (to_shield, step) in irqs::plan(facts, cx.shield, cx.housekeeping, to) {
                 let away_first = cx.req.hotplug_restart && !to_shield;
                 let slot = if away_first {
                     Slot::BeforeHotplug

@@ -126,7 +126,7 @@ fn each_step_names_its_component_and_what_it_changes_and_irqs_report_their_own()
     }];
     let out = crate::shield::irqs::outcome(
         (&plan.steps, &plan.irqs_to_shield, &plan.shield),
-        &s,
+        &s.irqs,
         &refused,
     );
     assert_eq!(out.moved, [0]);
