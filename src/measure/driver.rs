@@ -282,10 +282,19 @@ fn open_pci(sys: &Sys, t: &DeviceTarget) -> Result<PciSource, MeasureError> {
             file,
             offset: t.offset,
         },
-        Region::Bar(_) => PciSource::Bar(
-            syscalls::MappedRegister::map(&file, t.offset)
-                .map_err(io(format!("map {} read-only", path.display())))?,
-        ),
+        Region::Bar(_) => PciSource::Bar(syscalls::MappedRegister::map(&file, t.offset).map_err(
+            |e| {
+                // pci_mmap_resource refuses a BAR a driver holds when the
+                // kernel has CONFIG_IO_STRICT_DEVMEM (and under lockdown).
+                let hint = match e.raw_os_error() {
+                    Some(libc::EINVAL) | Some(libc::EPERM) => {
+                        " (the kernel refuses to map a BAR its driver holds when built with CONFIG_IO_STRICT_DEVMEM, and any BAR under lockdown)"
+                    }
+                    _ => "",
+                };
+                io(format!("map {} read-only{hint}", path.display()))(e)
+            },
+        )?),
     })
 }
 
