@@ -175,7 +175,7 @@ pub fn check(
             (Region::Bar(n), end - start + 1, file)
         }
     };
-    if offset % 4 != 0 || offset.saturating_add(4) > region_bytes {
+    if !offset.is_multiple_of(4) || offset.saturating_add(4) > region_bytes {
         let more = match region {
             Region::Config if region_bytes <= pci::HEADER_BYTES as u64 => {
                 " (without root the kernel gives the first 64 bytes)"

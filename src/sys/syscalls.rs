@@ -437,7 +437,7 @@ impl MappedRegister {
     /// checked that `offset + 4` lies within the file's region.
     pub fn map(file: &std::fs::File, offset: u64) -> io::Result<MappedRegister> {
         use std::os::fd::AsRawFd;
-        if offset % 4 != 0 {
+        if !offset.is_multiple_of(4) {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
