@@ -871,6 +871,51 @@ mod tests {
     }
 
     #[test]
+    fn a_boot_half_with_the_policy_waiting_for_a_reboot_says_reboot() {
+        let cap = (3 << 10) | (4 << 15);
+        let mut f = facts(vec![express("0000:01:00.0", 0, None, cap, 0b10)]);
+        let extra = vec!["pcie_aspm.policy=performance".to_string()];
+        let want = crate::boot::want(&cpus("2-3"), &[], &cpus("0-3"), &extra).unwrap();
+        let record = crate::boot::Record {
+            want,
+            dropin: "etc/default/grub.d/zz-cpushield.cfg".into(),
+            dropin_before: None,
+            generated: "boot/grub/grub.cfg".into(),
+            generated_before: None,
+            complete: true,
+        };
+        let booted = crate::boot::BootFacts {
+            cmdline: "ro quiet pcie_aspm=off".into(),
+            ..Default::default()
+        };
+        f.boot = Some(crate::boot::judge(Some(&record), None, &booted));
+        f.cmdline = super::super::parse::parse_cmdline(&booted.cmdline);
+        let v = judge(&f);
+        let a = find(&v, "pci.aspm");
+        assert_eq!(a.severity, Severity::Warn);
+        assert!(
+            a.next
+                .starts_with("reboot: the boot half has pcie_aspm.policy=performance"),
+            "{}",
+            a.next
+        );
+        assert!(
+            a.reason.contains(
+                "booted with pcie_aspm=off: the kernel leaves ASPM as the firmware set it"
+            ),
+            "{}",
+            a.reason
+        );
+        // Without the boot half: the run-time tunable and the boot option.
+        f.boot = None;
+        let a = find(&judge(&f), "pci.aspm").next.clone();
+        assert!(
+            a.starts_with("echo performance > /sys/module/pcie_aspm/parameters/policy"),
+            "{a}"
+        );
+    }
+
+    #[test]
     fn irqs_on_the_targets_are_named_by_device_and_a_bound_one_is_said_apart() {
         let mut nic = conventional("0000:00:03.0", true, 0);
         nic.msi_irqs = vec![24, 25];
