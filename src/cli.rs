@@ -80,7 +80,7 @@ pub enum Command {
     Run(RunArgs),
     /// Move running processes or threads into or out of the shield.
     Move(MoveArgs),
-    /// Measure latency on CPUs (timer, rtc, noise, gtod, periodic, cache probes).
+    /// Measure latency on CPUs (timer, rtc, noise, gtod, periodic, cache, pci probes).
     ///
     /// Pins and prioritises only its own threads: safe on any machine.
     Measure(cpushield::measure::MeasureArgs),
@@ -101,7 +101,8 @@ pub enum Command {
     /// `off` never removes it; this does, or `apply` with a config without `boot`.
     Boot(BootArgs),
     /// Report what noise still reaches the shielded CPUs, and what to do
-    /// about it. Read-only.
+    /// about it; of the PCI bus, ASPM on links, device IRQs and NUMA
+    /// nodes, and each conventional PCI bus's worst-case bound. Read-only.
     Audit(AuditArgs),
     /// The starvation guard: watch CPUs from the others and give a thread
     /// that has been runnable there without running for the threshold a

@@ -135,15 +135,21 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         {
             return exit::REFUSED;
         }
-        if let Some(cpushield::measure::MeasureError::Explain(e)) =
-            cause.downcast_ref::<cpushield::measure::MeasureError>()
-        {
-            use cpushield::measure::explain::ExplainError;
-            match e {
-                ExplainError::InUse(_) => return exit::BUSY,
-                ExplainError::NoTracefs | ExplainError::NotMounted => return exit::REFUSED,
-                _ => {}
+        match cause.downcast_ref::<cpushield::measure::MeasureError>() {
+            Some(cpushield::measure::MeasureError::Explain(e)) => {
+                use cpushield::measure::explain::ExplainError;
+                match e {
+                    ExplainError::InUse(_) => return exit::BUSY,
+                    ExplainError::NoTracefs | ExplainError::NotMounted => return exit::REFUSED,
+                    _ => {}
+                }
             }
+            // Bad input: an option out of range, a CPU or PCI device not there.
+            Some(
+                cpushield::measure::MeasureError::InvalidOption { .. }
+                | cpushield::measure::MeasureError::UnknownCpu { .. },
+            ) => return exit::REFUSED,
+            _ => {}
         }
         if cause.downcast_ref::<CannotExec>().is_some() {
             return exit::CANNOT_EXEC;

@@ -36,6 +36,7 @@ fn config(probe: ProbeKind, loops: u64) -> Config {
         lock_memory: false,
         dma_latency_us: None,
         explain_ns: None,
+        device: None,
     }
 }
 
@@ -315,4 +316,121 @@ fn cli_cache_probe_reports_each_level_at_its_sysfs_size() {
         c["stats"]["samples"], total,
         "every level in the probe's histogram"
     );
+}
+
+/// `measure --probe pci` against a root whose only PCI function is a
+/// regular file standing in for `config` (no device is read): the probe
+/// times every read, reports the value read back as the file holds it,
+/// and its buckets are 100 ns. Bad input is refused before anything is
+/// measured, naming the input and what would be valid.
+#[test]
+fn cli_pci_probe_reads_the_config_it_is_given_and_refuses_bad_input() {
+    let root = tempfile::tempdir().unwrap();
+    let cpus = root.path().join("sys/devices/system/cpu");
+    std::fs::create_dir_all(&cpus).unwrap();
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    std::fs::write(cpus.join("online"), online).unwrap();
+    let dev = root.path().join("sys/bus/pci/devices/0000:00:1f.0");
+    std::fs::create_dir_all(&dev).unwrap();
+    let mut config = vec![0u8; 256];
+    config[..4].copy_from_slice(&0x2918_8086u32.to_le_bytes());
+    config[8..12].copy_from_slice(&0x0601_0002u32.to_le_bytes());
+    std::fs::write(dev.join("config"), &config).unwrap();
+    std::fs::write(
+        dev.join("resource"),
+        "0x000000000000c000 0x000000000000c01f 0x0000000000040101\n",
+    )
+    .unwrap();
+    let cpu = last_cpu();
+    let measure = |args: &[&str]| {
+        cli()
+            .arg("--root")
+            .arg(root.path())
+            .args(["measure", "--no-rt", "--cpus", &cpu, "--probe", "pci"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = measure(&[
+        "--device",
+        "00:1f.0",
+        "--device-offset",
+        "0x8",
+        "--loops",
+        "300",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &v["results"][0];
+    assert_eq!(r["probe"], "pci");
+    if cpushield::sys::syscalls::Tsc::new().is_err() {
+        assert_eq!(r["status"], "skipped");
+        skip::skip("pci_probe", "no cycle counter on this architecture");
+        return;
+    }
+    assert_eq!(r["status"], "ok", "{}", r["skip_reason"]);
+    assert_eq!(r["sample"], "register_read");
+    assert_eq!(r["histogram"]["bucket_width_ns"], 100);
+    let c = &r["cpus"][0];
+    assert_eq!(c["stats"]["samples"], 300);
+    let d = &c["device"];
+    assert_eq!(d["target"]["address"], "0000:00:1f.0");
+    assert_eq!(d["target"]["region"], "config");
+    assert_eq!(d["target"]["offset"], 8);
+    assert_eq!(d["first_value"], 0x0601_0002u32);
+    assert_eq!(
+        (d["changed"].as_u64(), d["short_reads"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(v["config"]["device"]["region_bytes"], 256);
+    // The table says what was read back.
+    let out = measure(&["--device", "0000:00:1f.0", "--loops", "50"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("register: config space 0x00 of 0000:00:1f.0"),
+        "{text}"
+    );
+    assert!(text.contains("read back on CPU"), "{text}");
+    assert!(text.contains("0x29188086 on every read"), "{text}");
+    // Refusals: exit 2, the input named, nothing measured.
+    for (args, needles) in [
+        (vec![], vec!["--device", "e.g. --device 0000:00:1f.0"]),
+        (vec!["--device", "00:1f"], vec!["\"00:1f\"", "DDDD:BB:DD.F"]),
+        (
+            vec!["--device", "00:1e.0"],
+            vec!["\"00:1e.0\"", "0000:00:1f.0"],
+        ),
+        (
+            vec!["--device", "00:1f.0", "--device-offset", "0x100"],
+            vec!["\"0x100\"", "0x0 to 0xfc"],
+        ),
+        (
+            vec!["--device", "00:1f.0", "--device-offset", "6"],
+            vec!["a multiple of 4"],
+        ),
+        (
+            vec!["--device", "00:1f.0", "--device-bar", "0"],
+            vec![
+                "I/O port range, not memory",
+                "memory BARs of 0000:00:1f.0: none",
+            ],
+        ),
+        (
+            vec!["--device", "00:1f.0", "--device-bar", "3"],
+            vec!["BAR 3 is not in"],
+        ),
+    ] {
+        let out = measure(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: {n:?} not in {err}");
+        }
+        assert!(out.stdout.is_empty(), "{args:?} measured something");
+    }
 }

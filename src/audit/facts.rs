@@ -82,6 +82,8 @@ pub struct Facts {
     pub irqbalance: Option<Irqbalance>,
     /// NUMA nodes and their CPUs.
     pub numa_nodes: BTreeMap<String, CpuSet>,
+    /// The PCI functions and the ASPM policy (the bus audit).
+    pub pci: crate::sys::pci::PciFacts,
 }
 
 /// Frequency and idle facts of one CPU.
@@ -215,6 +217,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
             .collect(),
         irqbalance: crate::shield::irqbalance::running(sys),
         numa_nodes: numa_nodes(sys),
+        pci: crate::sys::pci::read(sys),
         targets,
         shield,
         online,

@@ -1,9 +1,10 @@
 //! `cpushield audit`: what noise still reaches the target CPUs, and what to
 //! do about it. The flow is `read the facts ([facts]) → judge them
-//! ([rules], pure) → report`. Read-only: every access is a read through
+//! ([rules], pure; the bus's in [bus]) → report`. Read-only: every access is a read through
 //! [`Sys`], so fixture roots drive the tests and it is safe on any machine.
 
 mod boot_rules;
+pub mod bus;
 pub mod facts;
 pub mod parse;
 pub mod rules;
@@ -36,6 +37,8 @@ pub struct AuditReport {
     pub interrupts: Vec<Delta>,
     /// Softirqs that ran on the targets during the window.
     pub softirqs: Vec<Delta>,
+    /// The PCI functions as read, and the bound of each conventional PCI bus.
+    pub pci: bus::BusReport,
 }
 
 /// Why the audit could not run.
@@ -73,6 +76,7 @@ pub fn audit(
     let facts = facts::read(sys, cpus, window)?;
     Ok(AuditReport {
         findings: rules::judge(&facts),
+        pci: bus::report(&facts.pci),
         source: source.into(),
         shield_active: facts.shield.is_some(),
         window_s: facts.window_s,

@@ -156,6 +156,11 @@ pub fn check(opts: &Options, pre: &Preconditions) -> Result<CpuSet, CompareError
             opts.cpus, pre.online
         ));
     }
+    if opts.probe == ProbeKind::Pci {
+        return refuse(
+            "--probe pci: compare has no device to read; time a PCI function with: cpushield measure --probe pci --device BDF".into(),
+        );
+    }
     if !(opts.duration_s > 0.0 && opts.duration_s.is_finite() && opts.duration_s <= 86_400.0) {
         return refuse(format!(
             "--duration {}: give seconds per phase, more than 0 and at most 86400",

@@ -31,6 +31,11 @@ pub enum ProbeKind {
     /// The latency of each load of a pointer chase through working sets the size of
     /// L1d, L2 and the CPU's L3 share, timed with the cycle counter (x86_64).
     Cache,
+    /// The time of one 4-byte read of a PCI function (`--device`): of its
+    /// configuration space by default (no side effects), of a memory BAR's
+    /// register only when named (`--device-bar`), timed with the cycle
+    /// counter (x86_64).
+    Pci,
 }
 
 impl ProbeKind {
@@ -43,6 +48,7 @@ impl ProbeKind {
             ProbeKind::Gtod => "gtod",
             ProbeKind::Periodic => "periodic",
             ProbeKind::Cache => "cache",
+            ProbeKind::Pci => "pci",
         }
     }
 
@@ -52,8 +58,8 @@ impl ProbeKind {
             ProbeKind::Timer => Some(1000),
             ProbeKind::Periodic => Some(5000),
             ProbeKind::Noise => Some(1_000_000),
-            // The RTC's rate is fixed at 2048 Hz; gtod and cache run back to back.
-            ProbeKind::Rtc | ProbeKind::Gtod | ProbeKind::Cache => None,
+            // The RTC's rate is fixed at 2048 Hz; gtod, cache and pci run back to back.
+            ProbeKind::Rtc | ProbeKind::Gtod | ProbeKind::Cache | ProbeKind::Pci => None,
         }
     }
 }
@@ -124,6 +130,28 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "US",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub runtime: Option<u64>,
+
+    /// pci probe: the PCI function to read, as sysfs (0000:00:1f.0) or
+    /// lspci (00:1f.0) names it. By default the probe times 4-byte reads
+    /// of its configuration space (pread of
+    /// /sys/bus/pci/devices/BDF/config), which have no side effects on the
+    /// device (the kernel may wake a runtime-suspended one to answer).
+    #[arg(long, value_name = "BDF")]
+    pub device: Option<String>,
+
+    /// pci probe: read a register of memory BAR N (0-5) instead, through a
+    /// read-only mapping of its resourceN file (root). Only when named:
+    /// some device registers clear on read (interrupt status, FIFOs), so
+    /// reading one can take an event from the device's driver.
+    #[arg(long, value_name = "N", requires = "device",
+          value_parser = clap::value_parser!(u8).range(0..=5))]
+    pub device_bar: Option<u8>,
+
+    /// pci probe: byte offset of the 4-byte register read, hex (0x10) or
+    /// decimal, a multiple of 4 within config space or the BAR (default 0).
+    #[arg(long, value_name = "OFF", requires = "device",
+          value_parser = super::device::parse_offset)]
+    pub device_offset: Option<u64>,
 
     /// Print the result as JSON (schema: docs/measure-json.md).
     #[arg(long)]
@@ -213,6 +241,9 @@ pub struct Config {
     /// `--explain`: samples slower than this many ns are explained.
     #[serde(default)]
     pub explain_ns: Option<u64>,
+    /// The pci probe's function and register (`--device`).
+    #[serde(default)]
+    pub device: Option<super::device::DeviceTarget>,
 }
 
 impl MeasureArgs {
@@ -281,7 +312,7 @@ impl Config {
             return invalid(
                 "--probe",
                 String::new(),
-                "timer, rtc, noise, gtod, periodic, cache",
+                "timer, rtc, noise, gtod, periodic, cache, pci",
             );
         }
         let stop = match (args.loops, args.duration) {
@@ -314,6 +345,33 @@ impl Config {
                 "with the timer or periodic probe (a sample there has a deadline to explain from)",
             );
         }
+        let pci = args.probe.contains(&ProbeKind::Pci);
+        let device = match (&args.device, pci) {
+            (None, true) => {
+                return invalid(
+                    "--device",
+                    String::new(),
+                    "a PCI function for the pci probe, e.g. --device 0000:00:1f.0 (see /sys/bus/pci/devices)",
+                )
+            }
+            (Some(d), false) => {
+                return invalid("--device", d.clone(), "with --probe pci only")
+            }
+            (Some(d), true) => Some(super::device::check(
+                sys,
+                d,
+                args.device_bar,
+                args.device_offset,
+            )?),
+            (None, false) if args.device_bar.is_some() || args.device_offset.is_some() => {
+                return invalid(
+                    "--device-bar/--device-offset",
+                    String::new(),
+                    "with --probe pci --device BDF",
+                )
+            }
+            (None, false) => None,
+        };
         let mut probes = Vec::new();
         for p in &args.probe {
             if !probes.contains(p) {
@@ -335,13 +393,14 @@ impl Config {
             lock_memory: args.realtime(),
             dma_latency_us: args.dma_latency,
             explain_ns: args.explain.map(|us| us * 1000),
+            device,
         })
     }
 
     /// The interval of `probe` in ns (its default unless overridden).
     pub fn interval_ns_of(&self, probe: ProbeKind) -> Option<u64> {
         match probe {
-            ProbeKind::Rtc | ProbeKind::Gtod | ProbeKind::Cache => None,
+            ProbeKind::Rtc | ProbeKind::Gtod | ProbeKind::Cache | ProbeKind::Pci => None,
             _ => self
                 .interval_ns
                 .or(probe.default_interval_us().map(|us| us * 1000)),
@@ -461,6 +520,44 @@ mod tests {
         assert!(e.contains("cannot be used with"), "{e}");
         let e = err_text(&["--buckets", "0"]);
         assert!(e.contains("--buckets"), "{e}");
+    }
+
+    #[test]
+    fn the_pci_probe_needs_a_device_and_a_device_needs_the_pci_probe() {
+        let (d, sys) = machine("0-1\n");
+        crate::sys::pci::testing::device(
+            d.path(),
+            "0000:00:1f.0",
+            &[],
+            &crate::sys::pci::testing::config(256, &[]),
+        );
+        let e = Config::from_args(&parse(&["-P", "pci"]).unwrap(), &sys).unwrap_err();
+        assert!(
+            e.to_string().contains("--device") && e.to_string().contains("0000:00:1f.0"),
+            "{e}"
+        );
+        let e = Config::from_args(&parse(&["--device", "00:1f.0"]).unwrap(), &sys).unwrap_err();
+        assert!(e.to_string().contains("with --probe pci only"), "{e}");
+        let e = err_text(&["--device-bar", "0"]);
+        assert!(e.contains("--device"), "{e}");
+        let c = Config::from_args(
+            &parse(&["-P", "pci", "--device", "00:1f.0", "--device-offset", "0x8"]).unwrap(),
+            &sys,
+        )
+        .unwrap();
+        let t = c.device.clone().unwrap();
+        assert_eq!(
+            (t.address.to_string(), t.offset),
+            ("0000:00:1f.0".into(), 8)
+        );
+        assert_eq!(c.interval_ns_of(ProbeKind::Pci), None);
+        let e = Config::from_args(&parse(&["-P", "pci", "--device", "00:1e.0"]).unwrap(), &sys)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("under /sys/bus/pci/devices: 0000:00:1f.0"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! per-CPU rows and an ALL row. It may touch: its own threads' affinity and
 //! priority, mlockall, /proc/interrupts and /proc/softirqs (read), the
 //! CPUs' cache sizes under /sys/devices/system/cpu (read, cache probe),
+//! the named PCI function's config space or, only when named, a register
+//! of one of its memory BARs (read, pci probe),
 //! /dev/rtc (the rtc probe) and /dev/cpu_dma_latency (only when asked).
 
 use std::fs::File;
@@ -20,11 +22,14 @@ use serde::{Deserialize, Serialize};
 
 use super::args::{Config, ProbeKind, Stop};
 use super::cache;
+use super::device::{DeviceTarget, Region};
 use super::explain::{Explained, Explainer};
 use super::histogram::Histogram;
 use super::interrupts::{self, Counts, Delta};
 use super::machine::Machine;
-use super::probes::{self, CacheJob, CycleClock, Job, NoiseStats, Progress};
+use super::probes::{
+    self, CacheJob, CycleClock, Job, NoiseStats, PciJob, PciReads, PciSource, Progress,
+};
 use super::threads::{self, ThreadsRan};
 use super::MeasureError;
 use crate::cpulist::CpuSet;
@@ -55,6 +60,8 @@ pub struct CpuResult {
     pub noise: Option<NoiseStats>,
     /// Per-level results (cache probe).
     pub cache: Option<CacheJob>,
+    /// What was read back (pci probe).
+    pub pci: Option<PciReads>,
     /// The measuring thread's context switches during its loop.
     pub context_switches: Option<ContextSwitches>,
     /// Interrupts that reached this CPU during the run, most first.
@@ -263,6 +270,34 @@ fn open_rtc(sys: &Sys) -> Result<File, String> {
     Err(format!("no usable RTC device ({last}); the rtc probe needs /dev/rtc0 (CONFIG_RTC_DRV_CMOS or similar)"))
 }
 
+/// Opens the pci probe's register for one measuring thread: the
+/// function's `config` for reading, or its BAR's `resourceN` mapped
+/// read-only. Reads nothing yet.
+fn open_pci(sys: &Sys, t: &DeviceTarget) -> Result<PciSource, MeasureError> {
+    let path = sys.path(&t.file);
+    let io = |what: String| move |source| MeasureError::Io { what, source };
+    let file = File::open(&path).map_err(io(format!("open {}", path.display())))?;
+    Ok(match t.region {
+        Region::Config => PciSource::Config {
+            file,
+            offset: t.offset,
+        },
+        Region::Bar(_) => PciSource::Bar(syscalls::MappedRegister::map(&file, t.offset).map_err(
+            |e| {
+                // pci_mmap_resource refuses a BAR a driver holds when the
+                // kernel has CONFIG_IO_STRICT_DEVMEM (and under lockdown).
+                let hint = match e.raw_os_error() {
+                    Some(libc::EINVAL) | Some(libc::EPERM) => {
+                        " (the kernel refuses to map a BAR its driver holds when built with CONFIG_IO_STRICT_DEVMEM, and any BAR under lockdown)"
+                    }
+                    _ => "",
+                };
+                io(format!("map {} read-only{hint}", path.display()))(e)
+            },
+        )?),
+    })
+}
+
 fn read_counts(sys: &Sys, rel: &str) -> Option<Counts> {
     sys.read(rel).ok().map(|t| interrupts::parse(&t))
 }
@@ -284,6 +319,8 @@ pub fn run_probe(
     // others count µs.
     let width = match probe {
         ProbeKind::Gtod | ProbeKind::Cache => (cfg.bucket_width_ns / 1000).max(1),
+        // A register read takes about a µs on real hardware: 100 ns buckets.
+        ProbeKind::Pci => (cfg.bucket_width_ns / 10).max(1),
         _ => cfg.bucket_width_ns,
     };
     let skipped = |reason: String| ProbeResult {
@@ -313,11 +350,11 @@ pub fn run_probe(
         }
     }
     let cycles = match probe {
-        ProbeKind::Noise | ProbeKind::Cache => CycleClock::calibrate(50),
+        ProbeKind::Noise | ProbeKind::Cache | ProbeKind::Pci => CycleClock::calibrate(50),
         _ => None,
     };
     let tsc = match probe {
-        ProbeKind::Cache => match (syscalls::Tsc::new(), cycles) {
+        ProbeKind::Cache | ProbeKind::Pci => match (syscalls::Tsc::new(), cycles) {
             (Err(e), _) => return Ok(skipped(e.to_string())),
             (Ok(_), None) => {
                 return Ok(skipped(
@@ -332,28 +369,56 @@ pub fn run_probe(
         Stop::Loops(n) => Some(n),
         Stop::Duration(_) => None,
     };
+    let device = match (probe, &cfg.device) {
+        (ProbeKind::Pci, None) => {
+            return Ok(skipped(
+                "no --device: the pci probe reads the PCI function it is given".into(),
+            ))
+        }
+        (ProbeKind::Pci, Some(t)) => Some(t),
+        _ => None,
+    };
+    // One file (or mapping) per measuring thread, opened before any starts.
+    let mut pci_sources = Vec::new();
+    if let Some(t) = device {
+        for _ in &cpus {
+            pci_sources.push(open_pci(sys, t)?);
+        }
+    }
+    let mut pci_sources = pci_sources.into_iter();
     let explainer = Explainer::for_probe(sys, cfg, probe, interval_ns, &cpus)?;
     // Everything the loops use is allocated here, before mlockall'd threads
     // start, but the cache probe's walks: each measuring thread builds its
     // own before its loop (probes::prepare), so they sit on its memory node.
-    let jobs: Vec<Job> = cpus
-        .iter()
-        .map(|&cpu| Job {
-            probe,
-            hist: Histogram::new(cfg.buckets, width),
-            loops,
-            interval_ns: interval_ns.unwrap_or(0),
-            warmup: cfg.warmup,
-            noise_threshold_ns: cfg.noise_threshold_ns,
-            noise_runtime_ns: cfg.noise_runtime_ns.unwrap_or(u64::MAX),
-            cycles,
-            rtc: rtc.take(),
-            slow: explainer.as_ref().map(|e| (cpu, e.slow_samples())),
-            cache: tsc.map(|(tsc, clock)| {
-                CacheJob::new(cpu, cache::plan(sys, cpu), tsc, clock, cfg.buckets, width)
-            }),
-        })
-        .collect();
+    let jobs: Vec<Job> =
+        cpus.iter()
+            .map(|&cpu| Job {
+                probe,
+                hist: Histogram::new(cfg.buckets, width),
+                loops,
+                interval_ns: interval_ns.unwrap_or(0),
+                warmup: cfg.warmup,
+                noise_threshold_ns: cfg.noise_threshold_ns,
+                noise_runtime_ns: cfg.noise_runtime_ns.unwrap_or(u64::MAX),
+                cycles,
+                rtc: rtc.take(),
+                slow: explainer.as_ref().map(|e| (cpu, e.slow_samples())),
+                cache: tsc
+                    .filter(|_| probe == ProbeKind::Cache)
+                    .map(|(tsc, clock)| {
+                        CacheJob::new(cpu, cache::plan(sys, cpu), tsc, clock, cfg.buckets, width)
+                    }),
+                pci: tsc.zip(device).zip(pci_sources.next()).map(
+                    |(((tsc, clock), target), source)| PciJob {
+                        tsc,
+                        clock,
+                        overhead_ticks: 0,
+                        target: target.clone(),
+                        source,
+                    },
+                ),
+            })
+            .collect();
     let progress: Vec<Progress> = cpus.iter().map(|_| Progress::default()).collect();
     let stop = AtomicBool::new(false);
     let go = AtomicBool::new(false);
@@ -454,6 +519,7 @@ pub fn run_probe(
             missed: out.missed,
             noise: out.noise,
             cache: out.cache,
+            pci: out.pci,
             context_switches: cs,
             interrupts: delta(&irq_before, &irq_after, cpu),
             softirqs: delta(&softirq_before, &softirq_after, cpu),

@@ -3,7 +3,7 @@
 //! Reproduces the published methods (cyclictest's timer wake-up latency,
 //! realfeel's RTC interrupt response, osnoise/oslat's OS noise, clock_gettime
 //! pairs, a periodic thread, the latency of loads through working sets the
-//! size of each cache level ([cache])) and reports them with percentiles, per-CPU and
+//! size of each cache level ([cache]), reads of a PCI function ([device])) and reports them with percentiles, per-CPU and
 //! ALL rows and a description of the machine. The flow is
 //! `configure ([args]) → isolate self, warm up, loop ([driver], [probes]) →
 //! aggregate ([histogram]) → results ([results])`; `report::measure` renders
@@ -11,6 +11,7 @@
 
 pub mod args;
 pub mod cache;
+pub mod device;
 pub mod driver;
 pub mod explain;
 pub mod histogram;

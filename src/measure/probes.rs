@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::args::ProbeKind;
 use super::cache::{Walk, WorkingSet};
+use super::device::DeviceTarget;
 use super::explain::{Sample, SlowSamples};
 use super::histogram::Histogram;
 use crate::sys::syscalls::{self, Tsc};
@@ -142,6 +143,56 @@ impl CacheJob {
     }
 }
 
+/// Where the pci probe's reads go.
+#[derive(Debug)]
+pub enum PciSource {
+    /// `pread` of 4 bytes of the function's open `config` at an offset.
+    Config {
+        /// The open `config` file.
+        file: File,
+        /// The dword's offset.
+        offset: u64,
+    },
+    /// Volatile loads from a mapped memory BAR.
+    Bar(syscalls::MappedRegister),
+}
+
+/// What the pci probe measures with.
+#[derive(Debug)]
+pub struct PciJob {
+    /// The serialised counter.
+    pub tsc: Tsc,
+    /// Its frequency, measured at the start.
+    pub clock: CycleClock,
+    /// Ticks of an empty timing, set by [`prepare`], taken off every sample.
+    pub overhead_ticks: u64,
+    /// The function and register.
+    pub target: DeviceTarget,
+    /// The open file or mapping.
+    pub source: PciSource,
+}
+
+/// What the pci probe read back on one CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PciReads {
+    /// The function and register read.
+    pub target: DeviceTarget,
+    /// Cycle-counter ticks per ns (the TSC's GHz), measured at the start.
+    pub tsc_ticks_per_ns: f64,
+    /// Ticks of an empty timing, taken off every sample.
+    pub timing_overhead_cycles: u64,
+    /// Reads made, warm-up included.
+    pub reads: u64,
+    /// The value of the first read (little endian, as the device answered).
+    pub first_value: Option<u32>,
+    /// The value of the last read.
+    pub last_value: Option<u32>,
+    /// Reads whose value differed from the first.
+    pub changed: u64,
+    /// Config reads that returned fewer than 4 bytes (not timed).
+    pub short_reads: u64,
+}
+
 /// What one thread measures and with what.
 #[derive(Debug)]
 pub struct Job {
@@ -167,6 +218,8 @@ pub struct Job {
     pub slow: Option<(u32, SlowSamples)>,
     /// Cache probe: the counter and the levels.
     pub cache: Option<CacheJob>,
+    /// pci probe: the counter and the register.
+    pub pci: Option<PciJob>,
 }
 
 /// Hands a slow sample to `--explain`'s reader, if any.
@@ -215,6 +268,8 @@ pub struct Output {
     pub noise: Option<NoiseStats>,
     /// Per-level histograms (cache probe only; the walks emptied).
     pub cache: Option<CacheJob>,
+    /// What was read back (pci probe only).
+    pub pci: Option<PciReads>,
 }
 
 /// Why a loop failed.
@@ -261,15 +316,23 @@ pub fn run(job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output, L
         }),
         ProbeKind::Rtc => rtc(job, stop, progress),
         ProbeKind::Cache => cache(job, stop, progress),
+        ProbeKind::Pci => pci(job, stop, progress),
     }
 }
 
 /// The part of a job's set-up that belongs on the measuring thread, after
 /// it is pinned and before its loop: the cache probe's walks are built
 /// (allocated and written, so their pages are on this CPU's memory node
-/// and present) and the timing's own overhead is measured. Nothing for
-/// the other probes.
+/// and present) and, for the cache and pci probes, the timing's own
+/// overhead is measured. Nothing for the other probes.
 pub fn prepare(job: &mut Job) {
+    if let Some(p) = job.pci.as_mut() {
+        let tsc = p.tsc;
+        p.overhead_ticks = (0..10_000)
+            .map(|_| tsc.time(|| std::hint::black_box(0usize)).1)
+            .min()
+            .unwrap_or(0);
+    }
     if let Some(c) = job.cache.as_mut() {
         for level in &mut c.levels {
             level.walk = Walk::new(level.set.lines as usize, level.seed);
@@ -325,6 +388,7 @@ fn timer(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
         missed,
         noise: None,
         cache: None,
+        pci: None,
     })
 }
 
@@ -383,6 +447,7 @@ fn periodic(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Outp
         missed,
         noise: None,
         cache: None,
+        pci: None,
     })
 }
 
@@ -416,6 +481,7 @@ fn gtod(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Output {
         missed: 0,
         noise: None,
         cache: None,
+        pci: None,
     }
 }
 
@@ -488,6 +554,7 @@ fn noise(
         missed: 0,
         noise: Some(stats),
         cache: None,
+        pci: None,
     }
 }
 
@@ -517,6 +584,7 @@ fn rtc(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output, L
         missed,
         noise: None,
         cache: None,
+        pci: None,
     })
 }
 
@@ -614,6 +682,96 @@ fn cache(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
         missed: 0,
         noise: None,
         cache: Some(c),
+        pci: None,
+    })
+}
+
+/// One 4-byte read of the pci probe's register: its value, or `None` for
+/// a short config read; an error of `pread` as is.
+#[inline(always)]
+fn read_register(source: &PciSource) -> std::io::Result<Option<u32>> {
+    match source {
+        PciSource::Config { file, offset } => {
+            use std::os::unix::fs::FileExt;
+            let mut buf = [0u8; 4];
+            let n = file.read_at(&mut buf, *offset)?;
+            Ok((n == 4).then(|| u32::from_le_bytes(buf)))
+        }
+        PciSource::Bar(r) => Ok(Some(r.read())),
+    }
+}
+
+/// The pci probe: back to back, one 4-byte read of the register timed
+/// with the serialised counter (less the timing's own overhead), as the
+/// course report's bus test timed each access to its device. For config
+/// space the time is the whole `pread` (the system call, the kernel's
+/// config access lock and the access itself, port I/O or ECAM); for a
+/// BAR, one load from the device. Each value read is compared with the
+/// first: what was read back is reported.
+fn pci(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output, LoopError> {
+    let Some(PciJob {
+        tsc,
+        clock,
+        overhead_ticks: overhead,
+        target,
+        source,
+    }) = job.pci.take()
+    else {
+        return Err(LoopError::NotPrepared("pci"));
+    };
+    // Moved, not cloned: nothing in the loop allocates.
+    let mut reads = PciReads {
+        target,
+        tsc_ticks_per_ns: clock.ticks_per_ns,
+        timing_overhead_cycles: overhead,
+        reads: 0,
+        first_value: None,
+        last_value: None,
+        changed: 0,
+        short_reads: 0,
+    };
+    let (mut n, mut max) = (0u64, 0u64);
+    let mut warmup = job.warmup;
+    while !done(stop, job.loops, n) {
+        let (value, ticks) = tsc.time(|| read_register(&source));
+        let value = value.map_err(|e| sys_err("read of the PCI register", e))?;
+        reads.reads += 1;
+        let Some(v) = value else {
+            reads.short_reads += 1;
+            if reads.short_reads >= 100 && reads.first_value.is_none() {
+                return Err(sys_err(
+                    "read of the PCI register",
+                    std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "100 reads returned fewer than 4 bytes",
+                    ),
+                ));
+            }
+            continue;
+        };
+        let first = *reads.first_value.get_or_insert(v);
+        reads.changed += u64::from(v != first);
+        reads.last_value = Some(v);
+        if warmup > 0 {
+            warmup -= 1;
+            continue;
+        }
+        let ns = clock.ns(ticks.saturating_sub(overhead));
+        job.hist.record(n, ns);
+        n += 1;
+        max = max.max(ns);
+        if n & 255 == 0 {
+            progress.publish(n, max);
+        }
+    }
+    progress.publish(n, max);
+    Ok(Output {
+        hist: job.hist,
+        iterations: reads.reads,
+        missed: 0,
+        noise: None,
+        cache: None,
+        pci: Some(reads),
     })
 }
 
@@ -684,6 +842,7 @@ mod tests {
             rtc: None,
             slow: None,
             cache: Some(CacheJob::new(0, sets, tsc, clock, 1000, 1)),
+            pci: None,
         })
     }
 
@@ -716,6 +875,77 @@ mod tests {
         // L1d walk stopped 10 lines into its cycle, not at its start.
         assert_eq!((c.levels[1].at, c.levels[2].at), (0, 0));
         assert_ne!(c.levels[0].at, 0);
+    }
+
+    /// A pci job reading a regular file standing in for a function's
+    /// `config` (no device is touched), or `None` without a counter.
+    fn pci_job(dir: &std::path::Path, bytes: &[u8], offset: u64, loops: u64) -> Option<Job> {
+        let tsc = Tsc::new().ok()?;
+        let clock = CycleClock::calibrate(10)?;
+        let path = dir.join("config");
+        std::fs::write(&path, bytes).unwrap();
+        let target = DeviceTarget {
+            address: crate::sys::pci::Bdf::parse("0000:00:1f.0").unwrap(),
+            region: crate::measure::device::Region::Config,
+            offset,
+            region_bytes: bytes.len() as u64,
+            file: "config".into(),
+        };
+        Some(Job {
+            probe: ProbeKind::Pci,
+            hist: Histogram::new(1000, 100),
+            loops: Some(loops),
+            interval_ns: 0,
+            warmup: 3,
+            noise_threshold_ns: 0,
+            noise_runtime_ns: 0,
+            cycles: Some(clock),
+            rtc: None,
+            slow: None,
+            cache: None,
+            pci: Some(PciJob {
+                tsc,
+                clock,
+                overhead_ticks: 0,
+                target,
+                source: PciSource::Config {
+                    file: File::open(path).unwrap(),
+                    offset,
+                },
+            }),
+        })
+    }
+
+    #[test]
+    fn the_pci_loop_times_each_read_and_reports_what_it_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bytes = vec![0u8; 64];
+        bytes[8..12].copy_from_slice(&0x0601_0002u32.to_le_bytes());
+        let Some(mut job) = pci_job(dir.path(), &bytes, 8, 500) else {
+            return; // no counter here: skipped, tested in the driver
+        };
+        prepare(&mut job);
+        let out = run(job, &AtomicBool::new(false), &Progress::default()).unwrap();
+        assert_eq!(out.hist.samples(), 500);
+        let r = out.pci.expect("what was read back");
+        assert_eq!(
+            (r.first_value, r.last_value),
+            (Some(0x0601_0002), Some(0x0601_0002))
+        );
+        assert_eq!(
+            (r.reads, r.changed, r.short_reads),
+            (503, 0, 0),
+            "3 warm-up reads, untimed"
+        );
+        assert_eq!(out.iterations, 503);
+        assert!(out.hist.max_ns().unwrap() > 0, "a pread takes time");
+        // A read past the file's end is short, every time: an error, not samples.
+        let Some(mut job) = pci_job(dir.path(), &bytes[..32], 32, 10) else {
+            return;
+        };
+        prepare(&mut job);
+        let e = run(job, &AtomicBool::new(false), &Progress::default()).unwrap_err();
+        assert!(e.to_string().contains("fewer than 4 bytes"), "{e}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::explain::Explained;
 use super::histogram::{Histogram, Summary};
 use super::interrupts::Delta;
 use super::machine::Machine;
-use super::probes::{CacheJob, NoiseStats};
+use super::probes::{CacheJob, NoiseStats, PciReads};
 use super::threads::ThreadsRan;
 
 /// Version of the JSON output's schema.
@@ -82,7 +82,8 @@ pub struct ProbeReport {
     pub note: Option<String>,
     /// What a sample is: `wakeup_latency` (timer, periodic, rtc), `gap`
     /// (noise: one gap over the threshold), `gettime_pair` (gtod),
-    /// `load_latency` (cache: one load of a walk, every level).
+    /// `load_latency` (cache: one load of a walk, every level),
+    /// `register_read` (pci: one 4-byte read of the device's register).
     pub sample: String,
     /// Interval or period in ns; `null` for rtc (fixed 2048 Hz) and gtod.
     pub interval_ns: Option<u64>,
@@ -126,6 +127,10 @@ pub struct CpuReport {
     /// Per-level results (`null` except for the cache probe).
     #[serde(default)]
     pub cache: Option<CacheReport>,
+    /// The pci probe's register and what was read back (`null` for the
+    /// other probes).
+    #[serde(default)]
+    pub device: Option<PciReads>,
     /// The measuring thread's context switches during the loop.
     pub context_switches: Option<ContextSwitches>,
     /// Interrupts on this CPU during the run (/proc/interrupts deltas), most first.
@@ -233,6 +238,7 @@ fn sample_kind(p: ProbeKind) -> &'static str {
         ProbeKind::Noise => "gap",
         ProbeKind::Gtod => "gettime_pair",
         ProbeKind::Cache => "load_latency",
+        ProbeKind::Pci => "register_read",
     }
 }
 
@@ -285,6 +291,7 @@ impl ProbeReport {
                     missed_periods: c.missed,
                     noise: c.noise.clone(),
                     cache: c.cache.as_ref().map(CacheReport::of),
+                    device: c.pci.clone(),
                     context_switches: c.context_switches,
                     interrupts: c.interrupts.clone(),
                     softirqs: c.softirqs.clone(),

@@ -29,6 +29,7 @@ pub fn cpu(cpu: u32, h: Histogram) -> CpuResult {
         missed: 1,
         noise: None,
         cache: None,
+        pci: None,
         context_switches: Some(ContextSwitches {
             voluntary: 5,
             involuntary: 0,
@@ -73,6 +74,7 @@ pub fn sample_run() -> Run {
         lock_memory: true,
         dma_latency_us: None,
         explain_ns: None,
+        device: None,
     };
     Run {
         config: cfg,

@@ -73,6 +73,9 @@ fn title(p: ProbeKind) -> &'static str {
         ProbeKind::Cache => {
             "cache: load latency of a random pointer chase through L1d-, L2- and L3-share-sized working sets (every level)"
         }
+        ProbeKind::Pci => {
+            "pci: time of one 4-byte read of a PCI function's register (config space: the whole pread; a BAR: one load)"
+        }
     }
 }
 
@@ -252,11 +255,53 @@ fn human_probe(out: &mut String, p: &ProbeResult) {
         }
     }
     cache_levels(out, p);
+    device_reads(out, p);
     for c in &p.cpus {
         attribution(out, c);
     }
     if let Some(e) = &p.explain {
         super::explain::explained(out, e);
+    }
+}
+
+/// The pci probe's register and, per CPU, what was read back.
+fn device_reads(out: &mut String, p: &ProbeResult) {
+    let mut first = true;
+    for c in &p.cpus {
+        let Some(r) = &c.pci else { continue };
+        if first {
+            first = false;
+            let _ = writeln!(
+                out,
+                "  register: {} (/{}, {} bytes); {:.3} TSC ticks per ns, timing overhead {} cycles taken off each sample",
+                r.target.describe(),
+                r.target.file,
+                r.target.region_bytes,
+                r.tsc_ticks_per_ns,
+                r.timing_overhead_cycles
+            );
+        }
+        let value = |v: Option<u32>| v.map_or("-".into(), |v| format!("0x{v:08x}"));
+        let same = if r.changed == 0 {
+            format!("{} on every read", value(r.first_value))
+        } else {
+            format!(
+                "first {}, last {}, {} reads differed from the first",
+                value(r.first_value),
+                value(r.last_value),
+                r.changed
+            )
+        };
+        let short = if r.short_reads > 0 {
+            format!(", {} short reads", r.short_reads)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "  read back on CPU {}: {same} ({} reads, warm-up included{short})",
+            c.cpu, r.reads
+        );
     }
 }
 

@@ -16,6 +16,7 @@
 #[cfg(feature = "fixture")]
 pub mod fixture;
 pub mod irqbalance;
+pub mod pci;
 pub mod procfs;
 pub mod syscalls;
 pub mod systemd;
@@ -334,6 +335,12 @@ impl Sys {
         } else {
             read_small(&self.path(rel)).map_err(err)
         }
+    }
+
+    /// Reads a whole file as bytes (binary files: a PCI function's
+    /// `config`). Not emulated: a fixture root holds the bytes themselves.
+    pub fn read_bytes(&self, rel: &str) -> Result<Vec<u8>> {
+        read_small_bytes(&self.path(rel)).map_err(|e| SysError::new("read", rel, None, e))
     }
 
     /// Reads a file and trims surrounding white space.

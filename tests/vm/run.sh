@@ -12,6 +12,9 @@
 #                           7: the newest 7.x of trixie-backports, Debian 14's series)
 #   --cpus N                vCPUs (default 4; a scenario may ask for more)
 #   --mem MB                guest memory (default 1024)
+#   --machine pc|q35        QEMU machine type (default pc: i440fx, conventional
+#                           PCI with latency timers; q35: PCI Express, with the
+#                           virtio NIC behind a pcie-root-port so it has a link)
 #   --binary PATH           static cpushield binary (default: build one)
 #   --no-build              use the default binary as already built
 #   --batch                 run the scenarios of a kernel in one boot each
@@ -39,13 +42,14 @@ set -euo pipefail
 . "$VM_DIR/lib/fetch.sh"
 . "$VM_DIR/lib/initramfs.sh"
 
-KERNELS=""; CPUS=4; MEM=1024; BINARY=""; BUILD=1; SHELL_MODE=0; BATCH=0
+KERNELS=""; CPUS=4; MEM=1024; MACHINE=${VM_MACHINE:-pc}; BINARY=""; BUILD=1; SHELL_MODE=0; BATCH=0
 TIMEOUT=""; APPEND=""; VERBOSE=0; TCG_THREAD=${VM_TCG:-single}; ATTEMPTS=3; SCENARIOS=(); EXPORT_TO=""
 while [ $# -gt 0 ]; do
     case $1 in
         --kernel) KERNELS=$2; shift ;;
         --cpus) CPUS=$2; shift ;;
         --mem) MEM=$2; shift ;;
+        --machine) MACHINE=$2; shift ;;
         --binary) BINARY=$2; shift ;;
         --no-build) BUILD=0 ;;
         --shell) SHELL_MODE=1 ;;
@@ -72,6 +76,7 @@ fi
 [ "$KERNELS" = all ] && KERNELS="6.1,6.12"
 KERNELS=${KERNELS//,/ }
 case $TCG_THREAD in single|multi) ;; *) die "--tcg takes single or multi, not '$TCG_THREAD'" ;; esac
+case $MACHINE in pc|q35) ;; *) die "--machine takes pc or q35, not '$MACHINE'" ;; esac
 
 need_cmd qemu-system-x86_64 busybox dpkg apt-get xz timeout
 mkdir -p "$CACHE_DIR" "$WORK_DIR"
@@ -170,12 +175,20 @@ boot() {
     [ "$SHELL_MODE" = 1 ] && cmdline="$cmdline cpushield.shell=1"
     [ -n "$APPEND" ] && cmdline="$cmdline $APPEND"
     [ -n "$bootkind" ] && cmdline="$cmdline $(boot_line "$bootkind")"
-    local qemu=(qemu-system-x86_64 -accel "tcg,thread=$TCG_THREAD" -cpu max,-cx16
+    # pc (the default) is QEMU's i440fx with its conventional PCI bus, as
+    # every scenario was written for; q35 has PCI Express, and its NIC sits
+    # behind a root port so that a link (and its ASPM registers) exists.
+    local machine=() nic_bus=""
+    if [ "$MACHINE" = q35 ]; then
+        machine=(-machine q35 -device pcie-root-port,id=rp1,chassis=1,slot=1)
+        nic_bus=",bus=rp1"
+    fi
+    local qemu=(qemu-system-x86_64 "${machine[@]}" -accel "tcg,thread=$TCG_THREAD" -cpu max,-cx16
         -smp "$cpus" -m "$MEM" -nographic -no-reboot -vga none
         -kernel "$kdir/vmlinuz" -initrd "$initrd" -append "$cmdline"
         -drive "file=$disk,if=none,id=d0,format=raw,cache=unsafe"
         -device virtio-blk-pci,drive=d0
-        -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=)
+        -netdev user,id=n0 -device "virtio-net-pci,netdev=n0,romfile=$nic_bus")
     if [ "$SHELL_MODE" = 1 ]; then
         exec "${qemu[@]}"
     fi
@@ -235,7 +248,7 @@ for i in "${!BOOT_K[@]}"; do
     for attempt in $(seq 1 $ATTEMPTS); do
         tag=${todo%%,*}; [ "$todo" != "$tag" ] && tag="$tag+"
         logf=$RUN_DIR/$k-$tag-try$attempt.log
-        log "boot $k ($(cat "$kdir/release")), ${BOOT_CPUS[$i]} vCPUs, cgroup ${BOOT_CG[$i]}${BOOT_LINE[$i]:+, boot line ${BOOT_LINE[$i]}}: $todo"
+        log "boot $k ($(cat "$kdir/release")), machine $MACHINE, ${BOOT_CPUS[$i]} vCPUs, cgroup ${BOOT_CG[$i]}${BOOT_LINE[$i]:+, boot line ${BOOT_LINE[$i]}}: $todo"
         t0=$(date +%s)
         qrc=0
         boot "$kdir" "${BOOT_CPUS[$i]}" "${BOOT_CG[$i]}" "$todo" "$logf" "${BOOT_LINE[$i]}" || qrc=$?
@@ -270,7 +283,7 @@ for i in "${!BOOT_K[@]}"; do
             [ -n "${CRASHED[$s]:-}" ] && r="$r [earlier tries: ${CRASHED[$s]}]"
             # the scenario's own time in the guest, so CI's budget can be read per scenario
             took=$(sed -n "s/^CPUSHIELD-TIME: $s \([0-9.]*s\)\$/\1/p" "$logf" | tail -n1)
-            printf '%-5s %-22s %7s %s\n' "$k" "$s" "${took:--}" "$r" | tee -a "$SUMMARY"
+            printf '%-5s %-22s %7s %s\n' "$k$([ "$MACHINE" = pc ] || echo "/$MACHINE")" "$s" "${took:--}" "$r" | tee -a "$SUMMARY"
             case $r in
                 PASS*|SKIP*) ;;
                 *) status=1
@@ -288,7 +301,7 @@ for i in "${!BOOT_K[@]}"; do
             todo=$retry
         else
             for s in ${retry//,/ }; do
-                printf '%-5s %-22s %7s %s\n' "$k" "$s" - "BOOT FAILURE (the guest died before the scenario started, $ATTEMPTS times; see $logf)" | tee -a "$SUMMARY"
+                printf '%-5s %-22s %7s %s\n' "$k$([ "$MACHINE" = pc ] || echo "/$MACHINE")" "$s" - "BOOT FAILURE (the guest died before the scenario started, $ATTEMPTS times; see $logf)" | tee -a "$SUMMARY"
             done
             echo "---- tail of $logf:"; tail -n 30 "$logf" | sed 's/^/  /'
             [ $status = 0 ] && status=3
