@@ -274,11 +274,7 @@ pub(super) fn resolve(irqs: &[Irq], wanted: &[String]) -> Result<Vec<u32>, PlanE
     let mut out = Vec::new();
     for w in wanted {
         let hits: Vec<u32> = match w.parse::<u32>() {
-            Ok(n) => irqs
-                .iter()
-                .filter(|i| i.irq == n)
-                .map(|i| i.irq)
-                .collect(),
+            Ok(n) => irqs.iter().filter(|i| i.irq == n).map(|i| i.irq).collect(),
             Err(_) => irqs
                 .iter()
                 .filter(|i| i.name == *w)

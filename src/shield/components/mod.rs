@@ -266,7 +266,11 @@ pub(super) const ORDER: [Part; 9] = [
         plan: |cx, d| {
             let to = &d.plan.irqs_to_shield;
             let snap = cx.snap;
-            let facts = (&snap.irqs[..], snap.default_irq_affinity.as_ref(), snap.mask_bits());
+            let facts = (
+                &snap.irqs[..],
+                snap.default_irq_affinity.as_ref(),
+                snap.mask_bits(),
+            );
             for (to_shield, step) in irqs::plan(facts, cx.shield, cx.housekeeping, to) {
                 let away_first = cx.req.hotplug_restart && !to_shield;
                 let slot = if away_first {
