@@ -6,9 +6,9 @@ use super::change::{Action, Check, Owner, Step, Undo};
 use super::holds::Holds;
 use super::journal::State;
 use super::plan_error::PlanError;
-use super::snapshot::{cpu_online_file, Snapshot};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::sys::Sys;
 
 /// The shielded CPUs the kernel has offline, read back for `status`:
 /// someone took them offline after `on` (the shield's own
@@ -19,10 +19,32 @@ pub(super) struct OnlineHold {
     offline: CpuSet,
 }
 
-/// Which of `shield`'s CPUs are offline in `snap`.
-pub(super) fn read_hold(snap: &Snapshot, shield: &CpuSet) -> OnlineHold {
+/// The CPU hotplug switch of `cpu`: write 0 to take it offline, 1 to bring it back.
+pub fn cpu_online_file(cpu: u32) -> String {
+    format!("sys/devices/system/cpu/cpu{cpu}/online")
+}
+
+/// Which `online` CPUs have a hotplug switch, and which of those this
+/// process may write: CPU 0 often has none.
+pub(super) fn read(sys: &Sys, online: &CpuSet) -> (CpuSet, CpuSet) {
+    let mut files = CpuSet::new();
+    let mut writable = CpuSet::new();
+    for cpu in online.iter() {
+        let file = cpu_online_file(cpu);
+        if sys.exists(&file) {
+            files.insert(cpu);
+            if sys.mode_allows_write(&file) {
+                writable.insert(cpu);
+            }
+        }
+    }
+    (files, writable)
+}
+
+/// Which of `shield`'s CPUs are not `online`.
+pub(super) fn read_hold(online: &CpuSet, shield: &CpuSet) -> OnlineHold {
     OnlineHold {
-        offline: shield.difference(&snap.online),
+        offline: shield.difference(online),
     }
 }
 
@@ -57,11 +79,12 @@ impl Holds for OnlineHold {
 /// Refuses `--hotplug-restart` when a shielded CPU cannot be taken offline:
 /// no `cpuN/online` file (x86 CPU 0, kernels without CPU hotplug), or one
 /// that may not be written.
-pub(super) fn check(snap: &Snapshot, shield: &CpuSet) -> Result<(), PlanError> {
-    let missing = shield.difference(&snap.hotplug_files);
-    let readonly = shield
-        .intersection(&snap.hotplug_files)
-        .difference(&snap.hotplug_writable);
+pub(super) fn check(
+    (files, writable): (&CpuSet, &CpuSet),
+    shield: &CpuSet,
+) -> Result<(), PlanError> {
+    let missing = shield.difference(files);
+    let readonly = shield.intersection(files).difference(writable);
     let mut detail = Vec::new();
     if !missing.is_empty() {
         detail.push(format!(

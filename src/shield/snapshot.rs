@@ -12,7 +12,9 @@ use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy, Thread};
 use crate::sys::{ErrorKind, Result, Sys};
 
+pub use super::hotplug::cpu_online_file;
 pub use super::irqs::{irq_affinity_file, irq_of_affinity_file, Irq, DEFAULT_IRQ_AFFINITY};
+pub use super::workqueues::WORKQUEUE_MASK;
 
 /// Name of the cgroup (v2 partition, v1 rt cpuset) that holds the shield.
 pub const SHIELD_CGROUP: &str = "cpushield";
@@ -31,18 +33,12 @@ pub fn in_shield_cgroup(cgroup: &str) -> bool {
 }
 /// Name of the v1 cpuset for everything else (the housekeeping CPUs).
 pub const SYSTEM_CGROUP_V1: &str = "cpushield-system";
-/// The unbound-workqueue cpumask file.
-pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
 /// Where cgroup2 is mounted when nothing is, but `/sys/fs/cgroup` is
 /// taken by another mount (a tmpfs of v1 hierarchies): a directory of
 /// cpushield's own run directory.
 pub const CGROUP2_FALLBACK: &str = "run/cpushield/cgroup2";
 /// Where cgroup2 is normally mounted.
 const CGROUP2_MOUNT: &str = "sys/fs/cgroup";
-/// The CPU hotplug switch of `cpu`: write 0 to take it offline, 1 to bring it back.
-pub fn cpu_online_file(cpu: u32) -> String {
-    format!("sys/devices/system/cpu/cpu{cpu}/online")
-}
 
 /// How this machine offers cpusets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,7 +210,7 @@ impl Snapshot {
         let cgroup = detect_cgroup(sys)?;
         let irqs = super::irqs::read(sys)?;
         let default_irq_affinity = optional(sys.read_cpumask(DEFAULT_IRQ_AFFINITY))?;
-        let workqueue_mask = optional(sys.read_cpumask(WORKQUEUE_MASK))?;
+        let workqueue_mask = optional(super::workqueues::read(sys))?;
         let mut sibling_groups: Vec<CpuSet> = Vec::new();
         for cpu in online.iter() {
             let sib = procfs::thread_siblings(sys, cpu);
@@ -222,17 +218,7 @@ impl Snapshot {
                 sibling_groups.push(sib);
             }
         }
-        let mut hotplug_files = CpuSet::new();
-        let mut hotplug_writable = CpuSet::new();
-        for cpu in online.iter() {
-            let file = cpu_online_file(cpu);
-            if sys.exists(&file) {
-                hotplug_files.insert(cpu);
-                if sys.mode_allows_write(&file) {
-                    hotplug_writable.insert(cpu);
-                }
-            }
-        }
+        let (hotplug_files, hotplug_writable) = super::hotplug::read(sys, &online);
         Ok(Snapshot {
             present,
             online,

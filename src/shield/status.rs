@@ -100,7 +100,7 @@ impl HoldFacts {
             irqs: irqs::on_shield(&snap.irqs, &state.shield),
             knobs: knobs::read_hold(sys, state)?,
             guard: guard::read_hold(sys, state),
-            online: hotplug::read_hold(snap, &state.shield),
+            online: hotplug::read_hold(&snap.online, &state.shield),
         })
     }
 }

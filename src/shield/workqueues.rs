@@ -2,13 +2,24 @@
 //! unbound kernel work item runs there.
 
 use super::change::{Action, Check, Owner, Step, Undo};
-use super::snapshot::{Snapshot, WORKQUEUE_MASK};
 use crate::cpulist::CpuSet;
+use crate::sys::{Sys, SysError};
+
+/// The unbound-workqueue cpumask file.
+pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
+
+/// The unbound workqueues' mask.
+pub(super) fn read(sys: &Sys) -> Result<CpuSet, SysError> {
+    sys.read_cpumask(WORKQUEUE_MASK)
+}
 
 /// Unbound workqueues off the shield, when their mask reaches it.
-pub(super) fn plan(snap: &Snapshot, shield: &CpuSet, housekeeping: &CpuSet) -> Option<Step> {
-    let mask = snap.workqueue_mask.as_ref()?;
-    let bits = snap.mask_bits();
+pub(super) fn plan(
+    (mask, bits): (Option<&CpuSet>, u32),
+    shield: &CpuSet,
+    housekeeping: &CpuSet,
+) -> Option<Step> {
+    let mask = mask?;
     mask.intersects(shield).then(|| {
         Step::optional(
             Owner::Workqueues,

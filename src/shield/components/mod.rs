@@ -13,12 +13,13 @@ use std::collections::HashSet;
 
 use super::apply::{reads_as, ApplyError, Effects, Undone};
 use super::change::{Action, Owner, Step};
+use super::hotplug::cpu_online_file;
 use super::journal::{Entry, State};
 use super::note::Note;
 use super::plan::{self, Plan, PlanError};
 use super::request::Request;
 use super::reshape::{self, Originals, Reshape};
-use super::snapshot::{cpu_online_file, Snapshot};
+use super::snapshot::Snapshot;
 use super::tasks::{self, plan_tasks, remember_affinities, task_notes};
 use super::{guard, hotplug, irqbalance, irqs, knobs, mechanism, rt_kthreads, workqueues};
 use crate::cpulist::CpuSet;
@@ -298,7 +299,10 @@ pub(super) const ORDER: [Part; 9] = [
     Part {
         owner: Owner::Hotplug,
         check: |cx, _| match cx.req.hotplug_restart {
-            true => hotplug::check(cx.snap, cx.shield),
+            true => {
+                let switches = (&cx.snap.hotplug_files, &cx.snap.hotplug_writable);
+                hotplug::check(switches, cx.shield)
+            }
             false => Ok(()),
         },
         plan: |cx, d| {
@@ -324,7 +328,8 @@ pub(super) const ORDER: [Part; 9] = [
         owner: Owner::Workqueues,
         check: no_check,
         plan: |cx, d| {
-            let step = workqueues::plan(cx.snap, cx.shield, cx.housekeeping);
+            let facts = (cx.snap.workqueue_mask.as_ref(), cx.snap.mask_bits());
+            let step = workqueues::plan(facts, cx.shield, cx.housekeeping);
             d.add(Slot::Workqueues, step);
             Ok(())
         },
