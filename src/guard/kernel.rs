@@ -22,8 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sys::Sys;
 
-/// `sched_rt_runtime_us`.
-pub const RT_RUNTIME: &str = "proc/sys/kernel/sched_rt_runtime_us";
+pub use super::stalld::RT_RUNTIME;
 /// `sched_rt_period_us`.
 pub const RT_PERIOD: &str = "proc/sys/kernel/sched_rt_period_us";
 /// The fair deadline server's debugfs directory (Linux 6.12 and later).

@@ -19,10 +19,12 @@ use std::sync::mpsc::{self, Receiver};
 
 use serde::{Deserialize, Serialize};
 
-use super::kernel::RT_RUNTIME;
 use super::Settings;
 use crate::cpulist::CpuSet;
 use crate::sys::{syscalls, Sys};
+
+/// `sched_rt_runtime_us`.
+pub const RT_RUNTIME: &str = "proc/sys/kernel/sched_rt_runtime_us";
 
 /// Where stalld is looked for, relative to the root, in this order.
 pub const PATHS: [&str; 6] = [

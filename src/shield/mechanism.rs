@@ -4,17 +4,236 @@
 //! What each form plans, how it resizes in place, and whether it still
 //! holds, judged by what the kernel reads back.
 
+use serde::{Deserialize, Serialize};
+
 use super::apply::reads_as;
 use super::change::{Action, Check, Owner, Step, Undo};
 use super::holds::Holds;
 use super::journal::State;
 use super::note::Note;
 use super::plan_error::PlanError;
-use super::snapshot::{CgroupSetup, Snapshot, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::systemd::{self, SystemdCall};
 use crate::sys::Sys;
+
+/// Name of the cgroup (v2 partition, v1 rt cpuset) that holds the shield.
+pub const SHIELD_CGROUP: &str = "cpushield";
+/// The shield's transient slice on a systemd host (cgroup v2): its cgroup
+/// is `cpushield.slice` under the root, its processes are in scopes below.
+pub const SHIELD_SLICE: &str = "cpushield.slice";
+/// Whether a thread in cgroup `cgroup` (as `/proc/PID/cgroup` names it) is
+/// inside the shield: its cgroup or one below it.
+pub fn in_shield_cgroup(cgroup: &str) -> bool {
+    [SHIELD_CGROUP, SHIELD_SLICE].iter().any(|name| {
+        cgroup
+            .strip_prefix('/')
+            .and_then(|c| c.strip_prefix(name))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+/// Name of the v1 cpuset for everything else (the housekeeping CPUs).
+pub const SYSTEM_CGROUP_V1: &str = "cpushield-system";
+/// Where cgroup2 is mounted when nothing is, but `/sys/fs/cgroup` is
+/// taken by another mount (a tmpfs of v1 hierarchies): a directory of
+/// cpushield's own run directory.
+pub const CGROUP2_FALLBACK: &str = "run/cpushield/cgroup2";
+/// Where cgroup2 is normally mounted.
+const CGROUP2_MOUNT: &str = "sys/fs/cgroup";
+
+/// How this machine offers cpusets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CgroupSetup {
+    /// cgroup v2 with the cpuset controller available.
+    V2 {
+        /// Mount point relative to the root (`sys/fs/cgroup`).
+        mount: String,
+        /// The root's `cgroup.subtree_control` words.
+        subtree_control: Vec<String>,
+        /// Whether the kernel has `cpuset.cpus.exclusive` (6.7+).
+        has_exclusive: bool,
+    },
+    /// cgroup v1 with a cpuset hierarchy.
+    V1 {
+        /// Mount point relative to the root (`sys/fs/cgroup/cpuset`).
+        mount: String,
+        /// The root cpuset's memory nodes.
+        mems: String,
+        /// The root cpuset's `cpuset.sched_load_balance`.
+        load_balance: String,
+    },
+    /// No cgroup hierarchy with cpuset is mounted, but the kernel has
+    /// cgroup2: `on` mounts it at `mount` first (and `off` unmounts it).
+    V2Unmounted {
+        /// Where to mount it, relative to the root: `sys/fs/cgroup`, or
+        /// [`CGROUP2_FALLBACK`] when something else is mounted there.
+        mount: String,
+        /// Whether the directory has to be made first (and removed by undo).
+        make_dir: bool,
+    },
+    /// No cpuset support reachable.
+    Unsupported {
+        /// What was found instead.
+        reason: String,
+    },
+}
+
+impl CgroupSetup {
+    /// Short name for reports: `cgroup v2 partition`, `cgroup v1 cpuset`.
+    pub fn mechanism(&self) -> &'static str {
+        match self {
+            CgroupSetup::V2 { .. } | CgroupSetup::V2Unmounted { .. } => "cgroup v2 partition",
+            CgroupSetup::V1 { .. } => "cgroup v1 cpuset",
+            CgroupSetup::Unsupported { .. } => "none",
+        }
+    }
+
+    /// Which `/proc/PID/cgroup` line describes task placement.
+    pub fn hierarchy(&self) -> Hierarchy {
+        match self {
+            CgroupSetup::V1 { .. } => Hierarchy::CpusetV1,
+            _ => Hierarchy::Unified,
+        }
+    }
+
+    /// Where the threads' cgroups are read: the thread lists of the
+    /// mounted hierarchy, else each thread's `/proc` file.
+    pub fn thread_source(&self) -> procfs::CgroupSource<'_> {
+        procfs::CgroupSource {
+            hierarchy: self.hierarchy(),
+            mount: match self {
+                CgroupSetup::V2 { mount, .. } | CgroupSetup::V1 { mount, .. } => Some(mount),
+                _ => None,
+            },
+        }
+    }
+
+    /// Directory of the shield cgroup, relative to the root.
+    pub fn shield_dir(&self) -> Option<String> {
+        match self {
+            CgroupSetup::V2 { mount, .. }
+            | CgroupSetup::V1 { mount, .. }
+            | CgroupSetup::V2Unmounted { mount, .. } => Some(format!("{mount}/{SHIELD_CGROUP}")),
+            CgroupSetup::Unsupported { .. } => None,
+        }
+    }
+
+    /// Mount point relative to the root.
+    pub fn mount(&self) -> Option<&str> {
+        match self {
+            CgroupSetup::V2 { mount, .. }
+            | CgroupSetup::V1 { mount, .. }
+            | CgroupSetup::V2Unmounted { mount, .. } => Some(mount),
+            CgroupSetup::Unsupported { .. } => None,
+        }
+    }
+}
+
+/// Finds the cpuset mechanism from the mount table. A v1 cpuset hierarchy
+/// wins (the controller cannot be on both); otherwise cgroup2 with
+/// `cpuset` in its root `cgroup.controllers`.
+pub fn detect_cgroup(sys: &Sys) -> crate::sys::Result<CgroupSetup> {
+    let mounts = procfs::parse_mounts(&sys.read("proc/self/mounts")?);
+    if let Some(m) = mounts
+        .iter()
+        .find(|m| m.fstype == "cgroup" && m.options.split(',').any(|o| o == "cpuset"))
+    {
+        let mount = m.target.trim_start_matches('/').to_string();
+        if m.options.split(',').any(|o| o == "noprefix") {
+            // cset mounts it so at /cpusets, and leaves it mounted after
+            // `cset shield --reset` (seen on Debian 12 with cset 1.6).
+            return Ok(CgroupSetup::Unsupported {
+                reason: format!(
+                    "the cgroup v1 cpuset hierarchy at /{mount} is mounted with 'noprefix' (as cset mounts it), which names its files without 'cpuset.'; unmount it when no cpuset of it is in use (umount /{mount}), and the cpuset controller returns to cgroup2"
+                ),
+            });
+        }
+        let mems = sys.read_trimmed(&format!("{mount}/cpuset.mems"))?;
+        let load_balance = sys.read_trimmed(&format!("{mount}/cpuset.sched_load_balance"))?;
+        return Ok(CgroupSetup::V1 {
+            mount,
+            mems,
+            load_balance,
+        });
+    }
+    let Some(m) = mounts.iter().find(|m| m.fstype == "cgroup2") else {
+        return Ok(unmounted(sys, &mounts));
+    };
+    let mount = m.target.trim_start_matches('/').to_string();
+    let controllers = sys.read(&format!("{mount}/cgroup.controllers"))?;
+    if !controllers.split_whitespace().any(|c| c == "cpuset") {
+        return Ok(CgroupSetup::Unsupported {
+            reason: format!(
+                "the cgroup2 hierarchy at /{mount} has no cpuset controller (available: {})",
+                controllers.trim()
+            ),
+        });
+    }
+    let subtree_control = sys
+        .read(&format!("{mount}/cgroup.subtree_control"))?
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let has_exclusive = sys.exists(&format!("{mount}/cpuset.cpus.isolated"));
+    Ok(CgroupSetup::V2 {
+        mount,
+        subtree_control,
+        has_exclusive,
+    })
+}
+
+/// Neither cgroup2 nor a v1 cpuset is mounted: cgroup2 can be mounted when
+/// the kernel has it and `/sys/fs/cgroup` exists; at `/sys/fs/cgroup`
+/// unless a mount is on or below it (then under cpushield's run directory,
+/// so that nothing mounted there is hidden).
+fn unmounted(sys: &Sys, mounts: &[procfs::Mount]) -> CgroupSetup {
+    let has_cgroup2 = sys.read("proc/filesystems").is_ok_and(|text| {
+        text.lines()
+            .any(|l| l.split_whitespace().last() == Some("cgroup2"))
+    });
+    if !has_cgroup2 {
+        return CgroupSetup::Unsupported {
+            reason: "no cgroup v1 cpuset hierarchy is mounted and the kernel has no cgroup2 (not in /proc/filesystems)".into(),
+        };
+    }
+    if !sys.path(CGROUP2_MOUNT).is_dir() {
+        return CgroupSetup::Unsupported {
+            reason: format!("no cgroup2 and no cgroup v1 cpuset hierarchy is mounted, and /{CGROUP2_MOUNT} does not exist (is sysfs mounted?)"),
+        };
+    }
+    let at = format!("/{CGROUP2_MOUNT}");
+    let busy = mounts
+        .iter()
+        .any(|m| m.target == at || m.target.starts_with(&format!("{at}/")))
+        || sys.list(CGROUP2_MOUNT).map_or(true, |e| !e.is_empty());
+    if busy {
+        CgroupSetup::V2Unmounted {
+            mount: CGROUP2_FALLBACK.into(),
+            make_dir: !sys.exists(CGROUP2_FALLBACK),
+        }
+    } else {
+        CgroupSetup::V2Unmounted {
+            mount: CGROUP2_MOUNT.into(),
+            make_dir: false,
+        }
+    }
+}
+
+/// What the mechanism is planned from: the cgroup hierarchy, whether
+/// systemd manages it (and which systemd), and the boot-isolated CPUs.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts<'a> {
+    /// The hierarchy with cpuset, as found.
+    pub cgroup: &'a CgroupSetup,
+    /// systemd runs the machine.
+    pub systemd: bool,
+    /// Its version, when known.
+    pub systemd_version: Option<u32>,
+    /// CPUs isolated at boot (`isolcpus=`).
+    pub boot_isolated: &'a CpuSet,
+}
 
 /// The shield's cgroup and how it was made.
 /// The steps that make the mechanism, the shield's cgroup and its partition.
@@ -35,7 +254,7 @@ fn fatal(action: Action) -> Step {
 /// (or root) partition on v2, an exclusive cpuset and a system cpuset on
 /// v1; cgroup2 mounted first when no hierarchy with cpuset is.
 pub(super) fn plan(
-    snap: &Snapshot,
+    m: Facts,
     shield: &CpuSet,
     housekeeping: &CpuSet,
     notes: &mut Vec<Note>,
@@ -44,7 +263,7 @@ pub(super) fn plan(
     // No hierarchy with cpuset is mounted: mount cgroup2, whose fresh root
     // enables no controller for its children yet.
     let mounted;
-    let cgroup = match &snap.cgroup {
+    let cgroup = match m.cgroup {
         CgroupSetup::V2Unmounted { mount, make_dir } => {
             steps.push(fatal(Action::MountCgroup2 {
                 target: mount.clone(),
@@ -69,14 +288,7 @@ pub(super) fn plan(
             mount,
             subtree_control,
             ..
-        } => Ok(cgroup_v2(
-            snap,
-            mount,
-            subtree_control,
-            shield,
-            steps,
-            notes,
-        )),
+        } => Ok(cgroup_v2(m, mount, subtree_control, shield, steps, notes)),
         CgroupSetup::V1 {
             mount,
             mems,
@@ -94,18 +306,16 @@ pub(super) fn plan(
 
 /// Whether systemd makes the shield's partition (`CPUSetPartition=`,
 /// systemd 261 and later) rather than cpushield writing the file.
-fn systemd_makes_partition(snap: &Snapshot) -> bool {
-    snap.owners.systemd
-        && snap
-            .owners
-            .systemd_version
+fn systemd_makes_partition(m: Facts) -> bool {
+    m.systemd
+        && m.systemd_version
             .is_some_and(|v| v >= systemd::PARTITION_SINCE)
 }
 
 /// cgroup v2: the shield's cgroup (a systemd slice, or a cgroup of our own
 /// with +cpuset enabled), then its partition.
 fn cgroup_v2(
-    snap: &Snapshot,
+    m: Facts,
     mount: &str,
     subtree_control: &[String],
     shield: &CpuSet,
@@ -120,8 +330,8 @@ fn cgroup_v2(
     // and Debian's 6.12 refuses every partition over such a CPU: `on`
     // rolls back and says why (ShieldError::RolledBack's hint).
     let kind = "isolated";
-    let by_systemd = systemd_makes_partition(snap);
-    let shield_dir = if snap.owners.systemd {
+    let by_systemd = systemd_makes_partition(m);
+    let shield_dir = if m.systemd {
         // systemd enables in each subtree_control only what its own
         // units need, and takes back at the next reload or unit
         // start what others enabled (tests/vm/SYSTEMD-NOTES.md 1):
@@ -162,7 +372,7 @@ fn cgroup_v2(
         }));
         dir
     };
-    let both = snap.boot_isolated.intersection(shield);
+    let both = m.boot_isolated.intersection(shield);
     if !both.is_empty() {
         notes.push(Note::AlsoIsolatedAtBoot { cpus: both });
     }
@@ -233,13 +443,13 @@ fn cgroup_v1(
 
 /// The mechanism's name for reports: the cgroup mechanism, and whether
 /// systemd holds it.
-pub fn name(snap: &Snapshot) -> String {
-    let base = snap.cgroup.mechanism();
-    match &snap.cgroup {
-        CgroupSetup::V2 { .. } if systemd_makes_partition(snap) => {
+pub fn name(m: Facts) -> String {
+    let base = m.cgroup.mechanism();
+    match m.cgroup {
+        CgroupSetup::V2 { .. } if systemd_makes_partition(m) => {
             format!("{base} (systemd slice, CPUSetPartition=)")
         }
-        CgroupSetup::V2 { .. } if snap.owners.systemd => format!("{base} (systemd slice)"),
+        CgroupSetup::V2 { .. } if m.systemd => format!("{base} (systemd slice)"),
         _ => base.to_string(),
     }
 }
@@ -265,7 +475,7 @@ fn set_allowed_cpus(dir: &str, from: &CpuSet, to: &CpuSet) -> Action {
 /// cannot take its new CPUs is rolled back to the old one). The partition
 /// type is written again when it does not read back (a repair).
 pub(super) fn resize(
-    live: &Snapshot,
+    m: Facts,
     state: &State,
     (to, housekeeping, partition): (&CpuSet, &CpuSet, Option<&String>),
     read: &impl Fn(&str) -> Option<String>,
@@ -282,7 +492,7 @@ pub(super) fn resize(
         })
     };
     let mut out = Vec::new();
-    match &live.cgroup {
+    match m.cgroup {
         CgroupSetup::V1 { mount, .. } if from != to => {
             // The shield cpuset is exclusive: no sibling may share its
             // CPUs, so it lets go of that before the system cpuset takes
@@ -310,7 +520,7 @@ pub(super) fn resize(
             }
         }
         CgroupSetup::V1 { .. } => {}
-        _ if dir.ends_with(SHIELD_SLICE) && systemd_makes_partition(live) => {
+        _ if dir.ends_with(SHIELD_SLICE) && systemd_makes_partition(m) => {
             out.extend(
                 partition.and_then(|kind| ask_systemd(dir, (from, to), kind.as_str(), read)),
             );
@@ -410,8 +620,8 @@ impl Hold {
 
 /// Reads what the mechanism's [`Hold`] judges: the cpuset controller, the
 /// shield's partition and the CPUs the kernel leaves to everything outside.
-pub(super) fn read_hold(sys: &Sys, state: &State, snap: &Snapshot) -> Hold {
-    match &snap.cgroup {
+pub(super) fn read_hold(sys: &Sys, state: &State, cgroup: &CgroupSetup) -> Hold {
+    match cgroup {
         CgroupSetup::V2 {
             mount,
             subtree_control,

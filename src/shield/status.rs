@@ -94,7 +94,7 @@ struct HoldFacts {
 impl HoldFacts {
     fn read(sys: &Sys, state: &State, snap: &Snapshot) -> Result<Self, ShieldError> {
         Ok(HoldFacts {
-            mechanism: mechanism::read_hold(sys, state, snap),
+            mechanism: mechanism::read_hold(sys, state, &snap.cgroup),
             ban: irqbalance::read_hold(sys, state, snap.owners.irqbalance.as_ref()),
             tasks: tasks::on_shield(snap, &state.shield),
             irqs: irqs::on_shield(&snap.irqs, &state.shield),
@@ -175,7 +175,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
     };
     Ok(StatusReport {
         online: snap.online.clone(),
-        mechanism: mechanism::name(&snap),
+        mechanism: mechanism::name(snap.mechanism()),
         mount_first: match &snap.cgroup {
             CgroupSetup::V2Unmounted { mount, .. } => Some(format!("/{mount}")),
             _ => None,

@@ -215,8 +215,9 @@ pub(super) const ORDER: [Part; 9] = [
         plan: |cx, d| {
             // A tuned profile that pins CPUs fights cgroups it did not make.
             d.plan.notes.extend(plan::tuned_notes(&cx.snap.owners));
-            let cgroup = mechanism::plan(cx.snap, cx.shield, cx.housekeeping, &mut d.plan.notes)?;
-            d.plan.mechanism = mechanism::name(cx.snap);
+            let facts = cx.snap.mechanism();
+            let cgroup = mechanism::plan(facts, cx.shield, cx.housekeeping, &mut d.plan.notes)?;
+            d.plan.mechanism = mechanism::name(facts);
             d.plan.partition = cgroup.partition;
             d.plan.shield_dir = cgroup.shield_dir;
             d.add(Slot::Cgroups, cgroup.steps);
@@ -226,7 +227,7 @@ pub(super) const ORDER: [Part; 9] = [
         change: |cx, _, out| {
             let to = (&cx.fresh.shield, &cx.fresh.housekeeping);
             let cpus = (to.0, to.1, cx.fresh.partition.as_ref());
-            let resize = mechanism::resize(cx.live, cx.state, cpus, &cx.read);
+            let resize = mechanism::resize(cx.live.mechanism(), cx.state, cpus, &cx.read);
             out.add(Slot::Cgroups, resize);
         },
     },
