@@ -232,8 +232,9 @@ pub fn describe(fx: &dyn Effects, a: &Action) -> String {
         }
         Action::Remember { affinities } => format!("{} task affinities", affinities.len()),
         Action::Systemd { call, .. } => format!("systemd: {}", call.command_line().join(" ")),
-        Action::IrqbalanceBan { .. } => "irqbalance".into(),
         Action::Guard { cpus, .. } => format!("the starvation guard of CPUs {cpus}"),
+        // A component's own change without a description of its own.
+        other => format!("{other:?}"),
     }
 }
 
@@ -259,9 +260,7 @@ fn execute(sys: &Sys, fx: &dyn Effects, a: &Action) -> Result<(), ApplyError> {
         Action::SetAffinity { tid, cpus, .. } => sys.set_affinity(*tid, cpus)?,
         Action::Remember { .. } => {}
         Action::Systemd { call, .. } => sys.systemd(call)?,
-        Action::SetScheduler { .. } | Action::IrqbalanceBan { .. } | Action::Guard { .. } => {
-            unreachable!("{a:?} is made by its component (Effects::make)")
-        }
+        other => unreachable!("{other:?} is made by its component (Effects::make)"),
     }
     Ok(())
 }
@@ -392,9 +391,6 @@ fn undo_changes(sys: &Sys, fx: &dyn Effects, entries: &[Entry], out: &mut Undone
         match &e.action {
             // Affinities: restored last, by undo_timed.
             Action::SetAffinity { .. } | Action::Remember { .. } | Action::MoveTask { .. } => {}
-            Action::SetScheduler { .. } | Action::IrqbalanceBan { .. } | Action::Guard { .. } => {
-                unreachable!("{:?} is undone by its component (Effects::undo)", e.action)
-            }
             Action::Mkdir { path } => remove_cgroup(sys, path, out),
             Action::Systemd { call, undo, back } => {
                 undo_systemd(sys, call, undo.as_ref(), back.as_deref(), out)
@@ -411,6 +407,7 @@ fn undo_changes(sys: &Sys, fx: &dyn Effects, entries: &[Entry], out: &mut Undone
                 };
                 restore_write(sys, path, &value, matches!(undo, Undo::Previous), out);
             }
+            other => unreachable!("{other:?} is undone by its component (Effects::undo)"),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{self, Undone};
+use super::apply::{self, Effects, Undone};
 use super::change::{self, Action};
 use super::components::EFFECTS;
 use super::error::{require_root, ShieldError};
@@ -179,10 +179,10 @@ pub fn off_plan(sys: &Sys) -> Result<OffReport, ShieldError> {
     let changes = entries
         .iter()
         .filter(|e| !matches!(e.action, Action::Remember { .. }));
-    let (ban, rest): (Vec<_>, Vec<_>) = changes
-        .rev()
-        .partition(|e| matches!(e.action, Action::IrqbalanceBan { .. }));
-    let mut would_undo: Vec<String> = ban
+    // In the order undo takes them: those undone first, then the rest.
+    let (first, rest): (Vec<_>, Vec<_>) =
+        changes.rev().partition(|e| EFFECTS.undone_first(&e.action));
+    let mut would_undo: Vec<String> = first
         .into_iter()
         .chain(rest)
         .map(|e| format!("{}{}", apply::describe(EFFECTS, &e.action), undo_value(e)))
