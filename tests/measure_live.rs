@@ -110,6 +110,16 @@ fn rtc_probe_runs_or_skips_with_reason() {
     }
 }
 
+/// The JSON report of a `measure --json` that must have succeeded.
+fn succeeded_json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn cli() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cpushield"))
 }
@@ -264,12 +274,7 @@ fn cli_cache_probe_reports_each_level_at_its_sysfs_size() {
         ])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = succeeded_json(&out);
     let r = &v["results"][0];
     assert_eq!(r["probe"], "cache");
     if cpushield::sys::syscalls::Tsc::new().is_err() {
@@ -360,12 +365,7 @@ fn cli_pci_probe_reads_the_config_it_is_given_and_refuses_bad_input() {
         "300",
         "--json",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = succeeded_json(&out);
     let r = &v["results"][0];
     assert_eq!(r["probe"], "pci");
     if cpushield::sys::syscalls::Tsc::new().is_err() {
