@@ -334,6 +334,34 @@ pub(super) fn sweep(
     Ok(irqs)
 }
 
+/// The IRQs' affinities and the default affinity as they were before the
+/// shield, where the journal `recorded` them (by file).
+pub(super) fn before_shield(
+    irqs: &mut [Irq],
+    default_affinity: &mut Option<CpuSet>,
+    recorded: &dyn Fn(&str) -> Option<String>,
+) {
+    for irq in irqs {
+        if let Some(cpus) =
+            recorded(&irq_affinity_file(irq.irq)).and_then(|v| CpuSet::parse_list(&v).ok())
+        {
+            irq.affinity = cpus;
+        }
+    }
+    if let Some(mask) = recorded(DEFAULT_IRQ_AFFINITY).and_then(|v| CpuSet::parse_mask(&v).ok()) {
+        *default_affinity = Some(mask);
+    }
+}
+
+/// What a file the journal recorded is about, when it is the IRQs'.
+pub(super) fn claims(path: &str) -> Option<Subject> {
+    match irq_of_affinity_file(path) {
+        Some(irq) => Some(Subject::Irq(irq)),
+        None if path == DEFAULT_IRQ_AFFINITY => Some(Subject::File(path.into())),
+        None => None,
+    }
+}
+
 /// Whether IRQ `irq` (its affinity file `path`) refused the shield before
 /// (`state`) and still reads as the journal `recorded` it before the
 /// shield: a change in place does not try it again, so that the same

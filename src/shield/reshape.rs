@@ -5,9 +5,9 @@
 //! only what no longer holds, and nothing when everything does.
 //!
 //! The plan is the one a fresh `on` would make on the machine as it was
-//! before the shield (the [`original_view`]: the live snapshot with every
-//! value the journal changed replaced by the value it recorded first),
-//! with three differences:
+//! before the shield (the live snapshot with every value the journal
+//! changed replaced, by each component, with the value it recorded first:
+//! [`Originals`]), with three differences:
 //! - the shield's cgroup is resized instead of created;
 //! - changes the machine already holds are left out;
 //! - what the old shield changed and the new one does not is written back
@@ -16,8 +16,7 @@
 //!
 //! Each component says what its part of the change is (the order table,
 //! [`super::components::change`]); here is what they share: the values
-//! before the shield, the machine as it was, the files written back, the
-//! notes.
+//! before the shield, the files written back, the notes.
 //!
 //! Every change is appended to the existing journal with its previous
 //! value, so `off` still replays everything in reverse, to the machine as
@@ -26,15 +25,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::apply::{original_affinities, reads_as};
-use super::change::{Action, Check, Owner, Step, Undo};
-use super::irqbalance;
+use super::change::{Action, Check, Undo};
 use super::journal::{Entry, State};
 use super::note::Note;
 use super::plan::Plan;
-use super::snapshot::{
-    in_shield_cgroup, irq_affinity_file, irq_of_affinity_file, Snapshot, DEFAULT_IRQ_AFFINITY,
-    WORKQUEUE_MASK,
-};
+use super::snapshot::Snapshot;
 use super::tasks::TaskRef;
 use crate::cpulist::CpuSet;
 
@@ -60,6 +55,13 @@ pub struct Reshape {
     /// started by a step): where the old one had it and this one has not,
     /// the change stops it.
     pub guard: bool,
+}
+
+impl Originals {
+    /// The value the file `path` had before the shield, as recorded.
+    pub(super) fn file(&self, path: &str) -> Option<&str> {
+        self.files.get(path).map(|(v, _)| v.as_str())
+    }
 }
 
 impl Reshape {
@@ -123,43 +125,6 @@ pub(super) fn originals(entries: &[Entry]) -> Originals {
     out
 }
 
-/// The live snapshot as the machine was before the shield: IRQ, default
-/// IRQ and workqueue masks, and thread affinities the journal recorded
-/// are put back. Cgroups stay as they are (the shield's own are resized,
-/// not planned anew).
-pub fn original_view(live: &Snapshot, entries: &[Entry]) -> Snapshot {
-    let orig = originals(entries);
-    let mut snap = live.clone();
-    // The live effective CPUs are the shield's doing, not the original's.
-    snap.cgroup_cpus.clear();
-    if let Some(irqb) = snap.owners.irqbalance.as_mut() {
-        irqbalance::before_shield(irqb, entries);
-    }
-    let file = |path: &str| orig.files.get(path).map(|(v, _)| v.as_str());
-    for irq in &mut snap.irqs {
-        if let Some(cpus) =
-            file(&irq_affinity_file(irq.irq)).and_then(|v| CpuSet::parse_list(v).ok())
-        {
-            irq.affinity = cpus;
-        }
-    }
-    if let Some(mask) = file(DEFAULT_IRQ_AFFINITY).and_then(|v| CpuSet::parse_mask(v).ok()) {
-        snap.default_irq_affinity = Some(mask);
-    }
-    if let Some(mask) = file(WORKQUEUE_MASK).and_then(|v| CpuSet::parse_mask(v).ok()) {
-        snap.workqueue_mask = Some(mask);
-    }
-    for t in &mut snap.threads {
-        if in_shield_cgroup(&t.cgroup) {
-            continue;
-        }
-        if let Some(cpus) = orig.affinities.get(&t.tid) {
-            t.cpus_allowed = cpus.clone();
-        }
-    }
-    snap
-}
-
 /// The notes of a change in place: the fresh plan's, what changed, and the
 /// tasks that had to leave.
 pub(super) fn notes(fresh: &Plan, from: &CpuSet, to: &CpuSet, leaving: &[TaskRef]) -> Vec<Note> {
@@ -182,30 +147,16 @@ pub(super) fn notes(fresh: &Plan, from: &CpuSet, to: &CpuSet, leaving: &[TaskRef
     notes
 }
 
-/// The step that writes back a file the old shield wrote, owned by the
-/// component whose file the journal's path is.
-fn restore_file(write: Action) -> Step {
-    let Action::Write { path, .. } = &write else {
-        unreachable!("restore_file is given writes")
-    };
-    match irq_of_affinity_file(path) {
-        Some(irq) => Step::optional(Owner::Irqs, write).on_irq(irq),
-        None if path == DEFAULT_IRQ_AFFINITY => Step::optional(Owner::Irqs, write),
-        None if path == WORKQUEUE_MASK => Step::optional(Owner::Workqueues, write),
-        None => Step::optional(Owner::Knobs, write),
-    }
-}
-
-/// Writes back the files the old shield changed and the new plan does not
-/// write (`written`): an IRQ or knob the new shield does not need to move,
-/// when it is not already back. The shield's cgroups and its CPUs' online
-/// files are their components' business.
+/// The writes that put back the files the old shield changed and the new
+/// plan does not write (`written`): an IRQ or knob the new shield does not
+/// need to move, when it is not already back. The shield's cgroups and its
+/// CPUs' online files are their components' business.
 pub(super) fn restore_files(
     live: &Snapshot,
     orig: &Originals,
     written: &HashSet<&str>,
     read: &dyn Fn(&str) -> Option<String>,
-) -> Vec<Step> {
+) -> Vec<Action> {
     let mount = live.cgroup.mount().unwrap_or("");
     let mut out = Vec::new();
     for (path, (before, check)) in &orig.files {
@@ -218,12 +169,12 @@ pub(super) fn restore_files(
             continue;
         }
         match read(path) {
-            Some(now) if !reads_as(*check, &now, before) => out.push(restore_file(Action::Write {
+            Some(now) if !reads_as(*check, &now, before) => out.push(Action::Write {
                 path: path.clone(),
                 value: before.clone(),
                 check: *check,
                 undo: Undo::Previous,
-            })),
+            }),
             _ => {}
         }
     }

@@ -1,7 +1,7 @@
 //! The unbound workqueues' CPU mask: kept off the shield, so that no
 //! unbound kernel work item runs there.
 
-use super::change::{Action, Check, Owner, Step, Undo};
+use super::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::cpulist::CpuSet;
 use crate::sys::{Sys, SysError};
 
@@ -35,4 +35,16 @@ pub(super) fn plan(
             },
         )
     })
+}
+
+/// What a file the journal recorded is about, when it is the workqueues' mask.
+pub(super) fn claims(path: &str) -> Option<Subject> {
+    (path == WORKQUEUE_MASK).then(|| Subject::File(path.into()))
+}
+
+/// The mask as it was before the shield, where the journal `recorded` it.
+pub(super) fn before_shield(mask: &mut Option<CpuSet>, recorded: &dyn Fn(&str) -> Option<String>) {
+    if let Some(before) = recorded(WORKQUEUE_MASK).and_then(|v| CpuSet::parse_mask(&v).ok()) {
+        *mask = Some(before);
+    }
 }

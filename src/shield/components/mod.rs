@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 
 use super::apply::{reads_as, ApplyError, Effects, Undone};
-use super::change::{Action, Owner, Step};
+use super::change::{Action, Owner, Step, Subject};
 use super::hotplug::cpu_online_file;
 use super::journal::{Entry, State};
 use super::note::Note;
@@ -164,6 +164,13 @@ type Planner = fn(&Planning, &mut Draft) -> Result<(), PlanError>;
 /// plan in their slots.
 type Changer = fn(&InPlace, Vec<(Slot, Step)>, &mut Changing);
 
+/// Puts back a component's facts in the snapshot as they were before the
+/// shield, from what the journal recorded.
+type Before = fn(&Originals, &[Entry], &mut Snapshot);
+
+/// What a file the journal recorded is about, when it is the component's.
+type Claims = fn(&str) -> Option<Subject>;
+
 /// One component's part.
 pub(super) struct Part {
     /// The component.
@@ -172,8 +179,20 @@ pub(super) struct Part {
     pub check: Planner,
     /// Plans its part of a fresh shield.
     pub plan: Planner,
+    /// Its facts as they were before the shield, for a change in place.
+    pub before: Before,
     /// Plans its part of a change in place.
     pub change: Changer,
+    /// The files it writes, which a change in place may write back.
+    pub claims: Claims,
+}
+
+/// A part whose facts the shield does not change.
+fn unchanged(_: &Originals, _: &[Entry], _: &mut Snapshot) {}
+
+/// A part that writes no file a change in place writes back.
+fn no_files(_: &str) -> Option<Subject> {
+    None
 }
 
 /// The part of a change in place of a component whose steps are simply
@@ -198,6 +217,11 @@ pub(super) const ORDER: [Part; 9] = [
             d.add(Slot::Ban, ban);
             Ok(())
         },
+        before: |_, entries, snap| {
+            if let Some(irqb) = snap.owners.irqbalance.as_mut() {
+                irqbalance::before_shield(irqb, entries);
+            }
+        },
         change: |cx, mine, out| {
             let live = cx.live.owners.irqbalance.as_ref();
             let steps: Vec<Step> = mine.iter().map(|(_, s)| s.clone()).collect();
@@ -208,6 +232,7 @@ pub(super) const ORDER: [Part; 9] = [
                 }
             }
         },
+        claims: no_files,
     },
     Part {
         owner: Owner::Mechanism,
@@ -223,6 +248,7 @@ pub(super) const ORDER: [Part; 9] = [
             d.add(Slot::Cgroups, cgroup.steps);
             Ok(())
         },
+        before: unchanged,
         // Resized instead of made.
         change: |cx, _, out| {
             let to = (&cx.fresh.shield, &cx.fresh.housekeeping);
@@ -230,6 +256,7 @@ pub(super) const ORDER: [Part; 9] = [
             let resize = mechanism::resize(cx.live.mechanism(), cx.state, cpus, &cx.read);
             out.add(Slot::Cgroups, resize);
         },
+        claims: no_files,
     },
     Part {
         owner: Owner::Tasks,
@@ -246,6 +273,9 @@ pub(super) const ORDER: [Part; 9] = [
             d.plan.left_to_partition = tasks.left_to_partition;
             Ok(())
         },
+        before: |orig, _, snap| {
+            tasks::in_place::before_shield(snap, (&orig.affinities, &orig.set_by_shield))
+        },
         change: |cx, mine, out| {
             let recorded = (&cx.originals.affinities, &cx.originals.set_by_shield);
             let journal = (cx.state, cx.entries);
@@ -258,6 +288,7 @@ pub(super) const ORDER: [Part; 9] = [
             out.change.staying = t.staying;
             out.change.leaving = t.leaving;
         },
+        claims: no_files,
     },
     Part {
         owner: Owner::Irqs,
@@ -284,6 +315,10 @@ pub(super) const ORDER: [Part; 9] = [
             }
             Ok(())
         },
+        before: |orig, _, snap| {
+            let recorded = |path: &str| orig.file(path).map(str::to_string);
+            irqs::before_shield(&mut snap.irqs, &mut snap.default_irq_affinity, &recorded);
+        },
         change: |cx, mine, out| {
             for (slot, step) in mine {
                 if let (Some(irq), Action::Write { path, .. }) = (step.irq(), &step.action) {
@@ -296,6 +331,7 @@ pub(super) const ORDER: [Part; 9] = [
                 out.unless_held(cx, slot, step);
             }
         },
+        claims: irqs::claims,
     },
     Part {
         owner: Owner::Hotplug,
@@ -314,6 +350,7 @@ pub(super) const ORDER: [Part; 9] = [
             }
             Ok(())
         },
+        before: unchanged,
         // The old shield's CPUs went offline and online already.
         change: |cx, mine, out| {
             let old: HashSet<String> = cx.state.shield.iter().map(cpu_online_file).collect();
@@ -324,6 +361,7 @@ pub(super) const ORDER: [Part; 9] = [
                 }
             }
         },
+        claims: no_files,
     },
     Part {
         owner: Owner::Workqueues,
@@ -334,7 +372,13 @@ pub(super) const ORDER: [Part; 9] = [
             d.add(Slot::Workqueues, step);
             Ok(())
         },
+        before: |orig, _, snap| {
+            workqueues::before_shield(&mut snap.workqueue_mask, &|path| {
+                orig.file(path).map(str::to_string)
+            })
+        },
         change: unless_held,
+        claims: workqueues::claims,
     },
     Part {
         owner: Owner::Knobs,
@@ -362,7 +406,9 @@ pub(super) const ORDER: [Part; 9] = [
             d.plan.notes.extend(tuned.notes);
             Ok(())
         },
+        before: unchanged,
         change: unless_held,
+        claims: no_files,
     },
     Part {
         owner: Owner::Guard,
@@ -377,6 +423,7 @@ pub(super) const ORDER: [Part; 9] = [
             d.plan.notes.push(note);
             Ok(())
         },
+        before: unchanged,
         change: |cx, mine, out| {
             out.change.guard = mine
                 .iter()
@@ -389,6 +436,7 @@ pub(super) const ORDER: [Part; 9] = [
                 }
             }
         },
+        claims: no_files,
     },
     Part {
         owner: Owner::RtKthreads,
@@ -402,6 +450,7 @@ pub(super) const ORDER: [Part; 9] = [
             }
             Ok(())
         },
+        before: unchanged,
         change: |cx, mine, out| {
             for (slot, step) in mine {
                 match &step.action {
@@ -415,8 +464,27 @@ pub(super) const ORDER: [Part; 9] = [
                 }
             }
         },
+        claims: no_files,
     },
 ];
+
+/// The step that writes back a file the old shield wrote, owned by the
+/// component that claims the file (a file no other claims is a knob's).
+fn owned_restore(write: Action) -> Step {
+    let Action::Write { path, .. } = &write else {
+        return Step::optional(Owner::Knobs, write);
+    };
+    let claimed = ORDER
+        .iter()
+        .find_map(|part| (part.claims)(path).map(|subject| (part.owner, subject)));
+    match claimed {
+        Some((owner, subject)) => Step {
+            subject,
+            ..Step::optional(owner, write)
+        },
+        None => Step::optional(Owner::Knobs, write),
+    }
+}
 
 /// A part with nothing of its own to check in a request.
 fn no_check(_: &Planning, _: &mut Draft) -> Result<(), PlanError> {
@@ -464,7 +532,11 @@ pub fn change(
     read: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Reshape, PlanError> {
     let originals = reshape::originals(entries);
-    let fresh = draft(&reshape::original_view(live, entries), req)?;
+    let mut before = live.clone();
+    for part in &ORDER {
+        (part.before)(&originals, entries, &mut before);
+    }
+    let fresh = draft(&before, req)?;
     let written: HashSet<&str> = (fresh.steps.iter())
         .filter_map(|(_, s)| match &s.action {
             Action::Write { path, .. } => Some(path.as_str()),
@@ -476,10 +548,8 @@ pub fn change(
         steps: Vec::new(),
         record: None,
     };
-    out.add(
-        Slot::Restore,
-        reshape::restore_files(live, &originals, &written, read),
-    );
+    let restore = reshape::restore_files(live, &originals, &written, read);
+    out.add(Slot::Restore, restore.into_iter().map(owned_restore));
     let cx = InPlace {
         live,
         state,

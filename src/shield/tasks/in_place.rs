@@ -33,6 +33,21 @@ pub(in crate::shield) struct InPlace<S> {
     pub leaving: Vec<TaskRef>,
 }
 
+/// The threads outside the shield with the affinity the journal recorded
+/// first (what they had before the shield); the cgroups' effective CPUs
+/// are forgotten (the live ones are the shield's doing).
+pub(in crate::shield) fn before_shield(live: &mut Snapshot, (before, _): Recorded) {
+    live.cgroup_cpus.clear();
+    for t in &mut live.threads {
+        if in_shield_cgroup(&t.cgroup) {
+            continue;
+        }
+        if let Some(cpus) = before.get(&t.tid) {
+            t.cpus_allowed = cpus.clone();
+        }
+    }
+}
+
 /// The oldest affinity the journal recorded of each thread, and the
 /// threads whose affinity the shield set itself (not only recorded).
 pub(in crate::shield) type Recorded<'a> = (&'a HashMap<i32, CpuSet>, &'a HashSet<i32>);
