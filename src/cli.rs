@@ -215,7 +215,7 @@ pub struct CompareArgs {
     /// online CPU must stay outside.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     pub cpus: Option<CpuSet>,
-    /// Background load: cpu, io, vm, hdd, full or none.
+    /// Background load: cpu, io, vm, hdd, stream (memory bandwidth), full or none.
     #[arg(long, value_name = "SCENARIO", default_value = "full")]
     pub load: cpushield::load::Scenario,
     /// Latency probe.

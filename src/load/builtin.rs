@@ -44,7 +44,7 @@ impl WorkerArgs {
         max_duration: Option<Duration>,
     ) -> WorkerArgs {
         let bytes = match stressor {
-            Stressor::Vm => sizes.vm_bytes,
+            Stressor::Vm | Stressor::Stream => sizes.vm_bytes,
             Stressor::Hdd => sizes.hdd_bytes,
             Stressor::Cpu | Stressor::Io => 0,
         };
@@ -107,7 +107,7 @@ impl WorkerArgs {
                 _ => return Err(format!("unknown option {flag:?}")),
             }
         }
-        if matches!(w.stressor, Stressor::Vm | Stressor::Hdd) && w.bytes == 0 {
+        if matches!(w.stressor, Stressor::Vm | Stressor::Hdd | Stressor::Stream) && w.bytes == 0 {
             return Err(format!("{} worker needs --bytes", w.stressor));
         }
         if w.stressor == Stressor::Hdd && w.temp_dir.is_none() {
@@ -169,6 +169,7 @@ pub fn run(w: &WorkerArgs) -> std::io::Result<()> {
             }
         }
         Stressor::Vm => vm_loop(&stop, w.bytes as usize),
+        Stressor::Stream => stream_loop(&stop, w.bytes as usize),
         Stressor::Hdd => {
             let dir = w.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
             hdd_loop(&stop, &dir, w.bytes)?;
@@ -205,6 +206,25 @@ fn vm_loop(stop: &StopCheck, bytes: usize) {
     }
 }
 
+/// The STREAM triad (`a = b + q·c`) over three arrays of `bytes` in all,
+/// again and again: every pass reads two arrays and writes one, each far
+/// larger than any last-level cache (the same size as a vm worker's, up to
+/// 256 MiB), so the shared cache holds nothing of anyone else's for long
+/// and the memory bus stays busy, as stress-ng's `--stream` does.
+fn stream_loop(stop: &StopCheck, bytes: usize) {
+    let n = (bytes / (3 * std::mem::size_of::<f64>())).max(1);
+    let mut a = vec![0.0f64; n];
+    let b = vec![1.0f64; n];
+    let c = vec![2.0f64; n];
+    let q = black_box(3.0f64);
+    while !stop.should_stop() {
+        for ((a, b), c) in a.iter_mut().zip(&b).zip(&c) {
+            *a = b + q * c;
+        }
+        black_box(&a);
+    }
+}
+
 /// Write a file of `bytes` in 64 KiB chunks, then unlink it: `stress --hdd`.
 fn hdd_loop(stop: &StopCheck, dir: &std::path::Path, bytes: u64) -> std::io::Result<()> {
     const CHUNK: usize = 64 * 1024;
@@ -238,7 +258,13 @@ mod tests {
             vm_bytes: 1 << 20,
             hdd_bytes: 3 << 20,
         };
-        for st in [Stressor::Cpu, Stressor::Io, Stressor::Vm, Stressor::Hdd] {
+        for st in [
+            Stressor::Cpu,
+            Stressor::Io,
+            Stressor::Vm,
+            Stressor::Hdd,
+            Stressor::Stream,
+        ] {
             let w = WorkerArgs::new(
                 st,
                 &sizes,
@@ -254,6 +280,8 @@ mod tests {
         );
         let cpu = WorkerArgs::new(Stressor::Cpu, &sizes, Some("/t".into()), None);
         assert_eq!(cpu.to_args(), s(&["cpu"]));
+        let stream = WorkerArgs::new(Stressor::Stream, &sizes, Some("/t".into()), None);
+        assert_eq!(stream.to_args(), s(&["stream", "--bytes", "1048576"]));
     }
 
     #[test]
@@ -261,6 +289,7 @@ mod tests {
         assert!(WorkerArgs::parse(&[]).is_err());
         assert!(WorkerArgs::parse(&s(&["disk"])).is_err());
         assert!(WorkerArgs::parse(&s(&["vm"])).is_err());
+        assert!(WorkerArgs::parse(&s(&["stream"])).is_err());
         assert!(WorkerArgs::parse(&s(&["hdd", "--bytes", "10"])).is_err());
         assert!(WorkerArgs::parse(&s(&["cpu", "--bytes"])).is_err());
         assert!(WorkerArgs::parse(&s(&["cpu", "--bytes", "x"])).is_err());
@@ -270,7 +299,7 @@ mod tests {
     #[test]
     fn loops_end_when_time_is_up() {
         let dir = tempfile::tempdir().unwrap();
-        for st in [Stressor::Cpu, Stressor::Vm, Stressor::Hdd] {
+        for st in [Stressor::Cpu, Stressor::Vm, Stressor::Hdd, Stressor::Stream] {
             let w = WorkerArgs {
                 stressor: st,
                 bytes: 256 * 1024,

@@ -114,16 +114,21 @@ pub enum Stressor {
     Vm,
     /// Write a file, unlink it.
     Hdd,
+    /// Stream through memory far larger than the last-level cache (the
+    /// STREAM triad): evicts what other CPUs keep in the shared cache and
+    /// saturates the memory bus.
+    Stream,
 }
 
 impl Stressor {
-    /// Its name: `cpu`, `io`, `vm`, `hdd`.
+    /// Its name: `cpu`, `io`, `vm`, `hdd`, `stream`.
     pub fn name(self) -> &'static str {
         match self {
             Stressor::Cpu => "cpu",
             Stressor::Io => "io",
             Stressor::Vm => "vm",
             Stressor::Hdd => "hdd",
+            Stressor::Stream => "stream",
         }
     }
 }
@@ -142,6 +147,7 @@ impl FromStr for Stressor {
             "io" => Ok(Stressor::Io),
             "vm" => Ok(Stressor::Vm),
             "hdd" => Ok(Stressor::Hdd),
+            "stream" => Ok(Stressor::Stream),
             _ => Err(UnknownName(s.to_string())),
         }
     }
@@ -149,7 +155,7 @@ impl FromStr for Stressor {
 
 /// A name that is not a known scenario or stressor.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown load {} (expected cpu, io, vm, hdd, full or none)", crate::input::quote(.0))]
+#[error("unknown load {} (expected cpu, io, vm, hdd, stream, full or none)", crate::input::quote(.0))]
 pub struct UnknownName(pub String);
 
 /// A background-load scenario: N workers of one stressor, all four, or none
@@ -165,7 +171,10 @@ pub enum Scenario {
     Vm,
     /// N workers writing and unlinking files.
     Hdd,
-    /// All of the above at once.
+    /// N workers streaming through memory (cache and memory-bus
+    /// contention; not part of `full`, which is the CPU methodology's).
+    Stream,
+    /// cpu, io, vm and hdd at once.
     Full,
     /// No load.
     None,
@@ -173,11 +182,12 @@ pub enum Scenario {
 
 impl Scenario {
     /// Every scenario, in the order of the methodology.
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Cpu,
         Scenario::Io,
         Scenario::Vm,
         Scenario::Hdd,
+        Scenario::Stream,
         Scenario::Full,
         Scenario::None,
     ];
@@ -189,14 +199,16 @@ impl Scenario {
             Scenario::Io => &[Stressor::Io],
             Scenario::Vm => &[Stressor::Vm],
             Scenario::Hdd => &[Stressor::Hdd],
+            Scenario::Stream => &[Stressor::Stream],
             Scenario::Full => &[Stressor::Cpu, Stressor::Io, Stressor::Vm, Stressor::Hdd],
             Scenario::None => &[],
         }
     }
 
-    /// Its name: `cpu`, `io`, `vm`, `hdd`, `full`, `none`.
+    /// Its name: `cpu`, `io`, `vm`, `hdd`, `stream`, `full`, `none`.
     pub fn name(self) -> &'static str {
         match self {
+            Scenario::Stream => "stream",
             Scenario::Cpu => "cpu",
             Scenario::Io => "io",
             Scenario::Vm => "vm",

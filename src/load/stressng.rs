@@ -96,6 +96,7 @@ pub fn probe(path: &Path) -> Result<StressNgInfo, LoadError> {
 ///   (B bounded like the hdd bytes)
 /// - vm: `--vm N --vm-bytes B`
 /// - hdd: `--hdd N --hdd-bytes B`
+/// - stream: `--stream N` (its buffers sized from the L3 in sysfs)
 ///
 /// All temporary files go to `temp_dir`. A `timeout` makes stress-ng end by
 /// itself even if nobody stops it.
@@ -130,6 +131,8 @@ pub fn args(
             }
             Stressor::Vm => push(&["--vm", &n, "--vm-bytes", &sizes.vm_bytes.to_string()]),
             Stressor::Hdd => push(&["--hdd", &n, "--hdd-bytes", &sizes.hdd_bytes.to_string()]),
+            // Its buffers are sized from the L3 it reads from sysfs.
+            Stressor::Stream => push(&["--stream", &n]),
         }
     }
     if a.is_empty() {
@@ -221,6 +224,14 @@ mod tests {
             "--cpu 3 --cpu-method sqrt --io 3 --vm 3 --vm-bytes 1048576 \
              --hdd 3 --hdd-bytes 2097152 --temp-path /tmp/x --oom-avoid --timeout 60s"
         );
+    }
+
+    #[test]
+    fn stream_is_stress_ngs_memory_bandwidth_stressor_and_not_part_of_full() {
+        let caps = StressNgCaps::from_help(HELP_0_15);
+        let a = args(Scenario::Stream, 2, &sizes(), &caps, Path::new("/t"), None).unwrap();
+        assert_eq!(a.join(" "), "--stream 2 --temp-path /t --oom-avoid");
+        assert!(!Scenario::Full.stressors().contains(&Stressor::Stream));
     }
 
     #[test]
