@@ -234,8 +234,8 @@ pub fn check_dir(dir: &Path) -> DirCheck {
             "phase\t{}\t{}\t{}\t{}",
             r.phase,
             r.samples,
-            cpushield::report::table::format_us(r.max_us),
-            cpushield::report::table::format_us(r.p999_us)
+            cpushield::report::table::format_us(r.max_us, table.decimals()),
+            cpushield::report::table::format_us(r.p999_us, table.decimals())
         );
         for o in &r.over {
             line.push_str(&format!("\t{o}"));

@@ -251,6 +251,7 @@ pub fn assemble(phases: &[PhaseRecord], thresholds_us: &[f64]) -> SummaryTable {
     SummaryTable {
         thresholds_us: thresholds_us.to_vec(),
         rows: phases.iter().map(|p| p.measured.stats.clone()).collect(),
+        resolution_us: super::summary::finest(phases.iter().map(|p| &p.measured.curve)),
     }
 }
 

@@ -327,6 +327,18 @@ pub struct SummaryTable {
     pub thresholds_us: Vec<f64>,
     /// One row per phase, in order of measurement.
     pub rows: Vec<PhaseStats>,
+    /// The finest bucket width of the phases' histograms, µs: what the
+    /// table's latencies can resolve (1 ns for the cache probe's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution_us: Option<f64>,
+}
+
+/// The finest bucket width of `curves`, µs.
+pub fn finest<'a>(curves: impl Iterator<Item = &'a Curve>) -> Option<f64> {
+    curves
+        .map(|c| c.bucket_width_us)
+        .filter(|w| *w > 0.0)
+        .reduce(f64::min)
 }
 
 /// `> 100 µs`, `> 1 ms`, `> 2.5 ms`.
@@ -349,6 +361,18 @@ impl SummaryTable {
         SummaryTable {
             thresholds_us,
             rows: Vec::new(),
+            resolution_us: None,
+        }
+    }
+
+    /// Decimals of µs the table's latencies are printed with: as many as
+    /// its histograms resolve (1 µs and 0.1 µs buckets: one; 10 ns: two;
+    /// 1 ns: three).
+    pub fn decimals(&self) -> usize {
+        match self.resolution_us {
+            Some(r) if r < 0.01 => 3,
+            Some(r) if r < 0.1 => 2,
+            _ => 1,
         }
     }
 
@@ -361,6 +385,7 @@ impl SummaryTable {
         SummaryTable {
             thresholds_us,
             rows,
+            resolution_us: finest(curves.iter()),
         }
     }
 
@@ -457,6 +482,7 @@ pub(crate) mod tests {
                 stats(UNSHIELDED, 1428.0, 600.0, vec![57, 3]),
                 stats(SHIELDED, 151.0, 40.0, vec![2, 0]),
             ],
+            resolution_us: Some(1.0),
         }
     }
 
@@ -593,5 +619,26 @@ pub(crate) mod tests {
         assert_eq!(c.counts, vec![7, 0, 1]);
         assert_eq!(c.total(), 8);
         assert_eq!(curve().rebinned(1), curve());
+    }
+
+    #[test]
+    fn the_table_prints_as_many_decimals_as_its_histograms_resolve() {
+        let curve = |w: f64| Curve {
+            label: "x".into(),
+            bucket_width_us: w,
+            counts: vec![1, 2, 3],
+            overflow: 0,
+        };
+        let t = |ws: &[f64]| {
+            let curves: Vec<Curve> = ws.iter().map(|&w| curve(w)).collect();
+            SummaryTable::from_curves(&curves, DEFAULT_THRESHOLDS_US.to_vec())
+        };
+        assert_eq!(t(&[1.0, 1.0]).decimals(), 1);
+        assert_eq!(t(&[0.1]).decimals(), 1);
+        assert_eq!(t(&[0.01]).decimals(), 2);
+        // The cache probe's 1 ns buckets, beside a coarser phase.
+        assert_eq!(t(&[1.0, 0.001]).resolution_us, Some(0.001));
+        assert_eq!(t(&[1.0, 0.001]).decimals(), 3);
+        assert_eq!(SummaryTable::new(vec![]).decimals(), 1);
     }
 }

@@ -10,10 +10,10 @@ pub const RATE_NOTE: &str = "over-threshold ratios compare rates (count / sample
 /// Under the interference table: what its thread columns count.
 pub const THREADS_NOTE: &str = "threads: other threads seen running on the measured CPUs (at least); their runs: their context switches";
 
-/// A latency for the tables: one decimal, `–` when unknown.
-pub fn format_us(v: Option<f64>) -> String {
+/// A latency for the tables with `decimals` decimals, `–` when unknown.
+pub fn format_us(v: Option<f64>, decimals: usize) -> String {
     match v {
-        Some(v) => format!("{v:.1}"),
+        Some(v) => format!("{v:.decimals$}"),
         None => "–".to_string(),
     }
 }
@@ -33,6 +33,7 @@ pub fn phase_cells(table: &SummaryTable) -> (Vec<String>, Vec<Vec<String>>) {
     .map(|s| s.to_string())
     .collect();
     header.extend(table.thresholds_us.iter().map(|&t| threshold_label(t)));
+    let d = table.decimals();
     let rows = table
         .rows
         .iter()
@@ -40,11 +41,11 @@ pub fn phase_cells(table: &SummaryTable) -> (Vec<String>, Vec<Vec<String>>) {
             let mut cells = vec![
                 r.phase.clone(),
                 r.samples.to_string(),
-                format_us(r.min_us),
-                format_us(r.avg_us),
-                format_us(r.max_us),
-                format_us(r.p99_us),
-                format_us(r.p999_us),
+                format_us(r.min_us, d),
+                format_us(r.avg_us, d),
+                format_us(r.max_us, d),
+                format_us(r.p99_us, d),
+                format_us(r.p999_us, d),
             ];
             cells.extend(
                 (0..table.thresholds_us.len())

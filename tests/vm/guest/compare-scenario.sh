@@ -1,8 +1,9 @@
 # The body of the `cpushield compare` scenarios (09, 10), sourced after
 # lib.sh:  compare_scenario TARGET_CPUS
-# Seconds per phase and load from the kernel command line
-# (run.sh --append 'cpushield.compare_duration=S cpushield.compare_load=L'),
-# 10 s and full by default: the scenario stays under a minute.
+# Seconds per phase, load and probe from the kernel command line (run.sh
+# --append 'cpushield.compare_duration=S cpushield.compare_load=L
+# cpushield.compare_probe=P'), 10 s, full and timer by default: the
+# scenario stays under a minute.
 # Runs the three phases (idle, unshielded, shielded) and checks what the
 # issue asks for: report files exist and are well-formed (results.json read
 # back by `check_compare_dir`, since busybox has no JSON tool;
@@ -12,19 +13,20 @@
 # latency limit is asserted (emulated timing). The report directory is
 # exported to the host (work/<run>/export/<kernel>/<scenario>/report/).
 compare_scenario() {
-    local target=$1 d=/tmp/compare-report hk before_pids dur load
+    local target=$1 d=/tmp/compare-report hk before_pids dur load probe
     dur=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^cpushield.compare_duration=//p' | tail -n1)
     load=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^cpushield.compare_load=//p' | tail -n1)
-    dur=${dur:-10}; load=${load:-full}
+    probe=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^cpushield.compare_probe=//p' | tail -n1)
+    dur=${dur:-10}; load=${load:-full}; probe=${probe:-timer}
     has_cpushield || { bad "cpushield binary in the guest"; result; }
     command -v stress-ng >/dev/null && info "load driver: stress-ng ($(stress-ng --version 2>/dev/null | head -n1))"
     hk=$(cpus_minus "$(all_cpus)" "$target")
-    info "kernel $KVER, $NCPUS vCPUs: measuring $target, housekeeping $hk, load $load, ${dur}s per phase"
+    info "kernel $KVER, $NCPUS vCPUs: measuring $target with the $probe probe, housekeeping $hk, load $load, ${dur}s per phase"
     snap before
     before_pids=" $(ls -d /proc/[0-9]* | sed 's|/proc/||' | tr '\n' ' ') "
     rm -rf "$d"
-    CS_SHOW=40 cs compare --cpus "$target" --load "$load" --duration "$dur" --out "$d"
-    check "compare --cpus $target --load $load --duration $dur exits 0" [ "$CS_RC" -eq 0 ]
+    CS_SHOW=40 cs compare --cpus "$target" --load "$load" --probe "$probe" --duration "$dur" --out "$d"
+    check "compare --cpus $target --load $load --probe $probe --duration $dur exits 0" [ "$CS_RC" -eq 0 ]
     cp "$OUT/cs.out" "$OUT/compare.out"
 
     # -- the machine is given back, and nothing of the load is left
