@@ -116,7 +116,8 @@ fi
 # boot=domain with the older one that has isolcpus' domain flag.
 hdr() { sed -n 's/^# vm: //p' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
 
-RUN_ID=$(date +%Y%m%d-%H%M%S)
+# The pid too: CI's two lanes can start a run in the same second.
+RUN_ID=$(date +%Y%m%d-%H%M%S)-$$
 RUN_DIR=$WORK_DIR/$RUN_ID
 mkdir -p "$RUN_DIR"
 OVERLAY=$RUN_DIR/overlay.cpio
