@@ -22,9 +22,10 @@ copy_with_libs() { # copy_with_libs ROOT BINARY...
     done
 }
 
-mkcpio() { # mkcpio DIR OUT
-    (cd "$1" && find . -mindepth 1 | LC_ALL=C sort | busybox cpio -o -H newc -R 0:0 2>/dev/null) >"$2.tmp" \
-        && mv "$2.tmp" "$2"
+mkcpio() { # mkcpio DIR OUT (written whole, then renamed: two runs that
+    # build the same cached archive at once each rename a complete one)
+    (cd "$1" && find . -mindepth 1 | LC_ALL=C sort | busybox cpio -o -H newc -R 0:0 2>/dev/null) >"$2.tmp.$$" \
+        && mv -f "$2.tmp.$$" "$2"
 }
 
 # base_initramfs KERNEL_DIR -> path of the cached base archive
