@@ -131,10 +131,8 @@ pub(super) fn outcome(
         .collect();
     let moved = steps
         .iter()
-        .filter_map(|s| match s.subject {
-            Subject::Irq(irq) if s.owner == Owner::Irqs => Some(irq),
-            _ => None,
-        })
+        .filter(|s| s.owner == Owner::Irqs)
+        .filter_map(Step::irq)
         .filter(|irq| !refused_irqs.contains(irq) && !to_shield.contains(irq))
         .collect();
     let refused = refused

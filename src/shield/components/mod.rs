@@ -394,12 +394,7 @@ pub(super) const ORDER: [Part; 9] = [
             };
             let wanted = knobs::resolve(&cx.req.tune)?;
             // Files the shield itself writes are left to it.
-            let already: Vec<String> = (d.steps.iter())
-                .filter_map(|(_, s)| match &s.action {
-                    Action::Write { path, .. } => Some(path.clone()),
-                    _ => None,
-                })
-                .collect();
+            let already: Vec<String> = written(&d.steps).map(str::to_string).collect();
             let (cpus, bits) = ((cx.shield, cx.housekeeping), cx.snap.mask_bits());
             let tuned = knobs::plan(state, &wanted, cpus.0, cpus.1, bits, &already);
             d.add(Slot::Knobs, tuned.steps);
@@ -486,6 +481,14 @@ fn owned_restore(write: Action) -> Step {
     }
 }
 
+/// The files `steps` write.
+fn written(steps: &[(Slot, Step)]) -> impl Iterator<Item = &str> {
+    steps.iter().filter_map(|(_, s)| match &s.action {
+        Action::Write { path, .. } => Some(path.as_str()),
+        _ => None,
+    })
+}
+
 /// A part with nothing of its own to check in a request.
 fn no_check(_: &Planning, _: &mut Draft) -> Result<(), PlanError> {
     Ok(())
@@ -537,12 +540,7 @@ pub fn change(
         (part.before)(&originals, entries, &mut before);
     }
     let fresh = draft(&before, req)?;
-    let written: HashSet<&str> = (fresh.steps.iter())
-        .filter_map(|(_, s)| match &s.action {
-            Action::Write { path, .. } => Some(path.as_str()),
-            _ => None,
-        })
-        .collect();
+    let written: HashSet<&str> = written(&fresh.steps).collect();
     let mut out = Changing {
         change: Reshape::of(&fresh.plan, state),
         steps: Vec::new(),
