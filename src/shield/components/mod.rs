@@ -650,6 +650,11 @@ impl Effects for Components {
     }
 }
 
+pub mod read;
+pub mod report;
+pub mod settle;
+pub mod status;
+
 #[cfg(test)]
 mod change_tests;
 #[cfg(test)]

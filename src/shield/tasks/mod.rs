@@ -3,6 +3,7 @@
 //! affinity), where `move` and `run` place a task, and which threads on the
 //! shield `status` counts as leaks.
 
+pub(super) mod forked;
 pub(super) mod in_place;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -1,21 +1,23 @@
-//! `status`: whether the active shield still holds, judged by what the kernel refuses and what drifted.
+//! `status`: whether the active shield still holds, judged by what the kernel
+//! refuses and what drifted: each component's hold read back and judged
+//! (see [`crate::shield::holds`]), composed here.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::error::ShieldError;
-use super::holds::Holds;
-use super::irqs::{self, IrqPlacement};
-use super::journal::{self, State};
-use super::note::Note;
-use super::plan;
-use super::request::Request;
-use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
-use super::tasks::{self, TaskRef};
-use super::{guard, hotplug, irqbalance, knobs, mechanism};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::error::ShieldError;
+use crate::shield::holds::Holds;
+use crate::shield::irqs::{self, IrqPlacement};
+use crate::shield::journal::{self, State};
+use crate::shield::note::Note;
+use crate::shield::plan;
+use crate::shield::request::Request;
+use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
+use crate::shield::tasks::{self, TaskRef};
+use crate::shield::{guard, hotplug, irqbalance, knobs, mechanism};
 use crate::sys::procfs;
 use crate::sys::Sys;
 

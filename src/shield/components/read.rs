@@ -1,0 +1,46 @@
+//! The read half of the shield, composed: the machine as each component
+//! reads it for a request.
+
+use std::collections::HashSet;
+
+use crate::shield::error::ShieldError;
+use crate::shield::journal::{self, Journal};
+use crate::shield::plan::PlanError;
+use crate::shield::request::Request;
+use crate::shield::snapshot::{self, in_shield_cgroup, Snapshot};
+use crate::shield::{knobs, tasks};
+use crate::sys::procfs;
+use crate::sys::Sys;
+
+/// Reads the snapshot, with the files of the tuning knobs when `req` asks
+/// for tuning. Watchdog values an active shield holds off come from its
+/// journal (they must not be read while off).
+pub(in crate::shield) fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
+    let mut snap = Snapshot::read(sys)?;
+    // Names and flags of the threads a plan may change or report: those on
+    // the shield, except the ones the partition moves by itself.
+    let shield = &req.cpus;
+    let left: HashSet<i32> = snap
+        .threads
+        .iter()
+        .filter(|t| !t.cpus_allowed.is_subset(shield) && tasks::left_to_the_partition(&snap, t))
+        .map(|t| t.tid)
+        .collect();
+    procfs::read_stats(sys, &mut snap.threads, |t| {
+        in_shield_cgroup(&t.cgroup) || (t.cpus_allowed.intersects(shield) && !left.contains(&t.tid))
+    });
+    if !req.tune.is_empty() {
+        let knobs = knobs::resolve(&req.tune).map_err(PlanError::from)?;
+        let entries = if Journal::exists(sys) {
+            journal::read_entries(sys)?
+        } else {
+            Vec::new()
+        };
+        let known = knobs::held_by_journal(entries.iter().map(|e| &e.action))
+            .into_iter()
+            .map(|(path, (_, original))| (path, original))
+            .collect();
+        snap.tunables = Some(snapshot::read_knob_files(sys, &knobs, &req.cpus, &known));
+    }
+    Ok(snap)
+}

@@ -1,0 +1,86 @@
+//! What moved while the shield's plan was applied, settled by the
+//! components after it: IRQs placed anew by a CPU's hotplug or by
+//! irqbalance's restart, and tasks forked meanwhile.
+
+use std::sync::atomic::AtomicBool;
+
+use super::EFFECTS;
+use crate::shield::apply::{self, Applied, ApplyError, Refusal};
+use crate::shield::journal::{Journal, State};
+use crate::shield::note::Note;
+use crate::shield::plan::Plan;
+use crate::shield::request::Request;
+use crate::shield::snapshot::Snapshot;
+use crate::shield::{guard, irqs, tasks};
+use crate::sys::Sys;
+
+/// What the components settled after a plan was applied.
+pub(in crate::shield) struct Settled {
+    /// The machine after.
+    pub after: Snapshot,
+    /// IRQs moved off the shield again, in the order moved.
+    pub irqs_moved: Vec<u32>,
+    /// What the user should know of it.
+    pub notes: Vec<Note>,
+}
+
+/// Settles what moved while `plan` (made from `snap` for `req`) was
+/// applied: with `--hotplug-restart`, IRQs the kernel placed anew as the
+/// shield's CPUs came back online; tasks forked meanwhile; and, for a
+/// change of the shield `in_place`, IRQs that came back onto it while it
+/// changed (irqbalance placing IRQs anew at its restart, seen on Debian
+/// 13). Each move goes through the journal.
+pub(in crate::shield) fn settle(
+    sys: &Sys,
+    (snap, plan, req): (&Snapshot, &Plan, &Request),
+    in_place: Option<&State>,
+    journal: &mut Journal,
+    stop: &AtomicBool,
+    applied: &mut Applied,
+) -> Result<Settled, ApplyError> {
+    let cpus = (&plan.shield, &plan.housekeeping);
+    let respread = match req.hotplug_restart {
+        true => irqs::sweep(
+            (sys, EFFECTS),
+            cpus,
+            &plan.irqs_to_shield,
+            journal,
+            stop,
+            applied,
+        )?,
+        false => Vec::new(),
+    };
+    let tasks = (&plan.shield, &plan.housekeeping, &plan.kept[..]);
+    let after = tasks::forked::sweep_forked((sys, EFFECTS), snap, tasks, journal, stop, applied)?;
+    let came_back = match in_place {
+        Some(state) => {
+            let skip = [plan.irqs_to_shield.as_slice(), &state.irqs_kept].concat();
+            irqs::sweep((sys, EFFECTS), cpus, &skip, journal, stop, applied)?
+        }
+        None => Vec::new(),
+    };
+    let mut notes = Vec::new();
+    if !came_back.is_empty() {
+        notes.push(Note::IrqsBackAfterChange {
+            irqs: came_back.clone(),
+        });
+    }
+    if !respread.is_empty() {
+        notes.push(Note::IrqsBackAfterHotplug {
+            irqs: respread.clone(),
+        });
+    }
+    Ok(Settled {
+        after,
+        irqs_moved: [came_back, respread].concat(),
+        notes,
+    })
+}
+
+/// Stops what the old shield ran and a change in place no longer asks for
+/// (the starvation guard), once the change holds; the refusals.
+pub(in crate::shield) fn stop_unasked(sys: &Sys, snap: &Snapshot) -> Vec<Refusal> {
+    let mut undone = apply::Undone::default();
+    guard::stop(sys, snap.owners.systemd, &mut undone);
+    undone.failed
+}
