@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Wall-clock time spent in each phase of [`on_timed`] and [`off_timed`]:
+/// Wall-clock time spent in each phase of [`super::on_timed`] and [`super::off_timed`]:
 /// what `on` and `off` report as `took`, and the scale benchmark prints.
 /// In JSON, milliseconds.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Timings {
-    /// The whole command (set by [`on`] and [`off`]; the `_timed` forms
+    /// The whole command (set by [`super::on`] and [`super::off`]; the `_timed` forms
     /// leave it to their caller, which times the call itself).
     #[serde(with = "millis")]
     pub total: Duration,

@@ -650,9 +650,11 @@ impl Effects for Components {
     }
 }
 
+pub mod owners;
 pub mod read;
 pub mod report;
 pub mod settle;
+pub mod snapshot;
 pub mod status;
 
 #[cfg(test)]

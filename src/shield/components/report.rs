@@ -90,7 +90,7 @@ pub struct OnReport {
     /// The plan, with `--dry-run` (printed, not read back from a report).
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<Step>>,
-    /// How long it took, by phase (filled in by [`on`]).
+    /// How long it took, by phase (filled in by [`crate::shield::on`]).
     #[serde(default)]
     pub took: Timings,
 }

@@ -8,7 +8,7 @@ use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Thread};
 use crate::sys::Sys;
 
-use super::irqbalance::{self, Irqbalance};
+use crate::shield::irqbalance::{self, Irqbalance};
 
 /// What the owners of this machine are.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

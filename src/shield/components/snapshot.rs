@@ -7,18 +7,18 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
-use super::knobs::{knob_files, FileState, Knob, TuneState};
 use crate::cpulist::CpuSet;
+use crate::shield::knobs::{knob_files, FileState, Knob, TuneState};
 use crate::sys::procfs::{self, Thread};
 use crate::sys::{ErrorKind, Result, Sys};
 
-pub use super::hotplug::cpu_online_file;
-pub use super::irqs::{irq_affinity_file, irq_of_affinity_file, Irq, DEFAULT_IRQ_AFFINITY};
-pub use super::mechanism::{
+pub use crate::shield::hotplug::cpu_online_file;
+pub use crate::shield::irqs::{irq_affinity_file, irq_of_affinity_file, Irq, DEFAULT_IRQ_AFFINITY};
+pub use crate::shield::mechanism::{
     detect_cgroup, in_shield_cgroup, CgroupSetup, CGROUP2_FALLBACK, SHIELD_CGROUP, SHIELD_SLICE,
     SYSTEM_CGROUP_V1,
 };
-pub use super::workqueues::WORKQUEUE_MASK;
+pub use crate::shield::workqueues::WORKQUEUE_MASK;
 
 /// Everything a shield may touch, read at one moment.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -99,9 +99,9 @@ impl Snapshot {
             .read_cpulist("sys/devices/system/cpu/isolated")
             .unwrap_or_default();
         let cgroup = detect_cgroup(sys)?;
-        let irqs = super::irqs::read(sys)?;
+        let irqs = crate::shield::irqs::read(sys)?;
         let default_irq_affinity = optional(sys.read_cpumask(DEFAULT_IRQ_AFFINITY))?;
-        let workqueue_mask = optional(super::workqueues::read(sys))?;
+        let workqueue_mask = optional(crate::shield::workqueues::read(sys))?;
         let mut sibling_groups: Vec<CpuSet> = Vec::new();
         for cpu in online.iter() {
             let sib = procfs::thread_siblings(sys, cpu);
@@ -109,7 +109,7 @@ impl Snapshot {
                 sibling_groups.push(sib);
             }
         }
-        let (hotplug_files, hotplug_writable) = super::hotplug::read(sys, &online);
+        let (hotplug_files, hotplug_writable) = crate::shield::hotplug::read(sys, &online);
         Ok(Snapshot {
             present,
             online,
@@ -130,8 +130,8 @@ impl Snapshot {
     }
 
     /// What the cgroup mechanism is planned from.
-    pub(super) fn mechanism(&self) -> super::mechanism::Facts<'_> {
-        super::mechanism::Facts {
+    pub(in crate::shield) fn mechanism(&self) -> crate::shield::mechanism::Facts<'_> {
+        crate::shield::mechanism::Facts {
             cgroup: &self.cgroup,
             systemd: self.owners.systemd,
             systemd_version: self.owners.systemd_version,
