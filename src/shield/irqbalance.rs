@@ -50,6 +50,14 @@ const IRQBALANCE_UNIT_FILES: [&str; 3] = [
     "usr/lib/systemd/system/irqbalance.service",
     "lib/systemd/system/irqbalance.service",
 ];
+/// The directories of drop-ins for irqbalance's unit, in systemd's order of
+/// precedence: a drop-in of one name in an earlier one hides the others.
+const IRQBALANCE_DROPIN_DIRS: [&str; 4] = [
+    "etc/systemd/system/irqbalance.service.d",
+    "run/systemd/system/irqbalance.service.d",
+    "usr/lib/systemd/system/irqbalance.service.d",
+    "lib/systemd/system/irqbalance.service.d",
+];
 /// The environment files distributions give irqbalance's unit (Debian,
 /// Fedora/RHEL, upstream's two defaults).
 const IRQBALANCE_ENV_FILES: [&str; 4] = [
@@ -258,10 +266,17 @@ fn manager_ban(sys: &Sys) -> Option<Vec<String>> {
 
 /// The environment files irqbalance reads: its unit's `EnvironmentFile=`
 /// lines (the first unit file in systemd's search order; a distribution may
-/// build it with its own paths), else the files distributions give it.
+/// build it with its own paths), then those of the unit's drop-ins other
+/// than cpushield's, else the files distributions give it.
 fn env_files(sys: &Sys) -> Vec<String> {
     let unit = IRQBALANCE_UNIT_FILES.iter().find_map(|f| sys.read(f).ok());
-    let listed: Vec<String> = unit.as_deref().map(unit_env_files).unwrap_or_default();
+    let mut listed = Vec::new();
+    for text in unit
+        .into_iter()
+        .chain(dropins(sys).filter_map(|f| sys.read(&f).ok()))
+    {
+        add_env_files(&mut listed, &text);
+    }
     if listed.is_empty() {
         IRQBALANCE_ENV_FILES.iter().map(|f| f.to_string()).collect()
     } else {
@@ -269,15 +284,50 @@ fn env_files(sys: &Sys) -> Vec<String> {
     }
 }
 
+/// The user's drop-ins for irqbalance's unit, in the order systemd applies
+/// them (by file name; of two of one name, the one in the directory first
+/// in [`IRQBALANCE_DROPIN_DIRS`]), cpushield's own left out.
+fn dropins(sys: &Sys) -> impl Iterator<Item = String> {
+    let mut by_name = std::collections::BTreeMap::new();
+    for dir in IRQBALANCE_DROPIN_DIRS {
+        for name in sys.list(dir).unwrap_or_default() {
+            if name.ends_with(".conf") {
+                by_name
+                    .entry(name.clone())
+                    .or_insert(format!("{dir}/{name}"));
+            }
+        }
+    }
+    by_name
+        .into_values()
+        .filter(|path| path != IRQBALANCE_DROPIN)
+}
+
 /// The files of a unit's `EnvironmentFile=` lines, relative to the root
 /// (`-`, for a file that may be missing, dropped; specifiers left out).
+#[cfg(test)]
 fn unit_env_files(unit: &str) -> Vec<String> {
-    unit.lines()
+    let mut files = Vec::new();
+    add_env_files(&mut files, unit);
+    files
+}
+
+/// Adds the files of a unit file's or drop-in's `EnvironmentFile=` lines
+/// to `files` (relative to the root; `-`, for a file that may be missing,
+/// dropped; specifiers left out). An empty assignment empties the list, as
+/// systemd does.
+fn add_env_files(files: &mut Vec<String>, text: &str) {
+    for value in text
+        .lines()
         .filter_map(|l| l.trim().strip_prefix("EnvironmentFile="))
-        .map(|f| f.trim().trim_start_matches('-').trim_start_matches('/'))
-        .filter(|f| !f.is_empty() && !f.contains('%'))
-        .map(str::to_string)
-        .collect()
+    {
+        let file = value.trim().trim_start_matches('-').trim_start_matches('/');
+        if value.trim().is_empty() {
+            files.clear();
+        } else if !file.is_empty() && !file.contains('%') {
+            files.push(file.to_string());
+        }
+    }
 }
 
 /// `NAME=value` lines of an environment file (comments and blanks
@@ -789,6 +839,52 @@ mod tests {
             irqb.user_ban.as_deref(),
             Some("/etc/irqbalance.env: IRQBALANCE_BANNED_CPULIST=1")
         );
+    }
+
+    #[test]
+    fn a_ban_in_a_file_a_drop_in_adds_is_irqbalances_own() {
+        let root = tempfile::tempdir().unwrap();
+        let sys = Sys::at(root.path());
+        let write = |path: &str, text: &str| {
+            let p = root.path().join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        write(
+            "usr/lib/systemd/system/irqbalance.service",
+            "[Service]\nEnvironmentFile=-/etc/default/irqbalance\n",
+        );
+        write("etc/default/irqbalance", "IRQBALANCE_ARGS=\n");
+        // The user's drop-in adds a file with a ban; a drop-in of the same
+        // name under /usr/lib is hidden by it, and cpushield's own drop-in
+        // (and the ban it names) is not the user's.
+        let user = "[Service]\nEnvironmentFile=/etc/irqbalance-rt.env\n";
+        write("etc/systemd/system/irqbalance.service.d/10-rt.conf", user);
+        let hidden = "[Service]\nEnvironmentFile=/usr/lib/hidden.env\n";
+        write(
+            "usr/lib/systemd/system/irqbalance.service.d/10-rt.conf",
+            hidden,
+        );
+        write("usr/lib/hidden.env", "IRQBALANCE_BANNED_CPULIST=7\n");
+        write("etc/irqbalance-rt.env", "IRQBALANCE_BANNED_CPULIST=1\n");
+        write(IRQBALANCE_DROPIN, &dropin(&cpus("1-3")));
+        write(IRQBALANCE_ENV, &env_file(&cpus("1-3")));
+        assert_eq!(
+            env_files(&sys),
+            ["etc/default/irqbalance", "etc/irqbalance-rt.env"]
+        );
+        let irqb = read(&sys, &[], &CpuSet::new(), true).expect("its unit is installed");
+        assert_eq!(irqb.own_ban, cpus("1"));
+        assert_eq!(
+            irqb.user_ban.as_deref(),
+            Some("/etc/irqbalance-rt.env: IRQBALANCE_BANNED_CPULIST=1")
+        );
+        // A drop-in that empties the list leaves only what follows it.
+        write(
+            "etc/systemd/system/irqbalance.service.d/20-only.conf",
+            "[Service]\nEnvironmentFile=\nEnvironmentFile=-/etc/only.env\n",
+        );
+        assert_eq!(env_files(&sys), ["etc/only.env"]);
     }
 
     #[test]
