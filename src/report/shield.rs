@@ -259,9 +259,125 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// `cpushield on`. A flat renderer, and long for it: one row per field of
-/// the report in the order a reader scans them, each printed when present;
-/// cutting it up would only scatter that order over functions.
+/// `on`'s IRQs that refused or are still effective on the shield.
+fn on_irqs(r: &OnReport, w: &mut dyn Write) -> Result<()> {
+    if !r.irqs_refused.is_empty() {
+        writeln!(
+            w,
+            "  IRQs that refused a new affinity ({}):",
+            r.irqs_refused.len()
+        )?;
+        for i in &r.irqs_refused {
+            writeln!(w, "    {:>5}  {:<24} {}", i.irq, i.name, i.reason)?;
+        }
+    }
+    if !r.irqs_effective_on_shield.is_empty() {
+        row(
+            w,
+            "IRQs effective on shield",
+            list(&r.irqs_effective_on_shield),
+        )?;
+        writeln!(
+            w,
+            "    (effective affinity moves at the next interrupt, unless the IRQ refused)"
+        )?;
+    }
+    Ok(())
+}
+
+/// `on`'s tasks kept on, leaving, or moved off the shield.
+fn on_tasks(r: &OnReport, w: &mut dyn Write) -> Result<()> {
+    tasks(
+        w,
+        "kept on the shield, own affinity inside it (--force moves them off)",
+        &r.kept,
+        20,
+    )?;
+    tasks(
+        w,
+        "left the shield: none of their CPUs stays in it (moved to housekeeping)",
+        &r.left_shield,
+        20,
+    )?;
+    tasks(
+        w,
+        "asked only for shielded CPUs but NOT kept there (now)",
+        &r.not_kept,
+        20,
+    )?;
+    tasks(
+        w,
+        "moved off: only these threads of their process asked for shielded CPUs",
+        &r.split_off,
+        20,
+    )?;
+    Ok(())
+}
+
+/// A plan's step as `on --dry-run` prints it.
+fn plan_line(action: &Action) -> String {
+    match action {
+        Action::Mkdir { path } => format!("mkdir /{path}"),
+        Action::MountCgroup2 { target, make_dir } => format!(
+            "{}mount -t cgroup2 cgroup2 /{target}",
+            if *make_dir {
+                format!("mkdir /{target}; ")
+            } else {
+                String::new()
+            }
+        ),
+        Action::Remember { affinities } => {
+            format!(
+                "record the affinity of {} threads (restored by off)",
+                affinities.len()
+            )
+        }
+        Action::Write { path, value, .. } => format!("write {value:?} > /{path}"),
+        Action::MoveTask { tid, to, .. } => format!("move task {tid} > /{to}"),
+        Action::SetAffinity {
+            tid,
+            name,
+            previous,
+            cpus,
+            ..
+        } => {
+            format!("affinity of {tid} ({name}): {previous} -> {cpus}")
+        }
+        Action::SetScheduler {
+            tid,
+            name,
+            priority,
+            ..
+        } => format!("scheduling of {tid} ({name}): SCHED_FIFO {priority}"),
+        Action::Systemd { call, .. } => call.command_line().join(" "),
+        Action::Guard {
+            cpus,
+            settings,
+            unit,
+        } => format!(
+            "start the starvation guard of CPUs {cpus} ({}{})",
+            match unit {
+                Some(unit) => format!("systemd unit {unit}, "),
+                None => String::new(),
+            },
+            settings.args().join(" ")
+        ),
+        Action::IrqbalanceBan {
+            banned,
+            manager_env: true,
+            ..
+        } => format!(
+            "irqbalance: systemctl set-environment IRQBALANCE_BANNED_CPULIST={banned}, then its socket (settings cpus) or try-restart"
+        ),
+        Action::IrqbalanceBan { banned, .. } => format!(
+            "irqbalance: runtime drop-in IRQBALANCE_BANNED_CPULIST={banned}, daemon-reload, try-restart"
+        ),
+    }
+}
+
+/// Prints `on`'s report.
+/// `cpushield on`: one row per field of the report in the order a reader
+/// scans them, each printed when present.
 pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     let from = r
         .changed_from
@@ -337,51 +453,8 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     )?;
     row(w, "IRQs bound to shield", list(&r.irqs_to_shield))?;
     row(w, "kthreads the kernel pins", kinds(&r.per_cpu_kthreads))?;
-    if !r.irqs_refused.is_empty() {
-        writeln!(
-            w,
-            "  IRQs that refused a new affinity ({}):",
-            r.irqs_refused.len()
-        )?;
-        for i in &r.irqs_refused {
-            writeln!(w, "    {:>5}  {:<24} {}", i.irq, i.name, i.reason)?;
-        }
-    }
-    if !r.irqs_effective_on_shield.is_empty() {
-        row(
-            w,
-            "IRQs effective on shield",
-            list(&r.irqs_effective_on_shield),
-        )?;
-        writeln!(
-            w,
-            "    (effective affinity moves at the next interrupt, unless the IRQ refused)"
-        )?;
-    }
-    tasks(
-        w,
-        "kept on the shield, own affinity inside it (--force moves them off)",
-        &r.kept,
-        20,
-    )?;
-    tasks(
-        w,
-        "left the shield: none of their CPUs stays in it (moved to housekeeping)",
-        &r.left_shield,
-        20,
-    )?;
-    tasks(
-        w,
-        "asked only for shielded CPUs but NOT kept there (now)",
-        &r.not_kept,
-        20,
-    )?;
-    tasks(
-        w,
-        "moved off: only these threads of their process asked for shielded CPUs",
-        &r.split_off,
-        20,
-    )?;
+    on_irqs(r, w)?;
+    on_tasks(r, w)?;
     refusals(w, "task changes refused", &r.tasks_refused)?;
     refusals(w, "other changes refused", &r.other_refused)?;
     for n in &r.notes {
@@ -390,64 +463,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     if let Some(plan) = &r.plan {
         writeln!(w, "  plan:")?;
         for s in plan {
-            let line = match &s.action {
-                Action::Mkdir { path } => format!("mkdir /{path}"),
-                Action::MountCgroup2 { target, make_dir } => format!(
-                    "{}mount -t cgroup2 cgroup2 /{target}",
-                    if *make_dir {
-                        format!("mkdir /{target}; ")
-                    } else {
-                        String::new()
-                    }
-                ),
-                Action::Remember { affinities } => {
-                    format!(
-                        "record the affinity of {} threads (restored by off)",
-                        affinities.len()
-                    )
-                }
-                Action::Write { path, value, .. } => format!("write {value:?} > /{path}"),
-                Action::MoveTask { tid, to, .. } => format!("move task {tid} > /{to}"),
-                Action::SetAffinity {
-                    tid,
-                    name,
-                    previous,
-                    cpus,
-                    ..
-                } => {
-                    format!("affinity of {tid} ({name}): {previous} -> {cpus}")
-                }
-                Action::SetScheduler {
-                    tid,
-                    name,
-                    priority,
-                    ..
-                } => format!("scheduling of {tid} ({name}): SCHED_FIFO {priority}"),
-                Action::Systemd { call, .. } => call.command_line().join(" "),
-                Action::Guard {
-                    cpus,
-                    settings,
-                    unit,
-                } => format!(
-                    "start the starvation guard of CPUs {cpus} ({}{})",
-                    match unit {
-                        Some(unit) => format!("systemd unit {unit}, "),
-                        None => String::new(),
-                    },
-                    settings.args().join(" ")
-                ),
-                Action::IrqbalanceBan {
-                    banned,
-                    manager_env: true,
-                    ..
-                } => format!(
-                    "irqbalance: systemctl set-environment IRQBALANCE_BANNED_CPULIST={banned}, then its socket (settings cpus) or try-restart"
-                ),
-                Action::IrqbalanceBan { banned, .. } => format!(
-                    "irqbalance: runtime drop-in IRQBALANCE_BANNED_CPULIST={banned}, daemon-reload, try-restart"
-                ),
-            };
-            writeln!(w, "    {line}")?;
+            writeln!(w, "    {}", plan_line(&s.action))?;
         }
     }
     Ok(())
