@@ -1,12 +1,15 @@
-//! Shielding: `snapshot → plan → journal → apply → verify → report`, and
+//! Shielding: `snapshot → plan → journal → apply → settle → report`, and
 //! `undo` as the journal replayed in reverse.
 //!
-//! A file per command (`on`, `off`, `status`, `move_run`) with its report
-//! type; the pipeline they share (`snapshot`, `plan`, `journal`, `apply`,
-//! `reshape`); and a module per component the shield drives (`mechanism`,
-//! `irqbalance`, `irqs`, `tasks`, `knobs`, `hotplug`). Touches the kernel only through
-//! [`crate::sys::Sys`]; its runtime state lives in the journal under
-//! `run/cpushield` of the same root.
+//! The flows of the commands (`on`, `off`, `move_run`); the engine they
+//! share, which names no component (`change`, `plan`, `journal`, `apply`,
+//! `reshape`); a module per component the shield drives (`mechanism`,
+//! `irqbalance`, `irqs`, `tasks`, `workqueues`, `hotplug`, `guard`,
+//! `rt_kthreads`, `knobs`); and `components`, where they are composed: the
+//! order table, the snapshot, the settling after apply, `on`'s report and
+//! `status`. Touches the kernel only through [`crate::sys::Sys`]; its
+//! runtime state lives in the journal under `run/cpushield` of the same
+//! root.
 
 pub mod apply;
 pub mod change;

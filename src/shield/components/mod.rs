@@ -1,4 +1,4 @@
-//! The shield's components, named together in one place: the order table.
+//! The shield's components, composed in one place.
 //!
 //! Each row of [`ORDER`] is one component's part: how it checks its part of
 //! a request, plans its part of a fresh shield, and (see [`super::reshape`])
@@ -7,7 +7,10 @@
 //! order the kernel is changed in (and, reversed, undone). The changes only
 //! a component knows how to make and undo are handed to it from here too
 //! ([`Effects`]), so that the engine (apply, undo, the journal) names none
-//! of them.
+//! of them. Beside the order: the components' facts together
+//! ([`snapshot`], [`read`], [`owners`]), what they settle after a plan is
+//! applied ([`settle`]), `on`'s report ([`report`]) and `status`
+//! ([`status`]), each of them the components' own parts put together.
 
 use std::collections::HashSet;
 
