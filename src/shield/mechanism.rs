@@ -80,6 +80,15 @@ pub enum CgroupSetup {
     },
 }
 
+/// A machine not read yet: no mechanism known.
+impl Default for CgroupSetup {
+    fn default() -> Self {
+        CgroupSetup::Unsupported {
+            reason: "the cgroup hierarchy was not read".into(),
+        }
+    }
+}
+
 impl CgroupSetup {
     /// Short name for reports: `cgroup v2 partition`, `cgroup v1 cpuset`.
     pub fn mechanism(&self) -> &'static str {

@@ -44,8 +44,6 @@ fn shielded() -> (Snapshot, Vec<Entry>, State) {
     let live = Snapshot {
         present: cpus("0-3"),
         online: cpus("0-3"),
-        boot_isolated: CpuSet::new(),
-        cgroup_cpus: Default::default(),
         cgroup: CgroupSetup::V2 {
             mount: "sys/fs/cgroup".into(),
             subtree_control: vec!["cpuset".into()],
@@ -66,16 +64,13 @@ fn shielded() -> (Snapshot, Vec<Entry>, State) {
         default_irq_affinity: Some(cpus("0-1")),
         workqueue_mask: Some(cpus("0-1")),
         sibling_groups: vec![cpus("0"), cpus("1"), cpus("2"), cpus("3")],
-        tunables: None,
-        hotplug_files: CpuSet::new(),
-        hotplug_writable: CpuSet::new(),
         owners: Owners {
             systemd: true,
             systemd_version: None,
             irqbalance: None,
             tuned: None,
         },
-        kernel_work: Default::default(),
+        ..Default::default()
     };
     let write = |path: &str, value: &str, undo: Undo, previous: Option<&str>| Entry {
         action: Action::Write {

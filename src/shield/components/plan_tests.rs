@@ -29,8 +29,6 @@ fn snap(cgroup: CgroupSetup) -> Snapshot {
     Snapshot {
         present: cpus("0-3"),
         online: cpus("0-3"),
-        boot_isolated: CpuSet::new(),
-        cgroup_cpus: Default::default(),
         cgroup,
         threads: vec![
             thread(1, "init", 0, "0-3"),
@@ -62,11 +60,9 @@ fn snap(cgroup: CgroupSetup) -> Snapshot {
         default_irq_affinity: Some(cpus("0-3")),
         workqueue_mask: Some(cpus("0-3")),
         sibling_groups: vec![cpus("0"), cpus("1"), cpus("2"), cpus("3")],
-        tunables: None,
         hotplug_files: cpus("1-3"),
         hotplug_writable: cpus("1-3"),
-        owners: Owners::default(),
-        kernel_work: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -21,7 +21,7 @@ pub use crate::shield::mechanism::{
 pub use crate::shield::workqueues::WORKQUEUE_MASK;
 
 /// Everything a shield may touch, read at one moment.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Snapshot {
     /// CPUs that exist.
     pub present: CpuSet,
