@@ -194,7 +194,11 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                         settings: checked_guard_settings(&a.guard_settings)?,
                     },
                     kthreads_above: a.kthreads_above.map(checked_kthreads_above).transpose()?,
-                },
+                    cache_ways: a.cache_ways,
+                    others_bandwidth: a.others_bandwidth,
+                }
+                .with_cache_checked()
+                .map_err(Refusal)?,
                 dry_run: a.dry_run,
                 json: a.json,
             },

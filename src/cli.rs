@@ -341,6 +341,16 @@ pub struct OnArgs {
     /// (1 to 95; undone by `off`).
     #[arg(long, value_name = "PRIO")]
     pub kthreads_above: Option<u32>,
+    /// Give the shielded CPUs WAYS ways of each L3 cache they sit in for
+    /// themselves (Intel RDT, AMD PQoS, through resctrl): a resctrl group
+    /// of their own gets the top WAYS ways, everything else keeps the
+    /// ways below (undone by `off`; refused where the CPUs cannot).
+    #[arg(long, value_name = "WAYS")]
+    pub cache_ways: Option<u32>,
+    /// With --cache-ways: limit the memory bandwidth of everything
+    /// outside the shield to PCT percent (memory bandwidth allocation).
+    #[arg(long, value_name = "PCT", requires = "cache_ways")]
+    pub others_bandwidth: Option<u32>,
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -15,6 +15,8 @@
 //! guard = "auto"               # the starvation guard: "auto", "on" or "off" (see cpushield::guard)
 //! guard_engine = "auto"        # what boosts: "auto" (stalld where installed), "cpushield" or "stalld"
 //! kthreads_above = 80          # the shielded CPUs' softirq, timer and RCU threads above this priority
+//! cache_ways = 4               # the shield's own ways of each L3 it sits in (resctrl)
+//! others_bandwidth = 50        # with cache_ways: the rest's memory bandwidth, percent
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -75,6 +77,10 @@ struct File {
     guard_engine: Option<Spanned<String>>,
     #[serde(default)]
     kthreads_above: Option<Spanned<u32>>,
+    #[serde(default)]
+    cache_ways: Option<Spanned<u32>>,
+    #[serde(default)]
+    others_bandwidth: Option<Spanned<u32>>,
 }
 
 /// `boot = true|false` or `boot = ["option", ...]` (extra options).
@@ -94,7 +100,7 @@ enum Tune {
 }
 
 const KEYS: &str =
-    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, kthreads_above";
+    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, kthreads_above, cache_ways, others_bandwidth";
 
 /// A string key parsed as `T` (its default when absent); an error comes
 /// with the offset of the value.
@@ -178,7 +184,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
             }
         }
     };
-    Ok(Request {
+    let request = Request {
         boot,
         cpus,
         irqs: file.irqs,
@@ -202,6 +208,17 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
                 Some(above)
             }
         },
+        cache_ways: file.cache_ways.as_ref().map(|v| *v.get_ref()),
+        others_bandwidth: file.others_bandwidth.as_ref().map(|v| *v.get_ref()),
+    };
+    let at = |key: &Option<Spanned<u32>>| key.as_ref().map_or(0, |v| v.span().start);
+    request.with_cache_checked().map_err(|e| {
+        let offset = match e.contains("--others-bandwidth") {
+            true => at(&file.others_bandwidth),
+            false => at(&file.cache_ways),
+        };
+        let e = e.replace("--cache-ways", "cache_ways");
+        invalid(offset, e.replace("--others-bandwidth", "others_bandwidth"))
     })
 }
 

@@ -12,6 +12,7 @@ use crate::shield::change::Action;
 use crate::shield::irqbalance;
 use crate::shield::TaskRef;
 use crate::shield::{MoveReport, OffReport, OnReport};
+use crate::sys::resctrl::CacheShare;
 
 use super::note;
 use super::table::row;
@@ -314,10 +315,35 @@ fn on_tasks(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
+/// What a resctrl `schemata` write gives its group.
+fn cache_share(share: &CacheShare) -> String {
+    let ids = |d: &[u32]| d.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    match share {
+        CacheShare::Top { ways, domains } => {
+            format!("the top {ways} L3 ways of cache {}", ids(domains))
+        }
+        CacheShare::Rest {
+            ways,
+            domains,
+            bandwidth,
+        } => format!(
+            "the L3 ways of cache {} but the top {ways}{}",
+            ids(domains),
+            bandwidth
+                .map(|b| format!(", {b}% of the memory bandwidth"))
+                .unwrap_or_default()
+        ),
+        CacheShare::Full => "every L3 way and all the memory bandwidth".into(),
+        CacheShare::Text { schemata } => format!("{:?}", schemata.trim()),
+    }
+}
+
 /// A plan's step as `on --dry-run` prints it.
 fn plan_line(action: &Action) -> String {
     match action {
         Action::Mkdir { path } => format!("mkdir /{path}"),
+        Action::MountResctrl { target } => format!("mount -t resctrl resctrl /{target}"),
+        Action::ResctrlSchemata { path, share } => format!("{} > /{path}", cache_share(share)),
         Action::MountCgroup2 { target, make_dir } => format!(
             "{}mount -t cgroup2 cgroup2 /{target}",
             if *make_dir {
@@ -418,6 +444,14 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
                 .collect::<Vec<_>>()
                 .join(", "),
         )?;
+    }
+    if let Some(c) = &r.cache {
+        row(
+            w,
+            "L3 cache, shield",
+            format!("CPUs {}: {}", c.cpus, c.shield),
+        )?;
+        row(w, "L3 cache, others", &c.others)?;
     }
     if let Some(b) = &r.irqbalance_ban {
         row(

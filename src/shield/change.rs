@@ -121,6 +121,23 @@ pub enum Action {
         #[serde(default)]
         manager_env: bool,
     },
+    /// Mount resctrl at `target` (it was not mounted); undone by
+    /// unmounting it while it is the one mount there (see
+    /// [`super::resctrl`]).
+    MountResctrl {
+        /// Mount point relative to the root.
+        target: String,
+    },
+    /// Give a resctrl group its share of the L3 cache (and, for the
+    /// default group, of the memory bandwidth): the `schemata` lines are
+    /// made from `info/` when the step is made, written, and must read
+    /// back; undone by writing back the `schemata` read just before.
+    ResctrlSchemata {
+        /// The group's `schemata`, relative to the root.
+        path: String,
+        /// Its share.
+        share: crate::sys::resctrl::CacheShare,
+    },
     /// Start the starvation guard on the shielded CPUs (see
     /// [`crate::guard`]); undone by stopping it, proving its process gone
     /// and putting back any boost it left.
@@ -185,6 +202,8 @@ pub enum Owner {
     RtKthreads,
     /// The tuning knobs.
     Knobs,
+    /// The shield's share of the L3 cache and the others' memory bandwidth.
+    Resctrl,
 }
 
 /// What one step changes, typed: what its component reports on.
@@ -218,7 +237,9 @@ impl Subject {
             | Action::Remember { .. }
             | Action::Systemd { .. }
             | Action::IrqbalanceBan { .. }
+            | Action::MountResctrl { .. }
             | Action::Guard { .. } => Subject::Own,
+            Action::ResctrlSchemata { path, .. } => Subject::File(path.clone()),
         }
     }
 

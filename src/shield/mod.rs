@@ -30,6 +30,7 @@ mod on;
 pub mod plan;
 mod plan_error;
 pub mod request;
+pub mod resctrl;
 pub mod reshape;
 pub mod rt_kthreads;
 mod tasks;

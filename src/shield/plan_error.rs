@@ -66,4 +66,7 @@ pub enum PlanError {
     /// `--guard-engine stalld` where no stalld is installed.
     #[error("--guard-engine stalld: no stalld is installed (looked for /{}); install it, or use --guard-engine auto or cpushield", crate::guard::stalld::PATHS.join(", /"))]
     NoStalld,
+    /// The cache share cannot be had here.
+    #[error("--cache-ways: {0}; nothing was changed")]
+    Resctrl(String),
 }

@@ -35,9 +35,36 @@ pub struct Request {
     /// real-time priority (`--kthreads-above`, see [`super::rt_kthreads`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kthreads_above: Option<u32>,
+    /// Ways of each L3 cache the shield sits in, for the shielded CPUs
+    /// alone (`--cache-ways`, config key `cache_ways`; see
+    /// [`super::resctrl`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ways: Option<u32>,
+    /// The memory bandwidth left to everything outside the shield, in
+    /// percent (`--others-bandwidth`, config key `others_bandwidth`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_bandwidth: Option<u32>,
 }
 
 impl Request {
+    /// The request, its cache share checked for what needs no machine:
+    /// ways from 1 to 64, a bandwidth from 1 to 100 percent and only with
+    /// ways. The error names the option.
+    pub fn with_cache_checked(self) -> Result<Request, String> {
+        if let Some(ways) = self.cache_ways.filter(|w| !(1..=64).contains(w)) {
+            return Err(format!(
+                "--cache-ways {ways}: must be 1 to 64 (ways of the L3 cache)"
+            ));
+        }
+        match (self.others_bandwidth, self.cache_ways) {
+            (Some(bw), _) if !(1..=100).contains(&bw) => Err(format!(
+                "--others-bandwidth {bw}: must be 1 to 100 (percent of the memory bandwidth)"
+            )),
+            (Some(_), None) => Err("--others-bandwidth needs --cache-ways".into()),
+            _ => Ok(self),
+        }
+    }
+
     /// The `cpushield on` command line that makes this request.
     pub fn command_line(&self) -> String {
         let mut out = format!("cpushield on {}", self.cpus);
@@ -52,6 +79,12 @@ impl Request {
         }
         if let Some(above) = self.kthreads_above {
             out.push_str(&format!(" --kthreads-above={above}"));
+        }
+        if let Some(ways) = self.cache_ways {
+            out.push_str(&format!(" --cache-ways={ways}"));
+        }
+        if let Some(bw) = self.others_bandwidth {
+            out.push_str(&format!(" --others-bandwidth={bw}"));
         }
         let defaults = crate::guard::Settings::default();
         if self.guard.settings != defaults {

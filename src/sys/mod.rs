@@ -18,6 +18,7 @@ pub mod fixture;
 pub mod irqbalance;
 pub mod pci;
 pub mod procfs;
+pub mod resctrl;
 pub mod syscalls;
 pub mod systemd;
 
@@ -442,6 +443,13 @@ impl Sys {
         emulated!(self, fx => fx.mount_cgroup2(self, rel));
         syscalls::mount_cgroup2(&self.path(rel))
             .map_err(|e| SysError::new("mount cgroup2 on", rel, None, e))
+    }
+
+    /// Mounts resctrl at `rel` (an existing directory).
+    pub fn mount_resctrl(&self, rel: &str) -> Result<()> {
+        emulated!(self, fx => fx.mount_resctrl(self, rel));
+        syscalls::mount_resctrl(&self.path(rel))
+            .map_err(|e| SysError::new("mount resctrl on", rel, None, e))
     }
 
     /// Unmounts the file system mounted at `rel`.

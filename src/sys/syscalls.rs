@@ -112,6 +112,20 @@ pub fn mount_cgroup2(target: &std::path::Path) -> io::Result<()> {
     .map_err(to_io)
 }
 
+/// `mount -t resctrl resctrl TARGET`: ENODEV when the CPUs have neither
+/// RDT nor PQoS (or the kernel lacks `CONFIG_X86_CPU_RESCTRL`).
+pub fn mount_resctrl(target: &std::path::Path) -> io::Result<()> {
+    use nix::mount::{mount, MsFlags};
+    mount(
+        Some("resctrl"),
+        target,
+        Some("resctrl"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC | MsFlags::MS_RELATIME,
+        None::<&str>,
+    )
+    .map_err(to_io)
+}
+
 /// `umount2(target, UMOUNT_NOFOLLOW)`: detaches the file system mounted
 /// at `target` (EBUSY while something is mounted below it or it is in use).
 pub fn umount(target: &std::path::Path) -> io::Result<()> {

@@ -24,7 +24,7 @@ use super::request::Request;
 use super::reshape::{self, Originals, Reshape};
 use super::snapshot::Snapshot;
 use super::tasks::{self, plan_tasks, remember_affinities, task_notes};
-use super::{guard, hotplug, irqbalance, irqs, knobs, mechanism, rt_kthreads, workqueues};
+use super::{guard, hotplug, irqbalance, irqs, knobs, mechanism, resctrl, rt_kthreads, workqueues};
 use crate::cpulist::CpuSet;
 use crate::sys::Sys;
 
@@ -54,6 +54,8 @@ pub(super) enum Slot {
     Irqs,
     /// The unbound workqueues' mask.
     Workqueues,
+    /// The shield's share of the L3 cache (resctrl).
+    Cache,
     /// The starvation guard: started before the knobs turn throttling off,
     /// and stopped by `off` only after throttling is back.
     Guard,
@@ -210,7 +212,7 @@ fn unless_held(cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
 /// slots): irqbalance, the cgroups and the tasks first, as their notes are
 /// read; the knobs before the guard, which must know whether they turn RT
 /// throttling off.
-pub(super) const ORDER: [Part; 9] = [
+pub(super) const ORDER: [Part; 10] = [
     Part {
         owner: Owner::Irqbalance,
         check: no_check,
@@ -384,6 +386,31 @@ pub(super) const ORDER: [Part; 9] = [
         claims: workqueues::claims,
     },
     Part {
+        owner: Owner::Resctrl,
+        check: |cx, _| match ask(cx.req) {
+            Some(ask) => resctrl::check(&cx.snap.resctrl, ask),
+            None => Ok(()),
+        },
+        plan: |cx, d| {
+            if let Some(ask) = ask(cx.req) {
+                d.add(Slot::Cache, resctrl::plan(&cx.snap.resctrl, ask, cx.shield));
+            }
+            Ok(())
+        },
+        before: |_, entries, snap| resctrl::before_shield(&mut snap.resctrl, entries),
+        change: |cx, mine, out| {
+            if mine.is_empty() {
+                out.add(Slot::Cache, resctrl::give_back(cx.entries, cx.read));
+            }
+            for (slot, step) in mine {
+                if !resctrl::in_place(&cx.live.resctrl, cx.read, &step.action) {
+                    out.unless_held(cx, slot, step);
+                }
+            }
+        },
+        claims: resctrl::claims,
+    },
+    Part {
         owner: Owner::Knobs,
         check: |cx, _| match cx.req.tune.is_empty() {
             true => Ok(()),
@@ -489,6 +516,14 @@ fn written(steps: &[(Slot, Step)]) -> impl Iterator<Item = &str> {
     steps.iter().filter_map(|(_, s)| match &s.action {
         Action::Write { path, .. } => Some(path.as_str()),
         _ => None,
+    })
+}
+
+/// The cache share a request asks for.
+fn ask(req: &Request) -> Option<resctrl::Ask> {
+    req.cache_ways.map(|ways| resctrl::Ask {
+        ways,
+        others_bandwidth: req.others_bandwidth,
     })
 }
 
@@ -610,6 +645,8 @@ impl Effects for Components {
                 settings,
                 unit,
             } => guard::start(sys, cpus, settings, unit.as_deref()).map_err(ApplyError::from),
+            Action::MountResctrl { target } => resctrl::mount(sys, target),
+            Action::ResctrlSchemata { path, share } => resctrl::write_share(sys, path, share),
             _ => return None,
         })
     }
@@ -617,6 +654,7 @@ impl Effects for Components {
     fn previous(&self, sys: &Sys, action: &Action) -> Option<String> {
         match action {
             Action::SetScheduler { tid, .. } => rt_kthreads::read_previous(sys, *tid),
+            Action::ResctrlSchemata { path, .. } => resctrl::previous(sys, path),
             _ => None,
         }
     }
@@ -632,6 +670,10 @@ impl Effects for Components {
                 out.failed.extend(failed);
             }
             Action::Guard { unit, .. } => guard::undo(sys, unit.as_deref(), out),
+            Action::MountResctrl { target } => resctrl::unmount(sys, target, out),
+            Action::ResctrlSchemata { path, .. } => {
+                resctrl::undo_share(sys, path, entry.previous.as_deref(), out)
+            }
             _ => return false,
         }
         true

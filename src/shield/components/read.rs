@@ -8,7 +8,7 @@ use crate::shield::journal::{self, Journal};
 use crate::shield::plan::PlanError;
 use crate::shield::request::Request;
 use crate::shield::snapshot::{self, in_shield_cgroup, Snapshot};
-use crate::shield::{knobs, tasks};
+use crate::shield::{knobs, resctrl, tasks};
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -29,6 +29,9 @@ pub(in crate::shield) fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapsh
     procfs::read_stats(sys, &mut snap.threads, |t| {
         in_shield_cgroup(&t.cgroup) || (t.cpus_allowed.intersects(shield) && !left.contains(&t.tid))
     });
+    if req.cache_ways.is_some() || sys.exists(resctrl::GROUP) {
+        snap.resctrl = resctrl::read(sys, &snap.online);
+    }
     if !req.tune.is_empty() {
         let knobs = knobs::resolve(&req.tune).map_err(PlanError::from)?;
         let entries = if Journal::exists(sys) {

@@ -17,7 +17,7 @@ use crate::shield::reshape::Reshape;
 use crate::shield::snapshot::{CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use crate::shield::tasks::{self, TaskRef};
 use crate::shield::timings::Timings;
-use crate::shield::{irqbalance, rt_kthreads};
+use crate::shield::{irqbalance, resctrl, rt_kthreads};
 use crate::sys::Sys;
 
 /// The result of `on`.
@@ -87,6 +87,10 @@ pub struct OnReport {
     /// their scheduling reads back (with `--dry-run`: planned).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kthreads_raised: Vec<rt_kthreads::Raised>,
+    /// The shield's share of the L3 cache, as resctrl reads back (not with
+    /// `--dry-run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<resctrl::Outcome>,
     /// The plan, with `--dry-run` (printed, not read back from a report).
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<Step>>,
@@ -145,6 +149,7 @@ pub(in crate::shield) fn read_back(
         .irqbalance_ban
         .as_ref()
         .map(|_| irqbalance::process_after(sys, before.owners.irqbalance.as_ref(), &after.threads));
+    out.cache = resctrl::outcome(sys, &plan.steps);
     let read = |tid| sys.sched_attr(tid).ok();
     out.kthreads_raised = rt_kthreads::report(&plan.steps, Some(&read));
     if let CgroupSetup::V2 { .. } = &after.cgroup {
@@ -226,6 +231,7 @@ pub(in crate::shield) fn report(
         } else {
             Vec::new()
         },
+        cache: None,
         plan: dry_run.then(|| plan.steps.clone()),
         took: Timings::default(),
     }

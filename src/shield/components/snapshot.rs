@@ -67,6 +67,10 @@ pub struct Snapshot {
     /// task that never sleeps (PREEMPT_RT, the fair server, throttling).
     #[serde(default)]
     pub kernel_work: crate::guard::kernel::KernelWork,
+    /// resctrl, read for a request that asks a cache share or a shield
+    /// that has one (see [`crate::shield::components::read`]).
+    #[serde(default)]
+    pub resctrl: crate::shield::resctrl::Facts,
 }
 
 impl Snapshot {
@@ -126,6 +130,7 @@ impl Snapshot {
             owners: Default::default(),
             cgroup_cpus: BTreeMap::new(),
             kernel_work: crate::guard::kernel::KernelWork::read(sys),
+            resctrl: Default::default(),
         })
     }
 

@@ -17,7 +17,7 @@ use crate::shield::plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
 use crate::shield::tasks::{self, TaskRef};
-use crate::shield::{guard, hotplug, irqbalance, knobs, mechanism};
+use crate::shield::{guard, hotplug, irqbalance, knobs, mechanism, resctrl};
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -91,6 +91,8 @@ struct HoldFacts {
     guard: guard::Hold,
     /// Shielded CPUs someone took offline.
     online: hotplug::OnlineHold,
+    /// The shield's share of the L3 cache.
+    cache: resctrl::Hold,
 }
 
 impl HoldFacts {
@@ -103,6 +105,7 @@ impl HoldFacts {
             knobs: knobs::read_hold(sys, state)?,
             guard: guard::read_hold(sys, state),
             online: hotplug::read_hold(&snap.online, &state.shield),
+            cache: resctrl::read_hold(sys, state),
         })
     }
 }
@@ -129,7 +132,7 @@ fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
     let rebuild = format!(
         "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"
     );
-    let components: [&dyn Holds; 7] = [
+    let components: [&dyn Holds; 8] = [
         &f.online,
         &f.mechanism,
         &f.ban,
@@ -137,6 +140,7 @@ fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
         &f.irqs,
         &f.knobs,
         &f.guard,
+        &f.cache,
     ];
     components
         .iter()
@@ -280,6 +284,7 @@ mod tests {
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
             online: hotplug::OnlineHold::default(),
+            cache: Default::default(),
         };
         assert_eq!(holds(&s, &f), vec![]);
     }
@@ -299,6 +304,7 @@ mod tests {
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
             online: hotplug::OnlineHold::default(),
+            cache: Default::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(
@@ -323,6 +329,7 @@ mod tests {
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
             online: hotplug::OnlineHold::default(),
+            cache: Default::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(ids(&found), ["incomplete"]);
@@ -346,6 +353,7 @@ mod tests {
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
             online: hotplug::OnlineHold::default(),
+            cache: Default::default(),
         };
         assert_eq!(holds(&s, &facts(running(Some(true)))), vec![]);
         let found = holds(&s, &facts(running(Some(false))));

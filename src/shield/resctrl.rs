@@ -1,0 +1,513 @@
+//! The resctrl component: the shielded CPUs' own share of the L3 cache
+//! (Intel RDT CAT, AMD PQoS) and, optionally, a memory bandwidth limit for
+//! everything else (MBA). A group of resctrl's own, `cpushield`, gets the
+//! shielded CPUs and the top `--cache-ways` ways of each L3 cache they sit
+//! in; the default group, where every other CPU and task is, keeps the
+//! ways below. Everything the shield does with resctrl lives here: what is
+//! read (`/proc/cpuinfo`'s flags, the mount, `info/`, the groups, each
+//! CPU's L3), the check of a request against the hardware's rules, the
+//! steps (mount, group, `schemata`, `cpus_list`), how a `schemata` share is
+//! made, read back and undone, the change in place, whether it still holds
+//! for `status`, and the outcome read back for `on`'s report.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::apply::{ApplyError, Refusal, Undone};
+use super::change::{Action, Check, Owner, Step, Undo};
+use super::holds::Holds;
+use super::journal::{Entry, State};
+use super::plan::PlanError;
+use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
+use crate::sys::procfs;
+use crate::sys::resctrl::{self as kernel, CacheShare, Info, RESCTRL};
+use crate::sys::Sys;
+
+/// The shield's resctrl group.
+pub const GROUP: &str = "sys/fs/resctrl/cpushield";
+
+/// What the component reads of the machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Facts {
+    /// `/proc/cpuinfo` lists `cat_l3`: the CPUs can allocate L3 ways.
+    pub cat_l3: bool,
+    /// `/proc/cpuinfo` lists `mba`: memory bandwidth allocation.
+    pub mba: bool,
+    /// The kernel has resctrl: `/proc/filesystems` lists it and
+    /// `/sys/fs/resctrl` exists.
+    pub in_kernel: bool,
+    /// resctrl is mounted at `/sys/fs/resctrl`.
+    pub mounted: bool,
+    /// Its `info/`, when mounted.
+    pub info: Option<Info>,
+    /// The groups under `/sys/fs/resctrl` (relative paths), cpushield's
+    /// included when it exists.
+    pub groups: Vec<String>,
+    /// The L3 cache id of each online CPU.
+    pub l3: BTreeMap<u32, u32>,
+}
+
+impl Facts {
+    /// The L3 caches of `cpus`, in order.
+    pub fn domains(&self, cpus: &CpuSet) -> Vec<u32> {
+        let ids: BTreeSet<u32> = cpus
+            .iter()
+            .filter_map(|c| self.l3.get(&c).copied())
+            .collect();
+        ids.into_iter().collect()
+    }
+
+    fn all_domains(&self) -> Vec<u32> {
+        let ids: BTreeSet<u32> = self.l3.values().copied().collect();
+        ids.into_iter().collect()
+    }
+}
+
+/// Reads what the component needs of the machine (`online`: its CPUs).
+pub fn read(sys: &Sys, online: &CpuSet) -> Facts {
+    let flags = kernel::cpu_flags(sys);
+    let filesystems = sys.read("proc/filesystems").unwrap_or_default();
+    let mounted = mounted(sys);
+    let groups = match mounted {
+        true => sys.subdirs(RESCTRL).unwrap_or_default(),
+        false => Vec::new(),
+    };
+    Facts {
+        cat_l3: flags.contains("cat_l3"),
+        mba: flags.contains("mba"),
+        in_kernel: filesystems.split_whitespace().any(|f| f == "resctrl") && sys.exists(RESCTRL),
+        mounted,
+        info: mounted
+            .then(|| kernel::read_info(sys, RESCTRL).ok())
+            .flatten(),
+        groups: groups
+            .into_iter()
+            .filter(|g| !matches!(g.as_str(), "info" | "mon_groups" | "mon_data"))
+            .map(|g| format!("{RESCTRL}/{g}"))
+            .collect(),
+        l3: online
+            .iter()
+            .filter_map(|c| kernel::l3_domain(sys, c).map(|d| (c, d)))
+            .collect(),
+    }
+}
+
+fn mounted(sys: &Sys) -> bool {
+    let text = sys.read("proc/self/mounts").unwrap_or_default();
+    let at = format!("/{RESCTRL}");
+    procfs::parse_mounts(&text)
+        .iter()
+        .any(|m| m.fstype == "resctrl" && m.target == at)
+}
+
+/// What a request asks of the component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ask {
+    /// Ways of each L3 the shield sits in, for the shield alone.
+    pub ways: u32,
+    /// Memory bandwidth left to everything else, in percent.
+    pub others_bandwidth: Option<u32>,
+}
+
+/// Checks a request's cache share against the machine before anything
+/// changes: refused where the CPUs or the kernel have no cache
+/// allocation, where another program made resctrl groups of its own, and
+/// (once resctrl is mounted, when `info/` can be read) where the hardware's
+/// rules do not allow the share.
+pub fn check(facts: &Facts, ask: Ask) -> Result<(), PlanError> {
+    let refuse = |why: String| Err(PlanError::Resctrl(why));
+    if !facts.cat_l3 {
+        return refuse(
+            "these CPUs cannot allocate L3 cache ways: /proc/cpuinfo lists no cat_l3 \
+             (Intel RDT or AMD PQoS); leave out --cache-ways"
+                .into(),
+        );
+    }
+    if ask.others_bandwidth.is_some() && !facts.mba {
+        return refuse(
+            "these CPUs cannot limit memory bandwidth: /proc/cpuinfo lists no mba; \
+             leave out --others-bandwidth"
+                .into(),
+        );
+    }
+    if !facts.in_kernel {
+        return refuse(format!(
+            "this kernel has no resctrl (not in /proc/filesystems, or no /{RESCTRL}): \
+             it needs CONFIG_X86_CPU_RESCTRL"
+        ));
+    }
+    let others: Vec<&String> = facts.groups.iter().filter(|g| *g != GROUP).collect();
+    if let Some(first) = others.first() {
+        return refuse(format!(
+            "resctrl has groups cpushield did not make (/{first}{}): their masks may overlap \
+             the shield's ways; remove them, or leave out --cache-ways",
+            if others.len() > 1 { " and more" } else { "" }
+        ));
+    }
+    if facts.groups.iter().any(|g| g == GROUP) {
+        return refuse(format!(
+            "/{GROUP} exists but no active shield made it: remove it (rmdir) first"
+        ));
+    }
+    match &facts.info {
+        Some(info) => check_info(info, ask),
+        None => Ok(()),
+    }
+}
+
+/// The hardware's rules, from `info/`.
+pub fn check_info(info: &Info, ask: Ask) -> Result<(), PlanError> {
+    let refuse = |why: String| Err(PlanError::Resctrl(why));
+    let Some(l3) = info.caches.first() else {
+        return refuse(format!("/{RESCTRL}/info has no L3: no L3 cache allocation"));
+    };
+    let (ways, least) = (l3.ways(), l3.min_cbm_bits.max(1));
+    if ask.ways < least || ways < ask.ways + least {
+        return refuse(format!(
+            "--cache-ways {}: the L3 has {ways} ways and each group needs at least {least}, \
+             so the shield can have {least} to {}",
+            ask.ways,
+            ways.saturating_sub(least)
+        ));
+    }
+    if info.num_closids() < 2 {
+        return refuse("resctrl has a single class of service: no group can be made".into());
+    }
+    match (ask.others_bandwidth, &info.mb) {
+        (Some(_), None) => refuse(format!(
+            "/{RESCTRL}/info has no MB: no bandwidth allocation"
+        )),
+        (Some(bw), Some(mb)) if bw < mb.min_bandwidth || bw > 100 => refuse(format!(
+            "--others-bandwidth {bw}: must be {} to 100 (percent)",
+            mb.min_bandwidth
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The steps that give the shield its share: resctrl mounted if it is
+/// not, the group made, its ways and the others' written, the shielded
+/// CPUs given to the group.
+pub fn plan(facts: &Facts, ask: Ask, shield: &CpuSet) -> Vec<Step> {
+    let domains = facts.domains(shield);
+    let mut steps = Vec::new();
+    if !facts.mounted {
+        let target = RESCTRL.to_string();
+        steps.push(Step::fatal(Owner::Resctrl, Action::MountResctrl { target }));
+    }
+    let group = GROUP.to_string();
+    steps.push(Step::fatal(Owner::Resctrl, Action::Mkdir { path: group }));
+    let share =
+        |path: String, share| Step::fatal(Owner::Resctrl, Action::ResctrlSchemata { path, share });
+    steps.push(share(
+        format!("{GROUP}/schemata"),
+        CacheShare::Top {
+            ways: ask.ways,
+            domains: domains.clone(),
+        },
+    ));
+    steps.push(share(
+        format!("{RESCTRL}/schemata"),
+        CacheShare::Rest {
+            ways: ask.ways,
+            domains,
+            bandwidth: ask.others_bandwidth,
+        },
+    ));
+    steps.push(Step::fatal(Owner::Resctrl, group_cpus(shield)));
+    steps
+}
+
+/// The shielded CPUs given to the group. Not read back by `apply`
+/// ([`Check::None`]): that also keeps a change in place from writing an
+/// older shield's CPUs back as if they were the machine's own; `on`'s
+/// report and `status` read them back.
+fn group_cpus(cpus: &CpuSet) -> Action {
+    Action::Write {
+        path: format!("{GROUP}/cpus_list"),
+        value: cpus.to_string(),
+        check: Check::None,
+        undo: Undo::Previous,
+    }
+}
+
+/// The facts as they were before the shield of `entries`: not mounted if
+/// it mounted resctrl, without its group.
+pub fn before_shield(facts: &mut Facts, entries: &[Entry]) {
+    for e in entries {
+        match &e.action {
+            Action::MountResctrl { .. } => facts.mounted = false,
+            Action::Mkdir { path } if path == GROUP => facts.groups.retain(|g| g != GROUP),
+            _ => {}
+        }
+    }
+}
+
+/// Whether a planned step already holds on the machine: resctrl mounted,
+/// the group there, a share that reads back.
+pub fn in_place(facts: &Facts, read: &dyn Fn(&str) -> Option<String>, action: &Action) -> bool {
+    match action {
+        Action::MountResctrl { .. } => facts.mounted,
+        Action::Mkdir { path } => facts.groups.iter().any(|g| g == path),
+        Action::Write { path, value, .. } => read(path).is_some_and(|now| {
+            CpuSet::parse_list(now.trim()).ok() == CpuSet::parse_list(value).ok()
+        }),
+        Action::ResctrlSchemata { path, share } => match (&facts.info, read(path)) {
+            (Some(info), Some(now)) => {
+                kernel::schemata_holds(&now, &share.schemata(info, &facts.all_domains()))
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// A change in place to a shield without a cache share, from one with it:
+/// the group's CPUs back to the default group, and the default group's
+/// `schemata` as the journal read it before the shield's first write (the
+/// empty group and the mount stay until `off`).
+pub fn give_back(entries: &[Entry], read: &dyn Fn(&str) -> Option<String>) -> Vec<Step> {
+    let default = format!("{RESCTRL}/schemata");
+    let first = entries.iter().find(|e| match &e.action {
+        Action::ResctrlSchemata { path, .. } => *path == default,
+        _ => false,
+    });
+    let Some(first) = first else {
+        return Vec::new();
+    };
+    // Nothing read before: resctrl was mounted in the same batch, and its
+    // default group had everything.
+    let share = match &first.previous {
+        Some(text) => CacheShare::Text {
+            schemata: text.clone(),
+        },
+        None => CacheShare::Full,
+    };
+    let mut steps = Vec::new();
+    let cpus = read(&format!("{GROUP}/cpus_list")).unwrap_or_default();
+    if !cpus.trim().is_empty() {
+        steps.push(Step::optional(Owner::Resctrl, group_cpus(&CpuSet::new())));
+    }
+    steps.push(Step::optional(
+        Owner::Resctrl,
+        Action::ResctrlSchemata {
+            path: default,
+            share,
+        },
+    ));
+    steps
+}
+
+/// The files of the shield's group, which a change in place may write back.
+pub fn claims(path: &str) -> Option<super::change::Subject> {
+    path.starts_with(&format!("{GROUP}/"))
+        .then(|| super::change::Subject::File(path.to_string()))
+}
+
+/// Mounts resctrl.
+pub fn mount(sys: &Sys, target: &str) -> Result<(), ApplyError> {
+    sys.mount_resctrl(target).map_err(ApplyError::from)
+}
+
+/// Writes a share to a group's `schemata`, made from `info/` now, and
+/// reads it back. A refusal carries the kernel's reason from
+/// `info/last_cmd_status`.
+pub fn write_share(sys: &Sys, path: &str, share: &CacheShare) -> Result<(), ApplyError> {
+    let info = kernel::read_info(sys, RESCTRL)?;
+    let online = sys.read_cpulist("sys/devices/system/cpu/online")?;
+    let all: BTreeSet<u32> = online
+        .iter()
+        .filter_map(|c| kernel::l3_domain(sys, c))
+        .collect();
+    let value = share.schemata(&info, &all.into_iter().collect::<Vec<_>>());
+    if let Err(mut e) = sys.write(path, &format!("{value}\n")) {
+        if let Ok(why) = sys.read_trimmed(&format!("{RESCTRL}/info/last_cmd_status")) {
+            e.target = format!("{} (resctrl: {why})", e.target);
+        }
+        return Err(e.into());
+    }
+    let read = sys.read_trimmed(path)?;
+    match kernel::schemata_holds(&read, &value) {
+        true => Ok(()),
+        false => Err(ApplyError::NotHonoured {
+            path: format!("/{path}"),
+            wrote: value,
+            read,
+        }),
+    }
+}
+
+/// The `schemata` read just before a share is written, for its undo.
+pub fn previous(sys: &Sys, path: &str) -> Option<String> {
+    sys.read_trimmed(path).ok()
+}
+
+/// Undoes a share: the `schemata` read before written back (nothing when
+/// the group is gone, which gave its ways back with it).
+pub fn undo_share(sys: &Sys, path: &str, previous: Option<&str>, out: &mut Undone) {
+    let Some(previous) = previous else { return };
+    if !sys.exists(path) {
+        out.unchanged += 1;
+        return;
+    }
+    let lines: Vec<&str> = previous
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let value = lines.join("\n");
+    if sys
+        .read_trimmed(path)
+        .is_ok_and(|now| kernel::schemata_holds(&now, &value))
+    {
+        out.unchanged += 1;
+        return;
+    }
+    let written = sys.write(path, &format!("{value}\n"));
+    match written.map(|()| sys.read_trimmed(path)) {
+        Ok(Ok(now)) if kernel::schemata_holds(&now, &value) => out.restored += 1,
+        Ok(now) => out.failed.push(Refusal {
+            target: format!("/{path}"),
+            reason: format!(
+                "wrote the schemata back but it reads {}",
+                now.unwrap_or_default().replace('\n', "; ")
+            ),
+        }),
+        Err(e) => out.failed.push(Refusal {
+            target: format!("/{path}"),
+            reason: format!("could not write the schemata back: {}", e.errno_name()),
+        }),
+    }
+}
+
+/// Unmounts resctrl mounted by the shield, while it is the one mount
+/// there.
+pub fn unmount(sys: &Sys, target: &str, out: &mut Undone) {
+    let at = format!("/{target}");
+    let text = sys.read("proc/self/mounts").unwrap_or_default();
+    let mounts = procfs::parse_mounts(&text);
+    let here: Vec<_> = mounts.iter().filter(|m| m.target == at).collect();
+    match here.as_slice() {
+        [] => out.unchanged += 1,
+        [m] if m.fstype == "resctrl" => match sys.umount(target) {
+            Ok(()) => out.restored += 1,
+            Err(e) => out.failed.push(Refusal {
+                target: at,
+                reason: format!("could not unmount resctrl: {}", e.errno_name()),
+            }),
+        },
+        _ => out.failed.push(Refusal {
+            target: at,
+            reason: "left mounted: something else is mounted there too".into(),
+        }),
+    }
+}
+
+/// What `on`'s report says of the cache share, read back.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The group's `schemata`, as it reads back (one line a resource).
+    pub shield: String,
+    /// The default group's, as it reads back.
+    pub others: String,
+    /// The CPUs of the group, as they read back.
+    pub cpus: CpuSet,
+}
+
+/// The share as the kernel holds it after `on` (none when the plan had
+/// none; with `--dry-run` nothing is read).
+pub fn outcome(sys: &Sys, steps: &[Step]) -> Option<Outcome> {
+    let planned = steps
+        .iter()
+        .any(|s| matches!(s.action, Action::ResctrlSchemata { .. }));
+    if !planned || !sys.exists(GROUP) {
+        return None;
+    }
+    let tidy = |path: &str| {
+        let text = sys.read(path).unwrap_or_default();
+        text.lines().map(str::trim).collect::<Vec<_>>().join("; ")
+    };
+    Some(Outcome {
+        shield: tidy(&format!("{GROUP}/schemata")),
+        others: tidy(&format!("{RESCTRL}/schemata")),
+        cpus: sys
+            .read_cpulist(&format!("{GROUP}/cpus_list"))
+            .unwrap_or_default(),
+    })
+}
+
+/// What `status` reads back of the cache share.
+#[derive(Debug, Clone, Default)]
+pub struct Hold {
+    /// What the shield asked (none: no cache share).
+    ask: Option<Ask>,
+    /// What no longer holds, as read.
+    lost: Vec<String>,
+}
+
+/// Reads back whether the cache share of the shield `state` holds.
+pub fn read_hold(sys: &Sys, state: &State) -> Hold {
+    let ask = state.request.as_ref().and_then(|r| {
+        r.cache_ways.map(|ways| Ask {
+            ways,
+            others_bandwidth: r.others_bandwidth,
+        })
+    });
+    let Some(ask) = ask else {
+        return Hold::default();
+    };
+    let facts = read(sys, &state.shield.union(&state.housekeeping));
+    let mut lost = Vec::new();
+    let Some(info) = facts.info.as_ref().filter(|_| sys.exists(GROUP)) else {
+        lost.push(format!("the resctrl group /{GROUP} is gone"));
+        return Hold {
+            ask: Some(ask),
+            lost,
+        };
+    };
+    let cpus = sys
+        .read_cpulist(&format!("{GROUP}/cpus_list"))
+        .unwrap_or_default();
+    if cpus != state.shield {
+        lost.push(format!(
+            "/{GROUP}/cpus_list reads {cpus}, not the shield's CPUs {}",
+            state.shield
+        ));
+    }
+    let steps = plan(&facts, ask, &state.shield);
+    for step in &steps {
+        if let Action::ResctrlSchemata { path, share } = &step.action {
+            let want = share.schemata(info, &facts.all_domains());
+            let now = sys.read_trimmed(path).unwrap_or_default();
+            if !kernel::schemata_holds(&now, &want) {
+                lost.push(format!(
+                    "/{path} reads {} where the shield set {}",
+                    now.lines().map(str::trim).collect::<Vec<_>>().join("; "),
+                    want.replace('\n', "; ")
+                ));
+            }
+        }
+    }
+    Hold {
+        ask: Some(ask),
+        lost,
+    }
+}
+
+impl Holds for Hold {
+    fn lost(&self, _: &State, repair: &str) -> Vec<Finding> {
+        self.lost
+            .iter()
+            .map(|why| Finding::new("resctrl", Severity::Bad, 90, why, repair))
+            .collect()
+    }
+}
+
+impl Hold {
+    /// Whether the shield has a cache share.
+    pub fn asked(&self) -> bool {
+        self.ask.is_some()
+    }
+}
