@@ -48,14 +48,24 @@ stage_inputs() {
 
 # The tree as installed. The two flavours differ only where the
 # distributions do: zsh completions go to Debian's vendor-completions or
-# Fedora's site-functions (each zsh searches its own only), and the
-# changelog is Debian's changelog.Debian.gz, written by build-deb.sh, or
-# the RPM header's own.
+# Fedora's site-functions (each zsh searches its own only); the copyright
+# file goes to /usr/share/doc/cpushield or to Fedora's license directory
+# /usr/share/licenses/cpushield (%license), where it points to the Apache
+# License's text on the web, not to Debian's /usr/share/common-licenses;
+# and the changelog is Debian's changelog.Debian.gz, written by
+# build-deb.sh, or the RPM header's own. packaging/compare-deb-rpm.sh
+# checks that nothing else differs.
 stage_tree() {
-    local flavour=$1 stage=$2 out=$3 zsh_dir
+    local flavour=$1 stage=$2 out=$3 zsh_dir copyright
     case $flavour in
-    deb) zsh_dir=usr/share/zsh/vendor-completions ;;
-    rpm) zsh_dir=usr/share/zsh/site-functions ;;
+    deb)
+        zsh_dir=usr/share/zsh/vendor-completions
+        copyright=usr/share/doc/cpushield/copyright
+        ;;
+    rpm)
+        zsh_dir=usr/share/zsh/site-functions
+        copyright=usr/share/licenses/cpushield/copyright
+        ;;
     *) die "stage_tree: unknown flavour $flavour" ;;
     esac
 
@@ -100,8 +110,14 @@ stage_tree() {
     cargo tree --locked -e normal --target "$triple" --prefix none --format '{p}: {l}' \
         | sed -e 's/ (\*)$//' | grep -v '^cpushield v' | sort -u >"$out/crates.txt"
     [[ -s $out/crates.txt ]] || die "cargo tree listed no crates"
-    awk 'NR == FNR { crate[++n] = $0; next }
+    mkdir -p "$(dirname "$stage/$copyright")"
+    awk -v flavour="$flavour" '
+         NR == FNR { crate[++n] = $0; next }
          $0 == " @CRATES@" { for (i = 1; i <= n; i++) print " " crate[i]; next }
-         { print }' "$out/crates.txt" "$here/debian/copyright" >"$doc/copyright"
-    chmod 0644 "$doc/copyright"
+         flavour == "rpm" && /^ On Debian systems the full text of the Apache License 2.0 is in$/ {
+             print " The full text of the Apache License 2.0 is at"; next }
+         flavour == "rpm" && $0 == " /usr/share/common-licenses/Apache-2.0." {
+             print " https://www.apache.org/licenses/LICENSE-2.0."; next }
+         { print }' "$out/crates.txt" "$here/debian/copyright" >"$stage/$copyright"
+    chmod 0644 "$stage/$copyright"
 }
