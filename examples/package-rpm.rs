@@ -106,9 +106,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.source_date,
     )
     // No daemon-reload, preset, start, stop, or restart: see each script.
-    .post_install_script(include_str!("../packaging/rpm/post.sh"))
-    .pre_uninstall_script(include_str!("../packaging/rpm/preun.sh"))
-    .post_uninstall_script(include_str!("../packaging/rpm/postun.sh"));
+    .post_install_script(scriptlet(include_str!("../packaging/rpm/post.sh")))
+    .pre_uninstall_script(scriptlet(include_str!("../packaging/rpm/preun.sh")))
+    .post_uninstall_script(scriptlet(include_str!("../packaging/rpm/postun.sh")));
 
     // Cargo.toml names no home page yet; once it does, the package does too.
     let urls = [env!("CARGO_PKG_HOMEPAGE"), env!("CARGO_PKG_REPOSITORY")];
@@ -134,6 +134,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let written = pkg.build()?.write_to(&args.outdir)?;
     println!("{}", written.display());
     Ok(())
+}
+
+/// A shell scriptlet, its interpreter named in the header as rpmbuild
+/// names it (`rpm -qp --scripts` shows "using /bin/sh").
+fn scriptlet(script: &str) -> rpm::Scriptlet {
+    rpm::Scriptlet::new(script).prog(vec!["/bin/sh"])
 }
 
 /// Adds every regular file under `dir` to `files` as (source, path
