@@ -13,7 +13,8 @@ cd "$(dirname "$0")/../.."
 INSTALL_ONLY=0
 if [ "${1:-}" = --install-only ]; then INSTALL_ONLY=1; shift; fi
 
-PKGS="qemu-system-x86 busybox-static rt-tests stress-ng xz-utils util-linux file mmdebstrap e2fsprogs binutils fdisk"
+# rpm and rpmlint check the .rpm (packaging/build-rpm.sh builds it without them).
+PKGS="qemu-system-x86 busybox-static rt-tests stress-ng xz-utils util-linux file mmdebstrap e2fsprogs binutils fdisk rpm rpmlint"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
@@ -37,13 +38,35 @@ RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
 # the dev-dependencies), which must not reach the binary that ships.
 tests/shipped-binary-has-no-fixture.sh "$BIN"
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example check_compare_dir --example interfere --example package-assets
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example check_compare_dir --example interfere --example package-assets --example package-rpm
 
 echo "== the .deb, from that binary (packaging/build-deb.sh)"
 rm -rf "$REL/package-assets" && "$REL/examples/package-assets" "$REL/package-assets" >/dev/null
 DEB=$(CPUSHIELD_BIN=$BIN CPUSHIELD_ASSETS=$REL/package-assets packaging/build-deb.sh 2>"$REL/build-deb.log" | tail -n1) || true
 [ -f "$DEB" ] || { cat "$REL/build-deb.log" >&2; echo "packaging/build-deb.sh made no .deb (output above)" >&2; exit 1; }
 echo "$DEB"
+
+# The .rpm from the same binary and assets: its contents, scriptlets and
+# rpmlint's findings go into this log; an rpmlint error (after the
+# exceptions in packaging/rpm/rpmlint.toml), a file list that differs from
+# the .deb's, or a scriptlet that changes more than it should fails CI.
+echo "== the .rpm, from that binary (packaging/build-rpm.sh)"
+t0=$(date +%s)
+RPM=$(CPUSHIELD_BIN=$BIN CPUSHIELD_ASSETS=$REL/package-assets CPUSHIELD_PACKAGE_RPM=$REL/examples/package-rpm \
+    packaging/build-rpm.sh 2>"$REL/build-rpm.log" | tail -n1) || true
+[ -f "$RPM" ] || { cat "$REL/build-rpm.log" >&2; echo "packaging/build-rpm.sh made no .rpm (output above)" >&2; exit 1; }
+echo "$RPM"
+rpm -qpi "$RPM"
+echo "-- rpm -qpl"
+rpm -qpl "$RPM"
+echo "-- rpm -qp --scripts"
+rpm -qp --scripts "$RPM"
+echo "-- rpmlint"
+rpmlint -c packaging/rpm/rpmlint.toml "$RPM" \
+    || { echo "rpmlint found errors in $RPM (above); fix them, or explain an exception in packaging/rpm/rpmlint.toml" >&2; exit 1; }
+packaging/compare-deb-rpm.sh "$DEB" "$RPM"
+packaging/rpm/test-scriptlets.sh "$RPM"
+echo "== the .rpm took $(( $(date +%s) - t0 ))s"
 
 # Each guest runs every vCPU on one host thread (tcg,thread=single, see
 # tests/vm/README.md), so one guest keeps one host core busy: the guests
