@@ -1,5 +1,5 @@
 #!/bin/sh
-# summary: on 3 after on 2-3 changes the shield; refused inputs change nothing
+# summary: on 3 after on 2-3 changes the shield; refused inputs (and a cache share without RDT) change nothing
 # vm: cpus=4
 . /guest/lib.sh "$1"
 has_cpushield || { bad "cpushield binary in the guest"; result; }
@@ -16,6 +16,14 @@ refuse_all() { # refuse_all SNAPNAME WHEN
     done
 }
 refuse_all s0 "no shield"
+# QEMU models no RDT: a cache share is refused, saying why, and the mount
+# point resctrl would use stays as it was.
+cs on 2-3 --cache-ways 2
+check "on 2-3 --cache-ways 2 is refused where the CPU has no cat_l3 (exit $CS_RC)" [ "$CS_RC" -ne 0 ]
+info "$(cat "$OUT/cs.stderr")"
+check "its message names the missing CPU feature" grep -q "cat_l3" "$OUT/cs.stderr"
+check "resctrl is not mounted" sh -c "! grep -q ' resctrl ' /proc/self/mounts"
+snap rc0; snap_equal s0 rc0 "on --cache-ways changed nothing"
 cs on 2-3; check "on 2-3 exits 0" [ "$CS_RC" -eq 0 ]
 snap s1
 refuse_all s1 "shield 2-3 active"
