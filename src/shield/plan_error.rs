@@ -67,6 +67,6 @@ pub enum PlanError {
     #[error("--guard-engine stalld: no stalld is installed (looked for /{}); install it, or use --guard-engine auto or cpushield", crate::guard::stalld::PATHS.join(", /"))]
     NoStalld,
     /// The cache share cannot be had here.
-    #[error("--cache-ways: {0}; nothing was changed")]
+    #[error("--cache-ways: {0}")]
     Resctrl(String),
 }
