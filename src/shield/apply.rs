@@ -224,10 +224,7 @@ pub fn describe(fx: &dyn Effects, a: &Action) -> String {
         return own;
     }
     match a {
-        Action::Mkdir { path }
-        | Action::MountCgroup2 { target: path, .. }
-        | Action::MountResctrl { target: path }
-        | Action::ResctrlSchemata { path, .. } => format!("/{path}"),
+        Action::Mkdir { path } | Action::MountCgroup2 { target: path, .. } => format!("/{path}"),
         Action::Write { path, .. } => format!("/{path}"),
         Action::MoveTask { tid, .. } => format!("task {tid}"),
         Action::SetAffinity { tid, name, .. } | Action::SetScheduler { tid, name, .. } => {

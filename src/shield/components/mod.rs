@@ -690,6 +690,9 @@ impl Effects for Components {
     fn describe(&self, action: &Action) -> Option<String> {
         match action {
             Action::IrqbalanceBan { manager_env, .. } => Some(irqbalance::describe(*manager_env)),
+            Action::MountResctrl { target: path } | Action::ResctrlSchemata { path, .. } => {
+                Some(format!("/{path}"))
+            }
             _ => None,
         }
     }
