@@ -325,6 +325,9 @@ fn render(
     if let Some(g) = &status.guard {
         guard_metrics(&mut out, g);
     }
+    if let Some(c) = &status.cache {
+        cache_metrics(&mut out, c);
+    }
     gauge(
         &mut out,
         "shielded_cpus",
@@ -441,6 +444,35 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(Stri
     let _ = writeln!(out, "# TYPE cpushield_{name} {kind}");
     for (labels, value) in samples {
         let _ = writeln!(out, "cpushield_{name}{labels} {value}");
+    }
+}
+
+/// What resctrl's monitoring counts of the shield's group, per L3 domain.
+fn cache_metrics(out: &mut String, c: &crate::shield::resctrl::Status) {
+    let per = |f: fn(&crate::sys::resctrl::Monitored) -> Option<u64>| -> Vec<(String, f64)> {
+        c.monitored
+            .iter()
+            .filter_map(|m| f(m).map(|v| (format!("{{l3=\"{}\"}}", m.domain), v as f64)))
+            .collect()
+    };
+    let occupancy = per(|m| m.llc_occupancy_bytes);
+    if !occupancy.is_empty() {
+        gauge(
+            out,
+            "shield_l3_occupancy_bytes",
+            "Bytes of each L3 cache the shield's resctrl group holds (llc_occupancy).",
+            &occupancy,
+        );
+    }
+    let traffic = per(|m| m.mbm_total_bytes);
+    if !traffic.is_empty() {
+        family(
+            out,
+            "shield_memory_bytes_total",
+            "counter",
+            "Bytes the shield's resctrl group moved to and from memory, per L3 domain (mbm_total_bytes).",
+            &traffic,
+        );
     }
 }
 

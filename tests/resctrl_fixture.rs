@@ -80,7 +80,35 @@ fn the_shield_gets_the_top_ways_of_its_l3_and_off_gives_everything_back() {
     );
     assert_eq!(r["cache"]["others"], "L3:0=7ff;1=07f; MB:0=50;1=50", "{r}");
     let o = cpushield(root, &["status", "--json"]);
-    assert_eq!(json(&o)["holds"], true, "{}", text(&o));
+    let r = json(&o);
+    assert_eq!(r["holds"], true, "{r}");
+    // resctrl's monitoring of the group, per L3 of the machine (the
+    // fixture's counters read 4 MiB held, 1 GiB moved), in status and in
+    // the metrics.
+    let cache = &r["cache"];
+    assert_eq!(cache["cpus"], "2-3", "{cache}");
+    assert_eq!(cache["monitored"][1]["domain"], 1, "{cache}");
+    assert_eq!(
+        cache["monitored"][1]["llc_occupancy_bytes"],
+        4 << 20,
+        "{cache}"
+    );
+    let o = cpushield(root, &["status"]);
+    assert!(
+        text(&o).contains("4096 KiB held, 1024 MiB to and from memory"),
+        "{}",
+        text(&o)
+    );
+    let o = cpushield(root, &["metrics"]);
+    let m = text(&o);
+    assert!(
+        m.contains("cpushield_shield_l3_occupancy_bytes{l3=\"1\"} 4194304"),
+        "{m}"
+    );
+    assert!(
+        m.contains("# TYPE cpushield_shield_memory_bytes_total counter"),
+        "{m}"
+    );
 
     let o = cpushield(root, &["off"]);
     assert!(o.status.success(), "{}", text(&o));

@@ -224,6 +224,9 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     };
     row(w, "default IRQ affinity", mask(&r.default_irq_affinity))?;
     row(w, "workqueue cpumask", mask(&r.workqueue_mask))?;
+    if let Some(c) = &r.cache {
+        cache_rows(c, w)?;
+    }
     if let Some(g) = &r.guard {
         guard_rows(g, w)?;
     }
@@ -312,6 +315,31 @@ fn on_tasks(r: &OnReport, w: &mut dyn Write) -> Result<()> {
         &r.split_off,
         20,
     )?;
+    Ok(())
+}
+
+/// The cache share as `status` reads it, and its group's monitoring.
+fn cache_rows(c: &crate::shield::resctrl::Status, w: &mut dyn Write) -> Result<()> {
+    let s = &c.share;
+    row(
+        w,
+        "L3 cache, shield",
+        format!("CPUs {}: {}", s.cpus, s.shield),
+    )?;
+    row(w, "L3 cache, others", &s.others)?;
+    for m in &c.monitored {
+        let kib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} KiB", b / 1024));
+        let mib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} MiB", b >> 20));
+        row(
+            w,
+            &format!("L3 {} of the shield", m.domain),
+            format!(
+                "{} held, {} to and from memory so far",
+                kib(m.llc_occupancy_bytes),
+                mib(m.mbm_total_bytes)
+            ),
+        )?;
+    }
     Ok(())
 }
 

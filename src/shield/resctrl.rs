@@ -422,19 +422,47 @@ pub fn outcome(sys: &Sys, steps: &[Step]) -> Option<Outcome> {
     let planned = steps
         .iter()
         .any(|s| matches!(s.action, Action::ResctrlSchemata { .. }));
-    if !planned || !sys.exists(GROUP) {
-        return None;
-    }
+    (planned && sys.exists(GROUP)).then(|| read_outcome(sys))
+}
+
+/// Both groups' `schemata` and the group's CPUs as they read now.
+fn read_outcome(sys: &Sys) -> Outcome {
     let tidy = |path: &str| {
         let text = sys.read(path).unwrap_or_default();
         text.lines().map(str::trim).collect::<Vec<_>>().join("; ")
     };
-    Some(Outcome {
+    Outcome {
         shield: tidy(&format!("{GROUP}/schemata")),
         others: tidy(&format!("{RESCTRL}/schemata")),
         cpus: sys
             .read_cpulist(&format!("{GROUP}/cpus_list"))
             .unwrap_or_default(),
+    }
+}
+
+/// What `status` shows of the cache share: the share as it reads, and what
+/// resctrl's monitoring counts of the shield's group (L3 occupancy, memory
+/// traffic), where the CPUs have it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// The share as it reads now.
+    #[serde(flatten)]
+    pub share: Outcome,
+    /// The group's monitoring, per L3 domain (empty: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub monitored: Vec<kernel::Monitored>,
+}
+
+/// The cache share of the shield `state` for `status`, when it has one
+/// and its group exists.
+pub fn status(sys: &Sys, state: &State) -> Option<Status> {
+    let asked = state
+        .request
+        .as_ref()
+        .is_some_and(|r| r.cache_ways.is_some());
+    (asked && sys.exists(GROUP)).then(|| Status {
+        share: read_outcome(sys),
+        monitored: kernel::read_monitoring(sys, GROUP),
     })
 }
 

@@ -235,6 +235,47 @@ impl CacheShare {
     }
 }
 
+/// What resctrl's monitoring counts of one group in one L3 domain
+/// (`mon_data/mon_L3_NN/`): each figure where the CPUs have it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Monitored {
+    /// The L3 cache id.
+    pub domain: u32,
+    /// `llc_occupancy`: bytes of the L3 the group's work holds now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llc_occupancy_bytes: Option<u64>,
+    /// `mbm_total_bytes`: bytes the group moved to and from memory since
+    /// the counter started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mbm_total_bytes: Option<u64>,
+}
+
+/// The monitoring of the group at `group` (its directory), per L3 domain;
+/// empty where resctrl has no monitoring.
+pub fn read_monitoring(sys: &Sys, group: &str) -> Vec<Monitored> {
+    let dir = format!("{group}/mon_data");
+    let mut out: Vec<Monitored> = sys
+        .subdirs(&dir)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|d| {
+            let domain = d.strip_prefix("mon_L3_")?.parse().ok()?;
+            let figure = |name: &str| {
+                sys.read_trimmed(&format!("{dir}/{d}/{name}"))
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+            };
+            Some(Monitored {
+                domain,
+                llc_occupancy_bytes: figure("llc_occupancy"),
+                mbm_total_bytes: figure("mbm_total_bytes"),
+            })
+        })
+        .collect();
+    out.sort_by_key(|m| m.domain);
+    out
+}
+
 /// A `schemata`: per resource, per domain, its value (a hex mask for a
 /// cache, a percentage or MBps for `MB`).
 pub type Schemata = BTreeMap<String, BTreeMap<u32, String>>;

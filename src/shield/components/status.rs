@@ -73,6 +73,10 @@ pub struct StatusReport {
     /// real-time task) and what protects the shielded CPUs' kernel work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guard: Option<guard::Hold>,
+    /// The shield's share of the L3 cache, and what resctrl's monitoring
+    /// counts of its group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<resctrl::Status>,
 }
 
 /// What `status` reads back, once, of each component of an active shield.
@@ -203,6 +207,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         broken,
         notes: plan::tuned_notes(&snap.owners),
         guard,
+        cache: state.as_ref().and_then(|s| resctrl::status(sys, s)),
     })
 }
 
