@@ -546,6 +546,10 @@ fn bound(f: &Facts, out: &mut Findings) {
         return;
     }
     let worst = buses.iter().map(|b| b.us).fold(0.0, f64::max);
+    // Every online CPU may have an access waiting at the one host bridge:
+    // the shielded CPU's may wait a round for each (the report's two
+    // cores, 1160 cycles alone, 2400 together).
+    let cpus = f.online.len().max(1) as u64;
     let parts: Vec<String> = buses
         .iter()
         .map(|b| {
@@ -553,8 +557,16 @@ fn bound(f: &Facts, out: &mut Findings) {
                 BusKind::Conventional => "",
                 _ => "kind unknown, if conventional: ",
             };
+            let contended = match cpus {
+                1 => String::new(),
+                n => format!(
+                    ", with the {n} online CPUs contending {} cycles = {:.1} µs",
+                    n * b.cycles,
+                    n as f64 * b.us
+                ),
+            };
             format!(
-                "bus {} ({kind}{} bus masters) {} cycles = {:.1} µs",
+                "bus {} ({kind}{} bus masters) {} cycles = {:.1} µs{contended}",
                 b.bus,
                 b.masters.len(),
                 b.cycles,
@@ -575,7 +587,7 @@ fn bound(f: &Facts, out: &mut Findings) {
         severity,
         40,
         format!(
-            "worst-case wait for a conventional PCI bus at {PCI_MHZ:.0} MHz, the sum of 32 + 8·(n−1) clocks per bus master (n data phases within its Latency Timer): {}",
+            "worst-case wait for a conventional PCI bus at {PCI_MHZ:.0} MHz, the sum of 32 + 8·(n−1) clocks per bus master (n data phases within its Latency Timer), for one CPU's access and for one behind every CPU's: {}",
             parts.join("; ")
         ),
         next,
@@ -773,7 +785,7 @@ mod tests {
         assert!(
             bound
                 .reason
-                .contains("bus 0000:05 (3 bus masters) 408 cycles = 12.4 µs"),
+                .contains("bus 0000:05 (3 bus masters) 408 cycles = 12.4 µs, with the 4 online CPUs contending 1632 cycles = 49.5 µs"),
             "{}",
             bound.reason
         );
