@@ -810,6 +810,20 @@ mod tests {
         CpuSet::parse_list(s).unwrap()
     }
 
+    /// An empty root, and a `Sys` on it.
+    fn fixture_root() -> (tempfile::TempDir, Sys) {
+        let root = tempfile::tempdir().unwrap();
+        let sys = Sys::at(root.path());
+        (root, sys)
+    }
+
+    /// Writes `text` to `path` under `root`, making its directories.
+    fn put(root: &std::path::Path, path: &str, text: &str) {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
     #[test]
     fn the_files_irqbalance_reads_are_its_units_else_the_distributions() {
         let unit = "[Service]\nEnvironmentFile=-/usr/share/irqbalance/irqbalance.env\n\
@@ -819,13 +833,8 @@ mod tests {
             unit_env_files(unit),
             ["usr/share/irqbalance/irqbalance.env", "etc/irqbalance.env"]
         );
-        let root = tempfile::tempdir().unwrap();
-        let sys = Sys::at(root.path());
-        let write = |path: &str, text: &str| {
-            let p = root.path().join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        };
+        let (root, sys) = fixture_root();
+        let write = |path: &str, text: &str| put(root.path(), path, text);
         // No unit file: the distributions' files.
         assert_eq!(env_files(&sys), IRQBALANCE_ENV_FILES);
         // A unit that reads /etc/irqbalance.env: the user's ban there is
@@ -843,13 +852,8 @@ mod tests {
 
     #[test]
     fn a_ban_in_a_file_a_drop_in_adds_is_irqbalances_own() {
-        let root = tempfile::tempdir().unwrap();
-        let sys = Sys::at(root.path());
-        let write = |path: &str, text: &str| {
-            let p = root.path().join(path);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, text).unwrap();
-        };
+        let (root, sys) = fixture_root();
+        let write = |path: &str, text: &str| put(root.path(), path, text);
         write(
             "usr/lib/systemd/system/irqbalance.service",
             "[Service]\nEnvironmentFile=-/etc/default/irqbalance\n",
