@@ -452,7 +452,16 @@ fn cache_metrics(out: &mut String, c: &crate::shield::resctrl::Status) {
     let per = |f: fn(&crate::sys::resctrl::Monitored) -> Option<u64>| -> Vec<(String, f64)> {
         c.monitored
             .iter()
-            .filter_map(|m| f(m).map(|v| (format!("{{l3=\"{}\"}}", m.domain), v as f64)))
+            .map(|m| ("shield", m))
+            .chain(c.others_monitored.iter().map(|m| ("others", m)))
+            .filter_map(|(name, m)| {
+                f(m).map(|v| {
+                    (
+                        format!("{{group=\"{name}\",l3=\"{}\"}}", m.domain),
+                        v as f64,
+                    )
+                })
+            })
             .collect()
     };
     let occupancy = per(|m| m.llc_occupancy_bytes);
@@ -460,7 +469,7 @@ fn cache_metrics(out: &mut String, c: &crate::shield::resctrl::Status) {
         gauge(
             out,
             "shield_l3_occupancy_bytes",
-            "Bytes of each L3 cache the shield's resctrl group holds (llc_occupancy).",
+            "Bytes of each L3 cache the shield's resctrl group (group=\"shield\") and the default group of everything else (group=\"others\") hold (llc_occupancy).",
             &occupancy,
         );
     }
@@ -470,7 +479,7 @@ fn cache_metrics(out: &mut String, c: &crate::shield::resctrl::Status) {
             out,
             "shield_memory_bytes_total",
             "counter",
-            "Bytes the shield's resctrl group moved to and from memory, per L3 domain (mbm_total_bytes).",
+            "Bytes the shield's resctrl group (group=\"shield\") and the default group (group=\"others\") moved to and from memory, per L3 domain (mbm_total_bytes).",
             &traffic,
         );
     }

@@ -93,6 +93,7 @@ fn the_shield_gets_the_top_ways_of_its_l3_and_off_gives_everything_back() {
         4 << 20,
         "{cache}"
     );
+    assert_eq!(cache["others_monitored"][0]["domain"], 0, "{cache}");
     let o = cpushield(root, &["status"]);
     assert!(
         text(&o).contains("4096 KiB held, 1024 MiB to and from memory"),
@@ -102,7 +103,11 @@ fn the_shield_gets_the_top_ways_of_its_l3_and_off_gives_everything_back() {
     let o = cpushield(root, &["metrics"]);
     let m = text(&o);
     assert!(
-        m.contains("cpushield_shield_l3_occupancy_bytes{l3=\"1\"} 4194304"),
+        m.contains("cpushield_shield_l3_occupancy_bytes{group=\"shield\",l3=\"1\"} 4194304"),
+        "{m}"
+    );
+    assert!(
+        m.contains("cpushield_shield_l3_occupancy_bytes{group=\"others\",l3=\"0\"} 4194304"),
         "{m}"
     );
     assert!(

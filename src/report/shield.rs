@@ -327,18 +327,23 @@ fn cache_rows(c: &crate::shield::resctrl::Status, w: &mut dyn Write) -> Result<(
         format!("CPUs {}: {}", s.cpus, s.shield),
     )?;
     row(w, "L3 cache, others", &s.others)?;
-    for m in &c.monitored {
-        let kib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} KiB", b / 1024));
-        let mib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} MiB", b >> 20));
-        row(
-            w,
-            &format!("L3 {} of the shield", m.domain),
-            format!(
-                "{} held, {} to and from memory so far",
-                kib(m.llc_occupancy_bytes),
-                mib(m.mbm_total_bytes)
-            ),
-        )?;
+    let kib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} KiB", b / 1024));
+    let mib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} MiB", b >> 20));
+    for (whose, monitored) in [
+        ("the shield", &c.monitored),
+        ("the others", &c.others_monitored),
+    ] {
+        for m in monitored {
+            row(
+                w,
+                &format!("L3 {} of {whose}", m.domain),
+                format!(
+                    "{} held, {} to and from memory so far",
+                    kib(m.llc_occupancy_bytes),
+                    mib(m.mbm_total_bytes)
+                ),
+            )?;
+        }
     }
     Ok(())
 }

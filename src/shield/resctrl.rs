@@ -451,6 +451,10 @@ pub struct Status {
     /// The group's monitoring, per L3 domain (empty: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub monitored: Vec<kernel::Monitored>,
+    /// The default group's (everything outside the shield): the
+    /// neighbours whose cache use and memory traffic the share holds off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub others_monitored: Vec<kernel::Monitored>,
 }
 
 /// The cache share of the shield `state` for `status`, when it has one
@@ -463,6 +467,7 @@ pub fn status(sys: &Sys, state: &State) -> Option<Status> {
     (asked && sys.exists(GROUP)).then(|| Status {
         share: read_outcome(sys),
         monitored: kernel::read_monitoring(sys, GROUP),
+        others_monitored: kernel::read_monitoring(sys, RESCTRL),
     })
 }
 
