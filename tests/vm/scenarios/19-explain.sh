@@ -176,8 +176,15 @@ top=$(top_cause spinner)
 # Either form names it: "task cs-spinner" (it kept the CPU after the
 # wake-up) or "timer delivery (cs-spinner running)" (the timer interrupt
 # came late while it ran: under TCG the emulator's doing; on 7.x the two
-# come close, 418 and 412 samples in one run).
-check "spinner: the top cause names cs-spinner ('$top')" matches "$top" '^(task cs-spinner|timer delivery \(cs-spinner running\))$'
+# come close, 418 and 412 samples in one run). On a busy host the
+# emulator's late delivery to an idle CPU can come first (CI: "timer
+# delivery (idle exit)" 822 samples, "task cs-spinner" 321): a cause of
+# no task may lead, another task never (the spinner must still be among
+# the causes, checked below).
+case "$top" in
+    task*|*running\)) check "spinner: the top cause names cs-spinner, if a task ('$top')" matches "$top" '^(task cs-spinner|timer delivery \(cs-spinner running\))$' ;;
+    *) info "spinner: the top cause is one of no task ('$top'); cs-spinner must be among the others" ;;
+esac
 check "spinner: 'task cs-spinner' is among the causes" has_cause spinner '^task cs-spinner$'
 mx=$(cause_field spinner "task cs-spinner" 4)
 check "spinner: cs-spinner held a sample at least 500 µs (max ${mx:-none} ns; it spins 2 ms)" [ "${mx:-0}" -ge 500000 ]
