@@ -396,7 +396,7 @@ fn undo_changes(sys: &Sys, fx: &dyn Effects, entries: &[Entry], out: &mut Undone
                 undo_systemd(sys, call, undo.as_ref(), back.as_deref(), out)
             }
             Action::MountCgroup2 { target, make_dir } => {
-                unmount_cgroup2(sys, target, *make_dir, out)
+                unmount_own(sys, (target, "cgroup2"), *make_dir, out)
             }
             Action::Write { path, undo, .. } => {
                 let value = match (undo, &e.previous) {
@@ -513,11 +513,17 @@ fn restore_affinity(sys: &Sys, tid: i32, cpus: &CpuSet, at: Option<u64>, out: &m
     }
 }
 
-/// Unmounts the cgroup2 that `on` mounted, only while it is still the one
-/// mount at `target` and nothing is mounted below it (anything else there
-/// is someone else's, and stays); then removes the directory it made.
-/// Nothing mounted there means the mount was journaled but never made.
-fn unmount_cgroup2(sys: &Sys, target: &str, made_dir: bool, out: &mut Undone) {
+/// Unmounts the file system of type `fstype` that `on` mounted, only
+/// while it is still the one mount at `target` and nothing is mounted
+/// below it (anything else there is someone else's, and stays); then
+/// removes the directory it made. Nothing mounted there means the mount
+/// was journaled but never made.
+pub(super) fn unmount_own(
+    sys: &Sys,
+    (target, fstype): (&str, &str),
+    made_dir: bool,
+    out: &mut Undone,
+) {
     let mounts = match sys.read("proc/self/mounts") {
         Ok(text) => procfs::parse_mounts(&text),
         Err(err) => {
@@ -535,17 +541,19 @@ fn unmount_cgroup2(sys: &Sys, target: &str, made_dir: bool, out: &mut Undone) {
         .any(|m| m.target.starts_with(&format!("{at}/")));
     match stacked.as_slice() {
         [] => out.unchanged += 1,
-        [m] if m.fstype == "cgroup2" && !below => match sys.umount(target) {
+        [m] if m.fstype == fstype && !below => match sys.umount(target) {
             Ok(()) => out.restored += 1,
             Err(err) => out.failed.push(Refusal {
                 target: at.clone(),
-                reason: format!("could not unmount cgroup2: {}", err.errno_name()),
+                reason: format!("could not unmount {fstype}: {}", err.errno_name()),
             }),
         },
         _ => {
             out.failed.push(Refusal {
                 target: at.clone(),
-                reason: "left mounted: something else is mounted on or below the cgroup2 cpushield mounted".into(),
+                reason: format!(
+                    "left mounted: something else is mounted on or below the {fstype} cpushield mounted"
+                ),
             });
             return;
         }

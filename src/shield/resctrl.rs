@@ -382,27 +382,10 @@ pub fn undo_share(sys: &Sys, path: &str, previous: Option<&str>, out: &mut Undon
     }
 }
 
-/// Unmounts resctrl mounted by the shield, while it is the one mount
-/// there.
+/// Unmounts resctrl mounted by the shield, as the engine unmounts a
+/// cgroup2 of its own: while it is the one mount there, nothing below it.
 pub fn unmount(sys: &Sys, target: &str, out: &mut Undone) {
-    let at = format!("/{target}");
-    let text = sys.read("proc/self/mounts").unwrap_or_default();
-    let mounts = procfs::parse_mounts(&text);
-    let here: Vec<_> = mounts.iter().filter(|m| m.target == at).collect();
-    match here.as_slice() {
-        [] => out.unchanged += 1,
-        [m] if m.fstype == "resctrl" => match sys.umount(target) {
-            Ok(()) => out.restored += 1,
-            Err(e) => out.failed.push(Refusal {
-                target: at,
-                reason: format!("could not unmount resctrl: {}", e.errno_name()),
-            }),
-        },
-        _ => out.failed.push(Refusal {
-            target: at,
-            reason: "left mounted: something else is mounted there too".into(),
-        }),
-    }
+    super::apply::unmount_own(sys, (target, "resctrl"), false, out);
 }
 
 /// What `on`'s report says of the cache share, read back.
