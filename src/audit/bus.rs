@@ -888,14 +888,7 @@ mod tests {
         let mut f = facts(vec![express("0000:01:00.0", 0, None, cap, 0b10)]);
         let extra = vec!["pcie_aspm.policy=performance".to_string()];
         let want = crate::boot::want(&cpus("2-3"), &[], &cpus("0-3"), &extra).unwrap();
-        let record = crate::boot::Record {
-            want,
-            dropin: "etc/default/grub.d/zz-cpushield.cfg".into(),
-            dropin_before: None,
-            generated: "boot/grub/grub.cfg".into(),
-            generated_before: None,
-            complete: true,
-        };
+        let record = crate::boot::Record::debian_grub(want, true);
         let booted = crate::boot::BootFacts {
             cmdline: "ro quiet pcie_aspm=off".into(),
             ..Default::default()

@@ -810,14 +810,7 @@ mod tests {
         let mut f = quiet();
         f.cmdline = parse::parse_cmdline("ro quiet");
         let want = crate::boot::want(&cpus("2-3"), &[], &cpus("0-3"), &[]).unwrap();
-        let record = crate::boot::Record {
-            want: want.clone(),
-            dropin: "etc/default/grub.d/zz-cpushield.cfg".into(),
-            dropin_before: None,
-            generated: "boot/grub/grub.cfg".into(),
-            generated_before: None,
-            complete: true,
-        };
+        let record = crate::boot::Record::debian_grub(want.clone(), true);
         let facts = crate::boot::BootFacts {
             cmdline: "ro quiet".into(),
             ..Default::default()

@@ -15,13 +15,20 @@
 //! through [`Sys::run_tool`]. Judging is a pure function of read facts.
 
 pub mod args;
+pub mod backend;
+pub mod bls;
+pub mod edit;
 pub mod grub;
+pub mod loader;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::shield::journal;
 use crate::sys::Sys;
+
+pub use backend::{Backend, Loader};
+use edit::{FileChange, Undone};
 
 /// The record of the boot half, relative to the root (survives reboots).
 pub const RECORD: &str = "var/lib/cpushield/boot.json";
@@ -55,6 +62,10 @@ pub enum BootError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The boot half written earlier cannot be taken out as it was
+    /// written (a file changed beyond cpushield's part); nothing was changed.
+    #[error("the boot half cannot be taken out exactly: {0}; put cpushield's part back as it was written, or take it out by hand and delete /var/lib/cpushield/boot.json")]
+    Stranded(String),
     /// The record cannot be read or written.
     #[error(transparent)]
     Journal(#[from] journal::JournalError),
@@ -75,7 +86,7 @@ pub struct BootWant {
 }
 
 /// The keys cpushield sets itself; an extra option may not set them again.
-const OWN_KEYS: [&str; 4] = ["isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity"];
+pub const OWN_KEYS: [&str; 4] = ["isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity"];
 
 /// The boot options for shielding `cpus` (siblings added as `boot-args`
 /// does) plus `extra` ones. Refuses an extra option that is not one
@@ -149,21 +160,116 @@ pub fn want_here(sys: &Sys, cpus: &CpuSet, extra: &[String]) -> Result<BootWant,
     want(cpus, &groups, &online, extra)
 }
 
-/// The persistent record of a written boot half.
+/// The persistent record of a written boot half (version 2: any backend,
+/// every file with what it held before).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
+    /// The record's format, [`RECORD_VERSION`].
+    pub version: u32,
+    /// The bootloader written through.
+    pub backend: Backend,
     /// What was written.
     pub want: BootWant,
-    /// The drop-in file, relative to the root.
-    pub dropin: String,
-    /// Its content before cpushield first wrote it (`None`: absent).
-    pub dropin_before: Option<String>,
-    /// The bootloader's generated file, relative to the root.
-    pub generated: String,
-    /// Its content before cpushield first wrote the drop-in.
-    pub generated_before: Option<String>,
+    /// The files written, in order, each with what it held before.
+    pub files: Vec<FileChange>,
+    /// The bootloader's generated configuration and its content before
+    /// cpushield first wrote (GRUB), to tell whether removal gave it back.
+    pub generated: Option<Generated>,
+    /// The command that regenerates it (empty: none).
+    pub command: Vec<String>,
+    /// The user's options that set one of cpushield's keys, left out.
+    #[serde(default)]
+    pub replaced: Vec<String>,
     /// False while a write or a removal is under way (a crash leaves it so).
     pub complete: bool,
+}
+
+/// The format version of [`Record`] written now.
+pub const RECORD_VERSION: u32 = 2;
+
+/// A generated configuration file and its content before cpushield.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Generated {
+    /// The file, relative to the root.
+    pub path: String,
+    /// Its content before cpushield first wrote (`None`: absent).
+    pub before: Option<String>,
+}
+
+/// The record as the first release wrote it (Debian's GRUB only).
+#[derive(Debug, Clone, Deserialize)]
+struct RecordV1 {
+    want: BootWant,
+    dropin: String,
+    dropin_before: Option<String>,
+    generated: String,
+    generated_before: Option<String>,
+    complete: bool,
+}
+
+impl From<RecordV1> for Record {
+    fn from(v1: RecordV1) -> Record {
+        Record {
+            version: RECORD_VERSION,
+            backend: Backend::DebianGrub,
+            files: vec![FileChange {
+                path: v1.dropin,
+                before: v1.dropin_before,
+                written: grub::dropin_text(&v1.want, false),
+                edit: edit::Edit::Whole,
+            }],
+            want: v1.want,
+            generated: Some(Generated {
+                path: v1.generated,
+                before: v1.generated_before,
+            }),
+            command: vec!["update-grub".into()],
+            replaced: Vec::new(),
+            complete: v1.complete,
+        }
+    }
+}
+
+/// Either format on disk; only version 2 is written.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OnDisk {
+    V2(Record),
+    V1(RecordV1),
+}
+
+impl Record {
+    /// A complete record of Debian's GRUB drop-in for `want` (for tests of
+    /// the readers of records).
+    pub fn debian_grub(want: BootWant, complete: bool) -> Record {
+        Record {
+            version: RECORD_VERSION,
+            backend: Backend::DebianGrub,
+            files: vec![FileChange {
+                path: grub::DROPIN.into(),
+                before: None,
+                written: grub::dropin_text(&want, false),
+                edit: edit::Edit::Whole,
+            }],
+            want,
+            generated: Some(Generated {
+                path: grub::GENERATED.into(),
+                before: None,
+            }),
+            command: vec!["update-grub".into()],
+            replaced: Vec::new(),
+            complete,
+        }
+    }
+
+    /// The files written, as `/path` for reports.
+    pub fn file_list(&self) -> String {
+        self.files
+            .iter()
+            .map(|f| format!("/{}", f.path))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// What the last removal took out, until the next boot.
@@ -266,8 +372,20 @@ pub struct BootStatus {
     pub isolated: CpuSet,
     /// CPUs without the tick (`/sys/devices/system/cpu/nohz_full`).
     pub nohz_full: CpuSet,
-    /// The drop-in file, when one is written.
+    /// The first file written (the drop-in on Debian), when one is.
     pub file: Option<String>,
+    /// The bootloader written through.
+    pub bootloader: Option<String>,
+    /// Every file written.
+    pub files: Vec<String>,
+    /// The user's options that set one of cpushield's keys, left out when written.
+    pub replaced: Vec<String>,
+    /// Isolation options on the running command line that set one of
+    /// cpushield's keys to another value (the kernel may take the first).
+    pub conflicting: Vec<String>,
+    /// Files written that no longer hold what cpushield wrote (a kernel
+    /// update, `grubby`, an edit): see `cpushield boot` and run `apply`.
+    pub drift: Vec<String>,
 }
 
 /// Judges the boot half from its record, the last removal and the running
@@ -276,6 +394,7 @@ pub fn judge(record: Option<&Record>, removed: Option<&Removed>, facts: &BootFac
     let running = facts.isolation_options();
     let mut missing = Vec::new();
     let mut still_running = Vec::new();
+    let mut conflicting = Vec::new();
     let state = match record {
         Some(r) if !r.complete => BootState::Interrupted,
         Some(r) => {
@@ -286,7 +405,12 @@ pub fn judge(record: Option<&Record>, removed: Option<&Removed>, facts: &BootFac
                 .filter(|o| !facts.has(o))
                 .cloned()
                 .collect();
-            if missing.is_empty() {
+            conflicting = running
+                .iter()
+                .filter(|o| !r.want.options.contains(o))
+                .cloned()
+                .collect();
+            if missing.is_empty() && conflicting.is_empty() {
                 BootState::Active
             } else {
                 BootState::PendingReboot
@@ -322,22 +446,50 @@ pub fn judge(record: Option<&Record>, removed: Option<&Removed>, facts: &BootFac
         running,
         isolated: facts.isolated.clone(),
         nohz_full: facts.nohz_full.clone(),
-        file: record.map(|r| r.dropin.clone()),
+        file: record.and_then(|r| r.files.first()).map(|f| f.path.clone()),
+        bootloader: record.map(|r| r.backend.describe().to_string()),
+        files: record
+            .map(|r| r.files.iter().map(|f| f.path.clone()).collect())
+            .unwrap_or_default(),
+        replaced: record.map(|r| r.replaced.clone()).unwrap_or_default(),
+        conflicting,
+        drift: Vec::new(),
     }
 }
 
 /// Reads the record, the last removal and the running kernel, and judges.
 pub fn status(sys: &Sys) -> Result<BootStatus, BootError> {
-    Ok(judge(
-        read_record(sys)?.as_ref(),
+    let record = read_record(sys)?;
+    let mut s = judge(
+        record.as_ref(),
         read_json::<Removed>(sys, REMOVED)?.as_ref(),
         &BootFacts::read(sys),
-    ))
+    );
+    if let Some(r) = record.filter(|r| r.complete) {
+        s.drift = drift(sys, &r);
+    }
+    Ok(s)
+}
+
+/// The files of `record` that no longer hold what cpushield wrote.
+fn drift(sys: &Sys, record: &Record) -> Vec<String> {
+    record
+        .files
+        .iter()
+        .filter_map(|f| {
+            let path = bls::find_entry(sys, &f.path).unwrap_or_else(|| f.path.clone());
+            (sys.read(&path).ok().as_deref() != Some(f.written.as_str()))
+                .then(|| format!("/{path}"))
+        })
+        .collect()
 }
 
 /// The record, if a boot half was written.
 pub fn read_record(sys: &Sys) -> Result<Option<Record>, BootError> {
-    read_json(sys, RECORD)
+    Ok(read_json::<OnDisk>(sys, RECORD)?.map(|r| match r {
+        OnDisk::V2(r) => r,
+        OnDisk::V1(v1) => v1.into(),
+    }))
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(sys: &Sys, rel: &str) -> Result<Option<T>, BootError> {
@@ -386,11 +538,20 @@ pub struct BootChange {
     pub dry_run: bool,
     /// The bootloader driven.
     pub bootloader: Option<String>,
-    /// The drop-in file.
+    /// What booted this machine, as the firmware and the command line say.
+    pub booted_by: Option<String>,
+    /// Another bootloader installed that did not boot this machine (not written).
+    pub also_installed: Option<String>,
+    /// The first file (the drop-in on Debian).
     pub file: Option<String>,
     /// Its new content (`None`: removed, or restored to what it held before).
     pub content: Option<String>,
-    /// The bootloader's command run (or to run).
+    /// Every file, and what was (or would be) done to it.
+    pub files: Vec<FileOutcome>,
+    /// The user's options that set one of cpushield's keys, left out
+    /// (given back on removal).
+    pub replaced: Vec<String>,
+    /// The bootloader's command run (or to run); empty: none.
     pub command: Vec<String>,
     /// After a removal: whether the generated file is byte-identical to
     /// what it was before cpushield first wrote (`false`: something else,
@@ -400,15 +561,38 @@ pub struct BootChange {
     pub status: Option<BootStatus>,
 }
 
+/// One file of a [`BootChange`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileOutcome {
+    /// The file, relative to the root.
+    pub path: String,
+    /// What happened to it.
+    pub action: FileAction,
+}
+
+/// What happened to one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileAction {
+    /// Created by cpushield.
+    Created,
+    /// Edited (a drop-in rewritten, words or a block added).
+    Edited,
+    /// Given back byte for byte (or removed, if cpushield created it).
+    Restored,
+    /// Changed by something else since: only cpushield's part was cut.
+    Cut,
+}
+
 /// The kind of [`BootChange`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BootAction {
-    /// The drop-in was written and the bootloader's configuration regenerated.
+    /// The files were written and the bootloader's configuration regenerated.
     Written,
     /// What is written is what is wanted.
     Unchanged,
-    /// The drop-in was taken out and the configuration regenerated.
+    /// The files were given back and the configuration regenerated.
     Removed,
     /// None was written and none is wanted.
     Nothing,
@@ -416,67 +600,79 @@ pub enum BootAction {
 
 /// Checks, before anything is changed, that `want` can be written on this
 /// machine: its bootloader is one cpushield drives.
-pub fn check(sys: &Sys, want: &BootWant) -> Result<grub::Grub, BootError> {
-    grub::detect(sys, &want.options)
+pub fn check(sys: &Sys, want: &BootWant) -> Result<Loader, BootError> {
+    backend::detect(sys, &loader::LoaderFacts::read(sys), &want.options)
 }
 
-impl Record {
-    /// The record written before the files change: the new `want`,
-    /// incomplete, and what the files held before cpushield ever wrote
-    /// them (kept from the `old` record when there is one).
-    fn before_writing(
-        sys: &Sys,
-        want: &BootWant,
-        grub: &grub::Grub,
-        old: Option<&Record>,
-    ) -> Record {
-        Record {
-            want: want.clone(),
-            dropin: grub.dropin.clone(),
-            dropin_before: match old {
-                Some(r) => r.dropin_before.clone(),
-                None => sys.read(&grub.dropin).ok(),
-            },
-            generated: grub.generated.clone(),
-            generated_before: match old {
-                Some(r) => r.generated_before.clone(),
-                None => sys.read(&grub.generated).ok(),
-            },
-            complete: false,
+/// A file's content as the machine will hold it once `record`'s files are
+/// given back (`Err`: one of them cannot be, named).
+fn taken_out(
+    sys: &Sys,
+    record: &Record,
+) -> Result<Vec<(String, Option<String>, Undone)>, BootError> {
+    let mut files = record.files.clone();
+    if !record.complete || matches!(record.backend, Backend::Bls | Backend::SystemdBoot) {
+        let dirs: Vec<String> = record
+            .files
+            .iter()
+            .filter_map(|f| f.path.rsplit_once('/').map(|(d, _)| d.to_string()))
+            .filter(|d| d.ends_with("loader/entries"))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let known: Vec<String> = record.files.iter().map(|f| f.path.clone()).collect();
+        files.extend(bls::later_entries(sys, &dirs, &known, &record.want.options));
+    }
+    let mut out = Vec::new();
+    let mut refused = Vec::new();
+    for f in &files {
+        let path = bls::find_entry(sys, &f.path).unwrap_or_else(|| f.path.clone());
+        let now = sys.read(&path).ok();
+        let undone = if now == f.before {
+            // Never written (an interrupted change), or written back already.
+            Ok((f.before.clone(), Undone::Restored))
+        } else {
+            edit::undo(f, now.as_deref())
+        };
+        match undone {
+            Ok((content, how)) => out.push((path, content, how)),
+            Err(why) => refused.push(format!("/{path}: {why}")),
         }
     }
+    if refused.is_empty() {
+        Ok(out)
+    } else {
+        Err(BootError::Stranded(refused.join("; ")))
+    }
 }
 
-/// Writes the drop-in (`content`), regenerates grub.cfg and reads it back:
-/// every normal kernel line must carry the wanted options.
-fn write_and_regenerate(
+/// Writes (or removes, `None`) each file, then runs the command.
+fn put(
     sys: &Sys,
-    grub: &grub::Grub,
-    want: &BootWant,
-    content: &str,
+    files: &[(String, Option<String>)],
+    command: &[String],
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    sys.write_config(&grub.dropin, content, true)?;
-    grub.regenerate(sys)?;
-    if grub::generated_has(sys, &grub.generated, &want.options) {
-        return Ok(());
+    for (path, content) in files {
+        match content {
+            Some(text) => sys.write_config(path, text, true)?,
+            None => sys.remove_config(path, false)?,
+        }
     }
-    Err(format!(
-        "{} ran, but /{} does not have {} on its kernel lines (does a later file in /etc/default/grub.d set GRUB_CMDLINE_LINUX_DEFAULT without keeping its value?)",
-        grub.command.join(" "),
-        grub.generated,
-        want.options.join(" ")
-    )
-    .into())
+    if !command.is_empty() {
+        let argv: Vec<&str> = command.iter().map(String::as_str).collect();
+        sys.run_tool(&argv)?;
+    }
+    Ok(())
 }
 
 /// Brings the boot half to `want` (`None`: none): writes, rewrites or
-/// removes the drop-in and regenerates the bootloader's configuration.
+/// removes its files and regenerates the bootloader's configuration.
 /// Takes the journal's lock.
 pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootChange, BootError> {
     let Some(want) = want else {
         return remove(sys, dry_run);
     };
-    let grub = check(sys, want)?;
+    let loader = check(sys, want)?;
     let _lock = if dry_run {
         None
     } else {
@@ -484,12 +680,37 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
         Some(journal::lock(sys)?)
     };
     let old = read_record(sys)?;
-    let content = grub::dropin_text(want);
+    if let Some(r) = old.as_ref().filter(|r| r.backend != loader.backend) {
+        return Err(BootError::Unsupported {
+            bootloader: format!(
+                "the boot half was written through {}, but this machine now boots through {}",
+                r.backend.describe(),
+                loader.name()
+            ),
+            instructions: "run 'cpushield boot --remove' first, then apply again".into(),
+        });
+    }
+    // Plan from the files as they would be with the old boot half taken out.
+    let base_files = match &old {
+        Some(r) => taken_out(sys, r)?,
+        None => Vec::new(),
+    };
+    let base = |path: &str| -> Option<String> {
+        match base_files.iter().find(|(p, _, _)| p == path) {
+            Some((_, content, _)) => content.clone(),
+            None => sys.read(path).ok(),
+        }
+    };
+    let plan = loader.plan(sys, want, &base)?;
     let unchanged = old.as_ref().is_some_and(|r| {
         r.complete
             && r.want == *want
-            && sys.read(&r.dropin).ok().as_deref() == Some(content.as_str())
-            && grub::generated_has(sys, &r.generated, &want.options)
+            && r.files.len() == plan.files.len()
+            && plan
+                .files
+                .iter()
+                .all(|f| sys.read(&f.path).ok().as_deref() == Some(f.written.as_str()))
+            && loader.read_back(sys, want, &plan.files).is_empty()
     });
     let mut change = BootChange {
         action: if unchanged {
@@ -498,10 +719,25 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
             BootAction::Written
         },
         dry_run,
-        bootloader: Some(grub.name()),
-        file: Some(grub.dropin.clone()),
-        content: Some(content.clone()),
-        command: grub.command.clone(),
+        bootloader: Some(loader.name()),
+        booted_by: Some(loader.booted_by.describe().to_string()),
+        also_installed: loader.also_installed.clone(),
+        file: plan.files.first().map(|f| f.path.clone()),
+        content: plan.files.first().map(|f| f.written.clone()),
+        files: plan
+            .files
+            .iter()
+            .map(|f| FileOutcome {
+                path: f.path.clone(),
+                action: if sys.exists(&f.path) {
+                    FileAction::Edited
+                } else {
+                    FileAction::Created
+                },
+            })
+            .collect(),
+        replaced: plan.replaced.clone(),
+        command: loader.command.clone(),
         generated_identical: None,
         status: None,
     };
@@ -511,26 +747,76 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
         }
         return Ok(change);
     }
-    // The record first: what the files held before cpushield ever wrote
-    // them (kept from an earlier record), and the new want, incomplete.
-    let record = Record::before_writing(sys, want, &grub, old.as_ref());
+    // What each file holds now, to put back on failure; files of the old
+    // record that the new plan leaves go back to their base.
+    let mut writes: Vec<(String, Option<String>)> = plan
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), Some(f.written.clone())))
+        .collect();
+    for (path, content, _) in &base_files {
+        if !writes.iter().any(|(p, _)| p == path) {
+            writes.push((path.clone(), content.clone()));
+        }
+    }
+    let now: Vec<(String, Option<String>)> = writes
+        .iter()
+        .map(|(p, _)| (p.clone(), sys.read(p).ok()))
+        .collect();
+    // The record first, incomplete: every file with what it held before
+    // cpushield (an old record's files it no longer plans stay listed
+    // until the write is done).
+    let mut files = plan.files.clone();
+    if let Some(r) = &old {
+        for f in &r.files {
+            if !files.iter().any(|p| p.path == f.path) {
+                files.push(f.clone());
+            }
+        }
+    }
+    let generated = loader.generated.as_ref().map(|g| Generated {
+        path: g.clone(),
+        before: match old.as_ref().and_then(|r| r.generated.as_ref()) {
+            Some(old_g) if old_g.path == *g => old_g.before.clone(),
+            _ => sys.read(g).ok(),
+        },
+    });
+    let record = Record {
+        version: RECORD_VERSION,
+        backend: loader.backend,
+        want: want.clone(),
+        files,
+        generated,
+        command: loader.command.clone(),
+        replaced: plan.replaced.clone(),
+        complete: false,
+    };
     write_json(sys, RECORD, &record)?;
-    let written = write_and_regenerate(sys, &grub, want, &content);
+    let written = put(sys, &writes, &loader.command).and_then(|()| {
+        let lacks = loader.read_back(sys, want, &plan.files);
+        if lacks.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{}written, but read back: {} (does a later setting replace GRUB_CMDLINE_LINUX_DEFAULT without keeping its value?)",
+                if loader.command.is_empty() {
+                    String::new()
+                } else {
+                    format!("{} ran: ", loader.command.join(" "))
+                },
+                lacks.join("; ")
+            )
+            .into())
+        }
+    });
     if let Err(source) = written {
-        // Put back what was there: the previous record's drop-in, or the
-        // user's file (or none), and the previous record.
-        let back = old
-            .as_ref()
-            .filter(|r| r.complete)
-            .map(|r| grub::dropin_text(&r.want))
-            .or(record.dropin_before.clone());
-        let restored = restore_dropin(sys, &grub, back.as_deref()).is_ok();
+        let restored = put(sys, &now, &loader.command).is_ok();
         match &old {
             Some(r) => write_json(sys, RECORD, r)?,
             None => remove_file(sys, RECORD)?,
         }
         return Err(BootError::Failed {
-            what: format!("writing the boot options into /{}", grub.dropin),
+            what: format!("writing the boot options into {}", record.file_list()),
             restored,
             source,
         });
@@ -539,6 +825,7 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
         sys,
         RECORD,
         &Record {
+            files: plan.files,
             complete: true,
             ..record
         },
@@ -548,21 +835,12 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
     Ok(change)
 }
 
-fn restore_dropin(
-    sys: &Sys,
-    grub: &grub::Grub,
-    content: Option<&str>,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    match content {
-        Some(text) => sys.write_config(&grub.dropin, text, true)?,
-        None => sys.remove_config(&grub.dropin, false)?,
-    }
-    grub.regenerate(sys)
-}
-
-/// Takes the boot half out: the drop-in goes back to what it was before
-/// cpushield (usually: no file), the bootloader's configuration is
+/// Takes the boot half out: every file goes back to what it was before
+/// cpushield (byte for byte where nothing else changed it since; else
+/// cpushield's part is cut), the bootloader's configuration is
 /// regenerated, the record is removed. Nothing to do without a record.
+/// A file whose part of cpushield's cannot be found is refused by name,
+/// and then nothing is changed.
 pub fn remove(sys: &Sys, dry_run: bool) -> Result<BootChange, BootError> {
     let _lock = if dry_run {
         None
@@ -575,21 +853,38 @@ pub fn remove(sys: &Sys, dry_run: bool) -> Result<BootChange, BootError> {
             action: BootAction::Nothing,
             dry_run,
             bootloader: None,
+            booted_by: None,
+            also_installed: None,
             file: None,
             content: None,
+            files: Vec::new(),
+            replaced: Vec::new(),
             command: Vec::new(),
             generated_identical: None,
             status: if dry_run { None } else { Some(status(sys)?) },
         });
     };
-    let grub = grub::Grub::at(&record.dropin, &record.generated);
+    let back = taken_out(sys, &record)?;
     let mut change = BootChange {
         action: BootAction::Removed,
         dry_run,
-        bootloader: Some(grub.name()),
-        file: Some(record.dropin.clone()),
-        content: record.dropin_before.clone(),
-        command: grub.command.clone(),
+        bootloader: Some(record.backend.describe().to_string()),
+        booted_by: None,
+        also_installed: None,
+        file: record.files.first().map(|f| f.path.clone()),
+        content: back.first().and_then(|(_, c, _)| c.clone()),
+        files: back
+            .iter()
+            .map(|(path, _, how)| FileOutcome {
+                path: path.clone(),
+                action: match how {
+                    Undone::Restored => FileAction::Restored,
+                    Undone::Cut => FileAction::Cut,
+                },
+            })
+            .collect(),
+        replaced: record.replaced.clone(),
+        command: record.command.clone(),
         generated_identical: None,
         status: None,
     };
@@ -604,15 +899,14 @@ pub fn remove(sys: &Sys, dry_run: bool) -> Result<BootChange, BootError> {
             ..record.clone()
         },
     )?;
-    restore_dropin(sys, &grub, record.dropin_before.as_deref()).map_err(|source| {
-        BootError::Failed {
-            what: format!(
-                "removing /{} (run 'cpushield boot --remove' again)",
-                record.dropin
-            ),
-            restored: false,
-            source,
-        }
+    let writes: Vec<(String, Option<String>)> = back.into_iter().map(|(p, c, _)| (p, c)).collect();
+    put(sys, &writes, &record.command).map_err(|source| BootError::Failed {
+        what: format!(
+            "giving back {} (run 'cpushield boot --remove' again)",
+            record.file_list()
+        ),
+        restored: false,
+        source,
     })?;
     let facts = BootFacts::read(sys);
     write_json(
@@ -624,7 +918,10 @@ pub fn remove(sys: &Sys, dry_run: bool) -> Result<BootChange, BootError> {
         },
     )?;
     remove_file(sys, RECORD)?;
-    change.generated_identical = Some(sys.read(&record.generated).ok() == record.generated_before);
+    change.generated_identical = record
+        .generated
+        .as_ref()
+        .map(|g| sys.read(&g.path).ok() == g.before);
     change.status = Some(status(sys)?);
     Ok(change)
 }
@@ -650,14 +947,38 @@ mod tests {
     }
 
     fn record(complete: bool) -> Record {
-        Record {
-            want: want_23(),
-            dropin: grub::DROPIN.into(),
-            dropin_before: None,
-            generated: grub::GENERATED.into(),
-            generated_before: Some("old".into()),
-            complete,
-        }
+        Record::debian_grub(want_23(), complete)
+    }
+
+    #[test]
+    fn a_first_release_record_reads_as_debian_grub() {
+        let v1 = serde_json::json!({
+            "want": want_23(),
+            "dropin": "etc/default/grub.d/zz-cpushield.cfg",
+            "dropin_before": null,
+            "generated": "boot/grub/grub.cfg",
+            "generated_before": "menuentry\n",
+            "complete": true
+        });
+        let OnDisk::V1(v1) = serde_json::from_value::<OnDisk>(v1).unwrap() else {
+            panic!("a version 1 record was taken for version 2")
+        };
+        let r: Record = v1.into();
+        assert_eq!(r.backend, Backend::DebianGrub);
+        assert_eq!(r.files.len(), 1);
+        assert_eq!(r.files[0].path, grub::DROPIN);
+        assert_eq!(r.files[0].before, None);
+        assert_eq!(r.files[0].edit, edit::Edit::Whole);
+        assert_eq!(
+            r.generated.as_ref().unwrap().before.as_deref(),
+            Some("menuentry\n")
+        );
+        assert_eq!(r.command, vec!["update-grub".to_string()]);
+        // Version 2 round-trips as itself.
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(
+            matches!(serde_json::from_str::<OnDisk>(&text).unwrap(), OnDisk::V2(back) if back == r)
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::io::{Result, Write};
 
-use crate::boot::{BootAction, BootChange, BootState, BootStatus, Record};
+use crate::boot::{BootAction, BootChange, BootState, BootStatus, FileAction, Record};
 
 use super::table::row;
 
@@ -40,8 +40,28 @@ pub fn status(s: &BootStatus, w: &mut dyn Write) -> Result<()> {
     if let Some(want) = &s.written {
         row(w, "written", want.options.join(" "))?;
     }
-    if let Some(file) = &s.file {
-        row(w, "file", format!("/{file}"))?;
+    if let Some(b) = &s.bootloader {
+        row(w, "bootloader", b)?;
+    }
+    for (i, f) in s.files.iter().enumerate() {
+        row(w, if i == 0 { "files" } else { "" }, format!("/{f}"))?;
+    }
+    if !s.replaced.is_empty() {
+        row(
+            w,
+            "replaced",
+            format!("{} (yours; given back on removal)", s.replaced.join(" ")),
+        )?;
+    }
+    if !s.drift.is_empty() {
+        row(
+            w,
+            "CHANGED SINCE",
+            format!(
+                "{} (no longer what cpushield wrote: run 'cpushield apply' to write it again)",
+                s.drift.join(", ")
+            ),
+        )?;
     }
     row(
         w,
@@ -52,6 +72,16 @@ pub fn status(s: &BootStatus, w: &mut dyn Write) -> Result<()> {
             s.running.join(" ")
         },
     )?;
+    if !s.conflicting.is_empty() {
+        row(
+            w,
+            "CONFLICTING",
+            format!(
+                "{} on the running command line sets a key of the boot half to another value (the kernel may take the first)",
+                s.conflicting.join(" ")
+            ),
+        )?;
+    }
     row(w, "isolated at boot", cpus_or_none(&s.isolated))?;
     row(w, "nohz_full", cpus_or_none(&s.nohz_full))?;
     Ok(())
@@ -65,38 +95,53 @@ fn cpus_or_none(c: &crate::cpulist::CpuSet) -> String {
     }
 }
 
+fn file_action(a: FileAction) -> &'static str {
+    match a {
+        FileAction::Created => "created",
+        FileAction::Edited => "edited",
+        FileAction::Restored => "given back byte for byte",
+        FileAction::Cut => "changed by something else since: only cpushield's part cut",
+    }
+}
+
 /// What `apply` or `boot --remove` did to the boot half.
 pub fn change(c: &BootChange, w: &mut dyn Write) -> Result<()> {
-    let file = c
-        .file
-        .as_deref()
-        .map(|f| format!("/{f}"))
-        .unwrap_or_default();
-    let command = c.command.join(" ");
+    let files = c
+        .files
+        .iter()
+        .map(|f| format!("/{}", f.path))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let command = if c.command.is_empty() {
+        String::new()
+    } else {
+        format!(" and run {}", c.command.join(" "))
+    };
+    let ran = if c.command.is_empty() {
+        String::new()
+    } else {
+        format!(", ran {}", c.command.join(" "))
+    };
     match (c.action, c.dry_run) {
         (BootAction::Nothing, _) => return Ok(()),
-        (BootAction::Unchanged, _) => writeln!(w, "boot half: unchanged ({file})")?,
+        (BootAction::Unchanged, _) => writeln!(w, "boot half: unchanged ({files})")?,
         (BootAction::Written, true) => {
-            writeln!(
-                w,
-                "dry run: the boot half would write {file} and run {command}:"
-            )?;
-            for l in c.content.as_deref().unwrap_or_default().lines() {
-                writeln!(w, "    {l}")?;
+            writeln!(w, "dry run: the boot half would write {files}{command}:")?;
+            if c.files.len() == 1 {
+                for l in c.content.as_deref().unwrap_or_default().lines() {
+                    writeln!(w, "    {l}")?;
+                }
             }
         }
-        (BootAction::Written, false) => writeln!(w, "boot half: wrote {file}, ran {command}")?,
-        (BootAction::Removed, true) => writeln!(
-            w,
-            "dry run: the boot half would {} {file} and run {command}",
-            if c.content.is_some() {
-                "restore"
-            } else {
-                "remove"
-            }
-        )?,
+        (BootAction::Written, false) => writeln!(w, "boot half: wrote {files}{ran}")?,
+        (BootAction::Removed, true) => {
+            writeln!(w, "dry run: the boot half would give back {files}{command}")?
+        }
         (BootAction::Removed, false) => {
-            writeln!(w, "boot half: removed {file}, ran {command}")?;
+            writeln!(w, "boot half: gave back {files}{ran}")?;
+            for f in &c.files {
+                row(w, &format!("/{}", f.path), file_action(f.action))?;
+            }
             if let Some(same) = c.generated_identical {
                 row(
                     w,
@@ -110,6 +155,30 @@ pub fn change(c: &BootChange, w: &mut dyn Write) -> Result<()> {
             }
         }
     }
+    if let Some(b) = &c.bootloader {
+        let booted = c
+            .booted_by
+            .as_deref()
+            .filter(|b| *b != "unknown")
+            .map(|b| format!(" (this machine booted through {b})"))
+            .unwrap_or_default();
+        row(w, "bootloader", format!("{b}{booted}"))?;
+    }
+    if let Some(other) = &c.also_installed {
+        row(
+            w,
+            "also installed",
+            format!("{other}: not written, it did not boot this machine"),
+        )?;
+    }
+    if !c.replaced.is_empty() {
+        let what = if c.action == BootAction::Removed {
+            "given back"
+        } else {
+            "your options that set the same keys: left out, given back on removal"
+        };
+        row(w, "replaced", format!("{} ({what})", c.replaced.join(" ")))?;
+    }
     if let Some(s) = &c.status {
         row(w, "boot half", state_line(s))?;
     }
@@ -120,8 +189,8 @@ pub fn change(c: &BootChange, w: &mut dyn Write) -> Result<()> {
 pub fn stays(r: &Record, w: &mut dyn Write) -> Result<()> {
     writeln!(
         w,
-        "the boot half stays for the next boots ({}, in /{}): remove it with 'cpushield boot --remove', or 'apply' a config without 'boot'",
+        "the boot half stays for the next boots ({}, in {}): remove it with 'cpushield boot --remove', or 'apply' a config without 'boot'",
         r.want.options.join(" "),
-        r.dropin
+        r.file_list()
     )
 }
