@@ -288,6 +288,7 @@ impl Loader {
                         before: base(grub::DROPIN),
                         written,
                         edit: edit::Edit::Whole,
+                        made_dir: false,
                     }],
                     replaced,
                 })
@@ -309,6 +310,7 @@ impl Loader {
                     before: Some(text),
                     written,
                     edit,
+                    made_dir: false,
                 }];
                 if self.backend == Backend::Bls {
                     files.extend(self.plan_entries(sys, want, base)?.files);
@@ -347,7 +349,7 @@ impl Loader {
             });
         }
         let cmdline = sys.read_trimmed("proc/cmdline").unwrap_or_default();
-        let files = bls::plan(&entries, &want.options, base, &cmdline)?;
+        let files = bls::plan(sys, &entries, &want.options, base, &cmdline)?;
         let replaced = removed_words(&files);
         Ok(Plan { files, replaced })
     }

@@ -89,6 +89,7 @@ pub fn token(sys: &Sys) -> Option<String> {
 /// boot half taken out). `/proc/cmdline` (without `BOOT_IMAGE=` and
 /// `initrd=`) seeds a created `/etc/kernel/cmdline`.
 pub fn plan(
+    sys: &Sys,
     entry_files: &[String],
     options: &[String],
     base: &dyn Fn(&str) -> Option<String>,
@@ -117,6 +118,7 @@ pub fn plan(
             before: Some(text),
             written,
             edit,
+            made_dir: false,
         });
     }
     let cmdline = base(KERNEL_CMDLINE);
@@ -131,6 +133,7 @@ pub fn plan(
                 before: Some(text),
                 written,
                 edit,
+                made_dir: false,
             }
         }
         None => {
@@ -145,6 +148,7 @@ pub fn plan(
                 before: None,
                 written: format!("{}\n", words.join(" ")),
                 edit: Edit::Whole,
+                made_dir: !sys.path("etc/kernel").is_dir(),
             }
         }
     };
@@ -193,12 +197,14 @@ pub fn lacks(sys: &Sys, path: &str, options: &[String]) -> Vec<String> {
 
 /// Entries in `dirs` not among `known` whose options carry `options` as
 /// cpushield appends them: written by `kernel-install` from
-/// `/etc/kernel/cmdline` since. Their undo cuts those words.
+/// `/etc/kernel/cmdline` since. Their undo cuts those words and puts
+/// back `lost`, the user's words that file lost to them.
 pub fn later_entries(
     sys: &Sys,
     dirs: &[String],
     known: &[String],
     options: &[String],
+    lost: &[String],
 ) -> Vec<FileChange> {
     let ours = options.iter().fold(String::new(), |s, w| s + " " + w);
     let known_ids: Vec<(&str, &str)> = known
@@ -225,8 +231,9 @@ pub fn later_entries(
                     edit: Edit::Words {
                         key: "options".into(),
                         added: options.to_vec(),
-                        removed: Vec::new(),
+                        removed: lost.to_vec(),
                     },
+                    made_dir: false,
                 });
             }
         }

@@ -24,6 +24,9 @@ pub struct FileChange {
     pub written: String,
     /// How it was edited, for undoing it once the file changed.
     pub edit: Edit,
+    /// cpushield made the file's directory (removed again with the file).
+    #[serde(default)]
+    pub made_dir: bool,
 }
 
 /// How a file was edited.
@@ -227,6 +230,7 @@ mod tests {
             before: before.map(str::to_string),
             written,
             edit,
+            made_dir: false,
         }
     }
 

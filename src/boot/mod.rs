@@ -217,6 +217,7 @@ impl From<RecordV1> for Record {
                 before: v1.dropin_before,
                 written: grub::dropin_text(&v1.want, false),
                 edit: edit::Edit::Whole,
+                made_dir: false,
             }],
             want: v1.want,
             generated: Some(Generated {
@@ -250,6 +251,7 @@ impl Record {
                 before: None,
                 written: grub::dropin_text(&want, false),
                 edit: edit::Edit::Whole,
+                made_dir: false,
             }],
             want,
             generated: Some(Generated {
@@ -601,17 +603,61 @@ pub enum BootAction {
 /// Checks, before anything is changed, that `want` can be written on this
 /// machine: its bootloader is one cpushield drives.
 pub fn check(sys: &Sys, want: &BootWant) -> Result<Loader, BootError> {
-    backend::detect(sys, &loader::LoaderFacts::read(sys), &want.options)
+    let loader = backend::detect(sys, &loader::LoaderFacts::read(sys), &want.options)?;
+    // The whole plan, from the files as they are, so that a refusal found
+    // only on planning (RHEL 8's $kernelopts, an old boot half that cannot
+    // be taken out) comes before the shield changes anything.
+    let old = read_record(sys)?;
+    if let Some(r) = &old {
+        if r.backend != loader.backend {
+            return Err(other_backend(r, &loader));
+        }
+    }
+    let base_files = match &old {
+        Some(r) => taken_out(sys, r)?,
+        None => Vec::new(),
+    };
+    loader.plan(sys, want, &|path| based(sys, &base_files, path))?;
+    Ok(loader)
 }
 
-/// A file's content as the machine will hold it once `record`'s files are
-/// given back (`Err`: one of them cannot be, named).
-fn taken_out(
-    sys: &Sys,
-    record: &Record,
-) -> Result<Vec<(String, Option<String>, Undone)>, BootError> {
+fn other_backend(r: &Record, loader: &Loader) -> BootError {
+    BootError::Unsupported {
+        bootloader: format!(
+            "the boot half was written through {}, but this machine now boots through {}",
+            r.backend.describe(),
+            loader.name()
+        ),
+        instructions: "run 'cpushield boot --remove' first, then apply again".into(),
+    }
+}
+
+/// A file's content from the files given back (`base_files`), else as it is.
+fn based(sys: &Sys, base_files: &[Given], path: &str) -> Option<String> {
+    match base_files.iter().find(|g| g.path == path) {
+        Some(g) => g.content.clone(),
+        None => sys.read(path).ok(),
+    }
+}
+
+/// A file as removal gives it back.
+#[derive(Debug, Clone)]
+struct Given {
+    path: String,
+    /// Its content (`None`: removed).
+    content: Option<String>,
+    how: Undone,
+    /// Remove its directory too when then empty (cpushield made it).
+    made_dir: bool,
+}
+
+/// The files as removal gives them back (`Err`: one of them cannot be,
+/// named). Entries that `kernel-install` wrote since from
+/// `/etc/kernel/cmdline` lose cpushield's words too, and get back the
+/// user's words that file lost.
+fn taken_out(sys: &Sys, record: &Record) -> Result<Vec<Given>, BootError> {
     let mut files = record.files.clone();
-    if !record.complete || matches!(record.backend, Backend::Bls | Backend::SystemdBoot) {
+    if matches!(record.backend, Backend::Bls | Backend::SystemdBoot) {
         let dirs: Vec<String> = record
             .files
             .iter()
@@ -621,7 +667,22 @@ fn taken_out(
             .into_iter()
             .collect();
         let known: Vec<String> = record.files.iter().map(|f| f.path.clone()).collect();
-        files.extend(bls::later_entries(sys, &dirs, &known, &record.want.options));
+        let cmdline_lost = record
+            .files
+            .iter()
+            .find(|f| f.path == bls::KERNEL_CMDLINE)
+            .map(|f| match &f.edit {
+                edit::Edit::Words { removed, .. } => removed.clone(),
+                _ => Vec::new(),
+            })
+            .unwrap_or_default();
+        files.extend(bls::later_entries(
+            sys,
+            &dirs,
+            &known,
+            &record.want.options,
+            &cmdline_lost,
+        ));
     }
     let mut out = Vec::new();
     let mut refused = Vec::new();
@@ -635,7 +696,12 @@ fn taken_out(
             edit::undo(f, now.as_deref())
         };
         match undone {
-            Ok((content, how)) => out.push((path, content, how)),
+            Ok((content, how)) => out.push(Given {
+                path,
+                content,
+                how,
+                made_dir: f.made_dir,
+            }),
             Err(why) => refused.push(format!("/{path}: {why}")),
         }
     }
@@ -647,15 +713,19 @@ fn taken_out(
 }
 
 /// Writes (or removes, `None`) each file, then runs the command.
+/// Each file: its content (`None`: remove it), and whether to remove its
+/// directory too when that is then empty.
+type Writes = Vec<(String, Option<String>, bool)>;
+
 fn put(
     sys: &Sys,
-    files: &[(String, Option<String>)],
+    files: &Writes,
     command: &[String],
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    for (path, content) in files {
+    for (path, content, made_dir) in files {
         match content {
             Some(text) => sys.write_config(path, text, true)?,
-            None => sys.remove_config(path, false)?,
+            None => sys.remove_config(path, *made_dir)?,
         }
     }
     if !command.is_empty() {
@@ -681,27 +751,14 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
     };
     let old = read_record(sys)?;
     if let Some(r) = old.as_ref().filter(|r| r.backend != loader.backend) {
-        return Err(BootError::Unsupported {
-            bootloader: format!(
-                "the boot half was written through {}, but this machine now boots through {}",
-                r.backend.describe(),
-                loader.name()
-            ),
-            instructions: "run 'cpushield boot --remove' first, then apply again".into(),
-        });
+        return Err(other_backend(r, &loader));
     }
     // Plan from the files as they would be with the old boot half taken out.
     let base_files = match &old {
         Some(r) => taken_out(sys, r)?,
         None => Vec::new(),
     };
-    let base = |path: &str| -> Option<String> {
-        match base_files.iter().find(|(p, _, _)| p == path) {
-            Some((_, content, _)) => content.clone(),
-            None => sys.read(path).ok(),
-        }
-    };
-    let plan = loader.plan(sys, want, &base)?;
+    let plan = loader.plan(sys, want, &|path| based(sys, &base_files, path))?;
     let unchanged = old.as_ref().is_some_and(|r| {
         r.complete
             && r.want == *want
@@ -749,19 +806,22 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
     }
     // What each file holds now, to put back on failure; files of the old
     // record that the new plan leaves go back to their base.
-    let mut writes: Vec<(String, Option<String>)> = plan
+    let mut writes: Writes = plan
         .files
         .iter()
-        .map(|f| (f.path.clone(), Some(f.written.clone())))
+        .map(|f| (f.path.clone(), Some(f.written.clone()), false))
         .collect();
-    for (path, content, _) in &base_files {
-        if !writes.iter().any(|(p, _)| p == path) {
-            writes.push((path.clone(), content.clone()));
+    for g in &base_files {
+        if !writes.iter().any(|(p, _, _)| *p == g.path) {
+            writes.push((g.path.clone(), g.content.clone(), g.made_dir));
         }
     }
-    let now: Vec<(String, Option<String>)> = writes
+    let now: Writes = writes
         .iter()
-        .map(|(p, _)| (p.clone(), sys.read(p).ok()))
+        .map(|(p, _, _)| {
+            let made = plan.files.iter().any(|f| f.path == *p && f.made_dir);
+            (p.clone(), sys.read(p).ok(), made)
+        })
         .collect();
     // The record first, incomplete: every file with what it held before
     // cpushield (an old record's files it no longer plans stay listed
@@ -872,12 +932,12 @@ pub fn remove(sys: &Sys, dry_run: bool) -> Result<BootChange, BootError> {
         booted_by: None,
         also_installed: None,
         file: record.files.first().map(|f| f.path.clone()),
-        content: back.first().and_then(|(_, c, _)| c.clone()),
+        content: back.first().and_then(|g| g.content.clone()),
         files: back
             .iter()
-            .map(|(path, _, how)| FileOutcome {
-                path: path.clone(),
-                action: match how {
+            .map(|g| FileOutcome {
+                path: g.path.clone(),
+                action: match g.how {
                     Undone::Restored => FileAction::Restored,
                     Undone::Cut => FileAction::Cut,
                 },
@@ -899,7 +959,10 @@ pub fn remove(sys: &Sys, dry_run: bool) -> Result<BootChange, BootError> {
             ..record.clone()
         },
     )?;
-    let writes: Vec<(String, Option<String>)> = back.into_iter().map(|(p, c, _)| (p, c)).collect();
+    let writes: Writes = back
+        .into_iter()
+        .map(|g| (g.path, g.content, g.made_dir))
+        .collect();
     put(sys, &writes, &record.command).map_err(|source| BootError::Failed {
         what: format!(
             "giving back {} (run 'cpushield boot --remove' again)",
