@@ -532,3 +532,125 @@ fn a_unified_kernel_image_and_a_changed_part_are_refused_with_nothing_changed() 
     );
     assert!(cpushield(root, &["off"]).status.success());
 }
+
+/// systemd-boot starting a unified kernel image from the ESP's EFI/Linux,
+/// with `cmdline` built in; ukify and its addon stub installed.
+fn uki_machine(root: &Path, cmdline: &str) -> String {
+    machine(root, cmdline);
+    let mid = "0123456789abcdef0123456789abcdef";
+    let id = format!("{mid}-6.12.57+deb13-amd64.efi");
+    let efivars = "sys/firmware/efi/efivars";
+    std::fs::create_dir_all(root.join(efivars)).unwrap();
+    for (name, value) in [
+        ("LoaderInfo", "systemd-boot 257.9-1~deb13u1"),
+        ("LoaderEntrySelected", id.as_str()),
+        ("StubInfo", "systemd-stub 257.9-1~deb13u1"),
+    ] {
+        std::fs::write(
+            root.join(format!("{efivars}/{name}-{LOADER_GUID}")),
+            efivar_file(value),
+        )
+        .unwrap();
+    }
+    let uki = cpushield::sys::fixture::pe_with_sections(&[
+        (".cmdline", cmdline.as_bytes()),
+        (".uname", b"6.12.57+deb13-amd64"),
+        (".linux", b"kernel"),
+    ]);
+    std::fs::create_dir_all(root.join("boot/efi/EFI/Linux")).unwrap();
+    std::fs::write(root.join(format!("boot/efi/EFI/Linux/{id}")), uki).unwrap();
+    put(root, "boot/efi/loader/loader.conf", "timeout 0\n");
+    put(root, "usr/bin/ukify", "#!/usr/bin/python3\n");
+    put(root, "usr/lib/systemd/boot/efi/addonx64.efi.stub", "stub\n");
+    std::fs::write(
+        root.join("sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"),
+        [6, 0, 0, 0, 0],
+    )
+    .unwrap();
+    id
+}
+
+fn addon_cmdline(root: &Path) -> Option<String> {
+    let data = std::fs::read(root.join("boot/efi/loader/addons/cpushield.addon.efi")).ok()?;
+    cpushield::boot::uki::section_text(&data, ".cmdline")
+}
+
+#[test]
+fn a_unified_kernel_image_gets_an_addon_that_is_read_back_and_deleted_by_its_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    uki_machine(root, "root=/dev/vda2 rw console=ttyS0");
+    let before = boot_files(root);
+    let b = apply_ok(root);
+    assert_eq!(
+        b["bootloader"], "a unified kernel image's command-line addon (ukify)",
+        "{b}"
+    );
+    assert_eq!(b["command"][1], "build");
+    assert_eq!(b["command"][2], format!("--cmdline={OPTS}"));
+    assert_eq!(
+        addon_cmdline(root).as_deref(),
+        Some(OPTS),
+        "the addon's .cmdline is the options"
+    );
+    let o = cpushield(root, &["boot", "--json"]);
+    assert_eq!(json(&o)["state"], "pending_reboot", "{}", text(&o));
+    // Applying again changes nothing.
+    let o = cpushield(root, &["apply"]);
+    assert!(text(&o).contains("boot half: unchanged"), "{}", text(&o));
+    reboot(root, 2, &format!("root=/dev/vda2 rw console=ttyS0 {OPTS}"));
+    let o = cpushield(root, &["boot", "--json"]);
+    assert_eq!(json(&o)["state"], "active", "{}", text(&o));
+
+    // Another addon put in its place is not deleted.
+    let addon = root.join("boot/efi/loader/addons/cpushield.addon.efi");
+    let ours = std::fs::read(&addon).unwrap();
+    std::fs::write(&addon, b"someone else's").unwrap();
+    let o = cpushield(root, &["boot", "--remove"]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(
+        text(&o).contains("no longer the file cpushield made"),
+        "{}",
+        text(&o)
+    );
+    std::fs::write(&addon, ours).unwrap();
+    let o = cpushield(root, &["boot", "--remove", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        !root.join("boot/efi/loader/addons").exists(),
+        "the directory cpushield made is gone"
+    );
+    assert_eq!(boot_files(root), before);
+    assert!(cpushield(root, &["off"]).status.success());
+}
+
+#[test]
+fn a_unified_kernel_image_with_its_own_nohz_full_or_secure_boot_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    uki_machine(root, "root=/dev/vda2 rw nohz_full=1");
+    let before = tree(root);
+    let o = cpushield(root, &["apply"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("own command line sets nohz_full=1")
+            && text(&o).contains("take nohz_full=1 out of /etc/kernel/cmdline"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(diff(&before, &tree(root)), Vec::<String>::new());
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    uki_machine(root, "root=/dev/vda2 rw");
+    std::fs::write(
+        root.join("sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"),
+        [6, 0, 0, 0, 1],
+    )
+    .unwrap();
+    let before = tree(root);
+    let o = cpushield(root, &["apply"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(text(&o).contains("Secure Boot is on"), "{}", text(&o));
+    assert_eq!(diff(&before, &tree(root)), Vec::<String>::new());
+}

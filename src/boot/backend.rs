@@ -9,7 +9,7 @@ use crate::sys::Sys;
 
 use super::edit::{self, FileChange};
 use super::loader::{BootedBy, LoaderFacts};
-use super::{bls, grub, BootError, BootWant};
+use super::{bls, grub, uki, BootError, BootWant};
 
 /// A way of writing the boot half.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +25,9 @@ pub enum Backend {
     Bls,
     /// systemd-boot: its type #1 entries' `options` and `/etc/kernel/cmdline`.
     SystemdBoot,
+    /// A unified kernel image: a command-line addon made with `ukify` in
+    /// the ESP's `loader/addons/`, which systemd-stub appends.
+    UkiAddon,
 }
 
 impl Backend {
@@ -35,7 +38,14 @@ impl Backend {
             Backend::GrubMkconfig => "GRUB (grub-mkconfig)",
             Backend::Bls => "GRUB with BLS entries",
             Backend::SystemdBoot => "systemd-boot (BLS entries, kernel-install)",
+            Backend::UkiAddon => "a unified kernel image's command-line addon (ukify)",
         }
+    }
+
+    /// Whether removal runs the command again (GRUB regenerates its
+    /// configuration; an addon is only deleted).
+    pub fn regenerates(self) -> bool {
+        matches!(self, Backend::DebianGrub | Backend::GrubMkconfig)
     }
 }
 
@@ -57,6 +67,12 @@ pub struct Loader {
     pub token: Option<String>,
     /// Another bootloader installed that did not boot this machine.
     pub also_installed: Option<String>,
+    /// The ESP (unified kernel images).
+    pub esp: Option<String>,
+    /// The program that makes an addon (unified kernel images).
+    pub ukify: Option<String>,
+    /// The user's options in the booted UKI's own command line.
+    pub uki_cmdline: Option<String>,
 }
 
 fn first_existing(sys: &Sys, paths: &[&str]) -> Option<String> {
@@ -88,6 +104,9 @@ impl Loader {
             entry_dirs: Vec::new(),
             token: None,
             also_installed: None,
+            esp: None,
+            ukify: None,
+            uki_cmdline: None,
         }
     }
 
@@ -109,22 +128,7 @@ pub fn detect(sys: &Sys, facts: &LoaderFacts, options: &[String]) -> Result<Load
         .filter(|d| d != "boot/loader/entries" || !sys.exists(grub::DEFAULTS))
         .collect::<Vec<_>>();
     match booted {
-        BootedBy::UnifiedKernelImage => {
-            return Err(BootError::Unsupported {
-                bootloader: format!(
-                    "this machine booted a unified kernel image{} ({}), whose command line cpushield does not write yet",
-                    facts
-                        .entry_selected
-                        .as_deref()
-                        .map(|e| format!(" {e}"))
-                        .unwrap_or_default(),
-                    facts.stub_info.as_deref().unwrap_or("systemd-stub")
-                ),
-                instructions: format!(
-                    "make a command-line addon: ukify build --cmdline='{line}' --output=<ESP>/loader/addons/cpushield.addon.efi (signed with your key when Secure Boot is on); then reboot"
-                ),
-            });
-        }
+        BootedBy::UnifiedKernelImage => return uki_loader(sys, facts, &line),
         BootedBy::SystemdBoot => {
             let dirs = bls::entry_dirs(sys);
             if dirs.is_empty() {
@@ -184,6 +188,54 @@ pub fn detect(sys: &Sys, facts: &LoaderFacts, options: &[String]) -> Result<Load
         bootloader,
         instructions,
     })
+}
+
+/// A unified kernel image: an addon, where `ukify`, its addon stub and an
+/// ESP are there and Secure Boot would not skip an unsigned addon.
+fn uki_loader(sys: &Sys, facts: &LoaderFacts, line: &str) -> Result<Loader, BootError> {
+    let by_hand = format!(
+        "make a command-line addon: ukify build --cmdline='{line}' --output=<ESP>/loader/addons/cpushield.addon.efi (signed with your Secure Boot key when Secure Boot is on); then reboot"
+    );
+    let refuse = |why: String| BootError::Unsupported {
+        bootloader: format!(
+            "this machine booted a unified kernel image{} ({}), but {why}",
+            facts
+                .entry_selected
+                .as_deref()
+                .map(|e| format!(" {e}"))
+                .unwrap_or_default(),
+            facts.stub_info.as_deref().unwrap_or("systemd-stub")
+        ),
+        instructions: by_hand.clone(),
+    };
+    if facts.secure_boot == Some(true) {
+        return Err(refuse(
+            "Secure Boot is on: systemd-stub would skip an addon cpushield cannot sign".into(),
+        ));
+    }
+    let Some(esp) = uki::esp(sys) else {
+        return Err(refuse(
+            "no ESP with an EFI directory is mounted at /efi, /boot/efi or /boot".into(),
+        ));
+    };
+    let Some(ukify) = uki::ukify(sys) else {
+        return Err(refuse(
+            "ukify is not installed (Debian and Fedora: systemd-ukify)".into(),
+        ));
+    };
+    if !sys.exists(uki::ADDON_STUB) {
+        return Err(refuse(format!(
+            "the addon stub /{} is missing (Debian: systemd-boot-efi)",
+            uki::ADDON_STUB
+        )));
+    }
+    let mut l = Loader::new(Backend::UkiAddon, facts.booted_by());
+    l.uki_cmdline = uki::booted_uki(sys, &esp, facts.entry_selected.as_deref())
+        .and_then(|p| std::fs::read(sys.path(&p)).ok())
+        .and_then(|data| uki::section_text(&data, ".cmdline"));
+    l.esp = Some(esp);
+    l.ukify = Some(format!("/{ukify}"));
+    Ok(l)
 }
 
 /// GRUB: Debian's `update-grub`, BLS entries, or upstream `grub-mkconfig`.
@@ -267,6 +319,10 @@ pub struct Plan {
     pub files: Vec<FileChange>,
     /// The user's options that set one of cpushield's keys, left out.
     pub replaced: Vec<String>,
+    /// The command run after the files are written (empty: none).
+    pub command: Vec<String>,
+    /// Files the command makes, cpushield's alone (an addon), relative to the root.
+    pub made: Vec<String>,
 }
 
 impl Loader {
@@ -283,6 +339,8 @@ impl Loader {
                 let replaced = grub::user_conflicts(sys, true, &want.options);
                 let written = grub::dropin_text(want, !replaced.is_empty());
                 Ok(Plan {
+                    command: self.command.clone(),
+                    made: Vec::new(),
                     files: vec![FileChange {
                         path: grub::DROPIN.into(),
                         before: base(grub::DROPIN),
@@ -315,13 +373,55 @@ impl Loader {
                 if self.backend == Backend::Bls {
                     files.extend(self.plan_entries(sys, want, base)?.files);
                 }
-                let mut plan = Plan { files, replaced };
+                let mut plan = Plan {
+                    files,
+                    replaced,
+                    command: self.command.clone(),
+                    made: Vec::new(),
+                };
                 plan.replaced.extend(removed_words(&plan.files));
                 plan.replaced.dedup();
                 Ok(plan)
             }
             Backend::SystemdBoot => self.plan_entries(sys, want, base),
+            Backend::UkiAddon => self.plan_addon(want),
         }
+    }
+
+    fn plan_addon(&self, want: &BootWant) -> Result<Plan, BootError> {
+        let conflicts: Vec<String> = self
+            .uki_cmdline
+            .as_deref()
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter(|w| edit::own_key(w) && !want.options.iter().any(|o| o == w))
+            .map(str::to_string)
+            .collect();
+        if !conflicts.is_empty() {
+            return Err(BootError::Unsupported {
+                bootloader: format!(
+                    "the unified kernel image's own command line sets {}, and systemd-stub puts an addon's options after it: the kernel would get two values (and may keep the first)",
+                    conflicts.join(" ")
+                ),
+                instructions: format!(
+                    "take {} out of /etc/kernel/cmdline, rebuild the image (kernel-install add $(uname -r) /boot/vmlinuz-$(uname -r)), then apply again",
+                    conflicts.join(" ")
+                ),
+            });
+        }
+        let esp = self.esp.as_deref().unwrap_or("boot/efi");
+        let addon = format!("{esp}/{}", uki::ADDON);
+        Ok(Plan {
+            files: Vec::new(),
+            replaced: Vec::new(),
+            command: vec![
+                self.ukify.clone().unwrap_or_else(|| "ukify".into()),
+                "build".into(),
+                format!("--cmdline={}", want.options.join(" ")),
+                format!("--output=/{addon}"),
+            ],
+            made: vec![addon],
+        })
     }
 
     fn plan_entries(
@@ -351,13 +451,22 @@ impl Loader {
         let cmdline = sys.read_trimmed("proc/cmdline").unwrap_or_default();
         let files = bls::plan(sys, &entries, &want.options, base, &cmdline)?;
         let replaced = removed_words(&files);
-        Ok(Plan { files, replaced })
+        Ok(Plan {
+            files,
+            replaced,
+            command: Vec::new(),
+            made: Vec::new(),
+        })
     }
 
     /// What the bootloader's configuration lacks of `want` now: empty when
     /// every place carries every option and each key once.
-    pub fn read_back(&self, sys: &Sys, want: &BootWant, files: &[FileChange]) -> Vec<String> {
+    pub fn read_back(&self, sys: &Sys, want: &BootWant, plan: &Plan) -> Vec<String> {
+        let files = &plan.files;
         let mut out = Vec::new();
+        for m in &plan.made {
+            out.extend(uki::addon_lacks(sys, m, &want.options));
+        }
         if let Some(g) = &self.generated {
             out.extend(grub::generated_lacks(sys, g, &want.options));
         }

@@ -20,6 +20,7 @@ pub mod bls;
 pub mod edit;
 pub mod grub;
 pub mod loader;
+pub mod uki;
 
 use serde::{Deserialize, Serialize};
 
@@ -180,8 +181,23 @@ pub struct Record {
     /// The user's options that set one of cpushield's keys, left out.
     #[serde(default)]
     pub replaced: Vec<String>,
+    /// Files the command made that are cpushield's alone (an addon).
+    #[serde(default)]
+    pub made: Vec<Made>,
     /// False while a write or a removal is under way (a crash leaves it so).
     pub complete: bool,
+}
+
+/// A file the bootloader's tool made for cpushield (a UKI addon): deleted
+/// on removal while it is still the file made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Made {
+    /// The file, relative to the root.
+    pub path: String,
+    /// Its SHA-256, hex (empty until made).
+    pub sha256: String,
+    /// cpushield made its directory (removed with it when then empty).
+    pub made_dir: bool,
 }
 
 /// The format version of [`Record`] written now.
@@ -226,6 +242,7 @@ impl From<RecordV1> for Record {
             }),
             command: vec!["update-grub".into()],
             replaced: Vec::new(),
+            made: Vec::new(),
             complete: v1.complete,
         }
     }
@@ -260,6 +277,7 @@ impl Record {
             }),
             command: vec!["update-grub".into()],
             replaced: Vec::new(),
+            made: Vec::new(),
             complete,
         }
     }
@@ -705,6 +723,21 @@ fn taken_out(sys: &Sys, record: &Record) -> Result<Vec<Given>, BootError> {
             Err(why) => refused.push(format!("/{path}: {why}")),
         }
     }
+    for m in &record.made {
+        match std::fs::read(sys.path(&m.path)) {
+            Err(_) => {}
+            Ok(data) if m.sha256.is_empty() || uki::sha256(&data) == m.sha256 => out.push(Given {
+                path: m.path.clone(),
+                content: None,
+                how: Undone::Restored,
+                made_dir: m.made_dir,
+            }),
+            Ok(_) => refused.push(format!(
+                "/{}: it is no longer the file cpushield made (SHA-256 {})",
+                m.path, m.sha256
+            )),
+        }
+    }
     if refused.is_empty() {
         Ok(out)
     } else {
@@ -713,6 +746,16 @@ fn taken_out(sys: &Sys, record: &Record) -> Result<Vec<Given>, BootError> {
 }
 
 /// Writes (or removes, `None`) each file, then runs the command.
+/// Makes the directories of the files a command will make.
+fn make_dirs(sys: &Sys, made: &[Made]) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    for m in made.iter().filter(|m| m.made_dir) {
+        if let Some((dir, _)) = m.path.rsplit_once('/') {
+            sys.create_dirs(dir)?;
+        }
+    }
+    Ok(())
+}
+
 /// Each file: its content (`None`: remove it), and whether to remove its
 /// directory too when that is then empty.
 type Writes = Vec<(String, Option<String>, bool)>;
@@ -767,7 +810,11 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
                 .files
                 .iter()
                 .all(|f| sys.read(&f.path).ok().as_deref() == Some(f.written.as_str()))
-            && loader.read_back(sys, want, &plan.files).is_empty()
+            && r.made.iter().map(|m| &m.path).eq(plan.made.iter())
+            && r.made.iter().all(|m| {
+                std::fs::read(sys.path(&m.path)).is_ok_and(|d| uki::sha256(&d) == m.sha256)
+            })
+            && loader.read_back(sys, want, &plan).is_empty()
     });
     let mut change = BootChange {
         action: if unchanged {
@@ -794,10 +841,14 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
             })
             .collect(),
         replaced: plan.replaced.clone(),
-        command: loader.command.clone(),
+        command: plan.command.clone(),
         generated_identical: None,
         status: None,
     };
+    change.files.extend(plan.made.iter().map(|m| FileOutcome {
+        path: m.clone(),
+        action: FileAction::Created,
+    }));
     if unchanged || dry_run {
         if !dry_run {
             change.status = Some(status(sys)?);
@@ -841,28 +892,42 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
             _ => sys.read(g).ok(),
         },
     });
+    let made: Vec<Made> = plan
+        .made
+        .iter()
+        .map(|path| Made {
+            path: path.clone(),
+            sha256: String::new(),
+            made_dir: path
+                .rsplit_once('/')
+                .is_some_and(|(dir, _)| !sys.path(dir).is_dir()),
+        })
+        .collect();
     let record = Record {
         version: RECORD_VERSION,
         backend: loader.backend,
         want: want.clone(),
         files,
         generated,
-        command: loader.command.clone(),
+        command: plan.command.clone(),
         replaced: plan.replaced.clone(),
+        made,
         complete: false,
     };
     write_json(sys, RECORD, &record)?;
-    let written = put(sys, &writes, &loader.command).and_then(|()| {
-        let lacks = loader.read_back(sys, want, &plan.files);
+    let written = make_dirs(sys, &record.made)
+        .and_then(|()| put(sys, &writes, &plan.command))
+        .and_then(|()| {
+        let lacks = loader.read_back(sys, want, &plan);
         if lacks.is_empty() {
             Ok(())
         } else {
             Err(format!(
                 "{}written, but read back: {} (does a later setting replace GRUB_CMDLINE_LINUX_DEFAULT without keeping its value?)",
-                if loader.command.is_empty() {
+                if plan.command.is_empty() {
                     String::new()
                 } else {
-                    format!("{} ran: ", loader.command.join(" "))
+                    format!("{} ran: ", plan.command.join(" "))
                 },
                 lacks.join("; ")
             )
@@ -870,7 +935,22 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
         }
     });
     if let Err(source) = written {
-        let restored = put(sys, &now, &loader.command).is_ok();
+        // The files as they were, the configuration regenerated from
+        // them; a made file (an addon) deleted, or made again as the old
+        // record had it.
+        let mut back = now.clone();
+        back.extend(
+            record
+                .made
+                .iter()
+                .map(|m| (m.path.clone(), None, m.made_dir)),
+        );
+        let again = match &old {
+            Some(r) if !loader.backend.regenerates() => r.command.clone(),
+            _ if loader.backend.regenerates() => plan.command.clone(),
+            _ => Vec::new(),
+        };
+        let restored = put(sys, &back, &again).is_ok();
         match &old {
             Some(r) => write_json(sys, RECORD, r)?,
             None => remove_file(sys, RECORD)?,
@@ -881,11 +961,22 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
             source,
         });
     }
+    let made = record
+        .made
+        .iter()
+        .map(|m| Made {
+            sha256: std::fs::read(sys.path(&m.path))
+                .map(|d| uki::sha256(&d))
+                .unwrap_or_default(),
+            ..m.clone()
+        })
+        .collect();
     write_json(
         sys,
         RECORD,
         &Record {
             files: plan.files,
+            made,
             complete: true,
             ..record
         },
@@ -963,7 +1054,12 @@ pub fn remove(sys: &Sys, dry_run: bool) -> Result<BootChange, BootError> {
         .into_iter()
         .map(|g| (g.path, g.content, g.made_dir))
         .collect();
-    put(sys, &writes, &record.command).map_err(|source| BootError::Failed {
+    let again = if record.backend.regenerates() {
+        record.command.as_slice()
+    } else {
+        &[]
+    };
+    put(sys, &writes, again).map_err(|source| BootError::Failed {
         what: format!(
             "giving back {} (run 'cpushield boot --remove' again)",
             record.file_list()

@@ -416,6 +416,12 @@ impl Sys {
         fs::create_dir(self.path(rel)).map_err(|e| SysError::new("mkdir", rel, None, e))
     }
 
+    /// Makes a directory and its parents (for a configuration file).
+    pub fn create_dirs(&self, rel: &str) -> Result<()> {
+        count_write!(self);
+        fs::create_dir_all(self.path(rel)).map_err(|e| SysError::new("mkdir", rel, None, e))
+    }
+
     /// Removes an empty directory (a cgroup).
     pub fn rmdir(&self, rel: &str) -> Result<()> {
         emulated!(self, fx => fx.rmdir(self, rel));
