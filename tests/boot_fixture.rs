@@ -598,7 +598,23 @@ fn a_unified_kernel_image_gets_an_addon_that_is_read_back_and_deleted_by_its_has
     // Applying again changes nothing.
     let o = cpushield(root, &["apply"]);
     assert!(text(&o).contains("boot half: unchanged"), "{}", text(&o));
-    reboot(root, 2, &format!("root=/dev/vda2 rw console=ttyS0 {OPTS}"));
+    // A boot that did not take the addon is told apart from one to come.
+    let o = cpushield(root, &["boot", "--json"]);
+    assert_eq!(
+        json(&o)["not_taken"],
+        serde_json::Value::Null,
+        "{}",
+        text(&o)
+    );
+    reboot(root, 2, "root=/dev/vda2 rw console=ttyS0");
+    let o = cpushield(root, &["boot"]);
+    assert!(
+        text(&o).contains("the kernel booted since without")
+            && text(&o).contains("systemd-stub did not apply the addon"),
+        "{}",
+        text(&o)
+    );
+    reboot(root, 3, &format!("root=/dev/vda2 rw console=ttyS0 {OPTS}"));
     let o = cpushield(root, &["boot", "--json"]);
     assert_eq!(json(&o)["state"], "active", "{}", text(&o));
 

@@ -184,6 +184,10 @@ pub struct Record {
     /// Files the command made that are cpushield's alone (an addon).
     #[serde(default)]
     pub made: Vec<Made>,
+    /// The boot it was written in (`/proc/sys/kernel/random/boot_id`), to
+    /// tell a reboot that did not take the options from one not done yet.
+    #[serde(default)]
+    pub boot_id: String,
     /// False while a write or a removal is under way (a crash leaves it so).
     pub complete: bool,
 }
@@ -243,6 +247,7 @@ impl From<RecordV1> for Record {
             command: vec!["update-grub".into()],
             replaced: Vec::new(),
             made: Vec::new(),
+            boot_id: String::new(),
             complete: v1.complete,
         }
     }
@@ -278,6 +283,7 @@ impl Record {
             command: vec!["update-grub".into()],
             replaced: Vec::new(),
             made: Vec::new(),
+            boot_id: String::new(),
             complete,
         }
     }
@@ -403,6 +409,9 @@ pub struct BootStatus {
     /// Isolation options on the running command line that set one of
     /// cpushield's keys to another value (the kernel may take the first).
     pub conflicting: Vec<String>,
+    /// Written in an earlier boot, yet the running kernel lacks options:
+    /// the bootloader did not use what cpushield wrote, and the likely why.
+    pub not_taken: Option<String>,
     /// Files written that no longer hold what cpushield wrote (a kernel
     /// update, `grubby`, an edit): see `cpushield boot` and run `apply`.
     pub drift: Vec<String>,
@@ -473,7 +482,29 @@ pub fn judge(record: Option<&Record>, removed: Option<&Removed>, facts: &BootFac
             .unwrap_or_default(),
         replaced: record.map(|r| r.replaced.clone()).unwrap_or_default(),
         conflicting,
+        not_taken: record
+            .filter(|r| {
+                state == BootState::PendingReboot
+                    && !r.boot_id.is_empty()
+                    && r.boot_id != facts.boot_id
+            })
+            .map(|r| not_taken_why(r.backend).to_string()),
         drift: Vec::new(),
+    }
+}
+
+/// Why a bootloader may have booted without what cpushield wrote.
+fn not_taken_why(backend: Backend) -> &'static str {
+    match backend {
+        Backend::DebianGrub | Backend::GrubMkconfig => {
+            "GRUB booted an entry without them: GRUB_DEFAULT or a saved entry picks another one, or grub.cfg was regenerated since"
+        }
+        Backend::Bls | Backend::SystemdBoot => {
+            "the entry booted is not one cpushield edited: a kernel installed since, or another default entry"
+        }
+        Backend::UkiAddon => {
+            "systemd-stub did not apply the addon: Secure Boot rejected it, the image was started from another partition, or the addon's .uname differs"
+        }
     }
 }
 
@@ -912,6 +943,7 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
         command: plan.command.clone(),
         replaced: plan.replaced.clone(),
         made,
+        boot_id: BootFacts::read(sys).boot_id,
         complete: false,
     };
     write_json(sys, RECORD, &record)?;

@@ -11,10 +11,20 @@ use super::table::row;
 pub fn state_line(s: &BootStatus) -> String {
     match s.state {
         BootState::Active => "active (the running kernel booted with it)".into(),
-        BootState::PendingReboot => format!(
-            "written, REBOOT PENDING (the running kernel lacks {})",
-            s.missing.join(" ")
-        ),
+        BootState::PendingReboot => match &s.not_taken {
+            Some(why) if !s.missing.is_empty() => format!(
+                "written, but the kernel booted since without {}: {why}",
+                s.missing.join(" ")
+            ),
+            _ if s.missing.is_empty() => format!(
+                "written, but the running command line also has {}: remove those from the bootloader's configuration and reboot",
+                s.conflicting.join(" ")
+            ),
+            _ => format!(
+                "written, REBOOT PENDING (the running kernel lacks {})",
+                s.missing.join(" ")
+            ),
+        },
         BootState::RemovalPending => format!(
             "removed, REBOOT PENDING (the running kernel still has {})",
             s.still_running.join(" ")
