@@ -174,8 +174,9 @@ pub struct TuneArgs {
 
 #[derive(Args, Debug)]
 pub struct BootArgs {
-    /// Take the boot half out: the drop-in goes, the bootloader's
-    /// configuration is regenerated; effective at the next reboot.
+    /// Take the boot half out: every file it wrote goes back as it was (an
+    /// addon is deleted), the bootloader's configuration is regenerated
+    /// where it has one; effective at the next reboot.
     #[arg(long)]
     pub remove: bool,
     /// With --remove: show what would be done; change nothing.

@@ -50,9 +50,9 @@ keep_boot_binary() {
     [ -x /var/lib/cpushield/cpushield-off ] \
         || install -m 0700 /usr/sbin/cpushield /var/lib/cpushield/cpushield-off
     cat <<MSG
-cpushield: the boot half (kernel command line options in
-/etc/default/grub.d/zz-cpushield.cfg) stays. To take it out (this runs
-update-grub; it takes effect at the next boot), run as root:
+cpushield: the boot half (kernel command line options written through the
+bootloader; its files are listed in /var/lib/cpushield/boot.json) stays.
+To take it out (it takes effect at the next boot), run as root:
     /var/lib/cpushield/cpushield-off boot --remove
 and then, with no shield left to undo: rm -r /var/lib/cpushield
 MSG
