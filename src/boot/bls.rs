@@ -174,25 +174,8 @@ pub fn lacks(sys: &Sys, path: &str, options: &[String]) -> Vec<String> {
         // The spec combines every options line; GRUB reads the first only.
         edit::line_words(&text, key).unwrap_or_default()
     };
-    let mut out = Vec::new();
-    let missing: Vec<&str> = options
-        .iter()
-        .filter(|o| !words.contains(o))
-        .map(String::as_str)
-        .collect();
-    if !missing.is_empty() {
-        out.push(format!("/{found} lacks {}", missing.join(" ")));
-    }
-    for k in super::OWN_KEYS {
-        let n = words
-            .iter()
-            .filter(|w| w.split('=').next() == Some(k))
-            .count();
-        if n > 1 {
-            out.push(format!("/{found} sets {k}= {n} times"));
-        }
-    }
-    out
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    edit::line_problems(&words, options, &format!("/{found}"))
 }
 
 /// Entries in `dirs` not among `known` whose options carry `options` as

@@ -68,6 +68,30 @@ pub fn own_key(word: &str) -> bool {
     OWN_KEYS.contains(&word.split('=').next().unwrap_or_default())
 }
 
+/// What a command line (its `words`) lacks of `options`, and each of
+/// cpushield's keys it sets more than once, as problems about `place`.
+pub fn line_problems(words: &[&str], options: &[String], place: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let missing: Vec<&str> = options
+        .iter()
+        .filter(|o| !words.contains(&o.as_str()))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        out.push(format!("{place} lacks {}", missing.join(" ")));
+    }
+    for k in OWN_KEYS {
+        let n = words
+            .iter()
+            .filter(|w| w.split('=').next() == Some(k))
+            .count();
+        if n > 1 {
+            out.push(format!("{place} sets {k}= {n} times"));
+        }
+    }
+    out
+}
+
 /// The byte range of the line that `key` starts (its first word), or the
 /// first line for an empty key; without its newline.
 fn line_range(text: &str, key: &str) -> Option<std::ops::Range<usize>> {

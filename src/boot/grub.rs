@@ -34,10 +34,13 @@ pub const BLOCK_BEGIN: &str = "# cpushield: begin";
 pub const BLOCK_END: &str = "# cpushield: end";
 
 /// The shell lines that take the words setting cpushield's keys out of
-/// the GRUB variables (only emitted when the user's configuration has such
-/// words). The words are split in a subshell with globbing off, so a `*`
-/// in a user's option stays as it is.
-fn drop_conflicts() -> String {
+/// the GRUB variables, where the user's configuration has such words
+/// (`conflicts`; else none). The words are split in a subshell with
+/// globbing off, so a `*` in a user's option stays as it is.
+fn drop_conflicts(conflicts: bool) -> String {
+    if !conflicts {
+        return String::new();
+    }
     let pattern = super::OWN_KEYS
         .iter()
         .map(|k| format!("{k}|{k}=*"))
@@ -70,11 +73,7 @@ pub fn dropin_text(want: &BootWant, conflicts: bool) -> String {
          {}GRUB_CMDLINE_LINUX_DEFAULT=\"${{GRUB_CMDLINE_LINUX_DEFAULT}} {}\"\n",
         want.cpus,
         want.housekeeping,
-        if conflicts {
-            drop_conflicts()
-        } else {
-            String::new()
-        },
+        drop_conflicts(conflicts),
         want.options.join(" ")
     )
 }
@@ -90,11 +89,7 @@ pub fn block_text(want: &BootWant, variable: &str, conflicts: bool) -> String {
          {BLOCK_END}\n",
         want.cpus,
         want.housekeeping,
-        if conflicts {
-            drop_conflicts()
-        } else {
-            String::new()
-        },
+        drop_conflicts(conflicts),
         want.options.join(" ")
     )
 }
@@ -164,26 +159,11 @@ pub fn generated_lacks(sys: &Sys, generated: &str, options: &[String]) -> Vec<St
     let mut out = Vec::new();
     for l in lines {
         let words: Vec<&str> = l.split_whitespace().collect();
-        let missing: Vec<&str> = options
-            .iter()
-            .filter(|o| !words.contains(&o.as_str()))
-            .map(String::as_str)
-            .collect();
-        if !missing.is_empty() {
-            out.push(format!(
-                "a kernel line of /{generated} lacks {}",
-                missing.join(" ")
-            ));
-        }
-        for k in super::OWN_KEYS {
-            let n = words
-                .iter()
-                .filter(|w| w.split('=').next() == Some(k))
-                .count();
-            if n > 1 {
-                out.push(format!("a kernel line of /{generated} sets {k}= {n} times"));
-            }
-        }
+        out.extend(super::edit::line_problems(
+            &words,
+            options,
+            &format!("a kernel line of /{generated}"),
+        ));
     }
     out.dedup();
     out
