@@ -2,7 +2,7 @@
 # Builds (once, cached) a Debian system booted by systemd for the test bed:
 # the distribution as users run it, with systemd, udev, dbus, irqbalance and
 # tuned enabled as Debian ships them, plus rt-tests and stress-ng.
-#   tests/vm/distro/image.sh [--grub] SUITE [EXTRA]   (bookworm | trixie | trixie-rt | forky)
+#   tests/vm/distro/image.sh [--grub | --uefi KIND] SUITE [EXTRA]   (bookworm | trixie | trixie-rt | forky)
 # trixie-rt: Debian 13 with its PREEMPT_RT kernel (linux-image-rt-amd64)
 # in place of the cloud kernel.
 # EXTRA: more packages, comma-separated (the scale benchmark's tuna, cpuset
@@ -19,11 +19,36 @@
 # update-grub (grub-install.log), a second boot from the disk checks it
 # (grub-check.log). GRUB waits 0 s and both GRUB and the kernel use the
 # serial console; /etc/default/grub.d is left empty.
+# --uefi KIND (sdboot | uki | grub-efi; Debian 13 and later): a disk that
+# boots through UEFI (OVMF, from the host's package ovmf), cached apart
+# (SUITE-uefi-KIND-HASH): root.img has a GPT (sfdisk on the file), an EFI
+# System Partition in partition 1 (FAT32, 300 MiB, made here with
+# mkfs.vfat on a file and written at its offset with dd), mounted at
+# /boot/efi in the guest, and the ext4 root in partition 2. OVMF_VARS.fd
+# next to it is the image's NVRAM (a copy of OVMF_VARS_4M.fd the install
+# boot wrote to); every boot after that takes a copy of its own. The guest
+# installs its loader itself: one boot with QEMU's -kernel under OVMF (so
+# efivarfs works) and root=/dev/vda2 (uefi-install.log), then a boot from
+# the disk checks it (uefi-check.log):
+#   sdboot    bootctl install and kernel-install add: a BLS type #1 entry
+#             (loader/entries/) booted by systemd-boot
+#   uki       the same with /etc/kernel/install.conf layout=uki and
+#             uki_generator=ukify: a UKI in EFI/Linux/ booted by systemd-boot
+#   grub-efi  grub-install --target=x86_64-efi --removable (EFI/BOOT/BOOTX64.EFI,
+#             no NVRAM entry) and grub-mkconfig -o /boot/grub/grub.cfg
+# Both systemd-boot kinds wait 0 s (loader.conf "timeout 0") and take the
+# entry's options from /proc/cmdline of the install boot (console=ttyS0):
+# there is no /etc/kernel/cmdline. GRUB as with --grub.
 set -euo pipefail
 . "$(dirname "$0")/../lib/common.sh"
 GRUB=0
+UEFI=""
 [ "${1:-}" = --grub ] && { GRUB=1; shift; }
-SUITE=${1:?usage: image.sh [--grub] bookworm|trixie|trixie-rt|forky [EXTRA]}
+if [ "${1:-}" = --uefi ]; then
+    UEFI=${2:?usage: image.sh --uefi sdboot|uki|grub-efi SUITE [EXTRA]}; shift 2
+    case $UEFI in sdboot|uki|grub-efi) ;; *) die "--uefi $UEFI: sdboot, uki or grub-efi" ;; esac
+fi
+SUITE=${1:?usage: image.sh [--grub | --uefi KIND] bookworm|trixie|trixie-rt|forky [EXTRA]}
 MMOPTS=()
 DIST=$SUITE
 KERNEL_PKG=linux-image-cloud-amd64
@@ -37,10 +62,25 @@ esac
 need_cmd mmdebstrap mke2fs
 PKGS=systemd-sysv,udev,dbus,kmod,procps,util-linux,iproute2,irqbalance,tuned,rt-tests,stress-ng,python3,initramfs-tools,$KERNEL_PKG,man-db
 [ $GRUB = 1 ] && PKGS=$PKGS,grub-pc
+case $UEFI in
+    sdboot) PKGS=$PKGS,systemd-boot,systemd-boot-efi,dosfstools,efibootmgr ;;
+    uki) PKGS=$PKGS,systemd-boot,systemd-boot-efi,systemd-ukify,dosfstools,efibootmgr ;;
+    grub-efi) PKGS=$PKGS,grub-efi-amd64,dosfstools,efibootmgr ;;
+esac
+if [ -n "$UEFI" ]; then
+    [ "$SUITE" = bookworm ] && die "--uefi: Debian 13 (trixie) or later (systemd-ukify, GRUB 2.12)"
+    [ $GRUB = 1 ] && die "--grub and --uefi: one or the other"
+fi
 EXTRA=${2:-}
 [ -n "$EXTRA" ] && PKGS=$PKGS,$EXTRA
 FSTAB_HOOK='echo "/dev/vda / ext4 rw,errors=remount-ro 0 1" >"$1/etc/fstab"'
 [ $GRUB = 1 ] && FSTAB_HOOK='echo "/dev/vda1 / ext4 rw,errors=remount-ro 0 1" >"$1/etc/fstab"'
+# --uefi: the ESP at /boot/efi, where Debian's installer puts it (and
+# grub-install looks by default); bootctl and kernel-install search /efi,
+# /boot and /boot/efi, and /boot stays on the root file system where
+# Debian's kernel packages write vmlinuz and initrd.img. umask=0077: bootctl
+# warns about a world-readable random seed otherwise.
+[ -n "$UEFI" ] && FSTAB_HOOK='mkdir -p "$1/boot/efi"; printf "%s\n" "/dev/vda2 / ext4 rw,errors=remount-ro 0 1" "/dev/vda1 /boot/efi vfat umask=0077 0 2" >"$1/etc/fstab"'
 # grub-pc's postinst runs in a chroot on this machine: it must install GRUB
 # nowhere (no install devices, and that answer accepted)
 PRESEED=()
@@ -102,16 +142,72 @@ echo "CPUSHIELD-GRUB: /etc/default/grub.d: $(ls -A /etc/default/grub.d 2>/dev/nu
 rm -rf /job/* /results/*
 echo CPUSHIELD-GRUB-INSTALLED
 GRUB_SETUP_EOF
+# --uefi: the job of the image's first boot (QEMU -kernel under OVMF,
+# root=/dev/vda2, efivarfs mounted by systemd): the guest installs its own
+# loader onto the ESP at /boot/efi (run.sh puts KIND=... before this)
+read -r -d '' UEFI_SETUP <<'UEFI_SETUP_EOF' || true
+set -e
+v=$(uname -r)
+# ev NAME: a Boot Loader Interface variable (vendor GUID 4a67b082-...) as text
+# (efivarfs files cannot seek: through cat)
+ev() { f=/sys/firmware/efi/efivars/$1-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f; [ -f "$f" ] && cat "$f" | tail -c +5 | iconv -f UTF-16LE -t UTF-8 | tr -d '\000'; true; }
+printf 'CPUSHIELD-UEFI: %s\n' "$KIND, kernel $v, /proc/cmdline: $(cat /proc/cmdline)"
+findmnt /sys/firmware/efi/efivars >/dev/null || { echo "CPUSHIELD-UEFI: no efivarfs"; exit 1; }
+findmnt /boot/efi
+case $KIND in
+sdboot|uki)
+    # uki: kernel-install builds a UKI with ukify and copies it to
+    # ESP/EFI/Linux/ (no type #1 entry); sdboot: no install.conf, the
+    # layout is found (bls: loader/entries.srel says type1 after bootctl install)
+    [ "$KIND" = uki ] && printf '%s\n' layout=uki uki_generator=ukify >/etc/kernel/install.conf
+    bootctl install
+    echo 'timeout 0' >>/boot/efi/loader/loader.conf
+    kernel-install --verbose add "$v" "/boot/vmlinuz-$v" "/boot/initrd.img-$v"
+    echo "CPUSHIELD-UEFI: kernel-install inspect:"; kernel-install inspect || true
+    echo "CPUSHIELD-UEFI: bootctl list:"; bootctl list --no-pager || true
+    echo "CPUSHIELD-UEFI: loader.conf: $(tr '\n' '|' </boot/efi/loader/loader.conf)"
+    for e in /boot/efi/loader/entries/*.conf; do [ -f "$e" ] && { echo "CPUSHIELD-UEFI: $e:"; cat "$e"; }; done
+    ;;
+grub-efi)
+    sed -i -e '/^#\{0,1\}GRUB_TIMEOUT=/d' -e '/^#\{0,1\}GRUB_TERMINAL=/d' -e '/^#\{0,1\}GRUB_SERIAL_COMMAND=/d' \
+        -e '/^#\{0,1\}GRUB_CMDLINE_LINUX=/d' -e '/^#\{0,1\}GRUB_CMDLINE_LINUX_DEFAULT=/d' /etc/default/grub
+    cat >>/etc/default/grub <<'DEFAULTS_EOF'
+# the cpushield test bed: no menu wait; GRUB and the kernel on the serial console
+GRUB_TIMEOUT=0
+GRUB_TERMINAL=serial
+GRUB_SERIAL_COMMAND="serial --unit=0 --speed=115200"
+GRUB_CMDLINE_LINUX="console=ttyS0 panic=-1"
+GRUB_CMDLINE_LINUX_DEFAULT="quiet loglevel=3 systemd.show_status=0"
+DEFAULTS_EOF
+    # the fallback path EFI/BOOT/BOOTX64.EFI, no NVRAM boot entry
+    grub-install --target=x86_64-efi --efi-directory=/boot/efi --removable --no-nvram
+    grub-mkconfig -o /boot/grub/grub.cfg
+    echo "CPUSHIELD-UEFI: grub.cfg sha256 $(sha256sum /boot/grub/grub.cfg | cut -c1-16), kernel lines:"
+    grep '^[[:space:]]*linux[[:space:]]' /boot/grub/grub.cfg
+    echo "CPUSHIELD-UEFI: bli in grub.cfg: $(grep -n 'bli' /boot/grub/grub.cfg | tr '\n' ' ')"
+    ;;
+esac
+echo "CPUSHIELD-UEFI: ESP files:"; (cd /boot/efi && find . -type f | sort | xargs ls -l)
+echo "CPUSHIELD-UEFI: efibootmgr:"; efibootmgr -v || true
+rm -rf /job/* /results/*
+echo CPUSHIELD-UEFI-INSTALLED
+UEFI_SETUP_EOF
 HASH_IN=$(printf '%s\n' "$PKGS" "$UNIT" "$JOB" 3 "${MMOPTS[@]}")
 [ $GRUB = 1 ] && HASH_IN=$(printf '%s\n' "$HASH_IN" grub "$GRUB_SETUP")
+[ -n "$UEFI" ] && HASH_IN=$(printf '%s\n' "$HASH_IN" uefi "$UEFI" "$UEFI_SETUP")
 HASH=$(printf '%s\n' "$HASH_IN" | sha256sum | cut -c1-12)
 OUT=$CACHE_DIR/distro/$SUITE-$HASH
 [ $GRUB = 1 ] && OUT=$CACHE_DIR/distro/$SUITE-grub-$HASH
+[ -n "$UEFI" ] && OUT=$CACHE_DIR/distro/$SUITE-uefi-$UEFI-$HASH
 if [ -f "$OUT/.done" ]; then echo "$OUT"; exit 0; fi
 [ $GRUB = 1 ] && need_cmd sfdisk qemu-system-x86_64 tar timeout
+if [ -n "$UEFI" ]; then
+    need_cmd sfdisk mkfs.vfat qemu-system-x86_64 tar timeout
+    [ -f "$OVMF_CODE" ] && [ -f "$OVMF_VARS" ] || die "no OVMF at $OVMF_CODE / $OVMF_VARS (apt-get install ovmf, or tests/vm/ci.sh --install-only)"
+fi
 rm -rf "$OUT"; mkdir -p "$OUT"
 ROOTFS=$OUT/rootfs
-log "building the $SUITE image$([ $GRUB = 1 ] && echo ' booted through GRUB') (mmdebstrap, about a minute)"
+log "building the $SUITE image$([ $GRUB = 1 ] && echo ' booted through GRUB')$([ -n "$UEFI" ] && echo " booted through UEFI ($UEFI)") (mmdebstrap, about a minute)"
 printf '%s\n' "$UNIT" >"$OUT/cpushield-job.service"
 printf '%s\n' "$JOB" >"$OUT/cpushield-job"
 mmdebstrap --quiet --variant=minbase --include="$PKGS" "${MMOPTS[@]}" "${PRESEED[@]}" \
@@ -127,7 +223,7 @@ mmdebstrap --quiet --variant=minbase --include="$PKGS" "${MMOPTS[@]}" "${PRESEED
 cp "$(ls "$ROOTFS"/boot/vmlinuz-* | head -n1)" "$OUT/vmlinuz"
 cp "$(ls "$ROOTFS"/boot/initrd.img-* | head -n1)" "$OUT/initrd.img"
 basename "$(ls "$ROOTFS"/boot/vmlinuz-* | head -n1)" | sed 's/^vmlinuz-//' >"$OUT/release"
-if [ $GRUB = 0 ]; then
+if [ $GRUB = 0 ] && [ -z "$UEFI" ]; then
     mke2fs -q -t ext4 -d "$ROOTFS" "$OUT/root.img" 3G >"$OUT/mke2fs.log" 2>&1 || die "mke2fs failed (log: $OUT/mke2fs.log)"
     rm -rf "$ROOTFS"
     touch "$OUT/.done"
@@ -135,6 +231,7 @@ if [ $GRUB = 0 ]; then
     exit 0
 fi
 
+if [ $GRUB = 1 ]; then
 # --grub: partition 1 from 1 MiB on (the gap before it holds GRUB's core.img)
 mke2fs -q -t ext4 -d "$ROOTFS" "$OUT/part1.img" 3G >"$OUT/mke2fs.log" 2>&1 || die "mke2fs failed (log: $OUT/mke2fs.log)"
 rm -rf "$ROOTFS"
@@ -142,6 +239,20 @@ truncate -s $((3072 + 1))M "$OUT/root.img"
 printf 'label: dos\nstart=2048, type=83, bootable\n' | sfdisk --quiet "$OUT/root.img" >"$OUT/sfdisk.log" 2>&1 || die "sfdisk failed (log: $OUT/sfdisk.log)"
 dd if="$OUT/part1.img" of="$OUT/root.img" bs=1M seek=1 conv=notrunc,sparse status=none
 rm -f "$OUT/part1.img"
+else
+# --uefi: GPT; partition 1 the ESP (1 MiB to 301 MiB, FAT32 made here),
+# partition 2 the ext4 root (3 GiB), 1 MiB at the end for the backup GPT
+mke2fs -q -t ext4 -d "$ROOTFS" "$OUT/part2.img" 3G >"$OUT/mke2fs.log" 2>&1 || die "mke2fs failed (log: $OUT/mke2fs.log)"
+rm -rf "$ROOTFS"
+rm -f "$OUT/esp.img"
+mkfs.vfat -F 32 -n ESP -h 2048 -C "$OUT/esp.img" $((300 * 1024)) >"$OUT/mkfs.vfat.log" 2>&1 || die "mkfs.vfat failed (log: $OUT/mkfs.vfat.log)"
+truncate -s $((1 + 300 + 3072 + 1))M "$OUT/root.img"
+printf '%s\n' 'label: gpt' 'start=2048, size=614400, type=U, name="EFI System Partition"' \
+    'start=616448, size=6291456, type=L, name=root' | sfdisk --quiet "$OUT/root.img" >"$OUT/sfdisk.log" 2>&1 || die "sfdisk failed (log: $OUT/sfdisk.log)"
+dd if="$OUT/esp.img" of="$OUT/root.img" bs=1M seek=1 conv=notrunc,sparse status=none
+dd if="$OUT/part2.img" of="$OUT/root.img" bs=1M seek=301 conv=notrunc,sparse status=none
+rm -f "$OUT/esp.img" "$OUT/part2.img"
+fi
 # guest JOBDIR LOG LIMIT QEMU-ARGS...: one QEMU run with the tar of JOBDIR on
 # /dev/vdb and an empty results disk on /dev/vdc; its console into LOG
 guest() {
@@ -155,6 +266,47 @@ guest() {
         -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile= </dev/null 2>&1 | tr -d '\r' >"$logf" || true
     rm -f "$OUT/job.tar" "$OUT/results.img"
 }
+if [ -n "$UEFI" ]; then
+    # the image's NVRAM: the install boot may write to it (bootctl
+    # registers a Boot#### entry); the check boot and every run use a copy
+    cp "$OVMF_VARS" "$OUT/OVMF_VARS.fd"
+    mkdir -p "$OUT/job"
+    printf '%s\n' '#!/bin/sh' "KIND=$UEFI" "$UEFI_SETUP" >"$OUT/job/run.sh"
+    log "installing the loader ($UEFI) on the disk: a boot under OVMF with -kernel and root=/dev/vda2"
+    t0=$(date +%s)
+    guest "$OUT/job" "$OUT/uefi-install.log" 900 -machine "$UEFI_MACHINE" \
+        -drive "if=pflash,format=raw,unit=0,readonly=on,file=$OVMF_CODE" \
+        -drive "if=pflash,format=raw,unit=1,file=$OUT/OVMF_VARS.fd" \
+        -kernel "$OUT/vmlinuz" -initrd "$OUT/initrd.img" \
+        -append "root=/dev/vda2 rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0" \
+        -drive "file=$OUT/root.img,if=virtio,format=raw,cache=unsafe"
+    grep -q '^CPUSHIELD-UEFI-INSTALLED' "$OUT/uefi-install.log" || { tail -n 40 "$OUT/uefi-install.log" >&2; die "installing $UEFI in the guest failed (log: $OUT/uefi-install.log)"; }
+    log "$UEFI installed ($(( $(date +%s) - t0 ))s); a boot from the disk through OVMF to check it"
+    printf '%s\n' '#!/bin/sh' \
+        'ev() { f=/sys/firmware/efi/efivars/$1-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f; [ -f "$f" ] && cat "$f" | tail -c +5 | iconv -f UTF-16LE -t UTF-8 | tr -d "\000"; true; }' \
+        'printf "CPUSHIELD-UEFI-CMDLINE: %s\n" "$(cat /proc/cmdline)"' \
+        'printf "CPUSHIELD-UEFI-LOADER: %s\n" "LoaderInfo=$(ev LoaderInfo) LoaderEntrySelected=$(ev LoaderEntrySelected) StubInfo=$(ev StubInfo)"' \
+        >"$OUT/job/run.sh"
+    cp "$OUT/OVMF_VARS.fd" "$OUT/check-vars.fd"
+    t0=$(date +%s)
+    guest "$OUT/job" "$OUT/uefi-check.log" 900 -machine "$UEFI_MACHINE" \
+        -drive "if=pflash,format=raw,unit=0,readonly=on,file=$OVMF_CODE" \
+        -drive "if=pflash,format=raw,unit=1,file=$OUT/check-vars.fd" \
+        -drive "file=$OUT/root.img,if=none,id=root,format=raw,snapshot=on,cache=unsafe" \
+        -device virtio-blk-pci,drive=root,bootindex=0
+    rm -rf "$OUT/job" "$OUT/check-vars.fd"
+    loader=$(sed -n 's/^CPUSHIELD-UEFI-LOADER: //p' "$OUT/uefi-check.log")
+    case $UEFI in
+        sdboot) ok=$(echo "$loader" | grep 'LoaderInfo=systemd-boot' | grep -v 'StubInfo=systemd-stub' || true) ;;
+        uki) ok=$(echo "$loader" | grep 'LoaderInfo=systemd-boot' | grep 'StubInfo=systemd-stub' || true) ;;
+        grub-efi) ok=$(grep '^CPUSHIELD-UEFI-CMDLINE: BOOT_IMAGE=' "$OUT/uefi-check.log" || true) ;;
+    esac
+    [ -n "$ok" ] || { tail -n 30 "$OUT/uefi-check.log" >&2; die "the disk did not boot through $UEFI (log: $OUT/uefi-check.log)"; }
+    log "booted through $UEFI ($(( $(date +%s) - t0 ))s): $(sed -n 's/^CPUSHIELD-UEFI-CMDLINE: //p' "$OUT/uefi-check.log"); $loader"
+    touch "$OUT/.done"
+    echo "$OUT"
+    exit 0
+fi
 mkdir -p "$OUT/job"
 printf '%s\n' "$GRUB_SETUP" >"$OUT/job/run.sh"
 log "installing GRUB on the disk: a boot with -kernel and root=/dev/vda1 (about a minute)"

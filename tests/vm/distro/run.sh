@@ -36,7 +36,12 @@
 # guest boots from the disk through SeaBIOS and GRUB (image.sh --grub), no
 # -kernel: GRUB's own grub.cfg makes the kernel command line, so changes
 # the guest makes there (update-grub) take effect at its next reboot
-# (cgroup v2 only). Without suites=, a scenario is for any suite.
+# (cgroup v2 only). boot=sdboot, boot=uki, boot=grub-efi: the same through
+# UEFI (OVMF; image.sh --uefi KIND): systemd-boot with a BLS type #1
+# entry, systemd-boot with a UKI, or GRUB EFI; each QEMU run boots with a
+# copy of its own of the image's OVMF_VARS.fd, kept in the run's directory
+# (cgroup v2 only; the machine type is CPUSHIELD_UEFI_MACHINE, default pc).
+# Without suites=, a scenario is for any suite.
 # default=no: the scenario runs only when named (not in the default set,
 # so not in tests/vm/ci.sh either).
 # Exit status: 0 all passed (or skipped), 1 a scenario failed, 3 a boot failed
@@ -99,10 +104,13 @@ status=0
 # boot SUITE CGROUP "SCENARIOS" -> one guest running them in order
 # (CGROUP v2, v1, or grub: v2, booted from the disk through GRUB)
 boot() {
-    local suite=$1 cg=$2 scen=$3 img job res logf append rc limit n grub=""
+    local suite=$1 cg=$2 scen=$3 img job res logf append rc limit n grub="" uefi="" imgopt
     [ "$cg" = grub ] && grub=--grub
-    img=$(bash "$D_DIR/image.sh" $grub "$suite" "$PACKAGES" | tail -n1)
-    [ -f "$img/root.img" ] || die "no $suite image (tests/vm/distro/image.sh $grub $suite)"
+    case $cg in sdboot|uki|grub-efi) uefi=$cg ;; esac
+    imgopt=$grub
+    [ -n "$uefi" ] && imgopt="--uefi $uefi"
+    img=$(bash "$D_DIR/image.sh" $imgopt "$suite" "$PACKAGES" | tail -n1)
+    [ -f "$img/root.img" ] || die "no $suite image (tests/vm/distro/image.sh $imgopt $suite)"
     job=$RUN_DIR/job-$suite-$cg
     rm -rf "$job"; mkdir -p "$job/scenarios"
     cp "$BINARY" "$job/cpushield"
@@ -136,18 +144,31 @@ boot() {
     # until QEMU exits; through GRUB, SeaBIOS boots the root disk (bootindex)
     local rootdisk=(-drive "file=$img/root.img,if=virtio,format=raw,snapshot=on,cache=unsafe")
     local kernel=(-kernel "$img/vmlinuz" -initrd "$img/initrd.img" -append "$append")
-    if [ -n "$grub" ]; then
+    if [ -n "$grub" ] || [ -n "$uefi" ]; then
         rootdisk=(-drive "file=$img/root.img,if=none,id=root,format=raw,snapshot=on,cache=unsafe"
             -device virtio-blk-pci,drive=root,bootindex=0)
         kernel=()
     fi
+    # UEFI: OVMF's code read-only, and a copy of the image's NVRAM for this
+    # QEMU run (kept across the guest's reboots in it, never written back)
+    local firmware=()
+    if [ -n "$uefi" ]; then
+        [ -f "$OVMF_CODE" ] || die "no OVMF at $OVMF_CODE (apt-get install ovmf)"
+        cp "$img/OVMF_VARS.fd" "$RUN_DIR/OVMF_VARS-$suite-$cg.fd"
+        firmware=(-machine "$UEFI_MACHINE"
+            -drive "if=pflash,format=raw,unit=0,readonly=on,file=$OVMF_CODE"
+            -drive "if=pflash,format=raw,unit=1,file=$RUN_DIR/OVMF_VARS-$suite-$cg.fd")
+    fi
     local qemu=(qemu-system-x86_64 -accel "tcg,thread=$TCG_THREAD" -cpu max,-cx16
-        -smp "$CPUS" -m "$MEMORY" -nographic $reboot -vga none
+        -smp "$CPUS" -m "$MEMORY" -nographic $reboot -vga none "${firmware[@]}"
         "${kernel[@]}" "${rootdisk[@]}"
         -drive "file=$RUN_DIR/job.tar,if=virtio,format=raw,readonly=on"
         -drive "file=$res,if=virtio,format=raw,cache=unsafe"
         -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=)
-    log "boot $suite ($(cat "$img/release")), $CPUS vCPUs, $([ -n "$grub" ] && echo "through GRUB, cgroup v2" || echo "cgroup $cg"): $scen"
+    local how="cgroup $cg"
+    [ -n "$grub" ] && how="through GRUB, cgroup v2"
+    [ -n "$uefi" ] && how="through UEFI ($uefi), cgroup v2"
+    log "boot $suite ($(cat "$img/release")), $CPUS vCPUs, $how: $scen"
     local t0; t0=$(date +%s)
     set +e
     if [ $VERBOSE = 1 ]; then
@@ -174,6 +195,12 @@ for suite in $SUITES; do
             [ "$cg" = v2 ] || die "$name: boot=grub is for cgroup v2 only"
             cg=grub
         fi
+        # so is one booted through UEFI, one per kind of loader
+        case $(hdr "$f" boot) in
+            sdboot|uki|grub-efi)
+                [ "$cg" = v2 ] || die "$name: boot=$(hdr "$f" boot) is for cgroup v2 only"
+                cg=$(hdr "$f" boot) ;;
+        esac
         GROUPS_[$suite/$cg]="${GROUPS_[$suite/$cg]:-} $name"
     done
 done

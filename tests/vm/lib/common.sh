@@ -15,3 +15,14 @@ need_cmd() {
         command -v "$c" >/dev/null 2>&1 || die "'$c' not found (run tests/vm/ci.sh --install-only, or apt-get install it)"
     done
 }
+
+# UEFI guests (distro/image.sh --uefi, run.sh boot=sdboot|uki|grub-efi):
+# Debian's ovmf package, Secure Boot off (the plain 4 MiB images). The CODE
+# image is read-only; VARS is copied for every image and every boot.
+# Machine pc: under TCG a disk boot to power-off took 88-95 s on pc and
+# 106-111 s on q35 (trixie, systemd-boot, 2 vCPUs, two runs each);
+# CPUSHIELD_UEFI_MACHINE=q35 gives the guest PCI Express (the images work
+# on both: their NVRAM entry is a short-form HD() path).
+OVMF_CODE=${CPUSHIELD_OVMF_CODE:-/usr/share/OVMF/OVMF_CODE_4M.fd}
+OVMF_VARS=${CPUSHIELD_OVMF_VARS:-/usr/share/OVMF/OVMF_VARS_4M.fd}
+UEFI_MACHINE=${CPUSHIELD_UEFI_MACHINE:-pc}
