@@ -14,6 +14,7 @@ use cpushield::boot::loader::{efivar_file, LOADER_GUID};
 use std::path::Path;
 
 const OPTS: &str = "isolcpus=managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1";
+const OPTS3: &str = "isolcpus=managed_irq,3 nohz_full=3 rcu_nocbs=3 irqaffinity=0-2";
 
 fn put(root: &Path, rel: &str, text: &str) {
     std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
@@ -461,6 +462,29 @@ fn systemd_boot_entries_and_a_created_kernel_cmdline_survive_a_counter_rename() 
         "title Other\nlinux /other/linux\noptions root=/dev/sdb1\n"
     );
 
+    // A change of CPUs in place: one set of options, the user's word still out.
+    put(
+        root,
+        "etc/cpushield/cpushield.toml",
+        "cpus = \"3\"\nboot = true\n",
+    );
+    apply_ok(root);
+    let words = line_words(&read(root, &entry), "options");
+    assert_eq!(
+        words.join(" "),
+        format!("root=/dev/vda2 rw console=ttyS0 {OPTS3}")
+    );
+    assert_eq!(
+        read(root, "etc/kernel/cmdline"),
+        format!("root=/dev/vda2 rw console=ttyS0 {OPTS3}\n")
+    );
+    put(
+        root,
+        "etc/cpushield/cpushield.toml",
+        "cpus = \"2-3\"\nboot = true\n",
+    );
+    apply_ok(root);
+
     // systemd-boot counts the boot down: the entry is renamed.
     let renamed = entry.replace("+3.conf", "+2-1.conf");
     std::fs::rename(root.join(&entry), root.join(&renamed)).unwrap();
@@ -617,6 +641,21 @@ fn a_unified_kernel_image_gets_an_addon_that_is_read_back_and_deleted_by_its_has
     reboot(root, 3, &format!("root=/dev/vda2 rw console=ttyS0 {OPTS}"));
     let o = cpushield(root, &["boot", "--json"]);
     assert_eq!(json(&o)["state"], "active", "{}", text(&o));
+
+    // A change of CPUs makes the addon again in place (its directory stays
+    // cpushield's to remove).
+    put(
+        root,
+        "etc/cpushield/cpushield.toml",
+        "cpus = \"3\"\nboot = true\n",
+    );
+    let b = apply_ok(root);
+    assert_eq!(b["action"], "written", "{b}");
+    assert_eq!(
+        addon_cmdline(root).as_deref(),
+        Some(OPTS3),
+        "the addon now has the new options"
+    );
 
     // Another addon put in its place is not deleted.
     let addon = root.join("boot/efi/loader/addons/cpushield.addon.efi");

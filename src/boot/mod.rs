@@ -288,11 +288,13 @@ impl Record {
         }
     }
 
-    /// The files written, as `/path` for reports.
+    /// The files written and made, as `/path` for reports.
     pub fn file_list(&self) -> String {
         self.files
             .iter()
-            .map(|f| format!("/{}", f.path))
+            .map(|f| &f.path)
+            .chain(self.made.iter().map(|m| &m.path))
+            .map(|p| format!("/{p}"))
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -832,7 +834,15 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
         Some(r) => taken_out(sys, r)?,
         None => Vec::new(),
     };
-    let plan = loader.plan(sys, want, &|path| based(sys, &base_files, path))?;
+    let mut plan = loader.plan(sys, want, &|path| based(sys, &base_files, path))?;
+    // A directory an earlier write made stays cpushield's to remove.
+    for f in plan.files.iter_mut().filter(|f| f.before.is_none()) {
+        let inherited = old
+            .iter()
+            .flat_map(|r| &r.files)
+            .any(|o| o.path == f.path && o.made_dir);
+        f.made_dir |= inherited;
+    }
     let unchanged = old.as_ref().is_some_and(|r| {
         r.complete
             && r.want == *want
@@ -893,13 +903,19 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
         .iter()
         .map(|f| (f.path.clone(), Some(f.written.clone()), false))
         .collect();
+    // A file the command makes again (an addon) is left for it to
+    // overwrite, not taken out first.
+    let old_made: Vec<Made> = old.as_ref().map(|r| r.made.clone()).unwrap_or_default();
     for g in &base_files {
-        if !writes.iter().any(|(p, _, _)| *p == g.path) {
+        if !writes.iter().any(|(p, _, _)| *p == g.path) && !plan.made.contains(&g.path) {
             writes.push((g.path.clone(), g.content.clone(), g.made_dir));
         }
     }
+    // What the text files hold now, to put back on failure (a made file is
+    // made again by the old command instead).
     let now: Writes = writes
         .iter()
+        .filter(|(p, _, _)| !old_made.iter().any(|m| m.path == *p))
         .map(|(p, _, _)| {
             let made = plan.files.iter().any(|f| f.path == *p && f.made_dir);
             (p.clone(), sys.read(p).ok(), made)
@@ -929,9 +945,13 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
         .map(|path| Made {
             path: path.clone(),
             sha256: String::new(),
-            made_dir: path
-                .rsplit_once('/')
-                .is_some_and(|(dir, _)| !sys.path(dir).is_dir()),
+            // A directory an earlier write made stays cpushield's to remove.
+            made_dir: match old_made.iter().find(|m| m.path == *path) {
+                Some(m) => m.made_dir,
+                None => path
+                    .rsplit_once('/')
+                    .is_some_and(|(dir, _)| !sys.path(dir).is_dir()),
+            },
         })
         .collect();
     let record = Record {
@@ -975,6 +995,7 @@ pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootCh
             record
                 .made
                 .iter()
+                .filter(|m| !old_made.iter().any(|o| o.path == m.path))
                 .map(|m| (m.path.clone(), None, m.made_dir)),
         );
         let again = match &old {
