@@ -657,10 +657,26 @@ fn a_unified_kernel_image_gets_an_addon_that_is_read_back_and_deleted_by_its_has
         "the addon now has the new options"
     );
 
-    // Another addon put in its place is not deleted.
+    let o = cpushield(root, &["boot", "--json"]);
+    assert_eq!(
+        json(&o)["files"],
+        serde_json::json!(["boot/efi/loader/addons/cpushield.addon.efi"]),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(json(&o)["drift"], serde_json::json!([]), "{}", text(&o));
+
+    // Another addon put in its place is not deleted, and shows as changed.
     let addon = root.join("boot/efi/loader/addons/cpushield.addon.efi");
     let ours = std::fs::read(&addon).unwrap();
     std::fs::write(&addon, b"someone else's").unwrap();
+    let o = cpushield(root, &["boot", "--json"]);
+    assert_eq!(
+        json(&o)["drift"],
+        serde_json::json!(["/boot/efi/loader/addons/cpushield.addon.efi"]),
+        "{}",
+        text(&o)
+    );
     let o = cpushield(root, &["boot", "--remove"]);
     assert_eq!(code(&o), 1, "{}", text(&o));
     assert!(

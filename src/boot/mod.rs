@@ -480,7 +480,13 @@ pub fn judge(record: Option<&Record>, removed: Option<&Removed>, facts: &BootFac
         file: record.and_then(|r| r.files.first()).map(|f| f.path.clone()),
         bootloader: record.map(|r| r.backend.describe().to_string()),
         files: record
-            .map(|r| r.files.iter().map(|f| f.path.clone()).collect())
+            .map(|r| {
+                r.files
+                    .iter()
+                    .map(|f| f.path.clone())
+                    .chain(r.made.iter().map(|m| m.path.clone()))
+                    .collect()
+            })
             .unwrap_or_default(),
         replaced: record.map(|r| r.replaced.clone()).unwrap_or_default(),
         conflicting,
@@ -534,6 +540,15 @@ fn drift(sys: &Sys, record: &Record) -> Vec<String> {
             (sys.read(&path).ok().as_deref() != Some(f.written.as_str()))
                 .then(|| format!("/{path}"))
         })
+        .chain(
+            record
+                .made
+                .iter()
+                .filter(|m| {
+                    std::fs::read(sys.path(&m.path)).map_or(true, |d| uki::sha256(&d) != m.sha256)
+                })
+                .map(|m| format!("/{}", m.path)),
+        )
         .collect()
 }
 
