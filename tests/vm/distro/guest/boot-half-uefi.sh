@@ -63,7 +63,8 @@ PY
 }
 # the boot's identity and what cpushield says of the boot half
 show() {
-    info "boot $PHASE: /proc/cmdline: $(cmdline)"
+    # printf: dash's echo would eat the backslashes of systemd-boot's initrd=\...
+    printf '  [%s] boot %s: /proc/cmdline: %s\n' "$(el)" "$PHASE" "$(cmdline)"
     info "LoaderInfo=$(ev LoaderInfo) LoaderEntrySelected=$(ev LoaderEntrySelected) StubInfo=$(ev StubInfo)"
     info "sysfs isolated='$(sysfs isolated)' nohz_full='$(sysfs nohz_full)'"
     cs boot
