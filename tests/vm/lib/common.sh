@@ -20,7 +20,8 @@ need_cmd() {
 # Debian's ovmf package, Secure Boot off (the plain 4 MiB images). The CODE
 # image is read-only; VARS is copied for every image and every boot.
 # Machine pc: under TCG a disk boot to power-off took 88-95 s on pc and
-# 106-111 s on q35 (trixie, systemd-boot, 2 vCPUs, two runs each);
+# 106-111 s on q35 (trixie, systemd-boot, 2 vCPUs, two paired runs on a
+# host with a build on its other core: weak evidence);
 # CPUSHIELD_UEFI_MACHINE=q35 gives the guest PCI Express (the images work
 # on both: their NVRAM entry is a short-form HD() path).
 OVMF_CODE=${CPUSHIELD_OVMF_CODE:-/usr/share/OVMF/OVMF_CODE_4M.fd}

@@ -36,16 +36,25 @@ words() { tr ' ' '\n' </proc/cmdline | grep -v '^$'; }
 has_word() { words | grep -qxF "$1"; }
 line() { printf '  %s\n' "$*"; }
 now() { date +%s.%N | cut -c1-14; }
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; }
 [ -f "$OUT/boot-times" ] || : >"$OUT/boot-times"
 
 info "boot $PHASE of $KIND at $(now) (clock from the host's RTC), uptime $(cut -d' ' -f1 /proc/uptime)s"
-if [ -f "$OUT/reboot-at" ]; then
-    # the guest's clock is set from the host's RTC at each boot: from
-    # "systemctl reboot" in the last boot to this point, wall time
-    info "from the last boot's reboot to here: $(echo "$(now) - $(cat "$OUT/reboot-at")" | bc)s"
-    echo "boot $PHASE: from reboot to the probe $(echo "$(now) - $(cat "$OUT/reboot-at")" | bc)s, uptime $(cut -d' ' -f1 /proc/uptime)s" >>"$OUT/boot-times"
+# Boot times, wall clock: the guest's clock comes from QEMU's RTC, set from
+# the host's at each boot (1 s resolution; timesyncd is masked). From the
+# last boot's "systemctl reboot" (or, in the first boot, from HOST_T0, the
+# host's clock when run.sh started: --set HOST_T0=$(date +%s.%N)) to here,
+# and how much of it came before the kernel started (the previous system's
+# shutdown, OVMF, the loader): that minus the uptime.
+up=$(cut -d' ' -f1 /proc/uptime); t=$(now)
+from=""
+if [ -f "$OUT/reboot-at" ]; then from=$(cat "$OUT/reboot-at"); what="the last boot's reboot"
+elif [ -n "${HOST_T0:-}" ]; then from=$HOST_T0; what="run.sh's start (HOST_T0)"; fi
+if [ -n "$from" ]; then
+    info "boot $PHASE: from $what to the probe $(minus "$t" "$from")s, of which before the kernel $(minus "$(minus "$t" "$from")" "$up")s; uptime ${up}s"
+    echo "boot $PHASE: from $what to the probe $(minus "$t" "$from")s (before the kernel $(minus "$(minus "$t" "$from")" "$up")s, uptime ${up}s)" >>"$OUT/boot-times"
 else
-    echo "boot $PHASE: uptime at the probe $(cut -d' ' -f1 /proc/uptime)s" >>"$OUT/boot-times"
+    echo "boot $PHASE: uptime at the probe ${up}s" >>"$OUT/boot-times"
 fi
 printf '  /proc/cmdline: %s\n' "$(cat /proc/cmdline)"
 cat /proc/cmdline >"$OUT/cmdline.$PHASE"
@@ -79,16 +88,25 @@ line "bootctl --print-esp-path: '$ESP' (exit $ERC) $(cat "$OUT/esp-path.err")"
 line "mounts: $(findmnt -rn -o TARGET,SOURCE,FSTYPE | grep -E '^/(boot|efi)' | tr '\n' ' ')"
 line "/etc/kernel/cmdline: $([ -e /etc/kernel/cmdline ] && echo "present: $(cat /etc/kernel/cmdline)" || echo absent)"
 line "/etc/kernel: $(ls -A /etc/kernel 2>&1 | tr '\n' ' ')"
-[ -f /etc/kernel/install.conf ] && line "/etc/kernel/install.conf: $(grep -v '^#' /etc/kernel/install.conf | tr '\n' ' ')"
+for f in /etc/kernel/install.conf /etc/kernel/uki.conf /usr/lib/kernel/install.conf /usr/lib/kernel/uki.conf; do
+    [ -f "$f" ] && line "$f: $(grep -v '^#' "$f" | grep -v '^$' | tr '\n' ' ')"
+done
 line "addon stub: $(ls -l /usr/lib/systemd/boot/efi/addonx64.efi.stub 2>&1)"
-ESP=${ESP:-/boot/efi}
-BOOT=${BOOT:-$ESP}
+# without bootctl (GRUB systems do not have systemd-boot): the vfat mount
+if ! command -v bootctl >/dev/null; then
+    ESP=$(findmnt -rn -t vfat -o TARGET | head -n1); BOOT=$ESP
+    line "no bootctl; the ESP from findmnt (vfat): '$ESP'"
+fi
+ESP_PARTUUID=$(findmnt -n -o PARTUUID "$ESP" 2>/dev/null)
+line "the ESP's PARTUUID: $ESP_PARTUUID"
 info "ls -lR $ESP/loader $ESP/EFI:"
 ls -lR "$ESP/loader" "$ESP/EFI" 2>&1 | sed 's/^/    | /'
 for e in "$BOOT"/loader/entries/*.conf; do
     [ -f "$e" ] || continue
     info "entry $e:"; sed 's/^/    | /' "$e"
 done
+info "bootctl list:"
+SYSTEMD_COLORS=0 bootctl list --no-pager 2>&1 | head -n 30 | sed 's/^/    | /'
 if [ "$KIND" = uki ]; then
     for u in "$BOOT"/EFI/Linux/*.efi; do
         [ -f "$u" ] || continue
@@ -107,7 +125,8 @@ fi
 check "booted through UEFI (/sys/firmware/efi)" [ -d /sys/firmware/efi ]
 check "Secure Boot is off" [ "$(evx SecureBoot $GLOBAL_GUID)" = 00 ]
 check "no /etc/kernel/cmdline" [ ! -e /etc/kernel/cmdline ]
-check "the ESP is at /boot/efi (bootctl --print-esp-path)" [ "$ESP" = /boot/efi ]
+check "the ESP is at /boot/efi" [ "$ESP" = /boot/efi ]
+check "LoaderDevicePartUUID is the ESP's PARTUUID" [ "$(ev LoaderDevicePartUUID | tr A-F a-f)" = "$ESP_PARTUUID" ]
 check "the kernel's console is ttyS0" has_word console=ttyS0
 case $KIND in
 sdboot|uki)
