@@ -4,8 +4,8 @@
 # adds the user's own nohz_full=1), a unified kernel image with a ukify
 # addon (09-boot-uki, four boots) and GRUB EFI with grub-mkconfig on an
 # upstream layout (10-boot-grub-efi, four boots), in Debian 13 guests booted
-# through OVMF (tests/vm/distro/image.sh --uefi). Out of CI for time (3 to
-# 4 minutes a boot under emulation, 15 to 18 a scenario); CI runs the GRUB scenario 06 and the
+# through OVMF (tests/vm/distro/image.sh --uefi). Out of CI for time (2 to
+# 4 minutes a boot under emulation, 9 to 18 a scenario); CI runs the GRUB scenario 06 and the
 # backends' fixture tests (tests/boot_fixture.rs).
 #   benches/boot-uefi.sh [SCENARIO...]     (default: all three)
 # As root, with QEMU and OVMF (tests/vm/ci.sh --install-only). Nothing on
