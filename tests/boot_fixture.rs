@@ -180,6 +180,34 @@ fn upstream_grub_gets_a_block_in_etc_default_grub_and_loses_it_exactly() {
 }
 
 #[test]
+fn a_bootloader_file_that_is_not_text_is_refused_with_nothing_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    machine(
+        root,
+        "BOOT_IMAGE=/boot/vmlinuz-linux root=/dev/vda1 rw quiet",
+    );
+    put(root, "usr/bin/grub-mkconfig", "#!/bin/sh\n");
+    std::fs::create_dir_all(root.join("boot/grub")).unwrap();
+    // Latin-1 in a comment: not UTF-8. Planning from it as "empty" would
+    // overwrite the user's file with cpushield's block alone.
+    std::fs::write(
+        root.join("etc/default/grub"),
+        b"# Gr\xfc\xdfe\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n",
+    )
+    .unwrap();
+    let before = tree(root);
+    let o = cpushield(root, &["apply"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        text(&o).contains("/etc/default/grub cannot be read as text"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(diff(&before, &tree(root)), Vec::<String>::new());
+}
+
+#[test]
 fn grub2_mkconfig_is_used_where_the_distribution_has_it() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();

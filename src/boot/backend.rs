@@ -328,7 +328,28 @@ pub struct Plan {
 impl Loader {
     /// The files to write for `want`, starting from `base` (a file's
     /// content once the previous boot half is taken out).
+    /// A file that is there but cannot be read as text (not UTF-8, no
+    /// permission) is refused by name: planning from it as if it were
+    /// empty or absent would overwrite it.
     pub fn plan(
+        &self,
+        sys: &Sys,
+        want: &BootWant,
+        base: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Plan, BootError> {
+        let plan = self.plan_files(sys, want, base)?;
+        for f in &plan.files {
+            if let (true, Err(e)) = (sys.path(&f.path).exists(), sys.read(&f.path)) {
+                return Err(BootError::Invalid(format!(
+                    "boot: /{} cannot be read as text ({e}); cpushield edits only files it can read back: fix or restore the file, then apply again",
+                    f.path
+                )));
+            }
+        }
+        Ok(plan)
+    }
+
+    fn plan_files(
         &self,
         sys: &Sys,
         want: &BootWant,
