@@ -205,6 +205,28 @@ fn a_bootloader_file_that_is_not_text_is_refused_with_nothing_changed() {
         text(&o)
     );
     assert_eq!(diff(&before, &tree(root)), Vec::<String>::new());
+
+    // Written from a readable file, which then stops being text: removal
+    // refuses by name instead of taking it for gone, and changes nothing.
+    std::fs::write(
+        root.join("etc/default/grub"),
+        "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n",
+    )
+    .unwrap();
+    apply_ok(root);
+    let mut bytes = std::fs::read(root.join("etc/default/grub")).unwrap();
+    bytes.extend_from_slice(b"# \xff\n");
+    std::fs::write(root.join("etc/default/grub"), bytes).unwrap();
+    let before = tree(root);
+    let o = cpushield(root, &["boot", "--remove"]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(
+        text(&o).contains("/etc/default/grub: it cannot be read as text"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(diff(&before, &tree(root)), Vec::<String>::new());
+    assert!(cpushield(root, &["off"]).status.success());
 }
 
 #[test]

@@ -754,7 +754,15 @@ fn taken_out(sys: &Sys, record: &Record) -> Result<Vec<Given>, BootError> {
     let mut refused = Vec::new();
     for f in &files {
         let path = bls::find_entry(sys, &f.path).unwrap_or_else(|| f.path.clone());
-        let now = sys.read(&path).ok();
+        let now = match sys.read(&path) {
+            Ok(text) => Some(text),
+            Err(_) if !sys.path(&path).exists() => None,
+            Err(e) => {
+                // There, but not text: neither "gone" nor cpushield's to delete.
+                refused.push(format!("/{path}: it cannot be read as text ({e})"));
+                continue;
+            }
+        };
         let undone = if now == f.before {
             // Never written (an interrupted change), or written back already.
             Ok((f.before.clone(), Undone::Restored))
