@@ -223,7 +223,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
             json,
         } => {
-            let report = shield::move_tasks(&sys, &pids, direction, cpu, thread, dry_run)?;
+            let report = shield::move_tasks(
+                &sys,
+                &pids,
+                (direction, cpu, thread),
+                dry_run,
+                &waiting_for_lock,
+            )?;
             emit(out, json, &report, report::shield::moved)?;
             Ok(exit_if(!report.not_found.is_empty(), exit::REFUSED))
         }
@@ -480,6 +486,14 @@ fn emit<T: serde::Serialize>(
     Ok(())
 }
 
+/// Said once when `run` or `move` waits for another cpushield command.
+fn waiting_for_lock() {
+    eprintln!(
+        "cpushield: another cpushield command is changing the shield; waiting for it (up to {} s)",
+        shield::journal::LOCK_WAIT.as_secs()
+    );
+}
+
 /// `run`: the command inside the shield, in place of this process.
 fn run_command(
     sys: &Sys,
@@ -495,6 +509,8 @@ fn run_command(
         if let Some(note) = shield::unprotected_kernel_work(sys) {
             eprintln!("cpushield: {}", report::note::text(&note));
         }
+    }
+    if dry_run {
         if let (RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p), Ok((_, cpus))) =
             (policy, shield::run_target(sys, cpu))
         {
@@ -502,8 +518,6 @@ fn run_command(
                 eprintln!("cpushield: {}", report::note::text(&note));
             }
         }
-    }
-    if dry_run {
         let (state, cpus) = shield::run_target(sys, cpu)?;
         writeln!(
             out,
@@ -519,7 +533,10 @@ fn run_command(
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    shield::enter_shield(sys, cpu, policy)?;
+    let entered = shield::enter_shield(sys, cpu, policy, &waiting_for_lock)?;
+    for note in &entered.notes {
+        eprintln!("cpushield: {}", report::note::text(note));
+    }
     let mut cmd = std::process::Command::new(program);
     cmd.args(args);
     if let Some(u) = user {

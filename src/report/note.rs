@@ -79,8 +79,32 @@ pub fn text(n: &Note) -> String {
             cpus,
             threads,
         } => format!(
-            "on this PREEMPT_RT kernel {} run below this task's priority {priority}: timers and RCU on CPUs {cpus} wait behind it until the starvation guard boosts them (a systemctl restart then takes seconds longer); 'cpushield on --kthreads-above {priority}' with the shield's CPUs raises them above it",
+            "on this PREEMPT_RT kernel {} run below this task's priority {priority}: timers and RCU on CPUs {cpus} would wait behind it (RCU reports a stall after about 21 s); run raises them above it, journaled, and off puts them back ('cpushield on --kthreads-above {priority}' raises them for the whole shield)",
             threads.join(", ")
+        ),
+        Note::KthreadsRaisedForTask {
+            priority,
+            threads,
+            rcu_offloaded,
+        } if *priority > crate::shield::rt_kthreads::MAX_ABOVE => format!(
+            "PREEMPT_RT: raised {} as high as they go, still below this task's priority {priority}: behind a task that never sleeps the CPU's softirqs, timers and RCU run only when the starvation guard boosts them (SCHED_DEADLINE); at priority {} or less they would preempt it instead; off puts them back",
+            threads.join(", "),
+            crate::shield::rt_kthreads::MAX_ABOVE
+        ),
+        Note::KthreadsRaisedForTask {
+            priority,
+            threads,
+            rcu_offloaded,
+        } => format!(
+            "PREEMPT_RT: raised {} above this task's priority {priority}, so that the CPU's softirqs, timers and RCU preempt it for the few microseconds their work takes instead of starving behind it; off puts them back{}",
+            threads.join(", "),
+            if rcu_offloaded.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; rcuc left alone on CPUs {rcu_offloaded}, where the boot line offloads RCU (nohz_full= and rcu_nocbs=)"
+                )
+            }
         ),
         Note::TuneUnreadable { knob, files } => format!(
             "tune {knob}: {} unreadable; not set",

@@ -11,7 +11,7 @@ use crate::shield::apply::Refusal;
 use crate::shield::change::Action;
 use crate::shield::irqbalance;
 use crate::shield::TaskRef;
-use crate::shield::{MoveReport, OffReport, OnReport};
+use crate::shield::{KeptRealtime, MoveReport, OffReport, OnReport};
 use crate::sys::resctrl::CacheShare;
 
 use super::note;
@@ -667,6 +667,7 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
         ],
     )?;
     refusals(w, "could not restore", &u.failed)?;
+    kept_realtime(w, &r.kept_realtime)?;
     if !r.offline.is_empty() && !u.failed.is_empty() {
         writeln!(
             w,
@@ -684,6 +685,47 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
         writeln!(
             w,
             "  still there: {dir} (the shield's cgroup; the record that made it could not be read): move its tasks out and remove it by hand"
+        )?;
+    }
+    Ok(())
+}
+
+/// What `off` did with the real-time tasks still on the shield.
+fn kept_realtime(w: &mut dyn Write, kept: &[KeptRealtime]) -> Result<()> {
+    let running: Vec<_> = kept.iter().filter(|k| !k.exited).collect();
+    if kept.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        w,
+        "  real-time tasks still running on the shield: kept on their CPUs, which are no longer shielded"
+    )?;
+    for k in kept {
+        let fate = if k.exited {
+            "exited during off".to_string()
+        } else {
+            format!("kept on CPUs {}", k.cpus)
+        };
+        let before = k
+            .before
+            .as_ref()
+            .map(|b| format!("; before cpushield placed it: CPUs {b}"))
+            .unwrap_or_default();
+        writeln!(
+            w,
+            "    {} (pid {}, thread {}), {}: {fate}{before}",
+            k.name, k.pid, k.tid, k.scheduling
+        )?;
+    }
+    if let Some(k) = running.first() {
+        let cpus = k
+            .before
+            .as_ref()
+            .map_or("CPUS".to_string(), |b| b.to_string());
+        writeln!(
+            w,
+            "  nothing guards the kernel's work on those CPUs now: stop the task, or give it its CPUs back (taskset -a -pc {cpus} {}) only if it sleeps",
+            k.pid
         )?;
     }
     Ok(())

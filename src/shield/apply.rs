@@ -3,7 +3,7 @@
 //! back (the kernel accepts writes it does not honour), and replay the
 //! journal in reverse to undo.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -83,6 +83,8 @@ pub trait Effects: Sync {
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool;
     /// Whether `action` is undone before every other entry.
     fn undone_first(&self, action: &Action) -> bool;
+    /// Whether `action` is undone after every other entry.
+    fn undone_last(&self, action: &Action) -> bool;
     /// Short description of `action`'s target for reports, when the
     /// action's own fields do not say it.
     fn describe(&self, action: &Action) -> Option<String>;
@@ -315,28 +317,91 @@ pub struct Undone {
     pub recycled: Vec<i32>,
 }
 
+/// Tasks the undo keeps on the CPUs they have (real-time tasks still on
+/// the shield when it goes, see `tasks::realtime`): moved back to their
+/// cgroup, pinned again, their recorded affinity not given back.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeepOnCpus {
+    /// Their processes: moved back to their cgroup, then pinned again.
+    pub processes: HashSet<i32>,
+    /// Each kept thread and the CPUs it keeps.
+    pub threads: HashMap<i32, CpuSet>,
+    /// A cgroup file a move back would write (`.../cgroup.procs`) and the
+    /// one a kept task goes to instead: on cgroup v1 the system cpuset,
+    /// which holds only the housekeeping CPUs until undo removes it, is
+    /// passed over for the root it empties into.
+    pub redirect: HashMap<String, String>,
+}
+
+impl KeepOnCpus {
+    /// Whether nothing is kept.
+    pub fn is_empty(&self) -> bool {
+        self.processes.is_empty()
+    }
+
+    /// The cgroup file a kept task moving back to `back` is written to.
+    pub fn destination<'a>(&'a self, back: &'a str) -> &'a str {
+        self.redirect.get(back).map_or(back, String::as_str)
+    }
+
+    /// Pins the kept threads of process `pid` to their CPUs again (a move
+    /// on 6.1 has just reset them to their cgroup's); what fails is
+    /// returned as (thread, reason).
+    pub fn pin_again(&self, sys: &Sys, pid: i32) -> Vec<(i32, String)> {
+        let mut failed = Vec::new();
+        for tid in procfs::list_tids(sys, pid).unwrap_or_default() {
+            let Some(cpus) = self.threads.get(&tid) else {
+                continue;
+            };
+            match sys.affinity(tid) {
+                Ok(now) if now == *cpus => continue,
+                Err(e) if e.kind == ErrorKind::NotFound => continue,
+                _ => {}
+            }
+            if let Err(e) = sys.set_affinity(tid, cpus) {
+                if e.kind != ErrorKind::NotFound {
+                    failed.push((
+                        tid,
+                        format!("could not keep it on CPUs {cpus}: {}", e.errno_name()),
+                    ));
+                }
+            }
+        }
+        failed
+    }
+}
+
 /// Replays journal entries in reverse. Affinities are restored last,
 /// because moving a task between cpusets makes the kernel reset them.
 pub fn undo(sys: &Sys, fx: &dyn Effects, entries: &[Entry]) -> Undone {
-    undo_timed(sys, fx, entries, &mut super::Timings::default())
+    undo_timed(
+        sys,
+        fx,
+        entries,
+        &KeepOnCpus::default(),
+        &mut super::Timings::default(),
+    )
 }
 
-/// [`undo`], adding the time of its two halves to `timings`.
+/// [`undo`], keeping the tasks of `keep` on their CPUs, adding the time of
+/// its two halves to `timings`.
 pub fn undo_timed(
     sys: &Sys,
     fx: &dyn Effects,
     entries: &[Entry],
+    keep: &KeepOnCpus,
     timings: &mut super::Timings,
 ) -> Undone {
     let mut out = Undone::default();
     let t = Instant::now();
     let systemd_before = sys.systemd_time();
-    undo_changes(sys, fx, entries, &mut out);
+    undo_changes(sys, fx, entries, keep, &mut out);
     let systemd = sys.systemd_time() - systemd_before;
     timings.systemd += systemd;
     timings.undo_writes += t.elapsed() - systemd;
     let t = Instant::now();
-    let original = original_affinities(entries);
+    let mut original = original_affinities(entries);
+    original.retain(|(tid, _, _)| !keep.threads.contains_key(tid));
     // Thousands of independent syscalls: spread them over the CPUs.
     let parts = crate::sys::in_parallel(&original, 512, |part| {
         let mut out = Undone::default();
@@ -353,19 +418,35 @@ pub fn undo_timed(
 }
 
 /// Undoes every entry but the affinities, in reverse: first those the
-/// components undo first, then the rest.
-fn undo_changes(sys: &Sys, fx: &dyn Effects, entries: &[Entry], out: &mut Undone) {
-    for e in entries.iter().rev() {
-        if fx.undone_first(&e.action) {
-            fx.undo(sys, e, out);
-        }
+/// components undo first, then the rest, then those they undo last.
+fn undo_changes(
+    sys: &Sys,
+    fx: &dyn Effects,
+    entries: &[Entry],
+    keep: &KeepOnCpus,
+    out: &mut Undone,
+) {
+    let first = |a: &Action| fx.undone_first(a);
+    let last = |a: &Action| !first(a) && fx.undone_last(a);
+    let rest = |a: &Action| !first(a) && !last(a);
+    let select = |keep: &dyn Fn(&Action) -> bool| -> Vec<&Entry> {
+        entries.iter().rev().filter(|e| keep(&e.action)).collect()
+    };
+    for part in [select(&first), select(&rest), select(&last)] {
+        undo_in_turn(sys, fx, &part, keep, out);
     }
-    let reversed: Vec<&Entry> = entries
-        .iter()
-        .rev()
-        .filter(|e| !fx.undone_first(&e.action))
-        .collect();
-    let mut rest = &reversed[..];
+}
+
+/// Undoes `reversed` (newest first): moves back spread over the CPUs,
+/// the rest one by one.
+fn undo_in_turn(
+    sys: &Sys,
+    fx: &dyn Effects,
+    reversed: &[&Entry],
+    keep: &KeepOnCpus,
+    out: &mut Undone,
+) {
+    let mut rest = reversed;
     while let Some(e) = rest.first() {
         let moves = rest
             .iter()
@@ -376,7 +457,7 @@ fn undo_changes(sys: &Sys, fx: &dyn Effects, entries: &[Entry], out: &mut Undone
             let (now, later) = rest.split_at(moves);
             for part in crate::sys::in_parallel(now, PARALLEL_RUN, |part| {
                 let mut out = Undone::default();
-                part.iter().for_each(|e| move_back(sys, e, &mut out));
+                part.iter().for_each(|e| move_back(sys, e, keep, &mut out));
                 out
             }) {
                 out.add(part);
@@ -393,7 +474,7 @@ fn undo_changes(sys: &Sys, fx: &dyn Effects, entries: &[Entry], out: &mut Undone
             Action::SetAffinity { .. } | Action::Remember { .. } | Action::MoveTask { .. } => {}
             Action::Mkdir { path } => remove_cgroup(sys, path, out),
             Action::Systemd { call, undo, back } => {
-                undo_systemd(sys, call, undo.as_ref(), back.as_deref(), out)
+                undo_systemd(sys, call, (undo.as_ref(), back.as_deref()), keep, out)
             }
             Action::MountCgroup2 { target, make_dir } => {
                 unmount_own(sys, (target, "cgroup2"), *make_dir, out)
@@ -458,8 +539,9 @@ pub(super) fn recycled(sys: &Sys, tid: i32, at: Option<u64>) -> bool {
     }
 }
 
-/// Moves a task back to the cgroup it was in before a journaled move.
-fn move_back(sys: &Sys, e: &Entry, out: &mut Undone) {
+/// Moves a task back to the cgroup it was in before a journaled move (a
+/// task kept on its CPUs to where `keep` sends it, pinned again).
+fn move_back(sys: &Sys, e: &Entry, keep: &KeepOnCpus, out: &mut Undone) {
     let Action::MoveTask { pid, tid, back, .. } = &e.action else {
         return;
     };
@@ -467,7 +549,13 @@ fn move_back(sys: &Sys, e: &Entry, out: &mut Undone) {
         out.recycled.push(*tid);
         return;
     }
+    let kept = keep.processes.contains(pid);
+    let back = if kept { keep.destination(back) } else { back };
     match sys.write(back, &tid.to_string()) {
+        Ok(()) if kept => {
+            out.restored += 1;
+            keep_pinned(sys, keep, *pid, out);
+        }
         Ok(()) => out.restored += 1,
         Err(err) if err.kind == ErrorKind::NotFound => out.exited += 1,
         // The move it undoes was refused too (kthreadd on v1): the task
@@ -479,6 +567,17 @@ fn move_back(sys: &Sys, e: &Entry, out: &mut Undone) {
             target: format!("task {tid}"),
             reason: err.to_string(),
         }),
+    }
+}
+
+/// Pins the kept threads of process `pid` again after its move back; what
+/// cannot be is reported as not restored.
+fn keep_pinned(sys: &Sys, keep: &KeepOnCpus, pid: i32, out: &mut Undone) {
+    for (tid, reason) in keep.pin_again(sys, pid) {
+        out.failed.push(Refusal {
+            target: format!("task {tid}"),
+            reason,
+        });
     }
 }
 
@@ -670,8 +769,8 @@ fn remove_cgroup(sys: &Sys, path: &str, out: &mut Undone) {
 fn undo_systemd(
     sys: &Sys,
     call: &SystemdCall,
-    undo: Option<&SystemdCall>,
-    back: Option<&str>,
+    (undo, back): (Option<&SystemdCall>, Option<&str>),
+    keep: &KeepOnCpus,
     out: &mut Undone,
 ) {
     let dir = match call {
@@ -689,8 +788,18 @@ fn undo_systemd(
     if let (Some(back), Some(dir)) = (back, dir) {
         let procs = sys.read(&format!("{dir}/cgroup.procs")).unwrap_or_default();
         for pid in procs.split_whitespace() {
+            let kept = pid.parse().ok().filter(|p| keep.processes.contains(p));
+            let back = if kept.is_some() {
+                keep.destination(back)
+            } else {
+                back
+            };
             match sys.write(back, pid) {
-                Ok(()) => {}
+                Ok(()) => {
+                    if let Some(pid) = kept {
+                        keep_pinned(sys, keep, pid, out);
+                    }
+                }
                 Err(err) if err.kind == ErrorKind::NotFound && sys.exists(back) => {}
                 Err(err) => out.failed.push(Refusal {
                     target: format!("process {pid}"),

@@ -625,6 +625,17 @@ pub fn describe_value(k: &Knob) -> String {
     }
 }
 
+/// Whether the undo gives `action` back before anything else: RT
+/// throttling. A real-time task still running on the shield when it goes
+/// (kept on its CPU, see `tasks::realtime`) starves that CPU's kworkers
+/// while throttling is off on a kernel without the fair server, and undo
+/// waits for them: writing `kernel.watchdog` back runs work on every CPU
+/// (`smp_call_on_cpu`), which never returned on Debian 12 behind a
+/// SCHED_FIFO loop.
+pub(super) fn undone_first(action: &Action) -> bool {
+    matches!(action, Action::Write { path, .. } if path == RT_RUNTIME)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

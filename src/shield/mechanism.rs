@@ -4,6 +4,8 @@
 //! What each form plans, how it resizes in place, and whether it still
 //! holds, judged by what the kernel reads back.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::apply::reads_as;
@@ -191,6 +193,36 @@ pub fn detect_cgroup(sys: &Sys) -> crate::sys::Result<CgroupSetup> {
         subtree_control,
         has_exclusive,
     })
+}
+
+/// Readies the shield's cgroups for `off` to move real-time tasks out on
+/// the CPUs they have (see `tasks::realtime`), and says where such a task
+/// goes instead of the file its move back names. A v2 partition gives its
+/// CPUs back to its parent first (`member`, what undo writes anyway):
+/// moving a task into a cgroup resets its affinity to that cgroup's
+/// CPUs on 6.1, and while the partition stands every cgroup outside it
+/// holds the housekeeping CPUs only. On v1 the system cpuset keeps the
+/// housekeeping CPUs until undo removes it, so a kept task goes straight
+/// to the root cpuset it empties into. A write the kernel refuses here is
+/// left to undo, which makes it again and reports it.
+pub(super) fn release_for_kept(sys: &Sys, state: &State) -> HashMap<String, String> {
+    if state.partition.is_some() {
+        let file = format!("{}/cpuset.cpus.partition", state.shield_dir);
+        if sys.exists(&file) {
+            let _ = sys.write(&file, "member");
+        }
+        return HashMap::new();
+    }
+    let Some((system, _)) = state.outside_procs.rsplit_once('/') else {
+        return HashMap::new();
+    };
+    match system.rsplit_once('/') {
+        Some((root, name)) if name == SYSTEM_CGROUP_V1 => ["cgroup.procs", "tasks"]
+            .into_iter()
+            .map(|f| (format!("{system}/{f}"), format!("{root}/{f}")))
+            .collect(),
+        _ => HashMap::new(),
+    }
 }
 
 /// Neither cgroup2 nor a v1 cpuset is mounted: cgroup2 can be mounted when

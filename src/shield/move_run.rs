@@ -9,6 +9,8 @@ use super::apply::{self, Applied, ApplyError};
 use super::components::EFFECTS;
 use super::error::{require_root, ShieldError};
 use super::journal::{self, Journal, State};
+use super::note::Note;
+use super::rt_kthreads;
 use super::snapshot;
 use super::tasks::{check_cpu, destination, placement_steps, Direction, TaskRef};
 use crate::cpulist::CpuSet;
@@ -38,20 +40,21 @@ fn active_state(sys: &Sys) -> Result<State, ShieldError> {
 }
 
 /// Moves processes (all their threads) or single threads into or out of the
-/// shield. Every move is journaled, so `off` gives the tasks back.
+/// shield. Every move is journaled, so `off` gives the tasks back. While
+/// another cpushield command holds the lock, waits for it (up to
+/// [`journal::LOCK_WAIT`]), calling `waiting` once.
 pub fn move_tasks(
     sys: &Sys,
     ids: &[i32],
-    direction: Direction,
-    cpu: Option<u32>,
-    single_thread: bool,
+    (direction, cpu, single_thread): (Direction, Option<u32>, bool),
     dry_run: bool,
+    waiting: &dyn Fn(),
 ) -> Result<MoveReport, ShieldError> {
     let _lock = if dry_run {
         None
     } else {
         require_root(sys, "move")?;
-        Some(journal::lock(sys)?)
+        Some(journal::lock_waiting(sys, journal::LOCK_WAIT, waiting)?)
     };
     let state = active_state(sys)?;
     let cgroup = snapshot::detect_cgroup(sys)?;
@@ -75,21 +78,7 @@ pub fn move_tasks(
         }));
     }
     if !dry_run {
-        let mut journal = Journal::open(sys)?;
-        let never = AtomicBool::new(false);
-        apply::apply(
-            sys,
-            EFFECTS,
-            &mut journal,
-            &steps,
-            &never,
-            &mut Applied::default(),
-        )
-        .map_err(|e| match e {
-            ApplyError::Kernel(e) => ShieldError::Sys(e),
-            ApplyError::Journal(e) => ShieldError::Journal(e),
-            other => ShieldError::Invalid(other.to_string()),
-        })?;
+        apply_journaled(sys, &steps)?;
     }
     Ok(report)
 }
@@ -142,8 +131,14 @@ pub fn run_target(sys: &Sys, cpu: Option<u32>) -> Result<(State, CpuSet), Shield
 
 /// Moves the calling process into the shield (journaled), on `cpu` or all
 /// shielded CPUs, with `policy`. The caller then drops privileges and
-/// execs the command, which inherits all of it.
-pub fn enter_shield(sys: &Sys, cpu: Option<u32>, policy: RunPolicy) -> Result<CpuSet, ShieldError> {
+/// execs the command, which inherits all of it; the lock is let go before
+/// (another `run` waits for it, calling `waiting` once).
+pub fn enter_shield(
+    sys: &Sys,
+    cpu: Option<u32>,
+    policy: RunPolicy,
+    waiting: &dyn Fn(),
+) -> Result<Entered, ShieldError> {
     if let RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p) = policy {
         if !(1..=99).contains(&p) {
             return Err(ShieldError::Invalid(format!(
@@ -153,12 +148,16 @@ pub fn enter_shield(sys: &Sys, cpu: Option<u32>, policy: RunPolicy) -> Result<Cp
     }
     require_root(sys, "run")?;
     let state = {
-        let _lock = journal::lock(sys)?;
+        let _lock = journal::lock_waiting(sys, journal::LOCK_WAIT, waiting)?;
         active_state(sys)?
     };
     let cpus = check_cpu(cpu, &state.shield, "shielded")?;
     let me = std::process::id() as i32;
-    move_tasks(sys, &[me], Direction::In, cpu, false, false)?;
+    move_tasks(sys, &[me], (Direction::In, cpu, false), false, &|| {})?;
+    let mut notes = Vec::new();
+    if let RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p) = policy {
+        notes.extend(raise_kthreads(sys, &cpus, p.unsigned_abs(), waiting)?);
+    }
     let sched = match policy {
         RunPolicy::Inherit => None,
         RunPolicy::Fifo(p) => Some(syscalls::Policy::Fifo(p)),
@@ -167,5 +166,60 @@ pub fn enter_shield(sys: &Sys, cpu: Option<u32>, policy: RunPolicy) -> Result<Cp
     if let Some(policy) = sched {
         sys.set_scheduler(0, policy)?;
     }
-    Ok(cpus)
+    Ok(Entered { cpus, notes })
+}
+
+/// What `run` did before it starts the command.
+#[derive(Debug, Clone)]
+pub struct Entered {
+    /// The CPUs the command runs on.
+    pub cpus: CpuSet,
+    /// What the user should know (the kernel threads raised above it).
+    pub notes: Vec<Note>,
+}
+
+/// On PREEMPT_RT: raises the softirq, timer and RCU threads of `cpus`
+/// that would starve behind a task of real-time `priority` above it,
+/// journaled (see [`rt_kthreads::raise_for_task`]); the note says which.
+fn raise_kthreads(
+    sys: &Sys,
+    cpus: &CpuSet,
+    priority: u32,
+    waiting: &dyn Fn(),
+) -> Result<Option<Note>, ShieldError> {
+    let (steps, rcu_offloaded) = rt_kthreads::raise_for_task(sys, cpus, priority);
+    if steps.is_empty() {
+        return Ok(None);
+    }
+    let _lock = journal::lock_waiting(sys, journal::LOCK_WAIT, waiting)?;
+    apply_journaled(sys, &steps)?;
+    let read = |tid: i32| sys.sched_attr(tid).ok();
+    let threads = rt_kthreads::report(&steps, Some(&read))
+        .into_iter()
+        .map(|r| format!("{} {}", r.name, r.scheduling))
+        .collect();
+    Ok(Some(Note::KthreadsRaisedForTask {
+        priority,
+        threads,
+        rcu_offloaded,
+    }))
+}
+
+/// Makes `steps` through the journal of the active shield.
+fn apply_journaled(sys: &Sys, steps: &[super::change::Step]) -> Result<(), ShieldError> {
+    let mut journal = Journal::open(sys)?;
+    let never = AtomicBool::new(false);
+    apply::apply(
+        sys,
+        EFFECTS,
+        &mut journal,
+        steps,
+        &never,
+        &mut Applied::default(),
+    )
+    .map_err(|e| match e {
+        ApplyError::Kernel(e) => ShieldError::Sys(e),
+        ApplyError::Journal(e) => ShieldError::Journal(e),
+        other => ShieldError::Invalid(other.to_string()),
+    })
 }

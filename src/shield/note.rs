@@ -136,6 +136,18 @@ pub enum Note {
         /// Each thread below it, with its scheduling (`rcuc/3 SCHED_FIFO 1`).
         threads: Vec<String>,
     },
+    /// `run` raised the per-CPU softirq, timer and RCU threads of the
+    /// task's CPUs above it (PREEMPT_RT), journaled; `off` puts them back.
+    KthreadsRaisedForTask {
+        /// The task's real-time priority.
+        priority: u32,
+        /// Each thread raised, with its scheduling as read back
+        /// (`rcuc/3 SCHED_FIFO 83`).
+        threads: Vec<String>,
+        /// CPUs whose `rcuc/N` was left alone: the boot half offloads RCU
+        /// there (`nohz_full=` and `rcu_nocbs=`).
+        rcu_offloaded: CpuSet,
+    },
 
     // Tunables (`--tune`).
     /// A knob with no files on this machine: skipped.

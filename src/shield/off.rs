@@ -6,14 +6,14 @@
 //! journal (for another `off` when a restore failed, else set aside as
 //! `run/cpushield/journal.damaged`); `main` exits 5.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{self, Effects, Undone};
+use super::apply::{self, Effects, KeepOnCpus, Undone};
 use super::change::{self, Action};
-use super::components::EFFECTS;
+use super::components::{self, KeptRealtime, EFFECTS};
 use super::error::{require_root, ShieldError};
 use super::journal::{self, Journal, State, Unreadable};
 use super::timings::Timings;
@@ -57,6 +57,11 @@ pub struct OffReport {
     /// written back (EINVAL) until they are online again.
     #[serde(default, skip_serializing_if = "CpuSet::is_empty")]
     pub offline: CpuSet,
+    /// Real-time tasks that were still on the shield: kept on the CPUs
+    /// they had (no longer shielded), with the affinity they had before,
+    /// which was not given back (see `tasks::realtime`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_realtime: Vec<KeptRealtime>,
     /// How long it took, by phase (filled in by [`off`]).
     #[serde(default)]
     pub took: Timings,
@@ -70,7 +75,7 @@ pub(super) fn undo_journal(
     let state = journal::read_state(sys)?;
     let entries = journal::read_entries(sys)?;
     timings.read_journal += t.elapsed();
-    let undone = apply::undo_timed(sys, EFFECTS, &entries, timings);
+    let undone = apply::undo_timed(sys, EFFECTS, &entries, &KeepOnCpus::default(), timings);
     if undone.failed.is_empty() {
         Journal::open(sys)?.remove()?;
     }
@@ -104,6 +109,7 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
             dry_run: false,
             would_undo: Vec::new(),
             offline: CpuSet::new(),
+            kept_realtime: Vec::new(),
             took: Timings::default(),
         });
     }
@@ -112,7 +118,16 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
     let t = Instant::now();
     let journal = journal::salvage(sys)?;
     timings.read_journal += t.elapsed();
-    let undone = apply::undo_timed(sys, EFFECTS, &journal.entries, timings);
+    let (realtime, keep) = match &journal.state {
+        Some(state) => components::keep_realtime(sys, state),
+        None => Default::default(),
+    };
+    let undone = apply::undo_timed(sys, EFFECTS, &journal.entries, &keep, timings);
+    let recorded: HashMap<i32, CpuSet> = apply::original_affinities(&journal.entries)
+        .into_iter()
+        .map(|(tid, cpus, _)| (tid, cpus.clone()))
+        .collect();
+    let kept_realtime = components::kept_realtime(sys, &realtime, &recorded);
     let shield = journal
         .state
         .as_ref()
@@ -147,6 +162,7 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
         dry_run: false,
         would_undo: Vec::new(),
         offline,
+        kept_realtime,
         took: Timings::default(),
     })
 }
@@ -179,12 +195,17 @@ pub fn off_plan(sys: &Sys) -> Result<OffReport, ShieldError> {
     let changes = entries
         .iter()
         .filter(|e| !matches!(e.action, Action::Remember { .. }));
-    // In the order undo takes them: those undone first, then the rest.
+    // In the order undo takes them: those undone first, the rest, then
+    // those undone last.
     let (first, rest): (Vec<_>, Vec<_>) =
         changes.rev().partition(|e| EFFECTS.undone_first(&e.action));
+    let (last, rest): (Vec<_>, Vec<_>) = rest
+        .into_iter()
+        .partition(|e| EFFECTS.undone_last(&e.action));
     let mut would_undo: Vec<String> = first
         .into_iter()
         .chain(rest)
+        .chain(last)
         .map(|e| format!("{}{}", apply::describe(EFFECTS, &e.action), undo_value(e)))
         .collect();
     let threads: HashSet<i32> = entries
@@ -213,6 +234,7 @@ pub fn off_plan(sys: &Sys) -> Result<OffReport, ShieldError> {
         dry_run: true,
         would_undo,
         offline: CpuSet::new(),
+        kept_realtime: Vec::new(),
         took: Timings::default(),
     })
 }

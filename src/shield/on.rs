@@ -249,6 +249,9 @@ fn reshape_timed(
     let t = Instant::now();
     let read = |p: &str| sys.read_trimmed(p).ok();
     let change = components::change(&snap, (&old, &entries), req, &read)?;
+    if let Some(why) = components::realtime_leaving(sys, &change.leaving, &req.cpus) {
+        return Err(ShieldError::Invalid(format!("{why}; nothing was changed")));
+    }
     timings.plan += t.elapsed();
     let plan = &change.plan;
     let finished = |out: OnReport| report::with_change(out, &change, &snap);

@@ -20,7 +20,7 @@ use super::apply::{ApplyError, Refusal, Undone};
 use super::change::{Action, Owner, Step};
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Thread};
-use crate::sys::syscalls::{SchedAttr, SCHED_FIFO};
+use crate::sys::syscalls::{SchedAttr, SCHED_DEADLINE, SCHED_FIFO, SCHED_RR};
 use crate::sys::{ErrorKind, Sys};
 
 /// Each kind of thread and how far above the user's priority it goes:
@@ -109,12 +109,7 @@ fn reads_as(attr: &SchedAttr, policy: u32, priority: u32) -> bool {
 }
 
 fn describe(attr: &SchedAttr) -> String {
-    match attr.policy {
-        0 => format!("SCHED_OTHER nice {}", attr.nice),
-        SCHED_FIFO => format!("SCHED_FIFO {}", attr.priority),
-        2 => format!("SCHED_RR {}", attr.priority),
-        p => format!("policy {p} priority {}", attr.priority),
-    }
+    attr.label()
 }
 
 /// Sets `tid` to `policy` at `priority` and reads it back.
@@ -151,14 +146,20 @@ pub(super) fn in_place(
     })
 }
 
-/// On PREEMPT_RT, for a task of real-time `priority` about to run on
-/// `cpus`: the note naming those CPUs' timer, RCU and softirq threads
-/// that run below it, else `None`.
-pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<super::note::Note> {
-    if !crate::guard::kernel::KernelWork::read(sys).preempt_rt {
-        return None;
-    }
-    let mut threads = Vec::new();
+/// A per-CPU softirq, timer or RCU thread of one of some CPUs, with its
+/// scheduling as read.
+#[derive(Debug, Clone)]
+struct PerCpu {
+    pid: i32,
+    name: String,
+    kind: String,
+    cpu: u32,
+    attr: SchedAttr,
+}
+
+/// The [`KINDS`] threads of `cpus`, found by name (`rcuc/3`).
+fn per_cpu_threads(sys: &Sys, cpus: &CpuSet) -> Vec<PerCpu> {
+    let mut out = Vec::new();
     for pid in procfs::list_pids(sys).unwrap_or_default() {
         let Ok(stat) = sys.read(&format!("proc/{pid}/stat")) else {
             continue;
@@ -170,19 +171,103 @@ pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<super::note::Not
         let cpu = name
             .split_once('/')
             .and_then(|(_, c)| c.parse::<u32>().ok());
-        if !KINDS.iter().any(|(k, _)| *k == kind) || !cpu.is_some_and(|c| cpus.contains(c)) {
+        let Some(cpu) = cpu.filter(|c| cpus.contains(*c)) else {
+            continue;
+        };
+        if !KINDS.iter().any(|(k, _)| *k == kind) {
             continue;
         }
         if let Ok(attr) = sys.sched_attr(pid) {
-            let below = match attr.policy {
-                SCHED_FIFO | 2 => attr.priority < priority,
-                _ => true,
-            };
-            if below {
-                threads.push(format!("{name} {}", describe(&attr)));
-            }
+            out.push(PerCpu {
+                pid,
+                name: name.to_string(),
+                kind,
+                cpu,
+                attr,
+            });
         }
     }
+    out
+}
+
+/// Whether a thread scheduled as `attr` runs below a SCHED_FIFO/RR task of
+/// `priority`.
+fn runs_below(attr: &SchedAttr, priority: u32) -> bool {
+    match attr.policy {
+        SCHED_FIFO | SCHED_RR => attr.priority < priority,
+        SCHED_DEADLINE => false,
+        _ => true,
+    }
+}
+
+/// The CPUs of `cpus` where the boot half takes RCU off the CPU: both
+/// `nohz_full=` and `rcu_nocbs=` on the running command line name them.
+/// There a task that never sleeps leaves the CPU in an extended quiescent
+/// state, so RCU does not wait for its `rcuc/N`.
+fn rcu_offloaded(sys: &Sys, cpus: &CpuSet) -> CpuSet {
+    let Ok(cmdline) = sys.read("proc/cmdline") else {
+        return CpuSet::new();
+    };
+    let online = procfs::online_cpus(sys).unwrap_or_else(|_| cpus.clone());
+    let args = crate::audit::parse::parse_cmdline(&cmdline);
+    let cover = |key: &str| {
+        args.get(key)
+            .and_then(|v| v.as_deref())
+            .map(|v| crate::audit::parse::param_cpus(v, &online))
+            .unwrap_or_default()
+    };
+    cover("nohz_full")
+        .intersection(&cover("rcu_nocbs"))
+        .intersection(cpus)
+}
+
+/// What `run --fifo/--rr PRIORITY` (`task`) does on PREEMPT_RT for `cpus`: the
+/// steps raising each of their softirq, timer and RCU threads that would
+/// run below the task to its place above it (as `on --kthreads-above`
+/// does), leaving out `rcuc/N` where the boot half offloads RCU; and the
+/// threads left below. Other kernels: nothing (`ksoftirqd/N` is an
+/// ordinary thread there, which the starvation guard or the fair server
+/// keeps running).
+pub(super) fn raise_for_task(sys: &Sys, cpus: &CpuSet, task: u32) -> (Vec<Step>, CpuSet) {
+    if !crate::guard::kernel::KernelWork::read(sys).preempt_rt {
+        return (Vec::new(), CpuSet::new());
+    }
+    let above = task.min(MAX_ABOVE);
+    let offloaded = rcu_offloaded(sys, cpus);
+    let steps = per_cpu_threads(sys, cpus)
+        .into_iter()
+        .filter(|t| !(t.kind == "rcuc" && offloaded.contains(t.cpu)))
+        .filter_map(|t| {
+            let to = priority(&t.kind, above)?;
+            runs_below(&t.attr, to).then(|| {
+                Step::optional(
+                    Owner::RtKthreads,
+                    Action::SetScheduler {
+                        pid: t.pid,
+                        tid: t.pid,
+                        name: t.name,
+                        policy: SCHED_FIFO,
+                        priority: to,
+                    },
+                )
+            })
+        })
+        .collect();
+    (steps, offloaded)
+}
+
+/// On PREEMPT_RT, for a task of real-time `priority` about to run on
+/// `cpus`: the note naming those CPUs' timer, RCU and softirq threads
+/// that run below it, else `None`.
+pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<super::note::Note> {
+    if !crate::guard::kernel::KernelWork::read(sys).preempt_rt {
+        return None;
+    }
+    let threads: Vec<String> = per_cpu_threads(sys, cpus)
+        .into_iter()
+        .filter(|t| runs_below(&t.attr, priority))
+        .map(|t| format!("{} {}", t.name, describe(&t.attr)))
+        .collect();
     (!threads.is_empty()).then(|| super::note::Note::KthreadsBelow {
         priority,
         cpus: cpus.clone(),

@@ -187,6 +187,36 @@ pub struct SchedAttr {
 /// `SCHED_FIFO`'s policy number.
 pub const SCHED_FIFO: u32 = 1;
 
+/// `SCHED_RR`'s policy number.
+pub const SCHED_RR: u32 = 2;
+
+impl SchedAttr {
+    /// Whether the policy is a real-time one (SCHED_FIFO, SCHED_RR or
+    /// SCHED_DEADLINE): such a thread runs before every ordinary one on
+    /// its CPU for as long as it does not sleep.
+    pub fn is_realtime(&self) -> bool {
+        matches!(self.policy, SCHED_FIFO | SCHED_RR | SCHED_DEADLINE)
+    }
+
+    /// The policy and priority as people write them: `SCHED_FIFO 80`.
+    pub fn label(&self) -> String {
+        match self.policy {
+            0 => format!("SCHED_OTHER nice {}", self.nice),
+            SCHED_FIFO => format!("SCHED_FIFO {}", self.priority),
+            SCHED_RR => format!("SCHED_RR {}", self.priority),
+            3 => format!("SCHED_BATCH nice {}", self.nice),
+            5 => "SCHED_IDLE".into(),
+            SCHED_DEADLINE => format!(
+                "SCHED_DEADLINE {}/{}/{} µs",
+                self.runtime_ns / 1000,
+                self.deadline_ns / 1000,
+                self.period_ns / 1000
+            ),
+            p => format!("policy {p} priority {}", self.priority),
+        }
+    }
+}
+
 /// `SCHED_DEADLINE`'s policy number.
 pub const SCHED_DEADLINE: u32 = 6;
 

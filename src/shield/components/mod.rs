@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 
-use super::apply::{reads_as, ApplyError, Effects, Undone};
+use super::apply::{reads_as, ApplyError, Effects, KeepOnCpus, Undone};
 use super::change::{Action, Owner, Step, Subject};
 use super::hotplug::cpu_online_file;
 use super::journal::{Entry, State};
@@ -619,6 +619,47 @@ pub fn change(
     Ok(change)
 }
 
+/// The real-time tasks on the shield of `state` that `off` keeps on their
+/// CPUs, and what the undo is told of them; with any, the shield's cgroups
+/// are readied for them to leave on their CPUs first.
+pub(super) fn keep_realtime(
+    sys: &Sys,
+    state: &State,
+) -> (Vec<tasks::realtime::RealtimeThread>, KeepOnCpus) {
+    let Ok(cgroup) = snapshot::detect_cgroup(sys) else {
+        return (Vec::new(), KeepOnCpus::default());
+    };
+    if !sys.exists(&state.shield_dir) {
+        return (Vec::new(), KeepOnCpus::default());
+    }
+    let threads = tasks::realtime::inside(sys, &state.shield_dir, cgroup.hierarchy());
+    if threads.is_empty() {
+        return (threads, KeepOnCpus::default());
+    }
+    let redirect = mechanism::release_for_kept(sys, state);
+    let keep = tasks::realtime::keep_on_cpus(&threads, redirect);
+    (threads, keep)
+}
+
+/// Why a change in place must not take the CPUs of the real-time tasks
+/// inside that it would move out (`leaving`), keeping `staying`.
+pub(super) fn realtime_leaving(
+    sys: &Sys,
+    leaving: &[tasks::TaskRef],
+    staying: &crate::cpulist::CpuSet,
+) -> Option<String> {
+    tasks::realtime::leaving_refusal(sys, leaving, staying)
+}
+
+/// The real-time tasks `off` kept, as they read back after it.
+pub(super) fn kept_realtime(
+    sys: &Sys,
+    threads: &[tasks::realtime::RealtimeThread],
+    recorded: &std::collections::HashMap<i32, crate::cpulist::CpuSet>,
+) -> Vec<KeptRealtime> {
+    tasks::realtime::kept_as_read(sys, threads, recorded)
+}
+
 /// Every component, for the engine.
 pub(super) struct Components;
 
@@ -682,9 +723,19 @@ impl Effects for Components {
     /// irqbalance gets its environment back before anything else: a banned
     /// irqbalance still running while undo puts IRQs back moves them again
     /// within its 10 s cycle (SYSTEMD-NOTES 10). Its ban is the first change
-    /// `on` makes, for the same reason the other way round.
+    /// `on` makes, for the same reason the other way round. RT throttling
+    /// comes back first too (see `knobs::undone_first`).
     fn undone_first(&self, action: &Action) -> bool {
-        matches!(action, Action::IrqbalanceBan { .. })
+        matches!(action, Action::IrqbalanceBan { .. }) || knobs::undone_first(action)
+    }
+
+    /// The starvation guard and the kernel threads raised above the
+    /// user's task stay until everything else is back: a real-time task
+    /// still on the shield keeps running through `off` (see
+    /// `tasks::realtime`), and removing the cgroups waits for RCU grace
+    /// periods, which on PREEMPT_RT need the shielded CPUs' `rcuc/N` to run.
+    fn undone_last(&self, action: &Action) -> bool {
+        matches!(action, Action::Guard { .. } | Action::SetScheduler { .. })
     }
 
     fn describe(&self, action: &Action) -> Option<String> {
@@ -697,6 +748,8 @@ impl Effects for Components {
         }
     }
 }
+
+pub use super::tasks::realtime::KeptRealtime;
 
 pub mod owners;
 pub mod read;

@@ -5,6 +5,7 @@
 
 pub(super) mod forked;
 pub(super) mod in_place;
+pub(super) mod realtime;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
