@@ -342,3 +342,43 @@ fn move_waits_for_another_cpushield_instead_of_failing() {
     );
     assert!(cpushield(root, &["off"]).status.success());
 }
+
+#[test]
+fn run_fifo_99_on_preempt_rt_reserves_deadline_time_for_the_cpus_kernel_threads_with_throttling_off(
+) {
+    let dir = preempt_rt("root=/dev/vda rw");
+    let root = dir.path();
+    let throttling = root.join("proc/sys/kernel/sched_rt_runtime_us");
+    fs::write(&throttling, "950000\n").unwrap();
+    assert!(cpushield(root, &["on", "2-3"]).status.success());
+    // Throttling on: the kernel takes no SCHED_DEADLINE for a thread bound
+    // to one CPU, and no priority is above 99: nothing changed, said why.
+    let o = cpushield(root, &["run", "--cpu", "3", "--fifo", "99", "--", "true"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no SCHED_FIFO priority is left above 99") && err.contains("95 or less"),
+        "{err}"
+    );
+    assert_eq!(sched(root, 23), Some((1, 1)));
+    assert!(cpushield(root, &["off"]).status.success());
+    // Throttling off: each gets the reservation, put back by off.
+    assert!(cpushield(root, &["on", "2-3", "--tune=rt-throttling"])
+        .status
+        .success());
+    let o = cpushield(root, &["run", "--cpu", "3", "--fifo", "99", "--", "true"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("SCHED_DEADLINE reservation (200 µs every 10 ms)"),
+        "{err}"
+    );
+    for tid in [13, 21, 23] {
+        assert_eq!(sched(root, tid).map(|(p, _)| p), Some(6), "thread {tid}");
+    }
+    assert_eq!(sched(root, 24), Some((1, 1)));
+    assert!(cpushield(root, &["off"]).status.success());
+    assert_eq!(sched(root, 21), Some((1, 1)));
+    assert_eq!(sched(root, 23), Some((1, 1)));
+    assert_eq!(fs::read_to_string(&throttling).unwrap().trim(), "950000");
+}

@@ -74,6 +74,10 @@ pub struct KernelWork {
     /// first, journaled); `None` without debugfs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hrtick_dl: Option<(String, bool)>,
+    /// A stalld already running that no guard started (`stalld.service`):
+    /// the guard never starts a second one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalld_running: Option<super::stalld::Foreign>,
 }
 
 /// Why per-CPU kernel work on a shielded CPU can starve behind a
@@ -190,6 +194,7 @@ impl KernelWork {
             rt_period_us: number(RT_PERIOD),
             stalld: super::stalld::find(sys).map(|p| format!("/{p}")),
             hrtick_dl,
+            stalld_running: super::stalld::running_foreign(sys),
             release,
         }
     }
@@ -247,6 +252,7 @@ mod tests {
             rt_period_us: Some(1_000_000),
             stalld: None,
             hrtick_dl: None,
+            stalld_running: None,
         }
     }
 

@@ -48,6 +48,120 @@ pub fn find(sys: &Sys) -> Option<&'static str> {
     PATHS.iter().copied().find(|p| sys.exists(p))
 }
 
+/// stalld's own defaults (its README and `stalld -h`): starving after
+/// 60 s, 20 µs every second for 3 s.
+pub const DEFAULT_THRESHOLD_S: u64 = 60;
+
+/// A stalld that was running before the shield, not the guard's child:
+/// `stalld.service` on RHEL and Fedora, or one started by hand, as the
+/// kernel shows its command line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Foreign {
+    /// Its process id.
+    pub pid: i32,
+    /// The systemd unit whose cgroup holds it (`stalld.service`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// The CPUs it watches (`-c`); `None`: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<CpuSet>,
+    /// How long a thread starves before it boosts it (`-t`), s.
+    pub threshold_s: u64,
+    /// Whether it only logs (`-l`): it boosts nothing.
+    #[serde(default)]
+    pub log_only: bool,
+}
+
+impl Foreign {
+    /// Whether it watches every CPU of `cpus`.
+    pub fn covers(&self, cpus: &CpuSet) -> bool {
+        !self.log_only && self.cpus.as_ref().is_none_or(|c| cpus.is_subset(c))
+    }
+}
+
+/// What a stalld command line (`argv` after the program) sets of
+/// [`Foreign`]'s fields: `-c/--cpu`, `-t/--starving_threshold` and
+/// `-l/--log_only`, as `-t 20`, `-t20`, `--starving_threshold=20` or
+/// `--starving_threshold 20`.
+pub fn parse_foreign_args(args: &[String]) -> (Option<CpuSet>, u64, bool) {
+    let mut cpus = None;
+    let mut threshold = DEFAULT_THRESHOLD_S;
+    let mut log_only = false;
+    let mut it = args.iter().peekable();
+    while let Some(arg) = it.next() {
+        let (key, inline) = match arg.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k, Some(v.to_string())),
+            _ => match arg.as_str() {
+                a if a.len() > 2 && a.starts_with('-') && !a.starts_with("--") => {
+                    (&a[..2], Some(a[2..].to_string()))
+                }
+                a => (a, None),
+            },
+        };
+        let mut value = || inline.clone().or_else(|| it.next().cloned());
+        match key {
+            "-c" | "--cpu" => cpus = value().and_then(|v| CpuSet::parse_list(&v).ok()),
+            "-t" | "--starving_threshold" => {
+                if let Some(t) = value().and_then(|v| v.parse().ok()) {
+                    threshold = t;
+                }
+            }
+            "-l" | "--log_only" => log_only = true,
+            _ => {}
+        }
+    }
+    (cpus, threshold, log_only)
+}
+
+/// The stalld running on this machine that the guard did not start (a
+/// `stalld` process whose parent is not `cpushield`), if any.
+pub fn running_foreign(sys: &Sys) -> Option<Foreign> {
+    for pid in crate::sys::procfs::list_pids(sys).ok()? {
+        let Ok(comm) = sys.read_trimmed(&format!("proc/{pid}/comm")) else {
+            continue;
+        };
+        if comm != "stalld" {
+            continue;
+        }
+        let Ok(stat) = sys.read(&format!("proc/{pid}/stat")) else {
+            continue;
+        };
+        let parent = crate::sys::procfs::split_stat(&stat)
+            .and_then(|(_, f)| crate::sys::procfs::stat_field::<i32>(&f, 4));
+        let parent_comm = parent.and_then(|p| sys.read_trimmed(&format!("proc/{p}/comm")).ok());
+        if parent_comm.as_deref() == Some("cpushield") {
+            continue;
+        }
+        let args: Vec<String> = sys
+            .read(&format!("proc/{pid}/cmdline"))
+            .unwrap_or_default()
+            .split('\0')
+            .skip(1)
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .collect();
+        let unit = sys
+            .read(&format!("proc/{pid}/cgroup"))
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("0::"))
+                    .and_then(|cg| cg.rsplit('/').next())
+                    .filter(|u| u.ends_with(".service"))
+                    .map(str::to_string)
+            });
+        let (cpus, threshold_s, log_only) = parse_foreign_args(&args);
+        return Some(Foreign {
+            pid,
+            unit,
+            cpus,
+            threshold_s,
+            log_only,
+        });
+    }
+    None
+}
+
 /// The guard's settings in stalld's units and ranges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Params {
@@ -420,6 +534,40 @@ fn fold(state: &mut super::GuardState, line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn a_foreign_stalld_command_line_is_read_in_each_of_its_forms() {
+        let cpus = |l: &str| Some(CpuSet::parse_list(l).unwrap());
+        assert_eq!(parse_foreign_args(&[]), (None, DEFAULT_THRESHOLD_S, false));
+        assert_eq!(
+            parse_foreign_args(&strings(&["--systemd", "-c", "2-3", "-t", "20"])),
+            (cpus("2-3"), 20, false)
+        );
+        assert_eq!(
+            parse_foreign_args(&strings(&["-c2,3", "-t5", "-l"])),
+            (cpus("2-3"), 5, true)
+        );
+        assert_eq!(
+            parse_foreign_args(&strings(&["--cpu=1-3", "--starving_threshold", "30"])),
+            (cpus("1-3"), 30, false)
+        );
+        let f = |cpus, log_only| Foreign {
+            pid: 1,
+            unit: None,
+            cpus,
+            threshold_s: 60,
+            log_only,
+        };
+        let shield = CpuSet::parse_list("2-3").unwrap();
+        assert!(f(None, false).covers(&shield));
+        assert!(f(cpus("1-3"), false).covers(&shield));
+        assert!(!f(cpus("3"), false).covers(&shield));
+        assert!(!f(None, true).covers(&shield));
+    }
 
     #[test]
     fn settings_are_put_in_stalld_units_and_ranges() {

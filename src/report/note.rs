@@ -79,17 +79,47 @@ pub fn text(n: &Note) -> String {
             cpus,
             threads,
         } => format!(
-            "on this PREEMPT_RT kernel {} run below this task's priority {priority}: timers and RCU on CPUs {cpus} would wait behind it (RCU reports a stall after about 21 s); run raises them above it, journaled, and off puts them back ('cpushield on --kthreads-above {priority}' raises them for the whole shield)",
-            threads.join(", ")
+            "on this PREEMPT_RT kernel {} run below this task's priority {priority}: timers and RCU on CPUs {cpus} would wait behind it (RCU reports a stall after about 21 s); {}",
+            threads.join(", "),
+            if *priority > crate::shield::rt_kthreads::MAX_ABOVE {
+                format!(
+                    "no SCHED_FIFO priority is left above {priority}: run gives them a SCHED_DEADLINE reservation, which the kernel allows a thread bound to one CPU only with RT throttling off (cpushield on --tune=rt-throttling); with throttling on nothing runs them, so give the task a priority of {} or less",
+                    crate::shield::rt_kthreads::MAX_ABOVE
+                )
+            } else {
+                format!("run raises them above it, journaled, and off puts them back ('cpushield on --kthreads-above {priority}' raises them for the whole shield)")
+            }
+        ),
+        Note::StalldRunning {
+            stalld,
+            covers,
+            guard,
+        } => format!(
+            "stalld already runs (pid {}{}, starving after {} s{}): {}; {}",
+            stalld.pid,
+            stalld.unit.as_deref().map(|u| format!(", {u}")).unwrap_or_default(),
+            stalld.threshold_s,
+            if stalld.log_only { ", log only" } else { "" },
+            if *covers {
+                "it watches the shielded CPUs too".to_string()
+            } else {
+                "it does not watch every shielded CPU (its -c leaves some out, or it only logs)".to_string()
+            },
+            if *guard {
+                "cpushield starts no second stalld: the guard's own loop watches the shield beside it, boosting after its threshold, since a loop on the shield starves RCU in less than stalld's default 60 s (the kernel warns of an RCU stall after 21 s, and stat_refresh was still waiting after 30 s behind stalld's defaults in the test guests)"
+            } else {
+                "the kernel protects the shield's kernel work here, so the guard does not run"
+            }
         ),
         Note::KthreadsRaisedForTask {
             priority,
             threads,
-            rcu_offloaded,
+            ..
         } if *priority > crate::shield::rt_kthreads::MAX_ABOVE => format!(
-            "PREEMPT_RT: raised {} as high as they go, still below this task's priority {priority}: behind a task that never sleeps the CPU's softirqs, timers and RCU run only when the starvation guard boosts them (SCHED_DEADLINE); at priority {} or less they would preempt it instead; off puts them back",
+            "PREEMPT_RT: no SCHED_FIFO priority is left above this task's {priority}, so {} got a SCHED_DEADLINE reservation ({} µs every {} ms): they preempt it whenever they have work, for at most that, instead of starving behind it; off puts them back",
             threads.join(", "),
-            crate::shield::rt_kthreads::MAX_ABOVE
+            crate::shield::rt_kthreads::RESERVATION.0 / 1000,
+            crate::shield::rt_kthreads::RESERVATION.1 / 1_000_000,
         ),
         Note::KthreadsRaisedForTask {
             priority,

@@ -406,8 +406,19 @@ fn plan_line(action: &Action) -> String {
             tid,
             name,
             priority,
+            reservation: None,
             ..
         } => format!("scheduling of {tid} ({name}): SCHED_FIFO {priority}"),
+        Action::SetScheduler {
+            tid,
+            name,
+            reservation: Some((runtime, period)),
+            ..
+        } => format!(
+            "scheduling of {tid} ({name}): SCHED_DEADLINE {} µs every {} µs",
+            runtime / 1000,
+            period / 1000
+        ),
         Action::Systemd { call, .. } => call.command_line().join(" "),
         Action::Guard {
             cpus,

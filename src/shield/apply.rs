@@ -396,6 +396,12 @@ pub fn undo_timed(
     let t = Instant::now();
     let systemd_before = sys.systemd_time();
     undo_changes(sys, fx, entries, keep, &mut out);
+    // Every cpuset change since the move (a controller switched off, a
+    // cgroup removed) resets the affinities of the tasks it touches on
+    // 6.1: the kept tasks are pinned once more when all is done.
+    for pid in &keep.processes {
+        keep_pinned(sys, keep, *pid, &mut out);
+    }
     let systemd = sys.systemd_time() - systemd_before;
     timings.systemd += systemd;
     timings.undo_writes += t.elapsed() - systemd;

@@ -160,10 +160,14 @@ pub enum Action {
         tid: i32,
         /// Command name, for reports.
         name: String,
-        /// The policy (`SCHED_FIFO` 1).
+        /// The policy (`SCHED_FIFO` 1, `SCHED_DEADLINE` 6).
         policy: u32,
-        /// The real-time priority.
+        /// The real-time priority (SCHED_FIFO).
         priority: u32,
+        /// SCHED_DEADLINE's reservation: (runtime, period) in ns, the
+        /// deadline equal to the period.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reservation: Option<(u64, u64)>,
     },
     /// Change one thread's affinity.
     SetAffinity {

@@ -57,13 +57,16 @@ pub(super) fn plan(
     rt_runtime_us: Option<i64>,
     shield: &CpuSet,
     systemd: bool,
-) -> Result<(Vec<Step>, Note), PlanError> {
+) -> Result<(Vec<Step>, Vec<Note>), PlanError> {
     let wanted = match req.mode {
         GuardMode::On => true,
         GuardMode::Off => false,
         GuardMode::Auto => kernel.starvable(rt_runtime_us).is_some(),
     };
     let engine = match (req.settings.engine, &kernel.stalld) {
+        // One stalld runs already: a second would boost the same threads
+        // and each would put back the other's boost as their policy.
+        (Engine::Auto | Engine::Stalld, _) if kernel.stalld_running.is_some() => Engine::Cpushield,
         (Engine::Stalld, None) if wanted => return Err(PlanError::NoStalld),
         (Engine::Auto, Some(_)) | (Engine::Stalld, Some(_)) => Engine::Stalld,
         _ => Engine::Cpushield,
@@ -112,7 +115,15 @@ pub(super) fn plan(
         rt_runtime_us
     };
     let protection = Protection::of(kernel, rt_after, wanted.then_some(settings));
-    Ok((steps, Note::KernelWork { protection }))
+    let mut notes = vec![Note::KernelWork { protection }];
+    if let Some(stalld) = &kernel.stalld_running {
+        notes.push(Note::StalldRunning {
+            stalld: stalld.clone(),
+            covers: stalld.covers(shield),
+            guard: wanted,
+        });
+    }
+    Ok((steps, notes))
 }
 
 /// The arguments of `cpushield guard` for this shield (with the root of a
@@ -427,6 +438,7 @@ mod tests {
             rt_period_us: Some(1_000_000),
             stalld: None,
             hrtick_dl: None,
+            stalld_running: None,
         }
     }
 
@@ -438,11 +450,11 @@ mod tests {
         shield: &CpuSet,
         systemd: bool,
     ) -> (Option<Step>, Note) {
-        let (steps, note) = plan(k, r, rt, shield, systemd).unwrap();
+        let (steps, mut notes) = plan(k, r, rt, shield, systemd).unwrap();
         let guard = steps
             .into_iter()
             .find(|s| matches!(s.action, Action::Guard { .. }));
-        (guard, note)
+        (guard, notes.remove(0))
     }
 
     fn req(mode: GuardMode) -> GuardRequest {
@@ -454,6 +466,47 @@ mod tests {
 
     fn shield() -> CpuSet {
         CpuSet::parse_list("2-3").unwrap()
+    }
+
+    #[test]
+    fn a_stalld_already_running_is_never_doubled_and_is_named() {
+        let mut k = kernel(true, FairServer::Absent, 950_000);
+        k.stalld = Some("/usr/bin/stalld".into());
+        k.stalld_running = Some(crate::guard::stalld::Foreign {
+            pid: 812,
+            unit: Some("stalld.service".into()),
+            cpus: None,
+            threshold_s: 60,
+            log_only: false,
+        });
+        let (steps, notes) =
+            plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), true).unwrap();
+        // Only the guard, with its own loop: no HRTICK_DL, no throttling
+        // write (those are for a stalld of its own).
+        let engines: Vec<Engine> = steps
+            .iter()
+            .filter_map(|s| match &s.action {
+                Action::Guard { settings, .. } => Some(settings.engine),
+                _ => None,
+            })
+            .collect();
+        assert_eq!((steps.len(), engines), (1, vec![Engine::Cpushield]));
+        assert!(notes.iter().any(|n| matches!(
+            n,
+            Note::StalldRunning { stalld, covers: true, guard: true } if stalld.pid == 812
+        )));
+        // Asked for stalld by name: still not a second one.
+        let asked = GuardRequest {
+            mode: GuardMode::On,
+            settings: Settings {
+                engine: Engine::Stalld,
+                ..Settings::default()
+            },
+        };
+        let (steps, _) = plan(&k, &asked, Some(950_000), &shield(), true).unwrap();
+        assert!(steps
+            .iter()
+            .all(|s| !matches!(&s.action, Action::Write { .. })));
     }
 
     #[test]
@@ -482,10 +535,10 @@ mod tests {
             ]
         );
         assert!(matches!(
-            note,
-            Note::KernelWork {
+            &note[..],
+            [Note::KernelWork {
                 protection: Protection::Guard { settings, .. }
-            } if settings.engine == Engine::Stalld
+            }] if settings.engine == Engine::Stalld
         ));
         // Throttling already off and HRTICK_DL on: only the guard.
         k.hrtick_dl = Some(("sys/kernel/debug/sched/features".into(), true));

@@ -153,7 +153,6 @@ pub fn enter_shield(
     };
     let cpus = check_cpu(cpu, &state.shield, "shielded")?;
     let me = std::process::id() as i32;
-    move_tasks(sys, &[me], (Direction::In, cpu, false), false, &|| {})?;
     let mut notes = Vec::new();
     if let RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p) = policy {
         notes.extend(raise_kthreads(sys, &cpus, p.unsigned_abs(), waiting)?);
@@ -163,9 +162,15 @@ pub fn enter_shield(
         RunPolicy::Fifo(p) => Some(syscalls::Policy::Fifo(p)),
         RunPolicy::RoundRobin(p) => Some(syscalls::Policy::RoundRobin(p)),
     };
+    // Real-time before the move: moving into the shield's cgroup gives
+    // this process all the shield's CPUs until its own affinity is set
+    // (6.1), and an ordinary process placed on a CPU where another
+    // real-time loop runs never gets to set it (seen with two `run --fifo
+    // 99` started together); a real-time one is pushed to a free CPU.
     if let Some(policy) = sched {
         sys.set_scheduler(0, policy)?;
     }
+    move_tasks(sys, &[me], (Direction::In, cpu, false), false, &|| {})?;
     Ok(Entered { cpus, notes })
 }
 
@@ -189,7 +194,13 @@ fn raise_kthreads(
 ) -> Result<Option<Note>, ShieldError> {
     let (steps, rcu_offloaded) = rt_kthreads::raise_for_task(sys, cpus, priority);
     if steps.is_empty() {
-        return Ok(None);
+        // Nothing the kernel would take (throttling on, above every
+        // priority left): the threads still below the task are named.
+        return Ok(if priority > rt_kthreads::MAX_ABOVE {
+            rt_kthreads::below(sys, cpus, priority)
+        } else {
+            None
+        });
     }
     let _lock = journal::lock_waiting(sys, journal::LOCK_WAIT, waiting)?;
     apply_journaled(sys, &steps)?;

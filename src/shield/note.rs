@@ -136,6 +136,16 @@ pub enum Note {
         /// Each thread below it, with its scheduling (`rcuc/3 SCHED_FIFO 1`).
         threads: Vec<String>,
     },
+    /// A stalld was running before the shield (not the guard's): the
+    /// guard does not start a second one; what it watches.
+    StalldRunning {
+        /// The stalld as read.
+        stalld: crate::guard::stalld::Foreign,
+        /// Whether it watches every shielded CPU.
+        covers: bool,
+        /// Whether the guard's own loop watches the shield beside it.
+        guard: bool,
+    },
     /// `run` raised the per-CPU softirq, timer and RCU threads of the
     /// task's CPUs above it (PREEMPT_RT), journaled; `off` puts them back.
     KthreadsRaisedForTask {

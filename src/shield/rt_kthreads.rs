@@ -78,6 +78,7 @@ pub(super) fn plan(threads: &[Thread], shield: &CpuSet, above: u32) -> Vec<Step>
                     name: t.name.clone(),
                     policy: SCHED_FIFO,
                     priority,
+                    reservation: None,
                 },
             ))
         })
@@ -112,13 +113,32 @@ fn describe(attr: &SchedAttr) -> String {
     attr.label()
 }
 
-/// Sets `tid` to `policy` at `priority` and reads it back.
-pub(super) fn set(sys: &Sys, tid: i32, policy: u32, priority: u32) -> Result<(), ApplyError> {
-    let mut attr = fifo(priority);
-    attr.policy = policy;
+/// Sets `tid` to `policy` at `priority`, or to SCHED_DEADLINE with the
+/// `reservation` (runtime, period in ns), and reads it back.
+pub(super) fn set(
+    sys: &Sys,
+    tid: i32,
+    (policy, priority): (u32, u32),
+    reservation: Option<(u64, u64)>,
+) -> Result<(), ApplyError> {
+    let attr = match reservation {
+        Some((runtime_ns, period_ns)) => SchedAttr {
+            policy: SCHED_DEADLINE,
+            flags: 0,
+            nice: 0,
+            priority: 0,
+            runtime_ns,
+            deadline_ns: period_ns,
+            period_ns,
+        },
+        None => SchedAttr {
+            policy,
+            ..fifo(priority)
+        },
+    };
     sys.set_sched_attr(tid, &attr)?;
     let now = sys.sched_attr(tid)?;
-    if reads_as(&now, policy, priority) {
+    if reads_as(&now, attr.policy, attr.priority) {
         Ok(())
     } else {
         Err(ApplyError::NotHonoured {
@@ -221,33 +241,60 @@ fn rcu_offloaded(sys: &Sys, cpus: &CpuSet) -> CpuSet {
         .intersection(cpus)
 }
 
-/// What `run --fifo/--rr PRIORITY` (`task`) does on PREEMPT_RT for `cpus`: the
-/// steps raising each of their softirq, timer and RCU threads that would
-/// run below the task to its place above it (as `on --kthreads-above`
-/// does), leaving out `rcuc/N` where the boot half offloads RCU; and the
-/// threads left below. Other kernels: nothing (`ksoftirqd/N` is an
+/// The SCHED_DEADLINE reservation each softirq, timer and RCU thread of a
+/// CPU gets behind a task no SCHED_FIFO priority can pass (above
+/// [`MAX_ABOVE`]): 200 µs every 10 ms, the deadline the period. A
+/// deadline thread preempts every SCHED_FIFO one whenever it has work, up
+/// to its runtime each period, so a loop at 99 loses at most 2 % of its CPU
+/// to each, and only while they have work.
+pub const RESERVATION: (u64, u64) = (200_000, 10_000_000);
+
+/// What `run --fifo/--rr PRIORITY` (`task`) does on PREEMPT_RT for `cpus`:
+/// the steps raising each of their softirq, timer and RCU threads that
+/// would run below the task to its place above it (as `on --kthreads-above`
+/// does), leaving out `rcuc/N` where the boot half offloads RCU; and those
+/// CPUs. Above [`MAX_ABOVE`] no priority is left above the task: the
+/// threads get a SCHED_DEADLINE [`RESERVATION`] instead, which the kernel
+/// takes for a thread bound to one CPU only while RT throttling is off
+/// (`sched_rt_runtime_us` -1; otherwise nothing is planned, and the note of
+/// [`below`] says so). Other kernels: nothing (`ksoftirqd/N` is an
 /// ordinary thread there, which the starvation guard or the fair server
 /// keeps running).
 pub(super) fn raise_for_task(sys: &Sys, cpus: &CpuSet, task: u32) -> (Vec<Step>, CpuSet) {
     if !crate::guard::kernel::KernelWork::read(sys).preempt_rt {
         return (Vec::new(), CpuSet::new());
     }
-    let above = task.min(MAX_ABOVE);
+    let reserve = task > MAX_ABOVE;
+    if reserve
+        && sys
+            .read_trimmed(crate::guard::kernel::RT_RUNTIME)
+            .ok()
+            .as_deref()
+            != Some("-1")
+    {
+        return (Vec::new(), CpuSet::new());
+    }
     let offloaded = rcu_offloaded(sys, cpus);
     let steps = per_cpu_threads(sys, cpus)
         .into_iter()
         .filter(|t| !(t.kind == "rcuc" && offloaded.contains(t.cpu)))
         .filter_map(|t| {
-            let to = priority(&t.kind, above)?;
-            runs_below(&t.attr, to).then(|| {
+            let to = priority(&t.kind, task.min(MAX_ABOVE))?;
+            let needed = if reserve {
+                t.attr.policy != SCHED_DEADLINE
+            } else {
+                runs_below(&t.attr, to)
+            };
+            needed.then(|| {
                 Step::optional(
                     Owner::RtKthreads,
                     Action::SetScheduler {
                         pid: t.pid,
                         tid: t.pid,
                         name: t.name,
-                        policy: SCHED_FIFO,
-                        priority: to,
+                        policy: if reserve { SCHED_DEADLINE } else { SCHED_FIFO },
+                        priority: if reserve { 0 } else { to },
+                        reservation: reserve.then_some(RESERVATION),
                     },
                 )
             })
@@ -301,12 +348,18 @@ pub(super) fn report(
                 name,
                 policy,
                 priority,
+                reservation,
                 ..
             } => {
                 let scheduling = match read {
                     None => {
                         let mut planned = fifo(*priority);
                         planned.policy = *policy;
+                        if let Some((runtime_ns, period_ns)) = reservation {
+                            planned.runtime_ns = *runtime_ns;
+                            planned.deadline_ns = *period_ns;
+                            planned.period_ns = *period_ns;
+                        }
                         describe(&planned)
                     }
                     Some(read) => read(*tid).map(|a| describe(&a))?,

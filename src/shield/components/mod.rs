@@ -443,9 +443,9 @@ pub(super) const ORDER: [Part; 10] = [
             let knob_steps: Vec<Step> = d.of(Owner::Knobs).cloned().collect();
             let rt_after = guard::rt_runtime_after(kernel, &knob_steps);
             let systemd = cx.snap.owners.systemd;
-            let (steps, note) = guard::plan(kernel, &cx.req.guard, rt_after, cx.shield, systemd)?;
+            let (steps, notes) = guard::plan(kernel, &cx.req.guard, rt_after, cx.shield, systemd)?;
             d.add(Slot::Guard, steps);
-            d.plan.notes.push(note);
+            d.plan.notes.extend(notes);
             Ok(())
         },
         before: unchanged,
@@ -483,6 +483,7 @@ pub(super) const ORDER: [Part; 10] = [
                         tid,
                         policy,
                         priority,
+                        reservation: None,
                         ..
                     } if rt_kthreads::in_place(&cx.read, *tid, *policy, *priority) => {}
                     _ => out.unless_held(cx, slot, step),
@@ -673,8 +674,9 @@ impl Effects for Components {
                 tid,
                 policy,
                 priority,
+                reservation,
                 ..
-            } => rt_kthreads::set(sys, *tid, *policy, *priority),
+            } => rt_kthreads::set(sys, *tid, (*policy, *priority), *reservation),
             Action::IrqbalanceBan {
                 banned,
                 make_dir,
