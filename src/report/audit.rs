@@ -186,7 +186,7 @@ fn pci(r: &BusReport, w: &mut dyn Write) -> Result<()> {
         } else {
             writeln!(
                 w,
-                "  bus masters, clocks = 32 + 8·(n−1), n = 1 + LT/8: {}",
+                "  bus masters, clocks = LT up to the next 32 + 8·(n−1), at least 32: {}",
                 masters.join("; ")
             )?;
         }

@@ -75,7 +75,8 @@ if [ "$MACHINE" = pc ]; then
     for dir in $D/0000:00:*; do
         a=${dir##*/}
         [ $(( $(cfg $a 4 2) & 4 )) -ne 0 ] || continue
-        lt=$(cfg $a 0x0d); c=$(( 32 + 8 * (lt / 8) ))
+        # the report's mapping: up to the next 32 + 8(n-1), at least 32
+        lt=$(cfg $a 0x0d); c=32; [ "$lt" -gt 32 ] && c=$(( 32 + 8 * ((lt - 32 + 7) / 8) ))
         total=$((total + c)); n=$((n + 1)); list="$list $a:LT$lt=$c"
     done
     info "bus 0000:00 bus masters:$list"
