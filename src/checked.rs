@@ -151,6 +151,15 @@ pub enum Checked {
         /// Its settings.
         settings: cpushield::guard::Settings,
     },
+    /// `certify`.
+    Certify {
+        /// The budget and its measurement.
+        options: cpushield::certify::Options,
+        /// Say what would run only.
+        dry_run: bool,
+        /// Report as JSON.
+        json: bool,
+    },
     /// `compare`.
     Compare {
         /// The experiment; the library checks it against the machine
@@ -282,6 +291,7 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                 dry_run: a.dry_run,
             },
             Command::Compare(a) => compare(a)?,
+            Command::Certify(a) => certify(a)?,
             Command::Guard(a) => Checked::Guard {
                 cpus: a.cpus,
                 settings: checked_guard_settings(&a.settings)?,
@@ -350,9 +360,102 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
     })
 }
 
+/// `certify`: `--cpus` and `--budget` are required; the duration and the
+/// confidence in their ranges; the results go to `--out`, else a
+/// directory named by the time.
+fn certify(a: CertifyArgs) -> Result<Checked, Refusal> {
+    let Some(cpus) = a.cpus else {
+        return Err(Refusal(
+            "certify: --cpus is required (the CPUs to shield and measure, e.g. --cpus 2-3)".into(),
+        ));
+    };
+    let Some(budget) = a.budget else {
+        return Err(Refusal(
+            "certify: --budget is required (e.g. --budget 'max<=100us,p99.99<=50us')".into(),
+        ));
+    };
+    let budget = cpushield::certify::budget::parse(&budget)
+        .map_err(|e| Refusal(format!("--budget: {e}")))?;
+    let seconds = duration(&a.duration)?;
+    if !(50.0..=99.9999).contains(&a.confidence) {
+        return Err(Refusal(format!(
+            "--confidence {}: give a percentage from 50 to 99.9999",
+            a.confidence
+        )));
+    }
+    let out = a.out.unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        PathBuf::from(format!("cpushield-certify-{t}"))
+    });
+    Ok(Checked::Certify {
+        options: cpushield::certify::Options {
+            compare: cpushield::certify::Options::measuring(
+                cpus,
+                (a.load, a.probe),
+                seconds,
+                &budget,
+                out,
+            ),
+            budget,
+            confidence: a.confidence / 100.0,
+        },
+        dry_run: a.dry_run,
+        json: a.json,
+    })
+}
+
+/// `certify --duration`: seconds, or a number with s, m, h or d; from 1 s
+/// to 30 days.
+fn duration(text: &str) -> Result<f64, Refusal> {
+    let bad = || {
+        Refusal(format!(
+            "--duration {}: give seconds or a number with s, m, h or d (90, 90s, 10m, 2h, 1d), from 1 s to 30 days",
+            quote(text)
+        ))
+    };
+    let t = text.trim();
+    let (number, scale) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        Some((i, 'd')) => (&t[..i], 86_400.0),
+        _ => (t, 1.0),
+    };
+    let seconds = number.trim().parse::<f64>().map_err(|_| bad())? * scale;
+    if (1.0..=30.0 * 86_400.0).contains(&seconds) {
+        Ok(seconds)
+    } else {
+        Err(bad())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_duration_is_read_in_seconds_or_with_a_unit_and_refused_naming_it() {
+        for (text, want) in [
+            ("90", 90.0),
+            ("90s", 90.0),
+            ("10m", 600.0),
+            ("2h", 7200.0),
+            ("1d", 86_400.0),
+            ("1.5m", 90.0),
+        ] {
+            assert_eq!(duration(text).unwrap(), want, "{text}");
+        }
+        for bad in ["", "0", "10x", "m", "-5m", "31d", "NaN"] {
+            let e = duration(bad).unwrap_err().to_string();
+            assert!(
+                e.starts_with("--duration ") && e.contains("10m"),
+                "{bad}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn a_window_outside_an_hour_is_refused_naming_it() {

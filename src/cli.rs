@@ -92,6 +92,19 @@ pub enum Command {
     /// The shielded phase applies a shield to the whole machine (root
     /// needed) and always undoes it, also on error or Ctrl-C.
     Compare(CompareArgs),
+    /// Whether the shielded CPUs meet a latency budget under load: PASS,
+    /// FAIL or INCONCLUSIVE per term, at a stated confidence.
+    ///
+    /// Measures as compare's shielded phase does, for the duration (its
+    /// own shield, the load on the housekeeping CPUs, both undone at the
+    /// end and on Ctrl-C; refused while a shield is active), then judges
+    /// each term on every CPU: a max term fails on one sample over its
+    /// bound; a percentile term passes when the exact binomial
+    /// (Clopper-Pearson) upper bound on the probability of exceeding is
+    /// within what it allows, fails when the lower bound is above it, and
+    /// is inconclusive in between (with the samples that would decide).
+    /// Writes certify.json, junit.xml and compare's files to --out.
+    Certify(CertifyArgs),
     /// Print the kernel command line that isolates CPUs from boot on (advice only).
     BootArgs(BootArgsArgs),
     /// The boot half: show whether the kernel command line cpushield wrote
@@ -246,6 +259,40 @@ pub struct CompareArgs {
     #[arg(long, value_name = "US",
           value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub explain: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct CertifyArgs {
+    /// CPUs to shield and measure (cpulist or hex mask); at least one
+    /// online CPU must stay outside.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuSet>,
+    /// The budget: terms like max<=100us, p99.99<=50us, p99.9999<=80us
+    /// (units ns, us or µs, ms), separated by commas.
+    #[arg(long, value_name = "TERMS")]
+    pub budget: Option<String>,
+    /// How long to measure: seconds, or with a unit (90s, 10m, 2h, 1d).
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    pub duration: String,
+    /// Background load on the housekeeping CPUs: cpu, io, vm, hdd, stream
+    /// (memory bandwidth), full or none.
+    #[arg(long, value_name = "SCENARIO", default_value = "full")]
+    pub load: cpushield::load::Scenario,
+    /// Latency probe.
+    #[arg(long, value_enum, default_value = "timer")]
+    pub probe: cpushield::measure::ProbeKind,
+    /// Confidence of the verdict, in percent (50 to 99.9999).
+    #[arg(long, value_name = "PCT", default_value_t = 95.0)]
+    pub confidence: f64,
+    /// Output directory (default: ./cpushield-certify-<unix time>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Check the request and show the plan; run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print certify.json to stdout instead of the verdict table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -82,6 +82,16 @@ exit_statuses! {
     "verify: matches and holds, but the boot half needs a reboot to take effect (or to go)",
     "`verify`: matches and holds, but the boot half takes effect (or goes) only at the next reboot",
     "schedule a reboot";
+    /// `certify`: the budget is not met.
+    BUDGET_FAILED = 10,
+    "certify: FAIL, the budget is not met",
+    "`certify`: FAIL: a term of the budget is not met on a measured CPU (the verdict names the term, the CPU and the samples)",
+    "fix the machine or the budget; see the worst samples";
+    /// `certify`: too few samples to tell, or the run was cut short.
+    BUDGET_INCONCLUSIVE = 11,
+    "certify: INCONCLUSIVE, too few samples to tell (or interrupted)",
+    "`certify`: INCONCLUSIVE: too few samples to decide at the confidence asked (the verdict says how many would), or the run was interrupted",
+    "run longer (`--duration`)";
     /// `run`: the command could not be started (as a shell says it).
     CANNOT_EXEC = 127,
     "run: the command could not be started",
@@ -125,7 +135,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(codes, sorted);
-        assert_eq!(TABLE.len(), 11);
+        assert_eq!(TABLE.len(), 13);
         assert_eq!((BROKEN, INTERRUPTED), (3, 130));
     }
 

@@ -10,6 +10,7 @@
 
 pub mod audit;
 pub mod boot;
+pub mod certify;
 pub mod compare;
 pub mod config;
 pub mod cpulist;

@@ -154,6 +154,11 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<CannotExec>().is_some() {
             return exit::CANNOT_EXEC;
         }
+        // compare and certify: a request this machine cannot serve, or a
+        // shield already active; nothing started.
+        if let Some(cpushield::compare::CompareError::Refused(_)) = cause.downcast_ref() {
+            return exit::REFUSED;
+        }
     }
     exit::ERROR
 }
@@ -266,6 +271,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
             json,
         } => compare(&sys, &options, dry_run, json, out),
+        Checked::Certify {
+            options,
+            dry_run,
+            json,
+        } => certify(&sys, &options, dry_run, json, out),
         Checked::Guard { cpus, settings } => {
             let stop = stop_flag()?;
             cpushield::guard::run(&sys, &cpus, settings, &stop)?;
@@ -557,6 +567,68 @@ fn run_command(
         error,
     }
     .into())
+}
+
+/// `certify`: the measurement, the verdict, its files; the exit code says
+/// PASS, FAIL or INCONCLUSIVE.
+fn certify(
+    sys: &Sys,
+    opts: &cpushield::certify::Options,
+    dry_run: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    use cpushield::certify::verdict::Outcome;
+    use std::io::IsTerminal;
+    let exe = std::env::current_exe().context("finding our own executable")?;
+    if dry_run {
+        let plan = cpushield::compare::dry_run(sys, &exe, &opts.compare)?;
+        let terms: Vec<&str> = opts.budget.iter().map(|t| t.text.as_str()).collect();
+        writeln!(
+            out,
+            "certify (dry run): budget {} at {}% confidence, measured for {} s",
+            terms.join(", "),
+            opts.confidence * 100.0,
+            opts.compare.duration_s
+        )?;
+        report::compare::dry_run(&plan, out)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let stop = stop_flag()?;
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = |line: &str| {
+        if tty {
+            eprintln!("cpushield certify: {line}");
+        }
+    };
+    let mut ctx = cpushield::compare::Context {
+        sys,
+        driver: cpushield::load::Driver::auto(exe.clone()),
+        exe,
+        stop: &stop,
+        progress: &mut progress,
+    };
+    let r = cpushield::certify::run(&mut ctx, opts)?;
+    let dir = &opts.compare.out;
+    report::compare::write_files(&r.measurement, dir)?;
+    report::certify::write_files(&r, dir)
+        .with_context(|| format!("writing the verdict into {}", dir.display()))?;
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &r)?;
+        writeln!(out)?;
+    } else {
+        report::certify::verdict(&r, out)?;
+        writeln!(
+            out,
+            "\nFiles: {} (certify.json, junit.xml, report.html)",
+            dir.display()
+        )?;
+    }
+    Ok(match r.outcome {
+        Outcome::Pass => ExitCode::SUCCESS,
+        Outcome::Fail => ExitCode::from(exit::BUDGET_FAILED),
+        Outcome::Inconclusive => ExitCode::from(exit::BUDGET_INCONCLUSIVE),
+    })
 }
 
 /// `compare`: the experiment, its files, and its summary.

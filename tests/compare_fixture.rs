@@ -213,6 +213,6 @@ fn compare_refuses_no_housekeeping_cpu() {
     let root = tempfile::tempdir().unwrap();
     standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
     let o = cpushield(root.path(), &["compare", "--cpus", "0-3", "--load", "none"]);
-    assert!(!o.status.success());
+    assert_eq!(o.status.code(), Some(2), "bad input: {}", text(&o));
     assert!(text(&o).contains("no housekeeping CPU"), "{}", text(&o));
 }

@@ -13,6 +13,7 @@
 
 pub mod audit;
 pub mod boot;
+pub mod certify;
 pub mod compare;
 pub mod explain;
 mod glyphs;

@@ -117,7 +117,11 @@ pub fn text(n: &Note) -> String {
             ..
         } if *priority > crate::shield::rt_kthreads::MAX_ABOVE => format!(
             "PREEMPT_RT: no SCHED_FIFO priority is left above this task's {priority}, so {} got a SCHED_DEADLINE reservation ({} µs every {} ms): they preempt it whenever they have work, for at most that, instead of starving behind it; off puts them back",
-            threads.join(", "),
+            threads
+                .iter()
+                .map(|t| t.split_whitespace().next().unwrap_or(t))
+                .collect::<Vec<_>>()
+                .join(", "),
             crate::shield::rt_kthreads::RESERVATION.0 / 1000,
             crate::shield::rt_kthreads::RESERVATION.1 / 1_000_000,
         ),

@@ -165,5 +165,6 @@ note "both, kernel $(uname -r): guard $(grep -E '"(boosts|fifo_boosts|ran_us|lon
 off_with_loops both 2 3
 [ $RT = yes ] && check "both: rcuc/3 back as before the shield ($(prio rcuc/3), was $RCUC_FIRST)" [ "$(prio rcuc/3)" = "$RCUC_FIRST" ]
 check "no stall or hung task logged ($(( $(stalls) - S0 )) new)" [ "$(stalls)" -eq "$S0" ]
-dmesg | grep -E 'blocked for more than|rcu.*[Ss]tall|soft lockup' | head -n 5 | sed 's/^/  dmesg| /'
+# each report with the lines that name the CPU, the task and where it was
+dmesg | grep -A 8 -E 'blocked for more than|rcu.*[Ss]tall|soft lockup' | grep -vE 'R[0-9A-Z]+:|Code:|RSP:|FS:|Hardware name' | head -n 40 | sed 's/^/  dmesg| /'
 result

@@ -1,0 +1,157 @@
+//! A latency budget as the user writes it: terms like `max<=100us`,
+//! `p99.99<=50us`, `p99.9999<=80us`, separated by commas.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// What a term bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Statistic {
+    /// The largest sample.
+    Max,
+    /// The `p`-th percentile (0 < p < 100): at most a fraction
+    /// `1 − p/100` of the samples may exceed the bound.
+    Percentile {
+        /// The percentile, e.g. 99.99.
+        p: f64,
+    },
+}
+
+/// One term of a budget.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Term {
+    /// The term as written, normalised (`p99.99<=50us`).
+    pub text: String,
+    /// What it bounds.
+    pub statistic: Statistic,
+    /// The bound, ns.
+    pub bound_ns: u64,
+}
+
+impl Term {
+    /// The probability of one sample exceeding the bound that the term
+    /// allows: 0 for `max`, `1 − p/100` for a percentile.
+    pub fn allowed(&self) -> f64 {
+        match self.statistic {
+            Statistic::Max => 0.0,
+            Statistic::Percentile { p } => 1.0 - p / 100.0,
+        }
+    }
+}
+
+impl fmt::Display for Term {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+const FORMS: &str = "terms like max<=100us, p99.99<=50us or p99.9999<=80us (units ns, us or µs, ms), separated by commas";
+
+/// Parses a budget: one or more terms separated by commas. The error
+/// names the term and what would be valid.
+pub fn parse(text: &str) -> Result<Vec<Term>, String> {
+    let terms: Vec<&str> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    if terms.is_empty() {
+        return Err(format!("budget {text:?} has no term: expected {FORMS}"));
+    }
+    terms.into_iter().map(parse_term).collect()
+}
+
+fn parse_term(term: &str) -> Result<Term, String> {
+    let bad = |why: &str| format!("budget term {term:?}: {why}; expected {FORMS}");
+    let (stat, bound) = term.split_once("<=").ok_or_else(|| bad("no '<='"))?;
+    let stat = stat.trim().to_ascii_lowercase();
+    let statistic = match stat.as_str() {
+        "max" => Statistic::Max,
+        s => {
+            let p: f64 = s
+                .strip_prefix('p')
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| bad(&format!("{s:?} is neither max nor a percentile pNN")))?;
+            if !(p > 0.0 && p < 100.0) {
+                return Err(bad(&format!("percentile {p} is not between 0 and 100")));
+            }
+            Statistic::Percentile { p }
+        }
+    };
+    let bound = bound.trim();
+    let split = bound
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| bad("the bound has no unit"))?;
+    let (number, unit) = bound.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| bad(&format!("{number:?} is not a number")))?;
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        u => return Err(bad(&format!("unit {u:?} is not ns, us, µs or ms"))),
+    };
+    let bound_ns = (value * scale).round();
+    if !(1.0..1e15).contains(&bound_ns) {
+        return Err(bad("the bound must be at least 1 ns"));
+    }
+    Ok(Term {
+        text: format!(
+            "{stat}<={number}{}",
+            if unit.trim() == "µs" {
+                "us"
+            } else {
+                unit.trim()
+            }
+        ),
+        statistic,
+        bound_ns: bound_ns as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_written_form_of_a_term_is_read() {
+        let t = parse("max<=100us, p99.99<=50us,p99.9999<=0.08ms, P99<=2000ns, max<=7µs").unwrap();
+        let got: Vec<(String, u64)> = t.iter().map(|t| (t.text.clone(), t.bound_ns)).collect();
+        assert_eq!(
+            got,
+            [
+                ("max<=100us".to_string(), 100_000),
+                ("p99.99<=50us".into(), 50_000),
+                ("p99.9999<=0.08ms".into(), 80_000),
+                ("p99<=2000ns".into(), 2_000),
+                ("max<=7us".into(), 7_000),
+            ]
+        );
+        assert_eq!(t[0].allowed(), 0.0);
+        assert!((t[1].allowed() - 1e-4).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_bad_term_is_refused_by_name_with_the_valid_forms() {
+        for (bad, why) in [
+            ("", "no term"),
+            ("max<100us", "no '<='"),
+            ("avg<=10us", "neither max nor a percentile"),
+            ("p100<=10us", "not between 0 and 100"),
+            ("p0<=10us", "not between 0 and 100"),
+            ("max<=10", "no unit"),
+            ("max<=10s", "unit \"s\""),
+            ("max<=0us", "at least 1 ns"),
+            ("max<=1.2.3us", "not a number"),
+        ] {
+            let err = parse(bad).unwrap_err();
+            assert!(
+                err.contains(why) && err.contains("max<=100us"),
+                "{bad}: {err}"
+            );
+        }
+    }
+}

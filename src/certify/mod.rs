@@ -1,0 +1,240 @@
+//! `certify`: whether this machine, set up as it is, meets a latency
+//! budget, and how sure that is. The budget's terms ([`budget`]), the
+//! statistics ([`stats`]) and the verdict from the measured histograms
+//! ([`verdict`]) are pure; the measuring is `compare`'s shielded phase
+//! (its own shield, load on the housekeeping CPUs, undone at the end and
+//! on Ctrl-C), and its files are written beside the verdict.
+
+pub mod budget;
+pub mod stats;
+pub mod verdict;
+
+use serde::Serialize;
+
+use crate::compare::results::Results;
+use crate::compare::{self, CompareError, Context, Phase};
+use crate::cpulist::CpuSet;
+use crate::measure::results::Measurement;
+use budget::Term;
+use verdict::{CpuTail, Outcome, Verdict};
+
+/// Layout version of `certify.json`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What the user asked for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Options {
+    /// The measurement: `compare`'s shielded phase alone, for the duration.
+    pub compare: compare::Options,
+    /// The budget.
+    pub budget: Vec<Term>,
+    /// The confidence of the verdict (0 to 1).
+    pub confidence: f64,
+}
+
+impl Options {
+    /// The measurement for `cpus`, `seconds` long, under `load` with
+    /// `probe`, into `out`: the shielded phase, with the budget's bounds
+    /// as compare's over-threshold limits.
+    pub fn measuring(
+        cpus: CpuSet,
+        (load, probe): (crate::load::Scenario, crate::measure::ProbeKind),
+        seconds: f64,
+        budget: &[Term],
+        out: std::path::PathBuf,
+    ) -> compare::Options {
+        let mut thresholds_us: Vec<f64> =
+            budget.iter().map(|t| t.bound_ns as f64 / 1000.0).collect();
+        thresholds_us.sort_by(f64::total_cmp);
+        thresholds_us.dedup();
+        compare::Options {
+            cpus,
+            load,
+            probe,
+            duration_s: seconds,
+            thresholds_us,
+            phases: vec![Phase::Shielded],
+            out,
+            explain_us: None,
+        }
+    }
+}
+
+/// What `certify` found; serialised as `certify.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Layout version of this document.
+    pub schema_version: u32,
+    /// The verdict on the whole budget.
+    pub outcome: Outcome,
+    /// Ctrl-C or SIGTERM ended the run early: at most INCONCLUSIVE
+    /// unless a term had already failed.
+    pub interrupted: bool,
+    /// Each term, per CPU, with the numbers behind it.
+    pub verdict: Verdict,
+    /// The measurement as `compare` reports it (its `results.json`).
+    pub measurement: Results,
+}
+
+/// Measures as `opts` asks and judges the budget on it.
+pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Report, CompareError> {
+    let measurement = compare::run(ctx, &opts.compare)?;
+    Ok(judge(opts, measurement))
+}
+
+/// The verdict of `opts`'s budget on a finished measurement.
+pub fn judge(opts: &Options, measurement: Results) -> Report {
+    let tails: Vec<CpuTail> = measurement
+        .phases
+        .iter()
+        .find(|p| p.phase == Phase::Shielded.name())
+        .map(|p| tails(&p.measurement))
+        .unwrap_or_default();
+    let mut verdict = verdict::judge(&opts.budget, &tails, opts.confidence);
+    let interrupted = measurement.interrupted || tails.is_empty();
+    if interrupted && verdict.outcome == Outcome::Pass {
+        verdict.outcome = Outcome::Inconclusive;
+    }
+    Report {
+        schema_version: SCHEMA_VERSION,
+        outcome: verdict.outcome,
+        interrupted,
+        verdict,
+        measurement,
+    }
+}
+
+/// Each CPU's histogram of a measurement, as the verdict reads it.
+pub fn tails(m: &Measurement) -> Vec<CpuTail> {
+    let Some(probe) = m.results.first() else {
+        return Vec::new();
+    };
+    probe
+        .cpus
+        .iter()
+        .map(|c| CpuTail {
+            cpu: c.cpu,
+            width_ns: probe.histogram.bucket_width_ns,
+            buckets: probe.histogram.buckets,
+            counts: c.histogram.clone(),
+            overflows: c.stats.overflows,
+            samples: c.stats.samples,
+            max_ns: c.stats.max_ns.unwrap_or(0),
+        })
+        .collect()
+}
+
+/// The verdict as JUnit XML: one test case per term and CPU, a failure
+/// for FAIL, skipped for INCONCLUSIVE, so a CI system gates on it.
+pub fn junit(report: &Report) -> String {
+    let esc = |s: &str| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    let cases: Vec<String> = report
+        .verdict
+        .terms
+        .iter()
+        .flat_map(|t| {
+            t.cpus.iter().map(move |c| {
+                let name = esc(&format!("{} on CPU {}", t.term.text, c.cpu));
+                let body = match c.outcome {
+                    Outcome::Pass => String::new(),
+                    Outcome::Fail => format!("<failure message=\"{}\"/>", esc(&c.why)),
+                    Outcome::Inconclusive => format!("<skipped message=\"{}\"/>", esc(&c.why)),
+                };
+                format!("    <testcase classname=\"cpushield.certify\" name=\"{name}\">{body}</testcase>\n")
+            })
+        })
+        .collect();
+    let count = |o: Outcome| {
+        report
+            .verdict
+            .terms
+            .iter()
+            .flat_map(|t| &t.cpus)
+            .filter(|c| c.outcome == o)
+            .count()
+    };
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"cpushield certify\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n{}</testsuite>\n",
+        cases.len(),
+        count(Outcome::Fail),
+        count(Outcome::Inconclusive),
+        cases.concat()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::testing::{full_results, opts};
+
+    fn options(budget: &str) -> Options {
+        Options {
+            compare: opts("2"),
+            budget: budget::parse(budget).unwrap(),
+            confidence: 0.95,
+        }
+    }
+
+    #[test]
+    fn the_verdict_rests_on_the_shielded_phase_alone() {
+        // Maxima: idle 2 µs, unshielded 8 µs, shielded 4 µs (3 samples each).
+        let r = judge(&options("max<=5us"), full_results(Some(false), false));
+        assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.verdict);
+        assert_eq!(r.verdict.terms[0].cpus[0].cpu, 2);
+        assert_eq!(r.verdict.terms[0].cpus[0].samples, 3);
+        let r = judge(&options("max<=3us"), full_results(Some(false), false));
+        assert_eq!(r.outcome, Outcome::Fail);
+        // None of three over 5 µs cannot show a 1 % tail is met; one of
+        // three over 3 µs shows it is not, even at 95 %.
+        let r = judge(&options("p99<=5us"), full_results(Some(false), false));
+        assert_eq!(r.outcome, Outcome::Inconclusive);
+        let r = judge(&options("p99<=3us"), full_results(Some(false), false));
+        assert_eq!(r.outcome, Outcome::Fail);
+    }
+
+    #[test]
+    fn an_interrupted_run_is_never_a_pass_but_can_fail() {
+        let mut m = full_results(Some(false), false);
+        m.interrupted = true;
+        assert_eq!(
+            judge(&options("max<=5us"), m.clone()).outcome,
+            Outcome::Inconclusive
+        );
+        assert_eq!(
+            judge(&options("max<=3us"), m.clone()).outcome,
+            Outcome::Fail
+        );
+        // No shielded phase at all: nothing to judge.
+        m.phases.retain(|p| p.phase != Phase::Shielded.name());
+        let r = judge(&options("max<=5us"), m);
+        assert!(r.interrupted && r.outcome == Outcome::Inconclusive);
+    }
+
+    #[test]
+    fn junit_has_a_case_per_term_and_cpu_with_failures_and_skips() {
+        let r = judge(
+            &options("max<=3us,p99<=10us,max<=5us"),
+            full_results(Some(false), false),
+        );
+        let xml = junit(&r);
+        assert!(
+            xml.contains("tests=\"3\" failures=\"1\" skipped=\"1\""),
+            "{xml}"
+        );
+        assert!(
+            xml.contains(
+                "name=\"max&lt;=3us on CPU 2\"><failure message=\"the largest of 3 samples"
+            ),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("name=\"max&lt;=5us on CPU 2\"></testcase>"),
+            "{xml}"
+        );
+    }
+}
