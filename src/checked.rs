@@ -337,13 +337,7 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
             "compare: --cpus is required (the CPUs to measure and shield, e.g. --cpus 2-3)".into(),
         ));
     };
-    let out = a.out.unwrap_or_else(|| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        PathBuf::from(format!("cpushield-compare-{t}"))
-    });
+    let out = a.out.unwrap_or_else(|| named_by_time("cpushield-compare"));
     Ok(Checked::Compare {
         options: CompareOptions {
             cpus,
@@ -383,13 +377,7 @@ fn certify(a: CertifyArgs) -> Result<Checked, Refusal> {
             a.confidence
         )));
     }
-    let out = a.out.unwrap_or_else(|| {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        PathBuf::from(format!("cpushield-certify-{t}"))
-    });
+    let out = a.out.unwrap_or_else(|| named_by_time("cpushield-certify"));
     Ok(Checked::Certify {
         options: cpushield::certify::Options {
             compare: cpushield::certify::Options::measuring(
@@ -405,6 +393,15 @@ fn certify(a: CertifyArgs) -> Result<Checked, Refusal> {
         dry_run: a.dry_run,
         json: a.json,
     })
+}
+
+/// `PREFIX-<unix time>`: an output directory of its own for each run.
+fn named_by_time(prefix: &str) -> PathBuf {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    PathBuf::from(format!("{prefix}-{t}"))
 }
 
 /// `certify --duration`: seconds, or a number with s, m, h or d; from 1 s

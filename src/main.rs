@@ -579,7 +579,6 @@ fn certify(
     out: &mut impl Write,
 ) -> Result<ExitCode> {
     use cpushield::certify::verdict::Outcome;
-    use std::io::IsTerminal;
     let exe = std::env::current_exe().context("finding our own executable")?;
     if dry_run {
         let plan = cpushield::compare::dry_run(sys, &exe, &opts.compare)?;
@@ -594,21 +593,9 @@ fn certify(
         report::compare::dry_run(&plan, out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let stop = stop_flag()?;
-    let tty = std::io::stderr().is_terminal();
-    let mut progress = |line: &str| {
-        if tty {
-            eprintln!("cpushield certify: {line}");
-        }
-    };
-    let mut ctx = cpushield::compare::Context {
-        sys,
-        driver: cpushield::load::Driver::auto(exe.clone()),
-        exe,
-        stop: &stop,
-        progress: &mut progress,
-    };
-    let r = cpushield::certify::run(&mut ctx, opts)?;
+    let r = with_experiment(sys, exe, "certify", |ctx| {
+        cpushield::certify::run(ctx, opts)
+    })?;
     let dir = &opts.compare.out;
     report::compare::write_files(&r.measurement, dir)?;
     report::certify::write_files(&r, dir)
@@ -631,6 +618,35 @@ fn certify(
     })
 }
 
+/// Runs `experiment` (compare's phases) with Ctrl-C and SIGTERM stopping
+/// it, the load driven by this executable, and progress on a terminal
+/// only, each line led by `command`.
+fn with_experiment<T>(
+    sys: &Sys,
+    exe: std::path::PathBuf,
+    command: &str,
+    experiment: impl FnOnce(
+        &mut cpushield::compare::Context<'_>,
+    ) -> std::result::Result<T, cpushield::compare::CompareError>,
+) -> Result<T> {
+    use std::io::IsTerminal;
+    let stop = stop_flag()?;
+    let tty = std::io::stderr().is_terminal();
+    let mut progress = |line: &str| {
+        if tty {
+            eprintln!("cpushield {command}: {line}");
+        }
+    };
+    let mut ctx = cpushield::compare::Context {
+        sys,
+        driver: cpushield::load::Driver::auto(exe.clone()),
+        exe,
+        stop: &stop,
+        progress: &mut progress,
+    };
+    Ok(experiment(&mut ctx)?)
+}
+
 /// `compare`: the experiment, its files, and its summary.
 fn compare(
     sys: &Sys,
@@ -640,7 +656,6 @@ fn compare(
     out: &mut impl Write,
 ) -> Result<ExitCode> {
     use cpushield::compare;
-    use std::io::IsTerminal;
     let dir = opts.out.clone();
     let exe = std::env::current_exe().context("finding our own executable")?;
     if dry_run {
@@ -648,21 +663,7 @@ fn compare(
         report::compare::dry_run(&plan, out)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let stop = stop_flag()?;
-    let tty = std::io::stderr().is_terminal();
-    let mut progress = |line: &str| {
-        if tty {
-            eprintln!("cpushield compare: {line}");
-        }
-    };
-    let mut ctx = compare::Context {
-        sys,
-        driver: cpushield::load::Driver::auto(exe.clone()),
-        exe,
-        stop: &stop,
-        progress: &mut progress,
-    };
-    let results = compare::run(&mut ctx, opts)?;
+    let results = with_experiment(sys, exe, "compare", |ctx| compare::run(ctx, opts))?;
     report::compare::write_files(&results, &dir)?;
     if json {
         serde_json::to_writer_pretty(&mut *out, &results)?;

@@ -50,6 +50,22 @@ fn thread(sys: &Sys, pid: i32, tid: i32, h: Hierarchy) -> procfs::Thread {
     procfs::read_thread(sys, pid, tid, h).unwrap().unwrap()
 }
 
+/// The standard v2 machine with a task (pid 300, on every CPU) moved onto
+/// CPU 3 of the shield 2-3, made SCHED_FIFO `priority` when one is given.
+fn task_on_cpu3(name: &str, priority: Option<u32>) -> (tempfile::TempDir, Sys) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    fixture::add_process(&sys, 300, &[task(name, 0, "0-3")]).unwrap();
+    assert!(cpushield(root, &["on", "2-3"]).status.success());
+    let o = cpushield(root, &["move", "300", "--in", "--cpu", "3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    if let Some(p) = priority {
+        make_fifo(root, 300, 300, p);
+    }
+    (dir, sys)
+}
+
 /// A poller (pid 300, two threads, on every CPU) moved onto CPU 3 of the
 /// shield 2-3 and made SCHED_FIFO 80, still there when `off` runs.
 fn off_keeps_the_poller_on_its_cpu(layout: CgroupLayout, h: Hierarchy, cgroup_after: &str) {
@@ -107,15 +123,8 @@ fn off_keeps_a_real_time_task_on_its_cpu_on_cgroup_v1() {
 
 #[test]
 fn off_names_the_kept_task_and_how_to_give_its_cpus_back() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _sys) = task_on_cpu3("poller", Some(99));
     let root = dir.path();
-    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
-    fixture::add_process(&sys, 300, &[task("poller", 0, "0-3")]).unwrap();
-    assert!(cpushield(root, &["on", "2-3"]).status.success());
-    assert!(cpushield(root, &["move", "300", "--in", "--cpu", "3"])
-        .status
-        .success());
-    make_fifo(root, 300, 300, 99);
     let o = cpushield(root, &["off"]);
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -128,14 +137,8 @@ fn off_names_the_kept_task_and_how_to_give_its_cpus_back() {
 
 #[test]
 fn off_gives_an_ordinary_task_inside_its_cpus_back_as_before() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, sys) = task_on_cpu3("worker", None);
     let root = dir.path();
-    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
-    fixture::add_process(&sys, 300, &[task("worker", 0, "0-3")]).unwrap();
-    assert!(cpushield(root, &["on", "2-3"]).status.success());
-    assert!(cpushield(root, &["move", "300", "--in", "--cpu", "3"])
-        .status
-        .success());
     let off = json(&cpushield(root, &["off", "--json"]));
     assert!(off.get("kept_realtime").is_none(), "{off}");
     assert_eq!(
@@ -282,15 +285,8 @@ fn off_gives_rt_throttling_back_before_anything_else_and_the_guard_last() {
 
 #[test]
 fn a_change_in_place_that_takes_a_real_time_tasks_cpus_is_refused_and_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, _sys) = task_on_cpu3("poller", Some(80));
     let root = dir.path();
-    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
-    fixture::add_process(&sys, 300, &[task("poller", 0, "0-3")]).unwrap();
-    assert!(cpushield(root, &["on", "2-3"]).status.success());
-    assert!(cpushield(root, &["move", "300", "--in", "--cpu", "3"])
-        .status
-        .success());
-    make_fifo(root, 300, 300, 80);
     let before = common::tree(root);
     for args in [&["on", "2"][..], &["on", "2", "--dry-run"][..]] {
         let o = cpushield(root, args);

@@ -7,7 +7,9 @@
 #   cpushield-guard.service exactly where kernel work could starve (Debian
 #   12 with --tune, PREEMPT_RT always; Debian 13's fair server needs none);
 #   on PREEMPT_RT run --fifo 80 raises ksoftirqd/3, ktimers/3 and rcuc/3
-#   to FIFO 81-83 (also on --kthreads-above 80), off puts them back and
+#   to FIFO 81-83 (rcuc/3 left alone when booted with the boot half:
+#   run.sh --append 'nohz_full=2-3 rcu_nocbs=2-3 ...' --tcg multi; also
+#   on --kthreads-above 80), off puts them back and
 #   stops the guard; then FIFO 99 loops on CPUs 2 and 3 started by two
 #   cpushield run at the same moment, both running through the same steps
 #   and off; no stall, hung task or lockup is logged
@@ -62,7 +64,12 @@ stalls() { dmesg | grep -cE 'blocked for more than|rcu.*[Ss]tall|soft lockup' ||
 RT=no; uname -v | grep -q PREEMPT_RT && RT=yes
 MAJOR=$(uname -r | cut -d. -f1); MINOR=$(uname -r | cut -d. -f2)
 FAIR=no; { [ "$MAJOR" -gt 6 ] || { [ "$MAJOR" -eq 6 ] && [ "$MINOR" -ge 12 ]; }; } && FAIR=yes
-info "kernel $(uname -r), PREEMPT_RT $RT, fair server $FAIR"
+# The boot half: nohz_full= and rcu_nocbs= both name CPU 3 (run then
+# leaves its rcuc alone)
+OFFLOADED=no
+NOCBS=$(tr ' ' '\n' </proc/cmdline | sed -n 's/^rcu_nocbs=//p' | tail -n1)
+[ -n "$NOCBS" ] && in_set 3 "$NOCBS" && in_set 3 "$(cat /sys/devices/system/cpu/nohz_full 2>/dev/null || echo none)" && OFFLOADED=yes
+info "kernel $(uname -r), PREEMPT_RT $RT, fair server $FAIR, RCU offloaded from CPU 3 at boot $OFFLOADED"
 S0=$(stalls)
 MODE=baseline
 steps
@@ -131,7 +138,11 @@ for MODE in $MODES; do
     LOOP=$(loop_pid 3)
     check "$MODE: the loop runs SCHED_FIFO 80 on CPU 3 (pid $LOOP)" loop_on "$LOOP" 3
     sed 's/^/    run| /' "$OUT/run-$MODE.err"
-    if [ $RT = yes ] && [ $MODE != raised ]; then
+    if [ $RT = yes ] && [ $MODE != raised ] && [ $OFFLOADED = yes ]; then
+        check "$MODE: run leaves rcuc/3 alone where the boot line offloads RCU ($(prio rcuc/3))" [ "$(prio rcuc/3)" = "$RCUC_FIRST" ]
+        check "$MODE: run raised ktimers/3 to FIFO 82 ($(prio ktimers/3))" [ "$(prio ktimers/3)" = "FIFO 82" ]
+        check "$MODE: run says so" grep -q "rcuc left alone on CPUs 3" "$OUT/run-$MODE.err"
+    elif [ $RT = yes ] && [ $MODE != raised ]; then
         check "$MODE: run raised rcuc/3 to FIFO 83 ($(prio rcuc/3))" [ "$(prio rcuc/3)" = "FIFO 83" ]
         check "$MODE: run raised ktimers/3 to FIFO 82 ($(prio ktimers/3))" [ "$(prio ktimers/3)" = "FIFO 82" ]
         check "$MODE: run says so" grep -q "raised.*rcuc/3 SCHED_FIFO 83" "$OUT/run-$MODE.err"
