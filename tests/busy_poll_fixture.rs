@@ -148,7 +148,7 @@ fn off_gives_an_ordinary_task_inside_its_cpus_back_as_before() {
 }
 
 /// The standard machine on PREEMPT_RT with CPU 3's timer and RCU threads.
-fn preempt_rt(cmdline: &str) -> tempfile::TempDir {
+fn preempt_rt(cmdline: &str) -> (tempfile::TempDir, Sys) {
     let dir = tempfile::tempdir().unwrap();
     let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
     for (pid, name, cpu) in [
@@ -172,12 +172,12 @@ fn preempt_rt(cmdline: &str) -> tempfile::TempDir {
     )
     .unwrap();
     fs::write(dir.path().join("proc/cmdline"), format!("{cmdline}\n")).unwrap();
-    dir
+    (dir, sys)
 }
 
 #[test]
 fn run_fifo_on_preempt_rt_raises_the_cpus_kernel_threads_above_it_and_off_puts_them_back() {
-    let dir = preempt_rt("root=/dev/vda rw");
+    let (dir, _sys) = preempt_rt("root=/dev/vda rw");
     let root = dir.path();
     assert!(cpushield(root, &["on", "2-3"]).status.success());
     let o = cpushield(root, &["run", "--cpu", "3", "--fifo", "80", "--", "true"]);
@@ -211,7 +211,7 @@ fn run_fifo_on_preempt_rt_raises_the_cpus_kernel_threads_above_it_and_off_puts_t
 
 #[test]
 fn run_fifo_leaves_rcuc_alone_where_the_boot_line_offloads_rcu() {
-    let dir = preempt_rt("root=/dev/vda nohz_full=2-3 rcu_nocbs=2-3");
+    let (dir, _sys) = preempt_rt("root=/dev/vda nohz_full=2-3 rcu_nocbs=2-3");
     let root = dir.path();
     assert!(cpushield(root, &["on", "2-3"]).status.success());
     let o = cpushield(root, &["run", "--cpu", "3", "--fifo", "80", "--", "true"]);
@@ -342,7 +342,7 @@ fn move_waits_for_another_cpushield_instead_of_failing() {
 #[test]
 fn run_fifo_99_on_preempt_rt_reserves_deadline_time_for_the_cpus_kernel_threads_with_throttling_off(
 ) {
-    let dir = preempt_rt("root=/dev/vda rw");
+    let (dir, _sys) = preempt_rt("root=/dev/vda rw");
     let root = dir.path();
     let throttling = root.join("proc/sys/kernel/sched_rt_runtime_us");
     fs::write(&throttling, "950000\n").unwrap();
@@ -377,4 +377,39 @@ fn run_fifo_99_on_preempt_rt_reserves_deadline_time_for_the_cpus_kernel_threads_
     assert_eq!(sched(root, 21), Some((1, 1)));
     assert_eq!(sched(root, 23), Some((1, 1)));
     assert_eq!(fs::read_to_string(&throttling).unwrap().trim(), "950000");
+}
+
+#[test]
+fn status_says_what_keeps_rcu_going_beside_a_real_time_task_on_preempt_rt() {
+    let (dir, sys) = preempt_rt("root=/dev/vda rw");
+    let root = dir.path();
+    fixture::add_process(&sys, 300, &[task("poller", 0, "0-3")]).unwrap();
+    assert!(cpushield(root, &["on", "2-3"]).status.success());
+    assert!(cpushield(root, &["move", "300", "--in", "--cpu", "3"])
+        .status
+        .success());
+    make_fifo(root, 300, 300, 80);
+    let st = json(&cpushield(root, &["status", "--json"]));
+    let rcu = st["rcu"].as_array().expect("rcu rows on PREEMPT_RT");
+    assert_eq!(rcu.len(), 2, "{st}");
+    assert_eq!(rcu[1]["cpu"], 3);
+    assert_eq!(rcu[1]["rcuc"], "SCHED_FIFO 1");
+    assert_eq!(rcu[1]["task_priority"], 80);
+    assert_eq!(rcu[1]["starves"], true);
+    assert_eq!(rcu[0]["starves"], false, "no task on CPU 2");
+    let text_out = String::from_utf8_lossy(&cpushield(root, &["status"]).stdout).into_owned();
+    assert!(
+        text_out.contains("rcuc/3 SCHED_FIFO 1 BELOW the real-time task at 80"),
+        "{text_out}"
+    );
+    // run --fifo 80 raises it: no longer below.
+    assert!(
+        cpushield(root, &["run", "--cpu", "3", "--fifo", "80", "--", "true"])
+            .status
+            .success()
+    );
+    let st = json(&cpushield(root, &["status", "--json"]));
+    assert_eq!(st["rcu"][1]["rcuc"], "SCHED_FIFO 83");
+    assert_eq!(st["rcu"][1]["starves"], false);
+    assert!(cpushield(root, &["off"]).status.success());
 }

@@ -89,6 +89,30 @@ fn list<T: std::fmt::Display>(items: &[T]) -> String {
     }
 }
 
+/// What keeps RCU going on one shielded CPU (PREEMPT_RT), for `status`.
+fn rcu_row(c: &crate::shield::rt_kthreads::RcuCpu) -> String {
+    let rcuc = c.rcuc.as_deref().unwrap_or("no rcuc thread");
+    let task = c
+        .task_priority
+        .map(|p| format!(", real-time task at {p}"))
+        .unwrap_or_default();
+    if c.offloaded {
+        format!(
+            "offloaded at boot (nohz_full=, rcu_nocbs=); rcuc/{} {rcuc}{task}",
+            c.cpu
+        )
+    } else if c.starves {
+        format!(
+            "rcuc/{} {rcuc} BELOW the real-time task at {}: RCU stalls if it never sleeps, unless the guard boosts it; 'cpushield run --fifo' raises it, or 'cpushield on --kthreads-above {}'",
+            c.cpu,
+            c.task_priority.unwrap_or(0),
+            c.task_priority.unwrap_or(0).min(crate::shield::rt_kthreads::MAX_ABOVE)
+        )
+    } else {
+        format!("rcuc/{} {rcuc}{task}", c.cpu)
+    }
+}
+
 /// The starvation guard's rows of `status`: what protects kernel work on
 /// the shield, the guard's process, its boosts (each an interruption of
 /// the real-time task) and the threads starving now.
@@ -229,6 +253,9 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     }
     if let Some(g) = &r.guard {
         guard_rows(g, w)?;
+    }
+    for c in &r.rcu {
+        row(w, &format!("RCU on CPU {}", c.cpu), rcu_row(c))?;
     }
     row(
         w,

@@ -322,6 +322,60 @@ pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<super::note::Not
     })
 }
 
+/// What keeps RCU going on one shielded CPU of a PREEMPT_RT kernel, as
+/// read now (`status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RcuCpu {
+    /// The CPU.
+    pub cpu: u32,
+    /// Its `rcuc/N` thread's scheduling (`SCHED_FIFO 83`), if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcuc: Option<String>,
+    /// The boot line offloads RCU from it (`nohz_full=` and `rcu_nocbs=`).
+    pub offloaded: bool,
+    /// The highest real-time priority of the user's tasks on it, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_priority: Option<u32>,
+    /// `rcuc/N` runs below such a task, nothing offloads RCU, and nothing
+    /// but the guard's boosts can run it: RCU stalls if the task never
+    /// sleeps.
+    pub starves: bool,
+}
+
+/// Per shielded CPU, what keeps RCU going, on PREEMPT_RT (elsewhere RCU's
+/// work runs in softirq context and the guard or the fair server covers
+/// it: empty). `task_priority` gives the highest real-time priority of
+/// the user's tasks on each CPU.
+pub fn rcu_on(
+    sys: &Sys,
+    shield: &CpuSet,
+    task_priority: &dyn Fn(u32) -> Option<u32>,
+) -> Vec<RcuCpu> {
+    if !crate::guard::kernel::KernelWork::read(sys).preempt_rt {
+        return Vec::new();
+    }
+    let offloaded = rcu_offloaded(sys, shield);
+    let threads = per_cpu_threads(sys, shield);
+    shield
+        .iter()
+        .map(|cpu| {
+            let rcuc = threads.iter().find(|t| t.kind == "rcuc" && t.cpu == cpu);
+            let task = task_priority(cpu);
+            let starves = match (rcuc, task) {
+                (Some(r), Some(p)) => !offloaded.contains(cpu) && runs_below(&r.attr, p + 1),
+                _ => false,
+            };
+            RcuCpu {
+                cpu,
+                rcuc: rcuc.map(|r| describe(&r.attr)),
+                offloaded: offloaded.contains(cpu),
+                task_priority: task,
+                starves,
+            }
+        })
+        .collect()
+}
+
 /// A kernel thread whose scheduling a shield set, as the kernel reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Raised {

@@ -17,7 +17,7 @@ use crate::shield::plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
 use crate::shield::tasks::{self, TaskRef};
-use crate::shield::{guard, hotplug, irqbalance, knobs, mechanism, resctrl};
+use crate::shield::{guard, hotplug, irqbalance, knobs, mechanism, resctrl, rt_kthreads};
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -73,6 +73,10 @@ pub struct StatusReport {
     /// real-time task) and what protects the shielded CPUs' kernel work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guard: Option<guard::Hold>,
+    /// PREEMPT_RT: per shielded CPU, what keeps RCU going (its `rcuc/N`
+    /// beside the user's real-time tasks, or the boot half offloading it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rcu: Vec<rt_kthreads::RcuCpu>,
     /// The shield's share of the L3 cache, and what resctrl's monitoring
     /// counts of its group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,8 +211,26 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         broken,
         notes: plan::tuned_notes(&snap.owners),
         guard,
+        rcu: match &state {
+            Some(s) => rcu(sys, s, &snap),
+            None => Vec::new(),
+        },
         cache: state.as_ref().and_then(|s| resctrl::status(sys, s)),
     })
+}
+
+/// What keeps RCU going on the shield of `state`, beside the real-time
+/// tasks inside it.
+fn rcu(sys: &Sys, state: &State, snap: &Snapshot) -> Vec<rt_kthreads::RcuCpu> {
+    let inside = tasks::realtime::inside(sys, &state.shield_dir, snap.cgroup.hierarchy());
+    let highest = |cpu: u32| {
+        inside
+            .iter()
+            .filter(|t| t.cpus.contains(cpu))
+            .map(|t| t.priority)
+            .max()
+    };
+    rt_kthreads::rcu_on(sys, &state.shield, &highest)
 }
 
 #[cfg(test)]

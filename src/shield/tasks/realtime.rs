@@ -57,6 +57,8 @@ pub(in crate::shield) struct RealtimeThread {
     pub name: String,
     /// Its scheduling (`SCHED_FIFO 80`).
     pub scheduling: String,
+    /// Its real-time priority (SCHED_FIFO, SCHED_RR; 0 for SCHED_DEADLINE).
+    pub priority: u32,
     /// Its affinity now.
     pub cpus: CpuSet,
 }
@@ -85,6 +87,7 @@ pub(in crate::shield) fn inside(sys: &Sys, dir: &str, hierarchy: Hierarchy) -> V
                     tid,
                     name: t.name,
                     scheduling: attr.label(),
+                    priority: attr.priority,
                     cpus: t.cpus_allowed,
                 });
             }
