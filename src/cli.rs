@@ -82,7 +82,10 @@ pub enum Command {
     Move(MoveArgs),
     /// Measure latency on CPUs (timer, rtc, noise, gtod, periodic, cache, pci probes).
     ///
-    /// Pins and prioritises only its own threads: safe on any machine.
+    /// Changes nothing of the machine's: it pins only its own threads, but
+    /// runs them at SCHED_FIFO 99 with memory locked on the measured CPUs
+    /// (every online CPU but the first unless --cpus says otherwise), which
+    /// puts them before other work there while it runs: pick the CPUs.
     Measure(cpushield::measure::MeasureArgs),
     /// Document the tuning knobs that `on --tune` applies.
     Tune(TuneArgs),
@@ -232,8 +235,8 @@ pub struct CompareArgs {
     /// Background load: cpu, io, vm, hdd, stream (memory bandwidth), full or none.
     #[arg(long, value_name = "SCENARIO", default_value = "full")]
     pub load: cpushield::load::Scenario,
-    /// Latency probe.
-    #[arg(long, value_enum, default_value = "timer")]
+    /// Latency probe (pci is measure's alone: it needs a device).
+    #[arg(long, default_value = "timer", value_parser = experiment_probe())]
     pub probe: cpushield::measure::ProbeKind,
     /// Seconds per phase.
     #[arg(long, value_name = "S", default_value_t = 60.0)]
@@ -261,6 +264,21 @@ pub struct CompareArgs {
     pub explain: Option<u64>,
 }
 
+/// The probes `compare` and `certify` take: every one but pci, which
+/// needs a device to read (`measure --probe pci --device BDF`).
+fn experiment_probe() -> impl clap::builder::TypedValueParser<Value = cpushield::measure::ProbeKind>
+{
+    use clap::builder::TypedValueParser;
+    use clap::ValueEnum;
+    let names: Vec<clap::builder::PossibleValue> = cpushield::measure::ProbeKind::value_variants()
+        .iter()
+        .filter(|p| **p != cpushield::measure::ProbeKind::Pci)
+        .filter_map(|p| p.to_possible_value())
+        .collect();
+    clap::builder::PossibleValuesParser::new(names)
+        .map(|s| cpushield::measure::ProbeKind::from_str(&s, true).expect("a name of its own"))
+}
+
 #[derive(Args, Debug)]
 pub struct CertifyArgs {
     /// CPUs to shield and measure (cpulist or hex mask); at least one
@@ -271,15 +289,16 @@ pub struct CertifyArgs {
     /// (units ns, us or µs, ms), separated by commas.
     #[arg(long, value_name = "TERMS")]
     pub budget: Option<String>,
-    /// How long to measure: seconds, or with a unit (90s, 10m, 2h, 1d).
+    /// How long to measure: seconds, or with a unit (90s, 10m, 2h, 1d);
+    /// at most a day.
     #[arg(long, value_name = "DURATION", default_value = "10m")]
     pub duration: String,
     /// Background load on the housekeeping CPUs: cpu, io, vm, hdd, stream
     /// (memory bandwidth), full or none.
     #[arg(long, value_name = "SCENARIO", default_value = "full")]
     pub load: cpushield::load::Scenario,
-    /// Latency probe.
-    #[arg(long, value_enum, default_value = "timer")]
+    /// Latency probe (pci is measure's alone: it needs a device).
+    #[arg(long, default_value = "timer", value_parser = experiment_probe())]
     pub probe: cpushield::measure::ProbeKind,
     /// Confidence of the verdict, in percent (50 to 99.9999).
     #[arg(long, value_name = "PCT", default_value_t = 95.0)]
