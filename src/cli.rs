@@ -64,7 +64,9 @@ pub enum Command {
     /// holds; for monitoring. Read-only.
     ///
     /// Exit status: 0 matches and holds; 3 the shield is broken; 7 the
-    /// machine differs from the config; 2 the config is invalid.
+    /// machine differs from the config; 8 matches and holds, but the boot
+    /// half takes effect (or goes) only at the next reboot; 2 the config
+    /// is invalid.
     Verify(VerifyArgs),
     /// Write the shield's state as Prometheus metrics (node_exporter's
     /// textfile collector). Read-only, apart from the file written.
