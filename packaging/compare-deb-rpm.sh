@@ -7,7 +7,8 @@
 # Regular files only (each package owns the directories its distribution
 # expects). The differences packaging/stage-tree.sh makes on purpose are
 # mapped here, and nothing else may differ: the zsh completion's directory,
-# the copyright file's place (and its Apache License pointer, so its size),
+# the copyright file's and the licence texts' place (and the copyright
+# file's Apache License pointer, so its size),
 # and Debian's changelog.Debian.gz (the .rpm's changelog is in its header).
 # Prints the difference and exits 1 if they differ. Needs dpkg-deb and rpm.
 set -euo pipefail
@@ -23,7 +24,8 @@ from_deb() {
     dpkg-deb -c "$deb" | awk '$1 ~ /^-/ { path = substr($6, 2); print $1, $3, path }' \
         | sed -e '\| /usr/share/doc/cpushield/changelog\.Debian\.gz$|d' \
               -e 's| /usr/share/zsh/vendor-completions/_cpushield$| /usr/share/zsh/site-functions/_cpushield|' \
-              -e 's|^\([^ ]*\) [0-9]* /usr/share/doc/cpushield/copyright$|\1 - /usr/share/licenses/cpushield/copyright|'
+              -e 's|^\([^ ]*\) [0-9]* /usr/share/doc/cpushield/copyright$|\1 - /usr/share/licenses/cpushield/copyright|' \
+              -e 's| /usr/share/doc/cpushield/\(LICENSE-[A-Z]*\)$| /usr/share/licenses/cpushield/\1|'
 }
 from_rpm() {
     rpm -qp --qf '[%{FILEMODES:perms} %{FILESIZES} %{FILENAMES}\n]' "$rpm" | awk '$1 ~ /^-/' \

@@ -120,4 +120,8 @@ stage_tree() {
              print " https://www.apache.org/licenses/LICENSE-2.0."; next }
          { print }' "$out/crates.txt" "$here/debian/copyright" >"$stage/$copyright"
     chmod 0644 "$stage/$copyright"
+    # The licence texts beside it (MIT OR Apache-2.0), as the repository has them.
+    for licence in LICENSE-MIT LICENSE-APACHE; do
+        install -m 0644 "$here/../$licence" "$(dirname "$stage/$copyright")/$licence"
+    done
 }
