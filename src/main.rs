@@ -245,7 +245,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => measure_command(&sys, &config, histfile.as_deref(), json, out),
         Checked::MeasureCleanUp => measure_clean_up(&sys, out),
         Checked::Tune { json } => {
-            emit(out, json, &shield::knobs::KNOBS, report::audit::knobs)?;
+            if json {
+                serde_json::to_writer_pretty(&mut *out, &shield::knobs::KNOBS)?;
+                writeln!(out)?;
+            } else {
+                report::audit::knobs(&shield::knobs::KNOBS, out)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Checked::BootArgs { cpus, json } => boot_args_command(&sys, &cpus, json, out),
@@ -481,6 +486,18 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// A report as `--json` prints it: its fields after `schema_version`.
+#[derive(serde::Serialize)]
+struct Versioned<'a, T: serde::Serialize> {
+    /// The layout version of every report of this kind (see
+    /// [`report::JSON_SCHEMA_VERSION`]).
+    schema_version: u32,
+    #[serde(flatten)]
+    report: &'a T,
+}
+
+/// Prints `report` for people, or as JSON led by its `schema_version`.
+/// `report` must serialise as a map (a struct).
 fn emit<T: serde::Serialize>(
     out: &mut impl Write,
     json: bool,
@@ -488,7 +505,11 @@ fn emit<T: serde::Serialize>(
     human: fn(&T, &mut dyn Write) -> std::io::Result<()>,
 ) -> Result<()> {
     if json {
-        serde_json::to_writer_pretty(&mut *out, report)?;
+        let versioned = Versioned {
+            schema_version: report::JSON_SCHEMA_VERSION,
+            report,
+        };
+        serde_json::to_writer_pretty(&mut *out, &versioned)?;
         writeln!(out)?;
     } else {
         human(report, out)?;

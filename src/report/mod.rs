@@ -11,6 +11,13 @@
 //! nothing below depends on it. The JSON of every command is its report
 //! type serialised, not rendered here.
 
+/// The layout version of the `--json` output of `status`, `on`, `off`,
+/// `move`, `audit`, `verify`, `boot` and `boot-args`, printed first as
+/// `schema_version` (`measure`, `compare` and `certify` carry their own).
+/// A field added keeps it; a field renamed, removed or changed in meaning
+/// raises it.
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
 pub mod audit;
 pub mod boot;
 pub mod certify;
