@@ -172,6 +172,14 @@ fn preempt_rt(cmdline: &str) -> (tempfile::TempDir, Sys) {
     )
     .unwrap();
     fs::write(dir.path().join("proc/cmdline"), format!("{cmdline}\n")).unwrap();
+    // What the kernel took of nohz_full=, as sysfs shows it ("(null)": none).
+    let nohz_full = cmdline
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("nohz_full="))
+        .unwrap_or("(null)");
+    let sysfs = dir.path().join("sys/devices/system/cpu/nohz_full");
+    fs::create_dir_all(sysfs.parent().unwrap()).unwrap();
+    fs::write(sysfs, format!("{nohz_full}\n")).unwrap();
     (dir, sys)
 }
 

@@ -225,20 +225,25 @@ fn runs_below(attr: &SchedAttr, priority: u32) -> bool {
 /// There a task that never sleeps leaves the CPU in an extended quiescent
 /// state, so RCU does not wait for its `rcuc/N`.
 fn rcu_offloaded(sys: &Sys, cpus: &CpuSet) -> CpuSet {
-    let Ok(cmdline) = sys.read("proc/cmdline") else {
-        return CpuSet::new();
-    };
-    let online = procfs::online_cpus(sys).unwrap_or_else(|_| cpus.clone());
-    let args = crate::audit::parse::parse_cmdline(&cmdline);
-    let cover = |key: &str| {
-        args.get(key)
-            .and_then(|v| v.as_deref())
-            .map(|v| crate::audit::parse::param_cpus(v, &online))
-            .unwrap_or_default()
-    };
-    cover("nohz_full")
-        .intersection(&cover("rcu_nocbs"))
-        .intersection(cpus)
+    // nohz_full as the kernel took it; rcu_nocbs only as the boot line
+    // gives it (the last one wins, as the kernel reads its options).
+    let nohz_full = sys
+        .read_cpulist("sys/devices/system/cpu/nohz_full")
+        .unwrap_or_default();
+    let nocbs = sys
+        .read("proc/cmdline")
+        .ok()
+        .and_then(|line| {
+            line.split_whitespace()
+                .filter_map(|w| w.strip_prefix("rcu_nocbs="))
+                .next_back()
+                .map(|v| match v {
+                    "all" => procfs::online_cpus(sys).unwrap_or_default(),
+                    list => CpuSet::parse_list(list).unwrap_or_default(),
+                })
+        })
+        .unwrap_or_default();
+    nohz_full.intersection(&nocbs).intersection(cpus)
 }
 
 /// The SCHED_DEADLINE reservation each softirq, timer and RCU thread of a
