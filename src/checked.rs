@@ -128,6 +128,8 @@ pub enum Checked {
         cpus: Option<CpuSet>,
         /// How long interrupts are counted.
         window: Duration,
+        /// `--fail-on`: the least severity that makes the audit exit 9.
+        fail_on: Option<cpushield::finding::Severity>,
         /// Report as JSON.
         json: bool,
     },
@@ -277,6 +279,10 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
             Command::Audit(a) => Checked::Audit {
                 cpus: a.cpus,
                 window: window(a.window)?,
+                fail_on: a.fail_on.as_deref().map(|s| match s {
+                    "warn" => cpushield::finding::Severity::Warn,
+                    _ => cpushield::finding::Severity::Bad,
+                }),
                 json: a.json,
             },
             Command::Run(a) => Checked::Run {

@@ -223,6 +223,11 @@ pub struct AuditArgs {
     /// Seconds to count interrupts over (0: skip the deltas).
     #[arg(long, value_name = "S", default_value_t = 1.0)]
     pub window: f64,
+    /// Exit 9 when a finding is this bad or worse (`bad`, or `warn` for
+    /// warnings too), so that a CI job can gate on the audit; without it
+    /// the audit exits 0 whatever it finds.
+    #[arg(long, value_name = "SEVERITY", value_parser = ["bad", "warn"])]
+    pub fail_on: Option<String>,
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     pub json: bool,

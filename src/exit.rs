@@ -82,6 +82,11 @@ exit_statuses! {
     "verify: matches and holds, but the boot half needs a reboot to take effect (or to go)",
     "`verify`: matches and holds, but the boot half takes effect (or goes) only at the next reboot",
     "schedule a reboot";
+    /// `audit --fail-on SEVERITY`: a finding that bad or worse.
+    AUDIT_FAILED = 9,
+    "audit --fail-on: a finding at or above the severity named",
+    "`audit --fail-on bad|warn`: a finding at or above that severity (the findings say what and what to do); without `--fail-on` the audit exits 0",
+    "fix what the findings name, or gate the CI job on it";
     /// `certify`: the budget is not met.
     BUDGET_FAILED = 10,
     "certify: FAIL, the budget is not met",
@@ -135,7 +140,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(codes, sorted);
-        assert_eq!(TABLE.len(), 13);
+        assert_eq!(TABLE.len(), 14);
         assert_eq!((BROKEN, INTERRUPTED), (3, 130));
     }
 

@@ -259,10 +259,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
             json,
         } => boot_half_command(&sys, remove, dry_run, json, out),
-        Checked::Audit { cpus, window, json } => {
+        Checked::Audit {
+            cpus,
+            window,
+            fail_on,
+            json,
+        } => {
             let report = cpushield::audit::audit(&sys, cpus.as_ref(), window)?;
             emit(out, json, &report, report::audit::audit)?;
-            Ok(ExitCode::SUCCESS)
+            // Severity orders worst first: Bad < Warn < Ok.
+            let failed =
+                fail_on.is_some_and(|least| report.findings.iter().any(|f| f.severity <= least));
+            Ok(exit_if(failed, exit::AUDIT_FAILED))
         }
         Checked::Run {
             cpu,

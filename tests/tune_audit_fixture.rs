@@ -416,6 +416,38 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
         &["audit", "--cpus", "2-3", "--window", "0", "--json"],
     ));
     assert_eq!(j["cpus"], "2-3");
+    assert_eq!(j["schema_version"], 1);
+    // --fail-on: exit 9 on a finding that bad (BAD tasks above), 0 without.
+    for (fail_on, code) in [("bad", 9), ("warn", 9)] {
+        let o = cpushield(
+            dir.path(),
+            &[
+                "audit",
+                "--cpus",
+                "2-3",
+                "--window",
+                "0",
+                "--fail-on",
+                fail_on,
+            ],
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "--fail-on {fail_on}: {}",
+            text(&o)
+        );
+    }
+    let o = cpushield(
+        dir.path(),
+        &["audit", "--cpus", "2-3", "--window", "0", "--fail-on", "ok"],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "ok is not a severity to fail on: {}",
+        text(&o)
+    );
 
     // Shield with tuning: audit defaults to the shield, and finds it fixed.
     let o = cpushield(dir.path(), &["on", "2-3", "--force", "--tune"]);
@@ -449,6 +481,20 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
     }
     // The flusher interval refuses writes here (EIO): still reported.
     assert_eq!(sev(&r, "dirty-writeback"), Severity::Warn);
+    // --fail-on gates on what the audit found, as the binary reports it.
+    let any_bad = r.findings.iter().any(|f| f.severity == Severity::Bad);
+    for (fail_on, code) in [("bad", if any_bad { 9 } else { 0 }), ("warn", 9)] {
+        let o = cpushield(
+            dir.path(),
+            &["audit", "--window", "0", "--fail-on", fail_on],
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(code),
+            "--fail-on {fail_on}: {}",
+            text(&o)
+        );
+    }
 
     std::fs::write(sys.path("proc/sys/kernel/watchdog"), "0\n").unwrap();
     let o = cpushield(dir.path(), &["off"]);
