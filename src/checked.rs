@@ -191,28 +191,7 @@ fn checked_guard_settings(a: &GuardSettingsArgs) -> Result<cpushield::guard::Set
 pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
     Ok(
         match command.unwrap_or(Command::Status(JsonArg { json: false })) {
-            Command::On(a) => Checked::On {
-                request: Request {
-                    cpus: a.cpus,
-                    irqs: a.irqs,
-                    force: a.force,
-                    allow_split_siblings: a.allow_split_siblings,
-                    tune: a.tune.unwrap_or_default(),
-                    hotplug_restart: a.hotplug_restart,
-                    boot: None,
-                    guard: cpushield::guard::GuardRequest {
-                        mode: a.guard,
-                        settings: checked_guard_settings(&a.guard_settings)?,
-                    },
-                    kthreads_above: a.kthreads_above.map(checked_kthreads_above).transpose()?,
-                    cache_ways: a.cache_ways,
-                    others_bandwidth: a.others_bandwidth,
-                }
-                .with_cache_checked()
-                .map_err(Refusal)?,
-                dry_run: a.dry_run,
-                json: a.json,
-            },
+            Command::On(a) => on(a)?,
             Command::Off(a) => Checked::Off {
                 dry_run: a.dry_run,
                 json: a.json,
@@ -276,15 +255,7 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                 dry_run: a.dry_run,
                 json: a.json,
             },
-            Command::Audit(a) => Checked::Audit {
-                cpus: a.cpus,
-                window: window(a.window)?,
-                fail_on: a.fail_on.as_deref().map(|s| match s {
-                    "warn" => cpushield::finding::Severity::Warn,
-                    _ => cpushield::finding::Severity::Bad,
-                }),
-                json: a.json,
-            },
+            Command::Audit(a) => audit(a)?,
             Command::Run(a) => Checked::Run {
                 cpu: a.cpu,
                 policy: match (a.fifo, a.rr) {
@@ -304,6 +275,46 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
             },
         },
     )
+}
+
+/// `on`: the request, its guard settings, `--kthreads-above` and the
+/// cache share each in their range.
+fn on(a: OnArgs) -> Result<Checked> {
+    Ok(Checked::On {
+        request: Request {
+            cpus: a.cpus,
+            irqs: a.irqs,
+            force: a.force,
+            allow_split_siblings: a.allow_split_siblings,
+            tune: a.tune.unwrap_or_default(),
+            hotplug_restart: a.hotplug_restart,
+            boot: None,
+            guard: cpushield::guard::GuardRequest {
+                mode: a.guard,
+                settings: checked_guard_settings(&a.guard_settings)?,
+            },
+            kthreads_above: a.kthreads_above.map(checked_kthreads_above).transpose()?,
+            cache_ways: a.cache_ways,
+            others_bandwidth: a.others_bandwidth,
+        }
+        .with_cache_checked()
+        .map_err(Refusal)?,
+        dry_run: a.dry_run,
+        json: a.json,
+    })
+}
+
+/// `audit`: the window in its range, `--fail-on` as a severity.
+fn audit(a: AuditArgs) -> Result<Checked, Refusal> {
+    Ok(Checked::Audit {
+        cpus: a.cpus,
+        window: window(a.window)?,
+        fail_on: a.fail_on.as_deref().map(|s| match s {
+            "warn" => cpushield::finding::Severity::Warn,
+            _ => cpushield::finding::Severity::Bad,
+        }),
+        json: a.json,
+    })
 }
 
 /// The config file: the one given, else the default under the root.

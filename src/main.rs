@@ -264,14 +264,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             window,
             fail_on,
             json,
-        } => {
-            let report = cpushield::audit::audit(&sys, cpus.as_ref(), window)?;
-            emit(out, json, &report, report::audit::audit)?;
-            // Severity orders worst first: Bad < Warn < Ok.
-            let failed =
-                fail_on.is_some_and(|least| report.findings.iter().any(|f| f.severity <= least));
-            Ok(exit_if(failed, exit::AUDIT_FAILED))
-        }
+        } => audit_command(&sys, (cpus.as_ref(), window), fail_on, json, out),
         Checked::Run {
             cpu,
             policy,
@@ -295,6 +288,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `audit`: the findings; exit 9 with `--fail-on` when one is that bad.
+fn audit_command(
+    sys: &Sys,
+    (cpus, window): (Option<&cpushield::CpuSet>, std::time::Duration),
+    fail_on: Option<cpushield::finding::Severity>,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let report = cpushield::audit::audit(sys, cpus, window)?;
+    emit(out, json, &report, report::audit::audit)?;
+    // Severity orders worst first: Bad < Warn < Ok.
+    let failed = fail_on.is_some_and(|least| report.findings.iter().any(|f| f.severity <= least));
+    Ok(exit_if(failed, exit::AUDIT_FAILED))
 }
 
 /// `code` when `failed`, else success.
@@ -324,11 +332,11 @@ fn on_command(
 fn off_command(sys: &Sys, dry_run: bool, json: bool, out: &mut impl Write) -> Result<ExitCode> {
     if dry_run {
         let report = shield::off_plan(sys)?;
-        emit(out, json, &report, report::shield::off)?;
+        emit(out, json, &report, report::off::off)?;
         return Ok(ExitCode::SUCCESS);
     }
     let report = shield::off(sys)?;
-    emit(out, json, &report, report::shield::off)?;
+    emit(out, json, &report, report::off::off)?;
     // `off` never takes the boot half out (cpushield.service runs
     // `off` at every shutdown); it says that it stays.
     if !json {

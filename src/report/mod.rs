@@ -27,6 +27,7 @@ mod glyphs;
 pub mod html;
 pub mod measure;
 pub mod note;
+pub mod off;
 pub mod plot;
 pub mod shield;
 pub mod table;

@@ -74,6 +74,20 @@ pub fn text(n: &Note) -> String {
             join(files.iter().map(|f| format!("/{f}")), ", ")
         ),
         Note::KernelWork { protection } => protection_text(protection),
+        Note::KthreadsBelow { .. }
+        | Note::StalldRunning { .. }
+        | Note::KthreadsRaisedForTask { .. } => kernel_work_text(n),
+        Note::TuneUnreadable { knob, files } => format!(
+            "tune {knob}: {} unreadable; not set",
+            join(files.iter().map(unreadable_file), ", ")
+        ),
+    }
+}
+
+/// The notes about the shielded CPUs' kernel threads and a stalld already
+/// running: what runs them beside the user's real-time task.
+fn kernel_work_text(n: &Note) -> String {
+    match n {
         Note::KthreadsBelow {
             priority,
             cpus,
@@ -140,10 +154,7 @@ pub fn text(n: &Note) -> String {
                 )
             }
         ),
-        Note::TuneUnreadable { knob, files } => format!(
-            "tune {knob}: {} unreadable; not set",
-            join(files.iter().map(unreadable_file), ", ")
-        ),
+        _ => unreachable!("kernel_work_text is given its own notes only"),
     }
 }
 

@@ -11,7 +11,7 @@ use crate::shield::apply::Refusal;
 use crate::shield::change::Action;
 use crate::shield::irqbalance;
 use crate::shield::TaskRef;
-use crate::shield::{KeptRealtime, MoveReport, OffReport, OnReport};
+use crate::shield::{MoveReport, OnReport};
 use crate::sys::resctrl::CacheShare;
 
 use super::note;
@@ -19,7 +19,7 @@ use super::table::row;
 
 /// The `took` row: `1.23 s (snapshot 0.40 s, apply 0.71 s)`, the total,
 /// then the phases that took at least 1 ms.
-fn took(
+pub(super) fn took(
     w: &mut dyn Write,
     total: std::time::Duration,
     parts: &[(&str, std::time::Duration)],
@@ -66,7 +66,7 @@ fn tasks(w: &mut dyn Write, title: &str, list: &[TaskRef], limit: usize) -> Resu
     Ok(())
 }
 
-fn refusals(w: &mut dyn Write, title: &str, list: &[Refusal]) -> Result<()> {
+pub(super) fn refusals(w: &mut dyn Write, title: &str, list: &[Refusal]) -> Result<()> {
     if list.is_empty() {
         return Ok(());
     }
@@ -77,7 +77,7 @@ fn refusals(w: &mut dyn Write, title: &str, list: &[Refusal]) -> Result<()> {
     Ok(())
 }
 
-fn list<T: std::fmt::Display>(items: &[T]) -> String {
+pub(super) fn list<T: std::fmt::Display>(items: &[T]) -> String {
     if items.is_empty() {
         "none".into()
     } else {
@@ -264,28 +264,34 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     )?;
     tasks(w, "inside the shield", &r.tasks_inside, 20)?;
     tasks(w, "should not be on the shield", &r.intruders, 20)?;
-    if !r.irqs_on_shield.is_empty() {
-        writeln!(w, "  IRQs allowed or effective on the shield:")?;
+    irqs_on_shield(&r.irqs_on_shield, w)
+}
+
+/// `status`'s table of the IRQs allowed or effective on the shield.
+fn irqs_on_shield(irqs: &[crate::shield::IrqPlacement], w: &mut dyn Write) -> Result<()> {
+    if irqs.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "  IRQs allowed or effective on the shield:")?;
+    writeln!(
+        w,
+        "    {:>5}  {:<24} {:<10} effective",
+        "irq", "name", "affinity"
+    )?;
+    for i in irqs {
+        let eff = i
+            .effective
+            .as_ref()
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "n/a".into());
         writeln!(
             w,
-            "    {:>5}  {:<24} {:<10} effective",
-            "irq", "name", "affinity"
+            "    {:>5}  {:<24} {:<10} {}",
+            i.irq,
+            i.name,
+            i.affinity.to_string(),
+            eff
         )?;
-        for i in &r.irqs_on_shield {
-            let eff = i
-                .effective
-                .as_ref()
-                .map(|e| e.to_string())
-                .unwrap_or_else(|| "n/a".into());
-            writeln!(
-                w,
-                "    {:>5}  {:<24} {:<10} {}",
-                i.irq,
-                i.name,
-                i.affinity.to_string(),
-                eff
-            )?;
-        }
     }
     Ok(())
 }
@@ -638,158 +644,6 @@ pub fn verify(r: &crate::fleet::VerifyReport, w: &mut dyn Write) -> Result<()> {
     }
     if !r.ok() {
         writeln!(w, "  to bring the machine to the config: cpushield apply")?;
-    }
-    Ok(())
-}
-
-/// `cpushield off`.
-pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
-    if r.nothing_to_undo {
-        return writeln!(w, "no shield active: nothing to undo");
-    }
-    if r.dry_run {
-        writeln!(
-            w,
-            "dry run: off would remove the shield on CPUs {} by undoing {} changes, newest first; nothing changed",
-            shield_cpus(r),
-            r.would_undo.len()
-        )?;
-        for line in &r.would_undo {
-            writeln!(w, "    {line}")?;
-        }
-        return unreadable(w, r, "would not be undone");
-    }
-    let u = &r.undone;
-    if !r.unreadable.is_empty() {
-        writeln!(
-            w,
-            "shield on CPUs {}: the journal is damaged; restored what its readable records hold, what the unreadable records changed was NOT undone",
-            shield_cpus(r)
-        )?;
-        match &r.damaged_journal {
-            Some(kept) => writeln!(w, "  the damaged journal is kept as {kept}; a new shield can start")?,
-            None if !u.failed.is_empty() => writeln!(
-                w,
-                "  the journal is kept: fix what could not be restored and run 'cpushield off' again"
-            )?,
-            None => {}
-        }
-    } else if u.failed.is_empty() {
-        writeln!(
-            w,
-            "shield on CPUs {} removed; everything restored",
-            r.shield
-        )?;
-    } else {
-        writeln!(w, "shield on CPUs {} removed with errors; the journal is kept, fix and run 'cpushield off' again", r.shield)?;
-    }
-    row(w, "restored", u.restored)?;
-    row(w, "already as before", u.unchanged)?;
-    row(w, "tasks exited meanwhile", u.exited)?;
-    if !u.recycled.is_empty() {
-        row(
-            w,
-            "left alone: id now names a newer thread",
-            list(&u.recycled),
-        )?;
-    }
-    let t = &r.took;
-    took(
-        w,
-        t.total,
-        &[
-            ("journal", t.read_journal),
-            ("systemd", t.systemd),
-            ("writes and moves", t.undo_writes),
-            ("affinities", t.undo_affinities),
-        ],
-    )?;
-    refusals(w, "could not restore", &u.failed)?;
-    kept_realtime(w, &r.kept_realtime)?;
-    if !r.offline.is_empty() && !u.failed.is_empty() {
-        writeln!(
-            w,
-            "  CPUs {} of the shield are offline: a mask naming only them cannot be written back; bring them online ({}) and run 'cpushield off' again",
-            r.offline,
-            r.offline
-                .iter()
-                .map(|c| format!("echo 1 > /sys/devices/system/cpu/cpu{c}/online"))
-                .collect::<Vec<_>>()
-                .join("; ")
-        )?;
-    }
-    unreadable(w, r, "not undone")?;
-    for dir in &r.still_there {
-        writeln!(
-            w,
-            "  still there: {dir} (the shield's cgroup; the record that made it could not be read): move its tasks out and remove it by hand"
-        )?;
-    }
-    Ok(())
-}
-
-/// What `off` did with the real-time tasks still on the shield.
-fn kept_realtime(w: &mut dyn Write, kept: &[KeptRealtime]) -> Result<()> {
-    let running: Vec<_> = kept.iter().filter(|k| !k.exited).collect();
-    if kept.is_empty() {
-        return Ok(());
-    }
-    writeln!(
-        w,
-        "  real-time tasks still running on the shield: kept on their CPUs, which are no longer shielded"
-    )?;
-    for k in kept {
-        let fate = if k.exited {
-            "exited during off".to_string()
-        } else {
-            format!("kept on CPUs {}", k.cpus)
-        };
-        let before = k
-            .before
-            .as_ref()
-            .map(|b| format!("; before cpushield placed it: CPUs {b}"))
-            .unwrap_or_default();
-        writeln!(
-            w,
-            "    {} (pid {}, thread {}), {}: {fate}{before}",
-            k.name, k.pid, k.tid, k.scheduling
-        )?;
-    }
-    if let Some(k) = running.first() {
-        let cpus = k
-            .before
-            .as_ref()
-            .map_or("CPUS".to_string(), |b| b.to_string());
-        writeln!(
-            w,
-            "  nothing guards the kernel's work on those CPUs now: stop the task, or give it its CPUs back (taskset -a -pc {cpus} {}) only if it sleeps",
-            k.pid
-        )?;
-    }
-    Ok(())
-}
-
-/// The shield's CPUs, or that the damaged journal does not say them.
-fn shield_cpus(r: &OffReport) -> String {
-    if r.shield.is_empty() && !r.unreadable.is_empty() {
-        "(unknown: the state is damaged)".into()
-    } else {
-        r.shield.to_string()
-    }
-}
-
-/// What of a damaged journal could not be read, and what that means.
-fn unreadable(w: &mut dyn Write, r: &OffReport, meaning: &str) -> Result<()> {
-    if r.unreadable.is_empty() {
-        return Ok(());
-    }
-    writeln!(
-        w,
-        "  could not read ({}; what those records changed is {meaning}):",
-        r.unreadable.len()
-    )?;
-    for u in &r.unreadable {
-        writeln!(w, "    {}: {}", u.file, u.reason)?;
     }
     Ok(())
 }

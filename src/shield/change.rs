@@ -330,3 +330,31 @@ pub struct Refusal {
     /// The errno name or the read-back that did not match.
     pub reason: String,
 }
+
+/// What undo did.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct Undone {
+    /// Values written back, cgroups removed, tasks moved back.
+    pub restored: usize,
+    /// Things already as they were (never changed, or changed back by the kernel).
+    pub unchanged: usize,
+    /// Tasks that exited meanwhile (not an error).
+    pub exited: usize,
+    /// What could not be restored.
+    pub failed: Vec<Refusal>,
+    /// Thread ids left alone: each now names a thread started after the
+    /// change was journaled (the recorded thread exited, its id was reused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recycled: Vec<i32>,
+}
+
+impl Undone {
+    /// Adds what another part of the undo did.
+    pub fn add(&mut self, other: Undone) {
+        self.restored += other.restored;
+        self.unchanged += other.unchanged;
+        self.exited += other.exited;
+        self.failed.extend(other.failed);
+        self.recycled.extend(other.recycled);
+    }
+}

@@ -1,8 +1,9 @@
 //! What can stop a shield command, and the refusal to change the machine without root.
 
-use super::apply::{ApplyError, Undone};
+use super::apply::ApplyError;
 use super::journal::JournalError;
 use super::plan_error::PlanError;
+use super::undo::Undone;
 
 use crate::cpulist::CpuSet;
 use crate::sys::{Sys, SysError};

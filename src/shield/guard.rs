@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{Refusal, Undone};
+use super::apply::Refusal;
 use super::change::{Action, Check, Owner, Step, Undo};
 use super::holds::Holds;
 use super::journal::State;
 use super::note::Note;
 use super::plan_error::PlanError;
+use super::undo::Undone;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::guard::kernel::{KernelWork, Protection, RT_RUNTIME};

@@ -35,6 +35,7 @@ pub mod reshape;
 pub mod rt_kthreads;
 mod tasks;
 mod timings;
+pub mod undo;
 mod workqueues;
 
 pub use components::report::OnReport;

@@ -11,12 +11,13 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{self, Effects, KeepOnCpus, Undone};
+use super::apply::{self, Effects};
 use super::change::{self, Action};
 use super::components::{self, KeptRealtime, EFFECTS};
 use super::error::{require_root, ShieldError};
 use super::journal::{self, Journal, State, Unreadable};
 use super::timings::Timings;
+use super::undo::{self, KeepOnCpus, Undone};
 use crate::cpulist::CpuSet;
 use crate::sys::{procfs, Sys};
 
@@ -75,7 +76,7 @@ pub(super) fn undo_journal(
     let state = journal::read_state(sys)?;
     let entries = journal::read_entries(sys)?;
     timings.read_journal += t.elapsed();
-    let undone = apply::undo_timed(sys, EFFECTS, &entries, &KeepOnCpus::default(), timings);
+    let undone = undo::undo_timed(sys, EFFECTS, &entries, &KeepOnCpus::default(), timings);
     if undone.failed.is_empty() {
         Journal::open(sys)?.remove()?;
     }
@@ -122,8 +123,8 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
         Some(state) => components::keep_realtime(sys, state),
         None => Default::default(),
     };
-    let undone = apply::undo_timed(sys, EFFECTS, &journal.entries, &keep, timings);
-    let recorded: HashMap<i32, CpuSet> = apply::original_affinities(&journal.entries)
+    let undone = undo::undo_timed(sys, EFFECTS, &journal.entries, &keep, timings);
+    let recorded: HashMap<i32, CpuSet> = undo::original_affinities(&journal.entries)
         .into_iter()
         .map(|(tid, cpus, _)| (tid, cpus.clone()))
         .collect();

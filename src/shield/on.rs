@@ -16,6 +16,7 @@ use super::plan::Plan;
 use super::request::Request;
 use super::snapshot::Snapshot;
 use super::timings::Timings;
+use super::undo;
 use crate::sys::Sys;
 
 /// Shields `req.cpus`. A shield already in place is changed in place
@@ -141,14 +142,14 @@ fn transaction(
     };
     let undone = match rollback {
         Rollback::Fresh => {
-            let undone = apply::undo(sys, EFFECTS, &journal::read_entries(sys)?);
+            let undone = undo::undo(sys, EFFECTS, &journal::read_entries(sys)?);
             if undone.failed.is_empty() {
                 journal.remove()?;
             }
             undone
         }
         Rollback::ToKept { segments, state } => {
-            let undone = apply::undo(sys, EFFECTS, &journal::read_entries_from(sys, segments)?);
+            let undone = undo::undo(sys, EFFECTS, &journal::read_entries_from(sys, segments)?);
             if undone.failed.is_empty() {
                 journal.truncate(segments)?;
                 journal.write_state(state)?;

@@ -14,11 +14,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{ApplyError, Refusal, Undone};
+use super::apply::{ApplyError, Refusal};
 use super::change::{Action, Check, Owner, Step, Undo};
 use super::holds::Holds;
 use super::journal::{Entry, State};
 use super::plan::PlanError;
+use super::undo::Undone;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::sys::procfs;
@@ -385,7 +386,7 @@ pub fn undo_share(sys: &Sys, path: &str, previous: Option<&str>, out: &mut Undon
 /// Unmounts resctrl mounted by the shield, as the engine unmounts a
 /// cgroup2 of its own: while it is the one mount there, nothing below it.
 pub fn unmount(sys: &Sys, target: &str, out: &mut Undone) {
-    super::apply::unmount_own(sys, (target, "resctrl"), false, out);
+    super::undo::unmount_own(sys, (target, "resctrl"), false, out);
 }
 
 /// What `on`'s report says of the cache share, read back.

@@ -24,13 +24,14 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::apply::{original_affinities, reads_as};
+use super::apply::reads_as;
 use super::change::{Action, Check, Undo};
 use super::journal::{Entry, State};
 use super::note::Note;
 use super::plan::Plan;
 use super::snapshot::Snapshot;
 use super::tasks::TaskRef;
+use super::undo::original_affinities;
 use crate::cpulist::CpuSet;
 
 /// The plan of an in-place change, and what it does to the tasks inside.

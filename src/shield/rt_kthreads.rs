@@ -16,8 +16,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{ApplyError, Refusal, Undone};
+use super::apply::{ApplyError, Refusal};
 use super::change::{Action, Owner, Step};
+use super::undo::Undone;
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Thread};
 use crate::sys::syscalls::{SchedAttr, SCHED_DEADLINE, SCHED_FIFO, SCHED_RR};
@@ -463,7 +464,7 @@ pub(super) fn undo(
         }
         _ => {}
     }
-    if super::apply::recycled(sys, tid, at) {
+    if super::undo::recycled(sys, tid, at) {
         out.recycled.push(tid);
         return;
     }

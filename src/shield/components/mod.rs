@@ -14,7 +14,7 @@
 
 use std::collections::HashSet;
 
-use super::apply::{reads_as, ApplyError, Effects, KeepOnCpus, Undone};
+use super::apply::{reads_as, ApplyError, Effects};
 use super::change::{Action, Owner, Step, Subject};
 use super::hotplug::cpu_online_file;
 use super::journal::{Entry, State};
@@ -24,6 +24,7 @@ use super::request::Request;
 use super::reshape::{self, Originals, Reshape};
 use super::snapshot::Snapshot;
 use super::tasks::{self, plan_tasks, remember_affinities, task_notes};
+use super::undo::{KeepOnCpus, Undone};
 use super::{guard, hotplug, irqbalance, irqs, knobs, mechanism, resctrl, rt_kthreads, workqueues};
 use crate::cpulist::CpuSet;
 use crate::sys::Sys;

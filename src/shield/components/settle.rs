@@ -5,13 +5,13 @@
 use std::sync::atomic::AtomicBool;
 
 use super::EFFECTS;
-use crate::shield::apply::{self, Applied, ApplyError, Refusal};
+use crate::shield::apply::{Applied, ApplyError, Refusal};
 use crate::shield::journal::{Journal, State};
 use crate::shield::note::Note;
 use crate::shield::plan::Plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::Snapshot;
-use crate::shield::{guard, irqs, tasks};
+use crate::shield::{guard, irqs, tasks, undo};
 use crate::sys::Sys;
 
 /// What the components settled after a plan was applied.
@@ -80,7 +80,7 @@ pub(in crate::shield) fn settle(
 /// Stops what the old shield ran and a change in place no longer asks for
 /// (the starvation guard), once the change holds; the refusals.
 pub(in crate::shield) fn stop_unasked(sys: &Sys, snap: &Snapshot) -> Vec<Refusal> {
-    let mut undone = apply::Undone::default();
+    let mut undone = undo::Undone::default();
     guard::stop(sys, snap.owners.systemd, &mut undone);
     undone.failed
 }

@@ -16,7 +16,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::super::apply::KeepOnCpus;
+use super::super::undo::KeepOnCpus;
 use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::Sys;
