@@ -89,17 +89,20 @@ pub fn parse_foreign_args(args: &[String]) -> (Option<CpuSet>, u64, bool) {
     let mut log_only = false;
     let mut it = args.iter().peekable();
     while let Some(arg) = it.next() {
-        let (key, inline) = match arg.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k, Some(v.to_string())),
-            _ => match arg.as_str() {
-                a if a.len() > 2 && a.starts_with('-') && !a.starts_with("--") => {
-                    (&a[..2], Some(a[2..].to_string()))
-                }
-                a => (a, None),
-            },
+        // `-t20`: a short option and its value, split after the option's
+        // character whatever bytes the command line holds after it.
+        let short = arg
+            .strip_prefix('-')
+            .filter(|rest| !rest.starts_with('-'))
+            .and_then(|rest| rest.chars().next().map(|c| (c, &rest[c.len_utf8()..])))
+            .filter(|(_, value)| !value.is_empty());
+        let (key, inline) = match (arg.split_once('='), short) {
+            (Some((k, v)), _) if k.starts_with("--") => (k.to_string(), Some(v.to_string())),
+            (_, Some((c, value))) => (format!("-{c}"), Some(value.to_string())),
+            _ => (arg.clone(), None),
         };
         let mut value = || inline.clone().or_else(|| it.next().cloned());
-        match key {
+        match key.as_str() {
             "-c" | "--cpu" => cpus = value().and_then(|v| CpuSet::parse_list(&v).ok()),
             "-t" | "--starving_threshold" => {
                 if let Some(t) = value().and_then(|v| v.parse().ok()) {
@@ -554,6 +557,11 @@ mod tests {
         assert_eq!(
             parse_foreign_args(&strings(&["--cpu=1-3", "--starving_threshold", "30"])),
             (cpus("1-3"), 30, false)
+        );
+        // Whatever bytes another program put there: read, never a panic.
+        assert_eq!(
+            parse_foreign_args(&strings(&["-é", "-tx", "-c", "é", "-", "--", "-t"])),
+            (None, DEFAULT_THRESHOLD_S, false)
         );
         let f = |cpus, log_only| Foreign {
             pid: 1,

@@ -111,7 +111,11 @@ fn kernel_work_text(n: &Note) -> String {
         } => format!(
             "stalld already runs (pid {}{}, starving after {} s{}): {}; {}",
             stalld.pid,
-            stalld.unit.as_deref().map(|u| format!(", {u}")).unwrap_or_default(),
+            stalld
+                .unit
+                .as_deref()
+                .map(|u| format!(", {}", crate::input::brief(u)))
+                .unwrap_or_default(),
             stalld.threshold_s,
             if stalld.log_only { ", log only" } else { "" },
             if *covers {

@@ -171,7 +171,10 @@ pub(in crate::shield) fn leaving_refusal(
         .map(|(t, sched)| {
             format!(
                 "{} (pid {}, thread {}, {sched} on CPUs {})",
-                t.name, t.pid, t.tid, t.cpus
+                crate::input::brief(&t.name),
+                t.pid,
+                t.tid,
+                t.cpus
             )
         })
         .collect();
