@@ -228,6 +228,14 @@ pub fn is_preempt_rt(version: &str) -> bool {
     version.split_whitespace().any(|w| w == "PREEMPT_RT")
 }
 
+/// Whether the running kernel is a PREEMPT_RT build, read alone (without
+/// the rest of [`KernelWork::read`], which also scans the processes for a
+/// stalld).
+pub fn running_preempt_rt(sys: &Sys) -> bool {
+    sys.read_trimmed("proc/sys/kernel/version")
+        .is_ok_and(|v| is_preempt_rt(&v))
+}
+
 /// Whether release `6.12.3-amd64` is at least `(major, minor)`.
 pub fn release_at_least(release: &str, (major, minor): (u32, u32)) -> bool {
     let mut parts = release

@@ -267,7 +267,7 @@ pub const RESERVATION: (u64, u64) = (200_000, 10_000_000);
 /// ordinary thread there, which the starvation guard or the fair server
 /// keeps running).
 pub(super) fn raise_for_task(sys: &Sys, cpus: &CpuSet, task: u32) -> (Vec<Step>, CpuSet) {
-    if !crate::guard::kernel::KernelWork::read(sys).preempt_rt {
+    if !crate::guard::kernel::running_preempt_rt(sys) {
         return (Vec::new(), CpuSet::new());
     }
     let reserve = task > MAX_ABOVE;
@@ -313,7 +313,7 @@ pub(super) fn raise_for_task(sys: &Sys, cpus: &CpuSet, task: u32) -> (Vec<Step>,
 /// `cpus`: the note naming those CPUs' timer, RCU and softirq threads
 /// that run below it, else `None`.
 pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<super::note::Note> {
-    if !crate::guard::kernel::KernelWork::read(sys).preempt_rt {
+    if !crate::guard::kernel::running_preempt_rt(sys) {
         return None;
     }
     let threads: Vec<String> = per_cpu_threads(sys, cpus)
@@ -348,18 +348,15 @@ pub struct RcuCpu {
     pub starves: bool,
 }
 
-/// Per shielded CPU, what keeps RCU going, on PREEMPT_RT (elsewhere RCU's
-/// work runs in softirq context and the guard or the fair server covers
-/// it: empty). `task_priority` gives the highest real-time priority of
-/// the user's tasks on each CPU.
+/// Per shielded CPU, what keeps RCU going on a PREEMPT_RT kernel (the
+/// caller asks only there: elsewhere RCU's work runs in softirq context,
+/// which the guard or the fair server covers). `task_priority` gives the
+/// highest real-time priority of the user's tasks on each CPU.
 pub fn rcu_on(
     sys: &Sys,
     shield: &CpuSet,
     task_priority: &dyn Fn(u32) -> Option<u32>,
 ) -> Vec<RcuCpu> {
-    if !crate::guard::kernel::KernelWork::read(sys).preempt_rt {
-        return Vec::new();
-    }
     let offloaded = rcu_offloaded(sys, shield);
     let threads = per_cpu_threads(sys, shield);
     shield

@@ -222,6 +222,9 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
 /// What keeps RCU going on the shield of `state`, beside the real-time
 /// tasks inside it.
 fn rcu(sys: &Sys, state: &State, snap: &Snapshot) -> Vec<rt_kthreads::RcuCpu> {
+    if !crate::guard::kernel::running_preempt_rt(sys) {
+        return Vec::new();
+    }
     let inside = tasks::realtime::inside(sys, &state.shield_dir, snap.cgroup.hierarchy());
     let highest = |cpu: u32| {
         inside
