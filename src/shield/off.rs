@@ -124,8 +124,11 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
         None => Default::default(),
     };
     let undone = undo::undo_timed(sys, EFFECTS, &journal.entries, &keep, timings);
+    // The affinities recorded before the shield, of the kept threads only
+    // (a shield over 10,000 threads records as many).
     let recorded: HashMap<i32, CpuSet> = undo::original_affinities(&journal.entries)
         .into_iter()
+        .filter(|(tid, _, _)| keep.threads.contains_key(tid))
         .map(|(tid, cpus, _)| (tid, cpus.clone()))
         .collect();
     let kept_realtime = components::kept_realtime(sys, &realtime, &recorded);
