@@ -9,6 +9,9 @@
 //! its identity (pid and start time) is in its state file, which is how
 //! `off` finds it, stops it and checks that it is gone.
 
+use super::apply::ApplyError;
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use super::journal::Entry;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -422,6 +425,69 @@ impl Holds for Hold {
             ));
         }
         out
+    }
+}
+
+/// The starvation guard, as a component of the shield.
+pub(super) struct Part;
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::Guard
+    }
+
+    fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        Ok(())
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        let kernel = &cx.snap.kernel_work;
+        let knob_steps: Vec<Step> = d.of(Owner::Knobs).cloned().collect();
+        let rt_after = rt_runtime_after(kernel, &knob_steps);
+        let systemd = cx.snap.owners.systemd;
+        let (steps, notes) = plan(kernel, &cx.req.guard, rt_after, cx.shield, systemd)?;
+        d.add(Slot::Guard, steps);
+        d.plan.notes.extend(notes);
+        Ok(())
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        out.change.guard = mine
+            .iter()
+            .any(|(_, s)| matches!(s.action, Action::Guard { .. }));
+        for (slot, step) in mine {
+            match &step.action {
+                Action::Guard { cpus, settings, .. } if in_place(&cx.read, cpus, settings) => {}
+                _ => out.unless_held(cx, slot, step),
+            }
+        }
+    }
+
+    fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
+        let Action::Guard {
+            cpus,
+            settings,
+            unit,
+        } = action
+        else {
+            return None;
+        };
+        Some(start(sys, cpus, settings, unit.as_deref()).map_err(ApplyError::from))
+    }
+
+    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
+        let Action::Guard { unit, .. } = &entry.action else {
+            return false;
+        };
+        undo(sys, unit.as_deref(), out);
+        true
+    }
+
+    /// The guard stays until everything else is back: a real-time task
+    /// still on the shield keeps running through `off` (see
+    /// `tasks::realtime`).
+    fn undone_last(&self, action: &Action) -> bool {
+        matches!(action, Action::Guard { .. })
     }
 }
 

@@ -3,12 +3,15 @@
 //! work) goes elsewhere; refused up front where a CPU cannot go offline.
 
 use super::change::{Action, Check, Owner, Step, Undo};
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
 use super::holds::Holds;
 use super::journal::State;
+use super::note::Note;
 use super::plan_error::PlanError;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::sys::Sys;
+use std::collections::HashSet;
 
 /// The shielded CPUs the kernel has offline, read back for `status`:
 /// someone took them offline after `on` (the shield's own
@@ -143,4 +146,44 @@ pub(super) fn steps(shield: &CpuSet) -> Vec<Step> {
         ));
     }
     out
+}
+
+/// The shielded CPUs taken offline and online again, as a component of
+/// the shield.
+pub(super) struct Part;
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::Hotplug
+    }
+
+    fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        if !cx.req.hotplug_restart {
+            return Ok(());
+        }
+        check(
+            (&cx.snap.hotplug_files, &cx.snap.hotplug_writable),
+            cx.shield,
+        )
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        if cx.req.hotplug_restart {
+            d.add(Slot::Hotplug, steps(cx.shield));
+            let cpus = cx.shield.clone();
+            d.plan.notes.push(Note::HotplugRestart { cpus });
+        }
+        Ok(())
+    }
+
+    /// The old shield's CPUs went offline and online already.
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        let old: HashSet<String> = cx.state.shield.iter().map(cpu_online_file).collect();
+        for (slot, step) in mine {
+            match &step.action {
+                Action::Write { path, .. } if old.contains(path) => {}
+                _ => out.unless_held(cx, slot, step),
+            }
+        }
+    }
 }

@@ -7,6 +7,12 @@
 //! a runtime drop-in and a restart), whether the ban still holds, and what
 //! became of the process, read back for the report.
 
+use super::apply::ApplyError;
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use super::plan_error::PlanError;
+use super::reshape::Originals;
+use super::snapshot::Snapshot;
+use super::undo::Undone;
 use serde::{Deserialize, Serialize};
 
 use super::change::{Action, Owner, Refusal, Refused, Step};
@@ -799,6 +805,81 @@ fn compare(before: Option<(i32, Option<u64>)>, after: Option<(i32, Option<u64>)>
         (None, Some(a)) => Process::Started { pid: a.0 },
         (Some(b), None) => Process::Gone { before: b.0 },
         (None, None) => Process::NotRunning,
+    }
+}
+
+/// irqbalance's ban of the shielded CPUs, as a component of the shield.
+pub(super) struct Part;
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::Irqbalance
+    }
+
+    fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        Ok(())
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        let (systemd, irqb) = (cx.snap.owners.systemd, cx.snap.owners.irqbalance.as_ref());
+        let ban = plan(systemd, irqb, cx.shield, &mut d.plan.notes);
+        d.add(Slot::Ban, ban);
+        Ok(())
+    }
+
+    fn before(&self, _: &Originals, entries: &[Entry], snap: &mut Snapshot) {
+        if let Some(irqb) = snap.owners.irqbalance.as_mut() {
+            before_shield(irqb, entries);
+        }
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        let live = cx.live.owners.irqbalance.as_ref();
+        let steps: Vec<Step> = mine.iter().map(|(_, s)| s.clone()).collect();
+        out.change.irqbalance_ban = planned_ban(&steps);
+        for (slot, step) in mine {
+            if !ban_in_place(live, &step.action) {
+                out.add(slot, [step]);
+            }
+        }
+    }
+
+    fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
+        let Action::IrqbalanceBan {
+            banned,
+            make_dir,
+            manager_env,
+            ..
+        } = action
+        else {
+            return None;
+        };
+        Some(ban(sys, banned, *make_dir, *manager_env).map_err(ApplyError::from))
+    }
+
+    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
+        if !matches!(entry.action, Action::IrqbalanceBan { .. }) {
+            return false;
+        }
+        let (restored, failed) = unban(sys, &entry.action);
+        out.restored += usize::from(restored);
+        out.failed.extend(failed);
+        true
+    }
+
+    /// irqbalance gets its environment back before anything else: a banned
+    /// irqbalance still running while undo puts IRQs back moves them again
+    /// within its 10 s cycle (SYSTEMD-NOTES 10). Its ban is the first change
+    /// `on` makes, for the same reason the other way round.
+    fn undone_first(&self, action: &Action) -> bool {
+        matches!(action, Action::IrqbalanceBan { .. })
+    }
+
+    fn describe(&self, action: &Action) -> Option<String> {
+        match action {
+            Action::IrqbalanceBan { manager_env, .. } => Some(describe(*manager_env)),
+            _ => None,
+        }
     }
 }
 

@@ -2,6 +2,10 @@
 //! (and the default affinity new IRQs get), which the user binds to the
 //! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
 
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use super::journal::Entry;
+use super::reshape::Originals;
+use super::snapshot::Snapshot;
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
 
@@ -382,4 +386,61 @@ pub(super) fn name(irqs: &[Irq], irq: u32) -> String {
         .find(|i| i.irq == irq)
         .map(|i| i.name.clone())
         .unwrap_or_default()
+}
+
+/// IRQ affinities, as a component of the shield.
+pub(super) struct Part;
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::Irqs
+    }
+
+    fn check(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        d.plan.irqs_to_shield = resolve(&cx.snap.irqs, &cx.req.irqs)?;
+        Ok(())
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        let snap = cx.snap;
+        let facts = (
+            &snap.irqs[..],
+            snap.default_irq_affinity.as_ref(),
+            snap.mask_bits(),
+        );
+        let to = &d.plan.irqs_to_shield;
+        let planned = plan(facts, cx.shield, cx.housekeeping, to);
+        for (to_shield, step) in planned {
+            let away_first = cx.req.hotplug_restart && !to_shield;
+            let slot = if away_first {
+                Slot::BeforeHotplug
+            } else {
+                Slot::Irqs
+            };
+            d.add(slot, [step]);
+        }
+        Ok(())
+    }
+
+    fn before(&self, orig: &Originals, _: &[Entry], snap: &mut Snapshot) {
+        let recorded = |path: &str| orig.file(path).map(str::to_string);
+        before_shield(&mut snap.irqs, &mut snap.default_irq_affinity, &recorded);
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        for (slot, step) in mine {
+            if let (Some(irq), Action::Write { path, .. }) = (step.irq(), &step.action) {
+                let recorded = cx.originals.files.get(path);
+                if refused_before(cx.state, (irq, path), recorded, cx.read) {
+                    out.change.still_refused.push(irq);
+                    continue;
+                }
+            }
+            out.unless_held(cx, slot, step);
+        }
+    }
+
+    fn claims(&self, path: &str) -> Option<Subject> {
+        claims(path)
+    }
 }

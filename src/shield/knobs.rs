@@ -13,6 +13,9 @@
 //! blindly ([`Undo::Value`], [`Check::None`]): nothing reads them while the
 //! shield has them off.
 
+use super::component::{unless_held, written};
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use super::plan_error::PlanError;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -634,6 +637,44 @@ pub fn describe_value(k: &Knob) -> String {
 /// SCHED_FIFO loop.
 pub(super) fn undone_first(action: &Action) -> bool {
     matches!(action, Action::Write { path, .. } if path == RT_RUNTIME)
+}
+
+/// The tuning knobs, as a component of the shield.
+pub(super) struct Part;
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::Knobs
+    }
+
+    fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        if cx.req.tune.is_empty() {
+            return Ok(());
+        }
+        resolve(&cx.req.tune).map(drop).map_err(PlanError::from)
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        let (Some(state), false) = (&cx.snap.tunables, cx.req.tune.is_empty()) else {
+            return Ok(());
+        };
+        let wanted = resolve(&cx.req.tune)?;
+        // Files the shield itself writes are left to it.
+        let already: Vec<String> = written(&d.steps).map(str::to_string).collect();
+        let (cpus, bits) = ((cx.shield, cx.housekeeping), cx.snap.mask_bits());
+        let tuned = plan(state, &wanted, cpus.0, cpus.1, bits, &already);
+        d.add(Slot::Knobs, tuned.steps);
+        d.plan.notes.extend(tuned.notes);
+        Ok(())
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        unless_held(cx, mine, out)
+    }
+
+    fn undone_first(&self, action: &Action) -> bool {
+        undone_first(action)
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! What each form plans, how it resizes in place, and whether it still
 //! holds, judged by what the kernel reads back.
 
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
@@ -761,4 +762,39 @@ fn lost(hold: &Hold, shield: &CpuSet) -> Vec<(&'static str, String)> {
         )),
     }
     lost
+}
+
+/// The cgroups, as a component of the shield.
+pub(super) struct Part;
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::Mechanism
+    }
+
+    fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        Ok(())
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        // A tuned profile that pins CPUs fights cgroups it did not make.
+        d.plan
+            .notes
+            .extend(super::plan::tuned_notes(&cx.snap.owners));
+        let facts = cx.snap.mechanism();
+        let cgroup = plan(facts, cx.shield, cx.housekeeping, &mut d.plan.notes)?;
+        d.plan.mechanism = name(facts);
+        d.plan.partition = cgroup.partition;
+        d.plan.shield_dir = cgroup.shield_dir;
+        d.add(Slot::Cgroups, cgroup.steps);
+        Ok(())
+    }
+
+    /// Resized instead of made.
+    fn change(&self, cx: &InPlace, _: Vec<(Slot, Step)>, out: &mut Changing) {
+        let to = (&cx.fresh.shield, &cx.fresh.housekeeping);
+        let cpus = (to.0, to.1, cx.fresh.partition.as_ref());
+        let resized = resize(cx.live.mechanism(), cx.state, cpus, &cx.read);
+        out.add(Slot::Cgroups, resized);
+    }
 }

@@ -13,6 +13,7 @@
 
 pub mod apply;
 pub mod change;
+mod component;
 mod components;
 mod error;
 mod guard;

@@ -10,6 +10,11 @@
 //! made, read back and undone, the change in place, whether it still holds
 //! for `status`, and the outcome read back for `on`'s report.
 
+use super::change::Subject;
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use super::request::Request;
+use super::reshape::Originals;
+use super::snapshot::Snapshot;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -526,5 +531,91 @@ impl Hold {
     /// Whether the shield has a cache share.
     pub fn asked(&self) -> bool {
         self.ask.is_some()
+    }
+}
+
+/// The shield's share of the L3 cache and the others' memory bandwidth, as
+/// a component of the shield.
+pub(super) struct Part;
+
+/// The cache share a request asks for.
+fn ask(req: &Request) -> Option<Ask> {
+    req.cache_ways.map(|ways| Ask {
+        ways,
+        others_bandwidth: req.others_bandwidth,
+    })
+}
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::Resctrl
+    }
+
+    fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        match ask(cx.req) {
+            Some(ask) => check(&cx.snap.resctrl, ask),
+            None => Ok(()),
+        }
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        if let Some(ask) = ask(cx.req) {
+            d.add(Slot::Cache, plan(&cx.snap.resctrl, ask, cx.shield));
+        }
+        Ok(())
+    }
+
+    fn before(&self, _: &Originals, entries: &[Entry], snap: &mut Snapshot) {
+        before_shield(&mut snap.resctrl, entries)
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        if mine.is_empty() {
+            out.add(Slot::Cache, give_back(cx.entries, cx.read));
+        }
+        for (slot, step) in mine {
+            if !in_place(&cx.live.resctrl, cx.read, &step.action) {
+                out.unless_held(cx, slot, step);
+            }
+        }
+    }
+
+    fn claims(&self, path: &str) -> Option<Subject> {
+        claims(path)
+    }
+
+    fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
+        match action {
+            Action::MountResctrl { target } => Some(mount(sys, target)),
+            Action::ResctrlSchemata { path, share } => Some(write_share(sys, path, share)),
+            _ => None,
+        }
+    }
+
+    fn previous(&self, sys: &Sys, action: &Action) -> Option<String> {
+        match action {
+            Action::ResctrlSchemata { path, .. } => previous(sys, path),
+            _ => None,
+        }
+    }
+
+    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
+        match &entry.action {
+            Action::MountResctrl { target } => unmount(sys, target, out),
+            Action::ResctrlSchemata { path, .. } => {
+                undo_share(sys, path, entry.previous.as_deref(), out)
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    fn describe(&self, action: &Action) -> Option<String> {
+        match action {
+            Action::MountResctrl { target: path } | Action::ResctrlSchemata { path, .. } => {
+                Some(format!("/{path}"))
+            }
+            _ => None,
+        }
     }
 }

@@ -14,6 +14,9 @@
 //! just before it; `off` puts that back, unless the thread id now names a
 //! thread started later.
 
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use super::journal::Entry;
+use super::plan_error::PlanError;
 use serde::{Deserialize, Serialize};
 
 use super::apply::{ApplyError, Refusal};
@@ -479,6 +482,78 @@ pub(super) fn undo(
             target: format!("task {tid} ({name})"),
             reason: format!("could not restore {}: {reason}", describe(&previous)),
         }),
+    }
+}
+
+/// The shielded CPUs' kernel threads raised to real-time priority, as a
+/// component of the shield.
+pub(super) struct Part;
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::RtKthreads
+    }
+
+    fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        Ok(())
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        if let Some(above) = cx.req.kthreads_above {
+            d.add(Slot::Kthreads, plan(&cx.snap.threads, cx.shield, above));
+        }
+        Ok(())
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        for (slot, step) in mine {
+            match &step.action {
+                Action::SetScheduler {
+                    tid,
+                    policy,
+                    priority,
+                    reservation: None,
+                    ..
+                } if in_place(&cx.read, *tid, *policy, *priority) => {}
+                _ => out.unless_held(cx, slot, step),
+            }
+        }
+    }
+
+    fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
+        let Action::SetScheduler {
+            tid,
+            policy,
+            priority,
+            reservation,
+            ..
+        } = action
+        else {
+            return None;
+        };
+        Some(set(sys, *tid, (*policy, *priority), *reservation))
+    }
+
+    fn previous(&self, sys: &Sys, action: &Action) -> Option<String> {
+        match action {
+            Action::SetScheduler { tid, .. } => read_previous(sys, *tid),
+            _ => None,
+        }
+    }
+
+    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
+        let Action::SetScheduler { tid, name, .. } = &entry.action else {
+            return false;
+        };
+        undo(sys, *tid, name, entry.previous.as_deref(), entry.at, out);
+        true
+    }
+
+    /// Kernel threads raised above the user's task stay until everything
+    /// else is back: removing the cgroups waits for RCU grace periods,
+    /// which on PREEMPT_RT need the shielded CPUs' `rcuc/N` to run.
+    fn undone_last(&self, action: &Action) -> bool {
+        matches!(action, Action::SetScheduler { .. })
     }
 }
 

@@ -2,6 +2,12 @@
 //! unbound kernel work item runs there.
 
 use super::change::{Action, Check, Owner, Step, Subject, Undo};
+use super::component::unless_held;
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use super::journal::Entry;
+use super::plan_error::PlanError;
+use super::reshape::Originals;
+use super::snapshot::Snapshot;
 use crate::cpulist::CpuSet;
 use crate::sys::{Sys, SysError};
 
@@ -46,5 +52,38 @@ pub(super) fn claims(path: &str) -> Option<Subject> {
 pub(super) fn before_shield(mask: &mut Option<CpuSet>, recorded: &dyn Fn(&str) -> Option<String>) {
     if let Some(before) = recorded(WORKQUEUE_MASK).and_then(|v| CpuSet::parse_mask(&v).ok()) {
         *mask = Some(before);
+    }
+}
+
+/// The unbound workqueues' CPU mask, as a component of the shield.
+pub(super) struct Part;
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::Workqueues
+    }
+
+    fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        Ok(())
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        let facts = (cx.snap.workqueue_mask.as_ref(), cx.snap.mask_bits());
+        d.add(Slot::Workqueues, plan(facts, cx.shield, cx.housekeeping));
+        Ok(())
+    }
+
+    fn before(&self, orig: &Originals, _: &[Entry], snap: &mut Snapshot) {
+        before_shield(&mut snap.workqueue_mask, &|path| {
+            orig.file(path).map(str::to_string)
+        })
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        unless_held(cx, mine, out)
+    }
+
+    fn claims(&self, path: &str) -> Option<Subject> {
+        claims(path)
     }
 }

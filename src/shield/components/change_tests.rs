@@ -1,7 +1,9 @@
 //! Tests of the change in place: what each part changes, and what it leaves.
 
 use super::*;
+use crate::cpulist::CpuSet;
 use crate::shield::change::{Check, Undo};
+use crate::shield::note::Note;
 use crate::shield::owners::Owners;
 use crate::shield::snapshot::{
     CgroupSetup, Irq, DEFAULT_IRQ_AFFINITY, SHIELD_SLICE, WORKQUEUE_MASK,

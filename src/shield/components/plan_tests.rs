@@ -1,6 +1,8 @@
 //! Tests of the fresh plan: what each part plans, and in what order.
 
 use super::*;
+use crate::cpulist::CpuSet;
+use crate::shield::note::Note;
 use crate::shield::owners::Owners;
 use crate::shield::snapshot::{
     CgroupSetup, Irq, DEFAULT_IRQ_AFFINITY, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,

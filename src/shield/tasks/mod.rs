@@ -7,6 +7,10 @@ pub(super) mod forked;
 pub(super) mod in_place;
 pub(super) mod realtime;
 
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use super::journal::Entry;
+use super::plan_error::PlanError;
+use super::reshape::Originals;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
@@ -565,5 +569,49 @@ impl Holds for OnShield {
         }
         let reason = format!("{leaked} thread(s) outside the shield may run on CPUs {shield}");
         vec![Finding::new("threads", Severity::Bad, 80, reason, repair)]
+    }
+}
+
+/// The threads, as a component of the shield: their affinities recorded,
+/// moved off the shield or kept.
+pub(super) struct Part;
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::Tasks
+    }
+
+    fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        Ok(())
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        d.add(Slot::Record, [remember_affinities(cx.snap)]);
+        let tasks = plan_tasks(cx.snap, cx.shield, cx.housekeeping, cx.req.force, |_| true);
+        d.add(Slot::Tasks, tasks.steps);
+        let notes = task_notes(cx.snap, &tasks.kept, &tasks.split_off);
+        d.plan.notes.extend(notes);
+        d.plan.per_cpu_kthreads = tasks.per_cpu_kthreads;
+        d.plan.kept = tasks.kept;
+        d.plan.split_off = tasks.split_off;
+        d.plan.left_to_partition = tasks.left_to_partition;
+        Ok(())
+    }
+
+    fn before(&self, orig: &Originals, _: &[Entry], snap: &mut Snapshot) {
+        in_place::before_shield(snap, (&orig.affinities, &orig.set_by_shield))
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        let recorded = (&cx.originals.affinities, &cx.originals.set_by_shield);
+        let journal = (cx.state, cx.entries);
+        let t = in_place::change(cx.live, journal, &cx.fresh.shield, recorded, mine);
+        out.record = t.record;
+        out.steps.extend(t.steps);
+        out.add(Slot::Leaving, t.leaving_moves);
+        out.add(Slot::Settled, t.settled);
+        out.add(Slot::Restore, t.restored);
+        out.change.staying = t.staying;
+        out.change.leaving = t.leaving;
     }
 }

@@ -1,0 +1,233 @@
+//! What a component of the shield is: the one trait every part the shield
+//! drives implements in its own file (the cgroups, irqbalance's ban, the
+//! tasks, the IRQs, ...), and what the engine hands each of them. The
+//! engine (plan, apply, undo, the change in place) knows components only
+//! through this trait and the ordered list of them,
+//! [`super::components::ORDER`], the only registry.
+//!
+//! A component checks its part of a request, plans its part of a fresh
+//! shield and of a change in place, says what it wrote as the machine was
+//! before the shield, and makes and undoes the changes only it knows how to
+//! make. Checking, planning and changing in place are required: a component
+//! that forgets one does not compile.
+
+use super::apply::{reads_as, ApplyError};
+use super::change::{Action, Owner, Step, Subject, Undone};
+use super::journal::{Entry, State};
+use super::plan::{Plan, PlanError};
+use super::request::Request;
+use super::reshape::{Originals, Reshape};
+use super::snapshot::Snapshot;
+use crate::cpulist::CpuSet;
+use crate::sys::Sys;
+
+/// One part of the shield.
+pub(super) trait Component: Sync {
+    /// Who it is, in reports and in every step it plans.
+    fn owner(&self) -> Owner;
+
+    /// Checks its part of the request against the machine, before any
+    /// component plans: a refusal here leaves the machine untouched.
+    fn check(&self, cx: &Planning, draft: &mut Draft) -> Result<(), PlanError>;
+
+    /// Plans its part of a fresh shield, its steps in their [`Slot`]s.
+    fn plan(&self, cx: &Planning, draft: &mut Draft) -> Result<(), PlanError>;
+
+    /// Plans its part of a change of the active shield in place, given its
+    /// steps of the fresh plan (`mine`) in their slots.
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing);
+
+    /// Puts back its facts in `snap` as they were before the shield, from
+    /// what the journal recorded (for a change in place). Nothing by
+    /// default: most components change nothing the snapshot holds.
+    fn before(&self, _originals: &Originals, _entries: &[Entry], _snap: &mut Snapshot) {}
+
+    /// What a file the journal recorded is about, when it is one this
+    /// component writes (a change in place writes it back as its owner).
+    fn claims(&self, _path: &str) -> Option<Subject> {
+        None
+    }
+
+    /// Makes `action`, read back; `None` when it is not one of this
+    /// component's own actions (the engine makes plain writes, moves and
+    /// affinities itself).
+    fn make(&self, _sys: &Sys, _action: &Action) -> Option<Result<(), ApplyError>> {
+        None
+    }
+
+    /// The value the undo of its own `action` needs, read just before it
+    /// is made.
+    fn previous(&self, _sys: &Sys, _action: &Action) -> Option<String> {
+        None
+    }
+
+    /// Undoes `entry` when it is one of its own; false otherwise.
+    fn undo(&self, _sys: &Sys, _entry: &Entry, _out: &mut Undone) -> bool {
+        false
+    }
+
+    /// Whether `action` must be undone before every other entry.
+    fn undone_first(&self, _action: &Action) -> bool {
+        false
+    }
+
+    /// Whether `action` must be undone after every other entry.
+    fn undone_last(&self, _action: &Action) -> bool {
+        false
+    }
+
+    /// Short description of its own `action`'s target for reports.
+    fn describe(&self, _action: &Action) -> Option<String> {
+        None
+    }
+}
+
+/// The part of a change in place of a component whose steps are simply
+/// left out where the machine holds them already.
+pub(super) fn unless_held(cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    for (slot, step) in mine {
+        out.unless_held(cx, slot, step);
+    }
+}
+
+/// The files `steps` write.
+pub(super) fn written(steps: &[(Slot, Step)]) -> impl Iterator<Item = &str> {
+    steps.iter().filter_map(|(_, s)| match &s.action {
+        Action::Write { path, .. } => Some(path.as_str()),
+        _ => None,
+    })
+}
+
+/// Where a step goes in the order the shield's changes are made; `off`
+/// undoes them in reverse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Slot {
+    /// Every thread's affinity, recorded for undo.
+    Record,
+    /// With `--hotplug-restart`: IRQs leave the shield before its CPUs go
+    /// offline (an IRQ with no other online CPU loses its affinity, and the
+    /// kernel does not give it back).
+    BeforeHotplug,
+    /// Each shielded CPU offline and online again.
+    Hotplug,
+    /// irqbalance's ban, before the IRQs move: irqbalance restarted with
+    /// the ban does not move them back meanwhile (SYSTEMD-NOTES 10).
+    Ban,
+    /// A change in place: tasks whose CPUs all leave go before the shield
+    /// shrinks.
+    Leaving,
+    /// The cgroups made, or resized in place.
+    Cgroups,
+    /// Threads moved off the shield, or kept on it.
+    Tasks,
+    /// IRQs off the shield, or bound to it on request.
+    Irqs,
+    /// The unbound workqueues' mask.
+    Workqueues,
+    /// The shield's share of the L3 cache (resctrl).
+    Cache,
+    /// The starvation guard: started before the knobs turn throttling off,
+    /// and stopped by `off` only after throttling is back.
+    Guard,
+    /// Kernel threads raised.
+    Kthreads,
+    /// The tuning knobs.
+    Knobs,
+    /// A change in place: the affinities of the tasks that stay inside.
+    Settled,
+    /// A change in place: what the old shield changed and the new one does
+    /// not, written back.
+    Restore,
+}
+
+/// What every part is given to plan a fresh shield: the machine, the
+/// request, and its CPUs checked against the machine.
+pub(super) struct Planning<'a> {
+    /// The machine (for a change in place: as it was before the shield).
+    pub snap: &'a Snapshot,
+    /// The request.
+    pub req: &'a Request,
+    /// The shielded CPUs.
+    pub shield: &'a CpuSet,
+    /// The housekeeping CPUs.
+    pub housekeeping: &'a CpuSet,
+}
+
+/// A plan as the parts draft it: the plan's facts, and its steps in slots.
+pub(super) struct Draft {
+    /// The plan, but for its steps.
+    pub plan: Plan,
+    /// The steps, each in its slot, in the order planned.
+    pub steps: Vec<(Slot, Step)>,
+}
+
+impl Draft {
+    /// Adds `steps` to `slot`.
+    pub fn add(&mut self, slot: Slot, steps: impl IntoIterator<Item = Step>) {
+        self.steps.extend(steps.into_iter().map(|s| (slot, s)));
+    }
+
+    /// The steps planned so far by `owner`.
+    pub fn of(&self, owner: Owner) -> impl Iterator<Item = &Step> {
+        self.steps
+            .iter()
+            .map(|(_, s)| s)
+            .filter(move |s| s.owner == owner)
+    }
+
+    /// The plan, its steps in slot order (in planning order within a slot).
+    pub fn finish(mut self) -> Plan {
+        self.steps.sort_by_key(|(slot, _)| *slot);
+        self.plan.steps = self.steps.into_iter().map(|(_, s)| s).collect();
+        self.plan
+    }
+}
+
+/// What every part is given to plan a change of the active shield in
+/// place (see [`super::reshape`]).
+pub(super) struct InPlace<'a> {
+    /// The machine now.
+    pub live: &'a Snapshot,
+    /// The active shield.
+    pub state: &'a State,
+    /// Its journal.
+    pub entries: &'a [Entry],
+    /// The plan a fresh shield of the new request would have on the
+    /// machine as it was before the shield (its steps are the parts').
+    pub fresh: &'a Plan,
+    /// The oldest values the journal recorded: the machine before.
+    pub originals: &'a Originals,
+    /// Reads a kernel file now (relative path).
+    pub read: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// A change in place as the parts draft it.
+pub(super) struct Changing {
+    /// The change, but for its plan's steps and notes.
+    pub change: Reshape,
+    /// The steps, each in its slot.
+    pub steps: Vec<(Slot, Step)>,
+    /// The record of every thread's affinity, made first if anything changes.
+    pub record: Option<Step>,
+}
+
+impl Changing {
+    /// Adds `steps` to `slot`.
+    pub fn add(&mut self, slot: Slot, steps: impl IntoIterator<Item = Step>) {
+        self.steps.extend(steps.into_iter().map(|s| (slot, s)));
+    }
+
+    /// Keeps the fresh `step` unless the machine holds it already (a file
+    /// that reads as it would write).
+    pub fn unless_held(&mut self, cx: &InPlace, slot: Slot, step: Step) {
+        if let Action::Write {
+            path, value, check, ..
+        } = &step.action
+        {
+            if (cx.read)(path).is_some_and(|now| reads_as(*check, &now, value)) {
+                return;
+            }
+        }
+        self.steps.push((slot, step));
+    }
+}
