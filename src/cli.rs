@@ -425,6 +425,13 @@ pub struct OnArgs {
     /// outside the shield to PCT percent (memory bandwidth allocation).
     #[arg(long, value_name = "PCT", requires = "cache_ways")]
     pub others_bandwidth: Option<u32>,
+    /// Keep the shielded CPUs out of idle states whose exit latency is
+    /// over LATENCY (`10us`, `1ms`, or a number of µs; `0`: polling only),
+    /// through each CPU's PM QoS resume latency (or the slow states'
+    /// `disable` files where the kernel has none); the housekeeping CPUs
+    /// keep every idle state (undone by `off`).
+    #[arg(long, value_name = "LATENCY", value_parser = cpushield::shield::idle_states::parse_bound)]
+    pub max_idle_latency: Option<u32>,
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -17,6 +17,7 @@
 //! kthreads_above = 80          # the shielded CPUs' softirq, timer and RCU threads above this priority
 //! cache_ways = 4               # the shield's own ways of each L3 it sits in (resctrl)
 //! others_bandwidth = 50        # with cache_ways: the rest's memory bandwidth, percent
+//! max_idle_latency = "10us"    # the shielded CPUs kept out of idle states slower than this (or 10, in µs)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -81,6 +82,16 @@ struct File {
     cache_ways: Option<Spanned<u32>>,
     #[serde(default)]
     others_bandwidth: Option<Spanned<u32>>,
+    #[serde(default)]
+    max_idle_latency: Option<Spanned<Latency>>,
+}
+
+/// `max_idle_latency = 10` (µs) or `max_idle_latency = "10us"`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Latency {
+    Micros(u64),
+    Text(String),
 }
 
 /// `boot = true|false` or `boot = ["option", ...]` (extra options).
@@ -100,7 +111,7 @@ enum Tune {
 }
 
 const KEYS: &str =
-    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, kthreads_above, cache_ways, others_bandwidth";
+    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, kthreads_above, cache_ways, others_bandwidth, max_idle_latency";
 
 /// A string key parsed as `T` (its default when absent); an error comes
 /// with the offset of the value.
@@ -184,8 +195,22 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
             }
         }
     };
+    let max_idle_latency = match file.max_idle_latency {
+        None => None,
+        Some(v) => {
+            let start = v.span().start;
+            let text = match v.into_inner() {
+                Latency::Micros(us) => us.to_string(),
+                Latency::Text(text) => text,
+            };
+            let us = crate::shield::idle_states::parse_bound(&text)
+                .map_err(|e| invalid(start, format!("max_idle_latency: {e}")))?;
+            Some(us)
+        }
+    };
     let request = Request {
         boot,
+        max_idle_latency,
         cpus,
         irqs: file.irqs,
         force: file.force,
@@ -275,6 +300,18 @@ mod tests {
         .unwrap();
         assert_eq!(r.cpus, CpuSet::parse_list("2-3").unwrap());
         assert!(!r.force && r.irqs.is_empty());
+        assert_eq!(r.max_idle_latency, None);
+        for (value, us) in [("10", 10), ("\"10us\"", 10), ("\"1ms\"", 1000), ("0", 0)] {
+            let text = format!("cpus = \"3\"\nmax_idle_latency = {value}\n");
+            let r = parse(&text, Path::new("c")).unwrap();
+            assert_eq!(r.max_idle_latency, Some(us), "{value}");
+        }
+        let (line, msg) = err("cpus = \"3\"\nmax_idle_latency = \"fast\"\n");
+        assert_eq!(line, 2, "{msg}");
+        assert!(
+            msg.contains("max_idle_latency") && msg.contains("0 to 1000000 µs"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -251,6 +251,7 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     if let Some(c) = &r.cache {
         cache_rows(c, w)?;
     }
+    part_rows(&r.parts, w)?;
     if let Some(g) = &r.guard {
         guard_rows(g, w)?;
     }
@@ -265,6 +266,17 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     tasks(w, "inside the shield", &r.tasks_inside, 20)?;
     tasks(w, "should not be on the shield", &r.intruders, 20)?;
     irqs_on_shield(&r.irqs_on_shield, w)
+}
+
+/// The rows of the components that report for themselves: their name
+/// beside their first line, the others below it.
+fn part_rows(parts: &[crate::shield::PartReport], w: &mut dyn Write) -> Result<()> {
+    for part in parts {
+        for (i, line) in part.lines.iter().enumerate() {
+            row(w, if i == 0 { &part.component } else { "" }, line)?;
+        }
+    }
+    Ok(())
 }
 
 /// `status`'s table of the IRQs allowed or effective on the shield.
@@ -530,6 +542,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
         )?;
         row(w, "L3 cache, others", &c.others)?;
     }
+    part_rows(&r.parts, w)?;
     if let Some(b) = &r.irqbalance_ban {
         row(
             w,

@@ -208,6 +208,8 @@ pub enum Owner {
     Knobs,
     /// The shield's share of the L3 cache and the others' memory bandwidth.
     Resctrl,
+    /// The shielded CPUs kept out of slow idle states.
+    IdleStates,
 }
 
 /// What one step changes, typed: what its component reports on.

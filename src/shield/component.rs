@@ -11,20 +11,48 @@
 //! make. Checking, planning and changing in place are required: a component
 //! that forgets one does not compile.
 
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
 use super::apply::{reads_as, ApplyError};
 use super::change::{Action, Owner, Step, Subject, Undone};
+use super::error::ShieldError;
 use super::journal::{Entry, State};
 use super::plan::{Plan, PlanError};
 use super::request::Request;
 use super::reshape::{Originals, Reshape};
 use super::snapshot::Snapshot;
 use crate::cpulist::CpuSet;
+use crate::finding::Finding;
 use crate::sys::Sys;
 
 /// One part of the shield.
 pub(super) trait Component: Sync {
     /// Who it is, in reports and in every step it plans.
     fn owner(&self) -> Owner;
+
+    /// Reads the facts only it plans from, for `req`, into `facts` (see
+    /// [`OwnFacts`]). Nothing by default: the older components' facts are
+    /// fields of the snapshot.
+    fn read(&self, _sys: &Sys, _req: &Request, _facts: &mut OwnFacts) -> Result<(), ShieldError> {
+        Ok(())
+    }
+
+    /// What it did, read back after `on` (or planned, for a dry run):
+    /// `None` when the request did not ask for it. The older components'
+    /// outcomes are fields of `on`'s report.
+    fn outcome(&self, _sys: &Sys, _plan: &Plan, _dry_run: bool) -> Option<PartReport> {
+        None
+    }
+
+    /// For `status`: what it reads back of the active shield `state` and
+    /// what no longer holds, as findings (`repair` is the next step unless
+    /// it knows a better one). `None` when the shield did not ask for it.
+    fn status(&self, _sys: &Sys, _state: &State, _repair: &str) -> Option<PartReport> {
+        None
+    }
 
     /// Checks its part of the request against the machine, before any
     /// component plans: a refusal here leaves the machine untouched.
@@ -80,6 +108,48 @@ pub(super) trait Component: Sync {
     fn describe(&self, _action: &Action) -> Option<String> {
         None
     }
+}
+
+/// The facts components read for themselves, each its own serialisable
+/// type under the component's name: the engine and the snapshot carry them
+/// without knowing them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OwnFacts(BTreeMap<String, serde_json::Value>);
+
+impl OwnFacts {
+    /// Keeps `facts` as `component`'s.
+    pub fn put<T: Serialize>(&mut self, component: &str, facts: &T) {
+        if let Ok(value) = serde_json::to_value(facts) {
+            self.0.insert(component.to_string(), value);
+        }
+    }
+
+    /// Whether no component kept anything.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `component`'s facts, when it read any.
+    pub fn get<T: DeserializeOwned>(&self, component: &str) -> Option<T> {
+        let value = self.0.get(component)?;
+        serde_json::from_value(value.clone()).ok()
+    }
+}
+
+/// What a component says of itself in `on`'s report or in `status`: lines
+/// for people, its own data for `--json`, and for `status` what no longer
+/// holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartReport {
+    /// The component's name.
+    pub component: String,
+    /// What it did or found, read back, a line each, for people.
+    pub lines: Vec<String>,
+    /// The same as data (the component's own type, serialised).
+    pub data: serde_json::Value,
+    /// What no longer holds (`status` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
 }
 
 /// The part of a change in place of a component whose steps are simply

@@ -19,6 +19,7 @@ mod error;
 mod guard;
 mod holds;
 mod hotplug;
+pub mod idle_states;
 pub mod irqbalance;
 pub mod irqs;
 pub mod journal;
@@ -39,6 +40,7 @@ mod timings;
 pub mod undo;
 mod workqueues;
 
+pub use component::{OwnFacts, PartReport};
 pub use components::report::OnReport;
 pub use components::status::{status, StatusReport};
 pub use components::{owners, snapshot};

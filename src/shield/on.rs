@@ -51,7 +51,7 @@ pub fn on_timed(
         }
         let snap = read::snapshot_for(sys, req)?;
         let plan = components::plan(&snap, req)?;
-        return Ok(report::report(&plan, &snap, None, true));
+        return Ok(report::report(sys, &plan, &snap, None, true));
     }
     require_root(sys, "on")?;
     let _lock = journal::lock(sys)?;
@@ -87,7 +87,7 @@ pub fn on_timed(
         &mut applied,
         timings,
     )?;
-    let mut out = report::report(&plan, &settled.after, Some(&applied), false);
+    let mut out = report::report(sys, &plan, &settled.after, Some(&applied), false);
     out.tasks_moved += moved_by_partition(&plan, &settled.after, &applied);
     state.writes_refused = refused_files(&applied);
     let journal = (&mut state, &mut journal);
@@ -259,7 +259,7 @@ fn reshape_timed(
     let stop_guard = old.guard && !change.guard;
     let mut guard_refused = Vec::new();
     if dry_run || (plan.steps.is_empty() && !stop_guard) {
-        let out = finished(report::report(plan, &snap, None, dry_run));
+        let out = finished(report::report(sys, plan, &snap, None, dry_run));
         return nothing_to_change(sys, req, &old, dry_run, out);
     }
     let mut journal = Journal::open(sys)?;
@@ -293,7 +293,13 @@ fn reshape_timed(
     state.shield = plan.shield.clone();
     state.housekeeping = plan.housekeeping.clone();
     state.partition = plan.partition.clone().or(old.partition.clone());
-    let mut out = finished(report::report(plan, &settled.after, Some(&applied), false));
+    let mut out = finished(report::report(
+        sys,
+        plan,
+        &settled.after,
+        Some(&applied),
+        false,
+    ));
     out.other_refused.extend(guard_refused);
     state.writes_refused = refused_files(&applied);
     let journal = (&mut state, &mut journal);

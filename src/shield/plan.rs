@@ -49,6 +49,10 @@ pub struct Plan {
     pub irqs_to_shield: Vec<u32>,
     /// Things the user should know.
     pub notes: Vec<Note>,
+    /// What the components that keep their own record planned (see
+    /// [`super::component::OwnFacts`]).
+    #[serde(default, skip_serializing_if = "super::component::OwnFacts::is_empty")]
+    pub parts: super::component::OwnFacts,
 }
 
 impl Plan {
@@ -67,6 +71,7 @@ impl Plan {
             left_to_partition: Vec::new(),
             irqs_to_shield: Vec::new(),
             notes: valid.notes.clone(),
+            parts: Default::default(),
         }
     }
 }

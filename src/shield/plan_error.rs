@@ -69,4 +69,12 @@ pub enum PlanError {
     /// The cache share cannot be had here.
     #[error("--cache-ways: {0}")]
     Resctrl(String),
+    /// A component's part of the request cannot be had here.
+    #[error("{option}: {reason}")]
+    Part {
+        /// The option (or config key) that asked for it.
+        option: String,
+        /// Why, and what would do.
+        reason: String,
+    },
 }

@@ -44,6 +44,11 @@ pub struct Request {
     /// percent (`--others-bandwidth`, config key `others_bandwidth`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub others_bandwidth: Option<u32>,
+    /// Keep the shielded CPUs out of idle states whose exit latency is
+    /// over this many µs (`--max-idle-latency`, config key
+    /// `max_idle_latency`; see [`super::idle_states`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_idle_latency: Option<u32>,
 }
 
 impl Request {
@@ -85,6 +90,9 @@ impl Request {
         }
         if let Some(bw) = self.others_bandwidth {
             out.push_str(&format!(" --others-bandwidth={bw}"));
+        }
+        if let Some(us) = self.max_idle_latency {
+            out.push_str(&format!(" --max-idle-latency={us}us"));
         }
         let defaults = crate::guard::Settings::default();
         if self.guard.settings != defaults {

@@ -23,14 +23,17 @@ use super::reshape::{self, Reshape};
 use super::snapshot::Snapshot;
 use super::tasks;
 use super::undo::{KeepOnCpus, Undone};
-use super::{guard, hotplug, irqbalance, irqs, knobs, mechanism, resctrl, rt_kthreads, workqueues};
+use super::{
+    guard, hotplug, idle_states, irqbalance, irqs, knobs, mechanism, resctrl, rt_kthreads,
+    workqueues,
+};
 use crate::sys::Sys;
 
 /// The components in the order they plan (each part's steps go in their
 /// slots): irqbalance, the cgroups and the tasks first, as their notes are
 /// read; the knobs before the guard, which must know whether they turn RT
 /// throttling off.
-pub(super) const ORDER: [&dyn Component; 10] = [
+pub(super) const ORDER: [&dyn Component; 11] = [
     &irqbalance::Part,
     &mechanism::Part,
     &tasks::Part,
@@ -41,6 +44,7 @@ pub(super) const ORDER: [&dyn Component; 10] = [
     &knobs::Part,
     &guard::Part,
     &rt_kthreads::Part,
+    &idle_states::Part,
 ];
 
 /// The step that writes back a file the old shield wrote, owned by the

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::cpulist::CpuSet;
 use crate::shield::apply::{Applied, Refusal};
 use crate::shield::change::{Action, Step, Subject};
+use crate::shield::component::PartReport;
 use crate::shield::irqs::{self, IrqRefusal};
 use crate::shield::journal::State;
 use crate::shield::note::Note;
@@ -91,6 +92,10 @@ pub struct OnReport {
     /// `--dry-run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<resctrl::Outcome>,
+    /// What the components that report for themselves did, read back
+    /// (planned, for a dry run): the idle states, ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PartReport>,
     /// The plan, with `--dry-run` (printed, not read back from a report).
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<Step>>,
@@ -182,6 +187,7 @@ pub(in crate::shield) fn with_change(
 /// `on`'s report of `plan` on the machine `snap` (after, unless a dry
 /// run), from what `apply` did (`applied`; none for a dry run).
 pub(in crate::shield) fn report(
+    sys: &Sys,
     plan: &Plan,
     snap: &Snapshot,
     applied: Option<&Applied>,
@@ -232,6 +238,9 @@ pub(in crate::shield) fn report(
             Vec::new()
         },
         cache: None,
+        parts: (super::ORDER.iter())
+            .filter_map(|part| part.outcome(sys, plan, dry_run))
+            .collect(),
         plan: dry_run.then(|| plan.steps.clone()),
         took: Timings::default(),
     }

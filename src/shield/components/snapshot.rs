@@ -71,6 +71,10 @@ pub struct Snapshot {
     /// that has one (see [`crate::shield::components::read`]).
     #[serde(default)]
     pub resctrl: crate::shield::resctrl::Facts,
+    /// The facts of the components that read their own (see
+    /// [`crate::shield::component::Component::read`]).
+    #[serde(default)]
+    pub parts: crate::shield::component::OwnFacts,
 }
 
 impl Snapshot {
@@ -131,6 +135,7 @@ impl Snapshot {
             cgroup_cpus: BTreeMap::new(),
             kernel_work: crate::guard::kernel::KernelWork::read(sys),
             resctrl: Default::default(),
+            parts: Default::default(),
         })
     }
 

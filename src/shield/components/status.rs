@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::component::PartReport;
 use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::irqs::{self, IrqPlacement};
@@ -81,6 +82,10 @@ pub struct StatusReport {
     /// counts of its group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<resctrl::Status>,
+    /// What the components that report for themselves read back of the
+    /// shield (the idle states, ...), with what no longer holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<PartReport>,
 }
 
 /// What `status` reads back, once, of each component of an active shield.
@@ -133,13 +138,7 @@ fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
             "run 'cpushield off', then 'cpushield on' again",
         )];
     }
-    let again = state.request.as_ref().map_or_else(
-        || format!("cpushield on {}", state.shield),
-        Request::command_line,
-    );
-    let rebuild = format!(
-        "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"
-    );
+    let rebuild = repair(state);
     let components: [&dyn Holds; 8] = [
         &f.online,
         &f.mechanism,
@@ -154,6 +153,17 @@ fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
         .iter()
         .flat_map(|c| c.lost(state, &rebuild))
         .collect()
+}
+
+/// The next step that repairs the shield of `state` in place.
+fn repair(state: &State) -> String {
+    let again = state.request.as_ref().map_or_else(
+        || format!("cpushield on {}", state.shield),
+        Request::command_line,
+    );
+    format!(
+        "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"
+    )
 }
 
 /// Reports the shield (or its absence). Read-only.
@@ -174,10 +184,19 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         Some(s) => Some(HoldFacts::read(sys, s, &snap)?),
         None => None,
     };
-    let broken = match (&state, &facts) {
+    let parts: Vec<PartReport> = match &state {
+        Some(s) => (super::ORDER.iter())
+            .filter_map(|part| part.status(sys, s, &repair(s)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut broken = match (&state, &facts) {
         (Some(s), Some(f)) => holds(s, f),
         _ => Vec::new(),
     };
+    if state.as_ref().is_some_and(|s| s.complete) {
+        broken.extend(parts.iter().flat_map(|p| p.findings.iter().cloned()));
+    }
     let (threads, irqs_on_shield, partition, guard) = match facts {
         Some(f) => (
             f.tasks,
@@ -216,6 +235,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
             None => Vec::new(),
         },
         cache: state.as_ref().and_then(|s| resctrl::status(sys, s)),
+        parts,
     })
 }
 

@@ -73,6 +73,8 @@ files() {
     [ -n "${SNAP_WATCHDOG:-}" ] && echo /proc/sys/kernel/watchdog /proc/sys/kernel/nmi_watchdog
     echo /sys/devices/system/cpu/online /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor \
          /sys/devices/system/machinecheck/machinecheck*/check_interval
+    echo /sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us \
+         /sys/devices/system/cpu/cpu*/cpuidle/state*/disable
     echo /sys/class/net/*/queues/rx-*/rps_cpus /sys/class/net/*/queues/tx-*/xps_cpus
     # cgroups: every directory, its cpuset files and control files
     for root in /sys/fs/cgroup /sys/fs/cgroup/cpuset; do

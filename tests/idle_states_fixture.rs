@@ -1,0 +1,272 @@
+//! The idle-state component on fixture roots: `on --max-idle-latency`
+//! bounds the shielded CPUs' PM QoS resume latency (or disables their slow
+//! cpuidle states where the kernel has no such file), leaves the
+//! housekeeping CPUs alone, reports the states left, and `off` gives back
+//! every file exactly; `status` names a CPU someone freed again.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::{cpushield, diff, standard, text, tree};
+use cpushield::sys::fixture::{CgroupLayout, FixtureConfig};
+
+/// The states every CPU of the fixture has: POLL, C1, C1E and C6, with
+/// their exit latencies (µs) as an Intel server reports them.
+const STATES: [(&str, u32); 4] = [("POLL", 0), ("C1", 2), ("C1E", 10), ("C6", 133)];
+
+/// A v2 machine of CPUs 0-3, each with the cpuidle states of [`STATES`]
+/// and, when `qos`, its PM QoS file reading `0` (no bound).
+fn machine(qos: bool) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    standard(root, CgroupLayout::V2, FixtureConfig::default());
+    for cpu in 0..4 {
+        let base = root.join(format!("sys/devices/system/cpu/cpu{cpu}"));
+        if qos {
+            fs::create_dir_all(base.join("power")).unwrap();
+            fs::write(base.join("power/pm_qos_resume_latency_us"), "0\n").unwrap();
+        }
+        for (i, (name, latency)) in STATES.iter().enumerate() {
+            let state = base.join(format!("cpuidle/state{i}"));
+            fs::create_dir_all(&state).unwrap();
+            fs::write(state.join("name"), format!("{name}\n")).unwrap();
+            fs::write(state.join("latency"), format!("{latency}\n")).unwrap();
+            fs::write(state.join("disable"), "0\n").unwrap();
+            fs::write(state.join("usage"), "7\n").unwrap();
+        }
+    }
+    dir
+}
+
+fn read(root: &Path, rel: &str) -> String {
+    fs::read_to_string(root.join(rel))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn qos(root: &Path, cpu: u32) -> String {
+    read(
+        root,
+        &format!("sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"),
+    )
+}
+
+fn disable(root: &Path, cpu: u32, state: u32) -> String {
+    read(
+        root,
+        &format!("sys/devices/system/cpu/cpu{cpu}/cpuidle/state{state}/disable"),
+    )
+}
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", text(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The names of `states` in a report's data.
+fn names(states: &serde_json::Value) -> Vec<String> {
+    states
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn pm_qos_bounds_the_shielded_cpus_only_and_off_gives_every_file_back() {
+    let dir = machine(true);
+    let root = dir.path();
+    let before = tree(root);
+    let out = json(&cpushield(
+        root,
+        &["on", "2-3", "--max-idle-latency", "10us", "--json"],
+    ));
+    for cpu in [2, 3] {
+        assert_eq!(qos(root, cpu), "10", "CPU {cpu}");
+    }
+    for cpu in [0, 1] {
+        assert_eq!(qos(root, cpu), "0", "housekeeping CPU {cpu} left free");
+    }
+    // No state disabled: PM QoS is the bound.
+    assert_eq!(disable(root, 2, 3), "0");
+    let part = &out["parts"][0];
+    assert_eq!(part["component"], "idle-states");
+    let cpu2 = &part["data"]["cpus"][0];
+    assert_eq!(cpu2["cpu"], 2);
+    assert_eq!(cpu2["via"], "pm_qos");
+    assert_eq!(names(&cpu2["left"]), ["POLL", "C1", "C1E"]);
+    assert_eq!(names(&cpu2["held_off"]), ["C6"]);
+
+    let o = cpushield(root, &["on", "2-3", "--max-idle-latency", "10us"]);
+    let people = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        people.contains(
+            "CPU 2 ≤ 10 µs by PM QoS: left POLL 0 µs, C1 2 µs, C1E 10 µs; held off C6 133 µs"
+        ),
+        "{people}"
+    );
+
+    assert!(cpushield(root, &["off"]).status.success());
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}
+
+#[test]
+fn a_bound_of_zero_is_polling_only_and_comes_back_as_no_bound() {
+    let dir = machine(true);
+    let root = dir.path();
+    let before = tree(root);
+    let out = json(&cpushield(
+        root,
+        &["on", "3", "--max-idle-latency", "0", "--json"],
+    ));
+    // `0` in the file means no bound: a bound of 0 µs is `n/a`.
+    assert_eq!(qos(root, 3), "n/a");
+    let cpu3 = &out["parts"][0]["data"]["cpus"][0];
+    assert_eq!(names(&cpu3["left"]), ["POLL"]);
+    assert!(cpushield(root, &["off"]).status.success());
+    assert_eq!(qos(root, 3), "0");
+    assert!(diff(&before, &tree(root)).is_empty());
+}
+
+#[test]
+fn without_pm_qos_the_slow_states_are_disabled_and_enabled_again() {
+    let dir = machine(false);
+    let root = dir.path();
+    let before = tree(root);
+    let out = json(&cpushield(
+        root,
+        &["on", "2-3", "--max-idle-latency", "5", "--json"],
+    ));
+    for cpu in [2, 3] {
+        assert_eq!(disable(root, cpu, 1), "0", "C1 (2 µs) stays");
+        assert_eq!(disable(root, cpu, 2), "1", "C1E (10 µs) held off");
+        assert_eq!(disable(root, cpu, 3), "1", "C6 (133 µs) held off");
+    }
+    assert_eq!(disable(root, 0, 3), "0", "housekeeping CPU 0 keeps C6");
+    let cpu2 = &out["parts"][0]["data"]["cpus"][0];
+    assert_eq!(cpu2["via"], "disable");
+    assert_eq!(names(&cpu2["held_off"]), ["C1E", "C6"]);
+    assert!(cpushield(root, &["off"]).status.success());
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}
+
+#[test]
+fn status_names_a_cpu_freed_again_and_on_repairs_it() {
+    let dir = machine(true);
+    let root = dir.path();
+    assert!(
+        cpushield(root, &["on", "2-3", "--max-idle-latency", "10us"])
+            .status
+            .success()
+    );
+    let st = json(&cpushield(root, &["status", "--json"]));
+    assert_eq!(st["holds"], true, "{st}");
+    // Someone (tuned, a script) lifts CPU 3's bound.
+    fs::write(
+        root.join("sys/devices/system/cpu/cpu3/power/pm_qos_resume_latency_us"),
+        "0\n",
+    )
+    .unwrap();
+    let o = cpushield(root, &["status", "--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let broken = st["broken"].as_array().unwrap();
+    assert_eq!(broken.len(), 1, "{st}");
+    assert_eq!(broken[0]["id"], "idle-states");
+    let reason = broken[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("CPU 3 may enter C6 (133 µs) again"),
+        "{reason}"
+    );
+    // `on` again repairs it in place.
+    let o = cpushield(root, &["on", "2-3", "--max-idle-latency", "10us"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(qos(root, 3), "10");
+    assert_eq!(json(&cpushield(root, &["status", "--json"]))["holds"], true);
+}
+
+#[test]
+fn a_change_in_place_gives_a_cpu_that_leaves_its_bound_back() {
+    let dir = machine(true);
+    let root = dir.path();
+    let before = tree(root);
+    assert!(
+        cpushield(root, &["on", "2-3", "--max-idle-latency", "10us"])
+            .status
+            .success()
+    );
+    let o = cpushield(root, &["on", "3", "--max-idle-latency", "10us"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(qos(root, 2), "0", "CPU 2 left the shield");
+    assert_eq!(qos(root, 3), "10");
+    assert!(cpushield(root, &["off"]).status.success());
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}
+
+#[test]
+fn a_dry_run_says_what_it_would_hold_off_and_changes_nothing() {
+    let dir = machine(true);
+    let root = dir.path();
+    let before = tree(root);
+    let o = cpushield(
+        root,
+        &["on", "2-3", "--max-idle-latency", "1ms", "--dry-run"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let people = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        people.contains("CPU 3 ≤ 1000 µs by PM QoS: left POLL 0 µs, C1 2 µs, C1E 10 µs, C6 133 µs"),
+        "{people}"
+    );
+    let o = cpushield(
+        root,
+        &["on", "2-3", "--max-idle-latency", "10", "--dry-run"],
+    );
+    let people = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(people.contains("would hold off C6 133 µs"), "{people}");
+    assert!(diff(&before, &tree(root)).is_empty());
+}
+
+#[test]
+fn bad_bounds_and_read_only_files_are_refused_with_nothing_changed() {
+    let dir = machine(true);
+    let root = dir.path();
+    let before = tree(root);
+    for bad in ["2s", "-1", "fast", "1000001", "5000ms"] {
+        let arg = format!("--max-idle-latency={bad}");
+        let o = cpushield(root, &["on", "2-3", &arg]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(
+            err.contains("expected a latency from 0 to 1000000 µs"),
+            "{bad}: {err}"
+        );
+    }
+    let file = root.join("sys/devices/system/cpu/cpu3/power/pm_qos_resume_latency_us");
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o444)).unwrap();
+    let before = {
+        let mut t = before;
+        t.insert(
+            "sys/devices/system/cpu/cpu3/power/pm_qos_resume_latency_us".into(),
+            "0\n".into(),
+        );
+        t
+    };
+    let o = cpushield(root, &["on", "2-3", "--max-idle-latency", "10"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(
+        err.contains("--max-idle-latency: CPU 3: /sys/devices/system/cpu/cpu3/power/pm_qos_resume_latency_us is not writable"),
+        "{err}"
+    );
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "changed: {d:#?}");
+}
