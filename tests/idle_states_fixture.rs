@@ -193,6 +193,42 @@ fn status_names_a_cpu_freed_again_and_on_repairs_it() {
 }
 
 #[test]
+fn status_names_a_lifted_bound_where_no_cpuidle_driver_is_loaded() {
+    let dir = machine(true);
+    let root = dir.path();
+    // A kernel without a cpuidle driver (a guest under emulation): the
+    // PM QoS files, no states.
+    for cpu in 0..4 {
+        let states = root.join(format!("sys/devices/system/cpu/cpu{cpu}/cpuidle"));
+        fs::remove_dir_all(states).unwrap();
+    }
+    let o = cpushield(root, &["on", "2-3", "--max-idle-latency", "10us"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(qos(root, 2), "10");
+    let people = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        people.contains("CPU 2 ≤ 10 µs by PM QoS (no cpuidle state yet: no driver loaded)"),
+        "{people}"
+    );
+    assert_eq!(json(&cpushield(root, &["status", "--json"]))["holds"], true);
+    fs::write(
+        root.join("sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us"),
+        "50\n",
+    )
+    .unwrap();
+    let o = cpushield(root, &["status", "--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let st: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let reason = st["broken"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(
+            "CPU 2's pm_qos_resume_latency_us reads 50 (50 µs), looser than the shield's 10 µs"
+        ),
+        "{reason}"
+    );
+}
+
+#[test]
 fn a_change_in_place_gives_a_cpu_that_leaves_its_bound_back() {
     let dir = machine(true);
     let root = dir.path();

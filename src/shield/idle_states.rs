@@ -289,32 +289,42 @@ fn outcome(facts: &Facts, bound: u32) -> Outcome {
 }
 
 /// What no longer holds of `out`: a CPU that may enter a state over the
-/// bound again (its PM QoS or a `disable` file written back by someone).
+/// bound again, or whose PM QoS bound someone lifted or loosened (which
+/// matters as soon as a cpuidle driver is loaded, even where none is).
 fn lost(out: &Outcome, repair: &str) -> Vec<Finding> {
     let bound = u64::from(out.bound_us);
-    out.cpus
-        .iter()
-        .filter_map(|cpu| {
-            let slow: Vec<String> = (cpu.left.iter())
-                .filter(|s| s.latency_us > bound)
-                .map(|s| format!("{} ({} µs)", s.name, s.latency_us))
-                .collect();
-            let qos = cpu.qos.as_deref().unwrap_or("absent");
-            (!slow.is_empty()).then(|| {
-                Finding::new(
-                    NAME,
-                    Severity::Bad,
-                    60,
-                    format!(
-                        "CPU {} may enter {} again, over the shield's {bound} µs (pm_qos_resume_latency_us reads {qos})",
-                        cpu.cpu,
-                        slow.join(", ")
-                    ),
-                    repair,
-                )
-            })
-        })
-        .collect()
+    let finding = |reason: String| Finding::new(NAME, Severity::Bad, 60, reason, repair);
+    let mut found = Vec::new();
+    for cpu in &out.cpus {
+        let qos = cpu.qos.as_deref().unwrap_or("absent");
+        let slow: Vec<String> = (cpu.left.iter())
+            .filter(|s| s.latency_us > bound)
+            .map(|s| format!("{} ({} µs)", s.name, s.latency_us))
+            .collect();
+        let loosened = cpu.via == Via::PmQos
+            && cpu
+                .qos
+                .as_deref()
+                .and_then(qos_bound)
+                .is_none_or(|q| q > bound);
+        if !slow.is_empty() {
+            found.push(finding(format!(
+                "CPU {} may enter {} again, over the shield's {bound} µs (pm_qos_resume_latency_us reads {qos})",
+                cpu.cpu,
+                slow.join(", ")
+            )));
+        } else if loosened {
+            found.push(finding(format!(
+                "CPU {}'s pm_qos_resume_latency_us reads {qos} ({}), looser than the shield's {bound} µs",
+                cpu.cpu,
+                match qos {
+                    "0" => "no bound".to_string(),
+                    q => format!("{q} µs"),
+                }
+            )));
+        }
+    }
+    found
 }
 
 /// The lines for people: per CPU, the states left and held off.
@@ -334,6 +344,13 @@ fn lines(out: &Outcome, dry_run: bool) -> Vec<String> {
                 continue;
             }
         };
+        if cpu.left.is_empty() && cpu.held_off.is_empty() {
+            lines.push(format!(
+                "CPU {} ≤ {} µs by {how} (no cpuidle state yet: no driver loaded)",
+                cpu.cpu, out.bound_us
+            ));
+            continue;
+        }
         let verb = if dry_run {
             "would hold off"
         } else {
