@@ -152,7 +152,11 @@ fn status_breaks_when_another_program_changes_a_schemata_and_on_again_repairs_it
     );
     let plan = json(&o)["plan"].clone();
     assert_eq!(plan.as_array().map(Vec::len), Some(2), "{plan}");
-    assert_eq!(plan[1]["path"], "sys/fs/resctrl/schemata", "{plan}");
+    assert_eq!(plan[1]["owner"], "resctrl", "{plan}");
+    assert_eq!(
+        plan[1]["payload"]["path"], "sys/fs/resctrl/schemata",
+        "{plan}"
+    );
     let o = cpushield(root, &["on", "2-3", "--cache-ways", "4"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(

@@ -15,8 +15,10 @@
 /// `move`, `audit`, `verify`, `boot` and `boot-args`, printed first as
 /// `schema_version` (`measure`, `compare` and `certify` carry their own).
 /// A field added keeps it; a field renamed, removed or changed in meaning
-/// raises it.
-pub const JSON_SCHEMA_VERSION: u32 = 1;
+/// raises it. 2: in `on`'s `plan`, a component's own step (irqbalance's
+/// ban, resctrl's mount and shares, the guard) is `{"action": "own",
+/// "owner": ..., "payload": {its own "action" and fields}}`.
+pub const JSON_SCHEMA_VERSION: u32 = 2;
 
 pub mod audit;
 pub mod boot;

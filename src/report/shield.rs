@@ -12,7 +12,6 @@ use crate::shield::change::Action;
 use crate::shield::irqbalance;
 use crate::shield::TaskRef;
 use crate::shield::{MoveReport, OnReport};
-use crate::sys::resctrl::CacheShare;
 
 use super::note;
 use super::table::row;
@@ -393,35 +392,10 @@ fn cache_rows(c: &crate::shield::resctrl::Status, w: &mut dyn Write) -> Result<(
     Ok(())
 }
 
-/// What a resctrl `schemata` write gives its group.
-fn cache_share(share: &CacheShare) -> String {
-    let ids = |d: &[u32]| d.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-    match share {
-        CacheShare::Top { ways, domains } => {
-            format!("the top {ways} L3 ways of cache {}", ids(domains))
-        }
-        CacheShare::Rest {
-            ways,
-            domains,
-            bandwidth,
-        } => format!(
-            "the L3 ways of cache {} but the top {ways}{}",
-            ids(domains),
-            bandwidth
-                .map(|b| format!(", {b}% of the memory bandwidth"))
-                .unwrap_or_default()
-        ),
-        CacheShare::Full => "every L3 way and all the memory bandwidth".into(),
-        CacheShare::Text { schemata } => format!("{:?}", schemata.trim()),
-    }
-}
-
 /// A plan's step as `on --dry-run` prints it.
 fn plan_line(action: &Action) -> String {
     match action {
         Action::Mkdir { path } => format!("mkdir /{path}"),
-        Action::MountResctrl { target } => format!("mount -t resctrl resctrl /{target}"),
-        Action::ResctrlSchemata { path, share } => format!("{} > /{path}", cache_share(share)),
         Action::MountCgroup2 { target, make_dir } => format!(
             "{}mount -t cgroup2 cgroup2 /{target}",
             if *make_dir {
@@ -465,28 +439,9 @@ fn plan_line(action: &Action) -> String {
             period / 1000
         ),
         Action::Systemd { call, .. } => call.command_line().join(" "),
-        Action::Guard {
-            cpus,
-            settings,
-            unit,
-        } => format!(
-            "start the starvation guard of CPUs {cpus} ({}{})",
-            match unit {
-                Some(unit) => format!("systemd unit {unit}, "),
-                None => String::new(),
-            },
-            settings.args().join(" ")
-        ),
-        Action::IrqbalanceBan {
-            banned,
-            manager_env: true,
-            ..
-        } => format!(
-            "irqbalance: systemctl set-environment IRQBALANCE_BANNED_CPULIST={banned}, then its socket (settings cpus) or try-restart"
-        ),
-        Action::IrqbalanceBan { banned, .. } => format!(
-            "irqbalance: runtime drop-in IRQBALANCE_BANNED_CPULIST={banned}, daemon-reload, try-restart"
-        ),
+        Action::Own { owner, payload } => {
+            crate::shield::plan_line(action).unwrap_or_else(|| format!("{owner}: {}", payload.0))
+        }
     }
 }
 

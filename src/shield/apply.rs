@@ -99,6 +99,7 @@ pub fn apply(
         let entries: Vec<EntryRef> = batch
             .iter()
             .map(|s| EntryRef {
+                owner: Some(s.owner.name()),
                 previous: match &s.action {
                     Action::Write {
                         path,
@@ -229,7 +230,6 @@ pub fn describe(fx: &dyn Effects, a: &Action) -> String {
         }
         Action::Remember { affinities } => format!("{} task affinities", affinities.len()),
         Action::Systemd { call, .. } => format!("systemd: {}", call.command_line().join(" ")),
-        Action::Guard { cpus, .. } => format!("the starvation guard of CPUs {cpus}"),
         // A component's own change without a description of its own.
         other => format!("{other:?}"),
     }

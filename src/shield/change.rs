@@ -3,6 +3,7 @@
 //! reshape produce [`Step`]s; the journal records [`Action`]s; apply and
 //! undo carry them out. A leaf: it depends on nothing of the shield.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
@@ -97,58 +98,17 @@ pub enum Action {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         back: Option<String>,
     },
-    /// Keep irqbalance off the shield: `IRQBALANCE_BANNED_CPULIST` in its
-    /// environment, then systemd restarts it if it runs. Set in systemd's
-    /// manager environment (`manager_env`) when nothing else sets a ban:
-    /// no unit file is changed, so systemd need not reload (a
-    /// `daemon-reload` took 4.5-10.4 s in the emulated test guest, most of
-    /// `on` and of `off`), and the running irqbalance is told through its
-    /// control socket, or restarted where it has none; undone by removing
-    /// the variable and `settings cpus NULL`, or a restart of an
-    /// irqbalance started with the ban. Otherwise a runtime drop-in for its unit adds an environment
-    /// file setting it, then systemd reloads; undone by removing both (or
-    /// writing back what was there), reloading and restarting again.
-    IrqbalanceBan {
-        /// CPUs banned: the shield and irqbalance's own ban.
-        banned: CpuSet,
-        /// The drop-in directory had to be made (and is removed by undo).
-        make_dir: bool,
-        /// The drop-in that was there before, if any.
-        previous_dropin: Option<String>,
-        /// The environment file that was there before, if any.
-        previous_env: Option<String>,
-        /// Through the manager environment rather than a drop-in.
-        #[serde(default)]
-        manager_env: bool,
-    },
-    /// Mount resctrl at `target` (it was not mounted); undone by
-    /// unmounting it while it is the one mount there (see
-    /// [`super::resctrl`]).
-    MountResctrl {
-        /// Mount point relative to the root.
-        target: String,
-    },
-    /// Give a resctrl group its share of the L3 cache (and, for the
-    /// default group, of the memory bandwidth): the `schemata` lines are
-    /// made from `info/` when the step is made, written, and must read
-    /// back; undone by writing back the `schemata` read just before.
-    ResctrlSchemata {
-        /// The group's `schemata`, relative to the root.
-        path: String,
-        /// Its share.
-        share: crate::sys::resctrl::CacheShare,
-    },
-    /// Start the starvation guard on the shielded CPUs (see
-    /// [`crate::guard`]); undone by stopping it, proving its process gone
-    /// and putting back any boost it left.
-    Guard {
-        /// The CPUs it watches.
-        cpus: CpuSet,
-        /// Its settings.
-        settings: crate::guard::Settings,
-        /// Its transient systemd unit, on systemd hosts.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        unit: Option<String>,
+    /// A change only its component knows how to make and undo (irqbalance's
+    /// ban, resctrl's mount and shares, the starvation guard): the
+    /// component's own action, which it serialises and reads itself.
+    /// Journals of version 1 wrote these at the top level of an entry,
+    /// under their own `action` tag; the journal reads them into this.
+    Own {
+        /// The component (its [`Owner::name`]; empty for an entry of a
+        /// version 1 journal, whose component knows it by its tag).
+        owner: String,
+        /// The component's own action, with its own `action` tag.
+        payload: Payload,
     },
     /// Set one thread's scheduling policy and priority (`sched_setattr`),
     /// read back; undone by putting back what the journal read just before
@@ -184,6 +144,35 @@ pub enum Action {
     },
 }
 
+/// A component's own action as data: JSON, made and read by the component
+/// alone (see [`Action::own`] and [`Action::own_as`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Payload(pub serde_json::Value);
+
+// A payload is a serialised action of our own: no floating-point NaN.
+impl Eq for Payload {}
+
+impl Action {
+    /// `owner`'s own action `payload`, serialised (it carries its own
+    /// `action` tag).
+    pub fn own<T: Serialize>(owner: Owner, payload: &T) -> Action {
+        Action::Own {
+            owner: owner.name().to_string(),
+            payload: Payload(serde_json::to_value(payload).unwrap_or_default()),
+        }
+    }
+
+    /// The component's own action of type `T`, when this is one (an entry
+    /// of a version 1 journal is known by its tag alone).
+    pub fn own_as<T: DeserializeOwned>(&self) -> Option<T> {
+        match self {
+            Action::Own { payload, .. } => serde_json::from_value(payload.0.clone()).ok(),
+            _ => None,
+        }
+    }
+}
+
 /// The component of the shield that plans a step and reports what became
 /// of it (ARCHITECTURE.md, "The shield's components").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -210,6 +199,25 @@ pub enum Owner {
     Resctrl,
     /// The shielded CPUs kept out of slow idle states.
     IdleStates,
+}
+
+impl Owner {
+    /// Its name, in the journal and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Owner::Tasks => "tasks",
+            Owner::Irqbalance => "irqbalance",
+            Owner::Mechanism => "cgroups",
+            Owner::Hotplug => "hotplug",
+            Owner::Irqs => "irqs",
+            Owner::Workqueues => "workqueues",
+            Owner::Guard => "guard",
+            Owner::RtKthreads => "kthreads",
+            Owner::Knobs => "knobs",
+            Owner::Resctrl => "resctrl",
+            Owner::IdleStates => "idle-states",
+        }
+    }
 }
 
 /// What one step changes, typed: what its component reports on.
@@ -242,10 +250,7 @@ impl Subject {
             | Action::Mkdir { .. }
             | Action::Remember { .. }
             | Action::Systemd { .. }
-            | Action::IrqbalanceBan { .. }
-            | Action::MountResctrl { .. }
-            | Action::Guard { .. } => Subject::Own,
-            Action::ResctrlSchemata { path, .. } => Subject::File(path.clone()),
+            | Action::Own { .. } => Subject::Own,
         }
     }
 

@@ -108,6 +108,11 @@ pub(super) trait Component: Sync {
     fn describe(&self, _action: &Action) -> Option<String> {
         None
     }
+
+    /// Its own `action` as `on --dry-run` prints it in the plan.
+    fn plan_line(&self, _action: &Action) -> Option<String> {
+        None
+    }
 }
 
 /// The facts components read for themselves, each its own serialisable

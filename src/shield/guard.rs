@@ -35,6 +35,35 @@ pub const UNIT: &str = "cpushield-guard.service";
 /// How long a guard has to show up (its state file) or to go away.
 const SETTLE: Duration = Duration::from_secs(5);
 
+/// The guard's own change, journaled as [`Action::Own`] (its tag as
+/// journals of version 1 wrote it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Own {
+    /// Start the starvation guard on the shielded CPUs (see
+    /// [`crate::guard`]); undone by stopping it, proving its process gone
+    /// and putting back any boost it left.
+    Guard {
+        /// The CPUs it watches.
+        cpus: CpuSet,
+        /// Its settings.
+        settings: Settings,
+        /// Its transient systemd unit, on systemd hosts.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unit: Option<String>,
+    },
+}
+
+/// `action` as the guard's own, when it is.
+fn own_of(action: &Action) -> Option<Own> {
+    action.own_as::<Own>()
+}
+
+/// Whether `steps` start the guard.
+pub(super) fn planned(steps: &[Step]) -> bool {
+    steps.iter().any(|s| own_of(&s.action).is_some())
+}
+
 /// Throttling as the shield leaves it: the value its steps write to
 /// `sched_rt_runtime_us`, else the kernel's now.
 pub(super) fn rt_runtime_after(kernel: &KernelWork, steps: &[Step]) -> Option<i64> {
@@ -92,14 +121,12 @@ pub(super) fn plan(
                 },
             ));
         }
-        steps.push(Step::fatal(
-            Owner::Guard,
-            Action::Guard {
-                cpus: shield.clone(),
-                settings,
-                unit: systemd.then(|| UNIT.to_string()),
-            },
-        ));
+        let guard = Own::Guard {
+            cpus: shield.clone(),
+            settings,
+            unit: systemd.then(|| UNIT.to_string()),
+        };
+        steps.push(Step::fatal(Owner::Guard, Action::own(Owner::Guard, &guard)));
         if engine == Engine::Stalld && rt_runtime_us != Some(-1) {
             steps.push(Step::fatal(
                 Owner::Guard,
@@ -452,31 +479,27 @@ impl Component for Part {
     }
 
     fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
-        out.change.guard = mine
-            .iter()
-            .any(|(_, s)| matches!(s.action, Action::Guard { .. }));
+        out.change.guard = mine.iter().any(|(_, s)| own_of(&s.action).is_some());
         for (slot, step) in mine {
-            match &step.action {
-                Action::Guard { cpus, settings, .. } if in_place(&cx.read, cpus, settings) => {}
+            match own_of(&step.action) {
+                Some(Own::Guard { cpus, settings, .. }) if in_place(&cx.read, &cpus, &settings) => {
+                }
                 _ => out.unless_held(cx, slot, step),
             }
         }
     }
 
     fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
-        let Action::Guard {
+        let Own::Guard {
             cpus,
             settings,
             unit,
-        } = action
-        else {
-            return None;
-        };
-        Some(start(sys, cpus, settings, unit.as_deref()).map_err(ApplyError::from))
+        } = own_of(action)?;
+        Some(start(sys, &cpus, &settings, unit.as_deref()).map_err(ApplyError::from))
     }
 
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
-        let Action::Guard { unit, .. } = &entry.action else {
+        let Some(Own::Guard { unit, .. }) = own_of(&entry.action) else {
             return false;
         };
         undo(sys, unit.as_deref(), out);
@@ -487,7 +510,28 @@ impl Component for Part {
     /// still on the shield keeps running through `off` (see
     /// `tasks::realtime`).
     fn undone_last(&self, action: &Action) -> bool {
-        matches!(action, Action::Guard { .. })
+        own_of(action).is_some()
+    }
+
+    fn describe(&self, action: &Action) -> Option<String> {
+        let Own::Guard { cpus, .. } = own_of(action)?;
+        Some(format!("the starvation guard of CPUs {cpus}"))
+    }
+
+    fn plan_line(&self, action: &Action) -> Option<String> {
+        let Own::Guard {
+            cpus,
+            settings,
+            unit,
+        } = own_of(action)?;
+        let unit = match unit {
+            Some(unit) => format!("systemd unit {unit}, "),
+            None => String::new(),
+        };
+        let args = settings.args().join(" ");
+        Some(format!(
+            "start the starvation guard of CPUs {cpus} ({unit}{args})"
+        ))
     }
 }
 
@@ -518,9 +562,7 @@ mod tests {
         systemd: bool,
     ) -> (Option<Step>, Note) {
         let (steps, mut notes) = plan(k, r, rt, shield, systemd).unwrap();
-        let guard = steps
-            .into_iter()
-            .find(|s| matches!(s.action, Action::Guard { .. }));
+        let guard = steps.into_iter().find(|s| own_of(&s.action).is_some());
         (guard, notes.remove(0))
     }
 
@@ -552,9 +594,8 @@ mod tests {
         // write (those are for a stalld of its own).
         let engines: Vec<Engine> = steps
             .iter()
-            .filter_map(|s| match &s.action {
-                Action::Guard { settings, .. } => Some(settings.engine),
-                _ => None,
+            .filter_map(|s| match own_of(&s.action)? {
+                Own::Guard { settings, .. } => Some(settings.engine),
             })
             .collect();
         assert_eq!((steps.len(), engines), (1, vec![Engine::Cpushield]));
@@ -585,12 +626,15 @@ mod tests {
             plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false).unwrap();
         let kinds: Vec<String> = steps
             .iter()
-            .map(|s| match &s.action {
-                Action::Write {
-                    path, value, undo, ..
-                } => format!("{path}={value} undo {undo:?}"),
-                Action::Guard { settings, .. } => format!("guard {}", settings.engine),
-                other => format!("{other:?}"),
+            .map(|s| match (&s.action, own_of(&s.action)) {
+                (_, Some(Own::Guard { settings, .. })) => format!("guard {}", settings.engine),
+                (
+                    Action::Write {
+                        path, value, undo, ..
+                    },
+                    _,
+                ) => format!("{path}={value} undo {undo:?}"),
+                (other, _) => format!("{other:?}"),
             })
             .collect();
         assert_eq!(
@@ -622,8 +666,28 @@ mod tests {
         let (steps, _) = plan(&k, &own, Some(950_000), &shield(), false).unwrap();
         assert!(matches!(
             &steps[..],
-            [Step { action: Action::Guard { settings, .. }, .. }] if settings.engine == Engine::Cpushield
+            [step] if matches!(own_of(&step.action), Some(Own::Guard { settings, .. }) if settings.engine == Engine::Cpushield)
         ));
+    }
+
+    #[test]
+    fn a_guard_journaled_by_version_1_is_read_as_the_guards_own() {
+        // Version 1 wrote the guard at the top level of an entry.
+        let own = Own::Guard {
+            cpus: shield(),
+            settings: Settings::default(),
+            unit: Some(UNIT.into()),
+        };
+        let v1 = serde_json::to_string(&own).unwrap();
+        assert!(v1.starts_with(r#"{"action":"guard","cpus":"2-3""#), "{v1}");
+        let entry: super::super::journal::Entry = serde_json::from_str(&v1).unwrap();
+        assert_eq!(entry.owner, None);
+        assert_eq!(own_of(&entry.action), Some(own.clone()));
+        // Version 2 writes it under `own`, with its component.
+        let v2 = serde_json::to_value(Action::own(Owner::Guard, &own)).unwrap();
+        assert_eq!(v2["action"], "own");
+        assert_eq!(v2["owner"], "guard");
+        assert_eq!(v2["payload"], serde_json::to_value(&own).unwrap());
     }
 
     #[test]
@@ -642,7 +706,7 @@ mod tests {
         let (steps, _) = plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false).unwrap();
         assert!(matches!(
             &steps[..],
-            [Step { action: Action::Guard { settings, .. }, .. }] if settings.engine == Engine::Cpushield
+            [step] if matches!(own_of(&step.action), Some(Own::Guard { settings, .. }) if settings.engine == Engine::Cpushield)
         ));
     }
 
@@ -664,13 +728,16 @@ mod tests {
         // --tune turns it off: the guard comes, as a process or a unit.
         let (step, note) = plan1(&k, &req(GuardMode::Auto), Some(-1), &shield(), true);
         let Some(Step {
-            action: Action::Guard { cpus, unit, .. },
+            action,
             fatal: true,
             owner: Owner::Guard,
             ..
-        }) = step
+        }) = &step
         else {
             panic!("no guard step: {step:?}");
+        };
+        let Some(Own::Guard { cpus, unit, .. }) = own_of(action) else {
+            panic!("not the guard: {action:?}");
         };
         assert_eq!((cpus, unit.as_deref()), (shield(), Some(UNIT)));
         assert!(matches!(

@@ -44,8 +44,44 @@ pub const BANNED_CPULIST: &str = "IRQBALANCE_BANNED_CPULIST";
 pub const BANNED_CPUS: &str = "IRQBALANCE_BANNED_CPUS";
 /// The variables that tell irqbalance which CPUs to leave alone.
 pub const BAN_VARIABLES: [&str; 2] = [BANNED_CPULIST, BANNED_CPUS];
+
+/// irqbalance's own change, journaled as [`Action::Own`] (its tag as
+/// journals of version 1 wrote it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Own {
+    /// Keep irqbalance off the shield: `IRQBALANCE_BANNED_CPULIST` in its
+    /// environment, then systemd restarts it if it runs. Set in systemd's
+    /// manager environment (`manager_env`) when nothing else sets a ban:
+    /// no unit file is changed, so systemd need not reload (a
+    /// `daemon-reload` took 4.5-10.4 s in the emulated test guest, most of
+    /// `on` and of `off`), and the running irqbalance is told through its
+    /// control socket, or restarted where it has none; undone by removing
+    /// the variable and `settings cpus NULL`, or a restart of an
+    /// irqbalance started with the ban. Otherwise a runtime drop-in for its unit adds an environment
+    /// file setting it, then systemd reloads; undone by removing both (or
+    /// writing back what was there), reloading and restarting again.
+    IrqbalanceBan {
+        /// CPUs banned: the shield and irqbalance's own ban.
+        banned: CpuSet,
+        /// The drop-in directory had to be made (and is removed by undo).
+        make_dir: bool,
+        /// The drop-in that was there before, if any.
+        previous_dropin: Option<String>,
+        /// The environment file that was there before, if any.
+        previous_env: Option<String>,
+        /// Through the manager environment rather than a drop-in.
+        #[serde(default)]
+        manager_env: bool,
+    },
+}
+
+/// The ban `action` makes, when it is irqbalance's.
+fn ban_of(action: &Action) -> Option<Own> {
+    action.own_as::<Own>()
+}
 /// The manager-environment assignment of a ban of `banned` (see
-/// [`Action::IrqbalanceBan`]).
+/// [`Own::IrqbalanceBan`]).
 pub fn manager_ban_assignment(banned: &CpuSet) -> String {
     format!("{BANNED_CPULIST}={banned}")
 }
@@ -390,23 +426,23 @@ pub fn plan(
         && irqb.manager_ban.as_ref().is_some_and(Vec::is_empty)
         && irqb.dropin.is_none()
         && irqb.env.is_none();
+    let ban = Own::IrqbalanceBan {
+        banned,
+        make_dir: !manager_env && !irqb.dropin_dir,
+        previous_dropin: irqb.dropin.clone(),
+        previous_env: irqb.env.clone(),
+        manager_env,
+    };
     vec![Step::optional(
         Owner::Irqbalance,
-        Action::IrqbalanceBan {
-            banned,
-            make_dir: !manager_env && !irqb.dropin_dir,
-            previous_dropin: irqb.dropin.clone(),
-            previous_env: irqb.env.clone(),
-            manager_env,
-        },
+        Action::own(Owner::Irqbalance, &ban),
     )]
 }
 
 /// The CPUs a plan's steps ban, if they ban any.
 pub fn planned_ban(steps: &[Step]) -> Option<CpuSet> {
-    steps.iter().find_map(|s| match &s.action {
-        Action::IrqbalanceBan { banned, .. } => Some(banned.clone()),
-        _ => None,
+    steps.iter().find_map(|s| match ban_of(&s.action)? {
+        Own::IrqbalanceBan { banned, .. } => Some(banned),
     })
 }
 
@@ -422,16 +458,16 @@ pub fn ban_made(steps: &[Step], refused: &[Refused]) -> Option<CpuSet> {
 /// Whether the ban `action` asks for is in place already on the machine
 /// whose irqbalance is `live` (a resize leaves it as it is then).
 pub fn ban_in_place(live: Option<&Irqbalance>, action: &Action) -> bool {
-    let Action::IrqbalanceBan {
+    let Some(own) = ban_of(action) else {
+        return false;
+    };
+    let Own::IrqbalanceBan {
         banned,
         previous_dropin,
         previous_env,
         manager_env,
         ..
-    } = action
-    else {
-        return false;
-    };
+    } = &own;
     if *manager_env {
         live.and_then(|i| i.manager_ban.as_ref())
             .is_some_and(|b| b.contains(&manager_ban_assignment(banned)))
@@ -446,11 +482,11 @@ pub fn ban_in_place(live: Option<&Irqbalance>, action: &Action) -> bool {
 pub fn before_shield(irqb: &mut Irqbalance, entries: &[Entry]) {
     let ours = entries.iter().any(|e| {
         matches!(
-            e.action,
-            Action::IrqbalanceBan {
+            ban_of(&e.action),
+            Some(Own::IrqbalanceBan {
                 manager_env: true,
                 ..
-            }
+            })
         )
     });
     if ours {
@@ -506,16 +542,16 @@ pub fn ban(sys: &Sys, banned: &CpuSet, make_dir: bool, manager_env: bool) -> Res
 /// the CPUs it used before. Returns whether irqbalance was told or
 /// restarted, and what could not be put back.
 pub fn unban(sys: &Sys, action: &Action) -> (bool, Vec<Refusal>) {
-    let Action::IrqbalanceBan {
+    let Some(own) = ban_of(action) else {
+        return (false, Vec::new());
+    };
+    let Own::IrqbalanceBan {
         banned,
         make_dir,
         previous_dropin,
         previous_env,
         manager_env,
-    } = action
-    else {
-        return (false, Vec::new());
-    };
+    } = &own;
     if *manager_env {
         let unset = SystemdCall::UnsetEnvironment {
             names: vec![BANNED_CPULIST.to_string()],
@@ -845,20 +881,17 @@ impl Component for Part {
     }
 
     fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
-        let Action::IrqbalanceBan {
+        let Own::IrqbalanceBan {
             banned,
             make_dir,
             manager_env,
             ..
-        } = action
-        else {
-            return None;
-        };
-        Some(ban(sys, banned, *make_dir, *manager_env).map_err(ApplyError::from))
+        } = ban_of(action)?;
+        Some(ban(sys, &banned, make_dir, manager_env).map_err(ApplyError::from))
     }
 
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
-        if !matches!(entry.action, Action::IrqbalanceBan { .. }) {
+        if ban_of(&entry.action).is_none() {
             return false;
         }
         let (restored, failed) = unban(sys, &entry.action);
@@ -872,14 +905,28 @@ impl Component for Part {
     /// within its 10 s cycle (SYSTEMD-NOTES 10). Its ban is the first change
     /// `on` makes, for the same reason the other way round.
     fn undone_first(&self, action: &Action) -> bool {
-        matches!(action, Action::IrqbalanceBan { .. })
+        ban_of(action).is_some()
     }
 
     fn describe(&self, action: &Action) -> Option<String> {
-        match action {
-            Action::IrqbalanceBan { manager_env, .. } => Some(describe(*manager_env)),
-            _ => None,
-        }
+        let Own::IrqbalanceBan { manager_env, .. } = ban_of(action)?;
+        Some(describe(manager_env))
+    }
+
+    fn plan_line(&self, action: &Action) -> Option<String> {
+        let Own::IrqbalanceBan {
+            banned,
+            manager_env,
+            ..
+        } = ban_of(action)?;
+        Some(match manager_env {
+            true => format!(
+                "irqbalance: systemctl set-environment {BANNED_CPULIST}={banned}, then its socket (settings cpus) or try-restart"
+            ),
+            false => format!(
+                "irqbalance: runtime drop-in {BANNED_CPULIST}={banned}, daemon-reload, try-restart"
+            ),
+        })
     }
 }
 

@@ -74,11 +74,15 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
 }
 
 /// One recorded change.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Entry {
     /// The change.
     #[serde(flatten)]
     pub action: Action,
+    /// The component that planned it (its name); `None` in a journal of
+    /// version 1, which did not record it.
+    #[serde(default, rename = "by", skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     /// For writes undone with the previous value: that value, read just before.
     #[serde(default, rename = "prior", skip_serializing_if = "Option::is_none")]
     pub previous: Option<String>,
@@ -89,6 +93,63 @@ pub struct Entry {
     pub at: Option<u64>,
 }
 
+/// The version of the journal this cpushield writes: 2 records each
+/// entry's component (`by`) and a component's own action under `own`.
+/// Version 1 (no `by`; a component's own action at the top level under its
+/// own tag) is still read and undone.
+pub const VERSION: u32 = 2;
+
+/// The tags under which a journal of version 1 wrote the components' own
+/// actions at the top level of an entry (a fact of that format, frozen):
+/// read into [`Action::Own`], whose component knows them by their tag.
+/// Any other unknown tag is damage.
+const VERSION_1_OWN_TAGS: [&str; 4] = [
+    "irqbalance_ban",
+    "mount_resctrl",
+    "resctrl_schemata",
+    "guard",
+];
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        use serde_json::Value;
+        let mut map = serde_json::Map::<String, Value>::deserialize(d)?;
+        let mut text = |key: &str| match map.remove(key) {
+            Some(Value::String(s)) => Ok(Some(s)),
+            None | Some(Value::Null) => Ok(None),
+            Some(other) => Err(D::Error::custom(format!("{key}: not a string: {other}"))),
+        };
+        let previous = text("prior")?;
+        let owner = text("by")?;
+        let at = match map.remove("at") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .ok_or_else(|| D::Error::custom("at: not a count"))?,
+            ),
+        };
+        let tag = map
+            .get("action")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let value = Value::Object(map);
+        let action = match tag {
+            Some(tag) if VERSION_1_OWN_TAGS.contains(&tag.as_str()) => Action::Own {
+                owner: String::new(),
+                payload: crate::shield::change::Payload(value),
+            },
+            _ => serde_json::from_value(value).map_err(D::Error::custom)?,
+        };
+        Ok(Entry {
+            action,
+            owner,
+            previous,
+            at,
+        })
+    }
+}
+
 /// An [`Entry`] that borrows its action: what `apply` journals, so that a
 /// step (and the affinities of every thread it may carry) is serialised
 /// without being copied first. Reads back as an [`Entry`].
@@ -97,6 +158,9 @@ pub struct EntryRef<'a> {
     /// The change.
     #[serde(flatten)]
     pub action: &'a Action,
+    /// As [`Entry::owner`].
+    #[serde(rename = "by", skip_serializing_if = "Option::is_none")]
+    pub owner: Option<&'static str>,
     /// As [`Entry::previous`].
     #[serde(rename = "prior", skip_serializing_if = "Option::is_none")]
     pub previous: Option<String>,
@@ -781,6 +845,7 @@ mod tests {
         let sys = Sys::at(tmp.path());
         let mut j = Journal::create(&sys, &state()).unwrap();
         let e = |path: &str| Entry {
+            owner: None,
             action: Action::Mkdir { path: path.into() },
             previous: None,
             at: Some(5),
@@ -826,11 +891,13 @@ mod tests {
         ];
         let refs = [
             EntryRef {
+                owner: None,
                 action: &actions[0],
                 previous: None,
                 at: Some(12),
             },
             EntryRef {
+                owner: None,
                 at: None,
                 action: &actions[1],
                 previous: Some("0-3".into()),
@@ -839,11 +906,13 @@ mod tests {
         j.append(&refs).unwrap();
         let owned = vec![
             Entry {
+                owner: None,
                 action: actions[0].clone(),
                 previous: None,
                 at: Some(12),
             },
             Entry {
+                owner: None,
                 action: actions[1].clone(),
                 previous: Some("0-3".into()),
                 at: None,
@@ -861,6 +930,7 @@ mod tests {
 
     fn sample_entries() -> Vec<Entry> {
         let write = |irq: u32| Entry {
+            owner: None,
             action: Action::Write {
                 path: format!("proc/irq/{irq}/smp_affinity_list"),
                 value: "0-1".into(),
@@ -872,6 +942,7 @@ mod tests {
         };
         vec![
             Entry {
+                owner: None,
                 action: Action::Remember {
                     affinities: vec![(1, CpuSet::parse_list("0-3").unwrap())],
                 },
@@ -879,6 +950,7 @@ mod tests {
                 at: Some(5),
             },
             Entry {
+                owner: None,
                 action: Action::Mkdir {
                     path: "sys/fs/cgroup/cpushield".into(),
                 },

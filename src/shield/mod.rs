@@ -43,7 +43,7 @@ mod workqueues;
 pub use component::{OwnFacts, PartReport};
 pub use components::report::OnReport;
 pub use components::status::{status, StatusReport};
-pub use components::{owners, snapshot};
+pub use components::{owners, plan_line, snapshot};
 pub(crate) use error::require_root;
 pub use error::ShieldError;
 pub use guard::{unprotected_kernel_work, Hold as GuardHold};

@@ -193,6 +193,72 @@ pub fn check_info(info: &Info, ask: Ask) -> Result<(), PlanError> {
     }
 }
 
+/// resctrl's own changes, journaled as [`Action::Own`] (their tags as
+/// journals of version 1 wrote them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Own {
+    /// Mount resctrl at `target` (it was not mounted); undone by
+    /// unmounting it while it is the one mount there (see
+    /// this module).
+    MountResctrl {
+        /// Mount point relative to the root.
+        target: String,
+    },
+    /// Give a resctrl group its share of the L3 cache (and, for the
+    /// default group, of the memory bandwidth): the `schemata` lines are
+    /// made from `info/` when the step is made, written, and must read
+    /// back; undone by writing back the `schemata` read just before.
+    ResctrlSchemata {
+        /// The group's `schemata`, relative to the root.
+        path: String,
+        /// Its share.
+        share: crate::sys::resctrl::CacheShare,
+    },
+}
+
+/// What a resctrl `schemata` write gives its group.
+fn cache_share(share: &CacheShare) -> String {
+    let ids = |d: &[u32]| d.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    match share {
+        CacheShare::Top { ways, domains } => {
+            format!("the top {ways} L3 ways of cache {}", ids(domains))
+        }
+        CacheShare::Rest {
+            ways,
+            domains,
+            bandwidth,
+        } => format!(
+            "the L3 ways of cache {} but the top {ways}{}",
+            ids(domains),
+            bandwidth
+                .map(|b| format!(", {b}% of the memory bandwidth"))
+                .unwrap_or_default()
+        ),
+        CacheShare::Full => "every L3 way and all the memory bandwidth".into(),
+        CacheShare::Text { schemata } => format!("{:?}", schemata.trim()),
+    }
+}
+
+/// `action` as one of resctrl's own, when it is.
+fn own_of(action: &Action) -> Option<Own> {
+    action.own_as::<Own>()
+}
+
+/// The step of resctrl's own change `own`; a share is about its file.
+fn own_step(own: Own, fatal: bool) -> Step {
+    let subject = match &own {
+        Own::ResctrlSchemata { path, .. } => Subject::File(path.clone()),
+        Own::MountResctrl { .. } => Subject::Own,
+    };
+    let action = Action::own(Owner::Resctrl, &own);
+    let step = match fatal {
+        true => Step::fatal(Owner::Resctrl, action),
+        false => Step::optional(Owner::Resctrl, action),
+    };
+    Step { subject, ..step }
+}
+
 /// The steps that give the shield its share: resctrl mounted if it is
 /// not, the group made, its ways and the others' written, the shielded
 /// CPUs given to the group.
@@ -201,12 +267,11 @@ pub fn plan(facts: &Facts, ask: Ask, shield: &CpuSet) -> Vec<Step> {
     let mut steps = Vec::new();
     if !facts.mounted {
         let target = RESCTRL.to_string();
-        steps.push(Step::fatal(Owner::Resctrl, Action::MountResctrl { target }));
+        steps.push(own_step(Own::MountResctrl { target }, true));
     }
     let group = GROUP.to_string();
     steps.push(Step::fatal(Owner::Resctrl, Action::Mkdir { path: group }));
-    let share =
-        |path: String, share| Step::fatal(Owner::Resctrl, Action::ResctrlSchemata { path, share });
+    let share = |path: String, share| own_step(Own::ResctrlSchemata { path, share }, true);
     steps.push(share(
         format!("{GROUP}/schemata"),
         CacheShare::Top {
@@ -243,9 +308,9 @@ fn group_cpus(cpus: &CpuSet) -> Action {
 /// it mounted resctrl, without its group.
 pub fn before_shield(facts: &mut Facts, entries: &[Entry]) {
     for e in entries {
-        match &e.action {
-            Action::MountResctrl { .. } => facts.mounted = false,
-            Action::Mkdir { path } if path == GROUP => facts.groups.retain(|g| g != GROUP),
+        match (&e.action, own_of(&e.action)) {
+            (_, Some(Own::MountResctrl { .. })) => facts.mounted = false,
+            (Action::Mkdir { path }, _) if path == GROUP => facts.groups.retain(|g| g != GROUP),
             _ => {}
         }
     }
@@ -254,18 +319,18 @@ pub fn before_shield(facts: &mut Facts, entries: &[Entry]) {
 /// Whether a planned step already holds on the machine: resctrl mounted,
 /// the group there, a share that reads back.
 pub fn in_place(facts: &Facts, read: &dyn Fn(&str) -> Option<String>, action: &Action) -> bool {
-    match action {
-        Action::MountResctrl { .. } => facts.mounted,
-        Action::Mkdir { path } => facts.groups.iter().any(|g| g == path),
-        Action::Write { path, value, .. } => read(path).is_some_and(|now| {
-            CpuSet::parse_list(now.trim()).ok() == CpuSet::parse_list(value).ok()
-        }),
-        Action::ResctrlSchemata { path, share } => match (&facts.info, read(path)) {
+    match (action, own_of(action)) {
+        (_, Some(Own::MountResctrl { .. })) => facts.mounted,
+        (_, Some(Own::ResctrlSchemata { path, share })) => match (&facts.info, read(&path)) {
             (Some(info), Some(now)) => {
                 kernel::schemata_holds(&now, &share.schemata(info, &facts.all_domains()))
             }
             _ => false,
         },
+        (Action::Mkdir { path }, _) => facts.groups.iter().any(|g| g == path),
+        (Action::Write { path, value, .. }, _) => read(path).is_some_and(|now| {
+            CpuSet::parse_list(now.trim()).ok() == CpuSet::parse_list(value).ok()
+        }),
         _ => false,
     }
 }
@@ -276,8 +341,8 @@ pub fn in_place(facts: &Facts, read: &dyn Fn(&str) -> Option<String>, action: &A
 /// empty group and the mount stay until `off`).
 pub fn give_back(entries: &[Entry], read: &dyn Fn(&str) -> Option<String>) -> Vec<Step> {
     let default = format!("{RESCTRL}/schemata");
-    let first = entries.iter().find(|e| match &e.action {
-        Action::ResctrlSchemata { path, .. } => *path == default,
+    let first = entries.iter().find(|e| match own_of(&e.action) {
+        Some(Own::ResctrlSchemata { path, .. }) => path == default,
         _ => false,
     });
     let Some(first) = first else {
@@ -296,13 +361,11 @@ pub fn give_back(entries: &[Entry], read: &dyn Fn(&str) -> Option<String>) -> Ve
     if !cpus.trim().is_empty() {
         steps.push(Step::optional(Owner::Resctrl, group_cpus(&CpuSet::new())));
     }
-    steps.push(Step::optional(
-        Owner::Resctrl,
-        Action::ResctrlSchemata {
-            path: default,
-            share,
-        },
-    ));
+    let share = Own::ResctrlSchemata {
+        path: default,
+        share,
+    };
+    steps.push(own_step(share, false));
     steps
 }
 
@@ -410,7 +473,7 @@ pub struct Outcome {
 pub fn outcome(sys: &Sys, steps: &[Step]) -> Option<Outcome> {
     let planned = steps
         .iter()
-        .any(|s| matches!(s.action, Action::ResctrlSchemata { .. }));
+        .any(|s| matches!(own_of(&s.action), Some(Own::ResctrlSchemata { .. })));
     (planned && sys.exists(GROUP)).then(|| read_outcome(sys))
 }
 
@@ -500,9 +563,9 @@ pub fn read_hold(sys: &Sys, state: &State) -> Hold {
     }
     let steps = plan(&facts, ask, &state.shield);
     for step in &steps {
-        if let Action::ResctrlSchemata { path, share } = &step.action {
+        if let Some(Own::ResctrlSchemata { path, share }) = own_of(&step.action) {
             let want = share.schemata(info, &facts.all_domains());
-            let now = sys.read_trimmed(path).unwrap_or_default();
+            let now = sys.read_trimmed(&path).unwrap_or_default();
             if !kernel::schemata_holds(&now, &want) {
                 lost.push(format!(
                     "/{path} reads {} where the shield set {}",
@@ -585,37 +648,42 @@ impl Component for Part {
     }
 
     fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
-        match action {
-            Action::MountResctrl { target } => Some(mount(sys, target)),
-            Action::ResctrlSchemata { path, share } => Some(write_share(sys, path, share)),
-            _ => None,
-        }
+        Some(match own_of(action)? {
+            Own::MountResctrl { target } => mount(sys, &target),
+            Own::ResctrlSchemata { path, share } => write_share(sys, &path, &share),
+        })
     }
 
     fn previous(&self, sys: &Sys, action: &Action) -> Option<String> {
-        match action {
-            Action::ResctrlSchemata { path, .. } => previous(sys, path),
-            _ => None,
+        match own_of(action)? {
+            Own::ResctrlSchemata { path, .. } => previous(sys, &path),
+            Own::MountResctrl { .. } => None,
         }
     }
 
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
-        match &entry.action {
-            Action::MountResctrl { target } => unmount(sys, target, out),
-            Action::ResctrlSchemata { path, .. } => {
-                undo_share(sys, path, entry.previous.as_deref(), out)
+        match own_of(&entry.action) {
+            Some(Own::MountResctrl { target }) => unmount(sys, &target, out),
+            Some(Own::ResctrlSchemata { path, .. }) => {
+                undo_share(sys, &path, entry.previous.as_deref(), out)
             }
-            _ => return false,
+            None => return false,
         }
         true
     }
 
     fn describe(&self, action: &Action) -> Option<String> {
-        match action {
-            Action::MountResctrl { target: path } | Action::ResctrlSchemata { path, .. } => {
+        match own_of(action)? {
+            Own::MountResctrl { target: path } | Own::ResctrlSchemata { path, .. } => {
                 Some(format!("/{path}"))
             }
-            _ => None,
         }
+    }
+
+    fn plan_line(&self, action: &Action) -> Option<String> {
+        Some(match own_of(action)? {
+            Own::MountResctrl { target } => format!("mount -t resctrl resctrl /{target}"),
+            Own::ResctrlSchemata { path, share } => format!("{} > /{path}", cache_share(&share)),
+        })
     }
 }

@@ -193,7 +193,12 @@ fn undo_in_turn(
                 };
                 restore_write(sys, path, &value, matches!(undo, Undo::Previous), out);
             }
-            other => unreachable!("{other:?} is undone by its component (Effects::undo)"),
+            // A component's own change that no component of this
+            // cpushield claims (a tag it does not know): left, and said.
+            other => out.failed.push(Refusal {
+                target: crate::input::brief_to(&format!("{other:?}"), 120),
+                reason: "no component of this cpushield knows how to undo it; left as it is".into(),
+            }),
         }
     }
 }

@@ -75,6 +75,7 @@ fn shielded() -> (Snapshot, Vec<Entry>, State) {
         ..Default::default()
     };
     let write = |path: &str, value: &str, undo: Undo, previous: Option<&str>| Entry {
+        owner: None,
         action: Action::Write {
             path: path.into(),
             value: value.into(),
@@ -90,6 +91,7 @@ fn shielded() -> (Snapshot, Vec<Entry>, State) {
     };
     let entries = vec![
         Entry {
+            owner: None,
             action: Action::Remember {
                 affinities: vec![(1, cpus("0-3")), (30, cpus("3"))],
             },
@@ -97,6 +99,7 @@ fn shielded() -> (Snapshot, Vec<Entry>, State) {
             at: None,
         },
         Entry {
+            owner: None,
             action: Action::SetAffinity {
                 pid: 1,
                 tid: 1,
@@ -246,6 +249,7 @@ fn a_smaller_shield_resizes_the_slice_and_gives_back_what_it_no_longer_needs() {
 fn a_task_whose_cpus_all_leave_goes_back_where_it_came_from_before_the_resize() {
     let (live, mut entries, state) = shielded();
     entries.push(Entry {
+        owner: None,
         action: Action::Systemd {
             call: SystemdCall::StartScope {
                 unit: "cpushield-run-30.scope".into(),

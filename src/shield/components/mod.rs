@@ -152,6 +152,11 @@ pub fn change(
     Ok(change)
 }
 
+/// A component's own `action` as `on --dry-run` prints it in the plan.
+pub fn plan_line(action: &Action) -> Option<String> {
+    ORDER.iter().find_map(|part| part.plan_line(action))
+}
+
 /// The real-time tasks on the shield of `state` that `off` keeps on their
 /// CPUs, and what the undo is told of them; with any, the shield's cgroups
 /// are readied for them to leave on their CPUs first.

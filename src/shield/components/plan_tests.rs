@@ -177,23 +177,23 @@ fn irqbalance_under_systemd_is_banned_from_the_shield_and_its_own_ban() {
     let bans: Vec<&Step> = plan
         .steps
         .iter()
-        .filter(|s| matches!(s.action, Action::IrqbalanceBan { .. }))
+        .filter(|s| s.action.own_as::<irqbalance::Own>().is_some())
         .collect();
     assert_eq!(bans.len(), 1);
-    let Action::IrqbalanceBan {
+    let Some(irqbalance::Own::IrqbalanceBan {
         banned, make_dir, ..
-    } = &bans[0].action
+    }) = bans[0].action.own_as()
     else {
         unreachable!()
     };
-    assert_eq!(*banned, cpus("2-3,5"));
-    assert!(*make_dir);
+    assert_eq!(banned, cpus("2-3,5"));
+    assert!(make_dir);
     assert!(!bans[0].fatal);
     // before any IRQ is moved, so that irqbalance does not move them back
     let ban_at = plan
         .steps
         .iter()
-        .position(|s| matches!(s.action, Action::IrqbalanceBan { .. }));
+        .position(|s| s.action.own_as::<irqbalance::Own>().is_some());
     let first_irq = plan.steps.iter().position(
         |s| matches!(&s.action, Action::Write { path, .. } if path.starts_with("proc/irq/")),
     );
@@ -209,7 +209,7 @@ fn irqbalance_without_systemd_is_reported_not_banned() {
     assert!(!plan
         .steps
         .iter()
-        .any(|s| matches!(s.action, Action::IrqbalanceBan { .. })));
+        .any(|s| s.action.own_as::<irqbalance::Own>().is_some()));
     assert!(plan
         .notes
         .iter()

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::shield::apply::{Applied, Refusal};
-use crate::shield::change::{Action, Step, Subject};
+use crate::shield::change::{Step, Subject};
 use crate::shield::component::PartReport;
 use crate::shield::irqs::{self, IrqRefusal};
 use crate::shield::journal::State;
@@ -113,7 +113,7 @@ pub(in crate::shield) fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
         _ => format!("{mount}/cgroup.procs"),
     };
     State {
-        version: 1,
+        version: crate::shield::journal::VERSION,
         shield: plan.shield.clone(),
         housekeeping: plan.housekeeping.clone(),
         mechanism: plan.mechanism.clone(),
@@ -125,10 +125,7 @@ pub(in crate::shield) fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
         writes_refused: Vec::new(),
         irqbalance_ban: None,
         request: None,
-        guard: plan
-            .steps
-            .iter()
-            .any(|s| matches!(s.action, Action::Guard { .. })),
+        guard: crate::shield::guard::planned(&plan.steps),
     }
 }
 
