@@ -34,6 +34,9 @@ fi
 echo "== static cpushield for the guest"
 REL=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release
 BIN=$REL/cpushield
+# The binary whose journal is of version 1, beside it (26-journal-v1
+# undoes its shield with the new one).
+tests/vm/build-journal-v1.sh "$REL/previous"
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
     cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield
 # Built alone: examples turn on the test-only `fixture` feature (through

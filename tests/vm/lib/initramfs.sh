@@ -68,6 +68,12 @@ overlay_initramfs() {
         # a stripped copy: smaller initrd (the binary keeps its debug info)
         strip -o "$root/usr/local/bin/cpushield" "$bin" 2>/dev/null || cp "$bin" "$root/usr/local/bin/cpushield"
         chmod 755 "$root/usr/local/bin/cpushield"
+        # the cpushield of journal version 1, for 26-journal-v1
+        # (tests/vm/build-journal-v1.sh DIR/previous)
+        if [ -x "$(dirname "$bin")/previous/cpushield-journal-v1" ]; then
+            strip -o "$root/usr/local/bin/cpushield-journal-v1" "$(dirname "$bin")/previous/cpushield-journal-v1" 2>/dev/null \
+                || cp "$(dirname "$bin")/previous/cpushield-journal-v1" "$root/usr/local/bin/"
+        fi
         for tool in idle_tasks check_compare_dir interfere; do
             local built
             built=$(dirname "$bin")/examples/$tool
