@@ -1,0 +1,277 @@
+//! irqbalance's ban of the shielded CPUs: the step planned, how it is
+//! made (systemd's environment and the control socket, or a runtime drop-in
+//! and a restart) and undone.
+
+use super::*;
+
+/// Plans the ban: under systemd, irqbalance's unit gets the shield plus what
+/// it banned by itself (the variable switches its own isolcpus/nohz_full
+/// detection off), leaving the user's files as they are. irqbalance reads
+/// its ban from its environment only at start, so without its unit the
+/// conflict is only reported (in `notes`).
+pub fn plan(
+    systemd: bool,
+    irqb: Option<&Irqbalance>,
+    shield: &CpuSet,
+    notes: &mut Vec<Note>,
+) -> Vec<Step> {
+    let Some(irqb) = irqb else {
+        return Vec::new();
+    };
+    if !(systemd && irqb.unit) {
+        if let Some(pid) = irqb.pid {
+            notes.push(Note::IrqbalanceWithoutUnit {
+                pid,
+                shield: shield.clone(),
+                ban: shield.union(&irqb.own_ban),
+            });
+        }
+        return Vec::new();
+    }
+    if irqb.pid.is_some() && !irqb.under_systemd() {
+        notes.push(Note::IrqbalanceOutsideUnit {
+            cgroup: irqb.cgroup.clone(),
+        });
+    }
+    let banned = shield.union(&irqb.own_ban);
+    if let Some(user) = &irqb.user_ban {
+        notes.push(Note::IrqbalanceOwnBanKept {
+            setting: user.clone(),
+            banned: banned.clone(),
+        });
+    }
+    // The manager environment only when no one else sets a ban there or in
+    // irqbalance's files (a unit's own settings win over it) and no drop-in
+    // of ours is left from an earlier shield.
+    let manager_env = irqb.user_ban.is_none()
+        && irqb.manager_ban.as_ref().is_some_and(Vec::is_empty)
+        && irqb.dropin.is_none()
+        && irqb.env.is_none();
+    let ban = Own::IrqbalanceBan {
+        banned,
+        make_dir: !manager_env && !irqb.dropin_dir,
+        previous_dropin: irqb.dropin.clone(),
+        previous_env: irqb.env.clone(),
+        manager_env,
+    };
+    vec![Step::optional(
+        Owner::Irqbalance,
+        Action::own(Owner::Irqbalance, &ban),
+    )]
+}
+
+/// The CPUs a plan's steps ban, if they ban any.
+pub fn planned_ban(steps: &[Step]) -> Option<CpuSet> {
+    steps.iter().find_map(|s| match ban_of(&s.action)? {
+        Own::IrqbalanceBan { banned, .. } => Some(banned),
+    })
+}
+
+/// The CPUs banned by a plan's steps, unless the kernel or systemd
+/// `refused` the ban.
+pub fn ban_made(steps: &[Step], refused: &[Refused]) -> Option<CpuSet> {
+    if refused.iter().any(|r| r.owner == Owner::Irqbalance) {
+        return None;
+    }
+    planned_ban(steps)
+}
+
+/// Whether the ban `action` asks for is in place already on the machine
+/// whose irqbalance is `live` (a resize leaves it as it is then).
+pub fn ban_in_place(live: Option<&Irqbalance>, action: &Action) -> bool {
+    let Some(own) = ban_of(action) else {
+        return false;
+    };
+    let Own::IrqbalanceBan {
+        banned,
+        previous_dropin,
+        previous_env,
+        manager_env,
+        ..
+    } = &own;
+    if *manager_env {
+        live.and_then(|i| i.manager_ban.as_ref())
+            .is_some_and(|b| b.contains(&manager_ban_assignment(banned)))
+    } else {
+        previous_dropin.as_deref() == Some(&dropin(banned))
+            && previous_env.as_deref() == Some(&env_file(banned))
+    }
+}
+
+/// irqbalance as it was before the shield journaled in `entries`: a ban in
+/// systemd's environment is ours, so before it there was none.
+pub fn before_shield(irqb: &mut Irqbalance, entries: &[Entry]) {
+    let ours = entries.iter().any(|e| {
+        matches!(
+            ban_of(&e.action),
+            Some(Own::IrqbalanceBan {
+                manager_env: true,
+                ..
+            })
+        )
+    });
+    if ours {
+        irqb.manager_ban = Some(Vec::new());
+    }
+}
+
+/// Short description of a ban's target for reports.
+pub fn describe(manager_env: bool) -> String {
+    if manager_env {
+        format!("systemd environment {BANNED_CPULIST}")
+    } else {
+        format!("/{IRQBALANCE_DROPIN}")
+    }
+}
+
+/// The environment file of the ban. irqbalance takes the first non-empty
+/// of IRQBALANCE_BANNED_CPUS (hex, deprecated) and
+/// IRQBALANCE_BANNED_CPULIST (irqbalance 1.8+, cputree.c
+/// setup_banned_cpus), so the first is set empty: a user's hex mask,
+/// already part of `banned`, must not hide the list.
+pub fn env_file(banned: &CpuSet) -> String {
+    format!(
+        "# cpushield: CPUs {banned} banned while shielded; removed by 'cpushield off'\nIRQBALANCE_BANNED_CPUS=\nIRQBALANCE_BANNED_CPULIST={banned}\n"
+    )
+}
+
+/// The drop-in. Variables of an EnvironmentFile= override Environment=,
+/// and of several files the last one read wins (systemd.exec(5)); a
+/// drop-in's EnvironmentFile= comes after the unit's own.
+pub fn dropin(banned: &CpuSet) -> String {
+    format!(
+        "# cpushield: keeps irqbalance off the shielded CPUs {banned}; removed by 'cpushield off'\n[Service]\nEnvironmentFile=/{IRQBALANCE_ENV}\n"
+    )
+}
+
+/// Makes the ban: in systemd's environment, then the running irqbalance
+/// told through its control socket (restarted where none answers); or
+/// the drop-in and its environment file, a reload and a restart.
+pub fn ban(sys: &Sys, banned: &CpuSet, make_dir: bool, manager_env: bool) -> Result<(), SysError> {
+    if manager_env {
+        sys.systemd(&SystemdCall::SetEnvironment {
+            assignments: vec![manager_ban_assignment(banned)],
+        })?;
+        return ban_running(sys, banned);
+    }
+    sys.write_config(IRQBALANCE_ENV, &env_file(banned), make_dir)?;
+    sys.write_config(IRQBALANCE_DROPIN, &dropin(banned), false)?;
+    reload_and_restart(sys)
+}
+
+/// Undoes a journaled ban (`action`): irqbalance gets its environment and
+/// the CPUs it used before. Returns whether irqbalance was told or
+/// restarted, and what could not be put back.
+pub fn unban(sys: &Sys, action: &Action) -> (bool, Vec<Refusal>) {
+    let Some(own) = ban_of(action) else {
+        return (false, Vec::new());
+    };
+    let Own::IrqbalanceBan {
+        banned,
+        make_dir,
+        previous_dropin,
+        previous_env,
+        manager_env,
+    } = &own;
+    if *manager_env {
+        let unset = SystemdCall::UnsetEnvironment {
+            names: vec![BANNED_CPULIST.to_string()],
+        };
+        return match sys.systemd(&unset).and_then(|()| unban_running(sys, banned)) {
+            Ok(()) => (true, Vec::new()),
+            Err(err) => (false, vec![Refusal {
+                target: "irqbalance".into(),
+                reason: format!("could not take the ban out of systemd's environment and restart irqbalance: {err}"),
+            }]),
+        };
+    }
+    let mut failed = Vec::new();
+    let mut restore = |path: &str, previous: Option<&str>, remove_dir: bool| {
+        let result = match previous {
+            Some(text) => sys.write_config(path, text, false),
+            None => sys.remove_config(path, remove_dir),
+        };
+        if let Err(err) = result {
+            failed.push(Refusal {
+                target: format!("/{path}"),
+                reason: err.to_string(),
+            });
+        }
+    };
+    restore(IRQBALANCE_DROPIN, previous_dropin.as_deref(), false);
+    // the directory goes with the last file, when on made it (and it is empty)
+    restore(IRQBALANCE_ENV, previous_env.as_deref(), *make_dir);
+    match reload_and_restart(sys) {
+        Ok(()) => (true, failed),
+        Err(err) => {
+            failed.push(Refusal {
+                target: "irqbalance".into(),
+                reason: format!("could not reload systemd and restart irqbalance: {err}"),
+            });
+            (false, failed)
+        }
+    }
+}
+
+fn reload_and_restart(sys: &Sys) -> Result<(), SysError> {
+    sys.systemd(&SystemdCall::DaemonReload)?;
+    restart(sys)
+}
+
+/// The ids of running irqbalance processes with a control socket.
+fn with_socket(sys: &Sys) -> Vec<i32> {
+    socket::socket_pids(sys)
+        .into_iter()
+        .filter(|pid| {
+            sys.read(&format!("proc/{pid}/stat"))
+                .is_ok_and(|st| st.contains("(irqbalance)"))
+        })
+        .collect()
+}
+
+/// Gives the running irqbalance the ban through its control socket, so
+/// that it needs no restart (it applies it at its next cycle and moves no
+/// IRQ before); restarts it where no socket answers (it then reads the ban
+/// from systemd's environment, set just before).
+fn ban_running(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
+    let told = with_socket(sys)
+        .into_iter()
+        .filter(|&pid| socket::set_banned(sys, pid, Some(banned)).is_ok())
+        .count();
+    if told > 0 {
+        Ok(())
+    } else {
+        restart(sys)
+    }
+}
+
+/// Takes the ban out of the running irqbalance, whichever way `on` (or a
+/// restart since) gave it: an irqbalance started with the ban in its
+/// environment is restarted (systemd's environment no longer has it);
+/// one told through its socket goes back to its environment's ban
+/// (`settings cpus NULL`); without an answering socket, a restart.
+fn unban_running(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
+    let pids = with_socket(sys);
+    let started_with_ban = |pid: i32| {
+        procfs::environ_var(sys, pid, BANNED_CPULIST)
+            .and_then(|v| CpuSet::parse_list(&v).ok())
+            .is_some_and(|c| c == *banned)
+    };
+    if pids.is_empty() || pids.iter().any(|&pid| started_with_ban(pid)) {
+        return restart(sys);
+    }
+    if pids
+        .iter()
+        .all(|&pid| socket::set_banned(sys, pid, None).is_ok())
+    {
+        Ok(())
+    } else {
+        restart(sys)
+    }
+}
+
+fn restart(sys: &Sys) -> Result<(), SysError> {
+    sys.systemd(&SystemdCall::TryRestart {
+        unit: IRQBALANCE_UNIT.into(),
+    })
+}

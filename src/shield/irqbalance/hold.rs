@@ -1,0 +1,202 @@
+//! Whether irqbalance's ban still holds (`status`), and what became of the
+//! process, read back for `on`'s report.
+
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+/// How a ban stopped holding, for `status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BanLost {
+    /// What is wrong, as read.
+    pub what: String,
+    /// A repair of its own, when making the shield again is not the one.
+    pub repair: Option<&'static str>,
+}
+
+/// What `status` reads of cpushield's ban to judge whether it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BanHold {
+    /// Neither the drop-in nor systemd's environment carries the ban.
+    Unset,
+    /// The ban is set and no irqbalance runs: nothing to tell.
+    NotRunning,
+    /// The ban is set and irqbalance `pid` runs.
+    Running {
+        /// Its process id.
+        pid: i32,
+        /// `IRQBALANCE_BANNED_CPULIST` in its environment.
+        list: CpuSet,
+        /// `IRQBALANCE_BANNED_CPUS` in its environment, when set: it
+        /// overrides the list.
+        hex: Option<String>,
+        /// Whether its control socket bans the shield (or it was told too
+        /// recently to have answered); `None`: not asked, its environment
+        /// already bans the shield.
+        told: Option<bool>,
+    },
+}
+
+/// Reads what [`ban_lost`] judges of the shield `state`'s ban, on the
+/// machine whose irqbalance is `irqb` (`None`: the shield set no ban, or
+/// `on` did not finish).
+pub(in crate::shield) fn read_hold(
+    sys: &Sys,
+    state: &State,
+    irqb: Option<&Irqbalance>,
+) -> Option<BanHold> {
+    let ban = state.irqbalance_ban.as_ref().filter(|_| state.complete)?;
+    Some(read_ban(sys, ban, irqb, &state.shield))
+}
+
+impl Holds for Option<BanHold> {
+    /// `irqbalance`: the ban is gone, or the running irqbalance lacks it
+    /// (its repair is a restart of irqbalance).
+    fn lost(&self, state: &State, repair: &str) -> Vec<Finding> {
+        let (Some(hold), Some(ban)) = (self, &state.irqbalance_ban) else {
+            return Vec::new();
+        };
+        ban_lost(hold, ban)
+            .map(|lost| {
+                let next = lost.repair.unwrap_or(repair);
+                Finding::new("irqbalance", Severity::Bad, 60, lost.what, next)
+            })
+            .into_iter()
+            .collect()
+    }
+}
+
+/// Reads what [`ban_lost`] judges of the ban of `ban` (shield `shield`) on
+/// the machine whose irqbalance is `irqb`.
+pub fn read_ban(sys: &Sys, ban: &CpuSet, irqb: Option<&Irqbalance>, shield: &CpuSet) -> BanHold {
+    let in_manager = irqb
+        .and_then(|i| i.manager_ban.as_ref())
+        .is_some_and(|b| b.contains(&manager_ban_assignment(ban)));
+    if irqb.is_none_or(|i| i.dropin.is_none()) && !in_manager {
+        return BanHold::Unset;
+    }
+    let Some(pid) = irqb.and_then(|i| i.pid) else {
+        return BanHold::NotRunning;
+    };
+    let list = procfs::environ_var(sys, pid, BANNED_CPULIST)
+        .and_then(|v| CpuSet::parse_list(&v).ok())
+        .unwrap_or_default();
+    let hex = procfs::environ_var(sys, pid, BANNED_CPUS).filter(|v| !v.is_empty());
+    let by_environ = hex.is_none() && list.is_superset_of(shield);
+    BanHold::Running {
+        pid,
+        told: (!by_environ).then(|| told(sys, pid, shield)),
+        list,
+        hex,
+    }
+}
+
+/// Whether cpushield's ban of `ban` still holds, from what [`read_ban`]
+/// read: the ban is still set (drop-in or systemd's environment), and the
+/// running irqbalance has it, by its environment or its control socket.
+/// Pure.
+pub fn ban_lost(hold: &BanHold, ban: &CpuSet) -> Option<BanLost> {
+    match hold {
+        BanHold::Unset => Some(BanLost {
+            what: format!(
+                "cpushield's ban of CPUs {ban} is gone (neither its drop-in /{IRQBALANCE_DROPIN} nor {} in systemd's environment): irqbalance may move IRQs onto the shield",
+                manager_ban_assignment(ban)
+            ),
+            repair: None,
+        }),
+        BanHold::NotRunning | BanHold::Running { told: None | Some(true), .. } => None,
+        BanHold::Running {
+            pid,
+            list,
+            hex,
+            told: Some(false),
+        } => Some(BanLost {
+            what: format!(
+                "irqbalance (pid {pid}) runs without the ban of CPUs {ban} (its environment: IRQBALANCE_BANNED_CPULIST={list}{}; its control socket does not ban them either)",
+                hex.as_ref().map(|h| format!(", IRQBALANCE_BANNED_CPUS={h}")).unwrap_or_default()
+            ),
+            repair: Some("systemctl restart irqbalance (after 'systemctl daemon-reload' when the ban is a drop-in), or run 'cpushield on' again"),
+        }),
+    }
+}
+
+/// Whether irqbalance `pid` bans `shield` by its control socket. A ban
+/// sent since the shield was made takes effect at irqbalance's next cycle,
+/// up to its interval later, and it moves no IRQ before; then it rebuilds,
+/// and one before 1.9.4 reads no message for one more interval. So an
+/// irqbalance older than the shield counts as told while the shield is
+/// younger than two intervals plus 2 s (`on` had its answer, or restarted
+/// it with the ban in its environment). Else it must say so (`setup`),
+/// however long it takes to answer (up to [`socket::PATIENT`]).
+fn told(sys: &Sys, pid: i32, shield: &CpuSet) -> bool {
+    let interval_s = socket::interval_s(sys, pid);
+    let shield_age_s = journal::state_age(sys);
+    let irqbalance_age_s = procfs::boot_ticks(sys)
+        .zip(procfs::start_ticks(sys, pid))
+        .map(|(now, start)| now.saturating_sub(start) / 100);
+    if let (Some(shield), Some(irqb)) = (shield_age_s, irqbalance_age_s) {
+        if irqb > shield && shield <= 2 * interval_s + 2 {
+            return true;
+        }
+    }
+    socket::banned(sys, pid).is_ok_and(|b| b.is_superset_of(shield))
+}
+
+/// What became of the irqbalance process while the shield was made,
+/// read back from `/proc` afterwards.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "process")]
+pub enum Process {
+    /// The same process (id and start time) runs: it was not restarted.
+    Kept {
+        /// Its process id.
+        pid: i32,
+    },
+    /// Another process runs: systemd restarted it.
+    Restarted {
+        /// The process id before.
+        before: i32,
+        /// The process id now.
+        after: i32,
+    },
+    /// It runs now and did not before.
+    Started {
+        /// Its process id.
+        pid: i32,
+    },
+    /// It ran before and does not now.
+    Gone {
+        /// The process id it had.
+        before: i32,
+    },
+    /// It ran neither before nor after: the ban waits for its next start.
+    NotRunning,
+}
+
+/// Compares irqbalance `before` with the process among `threads_after`,
+/// both by process id and start time.
+pub fn process_after(sys: &Sys, before: Option<&Irqbalance>, threads_after: &[Thread]) -> Process {
+    let after = procfs::leader(threads_after, "irqbalance")
+        .map(|t| (t.pid, procfs::start_ticks(sys, t.pid)));
+    compare(
+        before.and_then(|i| i.pid.map(|pid| (pid, i.started))),
+        after,
+    )
+}
+
+/// [`Process`] from the (process id, start time) before and after.
+pub(super) fn compare(
+    before: Option<(i32, Option<u64>)>,
+    after: Option<(i32, Option<u64>)>,
+) -> Process {
+    match (before, after) {
+        (Some(b), Some(a)) if a == b => Process::Kept { pid: a.0 },
+        (Some(b), Some(a)) => Process::Restarted {
+            before: b.0,
+            after: a.0,
+        },
+        (None, Some(a)) => Process::Started { pid: a.0 },
+        (Some(b), None) => Process::Gone { before: b.0 },
+        (None, None) => Process::NotRunning,
+    }
+}

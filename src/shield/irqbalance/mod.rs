@@ -1,0 +1,329 @@
+//! The irqbalance component of the shield. irqbalance spreads IRQs over
+//! the CPUs every 10 s and knows nothing of cpusets: unless it bans the
+//! shielded CPUs it moves IRQs back onto them. Everything the shield does
+//! with it lives here: what is read (its process, unit and files, cpushield's
+//! drop-in, systemd's environment), the one step planned (a ban), how that
+//! step is made and undone (its control socket, or systemd's environment or
+//! a runtime drop-in and a restart), whether the ban still holds, and what
+//! became of the process, read back for the report.
+
+mod ban;
+mod facts;
+mod hold;
+
+pub use ban::*;
+pub use facts::*;
+pub use hold::*;
+
+use super::apply::ApplyError;
+use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use super::plan_error::PlanError;
+use super::reshape::Originals;
+use super::snapshot::Snapshot;
+use super::undo::Undone;
+use serde::{Deserialize, Serialize};
+
+use super::change::{Action, Owner, Refusal, Refused, Step};
+use super::holds::Holds;
+use super::journal::{self, Entry, State};
+use super::note::Note;
+
+use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Severity};
+use crate::sys::irqbalance as socket;
+use crate::sys::procfs::{self, Thread};
+use crate::sys::systemd::SystemdCall;
+use crate::sys::{Sys, SysError};
+
+/// Where cpushield's runtime drop-in for irqbalance goes: a runtime
+/// directory of systemd's unit search path, gone at reboot, beside and
+/// never instead of the user's own configuration.
+pub const IRQBALANCE_DROPIN_DIR: &str = "run/systemd/system/irqbalance.service.d";
+/// The drop-in: adds cpushield's environment file to the unit.
+pub const IRQBALANCE_DROPIN: &str = "run/systemd/system/irqbalance.service.d/50-cpushield.conf";
+/// The environment file with the ban. systemd ignores files of a drop-in
+/// directory that do not end in `.conf`, so it can live beside the drop-in.
+pub const IRQBALANCE_ENV: &str = "run/systemd/system/irqbalance.service.d/cpushield.env";
+/// irqbalance's unit.
+pub const IRQBALANCE_UNIT: &str = "irqbalance.service";
+/// irqbalance's ban as a CPU list (irqbalance 1.8+): what cpushield sets.
+pub const BANNED_CPULIST: &str = "IRQBALANCE_BANNED_CPULIST";
+/// irqbalance's ban as a hex mask (deprecated).
+pub const BANNED_CPUS: &str = "IRQBALANCE_BANNED_CPUS";
+/// The variables that tell irqbalance which CPUs to leave alone.
+pub const BAN_VARIABLES: [&str; 2] = [BANNED_CPULIST, BANNED_CPUS];
+
+/// irqbalance's own change, journaled as [`Action::Own`] (its tag as
+/// journals of version 1 wrote it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Own {
+    /// Keep irqbalance off the shield: `IRQBALANCE_BANNED_CPULIST` in its
+    /// environment, then systemd restarts it if it runs. Set in systemd's
+    /// manager environment (`manager_env`) when nothing else sets a ban:
+    /// no unit file is changed, so systemd need not reload (a
+    /// `daemon-reload` took 4.5-10.4 s in the emulated test guest, most of
+    /// `on` and of `off`), and the running irqbalance is told through its
+    /// control socket, or restarted where it has none; undone by removing
+    /// the variable and `settings cpus NULL`, or a restart of an
+    /// irqbalance started with the ban. Otherwise a runtime drop-in for its unit adds an environment
+    /// file setting it, then systemd reloads; undone by removing both (or
+    /// writing back what was there), reloading and restarting again.
+    IrqbalanceBan {
+        /// CPUs banned: the shield and irqbalance's own ban.
+        banned: CpuSet,
+        /// The drop-in directory had to be made (and is removed by undo).
+        make_dir: bool,
+        /// The drop-in that was there before, if any.
+        previous_dropin: Option<String>,
+        /// The environment file that was there before, if any.
+        previous_env: Option<String>,
+        /// Through the manager environment rather than a drop-in.
+        #[serde(default)]
+        manager_env: bool,
+    },
+}
+
+/// The ban `action` makes, when it is irqbalance's.
+fn ban_of(action: &Action) -> Option<Own> {
+    action.own_as::<Own>()
+}
+/// The manager-environment assignment of a ban of `banned` (see
+/// [`Own::IrqbalanceBan`]).
+pub fn manager_ban_assignment(banned: &CpuSet) -> String {
+    format!("{BANNED_CPULIST}={banned}")
+}
+
+/// irqbalance's ban of the shielded CPUs, as a component of the shield.
+pub(super) struct Part;
+
+impl Component for Part {
+    fn owner(&self) -> Owner {
+        Owner::Irqbalance
+    }
+
+    fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        Ok(())
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        let (systemd, irqb) = (cx.snap.owners.systemd, cx.snap.owners.irqbalance.as_ref());
+        let ban = plan(systemd, irqb, cx.shield, &mut d.plan.notes);
+        d.add(Slot::Ban, ban);
+        Ok(())
+    }
+
+    fn before(&self, _: &Originals, entries: &[Entry], snap: &mut Snapshot) {
+        if let Some(irqb) = snap.owners.irqbalance.as_mut() {
+            before_shield(irqb, entries);
+        }
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        let live = cx.live.owners.irqbalance.as_ref();
+        let steps: Vec<Step> = mine.iter().map(|(_, s)| s.clone()).collect();
+        out.change.irqbalance_ban = planned_ban(&steps);
+        for (slot, step) in mine {
+            if !ban_in_place(live, &step.action) {
+                out.add(slot, [step]);
+            }
+        }
+    }
+
+    fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
+        let Own::IrqbalanceBan {
+            banned,
+            make_dir,
+            manager_env,
+            ..
+        } = ban_of(action)?;
+        Some(ban(sys, &banned, make_dir, manager_env).map_err(ApplyError::from))
+    }
+
+    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
+        if ban_of(&entry.action).is_none() {
+            return false;
+        }
+        let (restored, failed) = unban(sys, &entry.action);
+        out.restored += usize::from(restored);
+        out.failed.extend(failed);
+        true
+    }
+
+    /// irqbalance gets its environment back before anything else: a banned
+    /// irqbalance still running while undo puts IRQs back moves them again
+    /// within its 10 s cycle (SYSTEMD-NOTES 10). Its ban is the first change
+    /// `on` makes, for the same reason the other way round.
+    fn undone_first(&self, action: &Action) -> bool {
+        ban_of(action).is_some()
+    }
+
+    fn describe(&self, action: &Action) -> Option<String> {
+        let Own::IrqbalanceBan { manager_env, .. } = ban_of(action)?;
+        Some(describe(manager_env))
+    }
+
+    fn plan_line(&self, action: &Action) -> Option<String> {
+        let Own::IrqbalanceBan {
+            banned,
+            manager_env,
+            ..
+        } = ban_of(action)?;
+        Some(match manager_env {
+            true => format!(
+                "irqbalance: systemctl set-environment {BANNED_CPULIST}={banned}, then its socket (settings cpus) or try-restart"
+            ),
+            false => format!(
+                "irqbalance: runtime drop-in {BANNED_CPULIST}={banned}, daemon-reload, try-restart"
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::facts::{env_assignments, env_files, unit_env_files, IRQBALANCE_ENV_FILES};
+    use super::hold::compare;
+    use super::*;
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    /// An empty root, and a `Sys` on it.
+    fn fixture_root() -> (tempfile::TempDir, Sys) {
+        let root = tempfile::tempdir().unwrap();
+        let sys = Sys::at(root.path());
+        (root, sys)
+    }
+
+    /// Writes `text` to `path` under `root`, making its directories.
+    fn put(root: &std::path::Path, path: &str, text: &str) {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn the_files_irqbalance_reads_are_its_units_else_the_distributions() {
+        let unit = "[Service]\nEnvironmentFile=-/usr/share/irqbalance/irqbalance.env\n\
+                    EnvironmentFile=-/etc/irqbalance.env\nEnvironmentFile=%h/x\n\
+                    ExecStart=/usr/bin/irqbalance --foreground $IRQBALANCE_ARGS\n";
+        assert_eq!(
+            unit_env_files(unit),
+            ["usr/share/irqbalance/irqbalance.env", "etc/irqbalance.env"]
+        );
+        let (root, sys) = fixture_root();
+        let write = |path: &str, text: &str| put(root.path(), path, text);
+        // No unit file: the distributions' files.
+        assert_eq!(env_files(&sys), IRQBALANCE_ENV_FILES);
+        // A unit that reads /etc/irqbalance.env: the user's ban there is
+        // irqbalance's own, which cpushield's ban keeps.
+        write("usr/lib/systemd/system/irqbalance.service", unit);
+        write("etc/irqbalance.env", "IRQBALANCE_BANNED_CPULIST=\"1\"\n");
+        write("etc/default/irqbalance", "IRQBALANCE_BANNED_CPULIST=3\n");
+        let irqb = read(&sys, &[], &CpuSet::new(), true).expect("its unit is installed");
+        assert_eq!(irqb.own_ban, cpus("1"));
+        assert_eq!(
+            irqb.user_ban.as_deref(),
+            Some("/etc/irqbalance.env: IRQBALANCE_BANNED_CPULIST=1")
+        );
+    }
+
+    #[test]
+    fn a_ban_in_a_file_a_drop_in_adds_is_irqbalances_own() {
+        let (root, sys) = fixture_root();
+        let write = |path: &str, text: &str| put(root.path(), path, text);
+        write(
+            "usr/lib/systemd/system/irqbalance.service",
+            "[Service]\nEnvironmentFile=-/etc/default/irqbalance\n",
+        );
+        write("etc/default/irqbalance", "IRQBALANCE_ARGS=\n");
+        // The user's drop-in adds a file with a ban; a drop-in of the same
+        // name under /usr/lib is hidden by it, and cpushield's own drop-in
+        // (and the ban it names) is not the user's.
+        let user = "[Service]\nEnvironmentFile=/etc/irqbalance-rt.env\n";
+        write("etc/systemd/system/irqbalance.service.d/10-rt.conf", user);
+        let hidden = "[Service]\nEnvironmentFile=/usr/lib/hidden.env\n";
+        write(
+            "usr/lib/systemd/system/irqbalance.service.d/10-rt.conf",
+            hidden,
+        );
+        write("usr/lib/hidden.env", "IRQBALANCE_BANNED_CPULIST=7\n");
+        write("etc/irqbalance-rt.env", "IRQBALANCE_BANNED_CPULIST=1\n");
+        write(IRQBALANCE_DROPIN, &dropin(&cpus("1-3")));
+        write(IRQBALANCE_ENV, &env_file(&cpus("1-3")));
+        assert_eq!(
+            env_files(&sys),
+            ["etc/default/irqbalance", "etc/irqbalance-rt.env"]
+        );
+        let irqb = read(&sys, &[], &CpuSet::new(), true).expect("its unit is installed");
+        assert_eq!(irqb.own_ban, cpus("1"));
+        assert_eq!(
+            irqb.user_ban.as_deref(),
+            Some("/etc/irqbalance-rt.env: IRQBALANCE_BANNED_CPULIST=1")
+        );
+        // A drop-in that empties the list leaves only what follows it.
+        write(
+            "etc/systemd/system/irqbalance.service.d/20-only.conf",
+            "[Service]\nEnvironmentFile=\nEnvironmentFile=-/etc/only.env\n",
+        );
+        assert_eq!(env_files(&sys), ["etc/only.env"]);
+    }
+
+    #[test]
+    fn irqbalance_bans() {
+        assert_eq!(banned("", "/usr/sbin/irqbalance\0--foreground\0", ""), None);
+        assert_eq!(
+            banned("PATH=/bin\0IRQBALANCE_BANNED_CPUS=c\0", "", ""),
+            Some(cpus("2-3"))
+        );
+        assert_eq!(
+            banned(
+                "",
+                "irqbalance\0--banned-cpulist=1\0",
+                "#IRQBALANCE_BANNED_CPULIST=5\nIRQBALANCE_BANNED_CPULIST=\"3\"\n"
+            ),
+            Some(cpus("1,3"))
+        );
+        assert_eq!(banned("", "irqbalance\0--banned-cpus\0", ""), None);
+    }
+
+    #[test]
+    fn env_assignments_skip_comments_and_strip_quotes() {
+        let text = "# IRQBALANCE_BANNED_CPULIST=0\nIRQBALANCE_ARGS=\"--policyscript=x\"\n  IRQBALANCE_BANNED_CPULIST='4-5'\n";
+        assert_eq!(
+            env_assignments(text),
+            [
+                ("IRQBALANCE_ARGS", "--policyscript=x"),
+                ("IRQBALANCE_BANNED_CPULIST", "4-5")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_process_is_restarted_only_when_its_id_or_start_time_changed() {
+        assert_eq!(
+            compare(Some((412, Some(900))), Some((412, Some(900)))),
+            Process::Kept { pid: 412 }
+        );
+        assert_eq!(
+            compare(Some((412, Some(900))), Some((530, Some(2000)))),
+            Process::Restarted {
+                before: 412,
+                after: 530
+            }
+        );
+        // the same id, started again (ids wrap)
+        assert_eq!(
+            compare(Some((412, Some(900))), Some((412, Some(2000)))),
+            Process::Restarted {
+                before: 412,
+                after: 412
+            }
+        );
+        assert_eq!(compare(None, Some((7, None))), Process::Started { pid: 7 });
+        assert_eq!(compare(Some((7, None)), None), Process::Gone { before: 7 });
+        assert_eq!(compare(None, None), Process::NotRunning);
+    }
+}
