@@ -3,86 +3,15 @@
 //! (incomplete), the files and the bootloader's command, the read-back, and
 //! on failure the files put back as they were.
 
-use serde::{Deserialize, Serialize};
-
-use super::edit::{self, Undone};
+use super::change::{BootAction, BootChange, FileAction, FileOutcome};
+use super::files::{based, make_dirs, put, taken_out, Given, Writes};
 use super::record::{
     read_record, remove_file, write_json, Generated, Made, Record, RECORD, RECORD_VERSION, REMOVED,
 };
-use super::remove::remove;
-use super::status::{status, BootFacts, BootStatus};
-use super::{backend, bls, loader, uki, Backend, BootError, BootWant, Loader};
+use super::status::{status, BootFacts};
+use super::{backend, loader, uki, BootError, BootWant, Loader};
 use crate::shield::journal;
 use crate::sys::Sys;
-
-/// What a boot-half change did (or, in a dry run, would do).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct BootChange {
-    /// `written`, `unchanged`, `removed`, `nothing` (none was written and none is wanted).
-    pub action: BootAction,
-    /// Whether this was a dry run (nothing changed).
-    pub dry_run: bool,
-    /// The bootloader driven.
-    pub bootloader: Option<String>,
-    /// What booted this machine, as the firmware and the command line say.
-    pub booted_by: Option<String>,
-    /// Another bootloader installed that did not boot this machine (not written).
-    pub also_installed: Option<String>,
-    /// The first file (the drop-in on Debian).
-    pub file: Option<String>,
-    /// Its new content (`None`: removed, or restored to what it held before).
-    pub content: Option<String>,
-    /// Every file, and what was (or would be) done to it.
-    pub files: Vec<FileOutcome>,
-    /// The user's options that set one of cpushield's keys, left out
-    /// (given back on removal).
-    pub replaced: Vec<String>,
-    /// The bootloader's command run (or to run); empty: none.
-    pub command: Vec<String>,
-    /// After a removal: whether the generated file is byte-identical to
-    /// what it was before cpushield first wrote (`false`: something else,
-    /// such as a kernel update, changed it meanwhile).
-    pub generated_identical: Option<bool>,
-    /// Where the boot half stands afterwards, read back.
-    pub status: Option<BootStatus>,
-}
-
-/// One file of a [`BootChange`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileOutcome {
-    /// The file, relative to the root.
-    pub path: String,
-    /// What happened to it.
-    pub action: FileAction,
-}
-
-/// What happened to one file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FileAction {
-    /// Created by cpushield.
-    Created,
-    /// Edited (a drop-in rewritten, words or a block added).
-    Edited,
-    /// Given back byte for byte (or removed, if cpushield created it).
-    Restored,
-    /// Changed by something else since: only cpushield's part was cut.
-    Cut,
-}
-
-/// The kind of [`BootChange`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BootAction {
-    /// The files were written and the bootloader's configuration regenerated.
-    Written,
-    /// What is written is what is wanted.
-    Unchanged,
-    /// The files were given back and the configuration regenerated.
-    Removed,
-    /// None was written and none is wanted.
-    Nothing,
-}
 
 /// Checks, before anything is changed, that `want` can be written on this
 /// machine: its bootloader is one cpushield drives.
@@ -116,152 +45,10 @@ pub(super) fn other_backend(r: &Record, loader: &Loader) -> BootError {
     }
 }
 
-/// A file's content from the files given back (`base_files`), else as it is.
-pub(super) fn based(sys: &Sys, base_files: &[Given], path: &str) -> Option<String> {
-    match base_files.iter().find(|g| g.path == path) {
-        Some(g) => g.content.clone(),
-        None => sys.read(path).ok(),
-    }
-}
-
-/// A file as removal gives it back.
-#[derive(Debug, Clone)]
-pub(super) struct Given {
-    pub(super) path: String,
-    /// Its content (`None`: removed).
-    pub(super) content: Option<String>,
-    pub(super) how: Undone,
-    /// Remove its directory too when then empty (cpushield made it).
-    pub(super) made_dir: bool,
-}
-
-/// The files as removal gives them back (`Err`: one of them cannot be,
-/// named). Entries that `kernel-install` wrote since from
-/// `/etc/kernel/cmdline` lose cpushield's words too, and get back the
-/// user's words that file lost.
-pub(super) fn taken_out(sys: &Sys, record: &Record) -> Result<Vec<Given>, BootError> {
-    let mut files = record.files.clone();
-    if matches!(record.backend, Backend::Bls | Backend::SystemdBoot) {
-        let dirs: Vec<String> = record
-            .files
-            .iter()
-            .filter_map(|f| f.path.rsplit_once('/').map(|(d, _)| d.to_string()))
-            .filter(|d| d.ends_with("loader/entries"))
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let known: Vec<String> = record.files.iter().map(|f| f.path.clone()).collect();
-        let cmdline_lost = record
-            .files
-            .iter()
-            .find(|f| f.path == bls::KERNEL_CMDLINE)
-            .map(|f| match &f.edit {
-                edit::Edit::Words { removed, .. } => removed.clone(),
-                _ => Vec::new(),
-            })
-            .unwrap_or_default();
-        files.extend(bls::later_entries(
-            sys,
-            &dirs,
-            &known,
-            &record.want.options,
-            &cmdline_lost,
-        ));
-    }
-    let mut out = Vec::new();
-    let mut refused = Vec::new();
-    for f in &files {
-        let path = bls::find_entry(sys, &f.path).unwrap_or_else(|| f.path.clone());
-        let now = match sys.read(&path) {
-            Ok(text) => Some(text),
-            Err(_) if !sys.path(&path).exists() => None,
-            Err(e) => {
-                // There, but not text: neither "gone" nor cpushield's to delete.
-                refused.push(format!("/{path}: it cannot be read as text ({e})"));
-                continue;
-            }
-        };
-        let undone = if now == f.before {
-            // Never written (an interrupted change), or written back already.
-            Ok((f.before.clone(), Undone::Restored))
-        } else {
-            edit::undo(f, now.as_deref())
-        };
-        match undone {
-            Ok((content, how)) => out.push(Given {
-                path,
-                content,
-                how,
-                made_dir: f.made_dir,
-            }),
-            Err(why) => refused.push(format!("/{path}: {why}")),
-        }
-    }
-    for m in &record.made {
-        match std::fs::read(sys.path(&m.path)) {
-            Err(_) => {}
-            Ok(data) if m.sha256.is_empty() || uki::sha256(&data) == m.sha256 => out.push(Given {
-                path: m.path.clone(),
-                content: None,
-                how: Undone::Restored,
-                made_dir: m.made_dir,
-            }),
-            Ok(_) => refused.push(format!(
-                "/{}: it is no longer the file cpushield made (SHA-256 {})",
-                m.path, m.sha256
-            )),
-        }
-    }
-    if refused.is_empty() {
-        Ok(out)
-    } else {
-        Err(BootError::Stranded(refused.join("; ")))
-    }
-}
-
-/// Makes the directories of the files a command will make.
-pub(super) fn make_dirs(
-    sys: &Sys,
-    made: &[Made],
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    for m in made.iter().filter(|m| m.made_dir) {
-        if let Some((dir, _)) = m.path.rsplit_once('/') {
-            sys.create_dirs(dir)?;
-        }
-    }
-    Ok(())
-}
-
-/// Each file: its content (`None`: remove it), and whether to remove its
-/// directory too when that is then empty.
-pub(super) type Writes = Vec<(String, Option<String>, bool)>;
-
-/// Writes (or removes, `None`) each file, then runs the command.
-pub(super) fn put(
-    sys: &Sys,
-    files: &Writes,
-    command: &[String],
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    for (path, content, made_dir) in files {
-        match content {
-            Some(text) => sys.write_config(path, text, true)?,
-            None => sys.remove_config(path, *made_dir)?,
-        }
-    }
-    if !command.is_empty() {
-        let argv: Vec<&str> = command.iter().map(String::as_str).collect();
-        sys.run_tool(&argv)?;
-    }
-    Ok(())
-}
-
 /// Brings the boot half to `want` (`None`: none): writes, rewrites or
 /// removes its files and regenerates the bootloader's configuration.
 /// Takes the journal's lock.
-pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootChange, BootError> {
-    let Some(want) = want else {
-        return remove(sys, dry_run);
-    };
+pub fn apply(sys: &Sys, want: &BootWant, dry_run: bool) -> Result<BootChange, BootError> {
     let loader = check(sys, want)?;
     let _lock = if dry_run {
         None

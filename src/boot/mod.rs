@@ -18,7 +18,9 @@ mod apply;
 pub mod args;
 pub mod backend;
 pub mod bls;
+mod change;
 pub mod edit;
+mod files;
 pub mod grub;
 pub mod loader;
 mod record;
@@ -28,13 +30,24 @@ pub mod uki;
 mod want;
 
 use crate::shield::journal;
+use crate::sys::Sys;
 
-pub use apply::{apply, check, BootAction, BootChange, FileAction, FileOutcome};
+pub use apply::check;
 pub use backend::{Backend, Loader};
+pub use change::{BootAction, BootChange, FileAction, FileOutcome};
 pub use record::{read_record, Generated, Made, Record, Removed, RECORD, RECORD_VERSION, REMOVED};
 pub use remove::remove;
 pub use status::{judge, status, BootFacts, BootState, BootStatus};
 pub use want::{check_extra, want, want_here, BootWant, OWN_KEYS};
+
+/// Writes the boot half `want` asks for into the bootloader's files, or,
+/// with no `want` (a config without `boot`), takes it out (see [`remove`]).
+pub fn apply(sys: &Sys, want: Option<&BootWant>, dry_run: bool) -> Result<BootChange, BootError> {
+    match want {
+        Some(want) => apply::apply(sys, want, dry_run),
+        None => remove(sys, dry_run),
+    }
+}
 
 /// A boot-half problem; nothing was left half-written.
 #[derive(Debug, thiserror::Error)]

@@ -2,8 +2,9 @@
 //! cpushield, the bootloader's configuration regenerated, the record
 //! removed.
 
-use super::apply::{put, taken_out, BootAction, BootChange, FileAction, FileOutcome, Writes};
+use super::change::{BootAction, BootChange, FileAction, FileOutcome};
 use super::edit::Undone;
+use super::files::{put, taken_out, Writes};
 use super::record::{read_record, remove_file, write_json, Record, Removed, RECORD, REMOVED};
 use super::status::{status, BootFacts};
 use super::BootError;

@@ -21,12 +21,7 @@ use super::plan::{self, Plan, PlanError};
 use super::request::Request;
 use super::reshape::{self, Reshape};
 use super::snapshot::Snapshot;
-use super::tasks;
 use super::undo::{KeepOnCpus, Undone};
-use super::{
-    guard, hotplug, idle_states, irqbalance, irqs, knobs, mechanism, resctrl, rt_kthreads,
-    workqueues,
-};
 use crate::sys::Sys;
 
 /// The components in the order they plan (each part's steps go in their
@@ -232,12 +227,23 @@ impl Effects for Components {
 
 pub use super::tasks::realtime::KeptRealtime;
 
+pub(in crate::shield) mod guard;
+pub(in crate::shield) mod hotplug;
+pub mod idle_states;
+pub mod irqbalance;
+pub mod irqs;
+pub mod knobs;
+pub(in crate::shield) mod mechanism;
 pub mod owners;
 pub mod read;
 pub mod report;
+pub mod resctrl;
+pub mod rt_kthreads;
 pub mod settle;
 pub mod snapshot;
 pub mod status;
+pub(in crate::shield) mod tasks;
+pub(in crate::shield) mod workqueues;
 
 #[cfg(test)]
 mod change_tests;

@@ -74,7 +74,7 @@ pub struct Snapshot {
     /// The facts of the components that read their own (see
     /// [`crate::shield::component::Component::read`]).
     #[serde(default)]
-    pub parts: crate::shield::component::OwnFacts,
+    pub parts: crate::shield::parts::OwnFacts,
 }
 
 impl Snapshot {

@@ -8,12 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
-use crate::shield::component::PartReport;
 use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::irqs::{self, IrqPlacement};
 use crate::shield::journal::{self, State};
 use crate::shield::note::Note;
+use crate::shield::parts::PartReport;
 use crate::shield::plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};

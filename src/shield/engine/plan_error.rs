@@ -1,9 +1,9 @@
 //! Why a request is refused before anything changes: the one error of
 //! planning, shared by the planner and the components it asks.
 
-use super::knobs;
 use crate::cpulist::CpuSet;
 use crate::input::{brief_to, quote};
+use crate::shield::knobs;
 
 /// Why a request is refused before anything is changed. Each message
 /// shows at most a short prefix of a long list or name, with its length

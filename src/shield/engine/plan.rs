@@ -1,5 +1,5 @@
 //! The plan of a shield: the list of changes it needs, and what else the
-//! components found while planning (made by [`super::components::plan`],
+//! components found while planning (made by [`crate::shield::components::plan`],
 //! a pure function from snapshot and request; `--dry-run` prints it), and
 //! the check of the request's CPUs every plan starts with.
 
@@ -9,12 +9,12 @@ use serde::Serialize;
 
 use super::change::Step;
 use super::note::Note;
-use super::owners::Owners;
 pub use super::plan_error::PlanError;
 use super::request::Request;
-use super::snapshot::Snapshot;
-use super::tasks::TaskRef;
 use crate::cpulist::CpuSet;
+use crate::shield::owners::Owners;
+use crate::shield::snapshot::Snapshot;
+use crate::shield::tasks::TaskRef;
 
 /// The full plan of a shield.
 #[derive(Debug, Clone, Serialize)]
@@ -50,14 +50,14 @@ pub struct Plan {
     /// Things the user should know.
     pub notes: Vec<Note>,
     /// What the components that keep their own record planned (see
-    /// [`super::component::OwnFacts`]).
-    #[serde(default, skip_serializing_if = "super::component::OwnFacts::is_empty")]
-    pub parts: super::component::OwnFacts,
+    /// [`super::parts::OwnFacts`]).
+    #[serde(default, skip_serializing_if = "super::parts::OwnFacts::is_empty")]
+    pub parts: super::parts::OwnFacts,
 }
 
 impl Plan {
     /// A plan of no step yet for the `valid` request.
-    pub(super) fn new(valid: &Valid) -> Plan {
+    pub(in crate::shield) fn new(valid: &Valid) -> Plan {
         Plan {
             shield: valid.shield.clone(),
             housekeeping: valid.housekeeping.clone(),
@@ -77,7 +77,7 @@ impl Plan {
 }
 
 /// A request whose CPUs fit the machine.
-pub(super) struct Valid {
+pub(in crate::shield) struct Valid {
     /// The shielded CPUs.
     pub shield: CpuSet,
     /// The online CPUs left for housekeeping.
@@ -89,8 +89,8 @@ pub(super) struct Valid {
 /// Checks the request's CPUs against the machine: present and online, one
 /// left for housekeeping, siblings whole (or allowed split). Each component
 /// checks its own part of the request (IRQs and knobs known, hotplug
-/// possible: [`super::components::ORDER`]).
-pub(super) fn validate(snap: &Snapshot, req: &Request) -> Result<Valid, PlanError> {
+/// possible: [`crate::shield::components::ORDER`]).
+pub(in crate::shield) fn validate(snap: &Snapshot, req: &Request) -> Result<Valid, PlanError> {
     let shield = req.cpus.clone();
     let missing = shield.difference(&snap.present);
     if !missing.is_empty() {

@@ -13,20 +13,20 @@
 //! blindly ([`Undo::Value`], [`Check::None`]): nothing reads them while the
 //! shield has them off.
 
-use super::component::{unless_held, written};
-use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use super::plan_error::PlanError;
+use crate::shield::component::{unless_held, written};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::plan_error::PlanError;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::reads_as;
-use super::change::{Action, Check, Owner, Step, Undo};
-use super::holds::Holds;
-use super::journal::{self, JournalError, State};
-use super::note::{Note, Unreadable, UnreadableFile};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::apply::reads_as;
+use crate::shield::change::{Action, Check, Owner, Step, Undo};
+use crate::shield::holds::Holds;
+use crate::shield::journal::{self, JournalError, State};
+use crate::shield::note::{Note, Unreadable, UnreadableFile};
 use crate::sys::Sys;
 
 /// Which files a knob writes.
@@ -517,7 +517,7 @@ pub fn knob_files(sys: &Sys, knob: &Knob, shield: &CpuSet) -> Vec<String> {
 /// knobs its request named (the watchdogs aside: they must not be read
 /// while off), as last written by the shield, and what it reads now.
 #[derive(Debug, Default)]
-pub(super) struct Hold {
+pub(in crate::shield) struct Hold {
     /// The files, in the order of [`KNOBS`].
     files: Vec<HeldFile>,
 }
@@ -540,7 +540,7 @@ struct HeldFile {
 /// Reads back the files of the knobs in `state`'s request that the
 /// shield's journal wrote and the kernel took (the journal is read only
 /// when the request has knobs).
-pub(super) fn read_hold(sys: &Sys, state: &State) -> Result<Hold, JournalError> {
+pub(in crate::shield) fn read_hold(sys: &Sys, state: &State) -> Result<Hold, JournalError> {
     let knobs = match state.request.as_ref().map(|r| resolve(&r.tune)) {
         Some(Ok(knobs)) if !knobs.is_empty() => knobs,
         _ => return Ok(Hold::default()),
@@ -635,12 +635,12 @@ pub fn describe_value(k: &Knob) -> String {
 /// waits for them: writing `kernel.watchdog` back runs work on every CPU
 /// (`smp_call_on_cpu`), which never returned on Debian 12 behind a
 /// SCHED_FIFO loop.
-pub(super) fn undone_first(action: &Action) -> bool {
+pub(in crate::shield) fn undone_first(action: &Action) -> bool {
     matches!(action, Action::Write { path, .. } if path == RT_RUNTIME)
 }
 
 /// The tuning knobs, as a component of the shield.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {

@@ -112,7 +112,7 @@ pub enum Action {
     },
     /// Set one thread's scheduling policy and priority (`sched_setattr`),
     /// read back; undone by putting back what the journal read just before
-    /// (see [`super::rt_kthreads`]).
+    /// (see [`crate::shield::rt_kthreads`]).
     SetScheduler {
         /// Process id.
         pid: i32,

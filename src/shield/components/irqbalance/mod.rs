@@ -15,18 +15,18 @@ pub use ban::*;
 pub use facts::*;
 pub use hold::*;
 
-use super::apply::ApplyError;
-use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use super::plan_error::PlanError;
-use super::reshape::Originals;
 use super::snapshot::Snapshot;
-use super::undo::Undone;
+use crate::shield::apply::ApplyError;
+use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::plan_error::PlanError;
+use crate::shield::reshape::Originals;
+use crate::shield::undo::Undone;
 use serde::{Deserialize, Serialize};
 
-use super::change::{Action, Owner, Refusal, Refused, Step};
-use super::holds::Holds;
-use super::journal::{self, Entry, State};
-use super::note::Note;
+use crate::shield::change::{Action, Owner, Refusal, Refused, Step};
+use crate::shield::holds::Holds;
+use crate::shield::journal::{self, Entry, State};
+use crate::shield::note::Note;
 
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
@@ -95,7 +95,7 @@ pub fn manager_ban_assignment(banned: &CpuSet) -> String {
 }
 
 /// irqbalance's ban of the shielded CPUs, as a component of the shield.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {

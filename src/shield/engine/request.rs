@@ -32,12 +32,12 @@ pub struct Request {
     #[serde(default)]
     pub guard: crate::guard::GuardRequest,
     /// Raise the shielded CPUs' softirq, timer and RCU threads above this
-    /// real-time priority (`--kthreads-above`, see [`super::rt_kthreads`]).
+    /// real-time priority (`--kthreads-above`, see [`crate::shield::rt_kthreads`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kthreads_above: Option<u32>,
     /// Ways of each L3 cache the shield sits in, for the shielded CPUs
     /// alone (`--cache-ways`, config key `cache_ways`; see
-    /// [`super::resctrl`]).
+    /// [`crate::shield::resctrl`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_ways: Option<u32>,
     /// The memory bandwidth left to everything outside the shield, in
@@ -46,7 +46,7 @@ pub struct Request {
     pub others_bandwidth: Option<u32>,
     /// Keep the shielded CPUs out of idle states whose exit latency is
     /// over this many µs (`--max-idle-latency`, config key
-    /// `max_idle_latency`; see [`super::idle_states`]).
+    /// `max_idle_latency`; see [`crate::shield::idle_states`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_idle_latency: Option<u32>,
 }

@@ -10,7 +10,7 @@ use crate::finding::Finding;
 
 /// What a component of the shield read back of itself, that can tell
 /// whether it still holds.
-pub(super) trait Holds {
+pub(in crate::shield) trait Holds {
     /// What no longer holds for the shield `state`: one `bad` finding per
     /// check that fails, with `repair` as its next step unless the
     /// component knows a better one. Pure.

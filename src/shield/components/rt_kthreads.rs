@@ -14,15 +14,15 @@
 //! just before it; `off` puts that back, unless the thread id now names a
 //! thread started later.
 
-use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use super::journal::Entry;
-use super::plan_error::PlanError;
+use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::journal::Entry;
+use crate::shield::plan_error::PlanError;
 use serde::{Deserialize, Serialize};
 
-use super::apply::{ApplyError, Refusal};
-use super::change::{Action, Owner, Step};
-use super::undo::Undone;
 use crate::cpulist::CpuSet;
+use crate::shield::apply::{ApplyError, Refusal};
+use crate::shield::change::{Action, Owner, Step};
+use crate::shield::undo::Undone;
 use crate::sys::procfs::{self, Thread};
 use crate::sys::syscalls::{SchedAttr, SCHED_DEADLINE, SCHED_FIFO, SCHED_RR};
 use crate::sys::{ErrorKind, Sys};
@@ -63,7 +63,7 @@ pub fn priority(kind: &str, above: u32) -> Option<u32> {
 
 /// The steps raising each per-CPU softirq, timer and RCU thread of a
 /// shielded CPU above `above`.
-pub(super) fn plan(threads: &[Thread], shield: &CpuSet, above: u32) -> Vec<Step> {
+pub(in crate::shield) fn plan(threads: &[Thread], shield: &CpuSet, above: u32) -> Vec<Step> {
     threads
         .iter()
         .filter(|t| {
@@ -91,7 +91,7 @@ pub(super) fn plan(threads: &[Thread], shield: &CpuSet, above: u32) -> Vec<Step>
 
 /// A thread's scheduling now, as the journal keeps it (JSON of
 /// [`SchedAttr`]); `None` if it cannot be read.
-pub(super) fn read_previous(sys: &Sys, tid: i32) -> Option<String> {
+pub(in crate::shield) fn read_previous(sys: &Sys, tid: i32) -> Option<String> {
     let attr = sys.sched_attr(tid).ok()?;
     serde_json::to_string(&attr).ok()
 }
@@ -119,7 +119,7 @@ fn describe(attr: &SchedAttr) -> String {
 
 /// Sets `tid` to `policy` at `priority`, or to SCHED_DEADLINE with the
 /// `reservation` (runtime, period in ns), and reads it back.
-pub(super) fn set(
+pub(in crate::shield) fn set(
     sys: &Sys,
     tid: i32,
     (policy, priority): (u32, u32),
@@ -156,7 +156,7 @@ pub(super) fn set(
 /// Whether the thread `tid` already runs as a step asks, by its `stat`
 /// (policy and real-time priority) read through `read`: a change in place
 /// leaves it alone.
-pub(super) fn in_place(
+pub(in crate::shield) fn in_place(
     read: &impl Fn(&str) -> Option<String>,
     tid: i32,
     policy: u32,
@@ -269,7 +269,11 @@ pub const RESERVATION: (u64, u64) = (200_000, 10_000_000);
 /// [`below`] says so). Other kernels: nothing (`ksoftirqd/N` is an
 /// ordinary thread there, which the starvation guard or the fair server
 /// keeps running).
-pub(super) fn raise_for_task(sys: &Sys, cpus: &CpuSet, task: u32) -> (Vec<Step>, CpuSet) {
+pub(in crate::shield) fn raise_for_task(
+    sys: &Sys,
+    cpus: &CpuSet,
+    task: u32,
+) -> (Vec<Step>, CpuSet) {
     if !crate::guard::kernel::running_preempt_rt(sys) {
         return (Vec::new(), CpuSet::new());
     }
@@ -315,7 +319,7 @@ pub(super) fn raise_for_task(sys: &Sys, cpus: &CpuSet, task: u32) -> (Vec<Step>,
 /// On PREEMPT_RT, for a task of real-time `priority` about to run on
 /// `cpus`: the note naming those CPUs' timer, RCU and softirq threads
 /// that run below it, else `None`.
-pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<super::note::Note> {
+pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<crate::shield::note::Note> {
     if !crate::guard::kernel::running_preempt_rt(sys) {
         return None;
     }
@@ -324,7 +328,7 @@ pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<super::note::Not
         .filter(|t| runs_below(&t.attr, priority))
         .map(|t| format!("{} {}", t.name, describe(&t.attr)))
         .collect();
-    (!threads.is_empty()).then(|| super::note::Note::KthreadsBelow {
+    (!threads.is_empty()).then(|| crate::shield::note::Note::KthreadsBelow {
         priority,
         cpus: cpus.clone(),
         threads,
@@ -396,7 +400,7 @@ pub struct Raised {
 
 /// The threads the steps raise, each as it reads back now (`read`: the
 /// kernel's scheduling of a thread; `None` reports the plan).
-pub(super) fn report(
+pub(in crate::shield) fn report(
     steps: &[Step],
     read: Option<&dyn Fn(i32) -> Option<SchedAttr>>,
 ) -> Vec<Raised> {
@@ -438,7 +442,7 @@ pub(super) fn report(
 /// Puts back the scheduling journaled as `previous` (see
 /// [`read_previous`]), unless the thread exited or its id now names a
 /// thread started after `at`.
-pub(super) fn undo(
+pub(in crate::shield) fn undo(
     sys: &Sys,
     tid: i32,
     name: &str,
@@ -464,7 +468,7 @@ pub(super) fn undo(
         }
         _ => {}
     }
-    if super::undo::recycled(sys, tid, at) {
+    if crate::shield::undo::recycled(sys, tid, at) {
         out.recycled.push(tid);
         return;
     }
@@ -487,7 +491,7 @@ pub(super) fn undo(
 
 /// The shielded CPUs' kernel threads raised to real-time priority, as a
 /// component of the shield.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {

@@ -2,14 +2,14 @@
 //! back, so that what the kernel placed on it by CPU (timers, per-CPU
 //! work) goes elsewhere; refused up front where a CPU cannot go offline.
 
-use super::change::{Action, Check, Owner, Step, Undo};
-use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use super::holds::Holds;
-use super::journal::State;
-use super::note::Note;
-use super::plan_error::PlanError;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::change::{Action, Check, Owner, Step, Undo};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::holds::Holds;
+use crate::shield::journal::State;
+use crate::shield::note::Note;
+use crate::shield::plan_error::PlanError;
 use crate::sys::Sys;
 use std::collections::HashSet;
 
@@ -17,7 +17,7 @@ use std::collections::HashSet;
 /// someone took them offline after `on` (the shield's own
 /// `--hotplug-restart` brings each back before `on` ends).
 #[derive(Default)]
-pub(super) struct OnlineHold {
+pub(in crate::shield) struct OnlineHold {
     /// Shielded CPUs not in `/sys/devices/system/cpu/online`.
     offline: CpuSet,
 }
@@ -29,7 +29,7 @@ pub fn cpu_online_file(cpu: u32) -> String {
 
 /// Which `online` CPUs have a hotplug switch, and which of those this
 /// process may write: CPU 0 often has none.
-pub(super) fn read(sys: &Sys, online: &CpuSet) -> (CpuSet, CpuSet) {
+pub(in crate::shield) fn read(sys: &Sys, online: &CpuSet) -> (CpuSet, CpuSet) {
     let mut files = CpuSet::new();
     let mut writable = CpuSet::new();
     for cpu in online.iter() {
@@ -45,7 +45,7 @@ pub(super) fn read(sys: &Sys, online: &CpuSet) -> (CpuSet, CpuSet) {
 }
 
 /// Which of `shield`'s CPUs are not `online`.
-pub(super) fn read_hold(online: &CpuSet, shield: &CpuSet) -> OnlineHold {
+pub(in crate::shield) fn read_hold(online: &CpuSet, shield: &CpuSet) -> OnlineHold {
     OnlineHold {
         offline: shield.difference(online),
     }
@@ -82,7 +82,7 @@ impl Holds for OnlineHold {
 /// Refuses `--hotplug-restart` when a shielded CPU cannot be taken offline:
 /// no `cpuN/online` file (x86 CPU 0, kernels without CPU hotplug), or one
 /// that may not be written.
-pub(super) fn check(
+pub(in crate::shield) fn check(
     (files, writable): (&CpuSet, &CpuSet),
     shield: &CpuSet,
 ) -> Result<(), PlanError> {
@@ -122,7 +122,7 @@ pub(super) fn check(
 /// offline is writing 1: after a crash between the two writes, `off`
 /// brings the CPU back. Both are fatal: a CPU that refuses to go offline
 /// (EBUSY) or to come back aborts the shield and rolls it back.
-pub(super) fn steps(shield: &CpuSet) -> Vec<Step> {
+pub(in crate::shield) fn steps(shield: &CpuSet) -> Vec<Step> {
     let mut out = Vec::new();
     for cpu in shield.iter() {
         let path = cpu_online_file(cpu);
@@ -150,7 +150,7 @@ pub(super) fn steps(shield: &CpuSet) -> Vec<Step> {
 
 /// The shielded CPUs taken offline and online again, as a component of
 /// the shield.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {

@@ -15,7 +15,7 @@
 //!   affinities by the tasks' part).
 //!
 //! Each component says what its part of the change is (the order table,
-//! [`super::components::change`]); here is what they share: the values
+//! [`crate::shield::components::change`]); here is what they share: the values
 //! before the shield, the files written back, the notes.
 //!
 //! Every change is appended to the existing journal with its previous
@@ -29,10 +29,10 @@ use super::change::{Action, Check, Undo};
 use super::journal::{Entry, State};
 use super::note::Note;
 use super::plan::Plan;
-use super::snapshot::Snapshot;
-use super::tasks::TaskRef;
 use super::undo::original_affinities;
 use crate::cpulist::CpuSet;
+use crate::shield::snapshot::Snapshot;
+use crate::shield::tasks::TaskRef;
 
 /// The plan of an in-place change, and what it does to the tasks inside.
 #[derive(Debug, Clone)]
@@ -60,7 +60,7 @@ pub struct Reshape {
 
 impl Originals {
     /// The value the file `path` had before the shield, as recorded.
-    pub(super) fn file(&self, path: &str) -> Option<&str> {
+    pub(in crate::shield) fn file(&self, path: &str) -> Option<&str> {
         self.files.get(path).map(|(v, _)| v.as_str())
     }
 }
@@ -68,7 +68,7 @@ impl Originals {
 impl Reshape {
     /// A change of the active shield (`state`) to the `fresh` plan's
     /// shield, before its parts are planned.
-    pub(super) fn of(fresh: &Plan, state: &State) -> Reshape {
+    pub(in crate::shield) fn of(fresh: &Plan, state: &State) -> Reshape {
         Reshape {
             plan: Plan {
                 steps: Vec::new(),
@@ -87,7 +87,7 @@ impl Reshape {
 /// The oldest value the journal recorded for each target it changed: what
 /// the machine had before the shield.
 #[derive(Debug, Default)]
-pub(super) struct Originals {
+pub(in crate::shield) struct Originals {
     /// Kernel file (relative path) → value before.
     pub files: BTreeMap<String, (String, Check)>,
     /// Thread → affinity before.
@@ -97,7 +97,7 @@ pub(super) struct Originals {
 }
 
 /// The oldest values the journal `entries` recorded.
-pub(super) fn originals(entries: &[Entry]) -> Originals {
+pub(in crate::shield) fn originals(entries: &[Entry]) -> Originals {
     let mut out = Originals {
         affinities: original_affinities(entries)
             .into_iter()
@@ -128,7 +128,12 @@ pub(super) fn originals(entries: &[Entry]) -> Originals {
 
 /// The notes of a change in place: the fresh plan's, what changed, and the
 /// tasks that had to leave.
-pub(super) fn notes(fresh: &Plan, from: &CpuSet, to: &CpuSet, leaving: &[TaskRef]) -> Vec<Note> {
+pub(in crate::shield) fn notes(
+    fresh: &Plan,
+    from: &CpuSet,
+    to: &CpuSet,
+    leaving: &[TaskRef],
+) -> Vec<Note> {
     let mut notes = fresh.notes.clone();
     if from != to {
         notes.insert(
@@ -152,7 +157,7 @@ pub(super) fn notes(fresh: &Plan, from: &CpuSet, to: &CpuSet, leaving: &[TaskRef
 /// plan does not write (`written`): an IRQ or knob the new shield does not
 /// need to move, when it is not already back. The shield's cgroups and its
 /// CPUs' online files are their components' business.
-pub(super) fn restore_files(
+pub(in crate::shield) fn restore_files(
     live: &Snapshot,
     orig: &Originals,
     written: &HashSet<&str>,

@@ -48,7 +48,7 @@ pub enum ShieldError {
 /// choices. Seen: 7.x accepts only an `isolated` partition over such CPUs
 /// (any mix), Debian's 6.12 refuses every partition that holds one of them
 /// (tests/vm/KERNEL-NOTES.md, "Booted with isolcpus").
-pub(super) fn boot_isolation_conflict(
+pub(in crate::shield) fn boot_isolation_conflict(
     error: &ApplyError,
     boot_isolated: &CpuSet,
     shield: &CpuSet,

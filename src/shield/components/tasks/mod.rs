@@ -3,26 +3,26 @@
 //! affinity), where `move` and `run` place a task, and which threads on the
 //! shield `status` counts as leaks.
 
-pub(super) mod forked;
-pub(super) mod in_place;
-pub(super) mod realtime;
+pub(in crate::shield) mod forked;
+pub(in crate::shield) mod in_place;
+pub(in crate::shield) mod realtime;
 
-use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use super::journal::Entry;
-use super::plan_error::PlanError;
-use super::reshape::Originals;
+use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::journal::Entry;
+use crate::shield::plan_error::PlanError;
+use crate::shield::reshape::Originals;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::change::{Action, Owner, Step};
-use super::error::ShieldError;
-use super::holds::Holds;
-use super::journal::State;
-use super::note::Note;
 use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::change::{Action, Owner, Step};
+use crate::shield::error::ShieldError;
+use crate::shield::holds::Holds;
+use crate::shield::journal::State;
+use crate::shield::note::Note;
 use crate::sys::procfs::{self, Thread};
 use crate::sys::systemd::SystemdCall;
 
@@ -51,7 +51,7 @@ impl From<&Thread> for TaskRef {
 }
 
 /// The first step: every thread's affinity, for undo (see [`Action::Remember`]).
-pub(super) fn remember_affinities(snap: &Snapshot) -> Step {
+pub(in crate::shield) fn remember_affinities(snap: &Snapshot) -> Step {
     Step::optional(
         Owner::Tasks,
         Action::Remember {
@@ -67,7 +67,11 @@ pub(super) fn remember_affinities(snap: &Snapshot) -> Step {
 
 /// What the user should know about the tasks kept on the shield and the
 /// threads split off their process.
-pub(super) fn task_notes(snap: &Snapshot, kept: &[TaskRef], split_off: &[TaskRef]) -> Vec<Note> {
+pub(in crate::shield) fn task_notes(
+    snap: &Snapshot,
+    kept: &[TaskRef],
+    split_off: &[TaskRef],
+) -> Vec<Note> {
     let mut notes = Vec::new();
     if snap.owners.systemd && matches!(snap.cgroup, CgroupSetup::V2 { .. }) && !kept.is_empty() {
         // Under systemd a process belongs to the unit whose cgroup holds it.
@@ -353,7 +357,7 @@ fn plan_v1_moves(
 /// The tasks a plan keeps on the shield as the machine `after` shows them:
 /// those kept (inside the shield's cgroup with the affinity they asked
 /// for) and those that could not be. With `--dry-run`, what is planned.
-pub(super) fn kept_as_read(
+pub(in crate::shield) fn kept_as_read(
     planned: &[TaskRef],
     after: &Snapshot,
     dry_run: bool,
@@ -377,7 +381,7 @@ pub(super) fn kept_as_read(
 }
 
 /// The step that sets thread `t`'s affinity to `cpus` (recording what it was).
-pub(super) fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
+pub(in crate::shield) fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
     Step::optional(
         Owner::Tasks,
         Action::SetAffinity {
@@ -399,7 +403,7 @@ pub enum Direction {
     Out,
 }
 
-pub(super) fn check_cpu(
+pub(in crate::shield) fn check_cpu(
     cpu: Option<u32>,
     allowed: &CpuSet,
     what: &str,
@@ -414,9 +418,9 @@ pub(super) fn check_cpu(
 }
 
 /// Where `move` puts tasks.
-pub(super) struct Destination {
+pub(in crate::shield) struct Destination {
     /// The CPUs each thread gets.
-    pub(super) cpus: CpuSet,
+    pub(in crate::shield) cpus: CpuSet,
     /// The cgroup directory (relative to the root).
     dir: String,
     /// The cpuset hierarchy's mount point.
@@ -429,7 +433,7 @@ pub(super) struct Destination {
 
 /// Checks the request of `move` against the active shield and says where
 /// the tasks go.
-pub(super) fn destination(
+pub(in crate::shield) fn destination(
     state: &State,
     cgroup: &CgroupSetup,
     direction: Direction,
@@ -484,7 +488,7 @@ pub(super) fn destination(
 /// the move, then each thread's affinity, since the move resets it. A
 /// failure other than a task that exited stops the move (what was done
 /// stays journaled for `off`).
-pub(super) fn placement_steps(
+pub(in crate::shield) fn placement_steps(
     dest: &Destination,
     id: i32,
     threads: &[procfs::Thread],
@@ -527,17 +531,17 @@ pub(super) fn placement_steps(
 
 /// The threads allowed on a shield, as `status` sorts them.
 #[derive(Debug, Default)]
-pub(super) struct OnShield {
+pub(in crate::shield) struct OnShield {
     /// Tasks placed inside the shield.
-    pub(super) inside: Vec<TaskRef>,
+    pub(in crate::shield) inside: Vec<TaskRef>,
     /// Per-CPU kernel threads on the shielded CPUs, by kind.
-    pub(super) per_cpu_kthreads: BTreeMap<String, usize>,
+    pub(in crate::shield) per_cpu_kthreads: BTreeMap<String, usize>,
     /// Other tasks allowed on a shielded CPU.
-    pub(super) intruders: Vec<TaskRef>,
+    pub(in crate::shield) intruders: Vec<TaskRef>,
 }
 
 /// Sorts the threads of `snap` that are inside `shield` or allowed on it.
-pub(super) fn on_shield(snap: &Snapshot, shield: &CpuSet) -> OnShield {
+pub(in crate::shield) fn on_shield(snap: &Snapshot, shield: &CpuSet) -> OnShield {
     let mut out = OnShield::default();
     for t in &snap.threads {
         if in_shield_cgroup(&t.cgroup) {
@@ -574,7 +578,7 @@ impl Holds for OnShield {
 
 /// The threads, as a component of the shield: their affinities recorded,
 /// moved off the shield or kept.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {

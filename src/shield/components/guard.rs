@@ -9,25 +9,25 @@
 //! its identity (pid and start time) is in its state file, which is how
 //! `off` finds it, stops it and checks that it is gone.
 
-use super::apply::ApplyError;
-use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use super::journal::Entry;
+use crate::shield::apply::ApplyError;
+use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::journal::Entry;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::Refusal;
-use super::change::{Action, Check, Owner, Step, Undo};
-use super::holds::Holds;
-use super::journal::State;
-use super::note::Note;
-use super::plan_error::PlanError;
-use super::undo::Undone;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::guard::kernel::{KernelWork, Protection, RT_RUNTIME};
 use crate::guard::watch::Starving;
 use crate::guard::{self, Engine, GuardMode, GuardRequest, GuardState, Settings};
+use crate::shield::apply::Refusal;
+use crate::shield::change::{Action, Check, Owner, Step, Undo};
+use crate::shield::holds::Holds;
+use crate::shield::journal::State;
+use crate::shield::note::Note;
+use crate::shield::plan_error::PlanError;
+use crate::shield::undo::Undone;
 use crate::sys::{ErrorKind, Sys, SysError};
 
 /// The guard's transient unit on systemd hosts.
@@ -60,13 +60,13 @@ fn own_of(action: &Action) -> Option<Own> {
 }
 
 /// Whether `steps` start the guard.
-pub(super) fn planned(steps: &[Step]) -> bool {
+pub(in crate::shield) fn planned(steps: &[Step]) -> bool {
     steps.iter().any(|s| own_of(&s.action).is_some())
 }
 
 /// Throttling as the shield leaves it: the value its steps write to
 /// `sched_rt_runtime_us`, else the kernel's now.
-pub(super) fn rt_runtime_after(kernel: &KernelWork, steps: &[Step]) -> Option<i64> {
+pub(in crate::shield) fn rt_runtime_after(kernel: &KernelWork, steps: &[Step]) -> Option<i64> {
     steps
         .iter()
         .rev()
@@ -84,7 +84,7 @@ pub(super) fn rt_runtime_after(kernel: &KernelWork, steps: &[Step]) -> Option<i6
 /// is journaled: `HRTICK_DL` on before the guard starts, and RT
 /// throttling off after it (stalld runs only with throttling off; the
 /// guard's own loop protects until then).
-pub(super) fn plan(
+pub(in crate::shield) fn plan(
     kernel: &KernelWork,
     req: &GuardRequest,
     rt_runtime_us: Option<i64>,
@@ -170,7 +170,7 @@ fn args(sys: &Sys, cpus: &CpuSet, settings: &Settings) -> Vec<String> {
 
 /// Starts the guard (after stopping one that runs already) and waits for
 /// it to show up alive, watching `cpus`: read back, as every change.
-pub(super) fn start(
+pub(in crate::shield) fn start(
     sys: &Sys,
     cpus: &CpuSet,
     settings: &Settings,
@@ -255,7 +255,7 @@ fn stop_process(sys: &Sys, state: &GuardState, unit: Option<&str>) -> Result<(),
 /// Without a readable state file, the guard processes are found by name
 /// and stopped all the same; boosts they had in flight are then unknown,
 /// which is reported.
-pub(super) fn undo(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
+pub(in crate::shield) fn undo(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
     let Some(state) = guard::read_state(sys) else {
         undo_without_state(sys, unit, out);
         return;
@@ -283,7 +283,7 @@ pub(super) fn undo(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
 
 /// Stops the running guard of a shield that no longer asks for one (a
 /// change in place with `--guard off`), as `off` would.
-pub(super) fn stop(sys: &Sys, systemd: bool, out: &mut Undone) {
+pub(in crate::shield) fn stop(sys: &Sys, systemd: bool, out: &mut Undone) {
     undo(sys, systemd.then_some(UNIT), out);
 }
 
@@ -325,7 +325,7 @@ fn undo_without_state(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
 /// Whether the guard that runs now is the one `cpus` and `settings` ask
 /// for (a change in place leaves it alone then). `read` reads a file
 /// under the root.
-pub(super) fn in_place(
+pub(in crate::shield) fn in_place(
     read: &impl Fn(&str) -> Option<String>,
     cpus: &CpuSet,
     settings: &Settings,
@@ -385,7 +385,7 @@ pub struct Hold {
 const WATCH: Duration = Duration::from_secs(1);
 
 /// Reads back the guard of the shield `state`.
-pub(super) fn read_hold(sys: &Sys, state: &State) -> Hold {
+pub(in crate::shield) fn read_hold(sys: &Sys, state: &State) -> Hold {
     let kernel = KernelWork::read(sys);
     let guard_state = guard::read_state(sys);
     let alive = guard_state.as_ref().is_some_and(|s| guard::alive(sys, s));
@@ -456,7 +456,7 @@ impl Holds for Hold {
 }
 
 /// The starvation guard, as a component of the shield.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
@@ -680,7 +680,7 @@ mod tests {
         };
         let v1 = serde_json::to_string(&own).unwrap();
         assert!(v1.starts_with(r#"{"action":"guard","cpus":"2-3""#), "{v1}");
-        let entry: super::super::journal::Entry = serde_json::from_str(&v1).unwrap();
+        let entry: crate::shield::journal::Entry = serde_json::from_str(&v1).unwrap();
         assert_eq!(entry.owner, None);
         assert_eq!(own_of(&entry.action), Some(own.clone()));
         // Version 2 writes it under `own`, with its component.
@@ -785,8 +785,8 @@ mod tests {
                 Action::Write {
                     path: RT_RUNTIME.into(),
                     value: value.into(),
-                    check: super::super::change::Check::Text,
-                    undo: super::super::change::Undo::Previous,
+                    check: crate::shield::change::Check::Text,
+                    undo: crate::shield::change::Undo::Previous,
                 },
             )
         };

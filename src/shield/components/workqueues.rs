@@ -1,26 +1,26 @@
 //! The unbound workqueues' CPU mask: kept off the shield, so that no
 //! unbound kernel work item runs there.
 
-use super::change::{Action, Check, Owner, Step, Subject, Undo};
-use super::component::unless_held;
-use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use super::journal::Entry;
-use super::plan_error::PlanError;
-use super::reshape::Originals;
 use super::snapshot::Snapshot;
 use crate::cpulist::CpuSet;
+use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
+use crate::shield::component::unless_held;
+use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::journal::Entry;
+use crate::shield::plan_error::PlanError;
+use crate::shield::reshape::Originals;
 use crate::sys::{Sys, SysError};
 
 /// The unbound-workqueue cpumask file.
 pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
 
 /// The unbound workqueues' mask.
-pub(super) fn read(sys: &Sys) -> Result<CpuSet, SysError> {
+pub(in crate::shield) fn read(sys: &Sys) -> Result<CpuSet, SysError> {
     sys.read_cpumask(WORKQUEUE_MASK)
 }
 
 /// Unbound workqueues off the shield, when their mask reaches it.
-pub(super) fn plan(
+pub(in crate::shield) fn plan(
     (mask, bits): (Option<&CpuSet>, u32),
     shield: &CpuSet,
     housekeeping: &CpuSet,
@@ -44,19 +44,22 @@ pub(super) fn plan(
 }
 
 /// What a file the journal recorded is about, when it is the workqueues' mask.
-pub(super) fn claims(path: &str) -> Option<Subject> {
+pub(in crate::shield) fn claims(path: &str) -> Option<Subject> {
     (path == WORKQUEUE_MASK).then(|| Subject::File(path.into()))
 }
 
 /// The mask as it was before the shield, where the journal `recorded` it.
-pub(super) fn before_shield(mask: &mut Option<CpuSet>, recorded: &dyn Fn(&str) -> Option<String>) {
+pub(in crate::shield) fn before_shield(
+    mask: &mut Option<CpuSet>,
+    recorded: &dyn Fn(&str) -> Option<String>,
+) {
     if let Some(before) = recorded(WORKQUEUE_MASK).and_then(|v| CpuSet::parse_mask(&v).ok()) {
         *mask = Some(before);
     }
 }
 
 /// The unbound workqueues' CPU mask, as a component of the shield.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {

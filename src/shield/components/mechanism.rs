@@ -4,19 +4,19 @@
 //! What each form plans, how it resizes in place, and whether it still
 //! holds, judged by what the kernel reads back.
 
-use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::reads_as;
-use super::change::{Action, Check, Owner, Step, Undo};
-use super::holds::Holds;
-use super::journal::State;
-use super::note::Note;
-use super::plan_error::PlanError;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::apply::reads_as;
+use crate::shield::change::{Action, Check, Owner, Step, Undo};
+use crate::shield::holds::Holds;
+use crate::shield::journal::State;
+use crate::shield::note::Note;
+use crate::shield::plan_error::PlanError;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::systemd::{self, SystemdCall};
 use crate::sys::Sys;
@@ -206,7 +206,7 @@ pub fn detect_cgroup(sys: &Sys) -> crate::sys::Result<CgroupSetup> {
 /// housekeeping CPUs until undo removes it, so a kept task goes straight
 /// to the root cpuset it empties into. A write the kernel refuses here is
 /// left to undo, which makes it again and reports it.
-pub(super) fn release_for_kept(sys: &Sys, state: &State) -> HashMap<String, String> {
+pub(in crate::shield) fn release_for_kept(sys: &Sys, state: &State) -> HashMap<String, String> {
     if state.partition.is_some() {
         let file = format!("{}/cpuset.cpus.partition", state.shield_dir);
         if sys.exists(&file) {
@@ -279,13 +279,13 @@ pub struct Facts<'a> {
 
 /// The shield's cgroup and how it was made.
 /// The steps that make the mechanism, the shield's cgroup and its partition.
-pub(super) struct CgroupPlan {
+pub(in crate::shield) struct CgroupPlan {
     /// The steps, in order.
-    pub(super) steps: Vec<Step>,
+    pub(in crate::shield) steps: Vec<Step>,
     /// The shield's cgroup directory.
-    pub(super) shield_dir: String,
+    pub(in crate::shield) shield_dir: String,
     /// The partition type written (v2).
-    pub(super) partition: Option<String>,
+    pub(in crate::shield) partition: Option<String>,
 }
 
 fn fatal(action: Action) -> Step {
@@ -295,7 +295,7 @@ fn fatal(action: Action) -> Step {
 /// The cpusets: a systemd slice or a cgroup of our own with an isolated
 /// (or root) partition on v2, an exclusive cpuset and a system cpuset on
 /// v1; cgroup2 mounted first when no hierarchy with cpuset is.
-pub(super) fn plan(
+pub(in crate::shield) fn plan(
     m: Facts,
     shield: &CpuSet,
     housekeeping: &CpuSet,
@@ -516,7 +516,7 @@ fn set_allowed_cpus(dir: &str, from: &CpuSet, to: &CpuSet) -> Action {
 /// ones, each undone by writing back what it read (fatal: a shield that
 /// cannot take its new CPUs is rolled back to the old one). The partition
 /// type is written again when it does not read back (a repair).
-pub(super) fn resize(
+pub(in crate::shield) fn resize(
     m: Facts,
     state: &State,
     (to, housekeeping, partition): (&CpuSet, &CpuSet, Option<&String>),
@@ -622,7 +622,7 @@ fn ask_systemd(
 
 /// What `status` reads of the cgroup mechanism to judge whether it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Hold {
+pub(in crate::shield) enum Hold {
     /// cgroup v2 (a partition of cpushield's own or a systemd slice).
     V2 {
         /// The cgroup2 mount, relative to the root.
@@ -652,7 +652,7 @@ pub(super) enum Hold {
 
 impl Hold {
     /// The shield cgroup's partition as read (v2).
-    pub(super) fn partition(&self) -> Option<&str> {
+    pub(in crate::shield) fn partition(&self) -> Option<&str> {
         match self {
             Hold::V2 { partition, .. } => partition.as_deref(),
             _ => None,
@@ -662,7 +662,7 @@ impl Hold {
 
 /// Reads what the mechanism's [`Hold`] judges: the cpuset controller, the
 /// shield's partition and the CPUs the kernel leaves to everything outside.
-pub(super) fn read_hold(sys: &Sys, state: &State, cgroup: &CgroupSetup) -> Hold {
+pub(in crate::shield) fn read_hold(sys: &Sys, state: &State, cgroup: &CgroupSetup) -> Hold {
     match cgroup {
         CgroupSetup::V2 {
             mount,
@@ -765,7 +765,7 @@ fn lost(hold: &Hold, shield: &CpuSet) -> Vec<(&'static str, String)> {
 }
 
 /// The cgroups, as a component of the shield.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
@@ -780,7 +780,7 @@ impl Component for Part {
         // A tuned profile that pins CPUs fights cgroups it did not make.
         d.plan
             .notes
-            .extend(super::plan::tuned_notes(&cx.snap.owners));
+            .extend(crate::shield::plan::tuned_notes(&cx.snap.owners));
         let facts = cx.snap.mechanism();
         let cgroup = plan(facts, cx.shield, cx.housekeeping, &mut d.plan.notes)?;
         d.plan.mechanism = name(facts);

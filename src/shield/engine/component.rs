@@ -3,7 +3,7 @@
 //! tasks, the IRQs, ...), and what the engine hands each of them. The
 //! engine (plan, apply, undo, the change in place) knows components only
 //! through this trait and the ordered list of them,
-//! [`super::components::ORDER`], the only registry.
+//! [`crate::shield::components::ORDER`], the only registry.
 //!
 //! A component checks its part of a request, plans its part of a fresh
 //! shield and of a change in place, says what it wrote as the machine was
@@ -11,25 +11,20 @@
 //! make. Checking, planning and changing in place are required: a component
 //! that forgets one does not compile.
 
-use std::collections::BTreeMap;
-
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-
 use super::apply::{reads_as, ApplyError};
 use super::change::{Action, Owner, Step, Subject, Undone};
 use super::error::ShieldError;
 use super::journal::{Entry, State};
+use super::parts::{OwnFacts, PartReport};
 use super::plan::{Plan, PlanError};
 use super::request::Request;
 use super::reshape::{Originals, Reshape};
-use super::snapshot::Snapshot;
 use crate::cpulist::CpuSet;
-use crate::finding::Finding;
+use crate::shield::snapshot::Snapshot;
 use crate::sys::Sys;
 
 /// One part of the shield.
-pub(super) trait Component: Sync {
+pub(in crate::shield) trait Component: Sync {
     /// Who it is, in reports and in every step it plans.
     fn owner(&self) -> Owner;
 
@@ -115,58 +110,16 @@ pub(super) trait Component: Sync {
     }
 }
 
-/// The facts components read for themselves, each its own serialisable
-/// type under the component's name: the engine and the snapshot carry them
-/// without knowing them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct OwnFacts(BTreeMap<String, serde_json::Value>);
-
-impl OwnFacts {
-    /// Keeps `facts` as `component`'s.
-    pub fn put<T: Serialize>(&mut self, component: &str, facts: &T) {
-        if let Ok(value) = serde_json::to_value(facts) {
-            self.0.insert(component.to_string(), value);
-        }
-    }
-
-    /// Whether no component kept anything.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// `component`'s facts, when it read any.
-    pub fn get<T: DeserializeOwned>(&self, component: &str) -> Option<T> {
-        let value = self.0.get(component)?;
-        serde_json::from_value(value.clone()).ok()
-    }
-}
-
-/// What a component says of itself in `on`'s report or in `status`: lines
-/// for people, its own data for `--json`, and for `status` what no longer
-/// holds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PartReport {
-    /// The component's name.
-    pub component: String,
-    /// What it did or found, read back, a line each, for people.
-    pub lines: Vec<String>,
-    /// The same as data (the component's own type, serialised).
-    pub data: serde_json::Value,
-    /// What no longer holds (`status` only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub findings: Vec<Finding>,
-}
-
 /// The part of a change in place of a component whose steps are simply
 /// left out where the machine holds them already.
-pub(super) fn unless_held(cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+pub(in crate::shield) fn unless_held(cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
     for (slot, step) in mine {
         out.unless_held(cx, slot, step);
     }
 }
 
 /// The files `steps` write.
-pub(super) fn written(steps: &[(Slot, Step)]) -> impl Iterator<Item = &str> {
+pub(in crate::shield) fn written(steps: &[(Slot, Step)]) -> impl Iterator<Item = &str> {
     steps.iter().filter_map(|(_, s)| match &s.action {
         Action::Write { path, .. } => Some(path.as_str()),
         _ => None,
@@ -176,7 +129,7 @@ pub(super) fn written(steps: &[(Slot, Step)]) -> impl Iterator<Item = &str> {
 /// Where a step goes in the order the shield's changes are made; `off`
 /// undoes them in reverse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Slot {
+pub(in crate::shield) enum Slot {
     /// Every thread's affinity, recorded for undo.
     Record,
     /// With `--hotplug-restart`: IRQs leave the shield before its CPUs go
@@ -217,7 +170,7 @@ pub(super) enum Slot {
 
 /// What every part is given to plan a fresh shield: the machine, the
 /// request, and its CPUs checked against the machine.
-pub(super) struct Planning<'a> {
+pub(in crate::shield) struct Planning<'a> {
     /// The machine (for a change in place: as it was before the shield).
     pub snap: &'a Snapshot,
     /// The request.
@@ -229,7 +182,7 @@ pub(super) struct Planning<'a> {
 }
 
 /// A plan as the parts draft it: the plan's facts, and its steps in slots.
-pub(super) struct Draft {
+pub(in crate::shield) struct Draft {
     /// The plan, but for its steps.
     pub plan: Plan,
     /// The steps, each in its slot, in the order planned.
@@ -260,7 +213,7 @@ impl Draft {
 
 /// What every part is given to plan a change of the active shield in
 /// place (see [`super::reshape`]).
-pub(super) struct InPlace<'a> {
+pub(in crate::shield) struct InPlace<'a> {
     /// The machine now.
     pub live: &'a Snapshot,
     /// The active shield.
@@ -277,7 +230,7 @@ pub(super) struct InPlace<'a> {
 }
 
 /// A change in place as the parts draft it.
-pub(super) struct Changing {
+pub(in crate::shield) struct Changing {
     /// The change, but for its plan's steps and notes.
     pub change: Reshape,
     /// The steps, each in its slot.

@@ -19,19 +19,18 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::reads_as;
-use super::change::{Action, Check, Owner, Step, Subject, Undo};
-use super::component::{
-    unless_held, Changing, Component, Draft, InPlace, OwnFacts, PartReport, Planning, Slot,
-};
-use super::error::ShieldError;
-use super::journal::{Entry, State};
-use super::plan::{Plan, PlanError};
-use super::request::Request;
-use super::reshape::Originals;
 use super::snapshot::Snapshot;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::apply::reads_as;
+use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
+use crate::shield::component::{unless_held, Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::error::ShieldError;
+use crate::shield::journal::{Entry, State};
+use crate::shield::parts::{OwnFacts, PartReport};
+use crate::shield::plan::{Plan, PlanError};
+use crate::shield::request::Request;
+use crate::shield::reshape::Originals;
 use crate::sys::Sys;
 
 /// The component's name, in reports and under which its facts are kept.
@@ -381,7 +380,7 @@ fn report(out: &Outcome, dry_run: bool, findings: Vec<Finding>) -> PartReport {
 }
 
 /// The idle states, as a component of the shield.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {

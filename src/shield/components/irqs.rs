@@ -2,22 +2,22 @@
 //! (and the default affinity new IRQs get), which the user binds to the
 //! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
 
-use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use super::journal::Entry;
-use super::reshape::Originals;
 use super::snapshot::Snapshot;
+use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::journal::Entry;
+use crate::shield::reshape::Originals;
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{self, Applied, ApplyError, Effects};
-use super::change::{self, Action, Check, Owner, Refused, Step, Subject, Undo};
-use super::holds::Holds;
-use super::journal::{Journal, State};
-use super::plan_error::PlanError;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::apply::{self, Applied, ApplyError, Effects};
+use crate::shield::change::{self, Action, Check, Owner, Refused, Step, Subject, Undo};
+use crate::shield::holds::Holds;
+use crate::shield::journal::{Journal, State};
+use crate::shield::plan_error::PlanError;
 use crate::sys::procfs;
 use crate::sys::{ErrorKind, Sys, SysError};
 
@@ -109,19 +109,19 @@ pub struct IrqRefusal {
 }
 
 /// What became of a plan's IRQ steps, as `on` reports it.
-pub(super) struct Outcome {
+pub(in crate::shield) struct Outcome {
     /// IRQs moved to the housekeeping CPUs.
-    pub(super) moved: Vec<u32>,
+    pub(in crate::shield) moved: Vec<u32>,
     /// IRQs that refused a new affinity.
-    pub(super) refused: Vec<IrqRefusal>,
+    pub(in crate::shield) refused: Vec<IrqRefusal>,
     /// IRQs whose effective affinity still includes a shielded CPU.
-    pub(super) effective_on_shield: Vec<u32>,
+    pub(in crate::shield) effective_on_shield: Vec<u32>,
 }
 
 /// What became of a plan's IRQ `steps` for the `shield` (IRQs `to_shield`
 /// bound to it on request), given what the kernel `refused`, on the machine
 /// `after` (with `--dry-run`: the machine before).
-pub(super) fn outcome(
+pub(in crate::shield) fn outcome(
     (steps, to_shield, shield): (&[Step], &[u32], &CpuSet),
     after: &[Irq],
     refused: &[Refused],
@@ -186,7 +186,7 @@ impl IrqPlacement {
 }
 
 /// The IRQs allowed on, or effective on, a CPU of `shield`.
-pub(super) fn on_shield(irqs: &[Irq], shield: &CpuSet) -> Vec<IrqPlacement> {
+pub(in crate::shield) fn on_shield(irqs: &[Irq], shield: &CpuSet) -> Vec<IrqPlacement> {
     irqs.iter()
         .filter(|i| {
             i.affinity.intersects(shield)
@@ -221,7 +221,7 @@ impl Holds for Vec<IrqPlacement> {
 /// The IRQ writes, in IRQ order, each marked whether it binds an IRQ to
 /// the shield (`--irq`): the default affinity and every IRQ allowed on the
 /// shield go to the housekeeping CPUs.
-pub(super) fn plan(
+pub(in crate::shield) fn plan(
     (irqs, default_affinity, mask_bits): (&[Irq], Option<&CpuSet>, u32),
     shield: &CpuSet,
     housekeeping: &CpuSet,
@@ -272,7 +272,7 @@ pub(super) fn plan(
 }
 
 /// Resolves `--irq` arguments (numbers, or device names as in /proc/interrupts).
-pub(super) fn resolve(irqs: &[Irq], wanted: &[String]) -> Result<Vec<u32>, PlanError> {
+pub(in crate::shield) fn resolve(irqs: &[Irq], wanted: &[String]) -> Result<Vec<u32>, PlanError> {
     let mut out = Vec::new();
     for w in wanted {
         let hits: Vec<u32> = match w.parse::<u32>() {
@@ -299,7 +299,7 @@ pub(super) fn resolve(irqs: &[Irq], wanted: &[String]) -> Result<Vec<u32>, PlanE
 /// that came back onto the shield off it again, journaled like the first
 /// move (undo writes the driver's value back, then the original). Returns
 /// the IRQs moved. IRQs in `skip` (bound to the shield, or refused) stay.
-pub(super) fn sweep(
+pub(in crate::shield) fn sweep(
     (sys, fx): (&Sys, &dyn Effects),
     (shield, housekeeping): (&CpuSet, &CpuSet),
     skip: &[u32],
@@ -338,7 +338,7 @@ pub(super) fn sweep(
 
 /// The IRQs' affinities and the default affinity as they were before the
 /// shield, where the journal `recorded` them (by file).
-pub(super) fn before_shield(
+pub(in crate::shield) fn before_shield(
     irqs: &mut [Irq],
     default_affinity: &mut Option<CpuSet>,
     recorded: &dyn Fn(&str) -> Option<String>,
@@ -356,7 +356,7 @@ pub(super) fn before_shield(
 }
 
 /// What a file the journal recorded is about, when it is the IRQs'.
-pub(super) fn claims(path: &str) -> Option<Subject> {
+pub(in crate::shield) fn claims(path: &str) -> Option<Subject> {
     match irq_of_affinity_file(path) {
         Some(irq) => Some(Subject::Irq(irq)),
         None if path == DEFAULT_IRQ_AFFINITY => Some(Subject::File(path.into())),
@@ -368,7 +368,7 @@ pub(super) fn claims(path: &str) -> Option<Subject> {
 /// (`state`) and still reads as the journal `recorded` it before the
 /// shield: a change in place does not try it again, so that the same
 /// request twice changes nothing.
-pub(super) fn refused_before(
+pub(in crate::shield) fn refused_before(
     state: &State,
     (irq, path): (u32, &str),
     recorded: Option<&(String, Check)>,
@@ -381,7 +381,7 @@ pub(super) fn refused_before(
 }
 
 /// The device name of IRQ `irq` in the snapshot (empty when unknown).
-pub(super) fn name(irqs: &[Irq], irq: u32) -> String {
+pub(in crate::shield) fn name(irqs: &[Irq], irq: u32) -> String {
     irqs.iter()
         .find(|i| i.irq == irq)
         .map(|i| i.name.clone())
@@ -389,7 +389,7 @@ pub(super) fn name(irqs: &[Irq], irq: u32) -> String {
 }
 
 /// IRQ affinities, as a component of the shield.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {

@@ -78,7 +78,7 @@ pub fn undo(sys: &Sys, fx: &dyn Effects, entries: &[Entry]) -> Undone {
         fx,
         entries,
         &KeepOnCpus::default(),
-        &mut super::Timings::default(),
+        &mut crate::shield::Timings::default(),
     )
 }
 
@@ -89,7 +89,7 @@ pub fn undo_timed(
     fx: &dyn Effects,
     entries: &[Entry],
     keep: &KeepOnCpus,
-    timings: &mut super::Timings,
+    timings: &mut crate::shield::Timings,
 ) -> Undone {
     let mut out = Undone::default();
     let t = Instant::now();
@@ -232,7 +232,7 @@ pub(crate) fn original_affinities(entries: &[Entry]) -> Vec<(i32, &CpuSet, Optio
 /// Whether thread id `tid`, journaled at `at` (ticks since boot), now
 /// names a thread that started later: the recorded one exited and the id
 /// was reused. Unknown times (an entry or a kernel without them) say no.
-pub(super) fn recycled(sys: &Sys, tid: i32, at: Option<u64>) -> bool {
+pub(in crate::shield) fn recycled(sys: &Sys, tid: i32, at: Option<u64>) -> bool {
     match (at, procfs::start_ticks(sys, tid)) {
         (Some(at), Some(start)) => start > at,
         _ => false,
@@ -317,7 +317,7 @@ fn restore_affinity(sys: &Sys, tid: i32, cpus: &CpuSet, at: Option<u64>, out: &m
 /// below it (anything else there is someone else's, and stays); then
 /// removes the directory it made. Nothing mounted there means the mount
 /// was journaled but never made.
-pub(super) fn unmount_own(
+pub(in crate::shield) fn unmount_own(
     sys: &Sys,
     (target, fstype): (&str, &str),
     made_dir: bool,

@@ -4,12 +4,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Wall-clock time spent in each phase of [`super::on_timed`] and [`super::off_timed`]:
+/// Wall-clock time spent in each phase of [`crate::shield::on_timed`] and [`crate::shield::off_timed`]:
 /// what `on` and `off` report as `took`, and the scale benchmark prints.
 /// In JSON, milliseconds.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Timings {
-    /// The whole command (set by [`super::on`] and [`super::off`]; the `_timed` forms
+    /// The whole command (set by [`crate::shield::on`] and [`crate::shield::off`]; the `_timed` forms
     /// leave it to their caller, which times the call itself).
     #[serde(with = "millis")]
     pub total: Duration,

@@ -16,8 +16,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::super::undo::KeepOnCpus;
 use crate::cpulist::CpuSet;
+use crate::shield::undo::KeepOnCpus;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::Sys;
 

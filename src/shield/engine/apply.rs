@@ -12,7 +12,7 @@ use crate::input::{quote, quote_to};
 
 /// At most this many bytes of what the kernel reads back are quoted: an
 /// invalid partition's whole reason, not a CPU list of thousands of CPUs.
-pub(super) const KERNEL_TEXT: usize = 200;
+pub(in crate::shield) const KERNEL_TEXT: usize = 200;
 use crate::sys::procfs;
 use crate::sys::{ErrorKind, Sys, SysError};
 
@@ -68,7 +68,7 @@ pub enum ApplyError {
 /// The changes only a component knows how to make, read before and undo
 /// (a daemon's ban, the guard, a thread's scheduling). The engine hands
 /// them over without naming any component: the order table
-/// ([`super::components`]) says whose each is.
+/// ([`crate::shield::components`]) says whose each is.
 pub trait Effects: Sync {
     /// Makes `action`, read back; `None` when it is not one of these.
     fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>>;
@@ -158,7 +158,7 @@ pub fn apply(
 }
 
 /// Task changes in a row worth spreading over the CPUs.
-pub(super) const PARALLEL_RUN: usize = 512;
+pub(in crate::shield) const PARALLEL_RUN: usize = 512;
 
 /// Makes one step and records its outcome; `Err` only for an interruption
 /// or a fatal step's failure.

@@ -10,23 +10,23 @@
 //! made, read back and undone, the change in place, whether it still holds
 //! for `status`, and the outcome read back for `on`'s report.
 
-use super::change::Subject;
-use super::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use super::request::Request;
-use super::reshape::Originals;
 use super::snapshot::Snapshot;
+use crate::shield::change::Subject;
+use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::request::Request;
+use crate::shield::reshape::Originals;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{ApplyError, Refusal};
-use super::change::{Action, Check, Owner, Step, Undo};
-use super::holds::Holds;
-use super::journal::{Entry, State};
-use super::plan::PlanError;
-use super::undo::Undone;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::apply::{ApplyError, Refusal};
+use crate::shield::change::{Action, Check, Owner, Step, Undo};
+use crate::shield::holds::Holds;
+use crate::shield::journal::{Entry, State};
+use crate::shield::plan::PlanError;
+use crate::shield::undo::Undone;
 use crate::sys::procfs;
 use crate::sys::resctrl::{self as kernel, CacheShare, Info, RESCTRL};
 use crate::sys::Sys;
@@ -370,9 +370,9 @@ pub fn give_back(entries: &[Entry], read: &dyn Fn(&str) -> Option<String>) -> Ve
 }
 
 /// The files of the shield's group, which a change in place may write back.
-pub fn claims(path: &str) -> Option<super::change::Subject> {
+pub fn claims(path: &str) -> Option<crate::shield::change::Subject> {
     path.starts_with(&format!("{GROUP}/"))
-        .then(|| super::change::Subject::File(path.to_string()))
+        .then(|| crate::shield::change::Subject::File(path.to_string()))
 }
 
 /// Mounts resctrl.
@@ -454,7 +454,7 @@ pub fn undo_share(sys: &Sys, path: &str, previous: Option<&str>, out: &mut Undon
 /// Unmounts resctrl mounted by the shield, as the engine unmounts a
 /// cgroup2 of its own: while it is the one mount there, nothing below it.
 pub fn unmount(sys: &Sys, target: &str, out: &mut Undone) {
-    super::undo::unmount_own(sys, (target, "resctrl"), false, out);
+    crate::shield::undo::unmount_own(sys, (target, "resctrl"), false, out);
 }
 
 /// What `on`'s report says of the cache share, read back.
@@ -599,7 +599,7 @@ impl Hold {
 
 /// The shield's share of the L3 cache and the others' memory bandwidth, as
 /// a component of the shield.
-pub(super) struct Part;
+pub(in crate::shield) struct Part;
 
 /// The cache share a request asks for.
 fn ask(req: &Request) -> Option<Ask> {

@@ -1,0 +1,20 @@
+//! The engine of the shield, which names no component: the vocabulary of
+//! changes (`change`), what a component is (`component`), the plan and its
+//! refusals, the journal, apply and undo, the change in place (`reshape`),
+//! what the user asked (`request`) and what the reports say of it
+//! (`note`, `timings`, `error`).
+
+pub mod apply;
+pub mod change;
+pub(in crate::shield) mod component;
+pub(in crate::shield) mod error;
+pub(in crate::shield) mod holds;
+pub mod journal;
+pub(in crate::shield) mod note;
+pub(in crate::shield) mod parts;
+pub mod plan;
+pub(in crate::shield) mod plan_error;
+pub mod request;
+pub mod reshape;
+pub(in crate::shield) mod timings;
+pub mod undo;

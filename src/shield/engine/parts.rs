@@ -1,0 +1,52 @@
+//! What the engine carries of a component without knowing it: the facts
+//! it reads for itself and the record it keeps in the plan ([`OwnFacts`]),
+//! and what it says of itself in a report ([`PartReport`]).
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::finding::Finding;
+
+/// The facts components read for themselves, each its own serialisable
+/// type under the component's name: the engine and the snapshot carry them
+/// without knowing them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OwnFacts(BTreeMap<String, serde_json::Value>);
+
+impl OwnFacts {
+    /// Keeps `facts` as `component`'s.
+    pub fn put<T: Serialize>(&mut self, component: &str, facts: &T) {
+        if let Ok(value) = serde_json::to_value(facts) {
+            self.0.insert(component.to_string(), value);
+        }
+    }
+
+    /// Whether no component kept anything.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `component`'s facts, when it read any.
+    pub fn get<T: DeserializeOwned>(&self, component: &str) -> Option<T> {
+        let value = self.0.get(component)?;
+        serde_json::from_value(value.clone()).ok()
+    }
+}
+
+/// What a component says of itself in `on`'s report or in `status`: lines
+/// for people, its own data for `--json`, and for `status` what no longer
+/// holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartReport {
+    /// The component's name.
+    pub component: String,
+    /// What it did or found, read back, a line each, for people.
+    pub lines: Vec<String>,
+    /// The same as data (the component's own type, serialised).
+    pub data: serde_json::Value,
+    /// What no longer holds (`status` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+}
