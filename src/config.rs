@@ -113,6 +113,17 @@ enum Tune {
 const KEYS: &str =
     "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, kthreads_above, cache_ways, others_bandwidth, max_idle_latency";
 
+/// `max_idle_latency` in µs; an error comes with the offset of the value.
+fn idle_bound(value: Spanned<Latency>) -> Result<u32, (usize, String)> {
+    let start = value.span().start;
+    let text = match value.into_inner() {
+        Latency::Micros(us) => us.to_string(),
+        Latency::Text(text) => text,
+    };
+    crate::shield::idle_states::parse_bound(&text)
+        .map_err(|e| (start, format!("max_idle_latency: {e}")))
+}
+
 /// A string key parsed as `T` (its default when absent); an error comes
 /// with the offset of the value.
 fn parse_or_default<T: std::str::FromStr<Err = String> + Default>(
@@ -197,16 +208,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
     };
     let max_idle_latency = match file.max_idle_latency {
         None => None,
-        Some(v) => {
-            let start = v.span().start;
-            let text = match v.into_inner() {
-                Latency::Micros(us) => us.to_string(),
-                Latency::Text(text) => text,
-            };
-            let us = crate::shield::idle_states::parse_bound(&text)
-                .map_err(|e| invalid(start, format!("max_idle_latency: {e}")))?;
-            Some(us)
-        }
+        Some(v) => Some(idle_bound(v).map_err(|(at, e)| invalid(at, e))?),
     };
     let request = Request {
         boot,

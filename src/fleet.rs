@@ -266,9 +266,10 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
     ))
 }
 
-/// The Prometheus text of every metric. A flat renderer, and long for it:
-/// one `gauge` call per metric with its help text, in the order the
-/// metrics are documented; cutting it up would scatter that list.
+/// The Prometheus text of every metric, in the order the metrics are
+/// documented: the shield, the boot half, the guard and the cache share,
+/// the CPUs and what leaked onto them, the interrupts, the last apply, the
+/// latency figures.
 fn render(
     status: &StatusReport,
     boot: Option<&BootStatus>,
@@ -279,101 +280,16 @@ fn render(
     now: u64,
 ) -> String {
     let mut out = String::new();
-    let one = |v: f64| vec![(String::new(), v)];
-    let active = status.shield.is_some();
-    let shield = status.shield.clone().unwrap_or_default();
-    gauge(
-        &mut out,
-        "shield_active",
-        "1 when a shield is active (complete or not), else 0.",
-        &one(f64::from(u8::from(active))),
-    );
-    gauge(
-        &mut out,
-        "shield_up",
-        "1 when a shield is active, complete and holds (the kernel enforces it, nothing drifted), else 0.",
-        &one(f64::from(u8::from(active && status.complete && status.holds))),
-    );
-    if let Some(b) = boot {
-        gauge(
-            &mut out,
-            "boot_reboot_pending",
-            "1 when the boot half cpushield wrote (or removed) takes effect only at the next reboot, else 0.",
-            &one(f64::from(u8::from(b.reboot_pending))),
-        );
-        gauge(
-            &mut out,
-            "boot_active",
-            "1 when the running kernel booted with the boot half cpushield wrote, else 0.",
-            &one(f64::from(u8::from(b.state == boot::BootState::Active))),
-        );
-    }
-    gauge(
-        &mut out,
-        "broken_checks",
-        "Checks of the active shield that fail (cpushield status names them).",
-        &one(status.broken.len() as f64),
-    );
-    if !status.broken.is_empty() {
-        gauge(
-            &mut out,
-            "finding",
-            "1 for each finding of status's checks, labelled by its id and severity (cpushield status --json has its reason and repair).",
-            &findings(&status.broken),
-        );
-    }
+    shield_metrics(&mut out, status, boot);
     if let Some(g) = &status.guard {
         guard_metrics(&mut out, g);
     }
     if let Some(c) = &status.cache {
         cache_metrics(&mut out, c);
     }
-    gauge(
-        &mut out,
-        "shielded_cpus",
-        "Number of shielded CPUs.",
-        &one(shield.len() as f64),
-    );
-    gauge(
-        &mut out,
-        "housekeeping_cpus",
-        "Number of online CPUs outside the shield.",
-        &one(status.online.difference(&shield).len() as f64),
-    );
-    gauge(
-        &mut out,
-        "leaked_threads",
-        "Threads outside the shield that may run on shielded CPUs.",
-        &one(status.intruders.len() as f64),
-    );
-    let leaked_irqs = status
-        .irqs_on_shield
-        .iter()
-        .filter(|i| i.drifted(&shield, irqs_kept))
-        .count();
-    gauge(
-        &mut out,
-        "leaked_irqs",
-        "IRQs whose affinity allows shielded CPUs and that the shield neither bound there nor failed to move.",
-        &one(leaked_irqs as f64),
-    );
-    if let (Some((cpus, lines)), true) = (interrupts, active) {
-        let samples: Vec<(String, f64)> = cpus
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| shield.contains(**c))
-            .map(|(col, c)| {
-                let sum: u64 = lines.iter().filter_map(|l| l.counts.get(col)).sum();
-                (format!("{{cpu=\"{c}\"}}"), sum as f64)
-            })
-            .collect();
-        family(
-            &mut out,
-            "interrupts_total",
-            "counter",
-            "Interrupts served by each shielded CPU since boot (all lines of /proc/interrupts).",
-            &samples,
-        );
+    cpu_metrics(&mut out, status, irqs_kept);
+    if let (Some(lines), true) = (interrupts, status.shield.is_some()) {
+        interrupt_metrics(&mut out, status, lines);
     }
     if let Some(at) = last_apply {
         gauge(
@@ -390,39 +306,154 @@ fn render(
         );
     }
     if let Some(f) = figures {
-        gauge(
-            &mut out,
-            "results_timestamp_seconds",
-            "When the compare run of the exported latency figures started (Unix time).",
-            &[(String::new(), f.started_unix_s.floor())],
-        );
-        let per_phase = |pick: fn(&crate::compare::summary::PhaseStats) -> Option<f64>| {
-            f.summary
-                .rows
-                .iter()
-                .filter_map(|r| pick(r).map(|v| (format!("{{phase=\"{}\"}}", r.phase), v)))
-                .collect::<Vec<_>>()
-        };
-        gauge(
-            &mut out,
-            "latency_max_microseconds",
-            "Largest latency per phase of the last compare run, µs.",
-            &per_phase(|r| r.max_us),
-        );
-        gauge(
-            &mut out,
-            "latency_p99_microseconds",
-            "99th percentile latency per phase of the last compare run, µs.",
-            &per_phase(|r| r.p99_us),
-        );
-        gauge(
-            &mut out,
-            "latency_avg_microseconds",
-            "Mean latency per phase of the last compare run, µs.",
-            &per_phase(|r| r.avg_us),
-        );
+        figure_metrics(&mut out, f);
     }
     out
+}
+
+/// One unlabelled sample.
+fn one(v: f64) -> Vec<(String, f64)> {
+    vec![(String::new(), v)]
+}
+
+/// Whether a shield is active and holds, what broke, and the boot half.
+fn shield_metrics(out: &mut String, status: &StatusReport, boot: Option<&BootStatus>) {
+    let active = status.shield.is_some();
+    gauge(
+        out,
+        "shield_active",
+        "1 when a shield is active (complete or not), else 0.",
+        &one(f64::from(u8::from(active))),
+    );
+    gauge(
+        out,
+        "shield_up",
+        "1 when a shield is active, complete and holds (the kernel enforces it, nothing drifted), else 0.",
+        &one(f64::from(u8::from(active && status.complete && status.holds))),
+    );
+    if let Some(b) = boot {
+        gauge(
+            out,
+            "boot_reboot_pending",
+            "1 when the boot half cpushield wrote (or removed) takes effect only at the next reboot, else 0.",
+            &one(f64::from(u8::from(b.reboot_pending))),
+        );
+        gauge(
+            out,
+            "boot_active",
+            "1 when the running kernel booted with the boot half cpushield wrote, else 0.",
+            &one(f64::from(u8::from(b.state == boot::BootState::Active))),
+        );
+    }
+    gauge(
+        out,
+        "broken_checks",
+        "Checks of the active shield that fail (cpushield status names them).",
+        &one(status.broken.len() as f64),
+    );
+    if !status.broken.is_empty() {
+        gauge(
+            out,
+            "finding",
+            "1 for each finding of status's checks, labelled by its id and severity (cpushield status --json has its reason and repair).",
+            &findings(&status.broken),
+        );
+    }
+}
+
+/// The shielded and housekeeping CPUs, and the threads and IRQs that leaked
+/// onto the shield.
+fn cpu_metrics(out: &mut String, status: &StatusReport, irqs_kept: &[u32]) {
+    let shield = status.shield.clone().unwrap_or_default();
+    gauge(
+        out,
+        "shielded_cpus",
+        "Number of shielded CPUs.",
+        &one(shield.len() as f64),
+    );
+    gauge(
+        out,
+        "housekeeping_cpus",
+        "Number of online CPUs outside the shield.",
+        &one(status.online.difference(&shield).len() as f64),
+    );
+    gauge(
+        out,
+        "leaked_threads",
+        "Threads outside the shield that may run on shielded CPUs.",
+        &one(status.intruders.len() as f64),
+    );
+    let leaked_irqs = status
+        .irqs_on_shield
+        .iter()
+        .filter(|i| i.drifted(&shield, irqs_kept))
+        .count();
+    gauge(
+        out,
+        "leaked_irqs",
+        "IRQs whose affinity allows shielded CPUs and that the shield neither bound there nor failed to move.",
+        &one(leaked_irqs as f64),
+    );
+}
+
+/// The interrupts each shielded CPU served since boot.
+fn interrupt_metrics(
+    out: &mut String,
+    status: &StatusReport,
+    (cpus, lines): &(Vec<u32>, Vec<procfs::InterruptLine>),
+) {
+    let shield = status.shield.clone().unwrap_or_default();
+    let samples: Vec<(String, f64)> = cpus
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| shield.contains(**c))
+        .map(|(col, c)| {
+            let sum: u64 = lines.iter().filter_map(|l| l.counts.get(col)).sum();
+            (format!("{{cpu=\"{c}\"}}"), sum as f64)
+        })
+        .collect();
+    family(
+        out,
+        "interrupts_total",
+        "counter",
+        "Interrupts served by each shielded CPU since boot (all lines of /proc/interrupts).",
+        &samples,
+    );
+}
+
+/// The latency figures of the last compare run, per phase.
+fn figure_metrics(out: &mut String, f: &CompareFigures) {
+    gauge(
+        out,
+        "results_timestamp_seconds",
+        "When the compare run of the exported latency figures started (Unix time).",
+        &[(String::new(), f.started_unix_s.floor())],
+    );
+    let per_phase = |pick: fn(&crate::compare::summary::PhaseStats) -> Option<f64>| {
+        f.summary
+            .rows
+            .iter()
+            .filter_map(|r| pick(r).map(|v| (format!("{{phase=\"{}\"}}", r.phase), v)))
+            .collect::<Vec<_>>()
+    };
+    gauge(
+        out,
+        "latency_max_microseconds",
+        "Largest latency per phase of the last compare run, µs.",
+        &per_phase(|r| r.max_us),
+    );
+    gauge(
+        out,
+        "latency_p99_microseconds",
+        "99th percentile latency per phase of the last compare run, µs.",
+        &per_phase(|r| r.p99_us),
+    );
+    gauge(
+        out,
+        "latency_avg_microseconds",
+        "Mean latency per phase of the last compare run, µs.",
+        &per_phase(|r| r.avg_us),
+    );
 }
 
 /// One sample per finding, labelled `{id="...",severity="..."}`.

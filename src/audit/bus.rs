@@ -326,22 +326,7 @@ fn aspm(f: &Facts, out: &mut Findings) {
             d.aspm_enabled().is_none() && d.config.as_ref().is_none_or(|c| c.is_pcie().is_none())
         })
         .count();
-    let pending = f.boot.as_ref().is_some_and(|b| {
-        b.reboot_pending
-            && b.written.as_ref().is_some_and(|w| {
-                w.options
-                    .iter()
-                    .any(|o| o == "pcie_aspm.policy=performance")
-            })
-    });
-    let next = if pending {
-        "reboot: the boot half has pcie_aspm.policy=performance, the running kernel not yet"
-            .to_string()
-    } else {
-        format!(
-            "echo performance > {POLICY_FILE} (until reboot), or at boot pcie_aspm.policy=performance (config key boot = [\"pcie_aspm.policy=performance\"], then cpushield apply); pcie_aspm=off alone keeps what the firmware enabled"
-        )
-    };
+    let next = aspm_next(f);
     if !enabled.is_empty() {
         let n = enabled.len();
         out.add(
@@ -381,6 +366,27 @@ fn aspm(f: &Facts, out: &mut Findings) {
             ),
             String::new(),
         );
+    }
+}
+
+/// The next step for ASPM enabled: a reboot when the boot half already
+/// asks for the performance policy, else how to ask for it.
+fn aspm_next(f: &Facts) -> String {
+    let pending = f.boot.as_ref().is_some_and(|b| {
+        b.reboot_pending
+            && b.written.as_ref().is_some_and(|w| {
+                w.options
+                    .iter()
+                    .any(|o| o == "pcie_aspm.policy=performance")
+            })
+    });
+    if pending {
+        "reboot: the boot half has pcie_aspm.policy=performance, the running kernel not yet"
+            .to_string()
+    } else {
+        format!(
+            "echo performance > {POLICY_FILE} (until reboot), or at boot pcie_aspm.policy=performance (config key boot = [\"pcie_aspm.policy=performance\"], then cpushield apply); pcie_aspm=off alone keeps what the firmware enabled"
+        )
     }
 }
 

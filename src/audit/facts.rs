@@ -167,17 +167,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         boot: crate::boot::status(sys).ok(),
         preempt_debugfs: read("sys/kernel/debug/sched/preempt"),
         realtime: read("sys/kernel/realtime"),
-        kernel_work: {
-            let kernel = crate::guard::kernel::KernelWork::read(sys);
-            let guard = running_guard
-                .as_ref()
-                .map(|s| s.settings.unwrap_or_default());
-            Some(crate::guard::kernel::Protection::of(
-                &kernel,
-                kernel.rt_runtime_us,
-                guard,
-            ))
-        },
+        kernel_work: Some(kernel_work(sys, running_guard.as_ref())),
         starving: match &running_guard {
             Some(g) => g.starving.clone(),
             None => crate::guard::starving_now(sys, &targets, Duration::from_secs(1)),
@@ -194,21 +184,10 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
                 None => (path, read(path), false),
             })
             .collect(),
-        // Present files only; one that exists but cannot be read counts, unread.
-        machinecheck: knob_files("machinecheck")
-            .into_iter()
-            .filter_map(|f| match sys.read_trimmed(&f) {
-                Ok(v) => Some((f, Some(v))),
-                Err(e) if e.kind == ErrorKind::NotFound => None,
-                Err(_) => Some((f, None)),
-            })
-            .collect(),
+        machinecheck: machinecheck(sys, knob_files("machinecheck")),
         net_queues: knob_files("net-queues")
             .into_iter()
-            .filter_map(|f| {
-                let mask = read(&f).and_then(|v| CpuSet::parse_mask(&v).ok())?;
-                Some((f, mask))
-            })
+            .filter_map(|f| Some((f.clone(), CpuSet::parse_mask(&read(&f)?).ok()?)))
             .collect(),
         cpu_power: targets.iter().map(|cpu| cpu_power(sys, cpu)).collect(),
         siblings: targets
@@ -222,6 +201,30 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         shield,
         online,
     })
+}
+
+/// What protects the per-CPU kernel work behind a real-time task that
+/// never sleeps, with the guard that runs (if one does).
+fn kernel_work(
+    sys: &Sys,
+    running_guard: Option<&crate::guard::GuardState>,
+) -> crate::guard::kernel::Protection {
+    let kernel = crate::guard::kernel::KernelWork::read(sys);
+    let guard = running_guard.map(|s| s.settings.unwrap_or_default());
+    crate::guard::kernel::Protection::of(&kernel, kernel.rt_runtime_us, guard)
+}
+
+/// The machine-check files present: one that exists but cannot be read
+/// counts, unread.
+fn machinecheck(sys: &Sys, files: Vec<String>) -> Vec<(String, Option<String>)> {
+    files
+        .into_iter()
+        .filter_map(|f| match sys.read_trimmed(&f) {
+            Ok(v) => Some((f, Some(v))),
+            Err(e) if e.kind == ErrorKind::NotFound => None,
+            Err(_) => Some((f, None)),
+        })
+        .collect()
 }
 
 /// Interrupts and softirqs on `targets` over `window`: two reads of the

@@ -82,36 +82,8 @@ pub fn run(
             online,
         });
     }
-    let _ = syscalls::set_thread_name(super::PROCESS_NAME);
-    // Best effort: a guard that cannot move or raise itself still works,
-    // only later under load on the housekeeping CPUs.
-    let _ = sys.set_affinity(0, &housekeeping);
-    let _ = sys.set_scheduler(0, Policy::Fifo(PRIORITY));
-    // A guard that died mid-boost left threads boosted: give them back.
-    if let Some(old) = super::read_state(sys) {
-        if !super::alive(sys, &old) || old.pid == std::process::id() as i32 {
-            restore_boosts(sys, &old);
-        }
-    }
-    let pid = std::process::id() as i32;
+    let mut guard = start(sys, cpus, &housekeeping, settings);
     let now = syscalls::monotonic_ns();
-    let mut guard = Guard {
-        sys,
-        cpus: cpus.clone(),
-        settings,
-        watch: Watch::default(),
-        candidates: Vec::new(),
-        boosts: HashMap::new(),
-        state: GuardState {
-            pid,
-            start_ticks: procfs::start_ticks(sys, pid).unwrap_or(0),
-            cpus: cpus.clone(),
-            settings: Some(settings),
-            started_ns: now,
-            ..GuardState::default()
-        },
-        written_ns: 0,
-    };
     // stalld boosts where it is the engine and runs; the own loop below
     // scans only while it does not.
     let mut stalld = match settings.engine {
@@ -145,27 +117,7 @@ pub fn run(
         if changed || now >= guard.written_ns + HEARTBEAT_NS {
             guard.write_state(now);
         }
-        let wake = guard
-            .boosts
-            .values()
-            .map(Boost::next_event)
-            .fold(next_scan, u64::min);
-        // The guard runs at FIFO 98 on the housekeeping CPUs: whatever
-        // makes a pass slow (seen with nohz_full guests), it never takes
-        // more than half a CPU from them; it sleeps at least as long as
-        // it worked.
-        let worked = syscalls::monotonic_ns().saturating_sub(now);
-        guard.state.longest_work_us = guard.state.longest_work_us.max(worked / 1_000);
-        let floor = now + 2 * worked.max(500);
-        if wake < floor && worked > MAX_WORK_NS {
-            guard.state.held_back += 1;
-        }
-        let wake = if worked > MAX_WORK_NS {
-            wake.max(floor)
-        } else {
-            wake.max(now + 1_000)
-        };
-        let _ = syscalls::sleep_until_monotonic_ns(wake);
+        let _ = syscalls::sleep_until_monotonic_ns(guard.wake_at(now, next_scan));
     }
     if let Some(engine) = &mut stalld {
         engine.stop(sys);
@@ -177,6 +129,41 @@ pub fn run(
     }
     guard.write_state(now);
     Ok(())
+}
+
+/// The guard set up: its name, on the housekeeping CPUs at its
+/// priority (best effort: a guard that cannot move or raise itself still
+/// works, only later under load there), the boosts a guard that died left
+/// given back, and its state.
+fn start<'a>(sys: &'a Sys, cpus: &CpuSet, housekeeping: &CpuSet, settings: Settings) -> Guard<'a> {
+    let _ = syscalls::set_thread_name(super::PROCESS_NAME);
+    let _ = sys.set_affinity(0, housekeeping);
+    let _ = sys.set_scheduler(0, Policy::Fifo(PRIORITY));
+    // A guard that died mid-boost left threads boosted: give them back.
+    if let Some(old) = super::read_state(sys) {
+        if !super::alive(sys, &old) || old.pid == std::process::id() as i32 {
+            restore_boosts(sys, &old);
+        }
+    }
+    let pid = std::process::id() as i32;
+    let now = syscalls::monotonic_ns();
+    Guard {
+        sys,
+        cpus: cpus.clone(),
+        settings,
+        watch: Watch::default(),
+        candidates: Vec::new(),
+        boosts: HashMap::new(),
+        state: GuardState {
+            pid,
+            start_ticks: procfs::start_ticks(sys, pid).unwrap_or(0),
+            cpus: cpus.clone(),
+            settings: Some(settings),
+            started_ns: now,
+            ..GuardState::default()
+        },
+        written_ns: 0,
+    }
 }
 
 /// A thread that can wait on a watched CPU.
@@ -268,6 +255,30 @@ impl Boost {
 }
 
 impl Guard<'_> {
+    /// When the loop wakes next (the next scan, or the next event of a
+    /// boost), after a pass that started at `now`. The guard runs at FIFO
+    /// 98 on the housekeeping CPUs: whatever makes a pass slow (seen with
+    /// nohz_full guests), it never takes more than half a CPU from them;
+    /// it sleeps at least as long as it worked.
+    fn wake_at(&mut self, now: u64, next_scan: u64) -> u64 {
+        let wake = self
+            .boosts
+            .values()
+            .map(Boost::next_event)
+            .fold(next_scan, u64::min);
+        let worked = syscalls::monotonic_ns().saturating_sub(now);
+        self.state.longest_work_us = self.state.longest_work_us.max(worked / 1_000);
+        let floor = now + 2 * worked.max(500);
+        if wake < floor && worked > MAX_WORK_NS {
+            self.state.held_back += 1;
+        }
+        if worked > MAX_WORK_NS {
+            wake.max(floor)
+        } else {
+            wake.max(now + 1_000)
+        }
+    }
+
     fn refresh_candidates(&mut self) {
         self.candidates = candidates(self.sys, &self.cpus);
     }

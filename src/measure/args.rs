@@ -285,93 +285,10 @@ impl Config {
     pub fn from_args(args: &MeasureArgs, sys: &Sys) -> Result<Config, MeasureError> {
         let online = sys.read_cpulist("sys/devices/system/cpu/online")?;
         let cpus = measured_cpus(args.cpus.as_ref(), &online)?;
-        let invalid = |option: &'static str, value: String, valid: &str| {
-            Err(MeasureError::InvalidOption {
-                option,
-                value,
-                valid: valid.to_string(),
-            })
-        };
-        if args.interval == Some(0) {
-            return invalid("--interval", "0".into(), "1 µs or more");
-        }
-        if !(1..=99).contains(&args.prio) {
-            return invalid("--prio", args.prio.to_string(), "1..99");
-        }
-        if args.buckets == 0 || args.buckets > 1_000_000 {
-            return invalid("--buckets", args.buckets.to_string(), "1..=1000000");
-        }
-        if args.bucket_width == 0 || args.bucket_width > 1_000_000 {
-            return invalid(
-                "--bucket-width",
-                args.bucket_width.to_string(),
-                "1..=1000000 µs",
-            );
-        }
-        if args.probe.is_empty() {
-            return invalid(
-                "--probe",
-                String::new(),
-                "timer, rtc, noise, gtod, periodic, cache, pci",
-            );
-        }
-        let stop = match (args.loops, args.duration) {
-            (Some(0), _) => return invalid("--loops", "0".into(), "1 or more"),
-            (Some(n), _) => Stop::Loops(n),
-            (None, Some(d)) if !(d > 0.0 && d.is_finite() && d <= 1e7) => {
-                return invalid("--duration", d.to_string(), "seconds, more than 0");
-            }
-            (None, Some(d)) => Stop::Duration(Duration::from_secs_f64(d)),
-            (None, None) => Stop::Duration(Duration::from_secs(10)),
-        };
-        if let (Some(rt), true) = (args.runtime, args.probe.contains(&ProbeKind::Noise)) {
-            let period = args
-                .interval
-                .or(ProbeKind::Noise.default_interval_us())
-                .unwrap_or(0);
-            if rt > period {
-                return invalid(
-                    "--runtime",
-                    rt.to_string(),
-                    &format!("1..={period} µs (the noise period, --interval)"),
-                );
-            }
-        }
-        let explains = |p: &ProbeKind| matches!(p, ProbeKind::Timer | ProbeKind::Periodic);
-        if let (Some(us), false) = (args.explain, args.probe.iter().any(explains)) {
-            return invalid(
-                "--explain",
-                us.to_string(),
-                "with the timer or periodic probe (a sample there has a deadline to explain from)",
-            );
-        }
-        let pci = args.probe.contains(&ProbeKind::Pci);
-        let device = match (&args.device, pci) {
-            (None, true) => {
-                return invalid(
-                    "--device",
-                    String::new(),
-                    "a PCI function for the pci probe, e.g. --device 0000:00:1f.0 (see /sys/bus/pci/devices)",
-                )
-            }
-            (Some(d), false) => {
-                return invalid("--device", d.clone(), "with --probe pci only")
-            }
-            (Some(d), true) => Some(super::device::check(
-                sys,
-                d,
-                args.device_bar,
-                args.device_offset,
-            )?),
-            (None, false) if args.device_bar.is_some() || args.device_offset.is_some() => {
-                return invalid(
-                    "--device-bar/--device-offset",
-                    String::new(),
-                    "with --probe pci --device BDF",
-                )
-            }
-            (None, false) => None,
-        };
+        check_numbers(args)?;
+        let stop = stop_of(args)?;
+        check_probe_options(args)?;
+        let device = device_of(args, sys)?;
         let mut probes = Vec::new();
         for p in &args.probe {
             if !probes.contains(p) {
@@ -406,6 +323,119 @@ impl Config {
                 .or(probe.default_interval_us().map(|us| us * 1000)),
         }
     }
+}
+
+/// An invalid option: its name, the value given and what would be valid.
+fn invalid<T>(option: &'static str, value: String, valid: &str) -> Result<T, MeasureError> {
+    Err(MeasureError::InvalidOption {
+        option,
+        value,
+        valid: valid.to_string(),
+    })
+}
+
+/// The numbers of `args` in their ranges, and at least one probe.
+fn check_numbers(args: &MeasureArgs) -> Result<(), MeasureError> {
+    if args.interval == Some(0) {
+        return invalid("--interval", "0".into(), "1 µs or more");
+    }
+    if !(1..=99).contains(&args.prio) {
+        return invalid("--prio", args.prio.to_string(), "1..99");
+    }
+    if args.buckets == 0 || args.buckets > 1_000_000 {
+        return invalid("--buckets", args.buckets.to_string(), "1..=1000000");
+    }
+    if args.bucket_width == 0 || args.bucket_width > 1_000_000 {
+        return invalid(
+            "--bucket-width",
+            args.bucket_width.to_string(),
+            "1..=1000000 µs",
+        );
+    }
+    if args.probe.is_empty() {
+        return invalid(
+            "--probe",
+            String::new(),
+            "timer, rtc, noise, gtod, periodic, cache, pci",
+        );
+    }
+    Ok(())
+}
+
+/// When the measurement stops: after `--loops`, or `--duration` (10 s).
+fn stop_of(args: &MeasureArgs) -> Result<Stop, MeasureError> {
+    let stop = match (args.loops, args.duration) {
+        (Some(0), _) => return invalid("--loops", "0".into(), "1 or more"),
+        (Some(n), _) => Stop::Loops(n),
+        (None, Some(d)) if !(d > 0.0 && d.is_finite() && d <= 1e7) => {
+            return invalid("--duration", d.to_string(), "seconds, more than 0");
+        }
+        (None, Some(d)) => Stop::Duration(Duration::from_secs_f64(d)),
+        (None, None) => Stop::Duration(Duration::from_secs(10)),
+    };
+    Ok(stop)
+}
+
+/// The options that belong to one probe: `--runtime` within the noise
+/// period, `--explain` with the timer or periodic probe.
+fn check_probe_options(args: &MeasureArgs) -> Result<(), MeasureError> {
+    if let (Some(rt), true) = (args.runtime, args.probe.contains(&ProbeKind::Noise)) {
+        let period = args
+            .interval
+            .or(ProbeKind::Noise.default_interval_us())
+            .unwrap_or(0);
+        if rt > period {
+            return invalid(
+                "--runtime",
+                rt.to_string(),
+                &format!("1..={period} µs (the noise period, --interval)"),
+            );
+        }
+    }
+    let explains = |p: &ProbeKind| matches!(p, ProbeKind::Timer | ProbeKind::Periodic);
+    if let (Some(us), false) = (args.explain, args.probe.iter().any(explains)) {
+        return invalid(
+            "--explain",
+            us.to_string(),
+            "with the timer or periodic probe (a sample there has a deadline to explain from)",
+        );
+    }
+    Ok(())
+}
+
+/// The PCI function the pci probe reads, checked against the machine.
+fn device_of(
+    args: &MeasureArgs,
+    sys: &Sys,
+) -> Result<Option<super::device::DeviceTarget>, MeasureError> {
+    let pci = args.probe.contains(&ProbeKind::Pci);
+    let device = match (&args.device, pci) {
+            (None, true) => {
+                return invalid(
+                    "--device",
+                    String::new(),
+                    "a PCI function for the pci probe, e.g. --device 0000:00:1f.0 (see /sys/bus/pci/devices)",
+                )
+            }
+            (Some(d), false) => {
+                return invalid("--device", d.clone(), "with --probe pci only")
+            }
+            (Some(d), true) => Some(super::device::check(
+                sys,
+                d,
+                args.device_bar,
+                args.device_offset,
+            )?),
+            (None, false) if args.device_bar.is_some() || args.device_offset.is_some() => {
+                return invalid(
+                    "--device-bar/--device-offset",
+                    String::new(),
+                    "with --probe pci --device BDF",
+                )
+            }
+            (None, false) => None,
+        };
+    Ok(device)
 }
 
 #[cfg(test)]

@@ -315,31 +315,104 @@ pub fn run_probe(
     interrupted: &AtomicBool,
 ) -> Result<ProbeResult, MeasureError> {
     let interval_ns = cfg.interval_ns_of(probe);
-    // gtod pairs and cached loads take ns: their buckets count ns where
-    // others count µs.
-    let width = match probe {
+    let width = bucket_width(cfg, probe);
+    let prepared = match prepare(cfg, sys, probe, width)? {
+        Ok(prepared) => prepared,
+        Err(reason) => {
+            return Ok(ProbeResult {
+                probe,
+                status: Status::Skipped(reason),
+                interval_ns,
+                elapsed: Duration::ZERO,
+                cpus: Vec::new(),
+                all: Histogram::new(cfg.buckets, width),
+                note: None,
+                explain: None,
+            })
+        }
+    };
+    let Prepared {
+        cpus,
+        note,
+        jobs,
+        explainer,
+    } = prepared;
+    let own_pid = std::process::id() as i32;
+    let before = Counters {
+        threads: threads::read(sys, own_pid).filter(|t| !t.is_empty()),
+        irqs: read_counts(sys, "proc/interrupts"),
+        softirqs: read_counts(sys, "proc/softirqs"),
+    };
+    let (outs, elapsed) = run_threads(cfg, probe, jobs, &cpus, interrupted);
+    // The instance goes whatever happened to the loops.
+    let explain = explainer.map(Explainer::finish).transpose();
+    let outs = outs?;
+    let explain = explain?;
+    let after = Counters {
+        threads: (before.threads.as_ref()).and_then(|_| threads::read(sys, own_pid)),
+        irqs: read_counts(sys, "proc/interrupts"),
+        softirqs: read_counts(sys, "proc/softirqs"),
+    };
+    let mut all = Histogram::new(cfg.buckets, width);
+    let mut results = Vec::new();
+    for (out, &cpu) in outs.into_iter().zip(&cpus) {
+        let (out, cs) = out?;
+        all.merge(&out.hist);
+        results.push(cpu_result(cpu, out, cs, (&before, &after)));
+    }
+    Ok(ProbeResult {
+        probe,
+        status: Status::Ok,
+        interval_ns,
+        elapsed,
+        cpus: results,
+        all,
+        note,
+        explain,
+    })
+}
+
+/// The width of a probe's histogram buckets: gtod pairs and cached loads
+/// take ns, so their buckets count ns where others count µs.
+fn bucket_width(cfg: &Config, probe: ProbeKind) -> u64 {
+    match probe {
         ProbeKind::Gtod | ProbeKind::Cache => (cfg.bucket_width_ns / 1000).max(1),
         // A register read takes about a µs on real hardware: 100 ns buckets.
         ProbeKind::Pci => (cfg.bucket_width_ns / 10).max(1),
         _ => cfg.bucket_width_ns,
-    };
-    let skipped = |reason: String| ProbeResult {
-        probe,
-        status: Status::Skipped(reason),
-        interval_ns,
-        elapsed: Duration::ZERO,
-        cpus: Vec::new(),
-        all: Histogram::new(cfg.buckets, width),
-        note: None,
-        explain: None,
-    };
+    }
+}
+
+/// What a probe's measuring threads are given, made before any starts.
+struct Prepared {
+    /// The CPUs measured (one, for the rtc probe).
+    cpus: Vec<u32>,
+    /// What the report says of the CPUs left out.
+    note: Option<String>,
+    /// One job per CPU.
+    jobs: Vec<Job>,
+    /// The tracer that explains slow samples, when asked.
+    explainer: Option<Explainer>,
+}
+
+/// Everything the loops of `probe` use, allocated before mlockall'd
+/// threads start (but the cache probe's walks: each measuring thread
+/// builds its own before its loop, `probes::prepare`, so they sit on its
+/// memory node); `Ok(Err(reason))` when the probe cannot run here.
+fn prepare(
+    cfg: &Config,
+    sys: &Sys,
+    probe: ProbeKind,
+    width: u64,
+) -> Result<Result<Prepared, String>, MeasureError> {
+    let interval_ns = cfg.interval_ns_of(probe);
     let mut cpus: Vec<u32> = cfg.cpus.iter().collect();
     let mut note = None;
     let mut rtc = None;
     if probe == ProbeKind::Rtc {
         match open_rtc(sys) {
             Ok(f) => rtc = Some(f),
-            Err(reason) => return Ok(skipped(reason)),
+            Err(reason) => return Ok(Err(reason)),
         }
         if cpus.len() > 1 {
             note = Some(format!(
@@ -355,9 +428,9 @@ pub fn run_probe(
     };
     let tsc = match probe {
         ProbeKind::Cache | ProbeKind::Pci => match (syscalls::Tsc::new(), cycles) {
-            (Err(e), _) => return Ok(skipped(e.to_string())),
+            (Err(e), _) => return Ok(Err(e.to_string())),
             (Ok(_), None) => {
-                return Ok(skipped(
+                return Ok(Err(
                     "the cycle counter could not be calibrated against CLOCK_MONOTONIC_RAW".into(),
                 ))
             }
@@ -365,13 +438,9 @@ pub fn run_probe(
         },
         _ => None,
     };
-    let loops = match cfg.stop {
-        Stop::Loops(n) => Some(n),
-        Stop::Duration(_) => None,
-    };
     let device = match (probe, &cfg.device) {
         (ProbeKind::Pci, None) => {
-            return Ok(skipped(
+            return Ok(Err(
                 "no --device: the pci probe reads the PCI function it is given".into(),
             ))
         }
@@ -387,52 +456,109 @@ pub fn run_probe(
     }
     let mut pci_sources = pci_sources.into_iter();
     let explainer = Explainer::for_probe(sys, cfg, probe, interval_ns, &cpus)?;
-    // Everything the loops use is allocated here, before mlockall'd threads
-    // start, but the cache probe's walks: each measuring thread builds its
-    // own before its loop (probes::prepare), so they sit on its memory node.
-    let jobs: Vec<Job> =
-        cpus.iter()
-            .map(|&cpu| Job {
-                probe,
-                hist: Histogram::new(cfg.buckets, width),
-                loops,
-                interval_ns: interval_ns.unwrap_or(0),
-                warmup: cfg.warmup,
-                noise_threshold_ns: cfg.noise_threshold_ns,
-                noise_runtime_ns: cfg.noise_runtime_ns.unwrap_or(u64::MAX),
-                cycles,
-                rtc: rtc.take(),
-                slow: explainer.as_ref().map(|e| (cpu, e.slow_samples())),
-                cache: tsc
-                    .filter(|_| probe == ProbeKind::Cache)
-                    .map(|(tsc, clock)| {
-                        CacheJob::new(cpu, cache::plan(sys, cpu), tsc, clock, cfg.buckets, width)
-                    }),
-                pci: tsc.zip(device).zip(pci_sources.next()).map(
-                    |(((tsc, clock), target), source)| PciJob {
-                        tsc,
-                        clock,
-                        overhead_ticks: 0,
-                        target: target.clone(),
-                        source,
-                    },
-                ),
-            })
-            .collect();
+    let loops = match cfg.stop {
+        Stop::Loops(n) => Some(n),
+        Stop::Duration(_) => None,
+    };
+    let jobs: Vec<Job> = (cpus.iter())
+        .map(|&cpu| Job {
+            probe,
+            hist: Histogram::new(cfg.buckets, width),
+            loops,
+            interval_ns: interval_ns.unwrap_or(0),
+            warmup: cfg.warmup,
+            noise_threshold_ns: cfg.noise_threshold_ns,
+            noise_runtime_ns: cfg.noise_runtime_ns.unwrap_or(u64::MAX),
+            cycles,
+            rtc: rtc.take(),
+            slow: explainer.as_ref().map(|e| (cpu, e.slow_samples())),
+            cache: tsc
+                .filter(|_| probe == ProbeKind::Cache)
+                .map(|(tsc, clock)| {
+                    CacheJob::new(cpu, cache::plan(sys, cpu), tsc, clock, cfg.buckets, width)
+                }),
+            pci: tsc
+                .zip(device)
+                .zip(pci_sources.next())
+                .map(|(((tsc, clock), target), source)| PciJob {
+                    tsc,
+                    clock,
+                    overhead_ticks: 0,
+                    target: target.clone(),
+                    source,
+                }),
+        })
+        .collect();
+    Ok(Ok(Prepared {
+        cpus,
+        note,
+        jobs,
+        explainer,
+    }))
+}
+
+/// What the kernel counted, read before and after the loops: our own
+/// threads (where they ran), the interrupts and the softirqs per CPU.
+struct Counters {
+    threads: Option<threads::ThreadCounts>,
+    irqs: Option<Counts>,
+    softirqs: Option<Counts>,
+}
+
+/// One CPU's result: its loop's output with what the kernel counted there
+/// meanwhile.
+fn cpu_result(
+    cpu: u32,
+    out: probes::Output,
+    cs: Option<ContextSwitches>,
+    (before, after): (&Counters, &Counters),
+) -> CpuResult {
+    let delta = |b: &Option<Counts>, a: &Option<Counts>| match (b, a) {
+        (Some(b), Some(a)) => interrupts::deltas(b, a, cpu),
+        _ => Vec::new(),
+    };
+    CpuResult {
+        cpu,
+        hist: out.hist,
+        iterations: out.iterations,
+        missed: out.missed,
+        noise: out.noise,
+        cache: out.cache,
+        pci: out.pci,
+        context_switches: cs,
+        interrupts: delta(&before.irqs, &after.irqs),
+        softirqs: delta(&before.softirqs, &after.softirqs),
+        threads_ran: (before.threads.as_ref())
+            .zip(after.threads.as_ref())
+            .map(|(b, a)| threads::ran_on(b, a, cpu)),
+    }
+}
+
+/// What the measuring threads gave back, and how long they ran.
+type Outputs = (
+    Result<Vec<Result<ThreadOutput, MeasureError>>, MeasureError>,
+    Duration,
+);
+
+/// Starts one measuring thread per job, lets them go together, stops them
+/// at the limit or on Ctrl-C (progress on a terminal meanwhile), and joins
+/// them.
+fn run_threads(
+    cfg: &Config,
+    probe: ProbeKind,
+    jobs: Vec<Job>,
+    cpus: &[u32],
+    interrupted: &AtomicBool,
+) -> Outputs {
     let progress: Vec<Progress> = cpus.iter().map(|_| Progress::default()).collect();
     let stop = AtomicBool::new(false);
     let go = AtomicBool::new(false);
     let ready = AtomicUsize::new(0);
-    let own_pid = std::process::id() as i32;
-    let threads_before = threads::read(sys, own_pid).filter(|t| !t.is_empty());
-    let irq_before = read_counts(sys, "proc/interrupts");
-    let softirq_before = read_counts(sys, "proc/softirqs");
     let tty = std::io::stderr().is_terminal();
-
-    let (outs, elapsed) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let mut handles = Vec::new();
         let mut spawn_error = None;
-        for ((job, &cpu), prog) in jobs.into_iter().zip(&cpus).zip(&progress) {
+        for ((job, &cpu), prog) in jobs.into_iter().zip(cpus).zip(&progress) {
             let (stop, go, ready) = (&stop, &go, &ready);
             let prio = cfg.priority;
             let spawned = std::thread::Builder::new()
@@ -470,7 +596,7 @@ pub fn run_probe(
             }
             if tty && last_print.elapsed() >= Duration::from_millis(250) {
                 last_print = Instant::now();
-                print_progress(probe, t0.elapsed(), cfg.stop, &cpus, &progress);
+                print_progress(probe, t0.elapsed(), cfg.stop, cpus, &progress);
             }
         }
         stop.store(true, Relaxed);
@@ -493,51 +619,6 @@ pub fn run_probe(
             Some(e) => (Err(e), elapsed),
             None => (Ok(outs), elapsed),
         }
-    });
-    // The instance goes whatever happened to the loops.
-    let explain = explainer.map(Explainer::finish).transpose();
-    let outs = outs?;
-    let explain = explain?;
-    let irq_after = read_counts(sys, "proc/interrupts");
-    let softirq_after = read_counts(sys, "proc/softirqs");
-    let threads_after = threads_before
-        .as_ref()
-        .and_then(|_| threads::read(sys, own_pid));
-    let delta = |b: &Option<Counts>, a: &Option<Counts>, cpu| match (b, a) {
-        (Some(b), Some(a)) => interrupts::deltas(b, a, cpu),
-        _ => Vec::new(),
-    };
-    let mut all = Histogram::new(cfg.buckets, width);
-    let mut results = Vec::new();
-    for (out, &cpu) in outs.into_iter().zip(&cpus) {
-        let (out, cs) = out?;
-        all.merge(&out.hist);
-        results.push(CpuResult {
-            cpu,
-            hist: out.hist,
-            iterations: out.iterations,
-            missed: out.missed,
-            noise: out.noise,
-            cache: out.cache,
-            pci: out.pci,
-            context_switches: cs,
-            interrupts: delta(&irq_before, &irq_after, cpu),
-            softirqs: delta(&softirq_before, &softirq_after, cpu),
-            threads_ran: threads_before
-                .as_ref()
-                .zip(threads_after.as_ref())
-                .map(|(b, a)| threads::ran_on(b, a, cpu)),
-        });
-    }
-    Ok(ProbeResult {
-        probe,
-        status: Status::Ok,
-        interval_ns,
-        elapsed,
-        cpus: results,
-        all,
-        note,
-        explain,
     })
 }
 

@@ -172,16 +172,50 @@ const PALETTE: [&str; 7] = [
 
 /// The comparison's HTML section: one bar per phase, each cause's share
 /// of the time its slow samples spent, then the tables (empty without
-/// `--explain`). A flat renderer, and long for it: the HTML is written top
-/// to bottom in the order it shows, so that the page reads as the code does.
+/// `--explain`). The chart
+/// ([`causes_svg`]) and the tables, in the order the page shows them.
 pub fn phases_html(r: &Results) -> String {
     let phases = phases_explained(r);
     if phases.is_empty() {
         return String::new();
     }
-    // One colour per cause over all phases, the largest overall first.
+    let svg = causes_svg(&phases);
+    let mut out = String::from("<h2>What delayed the slow samples</h2>\n<figure>\n");
+    out.push_str(&svg);
+    out.push_str("</figure>\n");
+    let (h, rows) = cause_rows(&phases);
+    out.push_str(&super::html::table_html_string("causes", &h, &rows));
+    out.push_str(
+        "<p>Each sample over the threshold is cut, from its timer's expiry to the thread \
+         running again, into what held the CPU (trace events of the measured CPUs). \
+         <em>main in</em>: samples where it was the largest part; <em>in</em>: samples it \
+         was part of. Timer delivery, the timer interrupt, the switch and the return to \
+         user are every wake-up's own path.</p>\n",
+    );
+    let left = left_by_shield(&phases);
+    if !left.is_empty() {
+        out.push_str("<h3>What the shield left, and why</h3>\n<ul>\n");
+        for c in left {
+            let rem = c.remedy.as_ref().expect("filtered");
+            let _ = writeln!(
+                out,
+                "<li><strong>{}</strong> (largest part of {} samples): {}. Next: {}</li>",
+                escape_html(&c.total.cause),
+                c.total.main_in,
+                escape_html(&rem.why),
+                escape_html(&rem.next)
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    out
+}
+
+/// The causes, largest over all phases first: each of the first has a
+/// colour of its own, the rest share the palette's last.
+fn named_causes(phases: &[(&str, &PhaseCauses)]) -> Vec<String> {
     let mut overall: Vec<(String, u64)> = Vec::new();
-    for (_, e) in &phases {
+    for (_, e) in phases {
         for c in &e.causes {
             match overall.iter_mut().find(|(n, _)| *n == c.total.cause) {
                 Some((_, t)) => *t += c.total.total_ns,
@@ -190,11 +224,16 @@ pub fn phases_html(r: &Results) -> String {
         }
     }
     overall.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    let named: Vec<&str> = overall
-        .iter()
+    (overall.into_iter())
         .take(PALETTE.len() - 1)
-        .map(|(n, _)| n.as_str())
-        .collect();
+        .map(|(n, _)| n)
+        .collect()
+}
+
+/// A bar per phase of the share of its slow samples' time each cause took,
+/// with the legend below, as SVG.
+fn causes_svg(phases: &[(&str, &PhaseCauses)]) -> String {
+    let named = named_causes(phases);
     let colour = |cause: &str| {
         named
             .iter()
@@ -249,9 +288,14 @@ pub fn phases_html(r: &Results) -> String {
         }
     }
     let ly = 34.0 + row_h * phases.len() as f64;
-    for (k, n) in named.iter().chain(std::iter::once(&"other")).enumerate() {
+    for (k, n) in named
+        .iter()
+        .map(String::as_str)
+        .chain(std::iter::once("other"))
+        .enumerate()
+    {
         let (lx, lyy) = (label_w + (k % 2) as f64 * 300.0, ly + 22.0 * (k / 2) as f64);
-        let fill = if *n == "other" {
+        let fill = if n == "other" {
             PALETTE[PALETTE.len() - 1]
         } else {
             colour(n)
@@ -266,33 +310,5 @@ pub fn phases_html(r: &Results) -> String {
     }
     svg.push_str("</svg>\n");
 
-    let mut out = String::from("<h2>What delayed the slow samples</h2>\n<figure>\n");
-    out.push_str(&svg);
-    out.push_str("</figure>\n");
-    let (h, rows) = cause_rows(&phases);
-    out.push_str(&super::html::table_html_string("causes", &h, &rows));
-    out.push_str(
-        "<p>Each sample over the threshold is cut, from its timer's expiry to the thread \
-         running again, into what held the CPU (trace events of the measured CPUs). \
-         <em>main in</em>: samples where it was the largest part; <em>in</em>: samples it \
-         was part of. Timer delivery, the timer interrupt, the switch and the return to \
-         user are every wake-up's own path.</p>\n",
-    );
-    let left = left_by_shield(&phases);
-    if !left.is_empty() {
-        out.push_str("<h3>What the shield left, and why</h3>\n<ul>\n");
-        for c in left {
-            let rem = c.remedy.as_ref().expect("filtered");
-            let _ = writeln!(
-                out,
-                "<li><strong>{}</strong> (largest part of {} samples): {}. Next: {}</li>",
-                escape_html(&c.total.cause),
-                c.total.main_in,
-                escape_html(&rem.why),
-                escape_html(&rem.next)
-            );
-        }
-        out.push_str("</ul>\n");
-    }
-    out
+    svg
 }

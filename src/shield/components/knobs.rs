@@ -793,10 +793,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn plan_values_checks_and_undo() {
-        let knobs = resolve(&["all".into()]).unwrap();
-        let st = state(&[
+    /// A machine with a file or two of every knob: most present, one
+    /// read-only, one missing.
+    fn every_knob() -> TuneState {
+        state(&[
             (
                 "rt-throttling",
                 "proc/sys/kernel/sched_rt_runtime_us",
@@ -842,7 +842,13 @@ mod tests {
                 "sys/devices/virtual/workqueue/cpumask",
                 present("f"),
             ),
-        ]);
+        ])
+    }
+
+    #[test]
+    fn plan_values_checks_and_undo() {
+        let knobs = resolve(&["all".into()]).unwrap();
+        let st = every_knob();
         let already = vec!["sys/devices/virtual/workqueue/cpumask".to_string()];
         let p = plan(&st, &knobs, &cpus("2-3"), &cpus("0-1"), 4, &already);
         let w = writes(&p);
