@@ -30,6 +30,9 @@ use crate::shield::plan_error::PlanError;
 use crate::shield::undo::Undone;
 use crate::sys::{ErrorKind, Sys, SysError};
 
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("guard");
+
 /// The guard's transient unit on systemd hosts.
 pub const UNIT: &str = "cpushield-guard.service";
 /// How long a guard has to show up (its state file) or to go away.
@@ -112,7 +115,7 @@ pub(in crate::shield) fn plan(
     if wanted {
         if let (Engine::Stalld, Some((features, false))) = (engine, &kernel.hrtick_dl) {
             steps.push(Step::fatal(
-                Owner::Guard,
+                OWNER,
                 Action::Write {
                     path: features.clone(),
                     value: "HRTICK_DL".into(),
@@ -126,10 +129,10 @@ pub(in crate::shield) fn plan(
             settings,
             unit: systemd.then(|| UNIT.to_string()),
         };
-        steps.push(Step::fatal(Owner::Guard, Action::own(Owner::Guard, &guard)));
+        steps.push(Step::fatal(OWNER, Action::own(OWNER, &guard)));
         if engine == Engine::Stalld && rt_runtime_us != Some(-1) {
             steps.push(Step::fatal(
-                Owner::Guard,
+                OWNER,
                 Action::Write {
                     path: RT_RUNTIME.into(),
                     value: "-1".into(),
@@ -460,7 +463,7 @@ pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::Guard
+        OWNER
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
@@ -469,7 +472,7 @@ impl Component for Part {
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         let kernel = &cx.snap.kernel_work;
-        let knob_steps: Vec<Step> = d.of(Owner::Knobs).cloned().collect();
+        let knob_steps: Vec<Step> = d.of(crate::shield::knobs::OWNER).cloned().collect();
         let rt_after = rt_runtime_after(kernel, &knob_steps);
         let systemd = cx.snap.owners.systemd;
         let (steps, notes) = plan(kernel, &cx.req.guard, rt_after, cx.shield, systemd)?;
@@ -684,7 +687,7 @@ mod tests {
         assert_eq!(entry.owner, None);
         assert_eq!(own_of(&entry.action), Some(own.clone()));
         // Version 2 writes it under `own`, with its component.
-        let v2 = serde_json::to_value(Action::own(Owner::Guard, &own)).unwrap();
+        let v2 = serde_json::to_value(Action::own(OWNER, &own)).unwrap();
         assert_eq!(v2["action"], "own");
         assert_eq!(v2["owner"], "guard");
         assert_eq!(v2["payload"], serde_json::to_value(&own).unwrap());
@@ -730,7 +733,7 @@ mod tests {
         let Some(Step {
             action,
             fatal: true,
-            owner: Owner::Guard,
+            owner: OWNER,
             ..
         }) = &step
         else {
@@ -781,7 +784,7 @@ mod tests {
         let k = kernel(false, FairServer::Absent, 950_000);
         let write = |value: &str| {
             Step::optional(
-                Owner::Guard,
+                OWNER,
                 Action::Write {
                     path: RT_RUNTIME.into(),
                     value: value.into(),

@@ -13,6 +13,9 @@ use crate::shield::plan_error::PlanError;
 use crate::sys::Sys;
 use std::collections::HashSet;
 
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("hotplug");
+
 /// The shielded CPUs the kernel has offline, read back for `status`:
 /// someone took them offline after `on` (the shield's own
 /// `--hotplug-restart` brings each back before `on` ends).
@@ -127,7 +130,7 @@ pub(in crate::shield) fn steps(shield: &CpuSet) -> Vec<Step> {
     for cpu in shield.iter() {
         let path = cpu_online_file(cpu);
         out.push(Step::fatal(
-            Owner::Hotplug,
+            OWNER,
             Action::Write {
                 path: path.clone(),
                 value: "0".into(),
@@ -136,7 +139,7 @@ pub(in crate::shield) fn steps(shield: &CpuSet) -> Vec<Step> {
             },
         ));
         out.push(Step::fatal(
-            Owner::Hotplug,
+            OWNER,
             Action::Write {
                 path,
                 value: "1".into(),
@@ -154,7 +157,7 @@ pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::Hotplug
+        OWNER
     }
 
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {

@@ -33,6 +33,9 @@ use crate::shield::request::Request;
 use crate::shield::reshape::Originals;
 use crate::sys::Sys;
 
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("idle-states");
+
 /// The component's name, in reports and under which its facts are kept.
 const NAME: &str = "idle-states";
 
@@ -252,7 +255,7 @@ fn steps(cpu: &CpuIdle, bound: u32) -> Vec<Step> {
             check: Check::Text,
             undo: Undo::Previous,
         };
-        Step::fatal(Owner::IdleStates, action)
+        Step::fatal(OWNER, action)
     };
     match via(cpu, bound) {
         Via::PmQos if cpu.qos.as_deref() != Some(qos_value(bound).as_str()) => {
@@ -384,7 +387,7 @@ pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::IdleStates
+        OWNER
     }
 
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
@@ -467,7 +470,7 @@ impl Component for Part {
         let mut facts = read(sys, &plan.shield);
         if dry_run {
             // As it would read back: the planned writes made.
-            for step in plan.steps.iter().filter(|s| s.owner == Owner::IdleStates) {
+            for step in plan.steps.iter().filter(|s| s.owner == OWNER) {
                 if let Action::Write { path, value, .. } = &step.action {
                     apply_planned(&mut facts, path, value);
                 }

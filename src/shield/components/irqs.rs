@@ -21,6 +21,9 @@ use crate::shield::plan_error::PlanError;
 use crate::sys::procfs;
 use crate::sys::{ErrorKind, Sys, SysError};
 
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("irqs");
+
 /// The affinity file of IRQ `irq` (`proc/irq/N/smp_affinity_list`),
 /// relative to the root.
 pub fn irq_affinity_file(irq: u32) -> String {
@@ -135,7 +138,7 @@ pub(in crate::shield) fn outcome(
         .collect();
     let moved = steps
         .iter()
-        .filter(|s| s.owner == Owner::Irqs)
+        .filter(|s| s.owner == OWNER)
         .filter_map(Step::irq)
         .filter(|irq| !refused_irqs.contains(irq) && !to_shield.contains(irq))
         .collect();
@@ -234,7 +237,7 @@ pub(in crate::shield) fn plan(
             irq_steps.push((
                 false,
                 Step::fatal(
-                    Owner::Irqs,
+                    OWNER,
                     Action::Write {
                         path: DEFAULT_IRQ_AFFINITY.into(),
                         value: target.to_mask(mask_bits),
@@ -256,7 +259,7 @@ pub(in crate::shield) fn plan(
             irq_steps.push((
                 to_shield,
                 Step::optional(
-                    Owner::Irqs,
+                    OWNER,
                     Action::Write {
                         path: irq_affinity_file(irq.irq),
                         value: target.to_string(),
@@ -324,7 +327,7 @@ pub(in crate::shield) fn sweep(
             continue;
         }
         irqs.push(irq.irq);
-        steps.push(Step::optional(Owner::Irqs, action).on_irq(irq.irq));
+        steps.push(Step::optional(OWNER, action).on_irq(irq.irq));
     }
     let before = applied.refused.len();
     apply::apply(sys, fx, journal, &steps, stop, applied)?;
@@ -393,7 +396,7 @@ pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::Irqs
+        OWNER
     }
 
     fn check(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {

@@ -91,6 +91,9 @@ pub const SOFT_WATCHDOG: &str = "proc/sys/kernel/soft_watchdog";
 pub const WRITEBACK_MASK: &str = "sys/bus/workqueue/devices/writeback/cpumask";
 /// RT throttling's runtime per period, µs: `-1` is off.
 pub use crate::guard::kernel::RT_RUNTIME;
+
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("knobs");
 /// Timer migration: `1` moves timers off busy CPUs.
 pub const TIMER_MIGRATION: &str = "proc/sys/kernel/timer_migration";
 /// The vmstat worker's interval, s.
@@ -447,7 +450,7 @@ pub fn plan(
                 (Check::Text, Undo::Previous)
             };
             out.steps.push(Step::optional(
-                Owner::Knobs,
+                OWNER,
                 Action::Write {
                     path: f.clone(),
                     value,
@@ -644,7 +647,7 @@ pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::Knobs
+        OWNER
     }
 
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {

@@ -21,6 +21,9 @@ use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::systemd::{self, SystemdCall};
 use crate::sys::Sys;
 
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("cgroups");
+
 /// Name of the cgroup (v2 partition, v1 rt cpuset) that holds the shield.
 pub const SHIELD_CGROUP: &str = "cpushield";
 /// The shield's transient slice on a systemd host (cgroup v2): its cgroup
@@ -289,7 +292,7 @@ pub(in crate::shield) struct CgroupPlan {
 }
 
 fn fatal(action: Action) -> Step {
-    Step::fatal(Owner::Mechanism, action)
+    Step::fatal(OWNER, action)
 }
 
 /// The cpusets: a systemd slice or a cgroup of our own with an isolated
@@ -524,7 +527,7 @@ pub(in crate::shield) fn resize(
 ) -> Vec<Step> {
     let from = &state.shield;
     let dir = &state.shield_dir;
-    let fatal = |action| Step::fatal(Owner::Mechanism, action);
+    let fatal = |action| Step::fatal(OWNER, action);
     let write = |path: String, value: String, check| {
         fatal(Action::Write {
             path,
@@ -611,7 +614,7 @@ fn ask_systemd(
         partition: Some(kind.to_string()),
     };
     Some(Step::fatal(
-        Owner::Mechanism,
+        OWNER,
         Action::Systemd {
             call: call(to),
             undo: Some(call(from)),
@@ -769,7 +772,7 @@ pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::Mechanism
+        OWNER
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {

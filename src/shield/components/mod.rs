@@ -14,7 +14,7 @@
 use std::collections::HashSet;
 
 use super::apply::{ApplyError, Effects};
-use super::change::{Action, Owner, Step};
+use super::change::{Action, Step};
 use super::component::{written, Changing, Component, Draft, InPlace, Planning, Slot};
 use super::journal::{Entry, State};
 use super::plan::{self, Plan, PlanError};
@@ -46,7 +46,7 @@ pub(super) const ORDER: [&dyn Component; 11] = [
 /// component that claims the file (a file no other claims is a knob's).
 fn owned_restore(write: Action) -> Step {
     let Action::Write { path, .. } = &write else {
-        return Step::optional(Owner::Knobs, write);
+        return Step::optional(crate::shield::knobs::OWNER, write);
     };
     let claimed = ORDER
         .iter()
@@ -56,7 +56,7 @@ fn owned_restore(write: Action) -> Step {
             subject,
             ..Step::optional(owner, write)
         },
-        None => Step::optional(Owner::Knobs, write),
+        None => Step::optional(crate::shield::knobs::OWNER, write),
     }
 }
 

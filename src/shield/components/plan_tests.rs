@@ -86,7 +86,7 @@ fn systemd_host(own_ban: &str) -> Owners {
 
 #[test]
 fn each_step_names_its_component_and_what_it_changes_and_irqs_report_their_own() {
-    use crate::shield::change::{Owner, Refusal, Refused, Subject};
+    use crate::shield::change::{Refusal, Refused, Subject};
     let s = snap(v2());
     let plan = plan(&s, &req("2-3")).unwrap();
     let about = |irq| {
@@ -95,8 +95,8 @@ fn each_step_names_its_component_and_what_it_changes_and_irqs_report_their_own()
             .find(|st| st.subject == Subject::Irq(irq))
             .map(|st| st.owner)
     };
-    assert_eq!(about(0), Some(Owner::Irqs));
-    assert_eq!(about(25), Some(Owner::Irqs));
+    assert_eq!(about(0), Some(crate::shield::irqs::OWNER));
+    assert_eq!(about(25), Some(crate::shield::irqs::OWNER));
     assert_eq!(about(24), None, "IRQ 24 is on CPU 1 already");
     let owner_of = |path: &str| {
         plan.steps
@@ -104,18 +104,24 @@ fn each_step_names_its_component_and_what_it_changes_and_irqs_report_their_own()
             .find(|st| st.subject == Subject::File(path.into()))
             .map(|st| st.owner)
     };
-    assert_eq!(owner_of(DEFAULT_IRQ_AFFINITY), Some(Owner::Irqs));
-    assert_eq!(owner_of(WORKQUEUE_MASK), Some(Owner::Workqueues));
+    assert_eq!(
+        owner_of(DEFAULT_IRQ_AFFINITY),
+        Some(crate::shield::irqs::OWNER)
+    );
+    assert_eq!(
+        owner_of(WORKQUEUE_MASK),
+        Some(crate::shield::workqueues::OWNER)
+    );
     assert!(plan
         .steps
         .iter()
         .filter(|st| matches!(st.action, Action::SetAffinity { .. }))
-        .all(|st| st.owner == Owner::Tasks
+        .all(|st| st.owner == crate::shield::tasks::OWNER
             && matches!(st.subject, Subject::TaskAffinity(tid) if tid > 0)));
     // The kernel refuses IRQ 25: it is reported as refused with its
     // device's name, and only IRQ 0 as moved.
     let refused = [Refused {
-        owner: Owner::Irqs,
+        owner: crate::shield::irqs::OWNER,
         subject: Subject::Irq(25),
         refusal: Refusal {
             target: "/proc/irq/25/smp_affinity_list".into(),

@@ -31,6 +31,9 @@ use crate::sys::procfs;
 use crate::sys::resctrl::{self as kernel, CacheShare, Info, RESCTRL};
 use crate::sys::Sys;
 
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("resctrl");
+
 /// The shield's resctrl group.
 pub const GROUP: &str = "sys/fs/resctrl/cpushield";
 
@@ -251,10 +254,10 @@ fn own_step(own: Own, fatal: bool) -> Step {
         Own::ResctrlSchemata { path, .. } => Subject::File(path.clone()),
         Own::MountResctrl { .. } => Subject::Own,
     };
-    let action = Action::own(Owner::Resctrl, &own);
+    let action = Action::own(OWNER, &own);
     let step = match fatal {
-        true => Step::fatal(Owner::Resctrl, action),
-        false => Step::optional(Owner::Resctrl, action),
+        true => Step::fatal(OWNER, action),
+        false => Step::optional(OWNER, action),
     };
     Step { subject, ..step }
 }
@@ -270,7 +273,7 @@ pub fn plan(facts: &Facts, ask: Ask, shield: &CpuSet) -> Vec<Step> {
         steps.push(own_step(Own::MountResctrl { target }, true));
     }
     let group = GROUP.to_string();
-    steps.push(Step::fatal(Owner::Resctrl, Action::Mkdir { path: group }));
+    steps.push(Step::fatal(OWNER, Action::Mkdir { path: group }));
     let share = |path: String, share| own_step(Own::ResctrlSchemata { path, share }, true);
     steps.push(share(
         format!("{GROUP}/schemata"),
@@ -287,7 +290,7 @@ pub fn plan(facts: &Facts, ask: Ask, shield: &CpuSet) -> Vec<Step> {
             bandwidth: ask.others_bandwidth,
         },
     ));
-    steps.push(Step::fatal(Owner::Resctrl, group_cpus(shield)));
+    steps.push(Step::fatal(OWNER, group_cpus(shield)));
     steps
 }
 
@@ -359,7 +362,7 @@ pub fn give_back(entries: &[Entry], read: &dyn Fn(&str) -> Option<String>) -> Ve
     let mut steps = Vec::new();
     let cpus = read(&format!("{GROUP}/cpus_list")).unwrap_or_default();
     if !cpus.trim().is_empty() {
-        steps.push(Step::optional(Owner::Resctrl, group_cpus(&CpuSet::new())));
+        steps.push(Step::optional(OWNER, group_cpus(&CpuSet::new())));
     }
     let share = Own::ResctrlSchemata {
         path: default,
@@ -611,7 +614,7 @@ fn ask(req: &Request) -> Option<Ask> {
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::Resctrl
+        OWNER
     }
 
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {

@@ -27,6 +27,9 @@ use crate::sys::procfs::{self, Thread};
 use crate::sys::syscalls::{SchedAttr, SCHED_DEADLINE, SCHED_FIFO, SCHED_RR};
 use crate::sys::{ErrorKind, Sys};
 
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("kthreads");
+
 /// Each kind of thread and how far above the user's priority it goes:
 /// softirqs lowest, then timers, then RCU, in the order tuned's
 /// realtime-virtual-host profile gives them.
@@ -75,7 +78,7 @@ pub(in crate::shield) fn plan(threads: &[Thread], shield: &CpuSet, above: u32) -
         .filter_map(|t| {
             let priority = priority(&t.kind(), above)?;
             Some(Step::optional(
-                Owner::RtKthreads,
+                OWNER,
                 Action::SetScheduler {
                     pid: t.pid,
                     tid: t.tid,
@@ -300,7 +303,7 @@ pub(in crate::shield) fn raise_for_task(
             };
             needed.then(|| {
                 Step::optional(
-                    Owner::RtKthreads,
+                    OWNER,
                     Action::SetScheduler {
                         pid: t.pid,
                         tid: t.pid,
@@ -495,7 +498,7 @@ pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::RtKthreads
+        OWNER
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {

@@ -11,6 +11,9 @@ use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
 use crate::sys::{Sys, SysError};
 
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("workqueues");
+
 /// The unbound-workqueue cpumask file.
 pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
 
@@ -28,7 +31,7 @@ pub(in crate::shield) fn plan(
     let mask = mask?;
     mask.intersects(shield).then(|| {
         Step::optional(
-            Owner::Workqueues,
+            OWNER,
             Action::Write {
                 path: WORKQUEUE_MASK.into(),
                 value: mask.away_from(shield, housekeeping).to_mask(bits),
@@ -63,7 +66,7 @@ pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::Workqueues
+        OWNER
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {

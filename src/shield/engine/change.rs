@@ -174,49 +174,15 @@ impl Action {
 }
 
 /// The component of the shield that plans a step and reports what became
-/// of it (ARCHITECTURE.md, "The shield's components").
+/// of it (ARCHITECTURE.md, "The shield's components"): its name, which
+/// each component gives itself (its `OWNER`), and the journal records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Owner {
-    /// Threads: their affinities recorded, moved off the shield or kept.
-    Tasks,
-    /// irqbalance's ban of the shielded CPUs.
-    Irqbalance,
-    /// The cgroups (v2 partition, systemd slice, v1 cpusets).
-    Mechanism,
-    /// The shielded CPUs taken offline and online again.
-    Hotplug,
-    /// IRQ affinities.
-    Irqs,
-    /// The unbound workqueues' CPU mask.
-    Workqueues,
-    /// The starvation guard.
-    Guard,
-    /// The shielded CPUs' kernel threads raised to real-time priority.
-    RtKthreads,
-    /// The tuning knobs.
-    Knobs,
-    /// The shield's share of the L3 cache and the others' memory bandwidth.
-    Resctrl,
-    /// The shielded CPUs kept out of slow idle states.
-    IdleStates,
-}
+pub struct Owner(pub &'static str);
 
 impl Owner {
     /// Its name, in the journal and in reports.
     pub fn name(self) -> &'static str {
-        match self {
-            Owner::Tasks => "tasks",
-            Owner::Irqbalance => "irqbalance",
-            Owner::Mechanism => "cgroups",
-            Owner::Hotplug => "hotplug",
-            Owner::Irqs => "irqs",
-            Owner::Workqueues => "workqueues",
-            Owner::Guard => "guard",
-            Owner::RtKthreads => "kthreads",
-            Owner::Knobs => "knobs",
-            Owner::Resctrl => "resctrl",
-            Owner::IdleStates => "idle-states",
-        }
+        self.0
     }
 }
 

@@ -55,8 +55,8 @@ pub fn plan(
         manager_env,
     };
     vec![Step::optional(
-        Owner::Irqbalance,
-        Action::own(Owner::Irqbalance, &ban),
+        super::OWNER,
+        Action::own(super::OWNER, &ban),
     )]
 }
 
@@ -70,7 +70,7 @@ pub fn planned_ban(steps: &[Step]) -> Option<CpuSet> {
 /// The CPUs banned by a plan's steps, unless the kernel or systemd
 /// `refused` the ban.
 pub fn ban_made(steps: &[Step], refused: &[Refused]) -> Option<CpuSet> {
-    if refused.iter().any(|r| r.owner == Owner::Irqbalance) {
+    if refused.iter().any(|r| r.owner == super::OWNER) {
         return None;
     }
     planned_ban(steps)

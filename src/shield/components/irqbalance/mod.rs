@@ -35,6 +35,9 @@ use crate::sys::procfs::{self, Thread};
 use crate::sys::systemd::SystemdCall;
 use crate::sys::{Sys, SysError};
 
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("irqbalance");
+
 /// Where cpushield's runtime drop-in for irqbalance goes: a runtime
 /// directory of systemd's unit search path, gone at reboot, beside and
 /// never instead of the user's own configuration.
@@ -99,7 +102,7 @@ pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::Irqbalance
+        OWNER
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use super::{set_affinity, TaskRef};
 use crate::cpulist::CpuSet;
-use crate::shield::change::{Action, Owner, Step};
+use crate::shield::change::{Action, Step};
 use crate::shield::journal::{Entry, State};
 use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
@@ -203,7 +203,7 @@ fn inside_tasks(
         if whole_leaves {
             let here = format!("{mount}{}", threads[0].cgroup);
             out.out.push(Step::optional(
-                Owner::Tasks,
+                super::OWNER,
                 Action::MoveTask {
                     pid,
                     tid: pid,
@@ -253,7 +253,7 @@ impl Inside {
             Place::LeavesAlone => {
                 let here = format!("{mount}{}", t.cgroup);
                 self.out.push(Step::optional(
-                    Owner::Tasks,
+                    super::OWNER,
                     Action::MoveTask {
                         pid: t.pid,
                         tid: t.tid,

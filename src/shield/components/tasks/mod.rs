@@ -26,6 +26,9 @@ use crate::shield::note::Note;
 use crate::sys::procfs::{self, Thread};
 use crate::sys::systemd::SystemdCall;
 
+/// This component, as it names itself in the journal and in reports.
+pub const OWNER: Owner = Owner("tasks");
+
 /// A task named in a report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskRef {
@@ -53,7 +56,7 @@ impl From<&Thread> for TaskRef {
 /// The first step: every thread's affinity, for undo (see [`Action::Remember`]).
 pub(in crate::shield) fn remember_affinities(snap: &Snapshot) -> Step {
     Step::optional(
-        Owner::Tasks,
+        OWNER,
         Action::Remember {
             affinities: snap
                 .threads
@@ -224,7 +227,7 @@ fn plan_kept(
             t.cgroup.clone()
         }
     };
-    let step = |action| Step::optional(Owner::Tasks, action);
+    let step = |action| Step::optional(OWNER, action);
     if let CgroupSetup::V1 { .. } = &snap.cgroup {
         for t in keep {
             out.steps.push(step(Action::MoveTask {
@@ -328,7 +331,7 @@ fn plan_v1_moves(
         .collect();
     let move_step = |pid: i32, tid: i32, file: &str, affinities| {
         Step::optional(
-            Owner::Tasks,
+            OWNER,
             Action::MoveTask {
                 pid,
                 tid,
@@ -383,7 +386,7 @@ pub(in crate::shield) fn kept_as_read(
 /// The step that sets thread `t`'s affinity to `cpus` (recording what it was).
 pub(in crate::shield) fn set_affinity(t: &Thread, cpus: CpuSet) -> Step {
     Step::optional(
-        Owner::Tasks,
+        OWNER,
         Action::SetAffinity {
             pid: t.pid,
             tid: t.tid,
@@ -513,10 +516,10 @@ pub(in crate::shield) fn placement_steps(
                 .collect(),
         },
     };
-    let mut steps = vec![Step::fatal(Owner::Tasks, placement)];
+    let mut steps = vec![Step::fatal(OWNER, placement)];
     steps.extend(threads.iter().map(|t| {
         Step::fatal(
-            Owner::Tasks,
+            OWNER,
             Action::SetAffinity {
                 pid: t.pid,
                 tid: t.tid,
@@ -582,7 +585,7 @@ pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
-        Owner::Tasks
+        OWNER
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
