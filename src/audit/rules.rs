@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::facts::{CpuPower, Facts, Irqbalance};
+use super::facts::{CpuPower, Facts};
 use super::parse::{self, Delta};
 use super::{boot_rules, Finding, Findings, Severity};
 use crate::cpulist::CpuSet;
@@ -16,17 +16,30 @@ use crate::shield::snapshot::SHIELD_CGROUP;
 pub fn judge(f: &Facts) -> Vec<Finding> {
     let mut out = Findings::default();
     interrupt_findings(f, &mut out);
-    irq_affinity(f, &mut out);
+    let (targets, housekeeping) = (&f.targets, &f.housekeeping());
+    let irqs = (
+        &f.irqs[..],
+        &f.wanted_irqs[..],
+        f.default_irq_affinity.as_ref(),
+    );
+    out.0
+        .extend(crate::shield::irqs::audit(irqs, targets, housekeeping));
     tasks(f, &mut out);
     preemption(f, &mut out);
     kernel_work(f, &mut out);
     boot_rules::boot_params(f, &mut out);
     sysctls(f, &mut out);
-    workqueues(f, &mut out);
+    out.0.extend(crate::shield::workqueues::audit(
+        &f.workqueue_masks,
+        targets,
+    ));
     watchdogs(f, &mut out);
     cpufreq_and_idle(f, &mut out);
     siblings(f, &mut out);
-    irqbalance(f, &mut out);
+    out.0.extend(crate::shield::irqbalance::audit(
+        f.irqbalance.as_ref(),
+        targets,
+    ));
     numa(f, &mut out);
     background_work(f, &mut out);
     super::bus::findings(f, &mut out);
@@ -137,90 +150,6 @@ fn interrupt_findings(f: &Facts, out: &mut Findings) {
 }
 
 /// IRQs served on or allowed on the targets, and the default affinity of new IRQs.
-fn irq_affinity(f: &Facts, out: &mut Findings) {
-    let list = f.list();
-    let hk = f.housekeeping();
-    let mut effective = Vec::new();
-    let mut allowed = Vec::new();
-    for i in &f.irqs {
-        if f.wanted_irqs.contains(&i.irq) {
-            continue;
-        }
-        let label = if i.name.is_empty() {
-            i.irq.to_string()
-        } else {
-            format!("{} ({})", i.irq, i.name)
-        };
-        if i.effective
-            .as_ref()
-            .is_some_and(|e| e.intersects(&f.targets))
-        {
-            effective.push(label);
-        } else if i.affinity.intersects(&f.targets) {
-            allowed.push(label);
-        }
-    }
-    if !effective.is_empty() {
-        out.add(
-            "irq-effective",
-            Severity::Bad,
-            85,
-            format!("{} IRQs are served on {list} now: {}", effective.len(), effective.join(", ")),
-            format!("cpushield on {list}; IRQs that refuse (kernel-managed queues) need isolcpus=managed_irq,{list} at boot"),
-        );
-    } else {
-        out.add(
-            "irq-effective",
-            Severity::Ok,
-            85,
-            format!("no IRQ is served on {list}"),
-            String::new(),
-        );
-    }
-    if !allowed.is_empty() {
-        out.add(
-            "irq-affinity",
-            Severity::Warn,
-            65,
-            format!(
-                "{} IRQs may be served on {list}: {}",
-                allowed.len(),
-                allowed.join(", ")
-            ),
-            format!("cpushield on {list} (or: echo {hk} > /proc/irq/N/smp_affinity_list)"),
-        );
-    } else {
-        out.add(
-            "irq-affinity",
-            Severity::Ok,
-            65,
-            format!("no IRQ affinity includes {list}"),
-            String::new(),
-        );
-    }
-    if let Some(d) = f
-        .default_irq_affinity
-        .as_ref()
-        .filter(|d| d.intersects(&f.targets))
-    {
-        out.add(
-            "irq-default",
-            Severity::Warn,
-            40,
-            format!("new IRQs may land on {list} (default_smp_affinity {d})"),
-            format!("cpushield on {list}, or boot with irqaffinity={hk}"),
-        );
-    } else {
-        out.add(
-            "irq-default",
-            Severity::Ok,
-            40,
-            format!("new IRQs start off {list} (default_smp_affinity)"),
-            String::new(),
-        );
-    }
-}
-
 /// Threads outside the shield allowed on the targets, and the per-CPU
 /// kernel threads the kernel keeps there.
 fn tasks(f: &Facts, out: &mut Findings) {
@@ -394,39 +323,6 @@ fn sysctls(f: &Facts, out: &mut Findings) {
 
 /// Unbound workqueues and the writeback flushers: their cpumasks decide
 /// where kernel background work runs.
-fn workqueues(f: &Facts, out: &mut Findings) {
-    let list = f.list();
-    if f.workqueue_masks.is_empty() {
-        return;
-    }
-    let on: Vec<String> = f
-        .workqueue_masks
-        .iter()
-        .filter(|(_, _, m)| m.intersects(&f.targets))
-        .map(|(rel, what, m)| format!("{what} (/{rel}: {m})"))
-        .collect();
-    if on.is_empty() {
-        out.add(
-            "workqueue",
-            Severity::Ok,
-            45,
-            format!("unbound workqueues and writeback flushers run off {list}"),
-            String::new(),
-        );
-    } else {
-        out.add(
-            "workqueue",
-            Severity::Warn,
-            45,
-            format!(
-                "kernel background work may run on {list}: {}",
-                on.join(", ")
-            ),
-            format!("cpushield on {list} --tune=workqueue,writeback"),
-        );
-    }
-}
-
 fn watchdogs(f: &Facts, out: &mut Findings) {
     let list = f.list();
     for (path, value, held) in &f.watchdogs {
@@ -567,34 +463,6 @@ fn siblings(f: &Facts, out: &mut Findings) {
     }
 }
 
-fn irqbalance(f: &Facts, out: &mut Findings) {
-    let list = f.list();
-    let Some(Irqbalance {
-        pid,
-        environ,
-        cmdline,
-        config,
-    }) = &f.irqbalance
-    else {
-        out.add(
-            "irqbalance",
-            Severity::Ok,
-            70,
-            "irqbalance is not running".into(),
-            String::new(),
-        );
-        return;
-    };
-    let next = format!("set IRQBALANCE_BANNED_CPULIST={list} in /etc/default/irqbalance and restart it, or: systemctl stop irqbalance");
-    let banned =
-        crate::shield::irqbalance::banned(environ.as_deref().unwrap_or(""), cmdline, config);
-    match banned {
-        Some(b) if f.targets.is_subset(&b) => out.add("irqbalance", Severity::Ok, 70, format!("irqbalance (pid {pid}) runs with {b} banned"), String::new()),
-        _ if environ.is_none() && banned.is_none() => out.add("irqbalance", Severity::Warn, 70, format!("irqbalance runs (pid {pid}); its environment is unreadable (not root), bans unknown"), next),
-        b => out.add("irqbalance", Severity::Bad, 70, format!("irqbalance runs (pid {pid}) without {list} banned{}: it will move IRQs back", b.map(|b| format!(" (banned: {b})")).unwrap_or_default()), next),
-    }
-}
-
 fn numa(f: &Facts, out: &mut Findings) {
     let list = f.list();
     let nodes: BTreeMap<&String, CpuSet> = f
@@ -731,6 +599,7 @@ fn short(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::facts::Irqbalance;
     use crate::shield::knobs::WATCHDOG;
     use crate::shield::snapshot::Irq;
     use crate::sys::procfs::Thread;

@@ -20,8 +20,8 @@ mod move_run;
 mod off;
 mod on;
 
-use components::{guard, hotplug, mechanism, tasks, workqueues};
-pub use components::{idle_states, irqbalance, irqs, knobs, resctrl, rt_kthreads};
+use components::{guard, hotplug, mechanism, tasks};
+pub use components::{idle_states, irqbalance, irqs, knobs, resctrl, rt_kthreads, workqueues};
 pub use engine::{apply, change, journal, plan, request, reshape, undo};
 use engine::{component, error, holds, note, parts, plan_error, timings};
 

@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
-use crate::finding::{Finding, Severity};
+use crate::finding::{Finding, Findings, Severity};
 use crate::shield::apply::{self, Applied, ApplyError, Effects};
 use crate::shield::change::{self, Action, Check, Owner, Refused, Step, Subject, Undo};
 use crate::shield::holds::Holds;
@@ -446,4 +446,90 @@ impl Component for Part {
     fn claims(&self, path: &str) -> Option<Subject> {
         claims(path)
     }
+}
+
+/// The audit's rules of the IRQs on `targets` (a shield's CPUs or not):
+/// IRQs served there now, IRQs allowed there, where new IRQs land.
+/// `wanted` are those a shield bound there on request. Pure.
+pub fn audit(
+    (irqs, wanted, default): (&[Irq], &[u32], Option<&CpuSet>),
+    targets: &CpuSet,
+    housekeeping: &CpuSet,
+) -> Vec<Finding> {
+    let mut out = Findings::default();
+
+    let (list, hk) = (targets, housekeeping);
+    let mut effective = Vec::new();
+    let mut allowed = Vec::new();
+    for i in irqs {
+        if wanted.contains(&i.irq) {
+            continue;
+        }
+        let label = if i.name.is_empty() {
+            i.irq.to_string()
+        } else {
+            format!("{} ({})", i.irq, i.name)
+        };
+        if i.effective.as_ref().is_some_and(|e| e.intersects(targets)) {
+            effective.push(label);
+        } else if i.affinity.intersects(targets) {
+            allowed.push(label);
+        }
+    }
+    if !effective.is_empty() {
+        out.add(
+            "irq-effective",
+            Severity::Bad,
+            85,
+            format!("{} IRQs are served on {list} now: {}", effective.len(), effective.join(", ")),
+            format!("cpushield on {list}; IRQs that refuse (kernel-managed queues) need isolcpus=managed_irq,{list} at boot"),
+        );
+    } else {
+        out.add(
+            "irq-effective",
+            Severity::Ok,
+            85,
+            format!("no IRQ is served on {list}"),
+            String::new(),
+        );
+    }
+    if !allowed.is_empty() {
+        out.add(
+            "irq-affinity",
+            Severity::Warn,
+            65,
+            format!(
+                "{} IRQs may be served on {list}: {}",
+                allowed.len(),
+                allowed.join(", ")
+            ),
+            format!("cpushield on {list} (or: echo {hk} > /proc/irq/N/smp_affinity_list)"),
+        );
+    } else {
+        out.add(
+            "irq-affinity",
+            Severity::Ok,
+            65,
+            format!("no IRQ affinity includes {list}"),
+            String::new(),
+        );
+    }
+    if let Some(d) = default.filter(|d| d.intersects(targets)) {
+        out.add(
+            "irq-default",
+            Severity::Warn,
+            40,
+            format!("new IRQs may land on {list} (default_smp_affinity {d})"),
+            format!("cpushield on {list}, or boot with irqaffinity={hk}"),
+        );
+    } else {
+        out.add(
+            "irq-default",
+            Severity::Ok,
+            40,
+            format!("new IRQs start off {list} (default_smp_affinity)"),
+            String::new(),
+        );
+    }
+    out.0
 }

@@ -243,7 +243,7 @@ pub mod settle;
 pub mod snapshot;
 pub mod status;
 pub(in crate::shield) mod tasks;
-pub(in crate::shield) mod workqueues;
+pub mod workqueues;
 
 #[cfg(test)]
 mod change_tests;

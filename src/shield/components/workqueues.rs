@@ -3,6 +3,7 @@
 
 use super::snapshot::Snapshot;
 use crate::cpulist::CpuSet;
+use crate::finding::{Finding, Findings, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::unless_held;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
@@ -92,4 +93,41 @@ impl Component for Part {
     fn claims(&self, path: &str) -> Option<Subject> {
         claims(path)
     }
+}
+
+/// The audit's rule of the unbound workqueues' and writeback flushers'
+/// masks (`(file, what, mask)`) against `targets`. Pure.
+pub fn audit(masks: &[(&str, &str, CpuSet)], targets: &CpuSet) -> Vec<Finding> {
+    let mut out = Findings::default();
+
+    let list = targets;
+    if masks.is_empty() {
+        return Vec::new();
+    }
+    let on: Vec<String> = masks
+        .iter()
+        .filter(|(_, _, m)| m.intersects(targets))
+        .map(|(rel, what, m)| format!("{what} (/{rel}: {m})"))
+        .collect();
+    if on.is_empty() {
+        out.add(
+            "workqueue",
+            Severity::Ok,
+            45,
+            format!("unbound workqueues and writeback flushers run off {list}"),
+            String::new(),
+        );
+    } else {
+        out.add(
+            "workqueue",
+            Severity::Warn,
+            45,
+            format!(
+                "kernel background work may run on {list}: {}",
+                on.join(", ")
+            ),
+            format!("cpushield on {list} --tune=workqueue,writeback"),
+        );
+    }
+    out.0
 }

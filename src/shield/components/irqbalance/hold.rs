@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::*;
+use crate::finding::Findings;
 
 /// How a ban stopped holding, for `status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,4 +200,37 @@ pub(super) fn compare(
         (Some(b), None) => Process::Gone { before: b.0 },
         (None, None) => Process::NotRunning,
     }
+}
+
+/// The audit's rule of irqbalance against `targets`: whether the running
+/// irqbalance (if any) bans them, as its environment, command line and
+/// files say. Pure.
+pub fn audit(running: Option<&Running>, targets: &CpuSet) -> Vec<Finding> {
+    let mut out = Findings::default();
+
+    let list = targets;
+    let Some(Running {
+        pid,
+        environ,
+        cmdline,
+        config,
+    }) = running
+    else {
+        out.add(
+            "irqbalance",
+            Severity::Ok,
+            70,
+            "irqbalance is not running".into(),
+            String::new(),
+        );
+        return out.0;
+    };
+    let next = format!("set IRQBALANCE_BANNED_CPULIST={list} in /etc/default/irqbalance and restart it, or: systemctl stop irqbalance");
+    let banned = banned(environ.as_deref().unwrap_or(""), cmdline, config);
+    match banned {
+        Some(b) if targets.is_subset(&b) => out.add("irqbalance", Severity::Ok, 70, format!("irqbalance (pid {pid}) runs with {b} banned"), String::new()),
+        _ if environ.is_none() && banned.is_none() => out.add("irqbalance", Severity::Warn, 70, format!("irqbalance runs (pid {pid}); its environment is unreadable (not root), bans unknown"), next),
+        b => out.add("irqbalance", Severity::Bad, 70, format!("irqbalance runs (pid {pid}) without {list} banned{}: it will move IRQs back", b.map(|b| format!(" (banned: {b})")).unwrap_or_default()), next),
+    }
+    out.0
 }
