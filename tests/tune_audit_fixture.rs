@@ -655,3 +655,70 @@ fn a_knob_set_back_behind_the_shield_breaks_it_and_on_again_repairs_it() {
     let after = tree(dir.path());
     assert!(before == after, "{:#?}", diff(&before, &after));
 }
+
+/// The knobs of tuned's realtime profile that were missing: NUMA balancing
+/// and KSM (in a bare `--tune`), transparent huge pages and khugepaged
+/// (only by name): sysfs choice files are written the kernel's way (the
+/// word, which it then shows in brackets) and `off` writes back the word
+/// that was chosen, so that each file reads exactly as before.
+#[test]
+fn memory_knobs_set_choice_files_and_off_gives_them_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    let files = [
+        ("proc/sys/kernel/numa_balancing", "1\n"),
+        ("sys/kernel/mm/ksm/run", "1\n"),
+        (
+            "sys/kernel/mm/transparent_hugepage/enabled",
+            "always [madvise] never\n",
+        ),
+        (
+            "sys/kernel/mm/transparent_hugepage/defrag",
+            "always defer defer+madvise [madvise] never\n",
+        ),
+        (
+            "sys/kernel/mm/transparent_hugepage/khugepaged/defrag",
+            "1\n",
+        ),
+    ];
+    for (rel, contents) in files {
+        let p = sys.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, contents).unwrap();
+    }
+    let before = tree(root);
+    // A bare --tune leaves huge pages alone.
+    let o = cpushield(root, &["on", "2-3", "--tune"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(read(&sys, "proc/sys/kernel/numa_balancing"), "0");
+    assert_eq!(read(&sys, "sys/kernel/mm/ksm/run"), "0");
+    assert_eq!(
+        read(&sys, "sys/kernel/mm/transparent_hugepage/enabled"),
+        "always [madvise] never"
+    );
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(diff(&before, &tree(root)).is_empty());
+    // By name: the word chosen, read back in brackets.
+    let o = cpushield(root, &["on", "2-3", "--tune=thp,khugepaged", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        read(&sys, "sys/kernel/mm/transparent_hugepage/enabled"),
+        "always madvise [never]"
+    );
+    assert_eq!(
+        read(&sys, "sys/kernel/mm/transparent_hugepage/defrag"),
+        "always defer defer+madvise madvise [never]"
+    );
+    assert_eq!(
+        read(&sys, "sys/kernel/mm/transparent_hugepage/khugepaged/defrag"),
+        "0"
+    );
+    let st = json(&cpushield(root, &["status", "--json"]));
+    assert_eq!(st["holds"], true, "{st}");
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
-use crate::shield::apply::reads_as;
+use crate::shield::apply::{chosen, reads_as};
 use crate::shield::change::{Action, Check, Owner, Step, Undo};
 use crate::shield::holds::Holds;
 use crate::shield::journal::{self, JournalError, State};
@@ -94,6 +94,8 @@ pub use crate::guard::kernel::RT_RUNTIME;
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("knobs");
+/// Automatic NUMA balancing: `0` is off.
+pub const NUMA_BALANCING: &str = "proc/sys/kernel/numa_balancing";
 /// Timer migration: `1` moves timers off busy CPUs.
 pub const TIMER_MIGRATION: &str = "proc/sys/kernel/timer_migration";
 /// The vmstat worker's interval, s.
@@ -222,6 +224,53 @@ pub const KNOBS: &[Knob] = &[
         why: "lets timers armed on an idle shielded CPU expire on a busy housekeeping CPU (isolation profile; a latency profile may prefer 0)",
         risk: "none known for isolation",
         in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "numa-balancing",
+        scope: Scope::Global {
+            files: &[NUMA_BALANCING],
+        },
+        value: Value::Const("0"),
+        why: "automatic NUMA balancing unmaps pages to sample their use: the real-time task takes page faults it never asked for",
+        risk: "memory of long-running tasks on multi-node machines is no longer moved next to their CPUs",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "ksm",
+        scope: Scope::Global {
+            files: &["sys/kernel/mm/ksm/run"],
+        },
+        value: Value::Const("0"),
+        why: "ksmd scans memory for identical pages to merge, and a write to a merged page faults to copy it",
+        risk: "pages already merged stay merged (until written); no new merging while set",
+        in_all: true,
+        captured: false,
+    },
+    Knob {
+        name: "thp",
+        scope: Scope::Global {
+            files: &[
+                "sys/kernel/mm/transparent_hugepage/enabled",
+                "sys/kernel/mm/transparent_hugepage/defrag",
+            ],
+        },
+        value: Value::Const("never"),
+        why: "transparent huge pages are made by compaction, in the faulting task or in khugepaged: stalls of milliseconds",
+        risk: "programs that gain from huge pages (databases, JVMs) lose that; only by name, not in --tune",
+        in_all: false,
+        captured: false,
+    },
+    Knob {
+        name: "khugepaged",
+        scope: Scope::Global {
+            files: &["sys/kernel/mm/transparent_hugepage/khugepaged/defrag"],
+        },
+        value: Value::Const("0"),
+        why: "khugepaged collapses pages into huge pages in the background, compacting memory as it goes",
+        risk: "fewer huge pages for programs that would use them; only by name, not in --tune",
+        in_all: false,
         captured: false,
     },
     Knob {
@@ -435,7 +484,10 @@ pub fn plan(
                     continue;
                 }
             };
-            if same_value(current, &value, mask) {
+            // A sysfs choice file reads its words, the one chosen in brackets.
+            let choice = current.contains('[');
+            let now = if choice { chosen(current) } else { current };
+            if same_value(now, &value, mask) {
                 continue;
             }
             if !writable {
@@ -444,6 +496,8 @@ pub fn plan(
             }
             let (check, undo) = if k.captured {
                 (Check::None, Undo::Value(current.clone()))
+            } else if choice {
+                (Check::Choice, Undo::Previous)
             } else if mask {
                 (Check::CpuMask, Undo::Previous)
             } else {

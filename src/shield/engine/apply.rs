@@ -101,6 +101,13 @@ pub fn apply(
             .map(|s| EntryRef {
                 owner: Some(s.owner.name()),
                 previous: match &s.action {
+                    // A choice file is written back with the word it had.
+                    Action::Write {
+                        path,
+                        undo: Undo::Previous,
+                        check: Check::Choice,
+                        ..
+                    } => sys.read_trimmed(path).ok().map(|v| chosen(&v).to_string()),
                     Action::Write {
                         path,
                         undo: Undo::Previous,
@@ -292,5 +299,16 @@ pub(crate) fn reads_as(check: Check, read: &str, wrote: &str) -> bool {
         }
         // Writes of an invalid partition succeed; only the read-back tells.
         Check::Partition => !read.contains("invalid") && read.trim().starts_with(wrote.trim()),
+        Check::Choice => chosen(read) == wrote.trim(),
+    }
+}
+
+/// The word a sysfs choice file (`always [madvise] never`) has chosen: the
+/// one in brackets, or the whole text where there are none.
+pub(crate) fn chosen(text: &str) -> &str {
+    let text = text.trim();
+    match (text.find('['), text.find(']')) {
+        (Some(a), Some(b)) if a < b => &text[a + 1..b],
+        _ => text,
     }
 }

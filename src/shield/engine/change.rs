@@ -23,6 +23,10 @@ pub enum Check {
     Text,
     /// A partition type: must not read back `... invalid (reason)`.
     Partition,
+    /// A sysfs choice file (`always [madvise] never`): reads back as the
+    /// word in brackets, and undo writes back the word that was in
+    /// brackets before.
+    Choice,
 }
 
 /// What to write back on undo.

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use super::apply::{Effects, Refusal, KERNEL_TEXT, PARALLEL_RUN};
+use super::apply::{chosen, Effects, Refusal, KERNEL_TEXT, PARALLEL_RUN};
 pub use super::change::Undone;
 use super::change::{Action, Undo};
 use super::journal::Entry;
@@ -389,9 +389,14 @@ fn never_moved(sys: &Sys, entry: &Entry, pid: i32, tid: i32) -> bool {
 }
 
 fn restore_write(sys: &Sys, path: &str, value: &str, skip_if_same: bool, out: &mut Undone) {
+    // A sysfs choice file reads its words, the one chosen in brackets.
+    let holds = |now: &str| match now.contains('[') {
+        true => chosen(now) == value.trim(),
+        false => now == value.trim(),
+    };
     if skip_if_same {
         if let Ok(now) = sys.read_trimmed(path) {
-            if now == value.trim() {
+            if holds(&now) {
                 out.unchanged += 1;
                 return;
             }
@@ -402,7 +407,7 @@ fn restore_write(sys: &Sys, path: &str, value: &str, skip_if_same: bool, out: &m
         // be read around a change.
         Ok(()) if !skip_if_same => out.restored += 1,
         Ok(()) => match sys.read_trimmed(path) {
-            Ok(now) if skip_if_same && now != value.trim() => out.failed.push(Refusal {
+            Ok(now) if skip_if_same && !holds(&now) => out.failed.push(Refusal {
                 target: format!("/{path}"),
                 reason: format!(
                     "wrote {} back but it reads {}",
