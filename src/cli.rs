@@ -136,18 +136,19 @@ pub enum Command {
 /// The starvation guard's settings, shared by `on` and `guard`.
 #[derive(Args, Debug, Clone, Copy)]
 pub struct GuardSettingsArgs {
-    /// A thread runnable this long without running is starving, in ms.
-    #[arg(long, value_name = "MS", default_value_t = cpushield::guard::Settings::default().threshold_ms)]
+    /// A thread runnable this long without running is starving (`1s`,
+    /// `500ms`; a bare number is in ms).
+    #[arg(long, value_name = "DURATION", default_value_t = cpushield::guard::Settings::default().threshold_ms, value_parser = millis)]
     pub guard_threshold: u64,
-    /// CPU time a boost gives per period, in µs (each is an interruption
-    /// of the real-time task).
-    #[arg(long, value_name = "US", default_value_t = cpushield::guard::Settings::default().runtime_us)]
+    /// CPU time a boost gives per period (`20us`; a bare number is in µs):
+    /// each is an interruption of the real-time task.
+    #[arg(long, value_name = "DURATION", default_value_t = cpushield::guard::Settings::default().runtime_us, value_parser = micros)]
     pub guard_runtime: u64,
-    /// The boost's period, in µs.
-    #[arg(long, value_name = "US", default_value_t = cpushield::guard::Settings::default().period_us)]
+    /// The boost's period (`1ms`; a bare number is in µs).
+    #[arg(long, value_name = "DURATION", default_value_t = cpushield::guard::Settings::default().period_us, value_parser = micros)]
     pub guard_period: u64,
-    /// How long a boost lasts, in ms.
-    #[arg(long, value_name = "MS", default_value_t = cpushield::guard::Settings::default().duration_ms)]
+    /// How long a boost lasts (`3s`; a bare number is in ms).
+    #[arg(long, value_name = "DURATION", default_value_t = cpushield::guard::Settings::default().duration_ms, value_parser = millis)]
     pub guard_duration: u64,
     /// What boosts: `stalld` where it is installed (`auto`), or always
     /// cpushield's own (`cpushield`), or stalld, refused where it is not
@@ -482,6 +483,16 @@ pub struct MoveArgs {
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A duration option kept in ms (a bare number is ms).
+fn millis(s: &str) -> Result<u64, String> {
+    cpushield::input::duration_in(s, cpushield::input::TimeUnit::Millis)
+}
+
+/// A duration option kept in µs (a bare number is µs).
+fn micros(s: &str) -> Result<u64, String> {
+    cpushield::input::duration_in(s, cpushield::input::TimeUnit::Micros)
 }
 
 pub fn parse_cpus(s: &str) -> Result<CpuSet, String> {

@@ -365,8 +365,7 @@ mod tests {
             let e = parse(&text, Path::new("/etc/cpushield/cpushield.toml"))
                 .unwrap_err()
                 .to_string();
-            // The bound is the input's: the list of valid knobs is fixed.
-            assert!(e.len() < 400, "{} bytes: {e}", e.len());
+            assert!(e.len() < 300, "{} bytes: {e}", e.len());
             assert!(
                 e.starts_with("config /etc/cpushield/cpushield.toml:"),
                 "{e}"

@@ -147,6 +147,55 @@ fn kind_of(t: std::fs::FileType) -> Option<&'static str> {
     }
 }
 
+/// The unit of a duration option: what a bare number means, and what the
+/// value is kept in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeUnit {
+    /// Microseconds.
+    Micros,
+    /// Milliseconds.
+    Millis,
+}
+
+impl TimeUnit {
+    fn nanos(self) -> u128 {
+        match self {
+            TimeUnit::Micros => 1_000,
+            TimeUnit::Millis => 1_000_000,
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            TimeUnit::Micros => "µs",
+            TimeUnit::Millis => "ms",
+        }
+    }
+}
+
+/// A duration as the user writes it (`100ms`, `50us`, `50µs`, `2s`, or a
+/// bare number in `unit`, the option's own), as a whole number of `unit`.
+/// The error names the input and what would be valid.
+pub fn duration_in(input: &str, unit: TimeUnit) -> Result<u64, String> {
+    let text = input.trim();
+    if let Ok(n) = text.parse::<u64>() {
+        return Ok(n);
+    }
+    let invalid = |why: &str| {
+        format!(
+            "{}: {why} (a duration such as 500{u}, 100ms or 2s; a bare number is in {u})",
+            quote(input),
+            u = unit.symbol()
+        )
+    };
+    let d = humantime::parse_duration(text).map_err(|_| invalid("not a duration"))?;
+    let nanos = d.as_nanos();
+    if nanos % unit.nanos() != 0 {
+        return Err(invalid(&format!("not a whole number of {}", unit.symbol())));
+    }
+    u64::try_from(nanos / unit.nanos()).map_err(|_| invalid("too long"))
+}
+
 /// Reads the text file at `path`, named by the user, if it is a regular
 /// file of at most `limit` bytes. What it is and how large are checked
 /// before it is opened (opening a FIFO blocks; opening some devices acts)
@@ -190,6 +239,27 @@ fn check(meta: &std::fs::Metadata, limit: u64) -> Result<(), FileError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_with_units_and_bare_numbers_in_the_options_unit() {
+        let ms = |t: &str| duration_in(t, TimeUnit::Millis);
+        let us = |t: &str| duration_in(t, TimeUnit::Micros);
+        assert_eq!(ms("1000"), Ok(1000));
+        assert_eq!(ms("2s"), Ok(2000));
+        assert_eq!(ms("250ms"), Ok(250));
+        assert_eq!(us("50us"), Ok(50));
+        assert_eq!(us("50µs"), Ok(50));
+        assert_eq!(us("1ms"), Ok(1000));
+        assert_eq!(us("1.5ms"), Ok(1500));
+        let e = ms("1500us").unwrap_err();
+        assert!(e.contains("not a whole number of ms"), "{e}");
+        let e = us("fast").unwrap_err();
+        assert!(
+            e.contains("\"fast\": not a duration") && e.contains("a bare number is in µs"),
+            "{e}"
+        );
+        assert!(ms("-5").is_err());
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -299,6 +299,46 @@ fn a_guard_setting_out_of_range_is_refused_before_anything_changes() {
 }
 
 #[test]
+fn guard_durations_take_units_and_a_bare_number_keeps_its_unit() {
+    let m = Machine::new("950000");
+    let before = common::tree(m.root());
+    let args = [
+        "on",
+        "2-3",
+        "--tune=rt-throttling",
+        "--guard=on",
+        "--guard-threshold=2s",
+        "--guard-runtime=0.02ms",
+        "--guard-period=1000",
+        "--guard-duration=1500ms",
+        "--dry-run",
+        "--json",
+    ];
+    let o = cpushield(m.root(), &args);
+    assert!(o.status.success(), "{}", text(&o));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let guard = plan["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["owner"] == "guard")
+        .unwrap_or_else(|| panic!("no guard step: {plan}"));
+    let settings = &guard["payload"]["settings"];
+    assert_eq!(settings["threshold_ms"], 2000, "{settings}");
+    assert_eq!(settings["runtime_us"], 20, "{settings}");
+    assert_eq!(settings["period_us"], 1000, "{settings}");
+    assert_eq!(settings["duration_ms"], 1500, "{settings}");
+    let o = cpushield(m.root(), &["on", "2-3", "--guard-threshold=1500us"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("not a whole number of ms"),
+        "{}",
+        text(&o)
+    );
+    assert!(common::diff(&before, &common::tree(m.root())).is_empty());
+}
+
+#[test]
 fn off_stops_a_guard_whose_state_file_is_damaged_and_says_what_it_cannot_know() {
     let m = Machine::new("950000");
     let root = m.root();

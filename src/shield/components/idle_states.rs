@@ -157,19 +157,9 @@ fn qos_bound(value: &str) -> Option<u64> {
 /// Parses a bound as the user writes it: `10`, `10us`, `10µs` or `1ms`.
 /// The error names what is valid.
 pub fn parse_bound(input: &str) -> Result<u32, String> {
-    let s = input.trim();
-    let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1000)
-    } else if let Some(n) = s.strip_suffix("us").or_else(|| s.strip_suffix("µs")) {
-        (n, 1)
-    } else {
-        (s, 1)
-    };
-    number
-        .trim()
-        .parse::<u32>()
+    crate::input::duration_in(input, crate::input::TimeUnit::Micros)
         .ok()
-        .and_then(|n| n.checked_mul(scale))
+        .and_then(|us| u32::try_from(us).ok())
         .filter(|us| *us <= MAX_BOUND_US)
         .ok_or_else(|| {
             format!(

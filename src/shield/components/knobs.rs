@@ -293,14 +293,12 @@ pub fn knob(name: &str) -> Option<&'static Knob> {
 
 /// A `--tune` name that is not a knob.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown tuning knob {} (valid: all, {valid})",
-    crate::input::quote(name)
-)]
+#[error("unknown tuning knob {} (valid: {valid})", crate::input::quote(name))]
 pub struct UnknownKnob {
     /// The name given.
     pub name: String,
-    /// The valid names, comma separated.
+    /// The valid names, comma separated (for a long name, where to find
+    /// them: the error stays short).
     pub valid: String,
 }
 
@@ -314,9 +312,16 @@ pub fn resolve(names: &[String]) -> Result<Vec<&'static Knob>, UnknownKnob> {
         } else if knob(n).is_some() {
             wanted.push(n);
         } else {
+            let valid = match n.len() > 40 {
+                true => "all, or a knob of 'cpushield tune --list'".to_string(),
+                false => {
+                    let names: Vec<&str> = KNOBS.iter().map(|k| k.name).collect();
+                    format!("all, {}", names.join(", "))
+                }
+            };
             return Err(UnknownKnob {
                 name: n.to_string(),
-                valid: KNOBS.iter().map(|k| k.name).collect::<Vec<_>>().join(", "),
+                valid,
             });
         }
     }
