@@ -4,8 +4,8 @@
 //!
 //!   cargo run --example package-assets -- OUTDIR
 //!
-//! writes OUTDIR/man/cpushield.1 plus one page per command
-//! (cpushield-apply.1, ...), and OUTDIR/completions/{cpushield.bash,
+//! writes OUTDIR/man/cpushield.8 plus one page per command
+//! (cpushield-apply.8, ...), and OUTDIR/completions/{cpushield.bash,
 //! _cpushield, cpushield.fish}.
 
 #[allow(dead_code)]
@@ -47,6 +47,7 @@ fn main() -> std::io::Result<()> {
 
 fn render(dir: &Path, name: &str, cmd: clap::Command) -> std::io::Result<()> {
     let mut page = Vec::new();
-    clap_mangen::Man::new(cmd).render(&mut page)?;
-    std::fs::write(dir.join(format!("{name}.1")), page)
+    // Section 8: cpushield is a system administration command in /usr/sbin.
+    clap_mangen::Man::new(cmd).section("8").render(&mut page)?;
+    std::fs::write(dir.join(format!("{name}.8")), page)
 }

@@ -88,11 +88,11 @@ stage_tree() {
     done
 
     shopt -s nullglob
-    mans=("$assets"/man/*.1)
+    mans=("$assets"/man/*.8)
     (( ${#mans[@]} )) || die "no man pages in $assets/man"
-    mkdir -p "$stage/usr/share/man/man1"
+    mkdir -p "$stage/usr/share/man/man8"
     for page in "${mans[@]}"; do
-        gzip -9n <"$page" >"$stage/usr/share/man/man1/$(basename "$page").gz"
+        gzip -9n <"$page" >"$stage/usr/share/man/man8/$(basename "$page").gz"
     done
     install -D -m 0644 "$assets/completions/cpushield.bash" \
         "$stage/usr/share/bash-completion/completions/cpushield"
