@@ -62,7 +62,11 @@ pub enum Checked {
         request: Request,
         /// Report as JSON.
         json: bool,
+        /// One line and the monitoring plugins' exit codes.
+        nagios: bool,
     },
+    /// `verify --nagios` whose config could not be read: UNKNOWN.
+    NagiosUnknown(String),
     /// `metrics`.
     Metrics {
         /// A `compare` results.json to export.
@@ -216,10 +220,15 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
             }
             Command::Verify(a) => {
                 let config = config_path(sys, a.config);
-                Checked::Verify {
-                    request: cpushield::config::load(&config)?,
-                    config,
-                    json: a.json,
+                match cpushield::config::load(&config) {
+                    Ok(request) => Checked::Verify {
+                        request,
+                        config,
+                        json: a.json,
+                        nagios: a.nagios,
+                    },
+                    Err(e) if a.nagios => Checked::NagiosUnknown(e.to_string()),
+                    Err(e) => return Err(e.into()),
                 }
             }
             Command::Metrics(a) => Checked::Metrics {

@@ -351,8 +351,15 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Print JSON for machines instead of text.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "nagios")]
     pub json: bool,
+    /// For Nagios, Icinga and other monitoring plugins: one line
+    /// (`CPUSHIELD OK - ...`) and their exit codes: 0 OK (holds and matches
+    /// the config), 1 WARNING (differs from the config, or a reboot is
+    /// pending), 2 CRITICAL (broken), 3 UNKNOWN (the config or the machine
+    /// could not be read).
+    #[arg(long)]
+    pub nagios: bool,
 }
 
 #[derive(Args, Debug)]

@@ -214,7 +214,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Checked::Verify {
             config,
             request,
+            json: _,
+            nagios: true,
+        } => Ok(nagios_verify(&sys, &config, &request, out)?),
+        Checked::NagiosUnknown(why) => {
+            writeln!(out, "CPUSHIELD UNKNOWN - {why}")?;
+            Ok(ExitCode::from(NAGIOS_UNKNOWN))
+        }
+        Checked::Verify {
+            config,
+            request,
             json,
+            nagios: false,
         } => verify_command(&sys, &config, &request, json, out),
         Checked::Metrics { results, textfile } => {
             metrics_command(&sys, results.as_deref(), textfile.as_deref(), out)
@@ -400,6 +411,69 @@ fn verify_command(
         report.boot.as_ref().is_some_and(|b| b.reboot_pending),
         exit::REBOOT_PENDING,
     ))
+}
+
+/// The monitoring plugins' exit codes (Nagios, Icinga, Sensu, Zabbix's
+/// agent): `verify --nagios` uses these instead of cpushield's own.
+const NAGIOS_WARNING: u8 = 1;
+/// See [`NAGIOS_WARNING`].
+const NAGIOS_CRITICAL: u8 = 2;
+/// See [`NAGIOS_WARNING`].
+const NAGIOS_UNKNOWN: u8 = 3;
+
+/// `verify --nagios`: one line and the monitoring plugins' exit codes; a
+/// machine that cannot be read is UNKNOWN, not an error.
+fn nagios_verify(
+    sys: &Sys,
+    config: &Path,
+    request: &Request,
+    out: &mut impl Write,
+) -> std::io::Result<ExitCode> {
+    let config = config.display().to_string();
+    let report = match cpushield::fleet::verify(sys, request, &config) {
+        Ok(report) => report,
+        Err(e) => {
+            writeln!(out, "CPUSHIELD UNKNOWN - {e}")?;
+            return Ok(ExitCode::from(NAGIOS_UNKNOWN));
+        }
+    };
+    let reasons = |findings: &[cpushield::finding::Finding]| {
+        let all: Vec<&str> = findings.iter().map(|f| f.reason.as_str()).collect();
+        all.join("; ")
+    };
+    let pending = report.boot.as_ref().is_some_and(|b| b.reboot_pending);
+    let (code, line) = if !report.holds {
+        (
+            NAGIOS_CRITICAL,
+            format!(
+                "CPUSHIELD CRITICAL - the shield is broken: {}",
+                reasons(&report.broken)
+            ),
+        )
+    } else if !report.matches {
+        (
+            NAGIOS_WARNING,
+            format!(
+                "CPUSHIELD WARNING - the machine differs from {config}: {}",
+                reasons(&report.differences)
+            ),
+        )
+    } else if pending {
+        (
+            NAGIOS_WARNING,
+            "CPUSHIELD WARNING - the boot half takes effect at the next reboot".to_string(),
+        )
+    } else {
+        (
+            0,
+            format!(
+                "CPUSHIELD OK - the shield on CPUs {} holds and matches {config}",
+                report.wanted
+            ),
+        )
+    };
+    writeln!(out, "{}", cpushield::input::brief_to(&line, 400))?;
+    Ok(ExitCode::from(code))
 }
 
 /// `metrics`: the Prometheus text, printed or written for the textfile collector.

@@ -215,6 +215,57 @@ fn apply_is_idempotent_changes_in_place_and_verify_and_metrics_tell() {
     assert_eq!(diff(&was, &after), Vec::<String>::new());
 }
 
+/// `verify --nagios`: one line and the monitoring plugins' exit codes,
+/// for each state the machine can be in.
+#[test]
+fn verify_speaks_the_monitoring_plugins_language() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = systemd_host(root);
+    let line = |o: &std::process::Output| {
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert_eq!(out.lines().count(), 1, "one line: {out}");
+        out
+    };
+    // No config: UNKNOWN (3), not cpushield's own 2.
+    let o = cpushield(root, &["verify", "--nagios"]);
+    assert_eq!(code(&o), 3, "{}", text(&o));
+    assert!(
+        line(&o).starts_with("CPUSHIELD UNKNOWN - config "),
+        "{}",
+        text(&o)
+    );
+    write_config(root, "cpus = \"2-3\"\n");
+    // No shield yet: WARNING (1), it differs.
+    let o = cpushield(root, &["verify", "--nagios"]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(
+        line(&o).starts_with("CPUSHIELD WARNING - the machine differs"),
+        "{}",
+        text(&o)
+    );
+    assert!(cpushield(root, &["apply"]).status.success());
+    let o = cpushield(root, &["verify", "--nagios"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        line(&o).starts_with("CPUSHIELD OK - the shield on CPUs 2-3 holds and matches"),
+        "{}",
+        text(&o)
+    );
+    // Broken: CRITICAL (2), naming what broke.
+    std::fs::remove_file(sys.path(cpushield::sys::fixture::MANAGER_ENVIRONMENT)).unwrap();
+    std::fs::write(sys.path("proc/200/environ"), "").unwrap();
+    let o = cpushield(root, &["verify", "--nagios"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let out = line(&o);
+    assert!(
+        out.starts_with("CPUSHIELD CRITICAL - the shield is broken: ")
+            && out.contains("irqbalance"),
+        "{out}"
+    );
+    assert!(cpushield(root, &["off"]).status.success());
+}
+
 #[test]
 fn move_and_run_dry_runs_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
