@@ -150,11 +150,12 @@ pub struct GuardSettingsArgs {
     /// How long a boost lasts (`3s`; a bare number is in ms).
     #[arg(long, value_name = "DURATION", default_value_t = cpushield::guard::Settings::default().duration_ms, value_parser = millis)]
     pub guard_duration: u64,
-    /// What boosts: `stalld` where it is installed (`auto`), or always
-    /// cpushield's own (`cpushield`), or stalld, refused where it is not
-    /// installed (`stalld`). stalld gets the settings in its own units and
-    /// ranges (whole seconds; a period of 200 ms to 4 s) and runs only
-    /// while RT throttling is off.
+    /// What boosts: `auto` takes stalld where it is installed and RT
+    /// throttling is off already or turned off by your `--tune`, else the
+    /// guard's own loop; `cpushield` always its own; `stalld` stalld,
+    /// refused where it is not installed, and it turns RT throttling off
+    /// (stalld runs only without it). stalld gets the settings in its own
+    /// units and ranges (whole seconds; a period of 200 ms to 4 s).
     #[arg(long, value_name = "ENGINE", default_value = "auto", value_parser = clap::value_parser!(cpushield::guard::Engine))]
     pub guard_engine: cpushield::guard::Engine,
 }

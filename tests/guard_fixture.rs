@@ -487,7 +487,7 @@ fn stalld_as_the_engine_starts_once_throttling_is_off_is_counted_and_stopped_wit
 }
 
 #[test]
-fn on_with_stalld_installed_journals_its_two_changes_and_off_puts_them_back() {
+fn stalld_named_journals_its_two_changes_and_off_puts_them_back_unnamed_it_changes_nothing() {
     let m = Machine::new("950000");
     let root = m.root();
     stand_in_stalld(root);
@@ -497,7 +497,21 @@ fn on_with_stalld_installed_journals_its_two_changes_and_off_puts_them_back() {
         features,
         "GENTLE_FAIR_SLEEPERS NO_HRTICK NO_HRTICK_DL\n",
     );
-    let o = cpushield(root, &["on", "2-3", "--guard=on", "--json"]);
+    // Not named: throttling, a safety net, stays on, and so stalld (which
+    // runs only without it) is not the engine: nothing of stalld's changes.
+    let o = cpushield(root, &["on", "2-3", "--guard=on", "--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(report.contains("\"engine\": \"cpushield\""), "{report}");
+    assert!(
+        !report.contains("sched_rt_runtime_us") && !report.contains("HRTICK"),
+        "{report}"
+    );
+    // Named: its two changes, journaled.
+    let o = cpushield(
+        root,
+        &["on", "2-3", "--guard=on", "--guard-engine=stalld", "--json"],
+    );
     assert!(o.status.success(), "{}", text(&o));
     let report = String::from_utf8_lossy(&o.stdout);
     assert!(report.contains("\"engine\": \"stalld\""), "{report}");

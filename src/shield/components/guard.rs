@@ -82,11 +82,13 @@ pub(in crate::shield) fn rt_runtime_after(kernel: &KernelWork, steps: &[Step]) -
 
 /// The steps that start the guard on `shield`, when `req` and the kernel
 /// call for it, and the note saying what protects the kernel work there.
-/// With stalld as the engine (`auto` where it is installed), the plan
-/// first makes the two changes stalld would make by itself, so that each
-/// is journaled: `HRTICK_DL` on before the guard starts, and RT
-/// throttling off after it (stalld runs only with throttling off; the
-/// guard's own loop protects until then).
+/// With stalld as the engine (named, or `auto` where it is installed and
+/// RT throttling is off already or turned off by the user's `--tune`), the
+/// plan first makes the changes stalld would make by itself, so that each
+/// is journaled: `HRTICK_DL` on before the guard starts, and, when stalld
+/// was named, RT throttling off after it (stalld runs only with
+/// throttling off; the guard's own loop protects until then). `auto`
+/// never turns a safety net off that the user did not name.
 pub(in crate::shield) fn plan(
     kernel: &KernelWork,
     req: &GuardRequest,
@@ -104,7 +106,13 @@ pub(in crate::shield) fn plan(
         // and each would put back the other's boost as their policy.
         (Engine::Auto | Engine::Stalld, _) if kernel.stalld_running.is_some() => Engine::Cpushield,
         (Engine::Stalld, None) if wanted => return Err(PlanError::NoStalld),
-        (Engine::Auto, Some(_)) | (Engine::Stalld, Some(_)) => Engine::Stalld,
+        // Named: stalld runs only with RT throttling off, which naming it
+        // asks for.
+        (Engine::Stalld, Some(_)) => Engine::Stalld,
+        // Not named: stalld only where throttling is off already (or the
+        // user turns it off, --tune=rt-throttling); a safety net the user
+        // did not name stays, and the guard's own loop boosts.
+        (Engine::Auto, Some(_)) if rt_runtime_us == Some(-1) => Engine::Stalld,
         _ => Engine::Cpushield,
     };
     let settings = Settings {
@@ -621,12 +629,28 @@ mod tests {
     }
 
     #[test]
-    fn with_stalld_installed_the_plan_makes_its_two_changes_journaled() {
+    fn stalld_turns_throttling_off_only_when_the_user_names_it() {
         let mut k = kernel(true, FairServer::Present, 950_000);
         k.stalld = Some("/usr/sbin/stalld".into());
         k.hrtick_dl = Some(("sys/kernel/debug/sched/features".into(), false));
-        let (steps, note) =
-            plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false).unwrap();
+        // auto, throttling on: the safety net stays, the guard's own loop.
+        let (steps, _) = plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false).unwrap();
+        let engines: Vec<Engine> = steps
+            .iter()
+            .filter_map(|s| match own_of(&s.action)? {
+                Own::Guard { settings, .. } => Some(settings.engine),
+            })
+            .collect();
+        assert_eq!((steps.len(), engines), (1, vec![Engine::Cpushield]));
+        // stalld named: its two changes, journaled.
+        let named = GuardRequest {
+            mode: GuardMode::Auto,
+            settings: Settings {
+                engine: Engine::Stalld,
+                ..Settings::default()
+            },
+        };
+        let (steps, note) = plan(&k, &named, Some(950_000), &shield(), false).unwrap();
         let kinds: Vec<String> = steps
             .iter()
             .map(|s| match (&s.action, own_of(&s.action)) {
