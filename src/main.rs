@@ -214,19 +214,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Checked::Verify {
             config,
             request,
-            json: _,
-            nagios: true,
-        } => Ok(nagios_verify(&sys, &config, &request, out)?),
-        Checked::NagiosUnknown(why) => {
-            writeln!(out, "CPUSHIELD UNKNOWN - {why}")?;
-            Ok(ExitCode::from(NAGIOS_UNKNOWN))
-        }
-        Checked::Verify {
-            config,
-            request,
             json,
-            nagios: false,
-        } => verify_command(&sys, &config, &request, json, out),
+            nagios,
+        } => match nagios {
+            true => Ok(nagios_verify(&sys, Ok((&config, &request)), out)?),
+            false => verify_command(&sys, &config, &request, json, out),
+        },
+        Checked::NagiosUnknown(why) => Ok(nagios_verify(&sys, Err(&why), out)?),
         Checked::Metrics { results, textfile } => {
             metrics_command(&sys, results.as_deref(), textfile.as_deref(), out)
         }
@@ -423,13 +417,19 @@ const NAGIOS_UNKNOWN: u8 = 3;
 
 /// `verify --nagios`: one line and the monitoring plugins' exit codes; a
 /// machine that cannot be read is UNKNOWN, not an error.
+/// A config that could not be read (`Err`, why) is UNKNOWN too.
 fn nagios_verify(
     sys: &Sys,
-    config: &Path,
-    request: &Request,
+    config: Result<(&Path, &Request), &str>,
     out: &mut impl Write,
 ) -> std::io::Result<ExitCode> {
-    let config = config.display().to_string();
+    let (config, request) = match config {
+        Ok((config, request)) => (config.display().to_string(), request),
+        Err(why) => {
+            writeln!(out, "CPUSHIELD UNKNOWN - {why}")?;
+            return Ok(ExitCode::from(NAGIOS_UNKNOWN));
+        }
+    };
     let report = match cpushield::fleet::verify(sys, request, &config) {
         Ok(report) => report,
         Err(e) => {
