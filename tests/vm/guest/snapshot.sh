@@ -73,6 +73,9 @@ files() {
     [ -n "${SNAP_WATCHDOG:-}" ] && echo /proc/sys/kernel/watchdog /proc/sys/kernel/nmi_watchdog
     echo /sys/devices/system/cpu/online /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor \
          /sys/devices/system/machinecheck/machinecheck*/check_interval
+    echo /proc/sys/kernel/numa_balancing /sys/kernel/mm/ksm/run \
+         /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag \
+         /sys/kernel/mm/transparent_hugepage/khugepaged/defrag
     echo /sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us \
          /sys/devices/system/cpu/cpu*/cpuidle/state*/disable
     echo /sys/class/net/*/queues/rx-*/rps_cpus /sys/class/net/*/queues/tx-*/xps_cpus

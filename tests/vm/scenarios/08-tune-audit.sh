@@ -1,5 +1,5 @@
 #!/bin/sh
-# summary: audit before/while on --tune (then --tune --hotplug-restart): tunable findings go to ok, knobs it cannot set are reported; off restores every knob (snapshot equal)
+# summary: audit before/while on --tune (then --tune --hotplug-restart, then --tune=thp,khugepaged): tunable findings go to ok, knobs it cannot set are reported; the huge-page choice files read back with never chosen; off restores every knob (snapshot equal)
 # vm: cpus=4
 . /guest/lib.sh "$1"
 SH=2-3
@@ -163,4 +163,20 @@ a=$(cat /sys/fs/cgroup/cpuset.cpus.effective)
 if cpus_overlap "$a" $SH; then bad "hotplug: root effective $a overlaps $SH"; else ok "hotplug: root effective $a is off $SH"; fi
 after_on hotplug
 after_off hotplug
+
+# --- round 3: the huge-page knobs, by name (sysfs choice files: the word
+# written, which the kernel then shows in brackets; off writes back the
+# word that was chosen)
+THP=/sys/kernel/mm/transparent_hugepage
+if [ -w $THP/enabled ]; then
+    info "before: enabled '$(cat $THP/enabled)', defrag '$(cat $THP/defrag)', khugepaged/defrag $(cat $THP/khugepaged/defrag)"
+    cs on $SH --tune=thp,khugepaged; check "thp: on $SH --tune=thp,khugepaged exits 0" [ "$CS_RC" -eq 0 ]
+    check "thp: the kernel shows never chosen ($(cat $THP/enabled))" grep -q '\[never\]' $THP/enabled
+    check "thp: defrag never chosen too ($(cat $THP/defrag))" grep -q '\[never\]' $THP/defrag
+    check "thp: khugepaged/defrag reads 0" [ "$(cat $THP/khugepaged/defrag)" = 0 ]
+    cs status; check "thp: status says the shield holds, the choice files reading as set (exit $CS_RC)" [ "$CS_RC" -eq 0 ]
+    after_off thp
+else
+    info "no writable $THP/enabled in this kernel: the huge-page round is not run"
+fi
 result
