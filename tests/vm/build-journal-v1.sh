@@ -2,8 +2,8 @@
 # Builds the static cpushield of the last commit whose journal is of
 # version 1, as DIR/cpushield-journal-v1, for the upgrade scenario
 # (26-journal-v1: a shield that binary made, undone by the new one).
-# Its source comes from git history (git archive): a shallow clone that
-# lacks the commit fails here, loudly.
+# Its source comes from git history (git archive); a shallow clone fetches
+# the commit from its origin, and where it cannot, this fails saying so.
 #
 #   tests/vm/build-journal-v1.sh DIR
 set -euo pipefail
@@ -11,8 +11,12 @@ cd "$(dirname "$0")/../.."
 DIR=${1:?usage: tests/vm/build-journal-v1.sh DIR}
 # The commit before journal version 2 (each entry naming its component).
 COMMIT=6298661230199f66543d587dc84b8091bebdcb7a
+if ! git cat-file -e "$COMMIT^{commit}" 2>/dev/null; then
+    # A shallow clone: ask its origin for that commit.
+    git fetch --quiet origin "$COMMIT" 2>/dev/null || git fetch --quiet --unshallow 2>/dev/null || true
+fi
 git cat-file -e "$COMMIT^{commit}" 2>/dev/null \
-    || { echo "build-journal-v1: commit $COMMIT is not in this clone (shallow?); fetch the history (git fetch --unshallow)" >&2; exit 1; }
+    || { echo "build-journal-v1: commit $COMMIT is not in this clone, nor could it be fetched (a shallow clone without its origin?)" >&2; exit 1; }
 SRC=$(mktemp -d)
 trap 'rm -rf "$SRC"' EXIT
 git archive "$COMMIT" | tar -x -C "$SRC"
