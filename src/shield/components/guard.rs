@@ -105,7 +105,15 @@ pub(in crate::shield) fn plan(
         // One stalld runs already: a second would boost the same threads
         // and each would put back the other's boost as their policy.
         (Engine::Auto | Engine::Stalld, _) if kernel.stalld_running.is_some() => Engine::Cpushield,
-        (Engine::Stalld, None) if wanted => return Err(PlanError::NoStalld),
+        (Engine::Stalld, None) if wanted => {
+            return Err(PlanError::Part {
+                option: "--guard-engine",
+                message: format!(
+                    "--guard-engine stalld: no stalld is installed (looked for /{}); install it, or use --guard-engine auto or cpushield",
+                    crate::guard::stalld::PATHS.join(", /")
+                ),
+            })
+        }
         // Named: stalld runs only with RT throttling off, which naming it
         // asks for.
         (Engine::Stalld, Some(_)) => Engine::Stalld,

@@ -115,8 +115,12 @@ pub(in crate::shield) fn check(
     if detail.is_empty() {
         Ok(())
     } else {
-        Err(PlanError::NoHotplug {
-            detail: detail.join("; "),
+        Err(PlanError::Part {
+            option: "--hotplug-restart",
+            message: format!(
+                "--hotplug-restart: {}; shield only CPUs that can go offline (writable /sys/devices/system/cpu/cpuN/online) or leave out --hotplug-restart",
+                crate::input::brief_to(&detail.join("; "), 160)
+            ),
         })
     }
 }

@@ -392,8 +392,8 @@ impl Component for Part {
             return Ok(());
         };
         let refuse = |reason: String| PlanError::Part {
-            option: "--max-idle-latency".into(),
-            reason,
+            option: "--max-idle-latency",
+            message: format!("--max-idle-latency: {reason}"),
         };
         if bound > MAX_BOUND_US {
             return Err(refuse(format!(

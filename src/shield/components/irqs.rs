@@ -287,7 +287,7 @@ pub(in crate::shield) fn resolve(irqs: &[Irq], wanted: &[String]) -> Result<Vec<
                 .collect(),
         };
         if hits.is_empty() {
-            return Err(PlanError::UnknownIrq(w.clone()));
+            return Err(unknown_irq(w));
         }
         out.extend(hits);
     }
@@ -532,4 +532,15 @@ pub fn audit(
         );
     }
     out.0
+}
+
+/// The refusal of an `--irq` that matches nothing.
+pub(in crate::shield) fn unknown_irq(name: &str) -> PlanError {
+    PlanError::Part {
+        option: "--irq",
+        message: format!(
+            "--irq {} matches no IRQ number or name in /proc/interrupts",
+            crate::input::quote(name)
+        ),
+    }
 }

@@ -302,6 +302,15 @@ pub struct UnknownKnob {
     pub valid: String,
 }
 
+impl From<UnknownKnob> for PlanError {
+    fn from(e: UnknownKnob) -> PlanError {
+        PlanError::Part {
+            option: "--tune",
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Resolves `--tune` names; `all` (or an empty name) means every knob
 /// that is in `all`. Order follows [`KNOBS`].
 pub fn resolve(names: &[String]) -> Result<Vec<&'static Knob>, UnknownKnob> {

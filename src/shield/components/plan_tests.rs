@@ -388,7 +388,7 @@ fn irqs_named_go_to_the_shield() {
     };
     assert_eq!(
         plan(&snap(v2()), &bad).unwrap_err(),
-        PlanError::UnknownIrq("nope".into())
+        crate::shield::irqs::unknown_irq("nope")
     );
 }
 

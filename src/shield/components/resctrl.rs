@@ -126,7 +126,7 @@ pub struct Ask {
 /// (once resctrl is mounted, when `info/` can be read) where the hardware's
 /// rules do not allow the share.
 pub fn check(facts: &Facts, ask: Ask) -> Result<(), PlanError> {
-    let refuse = |why: String| Err(PlanError::Resctrl(why));
+    let refuse = |why: String| Err(refusal(why));
     if !facts.cat_l3 {
         return refuse(
             "these CPUs cannot allocate L3 cache ways: /proc/cpuinfo lists no cat_l3 \
@@ -168,7 +168,7 @@ pub fn check(facts: &Facts, ask: Ask) -> Result<(), PlanError> {
 
 /// The hardware's rules, from `info/`.
 pub fn check_info(info: &Info, ask: Ask) -> Result<(), PlanError> {
-    let refuse = |why: String| Err(PlanError::Resctrl(why));
+    let refuse = |why: String| Err(refusal(why));
     let Some(l3) = info.caches.first() else {
         return refuse(format!("/{RESCTRL}/info has no L3: no L3 cache allocation"));
     };
@@ -260,6 +260,14 @@ fn own_step(own: Own, fatal: bool) -> Step {
         false => Step::optional(OWNER, action),
     };
     Step { subject, ..step }
+}
+
+/// The refusal of a cache share that cannot be had here, and why.
+fn refusal(why: String) -> PlanError {
+    PlanError::Part {
+        option: "--cache-ways",
+        message: format!("--cache-ways: {why}"),
+    }
 }
 
 /// The steps that give the shield its share: resctrl mounted if it is

@@ -2,8 +2,7 @@
 //! planning, shared by the planner and the components it asks.
 
 use crate::cpulist::CpuSet;
-use crate::input::{brief_to, quote};
-use crate::shield::knobs;
+use crate::input::brief_to;
 
 /// Why a request is refused before anything is changed. Each message
 /// shows at most a short prefix of a long list or name, with its length
@@ -51,30 +50,16 @@ pub enum PlanError {
     /// No cpuset mechanism.
     #[error("no cpuset support: {0}")]
     NoCpuset(String),
-    /// An `--irq` matches nothing.
-    #[error("--irq {} matches no IRQ number or name in /proc/interrupts", quote(.0))]
-    UnknownIrq(String),
-    /// A `--tune` name is not a knob.
-    #[error(transparent)]
-    UnknownKnob(#[from] knobs::UnknownKnob),
-    /// `--hotplug-restart` names CPUs that cannot be taken offline.
-    #[error("--hotplug-restart: {}; shield only CPUs that can go offline (writable /sys/devices/system/cpu/cpuN/online) or leave out --hotplug-restart", brief_to(detail, 160))]
-    NoHotplug {
-        /// Which CPUs and why.
-        detail: String,
-    },
-    /// `--guard-engine stalld` where no stalld is installed.
-    #[error("--guard-engine stalld: no stalld is installed (looked for /{}); install it, or use --guard-engine auto or cpushield", crate::guard::stalld::PATHS.join(", /"))]
-    NoStalld,
-    /// The cache share cannot be had here.
-    #[error("--cache-ways: {0}")]
-    Resctrl(String),
-    /// A component's part of the request cannot be had here.
-    #[error("{option}: {reason}")]
+    /// A component's part of the request cannot be had here (an `--irq`
+    /// that matches nothing, an unknown knob, CPUs that cannot go offline,
+    /// no stalld, no cache share, an idle bound that cannot be written):
+    /// the component's own message, which names the option and what would
+    /// do.
+    #[error("{message}")]
     Part {
-        /// The option (or config key) that asked for it.
-        option: String,
-        /// Why, and what would do.
-        reason: String,
+        /// The option that asked for it (`--irq`, `--tune`, ...).
+        option: &'static str,
+        /// The message.
+        message: String,
     },
 }
