@@ -19,7 +19,7 @@ if [ "$PHASE" = 1 ]; then
     check "the unit is installed, disabled" [ "$(systemctl is-enabled cpushield.service 2>&1)" = disabled ]
     snap installed
     snap_equal before installed "installing the package changed nothing on the running system"
-    check "man cpushield shows the page, with its commands and exit status" eval 'man -P cat cpushield 2>/dev/null | grep -q "cpushield-apply(1)" && man -P cat cpushield 2>/dev/null | grep -q "Exit status"'
+    check "man cpushield shows the page, with its commands and exit status" eval 'man -P cat cpushield 2>/dev/null | grep -q "cpushield-apply(8)" && man -P cat cpushield 2>/dev/null | grep -q "Exit status"'
     check "man cpushield-apply shows the page" eval 'man -P cat cpushield-apply 2>/dev/null | grep -q -- "--config"'
     check "bash completion installed" [ -s /usr/share/bash-completion/completions/cpushield ]
     mkdir -p /etc/cpushield
