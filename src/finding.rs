@@ -40,10 +40,24 @@ pub struct Finding {
     /// What was found, with the numbers, as read from the kernel.
     pub reason: String,
     /// The concrete next step: a repair, a kernel argument or a cpushield
-    /// command (empty when there is none).
+    /// command (empty when there is none: `null` in JSON).
+    #[serde(serialize_with = "empty_as_null", deserialize_with = "null_as_empty")]
     pub next: String,
     /// Expected impact on latency, 0-100; `audit` sorts by it.
     pub impact: u8,
+}
+
+/// An empty text as JSON `null` (absent, not a text that is empty).
+fn empty_as_null<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    match text.is_empty() {
+        true => s.serialize_none(),
+        false => s.serialize_str(text),
+    }
+}
+
+/// JSON `null` (or an empty text) as an empty text.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(d)?.unwrap_or_default())
 }
 
 impl Finding {
@@ -80,6 +94,27 @@ impl Findings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_finding_without_a_next_step_says_null_and_reads_back() {
+        let none = Finding::new("partition", Severity::Ok, 90, "holds", "");
+        let json = serde_json::to_value(&none).unwrap();
+        assert_eq!(json["next"], serde_json::Value::Null);
+        assert_eq!(serde_json::from_value::<Finding>(json).unwrap(), none);
+        let some = Finding::new(
+            "irqs",
+            Severity::Bad,
+            80,
+            "IRQ 5 on CPU 2",
+            "cpushield on 2",
+        );
+        let json = serde_json::to_value(&some).unwrap();
+        assert_eq!(json["next"], "cpushield on 2");
+        assert_eq!(serde_json::from_value::<Finding>(json).unwrap(), some);
+        // A report of schema 1 (next "") still reads.
+        let old = r#"{"id":"x","severity":"ok","reason":"r","next":"","impact":1}"#;
+        assert_eq!(serde_json::from_str::<Finding>(old).unwrap().next, "");
+    }
 
     #[test]
     fn severity_orders_worst_first() {

@@ -15,7 +15,8 @@
 /// `move`, `audit`, `verify`, `boot` and `boot-args`, printed first as
 /// `schema_version` (`measure`, `compare` and `certify` carry their own).
 /// A field added keeps it; a field renamed, removed or changed in meaning
-/// raises it. 2: in `on`'s `plan`, a component's own step (irqbalance's
+/// raises it. 2: a finding without a next step has `next` null (was
+/// `""`), and in `on`'s `plan` a component's own step (irqbalance's
 /// ban, resctrl's mount and shares, the guard) is `{"action": "own",
 /// "owner": ..., "payload": {its own "action" and fields}}`.
 pub const JSON_SCHEMA_VERSION: u32 = 2;
