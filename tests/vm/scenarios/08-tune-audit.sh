@@ -44,6 +44,7 @@ findings() {
     awk '
     /^ *"id": /       { id = $0; sub(/^ *"id": "/, "", id); sub(/",?$/, "", id) }
     /^ *"severity": / { sev = $0; sub(/^ *"severity": "/, "", sev); sub(/",?$/, "", sev) }
+    /^ *"next": null/ { print id, sev, ""; next }
     /^ *"next": /     { nx = $0; sub(/^ *"next": "/, "", nx); sub(/",?$/, "", nx); print id, sev, nx }
     ' "$1"
 }
