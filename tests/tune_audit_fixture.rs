@@ -722,3 +722,55 @@ fn memory_knobs_set_choice_files_and_off_gives_them_back() {
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "not restored: {d:#?}");
 }
+
+/// Everything `on` would change beyond the shielded CPUs is listed by the
+/// dry run with how to do without it, and nothing is changed: the knobs of
+/// the machine (not those of the shielded CPUs), the starvation guard.
+#[test]
+fn the_dry_run_lists_every_machine_wide_change_with_how_to_do_without() {
+    let dir = tempfile::tempdir().unwrap();
+    tunable(dir.path());
+    let before = tree(dir.path());
+    let o = cpushield(
+        dir.path(),
+        &["on", "2-3", "--tune", "--guard=on", "--dry-run", "--json"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let r = json(&o);
+    let wide = r["machine_wide"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"));
+    let find = |prefix: &str| {
+        wide.iter()
+            .find(|m| m["what"].as_str().unwrap().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix}: {wide:?}"))
+    };
+    let rt = find("rt-throttling: /proc/sys/kernel/sched_rt_runtime_us -1");
+    assert!(
+        rt["without"]
+            .as_str()
+            .unwrap()
+            .contains("leave rt-throttling out"),
+        "{rt}"
+    );
+    let guard = find("the starvation guard (cpushield): a SCHED_FIFO 98 process");
+    assert_eq!(guard["without"], "--guard=off");
+    // The governor is the shielded CPUs' own: not machine-wide.
+    assert!(
+        !wide
+            .iter()
+            .any(|m| m["what"].as_str().unwrap().starts_with("governor")),
+        "{wide:?}"
+    );
+    let people = String::from_utf8_lossy(
+        &cpushield(
+            dir.path(),
+            &["on", "2-3", "--tune", "--guard=on", "--dry-run"],
+        )
+        .stdout,
+    )
+    .into_owned();
+    assert!(people.contains("machine-wide, planned"), "{people}");
+    assert!(people.contains("(without it: --guard=off)"), "{people}");
+    assert!(diff(&before, &tree(dir.path())).is_empty());
+}

@@ -267,6 +267,19 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     irqs_on_shield(&r.irqs_on_shield, w)
 }
 
+/// What `on` changes (or would) beyond the shielded CPUs, a row each, with
+/// how to do without it.
+fn machine_wide_rows(r: &OnReport, w: &mut dyn Write) -> Result<()> {
+    let label = match r.dry_run {
+        true => "machine-wide, planned",
+        false => "machine-wide",
+    };
+    for m in &r.machine_wide {
+        row(w, label, format!("{} (without it: {})", m.what, m.without))?;
+    }
+    Ok(())
+}
+
 /// The rows of the components that report for themselves: their name
 /// beside their first line, the others below it.
 fn part_rows(parts: &[crate::shield::PartReport], w: &mut dyn Write) -> Result<()> {
@@ -498,6 +511,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
         row(w, "L3 cache, others", &c.others)?;
     }
     part_rows(&r.parts, w)?;
+    machine_wide_rows(r, w)?;
     if let Some(b) = &r.irqbalance_ban {
         row(
             w,

@@ -37,7 +37,7 @@ pub use move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use note::{Note, Unreadable, UnreadableFile};
 pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed};
-pub use parts::{OwnFacts, PartReport};
+pub use parts::{MachineWide, OwnFacts, PartReport};
 pub use tasks::realtime::KeptRealtime;
 pub use tasks::{Direction, TaskRef};
 pub use timings::Timings;

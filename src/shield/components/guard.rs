@@ -12,6 +12,7 @@
 use crate::shield::apply::ApplyError;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
 use crate::shield::journal::Entry;
+use crate::shield::parts::MachineWide;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -523,6 +524,42 @@ impl Component for Part {
         };
         undo(sys, unit.as_deref(), out);
         true
+    }
+
+    /// The guard itself, and the two settings stalld needs.
+    fn machine_wide(&self, steps: &[Step]) -> Vec<MachineWide> {
+        let entry = |what: String, without: &str| MachineWide {
+            component: OWNER.name().into(),
+            what,
+            without: without.into(),
+        };
+        let mut out = Vec::new();
+        for step in steps {
+            match (&step.action, own_of(&step.action)) {
+                (_, Some(Own::Guard { cpus, settings, .. })) => out.push(entry(
+                    format!(
+                        "the starvation guard ({}): a SCHED_FIFO {} process on the housekeeping CPUs that gives a thread starving on CPUs {cpus} for {} ms {} µs of every {} µs, for {} ms",
+                        settings.engine,
+                        crate::guard::daemon::PRIORITY,
+                        settings.threshold_ms,
+                        settings.runtime_us,
+                        settings.period_us,
+                        settings.duration_ms
+                    ),
+                    "--guard=off",
+                )),
+                (Action::Write { path, value, .. }, _) if path == RT_RUNTIME => out.push(entry(
+                    format!("RT throttling off (/{path} {value}), which stalld needs"),
+                    "--guard-engine cpushield",
+                )),
+                (Action::Write { path, value, .. }, _) => out.push(entry(
+                    format!("scheduler feature {value} (/{path}), which stalld needs"),
+                    "--guard-engine cpushield",
+                )),
+                _ => {}
+            }
+        }
+        out
     }
 
     /// The guard stays until everything else is back: a real-time task

@@ -15,6 +15,7 @@
 
 use crate::shield::component::{unless_held, written};
 use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::parts::MachineWide;
 use crate::shield::plan_error::PlanError;
 use std::collections::BTreeMap;
 
@@ -745,6 +746,39 @@ impl Component for Part {
 
     fn undone_first(&self, action: &Action) -> bool {
         undone_first(action)
+    }
+
+    /// Every knob whose files are the machine's (not one per shielded CPU).
+    fn machine_wide(&self, steps: &[Step]) -> Vec<MachineWide> {
+        let mut out: Vec<MachineWide> = Vec::new();
+        for step in steps {
+            let Action::Write { path, value, .. } = &step.action else {
+                continue;
+            };
+            let Some(k) = KNOBS.iter().find(|k| match k.scope {
+                Scope::Global { files } => files.contains(&path.as_str()),
+                Scope::NetQueues => path.starts_with("sys/class/net/"),
+                Scope::PerShieldCpu { .. } => false,
+            }) else {
+                continue;
+            };
+            let write = format!("/{path} {value}");
+            match out.iter_mut().find(|m| m.what.starts_with(&format!("{}: ", k.name))) {
+                Some(m) => {
+                    m.what.push_str(", ");
+                    m.what.push_str(&write);
+                }
+                None => out.push(MachineWide {
+                    component: OWNER.name().into(),
+                    what: format!("{}: {write}", k.name),
+                    without: format!(
+                        "leave {} out: --tune=NAME,... names only the knobs wanted (a bare --tune takes every knob of tune --list marked all)",
+                        k.name
+                    ),
+                }),
+            }
+        }
+        out
     }
 }
 

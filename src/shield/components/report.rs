@@ -12,7 +12,7 @@ use crate::shield::change::{Step, Subject};
 use crate::shield::irqs::{self, IrqRefusal};
 use crate::shield::journal::State;
 use crate::shield::note::Note;
-use crate::shield::parts::PartReport;
+use crate::shield::parts::{MachineWide, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::reshape::Reshape;
 use crate::shield::snapshot::{CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
@@ -92,6 +92,10 @@ pub struct OnReport {
     /// `--dry-run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<resctrl::Outcome>,
+    /// What the plan changes machine-wide, beyond the shielded CPUs, each
+    /// with how to do without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub machine_wide: Vec<MachineWide>,
     /// What the components that report for themselves did, read back
     /// (planned, for a dry run): the idle states, ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -235,6 +239,15 @@ pub(in crate::shield) fn report(
             Vec::new()
         },
         cache: None,
+        machine_wide: (super::ORDER.iter())
+            .flat_map(|part| {
+                let mine: Vec<Step> = (plan.steps.iter())
+                    .filter(|s| s.owner == part.owner())
+                    .cloned()
+                    .collect();
+                part.machine_wide(&mine)
+            })
+            .collect(),
         parts: (super::ORDER.iter())
             .filter_map(|part| part.outcome(sys, plan, dry_run))
             .collect(),

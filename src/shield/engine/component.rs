@@ -15,7 +15,7 @@ use super::apply::{reads_as, ApplyError};
 use super::change::{Action, Owner, Step, Subject, Undone};
 use super::error::ShieldError;
 use super::journal::{Entry, State};
-use super::parts::{OwnFacts, PartReport};
+use super::parts::{MachineWide, OwnFacts, PartReport};
 use super::plan::{Plan, PlanError};
 use super::request::Request;
 use super::reshape::{Originals, Reshape};
@@ -102,6 +102,12 @@ pub(in crate::shield) trait Component: Sync {
     /// Short description of its own `action`'s target for reports.
     fn describe(&self, _action: &Action) -> Option<String> {
         None
+    }
+
+    /// What its `steps` (its own, of a plan) change machine-wide, each with
+    /// how to do without it. None by default.
+    fn machine_wide(&self, _steps: &[Step]) -> Vec<MachineWide> {
+        Vec::new()
     }
 
     /// Its own `action` as `on --dry-run` prints it in the plan.

@@ -50,3 +50,16 @@ pub struct PartReport {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
 }
+
+/// A change `on` makes beyond the shielded CPUs and their cgroups, to the
+/// whole machine, with how to do without it: `--dry-run` and the report
+/// list every one, so that nothing machine-wide happens unseen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineWide {
+    /// The component that makes it.
+    pub component: String,
+    /// What changes.
+    pub what: String,
+    /// How to do without it (the option, or what to do instead).
+    pub without: String,
+}

@@ -18,6 +18,7 @@ pub use hold::*;
 use super::snapshot::Snapshot;
 use crate::shield::apply::ApplyError;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::parts::MachineWide;
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
 use crate::shield::undo::Undone;
@@ -164,6 +165,23 @@ impl Component for Part {
     fn describe(&self, action: &Action) -> Option<String> {
         let Own::IrqbalanceBan { manager_env, .. } = ban_of(action)?;
         Some(describe(manager_env))
+    }
+
+    fn machine_wide(&self, steps: &[Step]) -> Vec<MachineWide> {
+        (steps.iter())
+            .filter_map(|s| ban_of(&s.action))
+            .map(|Own::IrqbalanceBan { banned, manager_env, .. }| MachineWide {
+                component: OWNER.name().into(),
+                what: format!(
+                    "irqbalance: CPUs {banned} banned ({})",
+                    match manager_env {
+                        true => "systemd's environment",
+                        false => "a runtime drop-in",
+                    }
+                ),
+                without: "none that keeps the shield (irqbalance would move IRQs back onto it): stop irqbalance instead".into(),
+            })
+            .collect()
     }
 
     fn plan_line(&self, action: &Action) -> Option<String> {
