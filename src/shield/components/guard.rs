@@ -622,6 +622,26 @@ mod tests {
         (guard, notes.remove(0))
     }
 
+    fn with_engine(mode: GuardMode, engine: Engine) -> GuardRequest {
+        GuardRequest {
+            mode,
+            settings: Settings {
+                engine,
+                ..Settings::default()
+            },
+        }
+    }
+
+    /// The engines of the guard steps among `steps`.
+    fn engines(steps: &[Step]) -> Vec<Engine> {
+        steps
+            .iter()
+            .filter_map(|s| match own_of(&s.action)? {
+                Own::Guard { settings, .. } => Some(settings.engine),
+            })
+            .collect()
+    }
+
     fn req(mode: GuardMode) -> GuardRequest {
         GuardRequest {
             mode,
@@ -648,25 +668,14 @@ mod tests {
             plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), true).unwrap();
         // Only the guard, with its own loop: no HRTICK_DL, no throttling
         // write (those are for a stalld of its own).
-        let engines: Vec<Engine> = steps
-            .iter()
-            .filter_map(|s| match own_of(&s.action)? {
-                Own::Guard { settings, .. } => Some(settings.engine),
-            })
-            .collect();
+        let engines: Vec<Engine> = engines(&steps);
         assert_eq!((steps.len(), engines), (1, vec![Engine::Cpushield]));
         assert!(notes.iter().any(|n| matches!(
             n,
             Note::StalldRunning { stalld, covers: true, guard: true } if stalld.pid == 812
         )));
         // Asked for stalld by name: still not a second one.
-        let asked = GuardRequest {
-            mode: GuardMode::On,
-            settings: Settings {
-                engine: Engine::Stalld,
-                ..Settings::default()
-            },
-        };
+        let asked = with_engine(GuardMode::On, Engine::Stalld);
         let (steps, _) = plan(&k, &asked, Some(950_000), &shield(), true).unwrap();
         assert!(steps
             .iter()
@@ -680,21 +689,10 @@ mod tests {
         k.hrtick_dl = Some(("sys/kernel/debug/sched/features".into(), false));
         // auto, throttling on: the safety net stays, the guard's own loop.
         let (steps, _) = plan(&k, &req(GuardMode::Auto), Some(950_000), &shield(), false).unwrap();
-        let engines: Vec<Engine> = steps
-            .iter()
-            .filter_map(|s| match own_of(&s.action)? {
-                Own::Guard { settings, .. } => Some(settings.engine),
-            })
-            .collect();
+        let engines: Vec<Engine> = engines(&steps);
         assert_eq!((steps.len(), engines), (1, vec![Engine::Cpushield]));
         // stalld named: its two changes, journaled.
-        let named = GuardRequest {
-            mode: GuardMode::Auto,
-            settings: Settings {
-                engine: Engine::Stalld,
-                ..Settings::default()
-            },
-        };
+        let named = with_engine(GuardMode::Auto, Engine::Stalld);
         let (steps, note) = plan(&k, &named, Some(950_000), &shield(), false).unwrap();
         let kinds: Vec<String> = steps
             .iter()
@@ -728,13 +726,7 @@ mod tests {
         let (steps, _) = plan(&k, &req(GuardMode::Auto), Some(-1), &shield(), false).unwrap();
         assert_eq!(steps.len(), 1);
         // Asked for cpushield's own: no stalld step.
-        let own = GuardRequest {
-            mode: GuardMode::Auto,
-            settings: Settings {
-                engine: Engine::Cpushield,
-                ..Settings::default()
-            },
-        };
+        let own = with_engine(GuardMode::Auto, Engine::Cpushield);
         let (steps, _) = plan(&k, &own, Some(950_000), &shield(), false).unwrap();
         assert!(matches!(
             &steps[..],
@@ -765,13 +757,7 @@ mod tests {
     #[test]
     fn stalld_asked_for_where_it_is_not_installed_is_refused() {
         let k = kernel(true, FairServer::Present, 950_000);
-        let want = GuardRequest {
-            mode: GuardMode::Auto,
-            settings: Settings {
-                engine: Engine::Stalld,
-                ..Settings::default()
-            },
-        };
+        let want = with_engine(GuardMode::Auto, Engine::Stalld);
         let e = plan(&k, &want, Some(950_000), &shield(), false).unwrap_err();
         assert!(e.to_string().contains("no stalld is installed"), "{e}");
         // auto without stalld: cpushield's own.
