@@ -277,19 +277,14 @@ fn read_threads(sys: &Sys) -> Result<Vec<Thread>, AuditError> {
 fn cpu_power(sys: &Sys, cpu: u32) -> CpuPower {
     let base = format!("sys/devices/system/cpu/cpu{cpu}");
     let read = |rel: String| sys.read_trimmed(&rel).ok();
-    let idle_states = sys
-        .list(&format!("{base}/cpuidle"))
-        .unwrap_or_default()
+    // The idle-state component's reading, in the audit's terms.
+    let idle_states = crate::shield::idle_states::read_states(sys, cpu)
         .into_iter()
-        .filter(|st| st.starts_with("state"))
-        .map(|st| {
-            let f = |n: &str| read(format!("{base}/cpuidle/{st}/{n}"));
-            IdleState {
-                name: f("name").unwrap_or_default(),
-                latency_us: f("latency").and_then(|l| l.parse().ok()).unwrap_or(0),
-                disabled: f("disable").as_deref() == Some("1"),
-                state: st,
-            }
+        .map(|st| IdleState {
+            state: st.state,
+            name: st.name,
+            latency_us: st.latency_us,
+            disabled: st.disabled,
         })
         .collect();
     CpuPower {

@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 use super::snapshot::Snapshot;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
-use crate::shield::apply::reads_as;
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::{unless_held, Changing, Component, Draft, InPlace, Planning, Slot};
 use crate::shield::error::ShieldError;
@@ -169,35 +168,41 @@ pub fn parse_bound(input: &str) -> Result<u32, String> {
         })
 }
 
+/// The cpuidle states of `cpu`, in the kernel's order (`state0`, `state1`,
+/// ...); none without a cpuidle driver.
+pub fn read_states(sys: &Sys, cpu: u32) -> Vec<IdleState> {
+    let base = format!("sys/devices/system/cpu/cpu{cpu}/cpuidle");
+    let mut states: Vec<IdleState> = (sys.list(&base))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|st| st.starts_with("state"))
+        .map(|st| {
+            let file = |n: &str| format!("{base}/{st}/{n}");
+            let read = |n: &str| sys.read_trimmed(&file(n)).ok();
+            let number = |n: &str| read(n).and_then(|v| v.parse().ok()).unwrap_or(0);
+            IdleState {
+                name: read("name").unwrap_or_default(),
+                latency_us: number("latency"),
+                disabled: read("disable").as_deref() == Some("1"),
+                writable: sys.mode_allows_write(&file("disable")),
+                usage: number("usage"),
+                state: st,
+            }
+        })
+        .collect();
+    states.sort_by_key(|s| s.state[5..].parse::<u32>().unwrap_or(u32::MAX));
+    states
+}
+
 /// Reads the idle of `cpus`.
 pub fn read(sys: &Sys, cpus: &CpuSet) -> Facts {
     let facts = cpus.iter().map(|cpu| {
-        let base = format!("sys/devices/system/cpu/cpu{cpu}");
         let qos = sys.read_trimmed(&qos_file(cpu)).ok();
-        let mut states: Vec<IdleState> = (sys.list(&format!("{base}/cpuidle")))
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|st| st.starts_with("state"))
-            .map(|st| {
-                let file = |n: &str| format!("{base}/cpuidle/{st}/{n}");
-                let read = |n: &str| sys.read_trimmed(&file(n)).ok();
-                let number = |n: &str| read(n).and_then(|v| v.parse().ok()).unwrap_or(0);
-                IdleState {
-                    name: read("name").unwrap_or_default(),
-                    latency_us: number("latency"),
-                    disabled: read("disable").as_deref() == Some("1"),
-                    writable: sys.mode_allows_write(&file("disable")),
-                    usage: number("usage"),
-                    state: st,
-                }
-            })
-            .collect();
-        states.sort_by_key(|s| s.state[5..].parse::<u32>().unwrap_or(u32::MAX));
         CpuIdle {
             cpu,
             qos_writable: qos.is_some() && sys.mode_allows_write(&qos_file(cpu)),
             qos,
-            states,
+            states: read_states(sys, cpu),
         }
     });
     Facts {
@@ -489,7 +494,7 @@ fn apply_planned(facts: &mut Facts, path: &str, value: &str) {
         }
         for s in &mut cpu.states {
             if path == disable_file(cpu.cpu, &s.state) {
-                s.disabled = reads_as(Check::Text, "1", value);
+                s.disabled = value.trim() == "1";
             }
         }
     }
