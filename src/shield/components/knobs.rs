@@ -501,8 +501,7 @@ pub fn plan(
             };
             // A sysfs choice file reads its words, the one chosen in brackets.
             let choice = current.contains('[');
-            let now = if choice { chosen(current) } else { current };
-            if same_value(now, &value, mask) {
+            if same_value(chosen(current), &value, mask) {
                 continue;
             }
             if !writable {

@@ -185,9 +185,12 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         None => None,
     };
     let parts: Vec<PartReport> = match &state {
-        Some(s) => (super::ORDER.iter())
-            .filter_map(|part| part.status(sys, s, &repair(s)))
-            .collect(),
+        Some(s) => {
+            let repair = repair(s);
+            (super::ORDER.iter())
+                .filter_map(|part| part.status(sys, s, &repair))
+                .collect()
+        }
         None => Vec::new(),
     };
     let mut broken = match (&state, &facts) {

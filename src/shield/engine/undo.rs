@@ -389,11 +389,9 @@ fn never_moved(sys: &Sys, entry: &Entry, pid: i32, tid: i32) -> bool {
 }
 
 fn restore_write(sys: &Sys, path: &str, value: &str, skip_if_same: bool, out: &mut Undone) {
-    // A sysfs choice file reads its words, the one chosen in brackets.
-    let holds = |now: &str| match now.contains('[') {
-        true => chosen(now) == value.trim(),
-        false => now == value.trim(),
-    };
+    // A sysfs choice file reads its words, the one chosen in brackets;
+    // any other file reads as itself.
+    let holds = |now: &str| chosen(now) == value.trim();
     if skip_if_same {
         if let Ok(now) = sys.read_trimmed(path) {
             if holds(&now) {
