@@ -118,7 +118,11 @@ impl<'de> Deserialize<'de> for Entry {
         let mut text = |key: &str| match map.remove(key) {
             Some(Value::String(s)) => Ok(Some(s)),
             None | Some(Value::Null) => Ok(None),
-            Some(other) => Err(D::Error::custom(format!("{key}: not a string: {other}"))),
+            // A damaged record can hold anything there: quote a prefix.
+            Some(other) => Err(D::Error::custom(format!(
+                "{key}: not a string: {}",
+                crate::input::brief_to(&other.to_string(), 60)
+            ))),
         };
         let previous = text("prior")?;
         let owner = text("by")?;
@@ -978,6 +982,23 @@ mod tests {
             assert!(problem.len() < 400, "{problem}");
         }
         assert_eq!(parse_segment(&data), (all, None));
+    }
+
+    #[test]
+    fn a_record_whose_prior_is_not_text_is_damage_named_briefly() {
+        let all = sample_entries();
+        let mut values: Vec<serde_json::Value> = all
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        values[1]["prior"] = serde_json::json!(["x".repeat(5000)]);
+        let (entries, problem) = parse_segment(&serde_json::to_vec(&values).unwrap());
+        assert_eq!(entries.len(), all.len() - 1);
+        let problem = problem.unwrap();
+        assert!(
+            problem.contains("prior: not a string") && problem.len() < 400,
+            "{problem}"
+        );
     }
 
     #[test]
