@@ -7,6 +7,7 @@
 pub mod apply;
 pub mod change;
 pub(in crate::shield) mod component;
+mod entry;
 pub(in crate::shield) mod error;
 pub(in crate::shield) mod holds;
 pub mod journal;

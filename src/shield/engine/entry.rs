@@ -1,0 +1,107 @@
+//! One record of the journal, as it is written and read: the change, its
+//! component, the value it replaced, when; and the layout of version 1,
+//! still read.
+
+use serde::{Deserialize, Serialize};
+
+use super::change::Action;
+
+/// One recorded change.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Entry {
+    /// The change.
+    #[serde(flatten)]
+    pub action: Action,
+    /// The component that planned it (its name); `None` in a journal of
+    /// version 1, which did not record it.
+    #[serde(default, rename = "by", skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// For writes undone with the previous value: that value, read just before.
+    #[serde(default, rename = "prior", skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+    /// When it was journaled, in clock ticks since boot (the unit of a
+    /// thread's start time in `/proc/TID/stat`). A thread id that names a
+    /// thread started later is a recycled id: undo leaves that thread alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
+}
+
+/// The version of the journal this cpushield writes: 2 records each
+/// entry's component (`by`) and a component's own action under `own`.
+/// Version 1 (no `by`; a component's own action at the top level under its
+/// own tag) is still read and undone.
+pub const VERSION: u32 = 2;
+
+/// The tags under which a journal of version 1 wrote the components' own
+/// actions at the top level of an entry (a fact of that format, frozen):
+/// read into [`Action::Own`], whose component knows them by their tag.
+/// Any other unknown tag is damage.
+const VERSION_1_OWN_TAGS: [&str; 4] = [
+    "irqbalance_ban",
+    "mount_resctrl",
+    "resctrl_schemata",
+    "guard",
+];
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        use serde_json::Value;
+        let mut map = serde_json::Map::<String, Value>::deserialize(d)?;
+        let mut text = |key: &str| match map.remove(key) {
+            Some(Value::String(s)) => Ok(Some(s)),
+            None | Some(Value::Null) => Ok(None),
+            // A damaged record can hold anything there: quote a prefix.
+            Some(other) => Err(D::Error::custom(format!(
+                "{key}: not a string: {}",
+                crate::input::brief_to(&other.to_string(), 60)
+            ))),
+        };
+        let previous = text("prior")?;
+        let owner = text("by")?;
+        let at = match map.remove("at") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_u64()
+                    .ok_or_else(|| D::Error::custom("at: not a count"))?,
+            ),
+        };
+        let tag = map
+            .get("action")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let value = Value::Object(map);
+        let action = match tag {
+            Some(tag) if VERSION_1_OWN_TAGS.contains(&tag.as_str()) => Action::Own {
+                owner: String::new(),
+                payload: crate::shield::change::Payload(value),
+            },
+            _ => serde_json::from_value(value).map_err(D::Error::custom)?,
+        };
+        Ok(Entry {
+            action,
+            owner,
+            previous,
+            at,
+        })
+    }
+}
+
+/// An [`Entry`] that borrows its action: what `apply` journals, so that a
+/// step (and the affinities of every thread it may carry) is serialised
+/// without being copied first. Reads back as an [`Entry`].
+#[derive(Debug, Serialize)]
+pub struct EntryRef<'a> {
+    /// The change.
+    #[serde(flatten)]
+    pub action: &'a Action,
+    /// As [`Entry::owner`].
+    #[serde(rename = "by", skip_serializing_if = "Option::is_none")]
+    pub owner: Option<&'static str>,
+    /// As [`Entry::previous`].
+    #[serde(rename = "prior", skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+    /// As [`Entry::at`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<u64>,
+}
