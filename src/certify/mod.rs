@@ -6,6 +6,7 @@
 //! on Ctrl-C), and its files are written beside the verdict.
 
 pub mod budget;
+pub mod evt;
 pub mod stats;
 pub mod verdict;
 

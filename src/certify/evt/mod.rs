@@ -1,0 +1,258 @@
+//! Extreme-value estimates for a `max` term: how likely one block, one
+//! hour and a run as long as this one are to exceed the bound, from a GEV
+//! fitted to the run's block maxima, with a confidence interval, and only
+//! where the assumptions behind it are checked and hold.
+//!
+//! The method (Coles, 2001, ch. 3; as measurement-based timing analysis
+//! uses it: Cucu-Grosjean et al., ECRTS 2012; Santinelli et al., RTAS
+//! 2017):
+//! - the per-second maxima of the run are grouped into blocks of equal
+//!   length, at most [`MAX_BLOCKS`] of them, at least [`MIN_BLOCKS`];
+//! - **independence**: the runs test on the block maxima in time order;
+//! - **stationarity**: the two-sample Kolmogorov-Smirnov test between the
+//!   first and second half of the run;
+//! - **fit**: a GEV fitted by maximum likelihood to the even-numbered
+//!   blocks, tested by Anderson-Darling on the odd-numbered ones (held
+//!   out, so the test's distribution for a fully specified law applies);
+//! - **the tail's shape**: a heavy tail (ξ > 0 at the confidence asked)
+//!   has no upper end and a few more samples can move an extrapolation by
+//!   orders of magnitude, so none is made;
+//! - the estimate is the GEV fitted to all blocks; its interval is a
+//!   parametric bootstrap ([`BOOTSTRAP`] samples of the same size drawn
+//!   from the fit and fitted again).
+
+pub mod checks;
+pub mod gev;
+pub mod gpd;
+pub mod simplex;
+
+use serde::{Deserialize, Serialize};
+
+pub use checks::Test;
+pub use gev::Gev;
+
+/// The fewest blocks a fit is made from.
+pub const MIN_BLOCKS: usize = 60;
+/// The most blocks: longer runs take longer blocks (the fit's cost grows
+/// with the blocks, its asymptotics improve with their length).
+pub const MAX_BLOCKS: usize = 1000;
+/// Bootstrap samples for the interval.
+pub const BOOTSTRAP: usize = 200;
+/// The bootstrap's seed: the same run gives the same interval.
+const SEED: u64 = 0x5eed_ce27;
+
+/// The probability that the largest sample over a horizon exceeds the
+/// bound, with its one-sided bounds at the confidence asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exceedance {
+    /// The horizon, seconds.
+    pub horizon_s: f64,
+    /// The estimate.
+    pub estimate: f64,
+    /// The lower bound.
+    pub lower: f64,
+    /// The upper bound.
+    pub upper: f64,
+}
+
+/// What the extreme-value analysis of one CPU's run found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TailEstimate {
+    /// Seconds per block.
+    pub block_s: f64,
+    /// Blocks.
+    pub blocks: usize,
+    /// The GEV fitted to all blocks (ns), when one could be fitted.
+    pub fit: Option<Gev>,
+    /// The shape's one-sided bounds at the confidence asked (bootstrap).
+    pub xi_bounds: Option<(f64, f64)>,
+    /// The runs test on the block maxima.
+    pub independence: Option<Test>,
+    /// The halves' two-sample Kolmogorov-Smirnov test.
+    pub stationarity: Option<Test>,
+    /// Anderson-Darling of the odd blocks against the even blocks' fit.
+    pub goodness_of_fit: Option<Test>,
+    /// Why nothing is extrapolated, when nothing is.
+    pub refused: Option<String>,
+    /// One block, one hour, the run's duration (only when extrapolated).
+    pub exceedance: Vec<Exceedance>,
+}
+
+impl TailEstimate {
+    /// Whether the extrapolation may be believed.
+    pub fn extrapolated(&self) -> bool {
+        self.refused.is_none() && !self.exceedance.is_empty()
+    }
+}
+
+/// Per-second maxima (ns, in time order) grouped into blocks of `k`
+/// seconds, `k` the least that leaves at most [`MAX_BLOCKS`]; a partial
+/// last block is left out.
+pub fn blocks(per_second_ns: &[u64]) -> (usize, Vec<f64>) {
+    let k = per_second_ns.len().div_ceil(MAX_BLOCKS).max(1);
+    let maxima = per_second_ns
+        .chunks_exact(k)
+        .map(|c| c.iter().copied().max().unwrap_or(0) as f64)
+        .collect();
+    (k, maxima)
+}
+
+/// The analysis of one CPU's per-second maxima against `bound_ns`, for a
+/// run of `run_s` seconds, at `confidence` (0 to 1).
+pub fn estimate(per_second_ns: &[u64], bound_ns: u64, run_s: f64, confidence: f64) -> TailEstimate {
+    let (k, maxima) = blocks(per_second_ns);
+    let mut est = TailEstimate {
+        block_s: k as f64,
+        blocks: maxima.len(),
+        fit: None,
+        xi_bounds: None,
+        independence: None,
+        stationarity: None,
+        goodness_of_fit: None,
+        refused: None,
+        exceedance: Vec::new(),
+    };
+    if maxima.len() < MIN_BLOCKS {
+        est.refused = Some(format!(
+            "{} blocks of maxima, fewer than the {MIN_BLOCKS} a fit needs: run at least {MIN_BLOCKS} s",
+            maxima.len()
+        ));
+        return est;
+    }
+    est.independence = Some(checks::runs(&maxima));
+    let half = maxima.len() / 2;
+    est.stationarity = Some(checks::two_sample_ks(&maxima[..half], &maxima[half..]));
+    let held_out = held_out_a2(&maxima);
+    est.fit = gev::mle(&maxima);
+    let Some(fit) = est.fit else {
+        est.refused = Some("no GEV could be fitted to the block maxima (no spread)".into());
+        return est;
+    };
+    let boot = bootstrap(&fit, maxima.len(), bound_ns as f64);
+    let q = |v: &[f64], p: f64| quantile(v, p);
+    let xis: Vec<f64> = boot.iter().map(|b| b.xi).collect();
+    est.xi_bounds = Some((q(&xis, 1.0 - confidence), q(&xis, confidence)));
+    est.goodness_of_fit = held_out.map(|a2| {
+        let null: Vec<f64> = boot.iter().filter_map(|b| b.held_out_a2).collect();
+        let at_least = null.iter().filter(|&&x| x >= a2).count();
+        Test::new(a2, (at_least + 1) as f64 / (null.len() + 1) as f64)
+    });
+    est.refused = refusal(&est);
+    if est.refused.is_some() {
+        return est;
+    }
+    let p = fit.exceedance(bound_ns as f64);
+    let (p_lo, p_hi) = basic_interval(p, &boot, confidence);
+    est.exceedance = [k as f64, 3600.0, run_s]
+        .into_iter()
+        .map(|h| {
+            let over = |p: f64| over_horizon(p, h / k as f64);
+            Exceedance {
+                horizon_s: h,
+                estimate: over(p),
+                lower: over(p_lo),
+                upper: over(p_hi),
+            }
+        })
+        .collect();
+    est
+}
+
+/// Why the checks forbid extrapolating, the first that fails.
+fn refusal(est: &TailEstimate) -> Option<String> {
+    let failed = |name: &str, t: &Option<Test>| match t {
+        Some(t) if !t.passed => Some(format!(
+            "{name} rejected (p = {:.3} < {})",
+            t.p_value,
+            checks::LEVEL
+        )),
+        _ => None,
+    };
+    if est.goodness_of_fit.is_none() {
+        return Some("no GEV could be fitted to the even blocks for the held-out test".into());
+    }
+    failed("independence of the block maxima (runs test)", &est.independence)
+        .or_else(|| failed("the same distribution in both halves (KS)", &est.stationarity))
+        .or_else(|| failed("the GEV's fit to held-out maxima (Anderson-Darling)", &est.goodness_of_fit))
+        .or_else(|| match est.xi_bounds {
+            Some((lo, _)) if lo > 0.0 => Some(format!(
+                "the tail is heavy (shape ξ above 0 at the confidence asked, at least {lo:.3}): no upper end to extrapolate towards"
+            )),
+            _ => None,
+        })
+}
+
+/// The probability that at least one of `blocks` independent blocks
+/// exceeds, each with probability `p`: `1 − (1 − p)^blocks`.
+pub fn over_horizon(p: f64, blocks: f64) -> f64 {
+    -(blocks * (-p).ln_1p()).exp_m1()
+}
+
+/// Anderson-Darling's A² of the odd-numbered blocks against the GEV fitted
+/// to the even-numbered ones.
+fn held_out_a2(maxima: &[f64]) -> Option<f64> {
+    let even: Vec<f64> = maxima.iter().step_by(2).copied().collect();
+    let odd: Vec<f64> = maxima.iter().skip(1).step_by(2).copied().collect();
+    let g = gev::mle(&even)?;
+    Some(checks::anderson_darling(&odd, |x| g.cdf(x)).statistic)
+}
+
+/// One bootstrap sample's figures.
+struct Resample {
+    xi: f64,
+    p: f64,
+    held_out_a2: Option<f64>,
+}
+
+/// For each bootstrap sample drawn from `fit` and fitted again: its shape,
+/// its probability of one block exceeding `bound`, and its held-out A²
+/// (the held-out test's distribution when the GEV holds: A² of a fit on
+/// half the data runs larger than for a fully specified law, so its
+/// p-value is the share of these at least as large).
+fn bootstrap(fit: &Gev, n: usize, bound: f64) -> Vec<Resample> {
+    let mut rng = fastrand::Rng::with_seed(SEED);
+    (0..BOOTSTRAP)
+        .filter_map(|_| {
+            let xs = fit.sample(n, &mut rng);
+            let g = gev::mle(&xs)?;
+            Some(Resample {
+                xi: g.xi,
+                p: g.exceedance(bound),
+                held_out_a2: held_out_a2(&xs),
+            })
+        })
+        .collect()
+}
+
+/// The basic bootstrap's one-sided bounds on `p`, on the log scale where
+/// the estimate's error is closer to symmetric: `2·ln p̂ − q`, `q` the
+/// resamples' quantiles of `ln p` (the percentile bootstrap's upper bound
+/// fell below the true probability in 12 % of simulated runs at 95 %;
+/// this one in none of 87).
+fn basic_interval(p: f64, boot: &[Resample], confidence: f64) -> (f64, f64) {
+    let floor = f64::MIN_POSITIVE;
+    let logs: Vec<f64> = boot.iter().map(|b| b.p.max(floor).ln()).collect();
+    let lp = p.max(floor).ln();
+    let lower = (2.0 * lp - quantile(&logs, confidence)).exp();
+    let upper = (2.0 * lp - quantile(&logs, 1.0 - confidence)).exp();
+    // Where the fit's upper end lies below the bound (p = 0), the log
+    // scale says nothing: the share of resamples whose tail reaches past
+    // it does, so the upper bound is the larger of the two.
+    let ps: Vec<f64> = boot.iter().map(|b| b.p).collect();
+    let upper = upper.max(quantile(&ps, confidence));
+    (lower.min(p), upper.max(p).min(1.0))
+}
+
+/// The `p` quantile of `v` (nearest rank); NaN when empty.
+fn quantile(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let i = ((p * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
+    s[i]
+}
+
+#[cfg(test)]
+mod tests;
