@@ -176,6 +176,41 @@ fn cli_json_and_histfile() {
     assert!(text.contains("# Histogram Overflow at cycle number:\n# Thread 0:"));
 }
 
+/// Every whole second of a run carries its CPU's largest sample (the
+/// block maxima `certify` fits), none above the run's maximum and the
+/// largest of them reached by some sample.
+#[test]
+fn cli_json_has_each_seconds_maximum() {
+    if !fifo_permitted() {
+        return;
+    }
+    let out = cli()
+        .args([
+            "measure",
+            "--cpus",
+            &last_cpu(),
+            "--duration",
+            "3",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v = succeeded_json(&out);
+    let cpu = &v["results"][0]["cpus"][0];
+    let maxima: Vec<u64> = cpu["per_second_max_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_u64().unwrap())
+        .collect();
+    assert!((2..=3).contains(&maxima.len()), "{maxima:?}");
+    let max = cpu["stats"]["max_ns"].as_u64().unwrap();
+    assert!(
+        maxima.iter().all(|&m| m > 0 && m <= max),
+        "{maxima:?} vs {max}"
+    );
+}
+
 #[test]
 fn cli_ctrl_c_still_reports() {
     if !fifo_permitted() {

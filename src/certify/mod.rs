@@ -121,6 +121,8 @@ pub fn tails(m: &Measurement) -> Vec<CpuTail> {
             overflows: c.stats.overflows,
             samples: c.stats.samples,
             max_ns: c.stats.max_ns.unwrap_or(0),
+            per_second_max_ns: c.per_second_max_ns.clone(),
+            elapsed_s: probe.elapsed_s,
         })
         .collect()
 }

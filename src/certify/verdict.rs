@@ -4,11 +4,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::budget::{Statistic, Term};
+use super::evt::{self, TailEstimate};
 use super::stats;
 
 /// What one CPU measured, as the histogram holds it: bucket `i` counts the
 /// samples in `[i·w, (i+1)·w)` ns, `overflows` those at or past the last.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CpuTail {
     /// The CPU.
     pub cpu: u32,
@@ -24,6 +25,12 @@ pub struct CpuTail {
     pub samples: u64,
     /// The largest sample, ns (exact).
     pub max_ns: u64,
+    /// The largest sample of each whole second, ns, in time order.
+    #[serde(default)]
+    pub per_second_max_ns: Vec<u64>,
+    /// How long the run lasted, seconds.
+    #[serde(default)]
+    pub elapsed_s: f64,
 }
 
 impl CpuTail {
@@ -87,6 +94,10 @@ pub struct CpuVerdict {
     /// PASS at the confidence asked (`None`: it has them, or it failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples_needed: Option<u64>,
+    /// For a `max` term with no sample over its bound: the extreme-value
+    /// analysis of the per-second maxima, with what it refused and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail: Option<TailEstimate>,
     /// Why, in words.
     pub why: String,
 }
@@ -115,8 +126,12 @@ pub struct Verdict {
 
 /// Judges `terms` on what each CPU measured, at `confidence`. A term
 /// must hold on every CPU. A `max` term fails on one sample over its
-/// bound and otherwise passes on what was observed (no extrapolation
-/// beyond the samples); a percentile term passes when the upper
+/// bound; otherwise, where the extreme-value analysis of the per-second
+/// maxima may be believed ([`evt::estimate`]), it passes when the upper
+/// confidence bound on the probability that a run as long exceeds the
+/// bound is below `1 − confidence`, and is inconclusive when not (a
+/// repeat of the run could well fail); where the analysis is refused it
+/// passes on what was observed and says why. A percentile term passes when the upper
 /// confidence bound on the probability of exceeding is within what it
 /// allows, fails when the lower one is above it, and is inconclusive in
 /// between.
@@ -155,6 +170,7 @@ fn judge_cpu(term: &Term, tail: &CpuTail, confidence: f64) -> CpuVerdict {
     );
     let pct = confidence * 100.0;
     let us = |ns: u64| ns as f64 / 1000.0;
+    let mut tail_estimate = None;
     let (outcome, samples_needed, why) = match term.statistic {
         _ if n == 0 => (Outcome::Inconclusive, None, "no samples".to_string()),
         Statistic::Max if tail.max_ns > term.bound_ns => (
@@ -166,16 +182,17 @@ fn judge_cpu(term: &Term, tail: &CpuTail, confidence: f64) -> CpuVerdict {
                 us(term.bound_ns)
             ),
         ),
-        Statistic::Max => (
-            Outcome::Pass,
-            None,
-            format!(
-                "no sample of {n} over {:.1} µs (largest {:.1} µs); on these samples alone, at {pct:.0} % confidence one sample exceeds it with probability at most {:.2e}; no extrapolation beyond them",
-                us(term.bound_ns),
-                us(tail.max_ns),
-                probability.1
-            ),
-        ),
+        Statistic::Max => {
+            let est = evt::estimate(
+                &tail.per_second_max_ns,
+                term.bound_ns,
+                tail.elapsed_s,
+                confidence,
+            );
+            let (outcome, why) = max_within(term, tail, &est, probability.1, confidence);
+            tail_estimate = Some(est);
+            (outcome, None, why)
+        }
         Statistic::Percentile { .. } => {
             let allowed = term.allowed();
             if probability.1 <= allowed {
@@ -224,7 +241,50 @@ fn judge_cpu(term: &Term, tail: &CpuTail, confidence: f64) -> CpuVerdict {
         max_ns: tail.max_ns,
         exceed_probability: probability,
         samples_needed,
+        tail: tail_estimate,
         why,
+    }
+}
+
+/// The verdict of a `max` term no sample exceeded, and why.
+fn max_within(
+    term: &Term,
+    tail: &CpuTail,
+    est: &TailEstimate,
+    observed_bound: f64,
+    confidence: f64,
+) -> (Outcome, String) {
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let pct = confidence * 100.0;
+    let seen = format!(
+        "no sample of {} over {:.1} µs (largest {:.1} µs)",
+        tail.samples,
+        us(term.bound_ns),
+        us(tail.max_ns)
+    );
+    let (Some(fit), [_, hour, run]) = (est.fit, est.exceedance.as_slice()) else {
+        let why = est.refused.as_deref().unwrap_or("no estimate");
+        return (
+            Outcome::Pass,
+            format!(
+                "{seen}; on these samples alone, at {pct:.0} % confidence one sample exceeds it with probability at most {observed_bound:.2e}; no extrapolation beyond them: {why}"
+            ),
+        );
+    };
+    let fitted = format!(
+        "a GEV fitted to {} maxima of {:.0} s (shape ξ {:.3}) gives at {pct:.0} % confidence at most {:.2e} that a run of {:.0} s exceeds it and {:.2e} that an hour does",
+        est.blocks, est.block_s, fit.xi, run.upper, run.horizon_s, hour.upper
+    );
+    if run.upper < 1.0 - confidence {
+        (Outcome::Pass, format!("{seen}; {fitted}"))
+    } else {
+        (
+            Outcome::Inconclusive,
+            format!(
+                "{seen}, but {fitted}: a repeat of the run could exceed it, more than the {:.0} % allowed",
+                (1.0 - confidence) * 100.0
+            ),
+        )
     }
 }
 
@@ -258,6 +318,8 @@ mod tests {
             overflows,
             samples: n,
             max_ns,
+            per_second_max_ns: Vec::new(),
+            elapsed_s: 10.0,
         }
     }
 
@@ -317,5 +379,49 @@ mod tests {
         assert_eq!(v.terms[1].outcome, Outcome::Pass);
         let v = judge(&terms[1..], &[good], 0.95);
         assert_eq!(v.outcome, Outcome::Pass);
+    }
+
+    /// A run of `seconds` whose per-second maxima follow a GEV around
+    /// 20 µs (σ 1 µs, ξ −0.1, so nothing past 30 µs).
+    fn fitted_tail(seconds: usize) -> CpuTail {
+        let g = evt::Gev {
+            mu: 20_000.0,
+            sigma: 1_000.0,
+            xi: -0.1,
+        };
+        let maxima: Vec<u64> = g
+            .sample(seconds, &mut fastrand::Rng::with_seed(4))
+            .into_iter()
+            .map(|x| x as u64)
+            .collect();
+        let mut t = tail(2, seconds as u64 * 1000, &[], 0);
+        t.max_ns = *maxima.iter().max().unwrap();
+        t.counts[(t.max_ns / 1000) as usize] += 1;
+        t.counts[2] -= 1;
+        t.per_second_max_ns = maxima;
+        t.elapsed_s = seconds as f64;
+        t
+    }
+
+    #[test]
+    fn a_max_term_passes_on_its_fitted_tail_or_waits_for_a_longer_run() {
+        let t = fitted_tail(600);
+        // Far past the tail's end: a repeat of the run stays below.
+        let far = judge(&parse("max<=40us").unwrap(), std::slice::from_ref(&t), 0.95);
+        let c = &far.terms[0].cpus[0];
+        assert_eq!(c.outcome, Outcome::Pass, "{}", c.why);
+        assert!(c.tail.as_ref().unwrap().extrapolated());
+        assert!(c.why.contains("a GEV fitted to 600 maxima"), "{}", c.why);
+        // Just above the largest sample: not a sample over, but a repeat
+        // of the run would likely exceed it.
+        let bound = format!("max<={}ns", t.max_ns + 1);
+        let close = judge(&parse(&bound).unwrap(), &[t], 0.95);
+        let c = &close.terms[0].cpus[0];
+        assert_eq!(c.outcome, Outcome::Inconclusive, "{}", c.why);
+        assert!(
+            c.why.contains("a repeat of the run could exceed it"),
+            "{}",
+            c.why
+        );
     }
 }

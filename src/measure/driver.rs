@@ -71,6 +71,8 @@ pub struct CpuResult {
     /// Other threads that ran on this CPU during the run (`None` when the
     /// threads could not be read).
     pub threads_ran: Option<ThreadsRan>,
+    /// The largest sample of each whole second, ns, in time order.
+    pub per_second_max_ns: Vec<u64>,
 }
 
 /// Whether a probe ran.
@@ -343,7 +345,7 @@ pub fn run_probe(
         irqs: read_counts(sys, "proc/interrupts"),
         softirqs: read_counts(sys, "proc/softirqs"),
     };
-    let (outs, elapsed) = run_threads(cfg, probe, jobs, &cpus, interrupted);
+    let (outs, elapsed, per_second) = run_threads(cfg, probe, jobs, &cpus, interrupted);
     // The instance goes whatever happened to the loops.
     let explain = explainer.map(Explainer::finish).transpose();
     let outs = outs?;
@@ -355,10 +357,12 @@ pub fn run_probe(
     };
     let mut all = Histogram::new(cfg.buckets, width);
     let mut results = Vec::new();
-    for (out, &cpu) in outs.into_iter().zip(&cpus) {
+    for ((out, &cpu), maxima) in outs.into_iter().zip(&cpus).zip(per_second) {
         let (out, cs) = out?;
         all.merge(&out.hist);
-        results.push(cpu_result(cpu, out, cs, (&before, &after)));
+        let mut result = cpu_result(cpu, out, cs, (&before, &after));
+        result.per_second_max_ns = maxima;
+        results.push(result);
     }
     Ok(ProbeResult {
         probe,
@@ -531,13 +535,16 @@ fn cpu_result(
         threads_ran: (before.threads.as_ref())
             .zip(after.threads.as_ref())
             .map(|(b, a)| threads::ran_on(b, a, cpu)),
+        per_second_max_ns: Vec::new(),
     }
 }
 
-/// What the measuring threads gave back, and how long they ran.
+/// What the measuring threads gave back, how long they ran, and each
+/// CPU's largest sample in every whole second of the run (in time order).
 type Outputs = (
     Result<Vec<Result<ThreadOutput, MeasureError>>, MeasureError>,
     Duration,
+    Vec<Vec<u64>>,
 );
 
 /// Starts one measuring thread per job, lets them go together, stops them
@@ -589,8 +596,16 @@ fn run_threads(
             Stop::Loops(_) => None,
         };
         let mut last_print = Instant::now();
+        let mut per_second: Vec<Vec<u64>> = vec![Vec::new(); progress.len()];
+        let mut next_second = Duration::from_secs(1);
         while !handles.iter().all(|(_, h)| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(20));
+            if t0.elapsed() >= next_second {
+                next_second += Duration::from_secs(1);
+                for (maxima, p) in per_second.iter_mut().zip(&progress) {
+                    maxima.push(p.take_window_max());
+                }
+            }
             if interrupted.load(Relaxed) || limit.is_some_and(|l| t0.elapsed() >= l) {
                 stop.store(true, Relaxed);
             }
@@ -616,8 +631,8 @@ fn run_threads(
             })
             .collect();
         match spawn_error {
-            Some(e) => (Err(e), elapsed),
-            None => (Ok(outs), elapsed),
+            Some(e) => (Err(e), elapsed, per_second),
+            None => (Ok(outs), elapsed, per_second),
         }
     })
 }

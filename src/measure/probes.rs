@@ -32,13 +32,29 @@ pub struct Progress {
     pub samples: AtomicU64,
     /// Largest sample so far, ns.
     pub max_ns: AtomicU64,
+    /// Largest sample since the main thread last took it, ns (the
+    /// block maxima `certify` fits).
+    pub window_max_ns: AtomicU64,
 }
 
 impl Progress {
+    /// Publishes the count, the running maximum, and `window_ns`, the
+    /// largest sample since the last call; the read-modify-write happens
+    /// only when that raises the window's maximum, so a quiet loop costs
+    /// one load more than before.
     #[inline]
-    fn publish(&self, samples: u64, max_ns: u64) {
+    fn publish(&self, samples: u64, max_ns: u64, window_ns: u64) {
         self.samples.store(samples, Relaxed);
         self.max_ns.store(max_ns, Relaxed);
+        if window_ns > self.window_max_ns.load(Relaxed) {
+            self.window_max_ns.fetch_max(window_ns, Relaxed);
+        }
+    }
+
+    /// The largest sample since the last call, ns (0 when none), and a
+    /// new window begun.
+    pub fn take_window_max(&self) -> u64 {
+        self.window_max_ns.swap(0, Relaxed)
     }
 }
 
@@ -373,7 +389,7 @@ fn timer(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
             job.hist.record(n, latency);
             n += 1;
             max = max.max(latency);
-            progress.publish(n, max);
+            progress.publish(n, max, latency);
             report_slow(&job.slow, tid, next, now);
         }
         next += interval;
@@ -438,7 +454,7 @@ fn periodic(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Outp
         job.hist.record(n, latency);
         n += 1;
         max = max.max(latency);
-        progress.publish(n, max);
+        progress.publish(n, max, latency);
         report_slow(&job.slow, tid, period_start, now);
     }
     Ok(Output {
@@ -456,7 +472,7 @@ fn gtod(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Output {
     for _ in 0..job.warmup.saturating_mul(1000) {
         std::hint::black_box(syscalls::monotonic_ns());
     }
-    let (mut n, mut max) = (0u64, 0u64);
+    let (mut n, mut max, mut window) = (0u64, 0u64, 0u64);
     loop {
         let a = syscalls::monotonic_ns();
         let b = syscalls::monotonic_ns();
@@ -464,8 +480,9 @@ fn gtod(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Output {
         job.hist.record(n, d);
         n += 1;
         max = max.max(d);
+        window = window.max(d);
         if n & 1023 == 0 {
-            progress.publish(n, max);
+            progress.publish(n, max, std::mem::take(&mut window));
             if stop.load(Relaxed) {
                 break;
             }
@@ -474,7 +491,7 @@ fn gtod(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Output {
             break;
         }
     }
-    progress.publish(n, max);
+    progress.publish(n, max, window);
     Output {
         hist: job.hist,
         iterations: n,
@@ -517,7 +534,7 @@ fn noise(
                 n += 1;
                 noise_ticks += gap;
                 max = max.max(ns);
-                progress.publish(n, max);
+                progress.publish(n, max, ns);
             }
             prev = now;
             if stop.load(Relaxed) {
@@ -621,7 +638,7 @@ fn rtc_loop(
         job.hist.record(n, latency);
         n += 1;
         max = max.max(latency);
-        progress.publish(n, max);
+        progress.publish(n, max, latency);
     }
     Ok((iterations, missed))
 }
@@ -643,7 +660,7 @@ fn cache(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
         return Err(LoopError::NotPrepared("cache"));
     }
     let (tsc, clock, overhead) = (c.tsc, c.clock, c.overhead_ticks);
-    let (mut n, mut untimed, mut max) = (0u64, 0u64, 0u64);
+    let (mut n, mut untimed, mut max, mut window) = (0u64, 0u64, 0u64, 0u64);
     'rounds: while !done(stop, job.loops, n) {
         for level in c.levels.iter_mut() {
             let walk = &level.walk;
@@ -663,16 +680,17 @@ fn cache(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
                 job.hist.record(n, ns);
                 n += 1;
                 max = max.max(ns);
+                window = window.max(ns);
                 if job.loops.is_some_and(|l| n >= l) || (k & 1023 == 1023 && stop.load(Relaxed)) {
                     level.at = i;
                     break 'rounds;
                 }
             }
             level.at = i;
-            progress.publish(n, max);
+            progress.publish(n, max, std::mem::take(&mut window));
         }
     }
-    progress.publish(n, max);
+    progress.publish(n, max, window);
     for level in &mut c.levels {
         level.walk = Walk::default();
     }
@@ -730,7 +748,7 @@ fn pci(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output, L
         changed: 0,
         short_reads: 0,
     };
-    let (mut n, mut max) = (0u64, 0u64);
+    let (mut n, mut max, mut window) = (0u64, 0u64, 0u64);
     let mut warmup = job.warmup;
     while !done(stop, job.loops, n) {
         let (value, ticks) = tsc.time(|| read_register(&source));
@@ -760,11 +778,12 @@ fn pci(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output, L
         job.hist.record(n, ns);
         n += 1;
         max = max.max(ns);
+        window = window.max(ns);
         if n & 255 == 0 {
-            progress.publish(n, max);
+            progress.publish(n, max, std::mem::take(&mut window));
         }
     }
-    progress.publish(n, max);
+    progress.publish(n, max, window);
     Ok(Output {
         hist: job.hist,
         iterations: reads.reads,

@@ -143,6 +143,11 @@ pub struct CpuReport {
     pub threads_ran: Option<ThreadsRan>,
     /// Bucket counts, trailing zero buckets omitted.
     pub histogram: Vec<u64>,
+    /// The largest sample of each whole second of the run, ns, in time
+    /// order (0 for a second without a sample); absent when the run
+    /// lasted less than a second.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_second_max_ns: Vec<u64>,
 }
 
 /// The cache probe's results on one CPU.
@@ -297,6 +302,7 @@ impl ProbeReport {
                     softirqs: c.softirqs.clone(),
                     threads_ran: c.threads_ran.clone(),
                     histogram: trimmed(&c.hist).to_vec(),
+                    per_second_max_ns: c.per_second_max_ns.clone(),
                 })
                 .collect(),
             all: p.all.summary(),

@@ -49,6 +49,7 @@ pub fn cpu(cpu: u32, h: Histogram) -> CpuResult {
                 switches: 3,
             }],
         }),
+        per_second_max_ns: vec![],
     }
 }
 
