@@ -27,9 +27,8 @@ use super::explain::{Explained, Explainer};
 use super::histogram::Histogram;
 use super::interrupts::{self, Counts, Delta};
 use super::machine::Machine;
-use super::probes::{
-    self, CacheJob, CycleClock, Job, NoiseStats, PciJob, PciReads, PciSource, Progress,
-};
+use super::probes::{self, CacheJob, CycleClock, Job, NoiseStats, PciJob, PciReads, PciSource};
+use super::progress::Progress;
 use super::threads::{self, ThreadsRan};
 use super::MeasureError;
 use crate::cpulist::CpuSet;

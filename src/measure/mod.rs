@@ -18,6 +18,7 @@ pub mod histogram;
 pub mod interrupts;
 pub mod machine;
 pub mod probes;
+pub mod progress;
 pub mod results;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -9,7 +9,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
@@ -19,44 +19,8 @@ use super::cache::{Walk, WorkingSet};
 use super::device::DeviceTarget;
 use super::explain::{Sample, SlowSamples};
 use super::histogram::Histogram;
+use super::progress::Progress;
 use crate::sys::syscalls::{self, Tsc};
-
-/// Live progress of one measuring thread, read by the main thread. Each
-/// sits on a cache-line pair of its own (x86 fetches lines in pairs): the
-/// measuring threads of neighbouring CPUs write theirs without sharing a
-/// line, and the main thread's reads invalidate only the one it reads.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-pub struct Progress {
-    /// Samples recorded so far.
-    pub samples: AtomicU64,
-    /// Largest sample so far, ns.
-    pub max_ns: AtomicU64,
-    /// Largest sample since the main thread last took it, ns (the
-    /// block maxima `certify` fits).
-    pub window_max_ns: AtomicU64,
-}
-
-impl Progress {
-    /// Publishes the count, the running maximum, and `window_ns`, the
-    /// largest sample since the last call; the read-modify-write happens
-    /// only when that raises the window's maximum, so a quiet loop costs
-    /// one load more than before.
-    #[inline]
-    fn publish(&self, samples: u64, max_ns: u64, window_ns: u64) {
-        self.samples.store(samples, Relaxed);
-        self.max_ns.store(max_ns, Relaxed);
-        if window_ns > self.window_max_ns.load(Relaxed) {
-            self.window_max_ns.fetch_max(window_ns, Relaxed);
-        }
-    }
-
-    /// The largest sample since the last call, ns (0 when none), and a
-    /// new window begun.
-    pub fn take_window_max(&self) -> u64 {
-        self.window_max_ns.swap(0, Relaxed)
-    }
-}
 
 /// A cycle counter calibrated against CLOCK_MONOTONIC_RAW.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

@@ -7,7 +7,8 @@ use cpushield::measure::args::ProbeKind;
 use cpushield::measure::cache;
 use cpushield::measure::device::{DeviceTarget, Region};
 use cpushield::measure::histogram::Histogram;
-use cpushield::measure::probes::{self, Job, Output, Progress};
+use cpushield::measure::probes::{self, Job, Output};
+use cpushield::measure::progress::Progress;
 use cpushield::sys::pci::Bdf;
 use cpushield::sys::syscalls::Tsc;
 
