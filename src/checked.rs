@@ -405,15 +405,12 @@ fn certify(a: CertifyArgs) -> Result<Checked, Refusal> {
         )));
     }
     let out = a.out.unwrap_or_else(|| named_by_time("cpushield-certify"));
+    let mut compare =
+        cpushield::certify::Options::measuring(cpus, (a.load, a.probe), seconds, &budget, out);
+    compare.explain_us = a.explain;
     Ok(Checked::Certify {
         options: cpushield::certify::Options {
-            compare: cpushield::certify::Options::measuring(
-                cpus,
-                (a.load, a.probe),
-                seconds,
-                &budget,
-                out,
-            ),
+            compare,
             budget,
             confidence: a.confidence / 100.0,
         },

@@ -321,6 +321,11 @@ pub struct CertifyArgs {
     /// Print certify.json to stdout instead of the verdict table.
     #[arg(long)]
     pub json: bool,
+    /// Explain the samples slower than US µs (measure --explain): the
+    /// causes and the threads that ran, in results.json and report.html.
+    #[arg(long, value_name = "US",
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub explain: Option<u64>,
 }
 
 #[derive(Args, Debug)]

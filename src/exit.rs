@@ -94,8 +94,8 @@ exit_statuses! {
     "fix the machine or the budget; see the worst samples";
     /// `certify`: too few samples to tell, or the run was cut short.
     BUDGET_INCONCLUSIVE = 11,
-    "certify: INCONCLUSIVE, too few samples to tell (or interrupted)",
-    "`certify`: INCONCLUSIVE: too few samples to decide at the confidence asked (the verdict says how many would), or the run was interrupted",
+    "certify: INCONCLUSIVE, too few samples to tell, a repeat could exceed a max, or interrupted",
+    "`certify`: INCONCLUSIVE: too few samples to decide at the confidence asked (the verdict says how many would), a max term whose fitted tail says a repeat of the run could exceed it, or the run was interrupted",
     "run longer (`--duration`)";
     /// `run`: the command could not be started (as a shell says it).
     CANNOT_EXEC = 127,

@@ -708,8 +708,8 @@ fn certify(
         cpushield::certify::run(ctx, opts)
     })?;
     let dir = &opts.compare.out;
-    report::compare::write_files(&r.measurement, dir)?;
-    report::certify::write_files(&r, dir)
+    let page = report::compare::write_data_files(&r.measurement, dir)?;
+    report::certify::write_files(&r, page, dir)
         .with_context(|| format!("writing the verdict into {}", dir.display()))?;
     if json {
         serde_json::to_writer_pretty(&mut *out, &r)?;

@@ -1,8 +1,11 @@
 //! `cpushield certify` against a fixture root: the shield changes only
-//! fixture files; the measurement runs on this machine's CPU 1 for 1 s
-//! with no load. The verdict's exit codes, its files, and refusals.
+//! fixture files; the measurement runs on this machine's CPU 1 with no
+//! load (1 s; 65 s for the page's tail figure). The verdict's exit codes,
+//! its files, its page in a headless browser, and refusals.
 
 mod common;
+#[path = "common/skip.rs"]
+mod skip;
 
 use common::*;
 use cpushield::sys::fixture::{CgroupLayout, FixtureConfig};
@@ -133,4 +136,116 @@ fn certify_refuses_bad_input_by_name_and_changes_nothing() {
         assert!(!dir.exists(), "{args:?} wrote its directory");
     }
     assert_eq!(before, tree(root.path()));
+}
+
+/// The browser the page is checked with (Debian's chromium-headless-shell,
+/// or chromium), when installed.
+fn browser() -> Option<&'static str> {
+    ["chromium-headless-shell", "chromium"]
+        .into_iter()
+        .find(|b| {
+            std::process::Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+/// A run long enough for the tail analysis (65 s: 65 blocks of a second),
+/// its page opened in a real headless browser: no console message, the
+/// verdict first, and its four figures drawn (the histogram, the maxima
+/// per minute, and the tail of each max term's CPU). The screenshot goes
+/// to `$CPUSHIELD_SCREENSHOT` when set.
+#[test]
+fn the_report_page_renders_in_a_headless_browser_with_its_figures() {
+    let Some(browser) = browser() else {
+        skip::skip(
+            "browser",
+            "no chromium-headless-shell or chromium to open report.html",
+        );
+        return;
+    };
+    let root = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let _sys = standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let dir = out.path().join("run");
+    let o = cpushield(
+        root.path(),
+        &[
+            "certify",
+            "--cpus",
+            "1",
+            "--budget",
+            "max<=10000ms",
+            "--duration",
+            "65s",
+            "--load",
+            "none",
+            "--json",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tail = &r["verdict"]["terms"][0]["cpus"][0]["tail"];
+    assert!(tail["blocks"].as_u64().unwrap() >= 60, "{tail}");
+    let page = format!("file://{}", dir.join("report.html").display());
+    let shot = std::env::var("CPUSHIELD_SCREENSHOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| out.path().join("report.png"));
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--hide-scrollbars",
+    ];
+    let dom = std::process::Command::new(browser)
+        .args(common)
+        .args(["--dump-dom", &page])
+        .output()
+        .unwrap();
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&dom.stderr);
+    assert!(
+        !stderr.contains("CONSOLE") && !stderr.contains("Uncaught"),
+        "the page logged to the console: {stderr}"
+    );
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let verdict_at = dom.find("Verdict: PASS").expect("the verdict heading");
+    assert!(
+        verdict_at < dom.find("Latency histogram").unwrap(),
+        "verdict first"
+    );
+    assert_eq!(
+        dom.matches("<svg").count(),
+        3,
+        "histogram, maxima per minute, tail"
+    );
+    assert!(dom.contains("largest sample of each minute") && dom.contains("fitted GEV"));
+    assert!(dom.contains("Result files (SHA-256)") && dom.contains("certify.json"));
+    let png = std::process::Command::new(browser)
+        .args(common)
+        .args([
+            "--window-size=1100,2600",
+            &format!("--screenshot={}", shot.display()),
+            &page,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        png.status.success(),
+        "{}",
+        String::from_utf8_lossy(&png.stderr)
+    );
+    assert!(
+        std::fs::metadata(&shot).unwrap().len() > 20_000,
+        "a screenshot with content"
+    );
 }

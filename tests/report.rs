@@ -120,6 +120,7 @@ fn html_report(virtualised: bool) -> String {
         virtualised: virtualised.then(|| "kvm".to_string()),
         notes: vec!["a <script>alert(1)</script> note".into()],
         extra_section: String::new(),
+        lead_section: String::new(),
         files: vec!["results.json".into(), "plot.png".into()],
     })
 }

@@ -85,12 +85,7 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Report, CompareError
 
 /// The verdict of `opts`'s budget on a finished measurement.
 pub fn judge(opts: &Options, measurement: Results) -> Report {
-    let tails: Vec<CpuTail> = measurement
-        .phases
-        .iter()
-        .find(|p| p.phase == Phase::Shielded.name())
-        .map(|p| tails(&p.measurement))
-        .unwrap_or_default();
+    let tails = shielded_tails(&measurement);
     let mut verdict = verdict::judge(&opts.budget, &tails, opts.confidence);
     let interrupted = measurement.interrupted || tails.is_empty();
     if interrupted && verdict.outcome == Outcome::Pass {
@@ -103,6 +98,17 @@ pub fn judge(opts: &Options, measurement: Results) -> Report {
         verdict,
         measurement,
     }
+}
+
+/// Each CPU's histogram of the shielded phase, as the verdict reads it
+/// (empty without that phase).
+pub fn shielded_tails(measurement: &Results) -> Vec<CpuTail> {
+    measurement
+        .phases
+        .iter()
+        .find(|p| p.phase == Phase::Shielded.name())
+        .map(|p| tails(&p.measurement))
+        .unwrap_or_default()
 }
 
 /// Each CPU's histogram of a measurement, as the verdict reads it.

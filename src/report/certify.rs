@@ -1,11 +1,19 @@
 //! `certify` for people: the verdict table, one row per term and CPU, and
 //! the files beside compare's.
 
-use std::io::{Result, Write};
+use std::io::Write;
 use std::path::Path;
 
+use std::fmt::Write as _;
+
+use sha2::{Digest, Sha256};
+
+use super::certify_plot::{maxima_svg, per_minute_us, tail_svg};
+use super::html::{escape_html, inline_svg, render_html, table_html_string, HtmlReport};
+use super::ReportError;
+use crate::certify::budget::Statistic;
 use crate::certify::verdict::Outcome;
-use crate::certify::{junit, Report};
+use crate::certify::{evt, junit, shielded_tails, Report};
 
 fn word(o: Outcome) -> &'static str {
     match o {
@@ -16,7 +24,7 @@ fn word(o: Outcome) -> &'static str {
 }
 
 /// The verdict, first, then each term on each CPU with why.
-pub fn verdict(r: &Report, w: &mut dyn Write) -> Result<()> {
+pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
     let v = &r.verdict;
     writeln!(
         w,
@@ -60,12 +68,145 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// Writes `certify.json` and `junit.xml` into `dir` (compare's files are
-/// written by [`super::compare::write_files`]).
-pub fn write_files(r: &Report, dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let json = serde_json::to_string_pretty(r).map_err(std::io::Error::other)?;
-    std::fs::write(dir.join("certify.json"), json + "\n")?;
-    std::fs::write(dir.join("junit.xml"), junit(r))?;
-    Ok(())
+/// The files whose SHA-256 the page lists (written before it).
+const HASHED: [&str; 6] = [
+    "certify.json",
+    "junit.xml",
+    "results.json",
+    "summary.txt",
+    "histogram.svg",
+    "histogram.png",
+];
+
+/// Writes `certify.json` and `junit.xml` into `dir`, then `report.html`:
+/// compare's page of the measurement (`page`, from
+/// [`super::compare::write_data_files`], which wrote its files) led by the
+/// verdict, its figures, and the SHA-256 of every result file.
+pub fn write_files(r: &Report, page: HtmlReport, dir: &Path) -> Result<(), ReportError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ReportError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let json = serde_json::to_string_pretty(r).map_err(|e| ReportError::Io {
+        path: dir.join("certify.json"),
+        source: e.into(),
+    })?;
+    std::fs::write(dir.join("certify.json"), json + "\n").map_err(io(&dir.join("certify.json")))?;
+    std::fs::write(dir.join("junit.xml"), junit(r)).map_err(io(&dir.join("junit.xml")))?;
+    let mut lead = verdict_html(r)?;
+    lead.push_str("<h2>Result files (SHA-256)</h2>\n");
+    let rows: Vec<Vec<String>> = HASHED
+        .iter()
+        .filter_map(|f| {
+            let bytes = std::fs::read(dir.join(f)).ok()?;
+            Some(vec![f.to_string(), format!("{:x}", Sha256::digest(&bytes))])
+        })
+        .collect();
+    lead.push_str(&table_html_string(
+        "kv",
+        &["file".into(), "SHA-256".into()],
+        &rows,
+    ));
+    let html = render_html(&HtmlReport {
+        title: format!(
+            "cpushield certify: {} on CPUs {}",
+            word(r.outcome),
+            r.measurement.options.cpus
+        ),
+        lead_section: lead,
+        ..page
+    });
+    std::fs::write(dir.join("report.html"), html).map_err(io(&dir.join("report.html")))
+}
+
+/// The verdict first: the outcome, each term on each CPU, the maxima over
+/// time, and each max term's tail against its fit.
+fn verdict_html(r: &Report) -> Result<String, ReportError> {
+    let v = &r.verdict;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "<h2>Verdict: {} at {:.4}% confidence</h2>",
+        word(v.outcome),
+        v.confidence * 100.0
+    );
+    if r.interrupted {
+        out.push_str("<p class=\"note\">The run was interrupted: the verdict is at most INCONCLUSIVE unless a term had already failed.</p>\n");
+    }
+    let header: Vec<String> = ["term", "CPU", "verdict", "samples", "max µs", "over", "why"]
+        .map(String::from)
+        .to_vec();
+    let rows: Vec<Vec<String>> = v
+        .terms
+        .iter()
+        .flat_map(|t| {
+            t.cpus.iter().map(|c| {
+                vec![
+                    t.term.text.clone(),
+                    c.cpu.to_string(),
+                    word(c.outcome).into(),
+                    c.samples.to_string(),
+                    format!("{:.1}", c.max_ns as f64 / 1000.0),
+                    format!("{}-{}", c.exceedances.0, c.exceedances.1),
+                    c.why.clone(),
+                ]
+            })
+        })
+        .collect();
+    out.push_str(&table_html_string("verdict", &header, &rows));
+    let tails = shielded_tails(&r.measurement);
+    let series: Vec<(u32, Vec<f64>)> = tails
+        .iter()
+        .filter(|t| !t.per_second_max_ns.is_empty())
+        .map(|t| (t.cpu, per_minute_us(&t.per_second_max_ns)))
+        .collect();
+    let max_bounds: Vec<f64> = v
+        .terms
+        .iter()
+        .filter(|t| t.term.statistic == Statistic::Max)
+        .map(|t| t.term.bound_ns as f64 / 1000.0)
+        .collect();
+    if !series.is_empty() {
+        out.push_str("<h2>Maximum per minute</h2>\n<figure>\n");
+        out.push_str(&inline_svg(&maxima_svg(&series, &max_bounds)?));
+        out.push_str("\n</figure>\n");
+    }
+    for t in v
+        .terms
+        .iter()
+        .filter(|t| t.term.statistic == Statistic::Max)
+    {
+        for c in &t.cpus {
+            let (Some(est), Some(tail)) = (&c.tail, tails.iter().find(|x| x.cpu == c.cpu)) else {
+                continue;
+            };
+            let Some(fit) = est.fit else { continue };
+            let (_, maxima) = evt::blocks(&tail.per_second_max_ns);
+            let _ = writeln!(
+                out,
+                "<h3>{} on CPU {}: the tail</h3>\n<figure>",
+                escape_html(&t.term.text),
+                c.cpu
+            );
+            out.push_str(&inline_svg(&tail_svg(
+                c.cpu,
+                &maxima,
+                &fit,
+                t.term.bound_ns as f64,
+            )?));
+            let _ = writeln!(
+                out,
+                "</figure>\n<p>{}</p>",
+                escape_html(&match &est.refused {
+                    Some(why) => format!("Not extrapolated: {why}."),
+                    None => format!(
+                        "Extrapolated from {} blocks of {:.0} s; the checks held.",
+                        est.blocks, est.block_s
+                    ),
+                })
+            );
+        }
+    }
+    Ok(out)
 }

@@ -62,6 +62,16 @@ pub const FILES: [&str; 5] = [
 
 /// Writes results.json, summary.txt, histogram.svg/.png and report.html to `dir`.
 pub fn write_files(r: &Results, dir: &Path) -> Result<(), ReportError> {
+    let html = render_html(&write_data_files(r, dir)?);
+    std::fs::write(dir.join("report.html"), html).map_err(|source| ReportError::Io {
+        path: dir.join("report.html"),
+        source,
+    })
+}
+
+/// Writes results.json, summary.txt and histogram.svg/.png to `dir`, and
+/// gives the page that shows them (for `certify` to lead with its verdict).
+pub fn write_data_files(r: &Results, dir: &Path) -> Result<HtmlReport, ReportError> {
     let write = |file: &str, text: String| {
         let path = dir.join(file);
         std::fs::write(&path, text).map_err(|source| ReportError::Io { path, source })
@@ -99,7 +109,7 @@ pub fn write_files(r: &Results, dir: &Path) -> Result<(), ReportError> {
         }
     }
     commands.push(("cpushield version".into(), env!("CARGO_PKG_VERSION").into()));
-    let html = render_html(&HtmlReport {
+    Ok(HtmlReport {
         title: format!("cpushield compare: CPUs {}", r.options.cpus),
         summary: r.summary.clone(),
         svg: svg_string(&curves, &opts)?,
@@ -131,8 +141,8 @@ pub fn write_files(r: &Results, dir: &Path) -> Result<(), ReportError> {
             .filter(|f| **f != "report.html")
             .map(|f| f.to_string())
             .collect(),
-    });
-    write("report.html", html)
+        ..HtmlReport::default()
+    })
 }
 
 /// `compare --dry-run` for people: the CPUs, each phase's load and

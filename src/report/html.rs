@@ -29,6 +29,9 @@ pub struct HtmlReport {
     pub notes: Vec<String>,
     /// A section rendered elsewhere, placed after the summary (HTML; empty: none).
     pub extra_section: String,
+    /// A section rendered elsewhere, placed first, under the heading
+    /// (HTML; empty: none): `certify`'s verdict.
+    pub lead_section: String,
     /// Other files of the run, linked by relative name (`results.json`, `plot.png`).
     pub files: Vec<String>,
 }
@@ -52,7 +55,7 @@ pub fn escape_html(text: &str) -> String {
 /// Prepares an SVG document for inlining: drops the XML declaration and the
 /// namespace attributes (HTML5 infers them, and the page then holds no URL
 /// at all).
-fn inline_svg(svg: &str) -> String {
+pub fn inline_svg(svg: &str) -> String {
     let mut s = svg.trim();
     if s.starts_with("<?xml") {
         if let Some(end) = s.find("?>") {
@@ -73,6 +76,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 table.kv th{text-align:left;vertical-align:top}table.kv td{font-family:ui-monospace,monospace;white-space:pre-wrap;word-break:break-all}
 .note{background:#fff6d6;border-left:4px solid #e0b000;padding:.6em 1em}
 figure{margin:0}figure svg{max-width:100%;height:auto}
+table.verdict td:last-child{text-align:left;font-size:.92em}
 ";
 
 /// A table as HTML, for sections rendered elsewhere.
@@ -134,6 +138,7 @@ pub fn render_html(r: &HtmlReport) -> String {
         );
     }
 
+    out.push_str(&r.lead_section);
     out.push_str("<h2>Latency histogram</h2>\n<figure>\n");
     out.push_str(&inline_svg(&r.svg));
     out.push_str("\n</figure>\n");

@@ -24,6 +24,7 @@ pub const JSON_SCHEMA_VERSION: u32 = 2;
 pub mod audit;
 pub mod boot;
 pub mod certify;
+pub mod certify_plot;
 pub mod compare;
 pub mod explain;
 mod glyphs;

@@ -48,7 +48,7 @@ impl Default for PlotOptions {
 static FONTS: Once = Once::new();
 
 /// Registers the embedded font under the family names plotters asks for.
-fn ensure_fonts() {
+pub(super) fn ensure_fonts() {
     FONTS.call_once(|| {
         for family in ["sans-serif", "serif", "monospace"] {
             // The embedded font is a valid TrueType file; failure here would
@@ -112,7 +112,9 @@ pub fn write_png(path: &Path, curves: &[Curve], opts: &PlotOptions) -> Result<()
     Ok(())
 }
 
-fn plot_err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> ReportError {
+pub(super) fn plot_err<E: std::error::Error + Send + Sync>(
+    e: DrawingAreaErrorKind<E>,
+) -> ReportError {
     ReportError::Plot(e.to_string())
 }
 

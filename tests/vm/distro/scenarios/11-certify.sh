@@ -1,0 +1,80 @@
+#!/bin/sh
+# summary: certify on shielded CPUs 2-3 under the default load gives a
+#   verdict and every file (certify.json with each second's maxima and the
+#   tail analysis, junit.xml, report.html); a SCHED_FIFO 99 hog slipped
+#   into the shield's cgroup half-way makes the max term FAIL and the
+#   explained slow samples name it; SIGINT half-way gives a partial report,
+#   INCONCLUSIVE or FAIL, and after each run the machine equals its
+#   snapshot from before (threads, IRQs, cgroups, units, irqbalance)
+# distro: suites=bookworm,trixie,trixie-rt default=no
+# Settings: CERTIFY_S (the verdict run, default 600 s), CERTIFY_SHORT_S
+# (the hog and interrupt runs, default 120 s).
+. /job/lib.sh "$1"
+LONG=${CERTIFY_S:-600}
+SHORT=${CERTIFY_SHORT_S:-120}
+# TCG guests wake late by milliseconds: bounds a quiet guest meets and a
+# hog of 300 ms does not.
+BUDGET='max<=60ms,p99.9<=20ms'
+field() { # field FILE PYTHON-EXPRESSION-OF-j
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null
+}
+irqbalance_settle
+snap before
+
+# 1. The verdict under the default load.
+D=$OUT/verdict
+cs certify --cpus 2-3 --budget "$BUDGET" --duration "${LONG}s" --out "$D" --explain 20000
+check "certify exits with a verdict's code (0, 10, 11): $CS_RC" [ "$CS_RC" = 0 -o "$CS_RC" = 10 -o "$CS_RC" = 11 ]
+for f in certify.json junit.xml report.html results.json; do
+    check "the verdict run wrote $f" [ -s "$D/$f" ]
+done
+OUTCOME=$(field "$D/certify.json" "j['outcome']")
+info "outcome $OUTCOME; per term and CPU: $(field "$D/certify.json" "'; '.join(t['term']['text']+' cpu'+str(c['cpu'])+' '+c['outcome'] for t in j['verdict']['terms'] for c in t['cpus'])")"
+N=$(field "$D/certify.json" "len(j['measurement']['phases'][-1]['measurement']['results'][0]['cpus'][0]['per_second_max_ns'])")
+check "each second's maximum is recorded ($N for ${LONG} s)" [ "${N:-0}" -ge $((LONG - 5)) ]
+TAIL=$(field "$D/certify.json" "json.dumps({k: v for k, v in j['verdict']['terms'][0]['cpus'][0]['tail'].items() if k in ('blocks','fit','refused','xi_bounds')})")
+info "max term's tail analysis on CPU 2: $TAIL"
+check "the max term carries its tail analysis" [ -n "$TAIL" ]
+irqbalance_settle
+snap after.verdict
+snap_equal_after_irqbalance before after.verdict "after the verdict run: everything as before"
+
+# 2. A hidden hog: SCHED_FIFO 99, 300 ms busy every 2 s, moved into the
+#    shield's cgroup and onto CPU 3 behind cpushield's back.
+cp /bin/sh /tmp/rthog
+D=$OUT/hog
+/job/cpushield certify --cpus 2-3 --budget "$BUDGET" --duration "${SHORT}s" --out "$D" --explain 20000 >"$OUT/hog.out" 2>&1 &
+C=$!
+sleep $((SHORT / 3))
+M=$(pgrep -f 'cpushield measure' | head -n1)
+CG=$(cut -d: -f3 "/proc/$M/cgroup" 2>/dev/null)
+info "measuring process $M in cgroup $CG"
+(
+    echo $$ >"/sys/fs/cgroup$CG/cgroup.procs"
+    exec taskset -c 3 chrt -f 99 sh -c 'while :; do timeout 0.3 /tmp/rthog -c "while :; do :; done"; sleep 2; done'
+) &
+HOG=$!
+wait $C; RC=$?
+kill $HOG 2>/dev/null; pkill -f /tmp/rthog; wait $HOG 2>/dev/null
+sed 's/^/    | /' "$OUT/hog.out" | head -n 20
+check "with the hog certify exits 10 (FAIL): $RC" [ "$RC" = 10 ]
+check "the max term fails on CPU 3" [ "$(field "$D/certify.json" "[c['outcome'] for c in j['verdict']['terms'][0]['cpus'] if c['cpu']==3][0]")" = FAIL ]
+check "the explained slow samples name the hog" grep -q rthog "$D/results.json"
+irqbalance_settle
+snap after.hog
+snap_equal_after_irqbalance before after.hog "after the hog run: everything as before"
+
+# 3. SIGINT half-way.
+D=$OUT/interrupted
+/job/cpushield certify --cpus 2-3 --budget "$BUDGET" --duration "${SHORT}s" --out "$D" >"$OUT/int.out" 2>&1 &
+C=$!
+sleep $((SHORT / 2))
+kill -INT $C
+wait $C; RC=$?
+sed 's/^/    | /' "$OUT/int.out" | head -n 12
+check "interrupted: exit 11 or 10, never 0: $RC" [ "$RC" = 11 -o "$RC" = 10 ]
+check "interrupted: certify.json says so" [ "$(field "$D/certify.json" "j['interrupted']")" = True ]
+irqbalance_settle
+snap after.int
+snap_equal_after_irqbalance before after.int "after the interrupted run: everything as before"
+result
