@@ -375,6 +375,7 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
             phases: a.phases,
             out,
             explain_us: a.explain,
+            watch_every_s: None,
         },
         dry_run: a.dry_run,
         json: a.json,

@@ -13,11 +13,16 @@ pub mod verdict;
 use serde::Serialize;
 
 use crate::compare::results::Results;
+use crate::compare::watch::Watch;
 use crate::compare::{self, CompareError, Context, Phase};
 use crate::cpulist::CpuSet;
 use crate::measure::results::Measurement;
 use budget::Term;
 use verdict::{CpuTail, Outcome, Verdict};
+
+/// How often the shield, the guard and the load are looked at while the
+/// run measures, seconds.
+pub const WATCH_EVERY_S: f64 = 60.0;
 
 /// Layout version of `certify.json`.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -57,6 +62,7 @@ impl Options {
             phases: vec![Phase::Shielded],
             out,
             explain_us: None,
+            watch_every_s: Some(WATCH_EVERY_S),
         }
     }
 }
@@ -73,6 +79,14 @@ pub struct Report {
     pub interrupted: bool,
     /// Each term, per CPU, with the numbers behind it.
     pub verdict: Verdict,
+    /// What broke while the run measured, by time: the looks every
+    /// [`WATCH_EVERY_S`] seconds that found the shield not holding, the
+    /// load gone or the shield unreadable.
+    pub breaks: Vec<Watch>,
+    /// The starvation guard's boosts during the run (each one an
+    /// interruption of a real-time task on a shielded CPU), from its first
+    /// look to its last; `None` without a guard or fewer than two looks.
+    pub guard_boosts: Option<u64>,
     /// The measurement as `compare` reports it (its `results.json`).
     pub measurement: Results,
 }
@@ -88,14 +102,29 @@ pub fn judge(opts: &Options, measurement: Results) -> Report {
     let tails = shielded_tails(&measurement);
     let mut verdict = verdict::judge(&opts.budget, &tails, opts.confidence);
     let interrupted = measurement.interrupted || tails.is_empty();
-    if interrupted && verdict.outcome == Outcome::Pass {
+    let looks: Vec<Watch> = measurement
+        .phases
+        .iter()
+        .find(|p| p.phase == Phase::Shielded.name())
+        .map(|p| p.watch.clone())
+        .unwrap_or_default();
+    // A run whose load stopped did not measure under load.
+    let load_failed = looks.iter().any(|w| w.load_processes == Some(0));
+    if (interrupted || load_failed) && verdict.outcome == Outcome::Pass {
         verdict.outcome = Outcome::Inconclusive;
     }
+    let boosts: Vec<u64> = looks.iter().filter_map(|w| w.guard_boosts).collect();
+    let guard_boosts = match (boosts.first(), boosts.last()) {
+        (Some(a), Some(b)) if boosts.len() > 1 => Some(b.saturating_sub(*a)),
+        _ => None,
+    };
     Report {
         schema_version: SCHEMA_VERSION,
         outcome: verdict.outcome,
         interrupted,
         verdict,
+        breaks: looks.into_iter().filter(Watch::is_break).collect(),
+        guard_boosts,
         measurement,
     }
 }
@@ -222,6 +251,50 @@ mod tests {
         m.phases.retain(|p| p.phase != Phase::Shielded.name());
         let r = judge(&options("max<=5us"), m);
         assert!(r.interrupted && r.outcome == Outcome::Inconclusive);
+    }
+
+    #[test]
+    fn breaks_are_kept_by_time_and_a_load_gone_is_never_a_pass() {
+        let look = |at_s: f64, holds: bool, load: usize, boosts: u64| Watch {
+            at_s,
+            holds: Some(holds),
+            broken: if holds {
+                vec![]
+            } else {
+                vec!["intruder: pid 7 on CPU 2".into()]
+            },
+            guard_boosts: Some(boosts),
+            load_processes: Some(load),
+            error: None,
+        };
+        let with = |looks: Vec<Watch>| {
+            let mut m = full_results(Some(false), false);
+            for p in m
+                .phases
+                .iter_mut()
+                .filter(|p| p.phase == Phase::Shielded.name())
+            {
+                p.watch = looks.clone();
+            }
+            judge(&options("max<=5us"), m)
+        };
+        let r = with(vec![
+            look(60.0, true, 4, 3),
+            look(120.0, false, 4, 5),
+            look(180.0, true, 4, 12),
+        ]);
+        assert_eq!(
+            r.outcome,
+            Outcome::Pass,
+            "a broken shield is reported, not judged"
+        );
+        assert_eq!(r.breaks.len(), 1);
+        assert_eq!(r.breaks[0].at_s, 120.0);
+        assert_eq!(r.guard_boosts, Some(9));
+        let r = with(vec![look(60.0, true, 4, 0), look(120.0, true, 0, 0)]);
+        assert_eq!(r.outcome, Outcome::Inconclusive);
+        assert_eq!(r.breaks[0].load_processes, Some(0));
+        assert_eq!(with(vec![look(60.0, true, 4, 2)]).guard_boosts, None);
     }
 
     #[test]

@@ -72,12 +72,13 @@ pub fn measure_command(
 /// times a second to look for a stop request) and its output readers stay
 /// on `waiting_cpus`, so that they are not among the threads the child
 /// counts on the measured CPUs; the child itself starts with this
-/// thread's CPUs as they were.
+/// thread's CPUs as they were. `tick` is called at each wake-up.
 pub(super) fn run_child(
     argv: &[String],
     phase: &'static str,
     stop: &AtomicBool,
     waiting_cpus: &CpuSet,
+    tick: &mut dyn FnMut(),
 ) -> Result<Measurement, CompareError> {
     let err = |reason: String| CompareError::Measure { phase, reason };
     let mut child = Command::new(&argv[0])
@@ -117,6 +118,7 @@ pub(super) fn run_child(
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
             signalled = true;
         }
+        tick();
         std::thread::sleep(Duration::from_millis(20));
     };
     let stdout = t_out.join().unwrap_or_default();

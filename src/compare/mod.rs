@@ -21,6 +21,7 @@ pub mod results;
 pub mod summary;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -111,6 +112,10 @@ pub struct Options {
     pub out: PathBuf,
     /// `--explain`: explain samples slower than this many µs.
     pub explain_us: Option<u64>,
+    /// Look at the shield, the guard and the load every this many seconds
+    /// while a phase measures (`certify`; `None`: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch_every_s: Option<f64>,
 }
 
 /// Facts about the machine that decide whether `compare` may start.
@@ -374,7 +379,20 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         let load = start_load(ctx, opts, phase, &pre.online, &housekeeping)?;
         let load_report = load.as_ref().map(|l| l.report().clone());
         let argv = measure_command(&ctx.exe, sys.root_arg(), phase, opts, realtime);
-        let measured = run_child(&argv, phase.name(), ctx.stop, &housekeeping);
+        let mut looks = Vec::new();
+        let mut schedule = watch::Schedule::every(opts.watch_every_s);
+        let mut tick = || {
+            let at = t0.elapsed().as_secs_f64();
+            if schedule.due(at) {
+                looks.push(watch::look(
+                    sys,
+                    at,
+                    phase == Phase::Shielded,
+                    load.as_ref(),
+                ));
+            }
+        };
+        let measured = run_child(&argv, phase.name(), ctx.stop, &housekeeping, &mut tick);
         // Stop the load before looking at the result: no strays either way.
         let load_stop = match load {
             Some(l) => Some(l.stop()?),
@@ -401,6 +419,7 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
             elapsed_s: t0.elapsed().as_secs_f64(),
             measured: m,
             measurement: json,
+            watch: looks,
         });
     }
     let summary = assemble(&phases, &opts.thresholds_us);

@@ -214,6 +214,9 @@ pub struct PhaseRecord {
     pub measured: Measured,
     /// The full output of `cpushield measure --json`.
     pub measurement: Measurement,
+    /// The looks at the machine while it measured (`certify`), in time order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub watch: Vec<super::watch::Watch>,
 }
 
 /// Everything `compare` found; serialised as `results.json`.

@@ -32,6 +32,7 @@ pub fn opts(c: &str) -> Options {
         phases: Phase::ALL.to_vec(),
         out: PathBuf::from("x"),
         explain_us: None,
+        watch_every_s: None,
     }
 }
 
@@ -62,6 +63,7 @@ pub fn record(phase: Phase, max_ns: u64) -> PhaseRecord {
         elapsed_s: 1.0,
         measured: parse_measurement(phase.name(), &m, &[2.0]).unwrap(),
         measurement: m,
+        watch: vec![],
     }
 }
 

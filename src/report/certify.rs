@@ -62,10 +62,36 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
             )?;
         }
     }
+    for line in watch_lines(r) {
+        writeln!(w, "  {line}")?;
+    }
     if let Some(note) = r.measurement.virtualised_note {
         writeln!(w, "  note: {note}")?;
     }
     Ok(())
+}
+
+/// What the looks during the run found, a line each: every break with its
+/// time, then the guard's boosts.
+fn watch_lines(r: &Report) -> Vec<String> {
+    let mut lines: Vec<String> = r
+        .breaks
+        .iter()
+        .map(|b| {
+            let what = match (&b.error, b.load_processes) {
+                (Some(e), _) => format!("the shield could not be read: {e}"),
+                (None, Some(0)) => "the load had stopped".to_string(),
+                _ => format!("the shield did not hold: {}", b.broken.join("; ")),
+            };
+            format!("break at {:.0} s: {what}", b.at_s)
+        })
+        .collect();
+    if let Some(n) = r.guard_boosts {
+        lines.push(format!(
+            "starvation guard: {n} boosts during the run (each an interruption of a real-time task on a shielded CPU)"
+        ));
+    }
+    lines
 }
 
 /// The files whose SHA-256 the page lists (written before it).
@@ -155,6 +181,19 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
         })
         .collect();
     out.push_str(&table_html_string("verdict", &header, &rows));
+    let watched = watch_lines(r);
+    out.push_str("<h3>What broke during the run</h3>\n");
+    let looks: usize = r.measurement.phases.iter().map(|p| p.watch.len()).sum();
+    if watched.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p>Nothing in {looks} looks (one every {:.0} s): the shield held and the load ran each time.</p>",
+            crate::certify::WATCH_EVERY_S
+        );
+    }
+    for line in watched {
+        let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
+    }
     let tails = shielded_tails(&r.measurement);
     let series: Vec<(u32, Vec<f64>)> = tails
         .iter()

@@ -16,6 +16,8 @@ if [ "${1:-}" = --install-only ]; then INSTALL_ONLY=1; shift; fi
 # rpm and rpmlint check the .rpm (packaging/build-rpm.sh builds it without them).
 # ovmf and dosfstools: the UEFI guests (distro/image.sh --uefi: OVMF firmware,
 # the ESP made with mkfs.vfat), whose scenarios CI does not run.
+# chromium-headless-shell: certify's report.html opened in a real browser
+# (tests/certify_fixture.rs).
 PKGS="qemu-system-x86 busybox-static rt-tests stress-ng xz-utils util-linux file mmdebstrap e2fsprogs binutils fdisk rpm rpmlint ovmf dosfstools chromium-headless-shell"
 missing=""
 for p in $PKGS; do
