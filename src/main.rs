@@ -702,6 +702,15 @@ fn certify(
             opts.compare.duration_s
         )?;
         report::compare::dry_run(&plan, out)?;
+        match cpushield::certify::preflight::read(sys, &opts.compare.cpus, &opts.budget) {
+            Ok(p) => {
+                writeln!(out, "before the run:")?;
+                for line in report::certify::preflight_lines(&p) {
+                    writeln!(out, "  {line}")?;
+                }
+            }
+            Err(e) => writeln!(out, "before the run: the audit could not be read: {e}")?,
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let r = with_experiment(sys, exe, "certify", |ctx| {

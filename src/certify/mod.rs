@@ -7,6 +7,7 @@
 
 pub mod budget;
 pub mod evt;
+pub mod preflight;
 pub mod stats;
 pub mod verdict;
 
@@ -87,14 +88,28 @@ pub struct Report {
     /// interruption of a real-time task on a shielded CPU), from its first
     /// look to its last; `None` without a guard or fewer than two looks.
     pub guard_boosts: Option<u64>,
+    /// What the audit found before the run, and what alone makes the
+    /// budget unreachable (`None`: the audit could not be read).
+    pub preflight: Option<preflight::Preflight>,
     /// The measurement as `compare` reports it (its `results.json`).
     pub measurement: Results,
 }
 
 /// Measures as `opts` asks and judges the budget on it.
 pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Report, CompareError> {
+    let pre = preflight::read(ctx.sys, &opts.compare.cpus, &opts.budget);
+    match &pre {
+        Ok(p) => {
+            for o in &p.unreachable {
+                (ctx.progress)(&format!("unreachable: {} (next: {})", o.what, o.next));
+            }
+        }
+        Err(e) => (ctx.progress)(&format!("preflight: the audit could not be read: {e}")),
+    }
     let measurement = compare::run(ctx, &opts.compare)?;
-    Ok(judge(opts, measurement))
+    let mut report = judge(opts, measurement);
+    report.preflight = pre.ok();
+    Ok(report)
 }
 
 /// The verdict of `opts`'s budget on a finished measurement.
@@ -125,6 +140,7 @@ pub fn judge(opts: &Options, measurement: Results) -> Report {
         verdict,
         breaks: looks.into_iter().filter(Watch::is_break).collect(),
         guard_boosts,
+        preflight: None,
         measurement,
     }
 }

@@ -12,6 +12,7 @@ use super::certify_plot::{maxima_svg, per_minute_us, tail_svg};
 use super::html::{escape_html, inline_svg, render_html, table_html_string, HtmlReport};
 use super::ReportError;
 use crate::certify::budget::Statistic;
+use crate::certify::preflight::Preflight;
 use crate::certify::verdict::Outcome;
 use crate::certify::{evt, junit, shielded_tails, Report};
 
@@ -65,10 +66,34 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
     for line in watch_lines(r) {
         writeln!(w, "  {line}")?;
     }
+    if let Some(p) = &r.preflight {
+        for line in preflight_lines(p) {
+            writeln!(w, "  {line}")?;
+        }
+    }
     if let Some(note) = r.measurement.virtualised_note {
         writeln!(w, "  note: {note}")?;
     }
     Ok(())
+}
+
+/// What was found before the run, a line each: what makes the budget
+/// unreachable, then the audit's bad and warn findings with their next step.
+pub fn preflight_lines(p: &Preflight) -> Vec<String> {
+    let mut lines: Vec<String> = p
+        .unreachable
+        .iter()
+        .map(|o| format!("unreachable: {} (next: {})", o.what, o.next))
+        .collect();
+    lines.extend(p.findings.iter().map(|f| {
+        let next = if f.next.is_empty() {
+            String::new()
+        } else {
+            format!(" (next: {})", f.next)
+        };
+        format!("audit {} {}: {}{next}", f.severity.name(), f.id, f.reason)
+    }));
+    lines
 }
 
 /// What the looks during the run found, a line each: every break with its
@@ -183,6 +208,16 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
     out.push_str(&table_html_string("verdict", &header, &rows));
     let watched = watch_lines(r);
     out.push_str("<h3>What broke during the run</h3>\n");
+    if let Some(p) = &r.preflight {
+        out.push_str("<h3>Before the run</h3>\n");
+        let lines = preflight_lines(p);
+        if lines.is_empty() {
+            out.push_str("<p>The audit of the CPUs found nothing to fix.</p>\n");
+        }
+        for line in lines {
+            let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
+        }
+    }
     let looks: usize = r.measurement.phases.iter().map(|p| p.watch.len()).sum();
     if watched.is_empty() {
         let _ = writeln!(
