@@ -405,6 +405,19 @@ fn certify(a: CertifyArgs) -> Result<Checked, Refusal> {
             a.confidence
         )));
     }
+    if !(0.0..=1000.0).contains(&a.regression) {
+        return Err(Refusal(format!(
+            "--regression {}: give a percentage from 0 to 1000",
+            a.regression
+        )));
+    }
+    let baseline = match &a.baseline {
+        Some(dir) => Some(
+            cpushield::certify::baseline::Baseline::read(dir, a.regression / 100.0)
+                .map_err(|e| Refusal(format!("--baseline: {e}")))?,
+        ),
+        None => None,
+    };
     let out = a.out.unwrap_or_else(|| named_by_time("cpushield-certify"));
     let mut compare =
         cpushield::certify::Options::measuring(cpus, (a.load, a.probe), seconds, &budget, out);
@@ -414,6 +427,7 @@ fn certify(a: CertifyArgs) -> Result<Checked, Refusal> {
             compare,
             budget,
             confidence: a.confidence / 100.0,
+            baseline,
         },
         dry_run: a.dry_run,
         json: a.json,

@@ -326,6 +326,19 @@ pub struct CertifyArgs {
     #[arg(long, value_name = "US",
           value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub explain: Option<u64>,
+    /// An earlier certify's output directory: each term on each CPU
+    /// compared, and a regression fails the budget.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
+    /// With --baseline: how much, in percent, a maximum may grow before it
+    /// is a regression.
+    #[arg(
+        long,
+        value_name = "PCT",
+        default_value_t = 20.0,
+        requires = "baseline"
+    )]
+    pub regression: f64,
 }
 
 #[derive(Args, Debug)]

@@ -87,6 +87,18 @@ fn certify_refuses_bad_input_by_name_and_changes_nothing() {
         ),
         (vec!["certify", "--cpus", "1"], "--budget is required"),
         (
+            vec![
+                "certify",
+                "--cpus",
+                "1",
+                "--budget",
+                "max<=1ms",
+                "--baseline",
+                "/nonexistent-earlier-run",
+            ],
+            "--baseline: /nonexistent-earlier-run/certify.json",
+        ),
+        (
             vec!["certify", "--budget", "max<=1us"],
             "--cpus is required",
         ),

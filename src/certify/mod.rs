@@ -5,6 +5,7 @@
 //! (its own shield, load on the housekeeping CPUs, undone at the end and
 //! on Ctrl-C), and its files are written beside the verdict.
 
+pub mod baseline;
 pub mod budget;
 pub mod evt;
 pub mod preflight;
@@ -37,6 +38,8 @@ pub struct Options {
     pub budget: Vec<Term>,
     /// The confidence of the verdict (0 to 1).
     pub confidence: f64,
+    /// An earlier run to compare with: a regression is a FAIL.
+    pub baseline: Option<baseline::Baseline>,
 }
 
 impl Options {
@@ -88,11 +91,26 @@ pub struct Report {
     /// interruption of a real-time task on a shielded CPU), from its first
     /// look to its last; `None` without a guard or fewer than two looks.
     pub guard_boosts: Option<u64>,
+    /// Against the baseline asked for: its directory and each term on each
+    /// CPU then and now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Against>,
     /// What the audit found before the run, and what alone makes the
     /// budget unreachable (`None`: the audit could not be read).
     pub preflight: Option<preflight::Preflight>,
     /// The measurement as `compare` reports it (its `results.json`).
     pub measurement: Results,
+}
+
+/// The comparison with a baseline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Against {
+    /// The baseline's directory.
+    pub dir: std::path::PathBuf,
+    /// How much a maximum may grow before it regresses (0.2: a fifth).
+    pub max_growth: f64,
+    /// Each term on each CPU both judged.
+    pub changes: Vec<baseline::Change>,
 }
 
 /// Measures as `opts` asks and judges the budget on it.
@@ -128,6 +146,17 @@ pub fn judge(opts: &Options, measurement: Results) -> Report {
     if (interrupted || load_failed) && verdict.outcome == Outcome::Pass {
         verdict.outcome = Outcome::Inconclusive;
     }
+    let against = opts.baseline.as_ref().map(|b| Against {
+        dir: b.dir.clone(),
+        max_growth: b.max_growth,
+        changes: baseline::compare(b, &verdict),
+    });
+    if against
+        .as_ref()
+        .is_some_and(|a| a.changes.iter().any(|c| c.regression))
+    {
+        verdict.outcome = Outcome::Fail;
+    }
     let boosts: Vec<u64> = looks.iter().filter_map(|w| w.guard_boosts).collect();
     let guard_boosts = match (boosts.first(), boosts.last()) {
         (Some(a), Some(b)) if boosts.len() > 1 => Some(b.saturating_sub(*a)),
@@ -140,6 +169,7 @@ pub fn judge(opts: &Options, measurement: Results) -> Report {
         verdict,
         breaks: looks.into_iter().filter(Watch::is_break).collect(),
         guard_boosts,
+        baseline: against,
         preflight: None,
         measurement,
     }
@@ -231,6 +261,7 @@ mod tests {
             compare: opts("2"),
             budget: budget::parse(budget).unwrap(),
             confidence: 0.95,
+            baseline: None,
         }
     }
 
@@ -311,6 +342,29 @@ mod tests {
         assert_eq!(r.outcome, Outcome::Inconclusive);
         assert_eq!(r.breaks[0].load_processes, Some(0));
         assert_eq!(with(vec![look(60.0, true, 4, 2)]).guard_boosts, None);
+    }
+
+    #[test]
+    fn a_regression_against_the_baseline_fails_the_budget() {
+        let before = judge(&options("max<=5us"), full_results(Some(false), false));
+        assert_eq!(before.outcome, Outcome::Pass);
+        let mut opts = options("max<=5us");
+        let mut earlier = before.verdict.clone();
+        earlier.terms[0].cpus[0].max_ns = 2_000;
+        opts.baseline = Some(baseline::Baseline {
+            dir: "earlier".into(),
+            verdict: earlier,
+            max_growth: 0.2,
+        });
+        let now = judge(&opts, full_results(Some(false), false));
+        assert_eq!(now.outcome, Outcome::Fail, "4 µs now against 2 µs then");
+        let a = now.baseline.unwrap();
+        assert!(a.changes[0].regression && a.changes[0].why.contains("from 2.0 µs to 4.0 µs"));
+        assert_eq!(
+            now.verdict.terms[0].outcome,
+            Outcome::Pass,
+            "the term itself holds"
+        );
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
             )?;
         }
     }
-    for line in watch_lines(r) {
+    for line in watch_lines(r).into_iter().chain(baseline_lines(r)) {
         writeln!(w, "  {line}")?;
     }
     if let Some(p) = &r.preflight {
@@ -94,6 +94,31 @@ pub fn preflight_lines(p: &Preflight) -> Vec<String> {
         format!("audit {} {}: {}{next}", f.severity.name(), f.id, f.reason)
     }));
     lines
+}
+
+/// Against the baseline, a line per term and CPU.
+fn baseline_lines(r: &Report) -> Vec<String> {
+    let Some(a) = &r.baseline else {
+        return Vec::new();
+    };
+    let us = |ns: u64| ns as f64 / 1000.0;
+    a.changes
+        .iter()
+        .map(|c| {
+            format!(
+                "against {}: {} on CPU {}: max {:.1} → {:.1} µs, over {:.2e} → {:.2e}: {}{}",
+                a.dir.display(),
+                c.term,
+                c.cpu,
+                us(c.max_ns.0),
+                us(c.max_ns.1),
+                c.over.0,
+                c.over.1,
+                if c.regression { "REGRESSION: " } else { "" },
+                c.why
+            )
+        })
+        .collect()
 }
 
 /// What the looks during the run found, a line each: every break with its
@@ -208,6 +233,13 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
     out.push_str(&table_html_string("verdict", &header, &rows));
     let watched = watch_lines(r);
     out.push_str("<h3>What broke during the run</h3>\n");
+    let against = baseline_lines(r);
+    if !against.is_empty() {
+        out.push_str("<h3>Against the baseline</h3>\n");
+        for line in against {
+            let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
+        }
+    }
     if let Some(p) = &r.preflight {
         out.push_str("<h3>Before the run</h3>\n");
         let lines = preflight_lines(p);
