@@ -241,7 +241,9 @@ pub struct CompareArgs {
     /// online CPU must stay outside.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
     pub cpus: Option<CpuSet>,
-    /// Background load: cpu, io, vm, hdd, stream (memory bandwidth), full or none.
+    /// Background load: cpu, io, vm, hdd, stream (memory bandwidth), full,
+    /// mix (rteval's kind: full, stream, a scheduler storm and network
+    /// loopback) or none.
     #[arg(long, value_name = "SCENARIO", default_value = "full")]
     pub load: cpushield::load::Scenario,
     /// Latency probe (pci is measure's alone: it needs a device).
@@ -302,9 +304,10 @@ pub struct CertifyArgs {
     /// at most a day.
     #[arg(long, value_name = "DURATION", default_value = "10m")]
     pub duration: String,
-    /// Background load on the housekeeping CPUs: cpu, io, vm, hdd, stream
-    /// (memory bandwidth), full or none.
-    #[arg(long, value_name = "SCENARIO", default_value = "full")]
+    /// Background load on the housekeeping CPUs: mix (rteval's kind: a CPU
+    /// and I/O load, memory and cache streaming, a scheduler storm and
+    /// network loopback), or cpu, io, vm, hdd, stream, full, none.
+    #[arg(long, value_name = "SCENARIO", default_value = "mix")]
     pub load: cpushield::load::Scenario,
     /// Latency probe (pci is measure's alone: it needs a device).
     #[arg(long, default_value = "timer", value_parser = experiment_probe())]

@@ -154,13 +154,14 @@ fn run_scenario(scenario: Scenario, cpus: CpuSet, driver: Driver, expected: usiz
 
 /// Every scenario with its number of workers on one CPU (`full` runs the
 /// four kinds at once).
-const SCENARIOS: [(Scenario, usize); 6] = [
+const SCENARIOS: [(Scenario, usize); 7] = [
     (Scenario::Cpu, 1),
     (Scenario::Io, 1),
     (Scenario::Vm, 1),
     (Scenario::Hdd, 1),
     (Scenario::Stream, 1),
     (Scenario::Full, 4),
+    (Scenario::Mix, 7),
 ];
 
 #[test]

@@ -46,7 +46,7 @@ impl WorkerArgs {
         let bytes = match stressor {
             Stressor::Vm | Stressor::Stream => sizes.vm_bytes,
             Stressor::Hdd => sizes.hdd_bytes,
-            Stressor::Cpu | Stressor::Io => 0,
+            Stressor::Cpu | Stressor::Io | Stressor::Switch | Stressor::Sock => 0,
         };
         let temp_dir = if stressor == Stressor::Hdd {
             temp_dir
@@ -170,6 +170,8 @@ pub fn run(w: &WorkerArgs) -> std::io::Result<()> {
         }
         Stressor::Vm => vm_loop(&stop, w.bytes as usize),
         Stressor::Stream => stream_loop(&stop, w.bytes as usize),
+        Stressor::Switch => switch_loop(&stop)?,
+        Stressor::Sock => sock_loop(&stop)?,
         Stressor::Hdd => {
             let dir = w.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
             hdd_loop(&stop, &dir, w.bytes)?;
@@ -223,6 +225,61 @@ fn stream_loop(stop: &StopCheck, bytes: usize) {
         }
         black_box(&a);
     }
+}
+
+/// A byte passed to a second thread through one pipe and back through
+/// another, again and again: each pass wakes the other side, so the pair
+/// switches context as fast as the scheduler allows (stress-ng's
+/// `--switch`, hackbench's pattern). The echo thread ends when the pipes
+/// close.
+fn switch_loop(stop: &StopCheck) -> std::io::Result<()> {
+    use std::io::Read;
+    let (mut to_echo_r, mut to_echo_w) = std::io::pipe()?;
+    let (mut back_r, mut back_w) = std::io::pipe()?;
+    let echo = std::thread::spawn(move || {
+        let mut b = [0u8; 1];
+        while to_echo_r.read_exact(&mut b).is_ok() && back_w.write_all(&b).is_ok() {}
+    });
+    let mut b = [0u8; 1];
+    'run: while !stop.should_stop() {
+        for _ in 0..1024 {
+            if to_echo_w.write_all(&b).is_err() || back_r.read_exact(&mut b).is_err() {
+                break 'run;
+            }
+        }
+    }
+    drop(to_echo_w);
+    let _ = echo.join();
+    Ok(())
+}
+
+/// A TCP connection over loopback: 4 KiB sent, echoed back by a second
+/// thread, read, again and again (stress-ng's `--sock`): the network
+/// stack's softirqs, wake-ups and copies on the housekeeping CPUs.
+fn sock_loop(stop: &StopCheck) -> std::io::Result<()> {
+    use std::io::Read;
+    use std::net::{Ipv4Addr, TcpListener, TcpStream};
+    const MESSAGE: usize = 4096;
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    let mut client = TcpStream::connect(listener.local_addr()?)?;
+    let (mut server, _) = listener.accept()?;
+    client.set_nodelay(true)?;
+    server.set_nodelay(true)?;
+    let echo = std::thread::spawn(move || {
+        let mut buf = [0u8; MESSAGE];
+        while server.read_exact(&mut buf).is_ok() && server.write_all(&buf).is_ok() {}
+    });
+    let mut buf = [0x5au8; MESSAGE];
+    'run: while !stop.should_stop() {
+        for _ in 0..64 {
+            if client.write_all(&buf).is_err() || client.read_exact(&mut buf).is_err() {
+                break 'run;
+            }
+        }
+    }
+    let _ = client.shutdown(std::net::Shutdown::Both);
+    let _ = echo.join();
+    Ok(())
 }
 
 /// Write a file of `bytes` in 64 KiB chunks, then unlink it: `stress --hdd`.

@@ -118,10 +118,16 @@ pub enum Stressor {
     /// STREAM triad): evicts what other CPUs keep in the shared cache and
     /// saturates the memory bus.
     Stream,
+    /// Two threads passing a byte back and forth through pipes: a
+    /// context switch each way, a scheduler storm like hackbench's.
+    Switch,
+    /// A TCP connection over loopback, 4 KiB each way and back: the
+    /// network stack's softirqs and wake-ups.
+    Sock,
 }
 
 impl Stressor {
-    /// Its name: `cpu`, `io`, `vm`, `hdd`, `stream`.
+    /// Its name: `cpu`, `io`, `vm`, `hdd`, `stream`, `switch`, `sock`.
     pub fn name(self) -> &'static str {
         match self {
             Stressor::Cpu => "cpu",
@@ -129,6 +135,8 @@ impl Stressor {
             Stressor::Vm => "vm",
             Stressor::Hdd => "hdd",
             Stressor::Stream => "stream",
+            Stressor::Switch => "switch",
+            Stressor::Sock => "sock",
         }
     }
 }
@@ -148,6 +156,8 @@ impl FromStr for Stressor {
             "vm" => Ok(Stressor::Vm),
             "hdd" => Ok(Stressor::Hdd),
             "stream" => Ok(Stressor::Stream),
+            "switch" => Ok(Stressor::Switch),
+            "sock" => Ok(Stressor::Sock),
             _ => Err(UnknownName(s.to_string())),
         }
     }
@@ -155,7 +165,7 @@ impl FromStr for Stressor {
 
 /// A name that is not a known scenario or stressor.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown load {} (expected cpu, io, vm, hdd, stream, full or none)", crate::input::quote(.0))]
+#[error("unknown load {} (expected cpu, io, vm, hdd, stream, full, mix or none)", crate::input::quote(.0))]
 pub struct UnknownName(pub String);
 
 /// A background-load scenario: N workers of one stressor, all four, or none
@@ -176,19 +186,24 @@ pub enum Scenario {
     Stream,
     /// cpu, io, vm and hdd at once.
     Full,
+    /// What rteval runs beside its measurement, at once: a CPU and I/O
+    /// load (cpu, io, hdd), memory and cache streaming (vm, stream), a
+    /// scheduler storm (switch) and network loopback (sock).
+    Mix,
     /// No load.
     None,
 }
 
 impl Scenario {
     /// Every scenario, in the order of the methodology.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::Cpu,
         Scenario::Io,
         Scenario::Vm,
         Scenario::Hdd,
         Scenario::Stream,
         Scenario::Full,
+        Scenario::Mix,
         Scenario::None,
     ];
 
@@ -201,13 +216,23 @@ impl Scenario {
             Scenario::Hdd => &[Stressor::Hdd],
             Scenario::Stream => &[Stressor::Stream],
             Scenario::Full => &[Stressor::Cpu, Stressor::Io, Stressor::Vm, Stressor::Hdd],
+            Scenario::Mix => &[
+                Stressor::Cpu,
+                Stressor::Io,
+                Stressor::Vm,
+                Stressor::Hdd,
+                Stressor::Stream,
+                Stressor::Switch,
+                Stressor::Sock,
+            ],
             Scenario::None => &[],
         }
     }
 
-    /// Its name: `cpu`, `io`, `vm`, `hdd`, `stream`, `full`, `none`.
+    /// Its name: `cpu`, `io`, `vm`, `hdd`, `stream`, `full`, `mix`, `none`.
     pub fn name(self) -> &'static str {
         match self {
+            Scenario::Mix => "mix",
             Scenario::Stream => "stream",
             Scenario::Cpu => "cpu",
             Scenario::Io => "io",

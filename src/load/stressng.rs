@@ -133,6 +133,8 @@ pub fn args(
             Stressor::Hdd => push(&["--hdd", &n, "--hdd-bytes", &sizes.hdd_bytes.to_string()]),
             // Its buffers are sized from the L3 it reads from sysfs.
             Stressor::Stream => push(&["--stream", &n]),
+            Stressor::Switch => push(&["--switch", &n]),
+            Stressor::Sock => push(&["--sock", &n]),
         }
     }
     if a.is_empty() {
