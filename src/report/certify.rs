@@ -261,6 +261,14 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
     for line in watched {
         let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
     }
+    out.push_str(&figures_html(r)?);
+    Ok(out)
+}
+
+/// The maxima per minute and each max term's tail, as inlined SVG.
+fn figures_html(r: &Report) -> Result<String, ReportError> {
+    let v = &r.verdict;
+    let mut out = String::new();
     let tails = shielded_tails(&r.measurement);
     let series: Vec<(u32, Vec<f64>)> = tails
         .iter()

@@ -8,13 +8,15 @@
 #   snapshot from before (threads, IRQs, cgroups, units, irqbalance)
 # distro: suites=bookworm,trixie,trixie-rt default=no
 # Settings: CERTIFY_S (the verdict run, default 600 s), CERTIFY_SHORT_S
-# (the hog and interrupt runs, default 120 s).
+# (the hog and interrupt runs, default 120 s). The whole takes about 30
+# minutes under TCG: run.sh --set SCENARIO_TIMEOUT=2700 --timeout 3000.
 . /job/lib.sh "$1"
 LONG=${CERTIFY_S:-600}
 SHORT=${CERTIFY_SHORT_S:-120}
-# TCG guests wake late by milliseconds: bounds a quiet guest meets and a
-# hog of 300 ms does not.
-BUDGET='max<=60ms,p99.9<=20ms'
+# TCG guests wake late by up to ~150 ms under the default load (a 600 s
+# run measured 111 and 142 ms): bounds a TCG guest meets, and a hog busy
+# for 2.5 s at a time does not.
+BUDGET='max<=1000ms,p99.9<=100ms'
 field() { # field FILE PYTHON-EXPRESSION-OF-j
     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null
 }
@@ -32,14 +34,18 @@ OUTCOME=$(field "$D/certify.json" "j['outcome']")
 info "outcome $OUTCOME; per term and CPU: $(field "$D/certify.json" "'; '.join(t['term']['text']+' cpu'+str(c['cpu'])+' '+c['outcome'] for t in j['verdict']['terms'] for c in t['cpus'])")"
 N=$(field "$D/certify.json" "len(j['measurement']['phases'][-1]['measurement']['results'][0]['cpus'][0]['per_second_max_ns'])")
 check "each second's maximum is recorded ($N for ${LONG} s)" [ "${N:-0}" -ge $((LONG - 5)) ]
-TAIL=$(field "$D/certify.json" "json.dumps({k: v for k, v in j['verdict']['terms'][0]['cpus'][0]['tail'].items() if k in ('blocks','fit','refused','xi_bounds')})")
-info "max term's tail analysis on CPU 2: $TAIL"
-check "the max term carries its tail analysis" [ -n "$TAIL" ]
+MAXOUT=$(field "$D/certify.json" "j['verdict']['terms'][0]['cpus'][0]['outcome']")
+TAIL=$(field "$D/certify.json" "json.dumps({k: v for k, v in j['verdict']['terms'][0]['cpus'][0]['tail'].items() if k in ('blocks','fit','refused','xi_bounds','exceedance')})")
+info "max term on CPU 2: $MAXOUT; its tail analysis: $TAIL"
+# Only a max term no sample exceeded is analysed further.
+check "the max term on CPU 2 carries its tail analysis unless it failed" [ -n "$TAIL" -o "$MAXOUT" = FAIL ]
+info "breaks: $(field "$D/certify.json" "j['breaks']"), guard boosts: $(field "$D/certify.json" "j['guard_boosts']"), unreachable: $(field "$D/certify.json" "j['preflight']['unreachable']")"
+check "the page leads with the verdict" grep -q 'Verdict: ' "$D/report.html" 
 irqbalance_settle
 snap after.verdict
 snap_equal_after_irqbalance before after.verdict "after the verdict run: everything as before"
 
-# 2. A hidden hog: SCHED_FIFO 99, 300 ms busy every 2 s, moved into the
+# 2. A hidden hog: SCHED_FIFO 99, 2.5 s busy every 5 s, moved into the
 #    shield's cgroup and onto CPU 3 behind cpushield's back.
 cp /bin/sh /tmp/rthog
 D=$OUT/hog
@@ -51,7 +57,7 @@ CG=$(cut -d: -f3 "/proc/$M/cgroup" 2>/dev/null)
 info "measuring process $M in cgroup $CG"
 (
     echo $$ >"/sys/fs/cgroup$CG/cgroup.procs"
-    exec taskset -c 3 chrt -f 99 sh -c 'while :; do timeout 0.3 /tmp/rthog -c "while :; do :; done"; sleep 2; done'
+    exec taskset -c 3 chrt -f 99 sh -c 'while :; do timeout 2.5 /tmp/rthog -c "while :; do :; done"; sleep 2.5; done'
 ) &
 HOG=$!
 wait $C; RC=$?
