@@ -421,6 +421,9 @@ fn interrupt_metrics(
     );
 }
 
+/// Which figure of a phase's row a metric exports.
+type PickFigure = fn(&crate::compare::summary::PhaseStats) -> Option<f64>;
+
 /// The latency figures of the last compare run, per phase.
 fn figure_metrics(out: &mut String, f: &CompareFigures) {
     gauge(
@@ -436,24 +439,29 @@ fn figure_metrics(out: &mut String, f: &CompareFigures) {
             .filter_map(|r| pick(r).map(|v| (format!("{{phase=\"{}\"}}", r.phase), v)))
             .collect::<Vec<_>>()
     };
-    gauge(
-        out,
-        "latency_max_microseconds",
-        "Largest latency per phase of the last compare run, µs.",
-        &per_phase(|r| r.max_us),
-    );
-    gauge(
-        out,
-        "latency_p99_microseconds",
-        "99th percentile latency per phase of the last compare run, µs.",
-        &per_phase(|r| r.p99_us),
-    );
-    gauge(
-        out,
-        "latency_avg_microseconds",
-        "Mean latency per phase of the last compare run, µs.",
-        &per_phase(|r| r.avg_us),
-    );
+    // Prometheus names carry base units: seconds. The µs families of
+    // earlier releases stay one more release, their help saying so.
+    let figures: [(&str, &str, PickFigure); 3] = [
+        ("max", "Largest latency", |r| r.max_us),
+        ("p99", "99th percentile latency", |r| r.p99_us),
+        ("avg", "Mean latency", |r| r.avg_us),
+    ];
+    for (name, what, pick) in figures {
+        let us = per_phase(pick);
+        let seconds: Vec<(String, f64)> = us.iter().map(|(l, v)| (l.clone(), v / 1e6)).collect();
+        gauge(
+            out,
+            &format!("latency_{name}_seconds"),
+            &format!("{what} per phase of the last compare run, seconds."),
+            &seconds,
+        );
+        gauge(
+            out,
+            &format!("latency_{name}_microseconds"),
+            &format!("{what} per phase of the last compare run, µs. Deprecated: use latency_{name}_seconds; removed in the next release."),
+            &us,
+        );
+    }
 }
 
 /// One sample per finding, labelled `{id="...",severity="..."}`.
@@ -576,6 +584,44 @@ pub fn write_textfile(dir: &Path, text: &str) -> Result<std::path::PathBuf, Metr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latency_figures_are_in_seconds_with_the_microsecond_names_deprecated() {
+        let summary = crate::compare::summary::SummaryTable::from_curves(
+            &crate::compare::testing::full_results(Some(false), false)
+                .phases
+                .iter()
+                .map(|p| p.measured.curve.clone())
+                .collect::<Vec<_>>(),
+            vec![100.0],
+        );
+        let f = CompareFigures {
+            started_unix_s: 1.0,
+            summary,
+        };
+        let mut out = String::new();
+        figure_metrics(&mut out, &f);
+        let line = |name: &str| {
+            out.lines()
+                .find(|l| l.starts_with(&format!("cpushield_{name}{{phase=\"shielded\"}}")))
+                .unwrap_or_else(|| panic!("{name} in {out}"))
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .parse::<f64>()
+                .unwrap()
+        };
+        let (s, us) = (
+            line("latency_max_seconds"),
+            line("latency_max_microseconds"),
+        );
+        assert!(us > 0.0 && (s - us / 1e6).abs() < 1e-15, "{s} s, {us} µs");
+        assert!(out.contains("# HELP cpushield_latency_max_microseconds Largest latency per phase of the last compare run, µs. Deprecated: use latency_max_seconds"), "{out}");
+        assert!(
+            out.contains("# TYPE cpushield_latency_p99_seconds gauge"),
+            "{out}"
+        );
+    }
 
     fn cpus(s: &str) -> CpuSet {
         CpuSet::parse_list(s).unwrap()
