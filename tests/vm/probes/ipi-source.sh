@@ -58,4 +58,24 @@ measure_case c 3 no measure
 measure_case d 2-3 yes measure
 measure_case e 2-3 yes sleep
 check "off after the cases" [ "$CS_RC" -eq 0 ]
+# compare's own shielded phase, as the report that raised this ran it,
+# traced the same way: what compare itself counts, and who sent the IPIs.
+if [ -w $TR/events/ipi/ipi_send_cpu/enable ]; then
+    echo > $TR/trace
+    echo 'cpu == 3' > $TR/events/ipi/ipi_send_cpu/filter
+    echo 1 > $TR/events/ipi/ipi_send_cpu/enable
+fi
+set -- $(counts | tr '\n' ' ')
+c0=$1 s0=$3
+cs compare --cpus 3 --load full --duration 20 --phases shielded --out /tmp/ipi-compare
+set -- $(counts | tr '\n' ' ')
+note "IPI $(uname -r) | f | compare --cpus 3 --load full --duration 20 --phases shielded (whole run, shield up and down included) | CAL $(( $1 - c0 )) | SCHED $(( $3 - s0 ))"
+grep -A12 'What reached' /tmp/ipi-compare/summary.txt 2>/dev/null | sed 's/^/    summary| /'
+if [ -w $TR/events/ipi/ipi_send_cpu/enable ]; then
+    echo 0 > $TR/events/ipi/ipi_send_cpu/enable
+    echo 0 > $TR/events/ipi/ipi_send_cpu/filter
+    sed -n 's/^ *\(.*\)-[0-9]* *\[\([0-9]*\)\].*callsite=\([^ ]*\) callback=\([^ ]*\).*/from cpu\2 \1: \3 -> \4/p' $TR/trace |
+        sed 's/+0x[0-9a-f\/]*//g' | sort | uniq -c | sort -rn | head -n 8 |
+        while read -r n rest; do note "IPI   f: $n x $rest"; done
+fi
 result
