@@ -440,7 +440,8 @@ pub struct OnArgs {
     pub guard_settings: GuardSettingsArgs,
     /// Raise the shielded CPUs' own softirq, timer and RCU threads
     /// (`ksoftirqd/N`, and on PREEMPT_RT `ktimers/N` and `rcuc/N`) to
-    /// SCHED_FIFO PRIO+1, +2 and +3: set PRIO to your real-time task's
+    /// SCHED_FIFO PRIO+1, +2 and +3, and the threads of the IRQs bound by
+    /// --irq (`irq/N-name`) to PRIO+1: set PRIO to your real-time task's
     /// priority so that they preempt it for their few microseconds of work
     /// (1 to 95; undone by `off`).
     #[arg(long, value_name = "PRIO")]

@@ -176,3 +176,66 @@ fn run_fifo_on_preempt_rt_names_the_kernel_threads_below_it_until_they_are_raise
     assert!(!err.contains("below this task"), "{err}");
     assert!(cpushield(root, &["off"]).status.success());
 }
+
+/// `--irq eth0 --kthreads-above 80`: eth0's handler thread (`irq/24-eth0`,
+/// SCHED_FIFO 50 as the kernel makes it) goes to 81 with the shield, the
+/// thread of an IRQ that leaves the shield stays as it was, and `off` puts
+/// it back.
+#[test]
+fn the_thread_of_an_irq_bound_to_the_shield_goes_above_the_task_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    for (pid, name) in [(30, "irq/24-eth0"), (31, "irq/9-acpi")] {
+        fixture::add_process(
+            &sys,
+            pid,
+            &[task(name, PF_KTHREAD | PF_NO_SETAFFINITY, "0-3")],
+        )
+        .unwrap();
+        fs::write(
+            root.join(format!("proc/{pid}/task/{pid}/.sched")),
+            r#"{"policy":1,"priority":50,"nice":0,"runtime_ns":0,"deadline_ns":0,"period_ns":0,"flags":0}"#,
+        )
+        .unwrap();
+    }
+    let o = cpushield(
+        root,
+        &[
+            "on",
+            "2-3",
+            "--irq",
+            "eth0",
+            "--kthreads-above",
+            "80",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let raised: Vec<String> = report["kthreads_raised"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            format!(
+                "{} {}",
+                k["name"].as_str().unwrap(),
+                k["scheduling"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(
+        raised.contains(&"irq/24-eth0 SCHED_FIFO 81".to_string()),
+        "{raised:?}"
+    );
+    assert!(
+        !raised.iter().any(|r| r.starts_with("irq/9-")),
+        "{raised:?}"
+    );
+    assert_eq!(sched(root, 30), Some((1, 81)));
+    assert_eq!(sched(root, 31), Some((1, 50)));
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(sched(root, 30), Some((1, 50)), "off puts FIFO 50 back");
+}

@@ -35,6 +35,12 @@ pub const OWNER: Owner = Owner("kthreads");
 /// realtime-virtual-host profile gives them.
 pub const KINDS: [(&str, u32); 3] = [("ksoftirqd", 1), ("ktimers", 2), ("rcuc", 3)];
 
+/// How far above the user's priority the thread of an IRQ bound to the
+/// shield (`--irq`) goes: the task waits for that IRQ, whose handler runs
+/// in `irq/N-name` at SCHED_FIFO 50 (threaded IRQs, PREEMPT_RT), below a
+/// task at 80 (tuna's `-q IRQ -p` sets it by hand).
+pub const IRQ_ABOVE: u32 = 1;
+
 /// The highest priority given: 99 stays the kernel's own (migration,
 /// watchdog), which must preempt everything.
 pub const HIGHEST: u32 = 98;
@@ -64,19 +70,34 @@ pub fn priority(kind: &str, above: u32) -> Option<u32> {
         .map(|(_, up)| (above + up).min(HIGHEST))
 }
 
+/// The IRQ an `irq/N-name` thread (or PREEMPT_RT's secondary
+/// `irq/N-s-name`) serves.
+pub fn irq_of_thread(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("irq/")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
 /// The steps raising each per-CPU softirq, timer and RCU thread of a
-/// shielded CPU above `above`.
-pub(in crate::shield) fn plan(threads: &[Thread], shield: &CpuSet, above: u32) -> Vec<Step> {
+/// shielded CPU above `above`, and the threads of the IRQs bound to the
+/// shield (`irqs`) to `above` + [`IRQ_ABOVE`].
+pub(in crate::shield) fn plan(
+    threads: &[Thread],
+    shield: &CpuSet,
+    above: u32,
+    irqs: &[u32],
+) -> Vec<Step> {
     threads
         .iter()
-        .filter(|t| {
-            t.is_kthread()
-                && t.pid == t.tid
-                && t.cpus_allowed.len() == 1
-                && t.cpus_allowed.is_subset(shield)
-        })
+        .filter(|t| t.is_kthread() && t.pid == t.tid)
         .filter_map(|t| {
-            let priority = priority(&t.kind(), above)?;
+            let per_cpu = t.cpus_allowed.len() == 1 && t.cpus_allowed.is_subset(shield);
+            let priority = match irq_of_thread(&t.name) {
+                Some(irq) if irqs.contains(&irq) => (above + IRQ_ABOVE).min(HIGHEST),
+                Some(_) => return None,
+                None if per_cpu => priority(&t.kind(), above)?,
+                None => return None,
+            };
             Some(Step::optional(
                 OWNER,
                 Action::SetScheduler {
@@ -507,7 +528,8 @@ impl Component for Part {
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         if let Some(above) = cx.req.kthreads_above {
-            d.add(Slot::Kthreads, plan(&cx.snap.threads, cx.shield, above));
+            let steps = plan(&cx.snap.threads, cx.shield, above, &d.plan.irqs_to_shield);
+            d.add(Slot::Kthreads, steps);
         }
         Ok(())
     }
@@ -602,7 +624,7 @@ mod tests {
             kthread(15, "rcuc/2", "2-3"),
             user,
         ];
-        let steps = plan(&threads, &CpuSet::parse_list("2-3").unwrap(), 80);
+        let steps = plan(&threads, &CpuSet::parse_list("2-3").unwrap(), 80, &[]);
         let got: Vec<(i32, u32)> = steps
             .iter()
             .map(|s| match &s.action {
@@ -612,5 +634,30 @@ mod tests {
             .collect();
         assert_eq!(got, vec![(10, 81), (11, 82), (12, 83)]);
         assert!(steps.iter().all(|s| !s.fatal));
+    }
+
+    #[test]
+    fn the_threads_of_the_irqs_bound_to_the_shield_go_above_the_task() {
+        assert_eq!(irq_of_thread("irq/45-eth0-TxRx-0"), Some(45));
+        assert_eq!(irq_of_thread("irq/45-s-eth0"), Some(45));
+        assert_eq!(irq_of_thread("irq_work/3"), None);
+        assert_eq!(irq_of_thread("ksoftirqd/3"), None);
+        let threads = [
+            // Bound by --irq 45: still on every CPU before the shield moves it.
+            kthread(20, "irq/45-eth0", "0-3"),
+            kthread(21, "irq/45-s-eth0", "0-3"),
+            // Not bound: it leaves the shield with its IRQ.
+            kthread(22, "irq/9-acpi", "3"),
+            kthread(10, "ksoftirqd/3", "3"),
+        ];
+        let steps = plan(&threads, &CpuSet::parse_list("2-3").unwrap(), 80, &[45]);
+        let got: Vec<(i32, u32)> = steps
+            .iter()
+            .map(|s| match &s.action {
+                Action::SetScheduler { tid, priority, .. } => (*tid, *priority),
+                a => panic!("{a:?}"),
+            })
+            .collect();
+        assert_eq!(got, vec![(20, 81), (21, 81), (10, 81)]);
     }
 }
