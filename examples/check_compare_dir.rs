@@ -261,10 +261,11 @@ pub fn check_dir(dir: &Path) -> DirCheck {
     }
     for r in table.ratios() {
         c.lines.push(format!(
-            "ratio\t{}\t{}\t{}",
+            "ratio\t{}\t{}\t{}\t{}",
             r.metric,
             ratio_field(&r.unshielded_over_shielded),
-            ratio_field(&r.shielded_over_idle)
+            ratio_field(&r.shielded_over_idle),
+            ratio_field(&r.affinity_over_shielded)
         ));
     }
     c

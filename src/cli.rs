@@ -91,8 +91,9 @@ pub enum Command {
     Measure(cpushield::measure::MeasureArgs),
     /// Document the tuning knobs that `on --tune` applies.
     Tune(TuneArgs),
-    /// The experiment: latency idle, unshielded under load, and shielded
-    /// under the same load; table, plots and an HTML report.
+    /// The experiment: latency idle, unshielded under load, with the load
+    /// kept off the measured CPUs by plain affinity, and shielded under
+    /// the same load; table, plots and an HTML report.
     ///
     /// The shielded phase applies a shield to the whole machine (root
     /// needed) and always undoes it, also on error or Ctrl-C.

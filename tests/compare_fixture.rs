@@ -44,9 +44,10 @@ fn compare_restores_fixture(layout: CgroupLayout, load: &str) {
     let o = compare(root.path(), load, &dir, &["--threshold", "50,500"]);
     assert!(o.status.success(), "{}", text(&o));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    for phase in ["idle", "unshielded", "shielded"] {
+    for phase in ["idle", "unshielded", "affinity", "shielded"] {
         assert!(stdout.contains(phase), "{stdout}");
     }
+    assert!(stdout.contains("affinity/shielded"), "{stdout}");
     assert!(stdout.contains("> 500 µs"), "{stdout}");
 
     let after = tree(root.path());
@@ -64,14 +65,31 @@ fn compare_restores_fixture(layout: CgroupLayout, load: &str) {
         .iter()
         .map(|p| p["phase"].as_str().unwrap())
         .collect();
-    assert_eq!(phases, ["idle", "unshielded", "shielded"]);
+    assert_eq!(phases, ["idle", "unshielded", "affinity", "shielded"]);
     for p in r["phases"].as_array().unwrap() {
         assert!(p["stats"]["samples"].as_u64().unwrap() > 0, "{p}");
         assert!(p["curve"]["counts"].is_array());
         assert_eq!(p["per_cpu"][0]["cpu"], 1);
         assert!(p["measurement"]["results"][0]["cpus"].is_array());
     }
-    let shielded = &r["phases"][2];
+    // Plain affinity: no shield, the load (if any) on the housekeeping CPUs.
+    let affinity = &r["phases"][2];
+    assert!(affinity["shield"].is_null() && affinity["unshield"].is_null());
+    assert!(!affinity["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a == "run"));
+    if load != "none" {
+        // The housekeeping CPUs (0,2-3 of the fixture) this test may use.
+        let cpus = affinity["load"]["cpus"].as_str().unwrap();
+        assert!(
+            !cpus.is_empty() && !cpus.split(',').any(|c| c == "1"),
+            "{}",
+            affinity["load"]
+        );
+    }
+    let shielded = &r["phases"][3];
     assert_eq!(shielded["shield"]["shield"], "1");
     assert!(shielded["unshield"].is_object());
     assert!(shielded["command"]
@@ -79,7 +97,14 @@ fn compare_restores_fixture(layout: CgroupLayout, load: &str) {
         .unwrap()
         .iter()
         .any(|a| a == "run"));
-    assert_eq!(r["summary"]["rows"].as_array().unwrap().len(), 3);
+    assert_eq!(r["summary"]["rows"].as_array().unwrap().len(), 4);
+    assert!(
+        r["ratios"][0]["affinity_over_shielded"].is_object()
+            || r["ratios"][0]["affinity_over_shielded"].is_string()
+            || r["ratios"][0]["affinity_over_shielded"].is_number(),
+        "{}",
+        r["ratios"][0]
+    );
     // What reached the measured CPU, per phase, in the JSON, the text and the page.
     for row in r["summary"]["rows"].as_array().unwrap() {
         let i = &row["interference"];
@@ -126,11 +151,11 @@ fn check_dir_accepts_then_rejects(dir: &std::path::Path) {
     let c = check_compare_dir::check_dir(dir);
     assert_eq!(c.problems, Vec::<String>::new());
     let kinds = |k: &str| c.lines.iter().filter(|l| l.starts_with(k)).count();
-    assert_eq!(kinds("phase\t"), 3, "{:?}", c.lines);
+    assert_eq!(kinds("phase\t"), 4, "{:?}", c.lines);
     assert_eq!(kinds("ratio\t"), 4, "{:?}", c.lines);
     assert_eq!(kinds("machine\t"), 1, "{:?}", c.lines);
-    assert_eq!(kinds("interference\t"), 3, "{:?}", c.lines);
-    assert_eq!(kinds("threads\t"), 3, "{:?}", c.lines);
+    assert_eq!(kinds("interference\t"), 4, "{:?}", c.lines);
+    assert_eq!(kinds("threads\t"), 4, "{:?}", c.lines);
     assert!(c.lines.iter().any(|l| l.starts_with("ratio\tmax\t")));
     assert!(c.lines.iter().any(|l| l.starts_with("ratio\t> 500 µs\t")));
 
@@ -162,7 +187,7 @@ fn check_dir_accepts_then_rejects(dir: &std::path::Path) {
         r["phases"][1]["load_stop"] = serde_json::json!({"zombies_left": [42]});
     });
     assert_eq!(p, ["phase unshielded: load processes left: [Number(42)]"]);
-    let p = problems_with(&|r| r["phases"][2]["unshield"] = serde_json::Value::Null);
+    let p = problems_with(&|r| r["phases"][3]["unshield"] = serde_json::Value::Null);
     assert!(p.iter().any(|p| p.contains("applied and undone")), "{p:?}");
     let p = problems_with(&|r| {
         r["phases"].as_array_mut().unwrap().pop();

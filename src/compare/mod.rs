@@ -40,7 +40,7 @@ use child::{measure_command, run_child};
 use results::{
     assemble, parse_measurement, virtualised_note, PhaseRecord, Results, SCHEMA_VERSION,
 };
-use summary::{IDLE, SHIELDED, UNSHIELDED};
+use summary::{AFFINITY, IDLE, SHIELDED, UNSHIELDED};
 
 /// One phase of the experiment.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -50,19 +50,29 @@ pub enum Phase {
     Idle,
     /// Load on all online CPUs, no shield.
     Unshielded,
+    /// Load on the housekeeping CPUs by plain affinity, no shield: what
+    /// `taskset` alone gives, the fair baseline for what the shield adds.
+    Affinity,
     /// Shield on, load on the housekeeping CPUs, measurement inside the shield.
     Shielded,
 }
 
 impl Phase {
     /// All phases in the order they run.
-    pub const ALL: [Phase; 3] = [Phase::Idle, Phase::Unshielded, Phase::Shielded];
+    pub const ALL: [Phase; 4] = [
+        Phase::Idle,
+        Phase::Unshielded,
+        Phase::Affinity,
+        Phase::Shielded,
+    ];
 
-    /// `idle`, `unshielded`, `shielded` (the labels of the table and plot).
+    /// `idle`, `unshielded`, `affinity`, `shielded` (the labels of the
+    /// table and plot).
     pub fn name(self) -> &'static str {
         match self {
             Phase::Idle => IDLE,
             Phase::Unshielded => UNSHIELDED,
+            Phase::Affinity => AFFINITY,
             Phase::Shielded => SHIELDED,
         }
     }
@@ -295,6 +305,7 @@ pub fn dry_run(sys: &Sys, exe: &Path, opts: &Options) -> Result<DryRun, CompareE
                 Phase::Idle => "none".to_string(),
                 _ if opts.load == Scenario::None => "none".to_string(),
                 Phase::Unshielded => format!("{} on all online CPUs", opts.load),
+                Phase::Affinity => format!("{} on CPUs {housekeeping}, no shield", opts.load),
                 Phase::Shielded => format!("{} on CPUs {housekeeping}", opts.load),
             },
             command: measure_command(exe, sys.root_arg(), phase, opts, true),
@@ -319,7 +330,8 @@ pub fn dry_run(sys: &Sys, exe: &Path, opts: &Options) -> Result<DryRun, CompareE
 }
 
 /// Starts the load of `phase`: none while idle, on every online CPU
-/// unshielded, on the housekeeping CPUs shielded (none with `--load none`).
+/// unshielded, on the housekeeping CPUs by affinity and shielded (none
+/// with `--load none`).
 fn start_load(
     ctx: &Context<'_>,
     opts: &Options,
@@ -331,7 +343,7 @@ fn start_load(
         Phase::Idle => return Ok(None),
         _ if opts.load == Scenario::None => return Ok(None),
         Phase::Unshielded => online,
-        Phase::Shielded => housekeeping,
+        Phase::Affinity | Phase::Shielded => housekeeping,
     };
     let cpus = usable_cpus(cpus);
     if cpus.is_empty() {

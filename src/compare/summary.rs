@@ -19,6 +19,10 @@ pub const UNSHIELDED: &str = "unshielded";
 /// Name of the phase measured inside the shield, load on the housekeeping CPUs.
 pub const SHIELDED: &str = "shielded";
 
+/// Name of the phase measured with the load kept off the measured CPUs by
+/// plain affinity, no shield: what a user gets with `taskset` alone.
+pub const AFFINITY: &str = "affinity";
+
 /// The default over-threshold limits: 100 µs and 1 ms.
 pub const DEFAULT_THRESHOLDS_US: [f64; 2] = [100.0, 1000.0];
 
@@ -252,13 +256,14 @@ impl PhaseStats {
 
 /// A ratio that stays honest about zeros: `a/0` is infinite, `0/0` and
 /// unknown operands are undefined.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Ratio {
     /// A finite ratio.
     Value(f64),
     /// A positive number over zero.
     Infinite,
     /// Zero over zero, or an operand unknown.
+    #[default]
     Undefined,
 }
 
@@ -318,6 +323,10 @@ pub struct RatioRow {
     pub unshielded_over_shielded: Ratio,
     /// How far the shield is from the machine's limit: shielded / idle.
     pub shielded_over_idle: Ratio,
+    /// What the shield adds over moving the load away with plain
+    /// affinity: affinity / shielded.
+    #[serde(default)]
+    pub affinity_over_shielded: Ratio,
 }
 
 /// The per-phase table with its thresholds.
@@ -399,16 +408,22 @@ impl SummaryTable {
     /// gives `n/a`.
     pub fn ratios(&self) -> Vec<RatioRow> {
         let (i, u, s) = (self.row(IDLE), self.row(UNSHIELDED), self.row(SHIELDED));
+        let a = self.row(AFFINITY);
         let pair = |get: &dyn Fn(&PhaseStats) -> Option<f64>| {
             let v = |r: Option<&PhaseStats>| r.and_then(get);
-            (Ratio::of(v(u), v(s)), Ratio::of(v(s), v(i)))
+            (
+                Ratio::of(v(u), v(s)),
+                Ratio::of(v(s), v(i)),
+                Ratio::of(v(a), v(s)),
+            )
         };
         let mut out = Vec::new();
-        let mut push = |metric: String, (a, b): (Ratio, Ratio)| {
+        let mut push = |metric: String, (a, b, c): (Ratio, Ratio, Ratio)| {
             out.push(RatioRow {
                 metric,
                 unshielded_over_shielded: a,
                 shielded_over_idle: b,
+                affinity_over_shielded: c,
             })
         };
         push("max".into(), pair(&|r| r.max_us));

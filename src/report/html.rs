@@ -150,6 +150,8 @@ pub fn render_html(r: &HtmlReport) -> String {
     table_html(&mut out, "ratios", &h, &rows);
     out.push_str(
         "<p>unshielded/shielded: what the shield bought (higher is better). \
+         affinity/shielded: what it adds over keeping the load away with plain \
+         affinity (taskset), no shield. \
          shielded/idle: distance from this machine's limit (1× is the limit). \
          ∞: the divisor is zero; n/a: both are zero or unknown.</p>\n",
     );

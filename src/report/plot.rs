@@ -14,7 +14,7 @@ use plotters::prelude::*;
 
 use super::ReportError;
 use crate::compare::summary::{
-    threshold_label, Curve, DEFAULT_THRESHOLDS_US, IDLE, SHIELDED, UNSHIELDED,
+    threshold_label, Curve, AFFINITY, DEFAULT_THRESHOLDS_US, IDLE, SHIELDED, UNSHIELDED,
 };
 
 /// How the figure looks.
@@ -66,6 +66,7 @@ fn colour(label: &str, index: usize) -> RGBColor {
         IDLE => RGBColor(110, 110, 110),
         UNSHIELDED => RGBColor(214, 39, 40),
         SHIELDED => RGBColor(31, 119, 180),
+        AFFINITY => RGBColor(255, 127, 14),
         _ => {
             const OTHERS: [RGBColor; 4] = [
                 RGBColor(44, 160, 44),

@@ -62,6 +62,7 @@ pub fn ratio_cells(table: &SummaryTable) -> (Vec<String>, Vec<Vec<String>>) {
     let header = vec![
         "ratio".to_string(),
         "unshielded/shielded".to_string(),
+        "affinity/shielded".to_string(),
         "shielded/idle".to_string(),
     ];
     let rows = table
@@ -71,6 +72,7 @@ pub fn ratio_cells(table: &SummaryTable) -> (Vec<String>, Vec<Vec<String>>) {
             vec![
                 r.metric,
                 r.unshielded_over_shielded.to_string(),
+                r.affinity_over_shielded.to_string(),
                 r.shielded_over_idle.to_string(),
             ]
         })

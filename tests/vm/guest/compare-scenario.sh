@@ -80,7 +80,7 @@ compare_scenario() {
         check "unshielded: load threads ran on $target and were counted (${unshielded_ran:-none})" \
             sh -c 'printf "%s\n" "$1" | tr , "\n" | grep -q -e "^stress-ng" -e "^cpushield:"' _ "$unshielded_ran"
     fi
-    check "summary.txt has the three phases and the ratios" sh -c "grep -q '^ *idle' '$d/summary.txt' && grep -q '^ *unshielded' '$d/summary.txt' && grep -q '^ *shielded' '$d/summary.txt' && grep -q 'unshielded/shielded' '$d/summary.txt'"
+    check "summary.txt has the four phases and the ratios" sh -c "grep -q '^ *idle' '$d/summary.txt' && grep -q '^ *unshielded' '$d/summary.txt' && grep -q '^ *affinity' '$d/summary.txt' && grep -q '^ *shielded' '$d/summary.txt' && grep -q 'unshielded/shielded' '$d/summary.txt' && grep -q 'affinity/shielded' '$d/summary.txt'"
     if awk -F'\t' '$1 == "machine" && $3 == "virtualised" { f = 1 } END { exit !f }' "$OUT/check.out"; then
         check "the output names the machine as virtualised, with the note on max samples" \
             sh -c "grep -q 'virtualised' '$OUT/compare.out' && grep -q 'swings by 100' '$OUT/compare.out'"
@@ -91,13 +91,13 @@ compare_scenario() {
     # -- the figures (emulated timing: ratios only, nothing asserted)
     info "figures (TCG emulation, one boot; other guests on the host distort them):"
     awk -F'\t' '$1 == "phase" { printf "  phase %-11s samples %-7s max %9s us  p99.9 %9s us  over thresholds %s %s\n", $2, $3, $4, $5, $6, $7 }' "$OUT/check.out"
-    awk -F'\t' '$1 == "ratio" { printf "  ratio %-9s unshielded/shielded %-8s shielded/idle %s\n", $2, $3, $4 }' "$OUT/check.out"
+    awk -F'\t' '$1 == "ratio" { printf "  ratio %-9s unshielded/shielded %-8s affinity/shielded %-8s shielded/idle %s\n", $2, $3, $5, $4 }' "$OUT/check.out"
     # one line per run for benches/compare-guest.sh: PHASE_{samples,max,
     # p999,over100,over1000} and ratio_us_METRIC (unshielded/shielded),
     # ratio_si_METRIC (shielded/idle); "–" and "n/a" when unknown
     echo "CPUSHIELD-COMPARE: kernel=$KVER cpus=$NCPUS target=$target load=$load duration=$dur $(awk -F'\t' '
         $1 == "phase" { printf "%s_samples=%s %s_max=%s %s_p999=%s %s_over100=%s %s_over1000=%s ", $2, $3, $2, $4, $2, $5, $2, $6, $2, $7 }
-        $1 == "ratio" { m = $2; gsub(/ /, "", m); sub(/^>/, "over", m); gsub(/µ/, "u", m); printf "ratio_us_%s=%s ratio_si_%s=%s ", m, $3, m, $4 }' "$OUT/check.out")"
+        $1 == "ratio" { m = $2; gsub(/ /, "", m); sub(/^>/, "over", m); gsub(/µ/, "u", m); printf "ratio_us_%s=%s ratio_si_%s=%s ratio_as_%s=%s ", m, $3, m, $4, m, $5 }' "$OUT/check.out")"
     export_files "$d"
     result
 }

@@ -52,17 +52,22 @@ measure_case() {
     cs off
 }
 [ -d $TR/events/ipi/ipi_send_cpu ] || info "no ipi_send_cpu tracepoint (6.6+): counts only"
+info "kernel command line: $(cat /proc/cmdline)"
+# Booted with nohz_full= (run.sh --append): only the compare run.
+if ! grep -qw "nohz_full=3" /proc/cmdline; then
 measure_case a 3 yes measure
 measure_case b 3 yes sleep
 measure_case c 3 no measure
 measure_case d 2-3 yes measure
 measure_case e 2-3 yes sleep
 check "off after the cases" [ "$CS_RC" -eq 0 ]
+fi
 # compare's own shielded phase, as the report that raised this ran it,
 # traced the same way: what compare itself counts, and who sent the IPIs.
 if [ -w $TR/events/ipi/ipi_send_cpu/enable ]; then
     echo > $TR/trace
     echo 'cpu == 3' > $TR/events/ipi/ipi_send_cpu/filter
+    echo 'stacktrace if cpu == 3' > $TR/events/ipi/ipi_send_cpu/trigger
     echo 1 > $TR/events/ipi/ipi_send_cpu/enable
 fi
 set -- $(counts | tr '\n' ' ')
@@ -74,8 +79,13 @@ grep -A12 'What reached' /tmp/ipi-compare/summary.txt 2>/dev/null | sed 's/^/   
 if [ -w $TR/events/ipi/ipi_send_cpu/enable ]; then
     echo 0 > $TR/events/ipi/ipi_send_cpu/enable
     echo 0 > $TR/events/ipi/ipi_send_cpu/filter
+    echo '!stacktrace if cpu == 3' > $TR/events/ipi/ipi_send_cpu/trigger 2>/dev/null
     sed -n 's/^ *\(.*\)-[0-9]* *\[\([0-9]*\)\].*callsite=\([^ ]*\) callback=\([^ ]*\).*/from cpu\2 \1: \3 -> \4/p' $TR/trace |
         sed 's/+0x[0-9a-f\/]*//g' | sort | uniq -c | sort -rn | head -n 8 |
         while read -r n rest; do note "IPI   f: $n x $rest"; done
+    # The kernel stacks that sent them: the three frames above the send.
+    awk '/<stack trace>/ { s = 1; f = ""; n = 0; next } s && /^ => / { if (n >= 1 && n <= 4) f = f " < " $2; n++; next } s { if (f != "") print f; s = 0 } END { if (s && f != "") print f }' $TR/trace |
+        sed 's/+0x[0-9a-f\/]*//g' | sort | uniq -c | sort -rn | head -n 5 |
+        while read -r n rest; do note "IPI   f stack: $n x $rest"; done
 fi
 result
