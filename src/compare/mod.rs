@@ -452,6 +452,7 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         housekeeping,
         load_driver: ctx.driver.name().to_string(),
         virtualised_note: virtualised_note(machine.virtualised),
+        balancer_note: results::balancer_note(&phases, machine.boot_params.nohz_full.as_deref()),
         machine,
         phases,
         summary,

@@ -241,6 +241,10 @@ pub struct Results {
     /// Present when the machine is virtualised, or may be (unknown): how
     /// to read the figures there.
     pub virtualised_note: Option<&'static str>,
+    /// Present when the shielded phase's CPUs were kicked by the kernel's
+    /// idle load balancer: what it was and how to keep it off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balancer_note: Option<String>,
     /// The phases in order.
     pub phases: Vec<PhaseRecord>,
     /// The table.
@@ -258,6 +262,60 @@ pub fn assemble(phases: &[PhaseRecord], thresholds_us: &[f64]) -> SummaryTable {
     }
 }
 
+/// Function-call IPIs and SCHED softirqs per second on a shielded CPU
+/// above which the idle load balancer's kicks are named.
+pub const BALANCER_PER_S: f64 = 10.0;
+
+/// The kernel's idle load balancer on the shielded CPUs, when the shielded
+/// phase shows it: at least [`BALANCER_PER_S`] function-call IPIs (`CAL`)
+/// and as many SCHED softirqs a second on a measured CPU that `nohz_full=`
+/// does not cover. A busy housekeeping CPU's tick kicks an idle CPU to
+/// balance load for it (`nohz_balancer_kick`, an IPI through
+/// `smp_call_function_single_async`, then SCHED_SOFTIRQ), and a cpuset
+/// partition does not keep the shielded CPUs out of that choice; CPUs in
+/// `nohz_full=` are (tests/vm/probes/ipi-source.sh: 1,918 SCHED softirqs
+/// on CPU 3 in a 20 s shielded phase, 1 once booted with `nohz_full=3`).
+pub fn balancer_note(phases: &[PhaseRecord], nohz_full: Option<&str>) -> Option<String> {
+    let shielded = phases
+        .iter()
+        .find(|p| p.phase == super::summary::SHIELDED)?;
+    let probe = shielded.measurement.results.first()?;
+    let covered = nohz_full
+        .and_then(|l| CpuSet::parse_list(l).ok())
+        .unwrap_or_default();
+    let seconds = probe.elapsed_s.max(f64::MIN_POSITIVE);
+    let count = |d: &[crate::measure::interrupts::Delta], name: &str| {
+        d.iter()
+            .filter(|x| x.source == name)
+            .map(|x| x.count)
+            .sum::<u64>() as f64
+            / seconds
+    };
+    let kicked: Vec<String> = probe
+        .cpus
+        .iter()
+        .filter(|c| !covered.contains(c.cpu))
+        .map(|c| {
+            (
+                c.cpu,
+                count(&c.interrupts, "CAL"),
+                count(&c.softirqs, "SCHED"),
+            )
+        })
+        .filter(|&(_, cal, sched)| cal >= BALANCER_PER_S && sched >= BALANCER_PER_S)
+        .map(|(cpu, cal, sched)| {
+            format!("CPU {cpu}: {cal:.0} function-call IPIs and {sched:.0} SCHED softirqs a second")
+        })
+        .collect();
+    if kicked.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} in the shielded phase: the kernel's idle load balancer, kicked from the busy housekeeping CPUs' tick to balance for them (nohz_balancer_kick), not cpushield; a cpuset partition does not keep a CPU out of it, booting with nohz_full= for the shielded CPUs does (cpushield boot-args)",
+        kicked.join(", ")
+    ))
+}
+
 /// What the report says about virtualisation: the note on max samples for
 /// a virtual machine, a hedged one when unknown, nothing on bare metal.
 pub fn virtualised_note(virtualised: Option<bool>) -> Option<&'static str> {
@@ -273,6 +331,36 @@ mod tests {
     use super::super::testing::record;
     use super::super::Phase;
     use super::*;
+
+    #[test]
+    fn the_idle_load_balancers_kicks_are_named_unless_nohz_full_covers_the_cpu() {
+        use crate::measure::interrupts::Delta;
+        let delta = |source: &str, count: u64| Delta {
+            source: source.into(),
+            count,
+            description: String::new(),
+        };
+        let mut shielded = record(Phase::Shielded, 4000);
+        let probe = &mut shielded.measurement.results[0];
+        probe.elapsed_s = 20.0;
+        probe.cpus[0].interrupts = vec![delta("LOC", 5000), delta("CAL", 1908)];
+        probe.cpus[0].softirqs = vec![delta("SCHED", 1836), delta("TIMER", 40)];
+        let phases = vec![record(Phase::Idle, 2000), shielded];
+        let note = balancer_note(&phases, None).unwrap();
+        assert!(
+            note.starts_with("CPU 2: 95 function-call IPIs and 92 SCHED softirqs a second in the shielded phase: the kernel's idle load balancer"),
+            "{note}"
+        );
+        assert_eq!(
+            balancer_note(&phases, Some("2-3")),
+            None,
+            "nohz_full keeps it out"
+        );
+        assert!(balancer_note(&phases, Some("3")).is_some());
+        let mut quiet = phases.clone();
+        quiet[1].measurement.results[0].cpus[0].softirqs = vec![delta("SCHED", 20)];
+        assert_eq!(balancer_note(&quiet, None), None);
+    }
     use crate::measure::driver::Status;
     use crate::measure::testing::sample_run;
 

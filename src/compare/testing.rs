@@ -87,6 +87,7 @@ pub fn full_results(virtualised: Option<bool>, note: bool) -> Results {
         load_driver: "builtin".into(),
         machine,
         virtualised_note: note.then(|| virtualised_note(Some(true))).flatten(),
+        balancer_note: None,
         phases,
         ratios: summary.ratios(),
         summary,

@@ -74,6 +74,9 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
     if let Some(note) = r.measurement.virtualised_note {
         writeln!(w, "  note: {note}")?;
     }
+    if let Some(note) = &r.measurement.balancer_note {
+        writeln!(w, "  note: {note}")?;
+    }
     Ok(())
 }
 

@@ -45,6 +45,9 @@ pub fn summary_text(r: &Results) -> String {
     if let Some(note) = r.virtualised_note {
         s.push_str(&format!("\nNote: {note}\n"));
     }
+    if let Some(note) = &r.balancer_note {
+        s.push_str(&format!("\nNote: {note}.\n"));
+    }
     if r.interrupted {
         s.push_str("\nInterrupted: later phases are missing.\n");
     }
@@ -132,6 +135,9 @@ pub fn write_data_files(r: &Results, dir: &Path) -> Result<HtmlReport, ReportErr
             }
             if r.interrupted {
                 notes.push("The run was interrupted: later phases are missing.".into());
+            }
+            if let Some(note) = &r.balancer_note {
+                notes.push(format!("{note}."));
             }
             notes
         },
