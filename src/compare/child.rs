@@ -81,11 +81,19 @@ pub(super) fn run_child(
     tick: &mut dyn FnMut(),
 ) -> Result<Measurement, CompareError> {
     let err = |reason: String| CompareError::Measure { phase, reason };
+    // On a terminal the child's progress line (elapsed and remaining,
+    // samples, the largest so far per CPU) and any message of its go
+    // straight there; piped, its stderr is kept for the error.
+    let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(if on_terminal {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
+        })
         .spawn()
         .map_err(|e| err(format!("cannot start {}: {e}", argv[0])))?;
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
@@ -124,7 +132,12 @@ pub(super) fn run_child(
     let stdout = t_out.join().unwrap_or_default();
     let stderr = t_err.join().unwrap_or_default();
     if !status.success() {
-        return Err(err(format!("{} ({status})", stderr.trim())));
+        let said = if on_terminal {
+            "its message is above"
+        } else {
+            stderr.trim()
+        };
+        return Err(err(format!("{said} ({status})")));
     }
     serde_json::from_str(&stdout)
         .map_err(|e| err(format!("unreadable JSON ({e}): {}", stderr.trim())))
