@@ -117,14 +117,7 @@ pub fn maxima_svg(series: &[(u32, Vec<f64>)], bounds_us: &[f64]) -> Result<Strin
                 .draw_series(points.into_iter().map(|p| Circle::new(p, 2, c.filled())))
                 .map_err(plot_err)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font(("sans-serif", 13))
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
+        legend_and_present(&root, &mut chart)?;
     }
     Ok(out)
 }
@@ -212,16 +205,29 @@ pub fn tail_svg(
                     PathElement::new(vec![(x, y), (x + 18, y)], RGBColor(150, 150, 150))
                 });
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(RGBColor(200, 200, 200))
-            .label_font(("sans-serif", 13))
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
+        legend_and_present(&root, &mut chart)?;
     }
     Ok(out)
+}
+
+/// Draws the series' legend and finishes the drawing.
+fn legend_and_present<'a, DB: DrawingBackend + 'a, X, Y>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> Result<(), ReportError>
+where
+    X: plotters::coord::ranged1d::Ranged,
+    Y: plotters::coord::ranged1d::Ranged,
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(plot_err)?;
+    root.present().map_err(plot_err)
 }
 
 #[cfg(test)]

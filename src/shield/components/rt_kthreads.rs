@@ -602,6 +602,17 @@ mod tests {
         }
     }
 
+    /// (thread, priority) of each planned SetScheduler step.
+    fn raised(steps: &[Step]) -> Vec<(i32, u32)> {
+        steps
+            .iter()
+            .map(|s| match &s.action {
+                Action::SetScheduler { tid, priority, .. } => (*tid, *priority),
+                a => panic!("{a:?}"),
+            })
+            .collect()
+    }
+
     #[test]
     fn each_kind_goes_above_the_users_priority_in_tuneds_order() {
         assert_eq!(priority("ksoftirqd", 80), Some(81));
@@ -625,13 +636,7 @@ mod tests {
             user,
         ];
         let steps = plan(&threads, &CpuSet::parse_list("2-3").unwrap(), 80, &[]);
-        let got: Vec<(i32, u32)> = steps
-            .iter()
-            .map(|s| match &s.action {
-                Action::SetScheduler { tid, priority, .. } => (*tid, *priority),
-                a => panic!("{a:?}"),
-            })
-            .collect();
+        let got = raised(&steps);
         assert_eq!(got, vec![(10, 81), (11, 82), (12, 83)]);
         assert!(steps.iter().all(|s| !s.fatal));
     }
@@ -651,13 +656,7 @@ mod tests {
             kthread(10, "ksoftirqd/3", "3"),
         ];
         let steps = plan(&threads, &CpuSet::parse_list("2-3").unwrap(), 80, &[45]);
-        let got: Vec<(i32, u32)> = steps
-            .iter()
-            .map(|s| match &s.action {
-                Action::SetScheduler { tid, priority, .. } => (*tid, *priority),
-                a => panic!("{a:?}"),
-            })
-            .collect();
+        let got = raised(&steps);
         assert_eq!(got, vec![(20, 81), (21, 81), (10, 81)]);
     }
 }
