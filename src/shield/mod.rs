@@ -20,7 +20,7 @@ mod move_run;
 mod off;
 mod on;
 
-use components::{guard, hotplug, mechanism, tasks};
+use components::{guard, mechanism, tasks};
 pub use components::{idle_states, irqbalance, irqs, knobs, resctrl, rt_kthreads, workqueues};
 pub use engine::{apply, change, journal, plan, request, reshape, undo};
 use engine::{component, error, holds, note, parts, plan_error, timings};

@@ -2,19 +2,37 @@
 //! back, so that what the kernel placed on it by CPU (timers, per-CPU
 //! work) goes elsewhere; refused up front where a CPU cannot go offline.
 
+use serde::{Deserialize, Serialize};
+
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Undo};
 use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::journal::State;
 use crate::shield::note::Note;
+use crate::shield::parts::{OwnFacts, PartReport};
 use crate::shield::plan_error::PlanError;
-use crate::sys::Sys;
+use crate::shield::request::Request;
+use crate::sys::{procfs, Sys};
 use std::collections::HashSet;
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("hotplug");
+
+/// Its name among the facts components read for themselves.
+const NAME: &str = "hotplug";
+
+/// What it reads for `--hotplug-restart`: which of the requested CPUs have
+/// a hotplug switch, and which of those this process may write.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(in crate::shield) struct Facts {
+    /// CPUs with a `cpuN/online` file.
+    pub files: CpuSet,
+    /// Of those, the ones whose file may be written.
+    pub writable: CpuSet,
+}
 
 /// The shielded CPUs the kernel has offline, read back for `status`:
 /// someone took them offline after `on` (the shield's own
@@ -30,12 +48,12 @@ pub fn cpu_online_file(cpu: u32) -> String {
     format!("sys/devices/system/cpu/cpu{cpu}/online")
 }
 
-/// Which `online` CPUs have a hotplug switch, and which of those this
+/// Which of `cpus` have a hotplug switch, and which of those this
 /// process may write: CPU 0 often has none.
-pub(in crate::shield) fn read(sys: &Sys, online: &CpuSet) -> (CpuSet, CpuSet) {
+pub(in crate::shield) fn read(sys: &Sys, cpus: &CpuSet) -> Facts {
     let mut files = CpuSet::new();
     let mut writable = CpuSet::new();
-    for cpu in online.iter() {
+    for cpu in cpus.iter() {
         let file = cpu_online_file(cpu);
         if sys.exists(&file) {
             files.insert(cpu);
@@ -44,7 +62,7 @@ pub(in crate::shield) fn read(sys: &Sys, online: &CpuSet) -> (CpuSet, CpuSet) {
             }
         }
     }
-    (files, writable)
+    Facts { files, writable }
 }
 
 /// Which of `shield`'s CPUs are not `online`.
@@ -164,14 +182,32 @@ impl Component for Part {
         OWNER
     }
 
+    fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
+        if req.hotplug_restart {
+            facts.put(NAME, &read(sys, &req.cpus));
+        }
+        Ok(())
+    }
+
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         if !cx.req.hotplug_restart {
             return Ok(());
         }
-        check(
-            (&cx.snap.hotplug_files, &cx.snap.hotplug_writable),
-            cx.shield,
-        )
+        let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
+        check((&facts.files, &facts.writable), cx.shield)
+    }
+
+    /// The shielded CPUs someone took offline since `on`, when any.
+    fn status(&self, sys: &Sys, state: &State, repair: &str) -> Option<PartReport> {
+        let online = procfs::online_cpus(sys).ok()?;
+        let hold = read_hold(&online, &state.shield);
+        let findings = hold.lost(state, repair);
+        (!findings.is_empty()).then(|| PartReport {
+            component: NAME.into(),
+            lines: findings.iter().map(|f| f.reason.clone()).collect(),
+            data: serde_json::json!({ "offline": hold.offline.to_string() }),
+            findings,
+        })
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {

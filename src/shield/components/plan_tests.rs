@@ -62,8 +62,6 @@ fn snap(cgroup: CgroupSetup) -> Snapshot {
         default_irq_affinity: Some(cpus("0-3")),
         workqueue_mask: Some(cpus("0-3")),
         sibling_groups: vec![cpus("0"), cpus("1"), cpus("2"), cpus("3")],
-        hotplug_files: cpus("1-3"),
-        hotplug_writable: cpus("1-3"),
         ..Default::default()
     }
 }

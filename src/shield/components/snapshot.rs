@@ -12,7 +12,6 @@ use crate::shield::knobs::{knob_files, FileState, Knob, TuneState};
 use crate::sys::procfs::{self, Thread};
 use crate::sys::{ErrorKind, Result, Sys};
 
-pub use crate::shield::hotplug::cpu_online_file;
 pub use crate::shield::irqs::{irq_affinity_file, irq_of_affinity_file, Irq, DEFAULT_IRQ_AFFINITY};
 pub use crate::shield::mechanism::{
     detect_cgroup, in_shield_cgroup, CgroupSetup, CGROUP2_FALLBACK, SHIELD_CGROUP, SHIELD_SLICE,
@@ -45,13 +44,6 @@ pub struct Snapshot {
     /// change; `None` unless tuning was asked for (see [`crate::shield::knobs`]).
     #[serde(default)]
     pub tunables: Option<TuneState>,
-    /// Online CPUs that have a `/sys/devices/system/cpu/cpuN/online` file
-    /// (CPU hotplug; x86 CPU 0 usually has none).
-    #[serde(default)]
-    pub hotplug_files: CpuSet,
-    /// Of those, the CPUs whose `online` file may be written.
-    #[serde(default)]
-    pub hotplug_writable: CpuSet,
     /// systemd, irqbalance and tuned as found (read with the threads).
     #[serde(default)]
     pub owners: super::owners::Owners,
@@ -117,7 +109,6 @@ impl Snapshot {
                 sibling_groups.push(sib);
             }
         }
-        let (hotplug_files, hotplug_writable) = crate::shield::hotplug::read(sys, &online);
         Ok(Snapshot {
             present,
             online,
@@ -129,8 +120,6 @@ impl Snapshot {
             workqueue_mask,
             sibling_groups,
             tunables: None,
-            hotplug_files,
-            hotplug_writable,
             owners: Default::default(),
             cgroup_cpus: BTreeMap::new(),
             kernel_work: crate::guard::kernel::KernelWork::read(sys),

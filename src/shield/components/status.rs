@@ -18,7 +18,7 @@ use crate::shield::plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
 use crate::shield::tasks::{self, TaskRef};
-use crate::shield::{guard, hotplug, irqbalance, knobs, mechanism, resctrl, rt_kthreads};
+use crate::shield::{guard, irqbalance, knobs, mechanism, resctrl, rt_kthreads};
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -102,8 +102,6 @@ struct HoldFacts {
     knobs: knobs::Hold,
     /// The starvation guard and the kernel work it protects.
     guard: guard::Hold,
-    /// Shielded CPUs someone took offline.
-    online: hotplug::OnlineHold,
     /// The shield's share of the L3 cache.
     cache: resctrl::Hold,
 }
@@ -117,7 +115,6 @@ impl HoldFacts {
             irqs: irqs::on_shield(&snap.irqs, &state.shield),
             knobs: knobs::read_hold(sys, state)?,
             guard: guard::read_hold(sys, state),
-            online: hotplug::read_hold(&snap.online, &state.shield),
             cache: resctrl::read_hold(sys, state),
         })
     }
@@ -139,8 +136,7 @@ fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
         )];
     }
     let rebuild = repair(state);
-    let components: [&dyn Holds; 8] = [
-        &f.online,
+    let components: [&dyn Holds; 7] = [
         &f.mechanism,
         &f.ban,
         &f.tasks,
@@ -336,7 +332,6 @@ mod tests {
             irqs: vec![irq(30, "2")],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
-            online: hotplug::OnlineHold::default(),
             cache: Default::default(),
         };
         assert_eq!(holds(&s, &f), vec![]);
@@ -356,7 +351,6 @@ mod tests {
             irqs: vec![irq(30, "2"), irq(31, "0-3")],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
-            online: hotplug::OnlineHold::default(),
             cache: Default::default(),
         };
         let found = holds(&s, &f);
@@ -381,7 +375,6 @@ mod tests {
             irqs: vec![],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
-            online: hotplug::OnlineHold::default(),
             cache: Default::default(),
         };
         let found = holds(&s, &f);
@@ -405,7 +398,6 @@ mod tests {
             irqs: vec![],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
-            online: hotplug::OnlineHold::default(),
             cache: Default::default(),
         };
         assert_eq!(holds(&s, &facts(running(Some(true)))), vec![]);
