@@ -428,7 +428,17 @@ pub struct StopReport {
     /// Zombies of the group whose reaping is up to another process (not
     /// running; listed for honesty).
     pub zombies_left: Vec<i32>,
+    /// Machine-wide settings the load changed and that were put back, each
+    /// `file: what it held -> what the load left`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub put_back: Vec<String>,
 }
+
+/// Machine-wide files a load may change behind our back: stress-ng turns
+/// samepage merging on when it finds memory low (`--oom-avoid`'s check,
+/// `stress_memory_ksm_merge`). Read when the load starts, written back when
+/// it stops.
+pub const WATCHED_FILES: [&str; 1] = ["sys/kernel/mm/ksm/run"];
 
 /// A running background load. Stop it with [`Load::stop`]; dropping it
 /// stops it too (ignoring errors).
@@ -440,6 +450,8 @@ pub struct Load {
     grace: Duration,
     log: Option<PathBuf>,
     stopped: bool,
+    /// [`WATCHED_FILES`] as they read when the load started.
+    watched: Vec<(&'static str, String)>,
 }
 
 impl Load {
@@ -476,10 +488,15 @@ impl Load {
             grace: spec.grace,
             log: None,
             stopped: false,
+            watched: Vec::new(),
         };
         if spec.scenario == Scenario::None {
             return Ok(load);
         }
+        load.watched = WATCHED_FILES
+            .iter()
+            .filter_map(|f| Some((*f, load.sys.read(f).ok()?.trim().to_string())))
+            .collect();
         let parent = spec.temp_parent.clone().unwrap_or_else(default_temp_parent);
         load.report.sizes = match spec.sizes {
             Some(s) => s,
@@ -631,6 +648,7 @@ impl Load {
                 sigkill_needed: false,
                 stop_ms: 0,
                 zombies_left: Vec::new(),
+                put_back: Vec::new(),
             });
         }
         self.stopped = true;
@@ -653,13 +671,35 @@ impl Load {
             }),
             None => Ok(()),
         };
+        let put_back = self.put_back_watched();
         let (sigkill_needed, zombies_left) = result?;
         removed?;
         Ok(StopReport {
             sigkill_needed,
             stop_ms,
             zombies_left,
+            put_back,
         })
+    }
+
+    /// Writes back each watched file the load changed, once it is gone;
+    /// says which (a write the kernel refuses is said too).
+    fn put_back_watched(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (file, before) in &self.watched {
+            let Ok(now) = self.sys.read(file) else {
+                continue;
+            };
+            let now = now.trim();
+            if now != before {
+                let done = match self.sys.write(file, before) {
+                    Ok(()) => String::new(),
+                    Err(e) => format!(" (could not write it back: {e})"),
+                };
+                out.push(format!("/{file}: {before} -> {now}{done}"));
+            }
+        }
+        out
     }
 
     /// SIGTERM, wait, SIGKILL, wait; returns (SIGKILL needed, zombies left).
@@ -775,6 +815,48 @@ fn tail(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A load whose watched KSM switch read 0 at its start, on a root of
+    /// our own (a fixture file, not this machine's).
+    fn watching(root: &Path) -> Load {
+        Load {
+            report: LoadReport {
+                scenario: Scenario::Vm,
+                driver: "stress-ng".into(),
+                stress_ng_version: None,
+                cpus: CpuSet::parse_list("0").unwrap(),
+                workers_per_stressor: 1,
+                sizes: Sizes {
+                    vm_bytes: 0,
+                    hdd_bytes: 0,
+                },
+                commands: Vec::new(),
+                temp_dir: None,
+                pgid: None,
+            },
+            children: Vec::new(),
+            sys: Sys::at(root),
+            grace: Duration::from_millis(1),
+            log: None,
+            stopped: false,
+            watched: vec![(WATCHED_FILES[0], "0".into())],
+        }
+    }
+
+    #[test]
+    fn what_the_load_turned_on_is_put_back_when_it_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(WATCHED_FILES[0]);
+        fs::create_dir_all(file.parent().unwrap()).unwrap();
+        // stress-ng found memory low and turned samepage merging on.
+        fs::write(&file, "1\n").unwrap();
+        let report = watching(dir.path()).stop().unwrap();
+        assert_eq!(report.put_back, ["/sys/kernel/mm/ksm/run: 0 -> 1"]);
+        assert_eq!(fs::read_to_string(&file).unwrap().trim(), "0");
+        // Left as it was: nothing to say.
+        let report = watching(dir.path()).stop().unwrap();
+        assert!(report.put_back.is_empty(), "{:?}", report.put_back);
+    }
 
     #[test]
     fn scenario_names_round_trip() {

@@ -48,10 +48,29 @@ pub fn summary_text(r: &Results) -> String {
     if let Some(note) = &r.balancer_note {
         s.push_str(&format!("\nNote: {note}.\n"));
     }
+    for line in put_back_lines(r) {
+        s.push_str(&format!("\nNote: {line}\n"));
+    }
     if r.interrupted {
         s.push_str("\nInterrupted: later phases are missing.\n");
     }
     s
+}
+
+/// What a phase's load changed on the whole machine and cpushield put
+/// back when it stopped, a line each.
+pub fn put_back_lines(r: &Results) -> Vec<String> {
+    r.phases
+        .iter()
+        .filter_map(|p| Some((p.phase, p.load_stop.as_ref()?)))
+        .filter(|(_, s)| !s.put_back.is_empty())
+        .map(|(phase, s)| {
+            format!(
+                "the {phase} phase's load changed {} (stress-ng enables samepage merging when memory runs low); put back when it stopped.",
+                s.put_back.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// The files written by [`write_files`].
@@ -139,6 +158,7 @@ pub fn write_data_files(r: &Results, dir: &Path) -> Result<HtmlReport, ReportErr
             if let Some(note) = &r.balancer_note {
                 notes.push(format!("{note}."));
             }
+            notes.extend(put_back_lines(r));
             notes
         },
         extra_section: super::explain::phases_html(r),

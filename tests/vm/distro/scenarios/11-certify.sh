@@ -55,17 +55,19 @@ sleep $((SHORT / 3))
 M=$(pgrep -f 'cpushield measure' | head -n1)
 CG=$(cut -d: -f3 "/proc/$M/cgroup" 2>/dev/null)
 info "measuring process $M in cgroup $CG"
-(
-    echo $$ >"/sys/fs/cgroup$CG/cgroup.procs"
-    exec taskset -c 3 chrt -f 99 sh -c 'while :; do timeout 2.5 /tmp/rthog -c "while :; do :; done"; sleep 2.5; done'
-) &
+# The hog's own shell joins the cgroup ($$ of a subshell would be this
+# script's), then takes CPU 3 and FIFO 99.
+sh -c 'echo $$ >"$1/cgroup.procs" && exec taskset -c 3 chrt -f 99 sh -c "while :; do timeout 2.5 /tmp/rthog -c \"while :; do :; done\"; sleep 2.5; done"' _ "/sys/fs/cgroup$CG" &
 HOG=$!
+sleep 1
+info "hog $HOG: $(grep Cpus_allowed_list /proc/$HOG/status 2>/dev/null), $(chrt -p $HOG 2>/dev/null | head -n1), cgroup $(cut -d: -f3 /proc/$HOG/cgroup 2>/dev/null)"
 wait $C; RC=$?
 kill $HOG 2>/dev/null; pkill -f /tmp/rthog; wait $HOG 2>/dev/null
 sed 's/^/    | /' "$OUT/hog.out" | head -n 20
 check "with the hog certify exits 10 (FAIL): $RC" [ "$RC" = 10 ]
 check "the max term fails on CPU 3" [ "$(field "$D/certify.json" "[c['outcome'] for c in j['verdict']['terms'][0]['cpus'] if c['cpu']==3][0]")" = FAIL ]
 check "the explained slow samples name the hog" grep -q rthog "$D/results.json"
+info "put back after the loads: $(grep -h 'put back' "$OUT"/*.out 2>/dev/null | head -n 3)"
 irqbalance_settle
 snap after.hog
 snap_equal_after_irqbalance before after.hog "after the hog run: everything as before"
