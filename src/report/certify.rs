@@ -236,6 +236,17 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
     out.push_str(&table_html_string("verdict", &header, &rows));
     let watched = watch_lines(r);
     out.push_str("<h3>What broke during the run</h3>\n");
+    let looks: usize = r.measurement.phases.iter().map(|p| p.watch.len()).sum();
+    if watched.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p>Nothing in {looks} looks (one every {:.0} s): the shield held and the load ran each time.</p>",
+            crate::certify::WATCH_EVERY_S
+        );
+    }
+    for line in watched {
+        let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
+    }
     let against = baseline_lines(r);
     if !against.is_empty() {
         out.push_str("<h3>Against the baseline</h3>\n");
@@ -252,17 +263,6 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
         for line in lines {
             let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
         }
-    }
-    let looks: usize = r.measurement.phases.iter().map(|p| p.watch.len()).sum();
-    if watched.is_empty() {
-        let _ = writeln!(
-            out,
-            "<p>Nothing in {looks} looks (one every {:.0} s): the shield held and the load ran each time.</p>",
-            crate::certify::WATCH_EVERY_S
-        );
-    }
-    for line in watched {
-        let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
     }
     out.push_str(&figures_html(r)?);
     Ok(out)
