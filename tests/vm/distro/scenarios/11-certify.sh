@@ -45,9 +45,20 @@ irqbalance_settle
 snap after.verdict
 snap_equal_after_irqbalance before after.verdict "after the verdict run: everything as before"
 
-# 2. A hidden hog: SCHED_FIFO 99, 2.5 s busy every 5 s, moved into the
-#    shield's cgroup and onto CPU 3 behind cpushield's back.
-cp /bin/sh /tmp/rthog
+# 2. A hidden hog: one process, SCHED_FIFO 99 like the measuring threads,
+#    busy 2.5 s then asleep 2.5 s (so the measurement can still end),
+#    moved into the shield's cgroup and onto CPU 3 behind cpushield's back.
+#    Its name is rthog (prctl PR_SET_NAME). A hog that forks (timeout, date)
+#    does not work: a helper at the same priority never gets the CPU.
+cat >/tmp/rthog.py <<'PY'
+import ctypes, time
+ctypes.CDLL(None).prctl(15, b"rthog", 0, 0, 0)
+while True:
+    t = time.monotonic()
+    while time.monotonic() - t < 2.5:
+        pass
+    time.sleep(2.5)
+PY
 D=$OUT/hog
 /job/cpushield certify --cpus 2-3 --budget "$BUDGET" --duration "${SHORT}s" --out "$D" --explain 20000 >"$OUT/hog.out" 2>&1 &
 C=$!
@@ -57,12 +68,12 @@ CG=$(cut -d: -f3 "/proc/$M/cgroup" 2>/dev/null)
 info "measuring process $M in cgroup $CG"
 # The hog's own shell joins the cgroup ($$ of a subshell would be this
 # script's), then takes CPU 3 and FIFO 99.
-sh -c 'echo $$ >"$1/cgroup.procs" && exec taskset -c 3 chrt -f 99 sh -c "while :; do timeout 2.5 /tmp/rthog -c \"while :; do :; done\"; sleep 2.5; done"' _ "/sys/fs/cgroup$CG" &
+sh -c 'echo $$ >"$1/cgroup.procs" && exec taskset -c 3 chrt -f 99 python3 /tmp/rthog.py' _ "/sys/fs/cgroup$CG" &
 HOG=$!
 sleep 1
 info "hog $HOG: $(grep Cpus_allowed_list /proc/$HOG/status 2>/dev/null), $(chrt -p $HOG 2>/dev/null | head -n1), cgroup $(cut -d: -f3 /proc/$HOG/cgroup 2>/dev/null)"
 wait $C; RC=$?
-kill $HOG 2>/dev/null; pkill -f /tmp/rthog; wait $HOG 2>/dev/null
+kill $HOG 2>/dev/null; wait $HOG 2>/dev/null
 sed 's/^/    | /' "$OUT/hog.out" | head -n 20
 check "with the hog certify exits 10 (FAIL): $RC" [ "$RC" = 10 ]
 check "the max term fails on CPU 3" [ "$(field "$D/certify.json" "[c['outcome'] for c in j['verdict']['terms'][0]['cpus'] if c['cpu']==3][0]")" = FAIL ]
