@@ -661,28 +661,15 @@ mod tests {
     /// A load whose watched KSM switch read 0 at its start, on a root of
     /// our own (a fixture file, not this machine's).
     fn watching(root: &Path) -> Load {
-        Load {
-            report: LoadReport {
-                scenario: Scenario::Vm,
-                driver: "stress-ng".into(),
-                stress_ng_version: None,
-                cpus: CpuSet::parse_list("0").unwrap(),
-                workers_per_stressor: 1,
-                sizes: Sizes {
-                    vm_bytes: 0,
-                    hdd_bytes: 0,
-                },
-                commands: Vec::new(),
-                temp_dir: None,
-                pgid: None,
-            },
-            children: Vec::new(),
-            sys: Sys::at(root),
-            grace: Duration::from_millis(1),
-            log: None,
-            stopped: false,
-            watched: vec![(WATCHED_FILES[0], "0".into())],
-        }
+        let spec = LoadSpec::new(
+            Scenario::None,
+            CpuSet::parse_list("0").unwrap(),
+            Driver::Builtin(PathBuf::from("/nonexistent")),
+        );
+        let mut load = Load::start_with(&spec).unwrap();
+        load.sys = Sys::at(root);
+        load.watched = vec![(WATCHED_FILES[0], "0".into())];
+        load
     }
 
     #[test]
