@@ -246,6 +246,22 @@ fn judge_cpu(term: &Term, tail: &CpuTail, confidence: f64) -> CpuVerdict {
     }
 }
 
+/// The smallest probability said as a figure: below it the model's
+/// number (1e-300 past a bounded tail's end) means only "too small to
+/// matter", and is said so.
+pub const SMALLEST_SAID: f64 = 1e-12;
+
+/// An upper bound on a probability for people: `at most 3.10e-5`, or
+/// `less than 1e-12` below [`SMALLEST_SAID`]. `certify.json` keeps the
+/// number itself.
+pub fn probability(p: f64) -> String {
+    if p < SMALLEST_SAID {
+        format!("less than {SMALLEST_SAID:.0e}")
+    } else {
+        format!("at most {p:.2e}")
+    }
+}
+
 /// The verdict of a `max` term no sample exceeded, and why.
 fn max_within(
     term: &Term,
@@ -272,8 +288,13 @@ fn max_within(
         );
     };
     let fitted = format!(
-        "a GEV fitted to {} maxima of {:.0} s (shape ξ {:.3}) gives at {pct:.0} % confidence at most {:.2e} that a run of {:.0} s exceeds it and {:.2e} that an hour does",
-        est.blocks, est.block_s, fit.xi, run.upper, run.horizon_s, hour.upper
+        "a GEV fitted to {} maxima of {:.0} s (shape ξ {:.3}) gives at {pct:.0} % confidence {} that a run of {:.0} s exceeds it and {} that an hour does",
+        est.blocks,
+        est.block_s,
+        fit.xi,
+        probability(run.upper),
+        run.horizon_s,
+        probability(hour.upper)
     );
     if run.upper < 1.0 - confidence {
         (Outcome::Pass, format!("{seen}; {fitted}"))
@@ -412,6 +433,14 @@ mod tests {
         assert_eq!(c.outcome, Outcome::Pass, "{}", c.why);
         assert!(c.tail.as_ref().unwrap().extrapolated());
         assert!(c.why.contains("a GEV fitted to 600 maxima"), "{}", c.why);
+        // 40 µs lies far past the tail's end (20 µs + 10 µs): said, not printed as 1e-300.
+        assert!(
+            c.why
+                .contains("confidence less than 1e-12 that a run of 600 s"),
+            "{}",
+            c.why
+        );
+        assert_eq!(probability(3.1e-5), "at most 3.10e-5");
         // Just above the largest sample: not a sample over, but a repeat
         // of the run would likely exceed it.
         let bound = format!("max<={}ns", t.max_ns + 1);
