@@ -135,10 +135,7 @@ pub fn judge(opts: &Options, measurement: Results) -> Report {
     let tails = shielded_tails(&measurement);
     let mut verdict = verdict::judge(&opts.budget, &tails, opts.confidence);
     let interrupted = measurement.interrupted || tails.is_empty();
-    let looks: Vec<Watch> = measurement
-        .phases
-        .iter()
-        .find(|p| p.phase == Phase::Shielded.name())
+    let looks: Vec<Watch> = compare::results::shielded(&measurement.phases)
         .map(|p| p.watch.clone())
         .unwrap_or_default();
     // A run whose load stopped did not measure under load.
@@ -178,10 +175,7 @@ pub fn judge(opts: &Options, measurement: Results) -> Report {
 /// Each CPU's histogram of the shielded phase, as the verdict reads it
 /// (empty without that phase).
 pub fn shielded_tails(measurement: &Results) -> Vec<CpuTail> {
-    measurement
-        .phases
-        .iter()
-        .find(|p| p.phase == Phase::Shielded.name())
+    compare::results::shielded(&measurement.phases)
         .map(|p| tails(&p.measurement))
         .unwrap_or_default()
 }

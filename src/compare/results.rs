@@ -262,6 +262,11 @@ pub fn assemble(phases: &[PhaseRecord], thresholds_us: &[f64]) -> SummaryTable {
     }
 }
 
+/// The shielded phase of `phases`, when it ran.
+pub fn shielded(phases: &[PhaseRecord]) -> Option<&PhaseRecord> {
+    phases.iter().find(|p| p.phase == super::summary::SHIELDED)
+}
+
 /// Function-call IPIs and SCHED softirqs per second on a shielded CPU
 /// above which the idle load balancer's kicks are named.
 pub const BALANCER_PER_S: f64 = 10.0;
@@ -276,9 +281,7 @@ pub const BALANCER_PER_S: f64 = 10.0;
 /// `nohz_full=` are (tests/vm/probes/ipi-source.sh: 1,918 SCHED softirqs
 /// on CPU 3 in a 20 s shielded phase, 1 once booted with `nohz_full=3`).
 pub fn balancer_note(phases: &[PhaseRecord], nohz_full: Option<&str>) -> Option<String> {
-    let shielded = phases
-        .iter()
-        .find(|p| p.phase == super::summary::SHIELDED)?;
+    let shielded = shielded(phases)?;
     let probe = shielded.measurement.results.first()?;
     let covered = nohz_full
         .and_then(|l| CpuSet::parse_list(l).ok())

@@ -63,8 +63,8 @@ pub fn look(sys: &Sys, at_s: f64, shielded: bool, load: Option<&Load>) -> Watch 
     w
 }
 
-/// The looks at time `elapsed` when one is due every `every_s` seconds:
-/// calls `look` once each time the phase passes the next multiple.
+/// When a look is due, every `every_s` seconds into a phase: once each
+/// time the phase passes the next multiple, however late the caller asks.
 pub struct Schedule {
     every_s: Option<f64>,
     next_s: f64,

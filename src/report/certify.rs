@@ -244,15 +244,11 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
             crate::certify::WATCH_EVERY_S
         );
     }
-    for line in watched {
-        let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
-    }
+    paragraphs(&mut out, &watched);
     let against = baseline_lines(r);
     if !against.is_empty() {
         out.push_str("<h3>Against the baseline</h3>\n");
-        for line in against {
-            let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
-        }
+        paragraphs(&mut out, &against);
     }
     if let Some(p) = &r.preflight {
         out.push_str("<h3>Before the run</h3>\n");
@@ -260,12 +256,17 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
         if lines.is_empty() {
             out.push_str("<p>The audit of the CPUs found nothing to fix.</p>\n");
         }
-        for line in lines {
-            let _ = writeln!(out, "<p>{}</p>", escape_html(&line));
-        }
+        paragraphs(&mut out, &lines);
     }
     out.push_str(&figures_html(r)?);
     Ok(out)
+}
+
+/// Each of `lines` as a paragraph, escaped.
+fn paragraphs(out: &mut String, lines: &[String]) {
+    for line in lines {
+        let _ = writeln!(out, "<p>{}</p>", escape_html(line));
+    }
 }
 
 /// The maxima per minute and each max term's tail, as inlined SVG.
