@@ -13,7 +13,7 @@ use super::html::{escape_html, inline_svg, render_html, table_html_string, HtmlR
 use super::ReportError;
 use crate::certify::budget::Statistic;
 use crate::certify::preflight::Preflight;
-use crate::certify::verdict::Outcome;
+use crate::certify::verdict::{CpuVerdict, Outcome};
 use crate::certify::{evt, junit, shielded_tails, Report};
 
 fn word(o: Outcome) -> &'static str {
@@ -45,11 +45,6 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
     )?;
     for t in &v.terms {
         for c in &t.cpus {
-            let over = if c.exceedances.0 == c.exceedances.1 {
-                c.exceedances.0.to_string()
-            } else {
-                format!("{}-{}", c.exceedances.0, c.exceedances.1)
-            };
             writeln!(
                 w,
                 "  {:<18} {:>4} {:<13} {:>12} {:>10.1} {:>11}  {}",
@@ -58,7 +53,7 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
                 word(c.outcome),
                 c.samples,
                 c.max_ns as f64 / 1000.0,
-                over,
+                over(c),
                 c.why
             )?;
         }
@@ -77,7 +72,21 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
     if let Some(note) = &r.measurement.balancer_note {
         writeln!(w, "  note: {note}")?;
     }
+    for line in super::compare::put_back_lines(&r.measurement) {
+        writeln!(w, "  note: {line}")?;
+    }
     Ok(())
+}
+
+/// Samples over the bound: a count, or `low-high` where a histogram bucket
+/// straddles the bound.
+fn over(c: &CpuVerdict) -> String {
+    let (low, high) = c.exceedances;
+    if low == high {
+        low.to_string()
+    } else {
+        format!("{low}-{high}")
+    }
 }
 
 /// What was found before the run, a line each: what makes the budget
@@ -227,7 +236,7 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
                     word(c.outcome).into(),
                     c.samples.to_string(),
                     format!("{:.1}", c.max_ns as f64 / 1000.0),
-                    format!("{}-{}", c.exceedances.0, c.exceedances.1),
+                    over(c),
                     c.why.clone(),
                 ]
             })
