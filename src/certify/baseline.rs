@@ -19,6 +19,10 @@ pub struct Baseline {
     pub max_growth: f64,
 }
 
+/// The largest `certify.json` read as a baseline: a day-long run's,
+/// with its histograms and per-second maxima, is a few MiB.
+pub const MAX_BYTES: u64 = 256 << 20;
+
 /// The part of `certify.json` a baseline needs.
 #[derive(Deserialize)]
 struct Earlier {
@@ -26,11 +30,12 @@ struct Earlier {
 }
 
 impl Baseline {
-    /// Reads `dir/certify.json`; the error names the file and what is
-    /// wrong with it.
+    /// Reads `dir/certify.json`, a regular file of at most
+    /// [`MAX_BYTES`] (a FIFO or a device there is refused, not waited on);
+    /// the error names the file and what is wrong with it.
     pub fn read(dir: &Path, max_growth: f64) -> Result<Baseline, String> {
         let file = dir.join("certify.json");
-        let text = std::fs::read_to_string(&file).map_err(|e| {
+        let text = crate::input::read_file(&file, MAX_BYTES).map_err(|e| {
             format!(
                 "{}: {e} (give the directory of an earlier certify)",
                 file.display()
@@ -195,6 +200,10 @@ mod tests {
             err.contains("certify.json") && err.contains("earlier certify"),
             "{err}"
         );
+        std::fs::create_dir(dir.path().join("certify.json")).unwrap();
+        let err = Baseline::read(dir.path(), 0.2).unwrap_err();
+        assert!(err.contains("not a regular file"), "{err}");
+        std::fs::remove_dir(dir.path().join("certify.json")).unwrap();
         std::fs::write(dir.path().join("certify.json"), "{\"verdict\": 1}").unwrap();
         assert!(Baseline::read(dir.path(), 0.2)
             .unwrap_err()
