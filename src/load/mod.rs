@@ -270,8 +270,9 @@ pub struct StopReport {
     /// Zombies of the group whose reaping is up to another process (not
     /// running; listed for honesty).
     pub zombies_left: Vec<i32>,
-    /// Machine-wide settings the load changed and that were put back, each
-    /// `file: what it held -> what the load left`.
+    /// Machine-wide settings the load changed, each `file: what it held ->
+    /// what the load left`, then what it reads after being written back
+    /// (`, put back` when that is what it held).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub put_back: Vec<String>,
 }
@@ -524,8 +525,8 @@ impl Load {
         })
     }
 
-    /// Writes back each watched file the load changed, once it is gone;
-    /// says which (a write the kernel refuses is said too).
+    /// Writes back each watched file the load changed, once it is gone,
+    /// and reads it again; says which, and what each reads now.
     fn put_back_watched(&self) -> Vec<String> {
         let mut out = Vec::new();
         for (file, before) in &self.watched {
@@ -534,11 +535,15 @@ impl Load {
             };
             let now = now.trim();
             if now != before {
-                let done = match self.sys.write(file, before) {
-                    Ok(()) => String::new(),
-                    Err(e) => format!(" (could not write it back: {e})"),
+                let after = match self.sys.write(file, before) {
+                    Err(e) => format!("not put back: {e}"),
+                    Ok(()) => match self.sys.read(file) {
+                        Ok(v) if v.trim() == before => "put back".to_string(),
+                        Ok(v) => format!("written back, but it reads {}", v.trim()),
+                        Err(e) => format!("written back, unreadable now: {e}"),
+                    },
                 };
-                out.push(format!("/{file}: {before} -> {now}{done}"));
+                out.push(format!("/{file}: {before} -> {now}, {after}"));
             }
         }
         out
@@ -680,7 +685,10 @@ mod tests {
         // stress-ng found memory low and turned samepage merging on.
         fs::write(&file, "1\n").unwrap();
         let report = watching(dir.path()).stop().unwrap();
-        assert_eq!(report.put_back, ["/sys/kernel/mm/ksm/run: 0 -> 1"]);
+        assert_eq!(
+            report.put_back,
+            ["/sys/kernel/mm/ksm/run: 0 -> 1, put back"]
+        );
         assert_eq!(fs::read_to_string(&file).unwrap().trim(), "0");
         // Left as it was: nothing to say.
         let report = watching(dir.path()).stop().unwrap();

@@ -66,7 +66,7 @@ pub fn put_back_lines(r: &Results) -> Vec<String> {
         .filter(|(_, s)| !s.put_back.is_empty())
         .map(|(phase, s)| {
             format!(
-                "the {phase} phase's load changed {} (stress-ng enables samepage merging when memory runs low); put back when it stopped.",
+                "the {phase} phase's load changed {} (stress-ng enables samepage merging when memory runs low; each file read back after the load stopped).",
                 s.put_back.join(", ")
             )
         })
