@@ -27,8 +27,16 @@ pub struct Machine {
     pub virtualised: Option<bool>,
     /// Hypervisor or system vendor, when known (`/sys/class/dmi/id/sys_vendor`).
     pub system_vendor: Option<String>,
+    /// The system's product name (`/sys/class/dmi/id/product_name`).
+    pub product_name: Option<String>,
+    /// The firmware: DMI's BIOS vendor, version and date in one line.
+    pub bios: Option<String>,
+    /// The CPU's microcode revision (first `microcode` line of /proc/cpuinfo).
+    pub microcode: Option<String>,
     /// Current clocksource (`tsc`, `hpet`, `kvm-clock`, ...).
     pub clocksource: Option<String>,
+    /// The kernel's whole command line (`/proc/cmdline`).
+    pub cmdline: Option<String>,
     /// The boot parameters that matter for latency.
     pub boot_params: BootParams,
 }
@@ -94,7 +102,15 @@ impl Machine {
                 dt_hypervisor: dt_hypervisor.as_deref(),
             }),
             system_vendor,
+            product_name,
+            bios: bios(
+                get("sys/class/dmi/id/bios_vendor"),
+                get("sys/class/dmi/id/bios_version"),
+                get("sys/class/dmi/id/bios_date"),
+            ),
+            microcode: cpuinfo.as_deref().and_then(microcode),
             clocksource: get("sys/devices/system/clocksource/clocksource0/current_clocksource"),
+            cmdline: get("proc/cmdline"),
             boot_params: sys
                 .read("proc/cmdline")
                 .map(|c| boot_params(&c))
@@ -182,6 +198,38 @@ pub fn cpu_model(cpuinfo: &str) -> Option<String> {
         let (k, v) = l.split_once(':')?;
         let k = k.trim();
         (k == "model name" || k == "Processor" || k == "cpu model")
+            .then(|| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+    })
+}
+
+/// DMI's firmware fields in one line, `vendor version (date)`; `None`
+/// when DMI gives none of them.
+pub fn bios(
+    vendor: Option<String>,
+    version: Option<String>,
+    date: Option<String>,
+) -> Option<String> {
+    let mut line = [vendor, version]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let Some(d) = date {
+        line = if line.is_empty() {
+            d
+        } else {
+            format!("{line} ({d})")
+        };
+    }
+    (!line.is_empty()).then_some(line)
+}
+
+/// The first `microcode` revision of /proc/cpuinfo (x86).
+pub fn microcode(cpuinfo: &str) -> Option<String> {
+    cpuinfo.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == "microcode")
             .then(|| v.trim().to_string())
             .filter(|v| !v.is_empty())
     })
@@ -316,6 +364,9 @@ mod tests {
     fn cpu_model_and_virtualisation() {
         let ci = "processor\t: 0\nmodel name\t: AMD EPYC 7B13\nflags\t\t: fpu tsc hypervisor\n";
         assert_eq!(cpu_model(ci).as_deref(), Some("AMD EPYC 7B13"));
+        assert_eq!(microcode(ci), None);
+        let with_mc = "model name\t: Intel\nmicrocode\t: 0xd0003a5\n";
+        assert_eq!(microcode(with_mc).as_deref(), Some("0xd0003a5"));
         let ev = |cpuinfo, vendor, product| VirtEvidence {
             cpuinfo,
             sys_vendor: vendor,
@@ -406,7 +457,22 @@ mod tests {
         assert_eq!(m.clocksource.as_deref(), Some("tsc"));
         assert_eq!(m.boot_params.rcu_nocbs.as_deref(), Some("1"));
         assert_eq!(m.cpus_online, None);
+        assert_eq!(m.cmdline.as_deref(), Some("rcu_nocbs=1"));
+        assert_eq!(m.bios, None);
         assert!(m.one_line().contains("PREEMPT_RT"));
+        put("sys/class/dmi/id/bios_vendor", "SeaBIOS\n");
+        put("sys/class/dmi/id/bios_version", "1.16.3\n");
+        put("sys/class/dmi/id/bios_date", "04/01/2014\n");
+        put(
+            "sys/class/dmi/id/product_name",
+            "Standard PC (Q35 + ICH9, 2009)\n",
+        );
+        let m = Machine::read(&Sys::at(dir.path()));
+        assert_eq!(m.bios.as_deref(), Some("SeaBIOS 1.16.3 (04/01/2014)"));
+        assert_eq!(
+            m.product_name.as_deref(),
+            Some("Standard PC (Q35 + ICH9, 2009)")
+        );
         put("proc/device-tree/hypervisor/compatible", "linux,kvm\0");
         put("proc/cpuinfo", "Features\t: fp asimd\n");
         assert_eq!(Machine::read(&Sys::at(dir.path())).virtualised, Some(true));

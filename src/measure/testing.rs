@@ -76,6 +76,8 @@ pub fn sample_run() -> Run {
         dma_latency_us: None,
         explain_ns: None,
         device: None,
+        checkpoint: None,
+        over_ns: Vec::new(),
     };
     Run {
         config: cfg,
@@ -87,7 +89,11 @@ pub fn sample_run() -> Run {
             cpus_online: Some("0-2".into()),
             virtualised: Some(false),
             system_vendor: None,
+            product_name: None,
+            bios: None,
+            microcode: None,
             clocksource: Some("tsc".into()),
+            cmdline: None,
             boot_params: BootParams::default(),
         },
         started_unix_s: 1.0,

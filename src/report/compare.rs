@@ -138,7 +138,11 @@ pub fn write_data_files(r: &Results, dir: &Path) -> Result<HtmlReport, ReportErr
         machine: vec![
             ("summary".into(), m.one_line()),
             kv("kernel", &m.kernel_release),
+            kv("kernel command line", &m.cmdline),
+            kv("system", &system(m)),
+            kv("firmware", &m.bios),
             kv("CPU model", &m.cpu_model),
+            kv("microcode", &m.microcode),
             kv("CPUs online", &m.cpus_online),
             kv("clocksource", &m.clocksource),
             ("measured CPUs".into(), r.options.cpus.to_string()),
@@ -169,6 +173,15 @@ pub fn write_data_files(r: &Results, dir: &Path) -> Result<HtmlReport, ReportErr
             .collect(),
         ..HtmlReport::default()
     })
+}
+
+/// DMI's system vendor and product, as one line.
+fn system(m: &crate::measure::machine::Machine) -> Option<String> {
+    let parts: Vec<&str> = [&m.system_vendor, &m.product_name]
+        .into_iter()
+        .filter_map(|p| p.as_deref())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
 }
 
 /// `compare --dry-run` for people: the CPUs, each phase's load and
