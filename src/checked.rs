@@ -376,6 +376,7 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
             out,
             explain_us: a.explain,
             watch_every_s: None,
+            checkpoint: false,
         },
         dry_run: a.dry_run,
         json: a.json,

@@ -14,6 +14,7 @@ pub mod certify;
 pub mod compare;
 pub mod config;
 pub mod cpulist;
+pub mod durable;
 pub mod exit;
 pub mod finding;
 pub mod fleet;

@@ -202,6 +202,30 @@ fn the_report_page_renders_in_a_headless_browser_with_its_figures() {
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let tail = &r["verdict"]["terms"][0]["cpus"][0]["tail"];
     assert!(tail["blocks"].as_u64().unwrap() >= 60, "{tail}");
+    // the minute's checkpoint the measurement wrote while it ran
+    let cp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("checkpoint-shielded.json")).unwrap())
+            .unwrap();
+    let at = cp["elapsed_s"].as_f64().unwrap();
+    assert!((60.0..61.0).contains(&at), "taken at {at} s");
+    let cpu = &cp["cpus"][0];
+    assert_eq!(cpu["cpu"], 1);
+    assert!(
+        cpu["per_second_max_ns"].as_array().unwrap().len() >= 59,
+        "{cpu}"
+    );
+    let copied = cpu["stats"]["samples"].as_u64().unwrap();
+    let counted: u64 = cpu["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert!(copied > 50_000, "a minute at 1 kHz: {copied}");
+    assert_eq!(
+        counted + cpu["stats"]["overflows"].as_u64().unwrap(),
+        copied
+    );
     let page = format!("file://{}", dir.join("report.html").display());
     let shot = std::env::var("CPUSHIELD_SCREENSHOT")
         .map(std::path::PathBuf::from)

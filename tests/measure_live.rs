@@ -37,6 +37,8 @@ fn config(probe: ProbeKind, loops: u64) -> Config {
         dma_latency_us: None,
         explain_ns: None,
         device: None,
+        checkpoint: None,
+        over_ns: Vec::new(),
     }
 }
 
@@ -246,6 +248,12 @@ fn cli_bad_options_fail_before_starting() {
         (vec!["--cpus", "4095"], "not online"),
         (vec!["--prio", "0"], "1..=99"),
         (vec!["--probe", "nope"], "timer"),
+        (
+            vec!["--checkpoint", "/nonexistent-cpushield/c.json"],
+            "a file in a directory that exists",
+        ),
+        (vec!["--checkpoint", "/tmp"], "not a directory"),
+        (vec!["--over", "0"], "--over"),
     ] {
         let out = cli().arg("measure").args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -59,6 +59,14 @@ pub fn measure_command(
     if let Some(us) = opts.explain_us {
         argv.extend(["--explain".into(), us.to_string()]);
     }
+    if opts.checkpoint {
+        let file = opts.out.join(format!("checkpoint-{}.json", phase.name()));
+        argv.extend(["--checkpoint".into(), file.display().to_string()]);
+    }
+    if !opts.thresholds_us.is_empty() {
+        let list: Vec<String> = opts.thresholds_us.iter().map(f64::to_string).collect();
+        argv.extend(["--over".into(), list.join(",")]);
+    }
     // Only an emulated root (test builds) gets this far without root.
     #[cfg(feature = "fixture")]
     if !realtime {

@@ -126,6 +126,10 @@ pub struct Options {
     /// while a phase measures (`certify`; `None`: never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch_every_s: Option<f64>,
+    /// Each phase's measurement writes `checkpoint-PHASE.json` in `out`
+    /// every minute (`certify`: a crash loses at most a minute).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checkpoint: bool,
 }
 
 /// Facts about the machine that decide whether `compare` may start.
@@ -356,6 +360,20 @@ fn start_load(
     Ok(Some(Load::start(opts.load, &cpus, &ctx.driver)?))
 }
 
+/// Makes the output directory before the first phase when the phases
+/// checkpoint there.
+fn checkpoint_dir(opts: &Options) -> Result<(), CompareError> {
+    if !opts.checkpoint {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&opts.out).map_err(|e| {
+        CompareError::Refused(format!(
+            "output directory {}: cannot make it ({e})",
+            opts.out.display()
+        ))
+    })
+}
+
 /// Runs the phases of `opts` (already [`check`]ed) and collects the results.
 /// The shield is undone and every load stopped before this returns, also on
 /// error; a stop request ends the run after the current phase.
@@ -365,6 +383,7 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
     let housekeeping = check(opts, &pre)?;
     let realtime = nix::unistd::geteuid().is_root();
     let started_unix_s = now_unix();
+    checkpoint_dir(opts)?;
     let mut phases = Vec::new();
     for &phase in &opts.phases {
         if ctx.stop.load(Relaxed) {
@@ -406,14 +425,8 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         };
         let measured = run_child(&argv, phase.name(), ctx.stop, &housekeeping, &mut tick);
         // Stop the load before looking at the result: no strays either way.
-        let load_stop = match load {
-            Some(l) => Some(l.stop()?),
-            None => None,
-        };
-        let unshield = match guard.take() {
-            Some(g) => Some(g.off()?),
-            None => None,
-        };
+        let load_stop = load.map(Load::stop).transpose()?;
+        let unshield = guard.take().map(ShieldGuard::off).transpose()?;
         let json = measured?;
         let m = parse_measurement(phase.name(), &json, &opts.thresholds_us).map_err(|reason| {
             CompareError::Measure {

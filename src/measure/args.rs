@@ -183,6 +183,18 @@ pub struct MeasureArgs {
           value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub explain: Option<u64>,
 
+    /// Every minute, replace FILE (atomically, synced) with the run so far:
+    /// each CPU's histogram and per-second maxima, in results.json's terms.
+    /// A crash or power cut then loses at most a minute. Its directory must
+    /// exist.
+    #[arg(long, value_name = "FILE")]
+    pub checkpoint: Option<std::path::PathBuf>,
+
+    /// Bounds in µs ("50,100") whose exceedances the progress line counts
+    /// per CPU, with p99 and p99.99, on a terminal.
+    #[arg(long, value_name = "US", value_delimiter = ',')]
+    pub over: Vec<f64>,
+
     /// Remove the trace instance that a killed `measure --explain` left,
     /// then exit (the next `--explain` run does it too).
     #[arg(long, exclusive = true)]
@@ -238,6 +250,10 @@ pub struct Config {
     pub lock_memory: bool,
     /// /dev/cpu_dma_latency value to hold, µs.
     pub dma_latency_us: Option<u32>,
+    /// Where each minute's checkpoint goes (`--checkpoint`).
+    pub checkpoint: Option<std::path::PathBuf>,
+    /// Bounds whose exceedances the progress line counts, ns (`--over`).
+    pub over_ns: Vec<u64>,
     /// `--explain`: samples slower than this many ns are explained.
     #[serde(default)]
     pub explain_ns: Option<u64>,
@@ -311,6 +327,12 @@ impl Config {
             dma_latency_us: args.dma_latency,
             explain_ns: args.explain.map(|us| us * 1000),
             device,
+            checkpoint: checkpoint_of(args)?,
+            over_ns: args
+                .over
+                .iter()
+                .map(|us| (us * 1000.0).round() as u64)
+                .collect(),
         })
     }
 
@@ -352,6 +374,13 @@ fn check_numbers(args: &MeasureArgs) -> Result<(), MeasureError> {
             "1..=1000000 µs",
         );
     }
+    if let Some(us) = args
+        .over
+        .iter()
+        .find(|us| !(0.001..=10_000_000.0).contains(*us))
+    {
+        return invalid("--over", us.to_string(), "0.001..=10000000 µs");
+    }
     if args.probe.is_empty() {
         return invalid(
             "--probe",
@@ -360,6 +389,26 @@ fn check_numbers(args: &MeasureArgs) -> Result<(), MeasureError> {
         );
     }
     Ok(())
+}
+
+/// `--checkpoint`'s file: in a directory that exists, and not a directory
+/// itself (nothing is written before the run).
+fn checkpoint_of(args: &MeasureArgs) -> Result<Option<std::path::PathBuf>, MeasureError> {
+    let Some(path) = &args.checkpoint else {
+        return Ok(None);
+    };
+    let shown = path.display().to_string();
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if path.file_name().is_none() || path.is_dir() {
+        return invalid("--checkpoint", shown, "a file name, not a directory");
+    }
+    if !dir.is_dir() {
+        return invalid("--checkpoint", shown, "a file in a directory that exists");
+    }
+    Ok(Some(path.clone()))
 }
 
 /// When the measurement stops: after `--loops`, or `--duration` (10 s).

@@ -13,7 +13,7 @@
 //! /dev/rtc (the rtc probe) and /dev/cpu_dma_latency (only when asked).
 
 use std::fs::File;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -26,6 +26,7 @@ use super::device::{DeviceTarget, Region};
 use super::explain::{Explained, Explainer};
 use super::histogram::Histogram;
 use super::interrupts::{self, Counts, Delta};
+use super::live::Live;
 use super::machine::Machine;
 use super::probes::{self, CacheJob, CycleClock, Job, NoiseStats, PciJob, PciReads, PciSource};
 use super::progress::Progress;
@@ -344,7 +345,7 @@ pub fn run_probe(
         irqs: read_counts(sys, "proc/interrupts"),
         softirqs: read_counts(sys, "proc/softirqs"),
     };
-    let (outs, elapsed, per_second) = run_threads(cfg, probe, jobs, &cpus, interrupted);
+    let (outs, elapsed, per_second) = run_threads(cfg, (probe, width), jobs, &cpus, interrupted);
     // The instance goes whatever happened to the loops.
     let explain = explainer.map(Explainer::finish).transpose();
     let outs = outs?;
@@ -551,7 +552,7 @@ type Outputs = (
 /// them.
 fn run_threads(
     cfg: &Config,
-    probe: ProbeKind,
+    (probe, width_ns): (ProbeKind, u64),
     jobs: Vec<Job>,
     cpus: &[u32],
     interrupted: &AtomicBool,
@@ -560,7 +561,6 @@ fn run_threads(
     let stop = AtomicBool::new(false);
     let go = AtomicBool::new(false);
     let ready = AtomicUsize::new(0);
-    let tty = std::io::stderr().is_terminal();
     std::thread::scope(|s| {
         let mut handles = Vec::new();
         let mut spawn_error = None;
@@ -594,29 +594,26 @@ fn run_threads(
             Stop::Duration(d) => Some(d),
             Stop::Loops(_) => None,
         };
-        let mut last_print = Instant::now();
-        let mut per_second: Vec<Vec<u64>> = vec![Vec::new(); progress.len()];
-        let mut next_second = Duration::from_secs(1);
+        let mut live = Live::new(
+            (probe, cfg.stop),
+            cpus,
+            &progress,
+            (cfg.buckets, width_ns),
+            &cfg.over_ns,
+            cfg.checkpoint.clone(),
+        );
         while !handles.iter().all(|(_, h)| h.is_finished()) {
             std::thread::sleep(Duration::from_millis(20));
-            if t0.elapsed() >= next_second {
-                next_second += Duration::from_secs(1);
-                for (maxima, p) in per_second.iter_mut().zip(&progress) {
-                    maxima.push(p.take_window_max());
-                }
-            }
             if interrupted.load(Relaxed) || limit.is_some_and(|l| t0.elapsed() >= l) {
                 stop.store(true, Relaxed);
             }
-            if tty && last_print.elapsed() >= Duration::from_millis(250) {
-                last_print = Instant::now();
-                print_progress(probe, t0.elapsed(), cfg.stop, cpus, &progress);
-            }
+            live.tick(t0.elapsed());
         }
         stop.store(true, Relaxed);
         let elapsed = t0.elapsed();
-        if tty {
-            eprint!("\r\x1b[K");
+        let (per_second, checkpoint_failed) = live.finish();
+        if let Some(e) = checkpoint_failed {
+            eprintln!("measure: a checkpoint could not be written: {e}");
         }
         let outs: Vec<_> = handles
             .into_iter()
@@ -688,26 +685,4 @@ fn thread_main(
         involuntary: a.1.saturating_sub(b.1),
     });
     Ok((out, cs))
-}
-
-fn print_progress(probe: ProbeKind, t: Duration, stop: Stop, cpus: &[u32], progress: &[Progress]) {
-    let total = match stop {
-        Stop::Duration(d) => format!("/{:.1} s", d.as_secs_f64()),
-        Stop::Loops(n) => format!(" ({n} loops)"),
-    };
-    let mut line = format!("{} {:.1}{}", probe.name(), t.as_secs_f64(), total);
-    let unit_ns = matches!(probe, ProbeKind::Gtod | ProbeKind::Cache);
-    for (cpu, p) in cpus.iter().zip(progress).take(8) {
-        let max = p.max_ns.load(Relaxed);
-        let max = if unit_ns {
-            format!("{max} ns")
-        } else {
-            format!("{:.1} µs", max as f64 / 1000.0)
-        };
-        line.push_str(&format!(
-            "  cpu{cpu}: {} max {max}",
-            p.samples.load(Relaxed)
-        ));
-    }
-    eprint!("\r\x1b[K{line}");
 }

@@ -115,6 +115,37 @@ impl Histogram {
         self.sum_trunc_us += other.sum_trunc_us;
     }
 
+    /// Makes this histogram (of the same shape) equal to `other` without
+    /// allocating, copying only the buckets up to `other`'s maximum: what
+    /// a measuring thread does when asked for a copy mid-run, so its cost
+    /// follows the range reached, not the range allocated. The buckets
+    /// past that are left as they are, which is zero as long as every
+    /// earlier copy was of the same growing histogram.
+    pub fn copy_reached_from(&mut self, other: &Histogram) {
+        assert_eq!(self.width_ns, other.width_ns, "bucket widths differ");
+        assert_eq!(
+            self.counts.len(),
+            other.counts.len(),
+            "bucket counts differ"
+        );
+        let reached = if other.samples == 0 {
+            0
+        } else {
+            ((other.max_ns / other.width_ns) as usize + 1).min(other.counts.len())
+        };
+        self.counts[..reached].copy_from_slice(&other.counts[..reached]);
+        let n = other.overflow_at_len;
+        self.overflow_at[..n].copy_from_slice(&other.overflow_at[..n]);
+        self.overflow_at_len = n;
+        self.overflows = other.overflows;
+        self.samples = other.samples;
+        self.min_ns = other.min_ns;
+        self.max_ns = other.max_ns;
+        self.sum_ns = other.sum_ns;
+        self.sum_sq_ns = other.sum_sq_ns;
+        self.sum_trunc_us = other.sum_trunc_us;
+    }
+
     /// Bucket width in nanoseconds.
     pub fn width_ns(&self) -> u64 {
         self.width_ns
@@ -259,6 +290,20 @@ mod tests {
             h.record(i as u64, v * 1000);
         }
         h
+    }
+
+    #[test]
+    fn a_copy_of_the_reached_range_equals_the_histogram() {
+        let mut copy = Histogram::new(100, 1000);
+        let early = filled([3, 5, 5], 100);
+        copy.copy_reached_from(&early);
+        assert_eq!(copy.summary(), early.summary());
+        // the histogram grows (an overflow too); the copy follows it whole
+        let later = filled([3, 5, 5, 42, 7, 250], 100);
+        copy.copy_reached_from(&later);
+        assert_eq!(copy.counts(), later.counts());
+        assert_eq!(copy.overflow_at(), later.overflow_at());
+        assert_eq!(copy.summary(), later.summary());
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod driver;
 pub mod explain;
 pub mod histogram;
 pub mod interrupts;
+pub mod live;
 pub mod machine;
 pub mod probes;
 pub mod progress;

@@ -354,6 +354,7 @@ fn timer(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
             n += 1;
             max = max.max(latency);
             progress.publish(n, max, latency);
+            progress.offer(&job.hist);
             report_slow(&job.slow, tid, next, now);
         }
         next += interval;
@@ -419,6 +420,7 @@ fn periodic(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Outp
         n += 1;
         max = max.max(latency);
         progress.publish(n, max, latency);
+        progress.offer(&job.hist);
         report_slow(&job.slow, tid, period_start, now);
     }
     Ok(Output {
@@ -447,6 +449,7 @@ fn gtod(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Output {
         window = window.max(d);
         if n & 1023 == 0 {
             progress.publish(n, max, std::mem::take(&mut window));
+            progress.offer(&job.hist);
             if stop.load(Relaxed) {
                 break;
             }
@@ -509,6 +512,8 @@ fn noise(
         }
         spun_ticks += prev.wrapping_sub(start);
         periods += 1;
+        // between periods: outside the spin, so a copy is not a gap
+        progress.offer(&job.hist);
         next_period += period;
         if runtime < period {
             // EINTR just shortens the pause; the next period starts anyway.
@@ -603,6 +608,7 @@ fn rtc_loop(
         n += 1;
         max = max.max(latency);
         progress.publish(n, max, latency);
+        progress.offer(&job.hist);
     }
     Ok((iterations, missed))
 }
@@ -652,6 +658,7 @@ fn cache(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
             }
             level.at = i;
             progress.publish(n, max, std::mem::take(&mut window));
+            progress.offer(&job.hist);
         }
     }
     progress.publish(n, max, window);
@@ -745,6 +752,7 @@ fn pci(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output, L
         window = window.max(ns);
         if n & 255 == 0 {
             progress.publish(n, max, std::mem::take(&mut window));
+            progress.offer(&job.hist);
         }
     }
     progress.publish(n, max, window);

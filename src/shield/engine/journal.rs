@@ -13,7 +13,7 @@
 //! used whole or not at all, so `off` never acts on part of one.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -243,31 +243,12 @@ pub fn write_durable(path: &Path, data: &[u8]) -> Result<(), JournalError> {
     write_atomic(path, data)
 }
 
-/// Writes `data` to `path` atomically: temp file (O_EXCL, O_NOFOLLOW, 0600),
-/// fsync, rename, fsync of the directory.
+/// Writes `data` to `path` atomically and durably ([`crate::durable`]).
 fn write_atomic(path: &Path, data: &[u8]) -> Result<(), JournalError> {
-    let dir = path.parent().expect("journal files live in a directory");
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("journal")
-    ));
-    let _ = fs::remove_file(&tmp);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .map_err(io_err(&tmp))?;
-    f.write_all(data).map_err(io_err(&tmp))?;
-    f.sync_all().map_err(io_err(&tmp))?;
-    fs::rename(&tmp, path).map_err(io_err(path))?;
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(dir))?;
-    Ok(())
+    crate::durable::write_atomic(path, data).map_err(|e| JournalError::Io {
+        path: e.path,
+        source: e.source,
+    })
 }
 
 /// An open journal, appending segments.
