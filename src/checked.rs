@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use cpushield::boot::{self, BootWant};
 use cpushield::compare::Options as CompareOptions;
+use cpushield::config::AtLine;
 use cpushield::cpulist::CpuSet;
 use cpushield::input::quote;
 use cpushield::measure::args::Config as MeasureConfig;
@@ -377,6 +378,7 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
             explain_us: a.explain,
             watch_every_s: None,
             checkpoint: false,
+            shield: None,
         },
         dry_run: a.dry_run,
         json: a.json,
@@ -386,53 +388,157 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
 /// `certify`: `--cpus` and `--budget` are required; the duration and the
 /// confidence in their ranges; the results go to `--out`, else a
 /// directory named by the time.
-fn certify(a: CertifyArgs) -> Result<Checked, Refusal> {
-    let Some(cpus) = a.cpus else {
-        return Err(Refusal(
-            "certify: --cpus is required (the CPUs to shield and measure, e.g. --cpus 2-3)".into(),
-        ));
-    };
-    let Some(budget) = a.budget else {
-        return Err(Refusal(
-            "certify: --budget is required (e.g. --budget 'max<=100us,p99.99<=50us')".into(),
-        ));
-    };
-    let budget = cpushield::certify::budget::parse(&budget)
-        .map_err(|e| Refusal(format!("--budget: {e}")))?;
-    let seconds = duration(&a.duration)?;
-    if !(50.0..=99.9999).contains(&a.confidence) {
-        return Err(Refusal(format!(
-            "--confidence {}: give a percentage from 50 to 99.9999",
-            a.confidence
-        )));
+/// A value of `certify` from its flag, else from the config's `[certify]`
+/// table, with the name an error gives it: `--flag`, or `FILE:LINE: key`.
+fn flag_or_key<T>(
+    flag: Option<T>,
+    flag_name: &str,
+    key: Option<AtLine<T>>,
+    config: Option<&std::path::Path>,
+) -> Option<(T, String)> {
+    match (flag, key, config) {
+        (Some(v), _, _) => Some((v, flag_name.to_string())),
+        (None, Some(k), Some(path)) => {
+            let name = flag_name.trim_start_matches("--").replace('-', "_");
+            Some((k.value, format!("{}:{}: {name}", path.display(), k.line)))
+        }
+        _ => None,
     }
-    if !(0.0..=1000.0).contains(&a.regression) {
-        return Err(Refusal(format!(
-            "--regression {}: give a percentage from 0 to 1000",
-            a.regression
-        )));
-    }
-    let baseline = match &a.baseline {
-        Some(dir) => Some(
-            cpushield::certify::baseline::Baseline::read(dir, a.regression / 100.0)
-                .map_err(|e| Refusal(format!("--baseline: {e}")))?,
-        ),
-        None => None,
+}
+
+/// The shield `certify --config` makes: the config's, without its boot
+/// half (certify changes nothing that outlives a reboot).
+fn certify_config(path: &std::path::Path) -> Result<(Request, cpushield::config::CertifySection)> {
+    let (mut request, section) = cpushield::config::load_with_certify(path)?;
+    request.boot = None;
+    Ok((request, section))
+}
+
+fn certify(a: CertifyArgs) -> Result<Checked> {
+    let (request, section) = match &a.config {
+        Some(path) => {
+            let (r, s) = certify_config(path)?;
+            (Some(r), s)
+        }
+        None => (None, Default::default()),
     };
-    let out = a.out.unwrap_or_else(|| named_by_time("cpushield-certify"));
+    let cfg = a.config.as_deref();
+    let Some(cpus) = a.cpus.or(request.as_ref().map(|r| r.cpus.clone())) else {
+        return Err(Refusal(
+            "certify: --cpus is required (the CPUs to shield and measure, e.g. --cpus 2-3), or --config FILE".into(),
+        ).into());
+    };
+    let Some((budget, from)) = flag_or_key(a.budget, "--budget", section.budget, cfg) else {
+        return Err(Refusal(
+            "certify: --budget is required (e.g. --budget 'max<=100us,p99.99<=50us'), or budget in the config's [certify]".into(),
+        ).into());
+    };
+    let budget =
+        cpushield::certify::budget::parse(&budget).map_err(|e| Refusal(format!("{from}: {e}")))?;
+    let seconds = match flag_or_key(a.duration, "--duration", section.duration, cfg) {
+        Some((text, from)) => duration(&text, &from)?,
+        None => 600.0,
+    };
+    let in_config = |line: usize| {
+        format!(
+            "{}:{line}",
+            cfg.unwrap_or(std::path::Path::new("")).display()
+        )
+    };
+    let load = match (a.load, section.load) {
+        (Some(load), _) => load,
+        (None, Some(k)) => k
+            .value
+            .parse()
+            .map_err(|e| Refusal(format!("{}: load: {e}", in_config(k.line))))?,
+        (None, None) => cpushield::load::Scenario::Mix,
+    };
+    let probe = match (a.probe, section.probe) {
+        (Some(p), _) => p,
+        (None, Some(k)) => certify_probe(&k.value).ok_or_else(|| {
+            Refusal(format!(
+                "{}: probe: {}: give timer, rtc, noise, gtod, periodic or cache",
+                in_config(k.line),
+                quote(&k.value)
+            ))
+        })?,
+        (None, None) => cpushield::measure::ProbeKind::Timer,
+    };
+    let (confidence, from) = flag_or_key(a.confidence, "--confidence", section.confidence, cfg)
+        .unwrap_or((95.0, String::new()));
+    if !(50.0..=99.9999).contains(&confidence) {
+        return Err(Refusal(format!(
+            "{from} {confidence}: give a percentage from 50 to 99.9999"
+        ))
+        .into());
+    }
+    let baseline = certify_baseline(
+        (a.baseline, a.regression),
+        (section.baseline, section.regression),
+        cfg,
+    )?;
+    let explain = flag_or_key(a.explain, "--explain", section.explain, cfg);
+    if let Some((us, from)) = &explain {
+        if !(1..=10_000_000).contains(us) {
+            return Err(Refusal(format!("{from} {us}: give 1 to 10000000 µs")).into());
+        }
+    }
+    let out = flag_or_key(a.out, "--out", section.out, cfg)
+        .map(|(dir, _)| dir)
+        .unwrap_or_else(|| named_by_time("cpushield-certify"));
     let mut compare =
-        cpushield::certify::Options::measuring(cpus, (a.load, a.probe), seconds, &budget, out);
-    compare.explain_us = a.explain;
+        cpushield::certify::Options::measuring(cpus, (load, probe), seconds, &budget, out);
+    compare.explain_us = explain.map(|(us, _)| us);
+    compare.shield = request;
     Ok(Checked::Certify {
         options: cpushield::certify::Options {
             compare,
             budget,
-            confidence: a.confidence / 100.0,
+            confidence: confidence / 100.0,
             baseline,
         },
         dry_run: a.dry_run,
         json: a.json,
     })
+}
+
+/// A probe `certify` takes, by name (pci is `measure`'s alone).
+fn certify_probe(name: &str) -> Option<cpushield::measure::ProbeKind> {
+    use clap::ValueEnum;
+    cpushield::measure::ProbeKind::from_str(name, false)
+        .ok()
+        .filter(|p| *p != cpushield::measure::ProbeKind::Pci)
+}
+
+/// `certify`'s baseline, read, with its regression threshold; a threshold
+/// without a baseline is refused.
+fn certify_baseline(
+    (flag_dir, flag_pct): (Option<PathBuf>, Option<f64>),
+    (key_dir, key_pct): (Option<AtLine<PathBuf>>, Option<AtLine<f64>>),
+    cfg: Option<&std::path::Path>,
+) -> Result<Option<cpushield::certify::baseline::Baseline>, Refusal> {
+    let regression = flag_or_key(flag_pct, "--regression", key_pct, cfg);
+    let baseline = flag_or_key(flag_dir, "--baseline", key_dir, cfg);
+    let pct = match (&regression, &baseline) {
+        (Some((_, from)), None) => {
+            return Err(Refusal(format!(
+                "{from}: a regression threshold needs a baseline (--baseline DIR)"
+            )))
+        }
+        (Some((pct, from)), Some(_)) if !(0.0..=1000.0).contains(pct) => {
+            return Err(Refusal(format!(
+                "{from} {pct}: give a percentage from 0 to 1000"
+            )))
+        }
+        (Some((pct, _)), _) => *pct,
+        (None, _) => 20.0,
+    };
+    match baseline {
+        Some((dir, from)) => cpushield::certify::baseline::Baseline::read(&dir, pct / 100.0)
+            .map(Some)
+            .map_err(|e| Refusal(format!("{from}: {e}"))),
+        None => Ok(None),
+    }
 }
 
 /// `PREFIX-<unix time>`: an output directory of its own for each run.
@@ -444,13 +550,12 @@ fn named_by_time(prefix: &str) -> PathBuf {
     PathBuf::from(format!("{prefix}-{t}"))
 }
 
-/// `certify --duration`: seconds, or a number with s, m, h or d; from 1 s
-/// to a day (compare's longest phase; longer runs need the checkpoints
-/// certify does not write yet).
-fn duration(text: &str) -> Result<f64, Refusal> {
+/// `certify --duration` (or the key `from` names): seconds, or a number
+/// with s, m, h or d; from 1 s to a day (compare's longest phase).
+fn duration(text: &str, from: &str) -> Result<f64, Refusal> {
     let bad = || {
         Refusal(format!(
-            "--duration {}: give seconds or a number with s, m, h or d (90, 90s, 10m, 2h, 1d), from 1 s to 1 day",
+            "{from} {}: give seconds or a number with s, m, h or d (90, 90s, 10m, 2h, 1d), from 1 s to 1 day",
             quote(text)
         ))
     };
@@ -484,10 +589,10 @@ mod tests {
             ("1d", 86_400.0),
             ("1.5m", 90.0),
         ] {
-            assert_eq!(duration(text).unwrap(), want, "{text}");
+            assert_eq!(duration(text, "--duration").unwrap(), want, "{text}");
         }
         for bad in ["", "0", "10x", "m", "-5m", "2d", "25h", "NaN"] {
-            let e = duration(bad).unwrap_err().to_string();
+            let e = duration(bad, "--duration").unwrap_err().to_string();
             assert!(
                 e.starts_with("--duration ") && e.contains("10m"),
                 "{bad}: {e}"

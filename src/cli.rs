@@ -302,23 +302,30 @@ pub struct CertifyArgs {
     #[arg(long, value_name = "TERMS")]
     pub budget: Option<String>,
     /// How long to measure: seconds, or with a unit (90s, 10m, 2h, 1d);
-    /// at most a day.
-    #[arg(long, value_name = "DURATION", default_value = "10m")]
-    pub duration: String,
+    /// at most a day [default: 10m].
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
     /// Background load on the housekeeping CPUs: mix (rteval's kind: a CPU
     /// and I/O load, memory and cache streaming, a scheduler storm and
-    /// network loopback), or cpu, io, vm, hdd, stream, full, none.
-    #[arg(long, value_name = "SCENARIO", default_value = "mix")]
-    pub load: cpushield::load::Scenario,
-    /// Latency probe (pci is measure's alone: it needs a device).
-    #[arg(long, default_value = "timer", value_parser = experiment_probe())]
-    pub probe: cpushield::measure::ProbeKind,
-    /// Confidence of the verdict, in percent (50 to 99.9999).
-    #[arg(long, value_name = "PCT", default_value_t = 95.0)]
-    pub confidence: f64,
+    /// network loopback), or cpu, io, vm, hdd, stream, full, none
+    /// [default: mix].
+    #[arg(long, value_name = "SCENARIO")]
+    pub load: Option<cpushield::load::Scenario>,
+    /// Latency probe (pci is measure's alone: it needs a device)
+    /// [default: timer].
+    #[arg(long, value_parser = experiment_probe())]
+    pub probe: Option<cpushield::measure::ProbeKind>,
+    /// Confidence of the verdict, in percent (50 to 99.9999) [default: 95].
+    #[arg(long, value_name = "PCT")]
+    pub confidence: Option<f64>,
     /// Output directory (default: ./cpushield-certify-<unix time>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Certify the shield a config file describes (its CPUs, IRQs, tuning,
+    /// guard, ...; the boot half is left alone), its [certify] table giving
+    /// what these flags do not.
+    #[arg(long, value_name = "FILE", conflicts_with = "cpus")]
+    pub config: Option<PathBuf>,
     /// Check the request and show the plan; run nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -334,15 +341,10 @@ pub struct CertifyArgs {
     /// compared, and a regression fails the budget.
     #[arg(long, value_name = "DIR")]
     pub baseline: Option<PathBuf>,
-    /// With --baseline: how much, in percent, a maximum may grow before it
-    /// is a regression.
-    #[arg(
-        long,
-        value_name = "PCT",
-        default_value_t = 20.0,
-        requires = "baseline"
-    )]
-    pub regression: f64,
+    /// With a baseline: how much, in percent, a maximum may grow before it
+    /// is a regression [default: 20].
+    #[arg(long, value_name = "PCT")]
+    pub regression: Option<f64>,
 }
 
 #[derive(Args, Debug)]

@@ -18,6 +18,17 @@
 //! cache_ways = 4               # the shield's own ways of each L3 it sits in (resctrl)
 //! others_bandwidth = 50        # with cache_ways: the rest's memory bandwidth, percent
 //! max_idle_latency = "10us"    # the shielded CPUs kept out of idle states slower than this (or 10, in µs)
+//!
+//! [certify]                    # `certify --config`: what its flags do not say
+//! budget = "max<=100us,p99.99<=50us"
+//! duration = "2h"              # or seconds
+//! load = "mix"
+//! probe = "timer"
+//! confidence = 95
+//! explain = 50                 # µs
+//! baseline = "/var/lib/cpushield/certify-2026-11"
+//! regression = 20
+//! out = "/var/lib/cpushield/certify"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -84,9 +95,87 @@ struct File {
     others_bandwidth: Option<Spanned<u32>>,
     #[serde(default)]
     max_idle_latency: Option<Spanned<Latency>>,
+    #[serde(default)]
+    certify: Option<CertifyKeys>,
 }
 
-/// `max_idle_latency = 10` (µs) or `max_idle_latency = "10us"`.
+/// The keys of the `[certify]` table, as read.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CertifyKeys {
+    budget: Option<Spanned<String>>,
+    duration: Option<Spanned<Latency>>,
+    load: Option<Spanned<String>>,
+    probe: Option<Spanned<String>>,
+    confidence: Option<Spanned<f64>>,
+    explain: Option<Spanned<u64>>,
+    baseline: Option<Spanned<PathBuf>>,
+    regression: Option<Spanned<f64>>,
+    out: Option<Spanned<PathBuf>>,
+}
+
+/// A value of the `[certify]` table and the line it is on, for errors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AtLine<T> {
+    /// The value as written.
+    pub value: T,
+    /// Its 1-based line in the file.
+    pub line: usize,
+}
+
+/// The `[certify]` table: what `certify --config` takes from the file
+/// where its own flags say nothing. Checked where the flags are, so that an
+/// error names the key and its line the way a flag's names the flag.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CertifySection {
+    /// `budget`: the terms, as `--budget`.
+    pub budget: Option<AtLine<String>>,
+    /// `duration`: seconds, or text such as "2h", as `--duration`.
+    pub duration: Option<AtLine<String>>,
+    /// `load`: a scenario name, as `--load`.
+    pub load: Option<AtLine<String>>,
+    /// `probe`: a probe name, as `--probe`.
+    pub probe: Option<AtLine<String>>,
+    /// `confidence`, percent.
+    pub confidence: Option<AtLine<f64>>,
+    /// `explain`, µs.
+    pub explain: Option<AtLine<u64>>,
+    /// `baseline`: an earlier certify's directory.
+    pub baseline: Option<AtLine<PathBuf>>,
+    /// `regression`, percent.
+    pub regression: Option<AtLine<f64>>,
+    /// `out`: the output directory.
+    pub out: Option<AtLine<PathBuf>>,
+}
+
+impl CertifySection {
+    fn read(keys: CertifyKeys, text: &str) -> CertifySection {
+        fn at<T, U>(v: Option<Spanned<T>>, text: &str, f: impl Fn(T) -> U) -> Option<AtLine<U>> {
+            v.map(|v| AtLine {
+                line: line_of(text, v.span().start),
+                value: f(v.into_inner()),
+            })
+        }
+        let same = |v| v;
+        CertifySection {
+            budget: at(keys.budget, text, same),
+            duration: at(keys.duration, text, |d| match d {
+                Latency::Micros(n) => n.to_string(),
+                Latency::Text(t) => t,
+            }),
+            load: at(keys.load, text, same),
+            probe: at(keys.probe, text, same),
+            confidence: at(keys.confidence, text, |v| v),
+            explain: at(keys.explain, text, |v| v),
+            baseline: at(keys.baseline, text, |v| v),
+            regression: at(keys.regression, text, |v| v),
+            out: at(keys.out, text, |v| v),
+        }
+    }
+}
+
+/// `max_idle_latency = 10` (µs) or `max_idle_latency = "10us"`; also
+/// `duration = 600` (s) or `duration = "10m"` in `[certify]`.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum Latency {
@@ -111,7 +200,10 @@ enum Tune {
 }
 
 const KEYS: &str =
-    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, kthreads_above, cache_ways, others_bandwidth, max_idle_latency";
+    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, kthreads_above, cache_ways, others_bandwidth, max_idle_latency, [certify]";
+
+const CERTIFY_KEYS: &str =
+    "valid keys of [certify]: budget, duration, load, probe, confidence, explain, baseline, regression, out";
 
 /// `max_idle_latency` in µs; an error comes with the offset of the value.
 fn idle_bound(value: Spanned<Latency>) -> Result<u32, (usize, String)> {
@@ -141,33 +233,62 @@ fn parse_or_default<T: std::str::FromStr<Err = String> + Default>(
 /// Reads and validates the config file at `path`: a regular file of at
 /// most 1 MiB, else refused before it is read whole.
 pub fn load(path: &Path) -> Result<Request, ConfigError> {
+    load_with_certify(path).map(|(request, _)| request)
+}
+
+/// [`load`], and the file's `[certify]` table (empty when it has none).
+pub fn load_with_certify(path: &Path) -> Result<(Request, CertifySection), ConfigError> {
     let text = read_file(path, CONFIG_LIMIT).map_err(|source| ConfigError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    parse(&text, path)
+    parse_with_certify(&text, path)
 }
 
 /// Validates config text (`path` names it in errors).
 pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
+    parse_with_certify(text, path).map(|(request, _)| request)
+}
+
+/// The file's keys, as TOML gives them; an unknown or missing key is
+/// named with the valid ones.
+fn keys(text: &str, path: &Path) -> Result<File, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let offset = e.span().map_or(0, |s| s.start);
+        // The parser's message can hold a key or value of any length.
+        let mut message = brief_to(e.message().trim(), MESSAGE_BYTES);
+        let in_certify = text
+            .get(..offset)
+            .unwrap_or(text)
+            .lines()
+            .any(|l| l.trim() == "[certify]");
+        let keys = if in_certify { CERTIFY_KEYS } else { KEYS };
+        if message.starts_with("unknown field") {
+            // The parser lists the keys after the key; said once, below.
+            let key = e.span().and_then(|s| text.get(s)).unwrap_or_default();
+            message = format!("unknown key {}; {keys}", quote(key));
+        } else if message.starts_with("missing field") {
+            message = format!("{message}; {keys}");
+        }
+        ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of(text, offset),
+            message,
+        }
+    })
+}
+
+/// [`parse`], and the `[certify]` table.
+pub fn parse_with_certify(
+    text: &str,
+    path: &Path,
+) -> Result<(Request, CertifySection), ConfigError> {
     let invalid = |offset: usize, message: String| ConfigError::Invalid {
         path: path.to_path_buf(),
         line: line_of(text, offset),
         message,
     };
-    let file: File = toml::from_str(text).map_err(|e| {
-        let offset = e.span().map_or(0, |s| s.start);
-        // The parser's message can hold a key or value of any length.
-        let mut message = brief_to(e.message().trim(), MESSAGE_BYTES);
-        if message.starts_with("unknown field") {
-            // The parser lists the keys after the key; said once, below.
-            let key = e.span().and_then(|s| text.get(s)).unwrap_or_default();
-            message = format!("unknown key {}; {KEYS}", quote(key));
-        } else if message.starts_with("missing field") {
-            message = format!("{message}; {KEYS}");
-        }
-        invalid(offset, message)
-    })?;
+    let file = keys(text, path)?;
     let cpus = CpuSet::parse_user(file.cpus.get_ref())
         .map_err(|e| invalid(file.cpus.span().start, format!("cpus: {e}")))?;
     if cpus.is_empty() {
@@ -239,14 +360,19 @@ pub fn parse(text: &str, path: &Path) -> Result<Request, ConfigError> {
         others_bandwidth: file.others_bandwidth.as_ref().map(|v| *v.get_ref()),
     };
     let at = |key: &Option<Spanned<u32>>| key.as_ref().map_or(0, |v| v.span().start);
-    request.with_cache_checked().map_err(|e| {
+    let request = request.with_cache_checked().map_err(|e| {
         let offset = match e.contains("--others-bandwidth") {
             true => at(&file.others_bandwidth),
             false => at(&file.cache_ways),
         };
         let e = e.replace("--cache-ways", "cache_ways");
         invalid(offset, e.replace("--others-bandwidth", "others_bandwidth"))
-    })
+    })?;
+    let certify = file
+        .certify
+        .map(|keys| CertifySection::read(keys, text))
+        .unwrap_or_default();
+    Ok((request, certify))
 }
 
 /// At most this many bytes of a parser's message are shown: it may quote
@@ -317,6 +443,53 @@ mod tests {
     }
 
     #[test]
+    fn the_certify_table_reaches_its_section_with_each_line() {
+        let text = "cpus = \"2-3\"\ntune = \"all\"\n\n[certify]\nbudget = \"max<=100us\"\nduration = 7200\nload = \"cpu\"\nprobe = \"rtc\"\nconfidence = 99\nexplain = 50\nbaseline = \"/b\"\nregression = 10.5\nout = \"/o\"\n";
+        let (request, c) = parse_with_certify(text, Path::new("c.toml")).unwrap();
+        assert_eq!(request.tune, vec!["all".to_string()]);
+        assert_eq!(
+            c.budget,
+            Some(AtLine {
+                value: "max<=100us".into(),
+                line: 5
+            })
+        );
+        assert_eq!(
+            c.duration.as_ref().map(|d| (d.value.as_str(), d.line)),
+            Some(("7200", 6))
+        );
+        assert_eq!(c.load.unwrap().value, "cpu");
+        assert_eq!(c.probe.unwrap().value, "rtc");
+        assert_eq!(
+            c.confidence.unwrap().value,
+            99.0,
+            "an integer is a percentage too"
+        );
+        assert_eq!(c.explain.unwrap().value, 50);
+        assert_eq!(c.baseline.unwrap().value, PathBuf::from("/b"));
+        assert_eq!(c.regression.map(|r| (r.value, r.line)), Some((10.5, 12)));
+        assert_eq!(c.out.unwrap().line, 13);
+        let (_, none) = parse_with_certify("cpus = \"2\"\n", Path::new("c.toml")).unwrap();
+        assert_eq!(none, CertifySection::default());
+        // an unknown key in [certify] is named with [certify]'s keys
+        let e = parse(
+            "cpus = \"2\"\n[certify]\nbudgets = \"x\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("config c.toml:3: unknown key \"budgets\""),
+            "{e}"
+        );
+        assert!(e.contains("valid keys of [certify]: budget,"), "{e}");
+        let e = parse("cpus = \"2\"\nbudget = \"x\"\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("max_idle_latency, [certify]"), "{e}");
+    }
+
+    #[test]
     fn errors_name_the_line_and_what_is_valid() {
         let (line, msg) = err("cpus = \"2-3\"\n\ncpu_list = \"4\"\n");
         assert_eq!(line, 3, "{msg}");
@@ -365,7 +538,7 @@ mod tests {
             let e = parse(&text, Path::new("/etc/cpushield/cpushield.toml"))
                 .unwrap_err()
                 .to_string();
-            assert!(e.len() < 300, "{} bytes: {e}", e.len());
+            assert!(e.len() < 320, "{} bytes: {e}", e.len());
             assert!(
                 e.starts_with("config /etc/cpushield/cpushield.toml:"),
                 "{e}"

@@ -80,7 +80,46 @@ fn certify_refuses_bad_input_by_name_and_changes_nothing() {
     let out = tempfile::tempdir().unwrap();
     let _sys = standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
     let before = tree(root.path());
+    let config = |name: &str, table: &str| {
+        let p = out.path().join(name);
+        std::fs::write(&p, format!("cpus = \"1\"\n\n[certify]\n{table}\n")).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let bad_budget = config("budget.toml", "budget = \"avg<=1us\"");
+    let bad_load = config("load.toml", "budget = \"max<=1ms\"\nload = \"heavy\"");
+    let bad_pct = config(
+        "pct.toml",
+        "budget = \"max<=1ms\"\nbaseline = \"/b\"\nregression = -5",
+    );
     for (args, says) in [
+        (
+            vec!["certify", "--config", &bad_budget],
+            "budget.toml:4: budget: budget term \"avg<=1us\"",
+        ),
+        (
+            vec!["certify", "--config", &bad_load],
+            "load.toml:5: load: unknown load \"heavy\"",
+        ),
+        (
+            vec!["certify", "--config", &bad_pct],
+            "pct.toml:6: regression -5: give a percentage from 0 to 1000",
+        ),
+        (
+            vec!["certify", "--config", &bad_budget, "--cpus", "1"],
+            "cannot be used with",
+        ),
+        (
+            vec![
+                "certify",
+                "--cpus",
+                "1",
+                "--budget",
+                "max<=1ms",
+                "--regression",
+                "10",
+            ],
+            "--regression: a regression threshold needs a baseline",
+        ),
         (
             vec!["certify", "--cpus", "1", "--budget", "avg<=1us"],
             "--budget: budget term \"avg<=1us\"",
@@ -148,6 +187,47 @@ fn certify_refuses_bad_input_by_name_and_changes_nothing() {
         assert!(!dir.exists(), "{args:?} wrote its directory");
     }
     assert_eq!(before, tree(root.path()));
+}
+
+#[test]
+fn certify_config_gives_the_shield_and_the_table_what_flags_do_not_say() {
+    let root = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let _sys = standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let before = tree(root.path());
+    let config = out.path().join("cpushield.toml");
+    std::fs::write(
+        &config,
+        "cpus = \"1\"\ntune = [\"timer-migration\"]\nboot = true\n\n[certify]\nbudget = \"max<=1ms\"\nduration = \"2h\"\nload = \"none\"\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["certify", "--config", config.to_str().unwrap(), "--dry-run"];
+        args.extend(extra);
+        let o = cpushield(root.path(), &args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let plan = run(&[]);
+    assert!(
+        plan.contains("budget max<=1ms at 95% confidence, measured for 7200 s"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("timer_migration"),
+        "the config's tuning is in the shield: {plan}"
+    );
+    assert!(
+        !plan.to_lowercase().contains("grub"),
+        "no boot half: {plan}"
+    );
+    // a flag wins over the table
+    let plan = run(&["--duration", "90s", "--budget", "p99<=2ms"]);
+    assert!(
+        plan.contains("budget p99<=2ms at 95% confidence, measured for 90 s"),
+        "{plan}"
+    );
+    assert_eq!(before, tree(root.path()), "a dry run changes nothing");
 }
 
 /// The browser the page is checked with (Debian's chromium-headless-shell,

@@ -68,6 +68,7 @@ impl Options {
             explain_us: None,
             watch_every_s: Some(WATCH_EVERY_S),
             checkpoint: true,
+            shield: None,
         }
     }
 }

@@ -130,6 +130,21 @@ pub struct Options {
     /// every minute (`certify`: a crash loses at most a minute).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub checkpoint: bool,
+    /// The shield of the shielded phase (`certify --config`: a config's);
+    /// `None`: a plain shield of `cpus`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shield: Option<Request>,
+}
+
+impl Options {
+    /// The shield of the shielded phase: the one asked for, else a plain
+    /// shield of the measured CPUs.
+    pub fn shield_request(&self) -> Request {
+        self.shield.clone().unwrap_or_else(|| Request {
+            cpus: self.cpus.clone(),
+            ..Request::default()
+        })
+    }
 }
 
 /// Facts about the machine that decide whether `compare` may start.
@@ -316,11 +331,12 @@ pub fn dry_run(sys: &Sys, exe: &Path, opts: &Options) -> Result<DryRun, CompareE
         })
         .collect();
     let shield = if opts.phases.contains(&Phase::Shielded) {
-        let req = Request {
-            cpus: opts.cpus.clone(),
-            ..Request::default()
-        };
-        Some(shield::on(sys, &req, true, &AtomicBool::new(false))?)
+        Some(shield::on(
+            sys,
+            &opts.shield_request(),
+            true,
+            &AtomicBool::new(false),
+        )?)
     } else {
         None
     };
@@ -399,12 +415,8 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         let mut guard = None;
         let mut shield_report = None;
         if phase == Phase::Shielded {
-            let req = Request {
-                cpus: opts.cpus.clone(),
-                ..Request::default()
-            };
             // `on` rolls itself back on failure; from here the guard owns it.
-            shield_report = Some(shield::on(sys, &req, false, ctx.stop)?);
+            shield_report = Some(shield::on(sys, &opts.shield_request(), false, ctx.stop)?);
             guard = Some(ShieldGuard { sys, armed: true });
         }
         let load = start_load(ctx, opts, phase, &pre.online, &housekeeping)?;

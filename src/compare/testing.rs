@@ -34,6 +34,7 @@ pub fn opts(c: &str) -> Options {
         explain_us: None,
         watch_every_s: None,
         checkpoint: false,
+        shield: None,
     }
 }
 

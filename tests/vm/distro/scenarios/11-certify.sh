@@ -1,7 +1,8 @@
 #!/bin/sh
 # summary: certify on shielded CPUs 2-3 under the default load gives a
 #   verdict and every file (certify.json with each second's maxima and the
-#   tail analysis, junit.xml, report.html); a SCHED_FIFO 99 hog slipped
+#   tail analysis, junit.xml, report.html, the last minute's checkpoint);
+#   a SCHED_FIFO 99 hog slipped
 #   into the shield's cgroup half-way makes the max term FAIL and the
 #   explained slow samples name it; SIGINT half-way gives a partial report,
 #   INCONCLUSIVE or FAIL, and after each run the machine equals its
@@ -34,6 +35,11 @@ OUTCOME=$(field "$D/certify.json" "j['outcome']")
 info "outcome $OUTCOME; per term and CPU: $(field "$D/certify.json" "'; '.join(t['term']['text']+' cpu'+str(c['cpu'])+' '+c['outcome'] for t in j['verdict']['terms'] for c in t['cpus'])")"
 N=$(field "$D/certify.json" "len(j['measurement']['phases'][-1]['measurement']['results'][0]['cpus'][0]['per_second_max_ns'])")
 check "each second's maximum is recorded ($N for ${LONG} s)" [ "${N:-0}" -ge $((LONG - 5)) ]
+# the last minute's checkpoint, written while the run measured
+CP_AT=$(field "$D/checkpoint-shielded.json" "int(j['elapsed_s'])")
+CP_N=$(field "$D/checkpoint-shielded.json" "min(c['stats']['samples'] for c in j['cpus'])")
+check "the run checkpointed its last whole minute (at ${CP_AT:-none} s, ${CP_N:-no} samples on the least CPU)" \
+    [ "${CP_AT:-0}" -ge $((LONG / 60 * 60 - 60)) -a "${CP_N:-0}" -gt 0 ]
 MAXOUT=$(field "$D/certify.json" "j['verdict']['terms'][0]['cpus'][0]['outcome']")
 TAIL=$(field "$D/certify.json" "json.dumps({k: v for k, v in j['verdict']['terms'][0]['cpus'][0]['tail'].items() if k in ('blocks','fit','refused','xi_bounds','exceedance')})")
 info "max term on CPU 2: $MAXOUT; its tail analysis: $TAIL"
