@@ -15,12 +15,14 @@
 # configuration, which an erase must not do.
 set -e
 
-PROM=/var/lib/prometheus/node-exporter/cpushield.prom
+# node_exporter's textfile directory on Debian, and in the upstream layout
+# the RHEL/Fedora packages follow (packaging/cpushield-metrics.service).
+PROM="/var/lib/prometheus/node-exporter/cpushield.prom /var/lib/node_exporter/textfile_collector/cpushield.prom"
 
 if [ "$1" = 0 ]; then
     # Without the binary nothing refreshes the metrics any more; a stale
     # file would go on telling Prometheus the last state as if current.
-    rm -f "$PROM"
+    rm -f $PROM
     # A copy of the binary that an earlier erase kept in /var/lib/cpushield
     # goes once neither a shield nor a boot half needs it (%preun has just
     # kept a fresh one if either does). The directory's other files are

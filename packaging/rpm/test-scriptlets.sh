@@ -84,6 +84,15 @@ for sh in dash bash; do
     check "erase (%postun 0) deletes the metrics and a copy nothing needs" \
         eval '[ ! -e "$scratch/root/var/lib/prometheus/node-exporter/cpushield.prom" ] && [ ! -e "$scratch/root/var/lib/cpushield" ]'
 
+    # Fedora-like: node_exporter's textfile directory in the upstream layout
+    fresh; fedora=var/lib/node_exporter/textfile_collector
+    mkdir -p "$scratch/root/$fedora"; touch "$scratch/root/$fedora/cpushield.prom"; before=$(tree)
+    run "$sh" POSTUN 1
+    check "upgrade (%postun 1) keeps the metrics in node_exporter's upstream directory" eval '[ "$(tree)" = "$before" ]'
+    run "$sh" POSTUN 0
+    check "erase (%postun 0) deletes the metrics in node_exporter's upstream directory, and only them" \
+        eval '[ ! -e "$scratch/root/$fedora/cpushield.prom" ] && [ -d "$scratch/root/$fedora" ]'
+
     fresh; mkdir -p "$scratch/root/run/cpushield/journal"
     run "$sh" PREUN 0
     check "erase with a shield keeps a copy in /run and says how to run off" \
