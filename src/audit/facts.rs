@@ -101,8 +101,23 @@ pub struct CpuPower {
 /// irqbalance component reads it.
 pub type Irqbalance = crate::shield::irqbalance::Running;
 
-/// The sysctls the rules judge: the knobs' files.
-pub const SYSCTLS: [&str; 4] = [RT_RUNTIME, TIMER_MIGRATION, STAT_INTERVAL, DIRTY_WRITEBACK];
+/// Seconds a task may sleep uninterruptibly before the kernel reports it
+/// hung (CONFIG_DETECT_HUNG_TASK; 0: never).
+pub const HUNG_TASK_TIMEOUT: &str = "proc/sys/kernel/hung_task_timeout_secs";
+
+/// Whether a hung task panics the machine.
+pub const HUNG_TASK_PANIC: &str = "proc/sys/kernel/hung_task_panic";
+
+/// The sysctls the rules judge: the knobs' files, and the hung-task
+/// detector's.
+pub const SYSCTLS: [&str; 6] = [
+    RT_RUNTIME,
+    TIMER_MIGRATION,
+    STAT_INTERVAL,
+    DIRTY_WRITEBACK,
+    HUNG_TASK_TIMEOUT,
+    HUNG_TASK_PANIC,
+];
 
 impl Facts {
     /// The targets as a list, for messages.

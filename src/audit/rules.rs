@@ -29,6 +29,7 @@ pub fn judge(f: &Facts) -> Vec<Finding> {
     kernel_work(f, &mut out);
     boot_rules::boot_params(f, &mut out);
     sysctls(f, &mut out);
+    hung_task(f, &mut out);
     out.0.extend(crate::shield::workqueues::audit(
         &f.workqueue_masks,
         targets,
@@ -319,6 +320,31 @@ fn sysctls(f: &Facts, out: &mut Findings) {
             );
         }
     }
+}
+
+/// tuned's realtime profile raises the hung-task timeout to 600 s:
+/// a kernel thread or task bound to a shielded CPU that a busy real-time
+/// loop starves sleeps in D state until it runs again, and the detector
+/// reports it after the timeout (or, with `hung_task_panic`, panics the
+/// machine). The starvation guard prevents the starving; this is the net.
+fn hung_task(f: &Facts, out: &mut Findings) {
+    use super::facts::{HUNG_TASK_PANIC, HUNG_TASK_TIMEOUT};
+    let Some(timeout) = f.sysctls.get(HUNG_TASK_TIMEOUT) else {
+        return;
+    };
+    let panics = f.sysctls.get(HUNG_TASK_PANIC).is_some_and(|v| v != "0");
+    let secs = timeout.parse::<u64>().ok();
+    let (severity, reason) = match (secs, panics) {
+        (Some(0), _) => (Severity::Ok, "hung-task detector off (hung_task_timeout_secs 0)".to_string()),
+        (_, true) => (Severity::Warn, format!("a task starved for {timeout} s panics the machine (hung_task_panic on): a real-time loop that holds a shielded CPU that long takes the machine down")),
+        (Some(s), false) if s < 600 => (Severity::Warn, format!("hung-task reports after {timeout} s: a kernel thread bound to a shielded CPU that a real-time loop starves that long is reported hung")),
+        _ => (Severity::Ok, format!("hung-task reports after {timeout} s, no panic")),
+    };
+    let next = match severity {
+        Severity::Ok => String::new(),
+        _ => "sysctl kernel.hung_task_panic=0 kernel.hung_task_timeout_secs=600 (tuned's realtime profile), and keep the starvation guard on (cpushield on --guard auto)".to_string(),
+    };
+    out.add("hung-task", severity, 30, reason, next);
 }
 
 /// Unbound workqueues and the writeback flushers: their cpumasks decide
@@ -672,6 +698,31 @@ mod tests {
         }
         // Not counted: no interrupt finding at all.
         assert!(v.iter().all(|f| !f.id.starts_with("interrupts")));
+    }
+
+    #[test]
+    fn the_hung_task_detector_is_judged_by_its_timeout_and_panic() {
+        use crate::audit::facts::{HUNG_TASK_PANIC, HUNG_TASK_TIMEOUT};
+        let judged = |timeout: &str, panic: &str| {
+            let mut f = quiet();
+            f.sysctls.insert(HUNG_TASK_TIMEOUT, timeout.into());
+            f.sysctls.insert(HUNG_TASK_PANIC, panic.into());
+            let v = judge(&f);
+            let h = find(&v, "hung-task");
+            (h.severity, h.reason.clone(), h.next.clone())
+        };
+        let (sev, reason, next) = judged("120", "0");
+        assert_eq!(sev, Severity::Warn, "{reason}");
+        assert!(reason.contains("after 120 s"), "{reason}");
+        assert!(next.contains("hung_task_timeout_secs=600"), "{next}");
+        let (sev, reason, _) = judged("600", "1");
+        assert_eq!(sev, Severity::Warn);
+        assert!(reason.contains("panics the machine"), "{reason}");
+        assert_eq!(judged("600", "0").0, Severity::Ok);
+        let (sev, reason, next) = judged("0", "1");
+        assert_eq!((sev, next.as_str()), (Severity::Ok, ""), "{reason}");
+        // a kernel without the detector has no finding
+        assert!(judge(&quiet()).iter().all(|f| f.id != "hung-task"));
     }
 
     #[test]
