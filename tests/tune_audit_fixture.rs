@@ -723,6 +723,76 @@ fn memory_knobs_set_choice_files_and_off_gives_them_back() {
     assert!(d.is_empty(), "not restored: {d:#?}");
 }
 
+/// The frequency knobs of tuned's cpu-partitioning profile: the shielded
+/// CPUs' lowest frequency raised to their highest (in a bare `--tune`,
+/// the housekeeping CPUs left free), and turbo off machine-wide only by
+/// name; `off` gives every file back.
+#[test]
+fn freq_floor_on_the_shielded_cpus_and_turbo_off_only_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    let put = |rel: &str, contents: &str| {
+        let p = sys.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, contents).unwrap();
+    };
+    for cpu in 0..4 {
+        let d = format!("sys/devices/system/cpu/cpu{cpu}/cpufreq");
+        put(&format!("{d}/scaling_min_freq"), "800000\n");
+        put(
+            &format!("{d}/scaling_max_freq"),
+            &format!("{}\n", 3_000_000 + cpu * 100_000),
+        );
+    }
+    put("sys/devices/system/cpu/intel_pstate/no_turbo", "0\n");
+    let min = |cpu: u32| {
+        read(
+            &sys,
+            &format!("sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_min_freq"),
+        )
+    };
+    let before = tree(root);
+    let o = cpushield(root, &["on", "2-3", "--tune"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        (min(2).as_str(), min(3).as_str()),
+        ("3200000", "3300000"),
+        "each CPU's own maximum"
+    );
+    assert_eq!(
+        (min(0).as_str(), min(1).as_str()),
+        ("800000", "800000"),
+        "housekeeping left free"
+    );
+    assert_eq!(
+        read(&sys, "sys/devices/system/cpu/intel_pstate/no_turbo"),
+        "0",
+        "turbo only by name"
+    );
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(diff(&before, &tree(root)).is_empty());
+    let o = cpushield(root, &["on", "2-3", "--tune=turbo", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        read(&sys, "sys/devices/system/cpu/intel_pstate/no_turbo"),
+        "1"
+    );
+    assert_eq!(min(2), "800000", "named alone, no floor");
+    let r = json(&o);
+    assert!(
+        r["notes"].to_string().contains("cpufreq/boost"),
+        "the file this kernel does not have is named: {r}"
+    );
+    let st = json(&cpushield(root, &["status", "--json"]));
+    assert_eq!(st["holds"], true, "{st}");
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}
+
 /// Everything `on` would change beyond the shielded CPUs is listed by the
 /// dry run with how to do without it, and nothing is changed: the knobs of
 /// the machine (not those of the shielded CPUs), the starvation guard.

@@ -240,6 +240,17 @@ pub fn read_knob_files(
             };
             st.files.insert(f.clone(), state);
         }
+        // A knob whose value is another file's reads that one too.
+        if let crate::shield::knobs::Value::Sibling(name) = k.value {
+            for f in &files {
+                let beside = crate::shield::knobs::sibling_of(f, name);
+                if let Ok(value) = sys.read_trimmed(&beside) {
+                    let writable = sys.mode_allows_write(&beside);
+                    st.files
+                        .insert(beside, FileState::Present { value, writable });
+                }
+            }
+        }
         st.files_of.insert(k.name.to_string(), files);
     }
     st
