@@ -192,7 +192,11 @@ fn a_tuned_profile_that_isolates_cores_is_reported_by_on_and_status() {
         ("etc/tuned/active_profile", "cpu-partitioning\n"),
         (
             "usr/lib/tuned/cpu-partitioning/tuned.conf",
-            "[main]\nsummary=Optimize for CPU partitioning\n[scheduler]\nisolated_cores=${isolated_cores}\n# banned_cpus is not set here\n",
+            "[main]\nsummary=Optimize for CPU partitioning\ninclude=network-latency\n[scheduler]\nisolated_cores=${isolated_cores}\n# banned_cpus is not set here\n",
+        ),
+        (
+            "usr/lib/tuned/network-latency/tuned.conf",
+            "[sysctl]\nkernel.numa_balancing=0\n",
         ),
     ] {
         std::fs::create_dir_all(sys.path(file).parent().unwrap()).unwrap();
@@ -203,7 +207,11 @@ fn a_tuned_profile_that_isolates_cores_is_reported_by_on_and_status() {
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("tuned profile 'cpu-partitioning' pins CPUs or IRQs (profile cpu-partitioning, cpu-partitioning: isolated_cores)"),
+        out.contains("tuned profile 'cpu-partitioning' pins CPUs or IRQs (profile cpu-partitioning, cpu-partitioning: [scheduler] isolated_cores=${isolated_cores})"),
+        "{out}"
+    );
+    assert!(
+        out.contains("tuned profile 'cpu-partitioning' (read through network-latency (included by cpu-partitioning), cpu-partitioning) sets what cpushield sets too: network-latency: [sysctl] kernel.numa_balancing=0 (--tune=numa-balancing)"),
         "{out}"
     );
     let (code, st) = status_code(dir.path());

@@ -49,6 +49,8 @@ pub struct Facts {
     pub workqueue_masks: Vec<(&'static str, &'static str, CpuSet)>,
     /// Every thread, with its cgroup.
     pub threads: Vec<Thread>,
+    /// tuned's active profile and its include chain, when one is active.
+    pub tuned: Option<crate::shield::owners::Tuned>,
     /// `/proc/sys/kernel/version`.
     pub kernel_version: String,
     /// The boot half cpushield manages, judged against the running kernel.
@@ -60,6 +62,8 @@ pub struct Facts {
     /// What protects the targets' kernel work behind a real-time task
     /// that never sleeps (the kernel, the guard, or nothing).
     pub kernel_work: Option<crate::guard::kernel::Protection>,
+    /// A stalld that runs, not started by cpushield.
+    pub stalld: Option<crate::guard::stalld::Foreign>,
     /// Threads on the targets runnable without running behind another:
     /// the running guard's last scan, else two scans 1 s apart made here
     /// when a real-time task runs there.
@@ -162,6 +166,9 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         knobs::knob(name).map_or_else(Vec::new, |k| knobs::knob_files(sys, k, &targets))
     };
     let running_guard = crate::guard::read_state(sys).filter(|s| crate::guard::alive(sys, s));
+    let (protection, stalld) = kernel_work(sys, running_guard.as_ref());
+    let threads = read_threads(sys)?;
+    let tuned = crate::shield::owners::read_tuned(sys, &threads);
     Ok(Facts {
         cmdline: parse::parse_cmdline(&sys.read("proc/cmdline").unwrap_or_default()),
         window_s: window.as_secs_f64(),
@@ -177,12 +184,14 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         .into_iter()
         .filter_map(|(rel, what)| Some((rel, what, sys.read_cpumask(rel).ok()?)))
         .collect(),
-        threads: read_threads(sys)?,
+        threads,
+        tuned,
         kernel_version: read("proc/sys/kernel/version").unwrap_or_default(),
         boot: crate::boot::status(sys).ok(),
         preempt_debugfs: read("sys/kernel/debug/sched/preempt"),
         realtime: read("sys/kernel/realtime"),
-        kernel_work: Some(kernel_work(sys, running_guard.as_ref())),
+        kernel_work: Some(protection),
+        stalld,
         starving: match &running_guard {
             Some(g) => g.starving.clone(),
             None => crate::guard::starving_now(sys, &targets, Duration::from_secs(1)),
@@ -223,10 +232,14 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
 fn kernel_work(
     sys: &Sys,
     running_guard: Option<&crate::guard::GuardState>,
-) -> crate::guard::kernel::Protection {
+) -> (
+    crate::guard::kernel::Protection,
+    Option<crate::guard::stalld::Foreign>,
+) {
     let kernel = crate::guard::kernel::KernelWork::read(sys);
     let guard = running_guard.map(|s| s.settings.unwrap_or_default());
-    crate::guard::kernel::Protection::of(&kernel, kernel.rt_runtime_us, guard)
+    let protection = crate::guard::kernel::Protection::of(&kernel, kernel.rt_runtime_us, guard);
+    (protection, kernel.stalld_running)
 }
 
 /// The machine-check files present: one that exists but cannot be read

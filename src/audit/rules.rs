@@ -30,6 +30,8 @@ pub fn judge(f: &Facts) -> Vec<Finding> {
     boot_rules::boot_params(f, &mut out);
     sysctls(f, &mut out);
     hung_task(f, &mut out);
+    tuned(f, &mut out);
+    stalld(f, &mut out);
     out.0.extend(crate::shield::workqueues::audit(
         &f.workqueue_masks,
         targets,
@@ -345,6 +347,90 @@ fn hung_task(f: &Facts, out: &mut Findings) {
         _ => "sysctl kernel.hung_task_panic=0 kernel.hung_task_timeout_secs=600 (tuned's realtime profile), and keep the starvation guard on (cpushield on --guard auto)".to_string(),
     };
     out.add("hung-task", severity, 30, reason, next);
+}
+
+/// tuned's active profile, read through its includes: one that pins CPUs
+/// or IRQs moves them back whenever it re-applies; what it sets that
+/// cpushield sets too is owned twice.
+fn tuned(f: &Facts, out: &mut Findings) {
+    let Some(t) = &f.tuned else {
+        return;
+    };
+    let state = if t.running { "running" } else { "not running" };
+    let chain = t.chain.join(", ");
+    if !t.pins.is_empty() && t.running {
+        out.add(
+            "tuned",
+            Severity::Warn,
+            50,
+            format!("tuned ({state}) profile '{}' pins CPUs or IRQs, read through {chain}: {}", t.profile, t.pins.join(", ")),
+            "tuned-adm profile <one without isolated_cores or banned_cpus> while cpushield shields, or let tuned alone isolate".to_string(),
+        );
+    } else if !t.overlaps.is_empty() {
+        out.add(
+            "tuned",
+            Severity::Warn,
+            15,
+            format!("tuned ({state}) profile '{}' sets what cpushield's knobs set, read through {chain}: {}", t.profile, t.overlaps.join("; ")),
+            "drop those keys from the profile or those knobs from --tune: one owner per setting".to_string(),
+        );
+    } else {
+        out.add(
+            "tuned",
+            Severity::Ok,
+            15,
+            format!(
+                "tuned ({state}) profile '{}' sets nothing a shield sets, read through {chain}",
+                t.profile
+            ),
+            String::new(),
+        );
+    }
+}
+
+/// A stalld that runs already: whether it watches the audited CPUs, and
+/// whether it boosts before the kernel reports an RCU stall (about 21 s).
+fn stalld(f: &Facts, out: &mut Findings) {
+    let Some(s) = &f.stalld else {
+        return;
+    };
+    let unit = s
+        .unit
+        .as_deref()
+        .map(|u| format!(", {u}"))
+        .unwrap_or_default();
+    let who = format!(
+        "stalld runs (pid {}{unit}, boosting after {} s)",
+        s.pid, s.threshold_s
+    );
+    let guard = format!(
+        "or let cpushield's guard watch the shield beside it (cpushield on {} --guard on)",
+        f.list()
+    );
+    if !s.covers(&f.targets) {
+        let why = if s.log_only {
+            "it only logs"
+        } else {
+            "its -c leaves some out"
+        };
+        out.add(
+            "stalld",
+            Severity::Warn,
+            45,
+            format!("{who}, but not for every CPU of {}: {why}", f.list()),
+            format!("give it -c with these CPUs and without -l, {guard}"),
+        );
+    } else if s.threshold_s > 20 {
+        out.add("stalld", Severity::Warn, 45, format!("{who}: a loop on these CPUs starves RCU longer than the 21 s after which the kernel reports a stall"), format!("stalld -t 10 or less (its unit's drop-in), {guard}"));
+    } else {
+        out.add(
+            "stalld",
+            Severity::Ok,
+            45,
+            format!("{who}, for CPUs {}", f.list()),
+            String::new(),
+        );
+    }
 }
 
 /// Unbound workqueues and the writeback flushers: their cpumasks decide
@@ -723,6 +809,97 @@ mod tests {
         assert_eq!((sev, next.as_str()), (Severity::Ok, ""), "{reason}");
         // a kernel without the detector has no finding
         assert!(judge(&quiet()).iter().all(|f| f.id != "hung-task"));
+    }
+
+    #[test]
+    fn a_running_stalld_is_judged_by_what_it_watches_and_when_it_boosts() {
+        use crate::guard::stalld::Foreign;
+        let judged = |s: Foreign| {
+            let mut f = quiet();
+            f.stalld = Some(s);
+            let v = judge(&f);
+            let h = find(&v, "stalld");
+            (h.severity, h.reason.clone(), h.next.clone())
+        };
+        let fine = Foreign {
+            pid: 77,
+            unit: Some("stalld.service".into()),
+            cpus: None,
+            threshold_s: 10,
+            log_only: false,
+        };
+        assert_eq!(judged(fine.clone()).0, Severity::Ok);
+        let (sev, reason, next) = judged(Foreign {
+            threshold_s: 60,
+            ..fine.clone()
+        });
+        assert_eq!(sev, Severity::Warn);
+        assert!(
+            reason.contains("boosting after 60 s") && reason.contains("21 s"),
+            "{reason}"
+        );
+        assert!(next.contains("--guard on"), "{next}");
+        let (sev, reason, _) = judged(Foreign {
+            cpus: Some(cpus("0-2")),
+            ..fine.clone()
+        });
+        assert_eq!(sev, Severity::Warn);
+        assert!(reason.contains("its -c leaves some out"), "{reason}");
+        assert!(judged(Foreign {
+            log_only: true,
+            ..fine
+        })
+        .1
+        .contains("it only logs"));
+    }
+
+    #[test]
+    fn a_tuned_profile_is_judged_through_its_include_chain() {
+        use crate::shield::owners::Tuned;
+        let judged = |t: Tuned| {
+            let mut f = quiet();
+            f.tuned = Some(t);
+            let v = judge(&f);
+            let h = find(&v, "tuned");
+            (h.severity, h.reason.clone())
+        };
+        let chain = vec![
+            "network-latency (included by realtime)".to_string(),
+            "realtime".to_string(),
+        ];
+        let base = Tuned {
+            profile: "realtime".into(),
+            running: true,
+            chain,
+            ..Default::default()
+        };
+        let (sev, reason) = judged(Tuned {
+            pins: vec!["realtime: [variables] isolated_cores=2-3".into()],
+            ..base.clone()
+        });
+        assert_eq!(sev, Severity::Warn);
+        assert!(
+            reason.contains(
+                "pins CPUs or IRQs, read through network-latency (included by realtime), realtime"
+            ),
+            "{reason}"
+        );
+        let (sev, reason) = judged(Tuned {
+            overlaps: vec![
+                "network-latency: [sysctl] kernel.numa_balancing=0 (--tune=numa-balancing)".into(),
+            ],
+            ..base.clone()
+        });
+        assert_eq!(sev, Severity::Warn);
+        assert!(
+            reason.contains("kernel.numa_balancing=0 (--tune=numa-balancing)"),
+            "{reason}"
+        );
+        assert_eq!(judged(base).0, Severity::Ok);
+        assert!(
+            judge(&quiet()).iter().all(|f| f.id != "tuned"),
+            "no tuned, no finding"
+        );
     }
 
     #[test]

@@ -62,6 +62,15 @@ pub fn text(n: &Note) -> String {
             "tuned profile '{profile}' pins CPUs or IRQs ({}): it may move threads and IRQs back onto the shield when it re-applies; use a profile without isolated_cores/banned_cpus (tuned-adm profile ...) while cpushield shields",
             pins.join(", ")
         ),
+        Note::TunedOverlaps {
+            profile,
+            chain,
+            settings,
+        } => format!(
+            "tuned profile '{profile}' (read through {}) sets what cpushield sets too: {}; where you ask cpushield for the same, let one of them own it (drop the key from the profile, or the knob from --tune): off puts back the value from before the shield and tuned re-applies its own",
+            chain.join(", "),
+            settings.join("; ")
+        ),
         Note::TuneNothingToTune { knob } => {
             format!("tune {knob}: nothing to tune here (no such files); skipped")
         }

@@ -228,6 +228,7 @@ fn a_tuned_profile_that_isolates_cores_is_reported() {
         profile: "cpu-partitioning".into(),
         running: true,
         pins: vec!["cpu-partitioning: isolated_cores".into()],
+        ..Default::default()
     });
     let plan = plan(&s, &req("2-3")).unwrap();
     assert!(plan.notes.contains(&Note::TunedPins {
@@ -240,6 +241,24 @@ fn a_tuned_profile_that_isolates_cores_is_reported() {
         .notes
         .iter()
         .any(|n| matches!(n, Note::TunedPins { .. })));
+    // what its chain sets that cpushield sets too is a note of its own
+    s.owners.tuned.as_mut().unwrap().overlaps =
+        vec!["latency-performance: [cpu] governor=performance (--tune=governor)".into()];
+    s.owners.tuned.as_mut().unwrap().chain = vec![
+        "latency-performance (included by cpu-partitioning)".into(),
+        "cpu-partitioning".into(),
+    ];
+    let notes = super::plan(&s, &req("2-3")).unwrap().notes;
+    assert!(notes.iter().any(|n| matches!(n, Note::TunedOverlaps { settings, .. } if settings[0].contains("governor"))), "{notes:?}");
+    s.owners.tuned.as_mut().unwrap().running = false;
+    assert!(
+        super::plan(&s, &req("2-3"))
+            .unwrap()
+            .notes
+            .iter()
+            .all(|n| !matches!(n, Note::TunedOverlaps { .. })),
+        "a stopped tuned re-applies nothing"
+    );
 }
 
 fn v2() -> CgroupSetup {

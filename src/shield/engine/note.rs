@@ -118,6 +118,16 @@ pub enum Note {
         /// What in it pins CPUs or IRQs.
         pins: Vec<String>,
     },
+    /// A running tuned profile (or one it includes) sets what cpushield
+    /// sets too: each is owned twice.
+    TunedOverlaps {
+        /// The active profile.
+        profile: String,
+        /// The profiles read, includes first.
+        chain: Vec<String>,
+        /// Each setting, its profile and what of cpushield's it overlaps.
+        settings: Vec<String>,
+    },
 
     // Kernel work on the shielded CPUs.
     /// What keeps the shielded CPUs' kernel work (kworkers, RCU, timers)

@@ -147,12 +147,25 @@ pub(in crate::shield) fn validate(snap: &Snapshot, req: &Request) -> Result<Vali
 }
 
 /// A tuned profile that pins CPUs or IRQs fights any shield it did not make.
+/// What it sets that cpushield sets too is named with the profile that
+/// sets it, through the whole include chain.
 pub fn tuned_notes(owners: &Owners) -> Vec<Note> {
-    match &owners.tuned {
-        Some(t) if t.running && !t.pins.is_empty() => vec![Note::TunedPins {
+    let mut notes = Vec::new();
+    let Some(t) = owners.tuned.as_ref().filter(|t| t.running) else {
+        return notes;
+    };
+    if !t.pins.is_empty() {
+        notes.push(Note::TunedPins {
             profile: t.profile.clone(),
             pins: t.pins.clone(),
-        }],
-        _ => Vec::new(),
+        });
     }
+    if !t.overlaps.is_empty() {
+        notes.push(Note::TunedOverlaps {
+            profile: t.profile.clone(),
+            chain: t.chain.clone(),
+            settings: t.overlaps.clone(),
+        });
+    }
+    notes
 }

@@ -10,6 +10,8 @@ use crate::sys::Sys;
 
 use crate::shield::irqbalance::{self, Irqbalance};
 
+pub mod tuned;
+
 /// What the owners of this machine are.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owners {
@@ -34,6 +36,14 @@ pub struct Tuned {
     /// What in the profile pins CPUs or IRQs (`isolated_cores`,
     /// `banned_cpus`, a cpu-partitioning or realtime profile), if anything.
     pub pins: Vec<String>,
+    /// The profiles read, in the order tuned applies them: the active
+    /// ones and every one they include (`name (included by parent)`).
+    #[serde(default)]
+    pub chain: Vec<String>,
+    /// What the chain sets that cpushield sets too: `profile: [section]
+    /// key=value (ours)`.
+    #[serde(default)]
+    pub overlaps: Vec<String>,
 }
 
 impl Owners {
@@ -51,34 +61,31 @@ impl Owners {
     }
 }
 
-fn read_tuned(sys: &Sys, threads: &[Thread]) -> Option<Tuned> {
+/// tuned's active profile and what its include chain sets that a shield
+/// cares about; `None` without an active profile.
+pub fn read_tuned(sys: &Sys, threads: &[Thread]) -> Option<Tuned> {
     let profile = sys.read_trimmed("etc/tuned/active_profile").ok()?;
     if profile.is_empty() {
         return None;
     }
-    let mut pins = Vec::new();
-    for name in profile.split_whitespace() {
-        if name.contains("cpu-partitioning") || name.contains("realtime") {
-            pins.push(format!("profile {name}"));
-        }
-        for dir in ["etc/tuned", "usr/lib/tuned", "usr/lib/tuned/profiles"] {
-            let Ok(conf) = sys.read(&format!("{dir}/{name}/tuned.conf")) else {
-                continue;
-            };
-            for key in ["isolated_cores", "banned_cpus", "cpu_affinity"] {
-                if conf
-                    .lines()
-                    .any(|l| l.trim_start().starts_with(key) && !l.trim_start().starts_with('#'))
-                {
-                    pins.push(format!("{name}: {key}"));
-                }
-            }
-            break;
+    let chain = tuned::read_chain(sys, &profile);
+    let mut pins: Vec<String> = profile
+        .split_whitespace()
+        .filter(|name| name.contains("cpu-partitioning") || name.contains("realtime"))
+        .map(|name| format!("profile {name}"))
+        .collect();
+    let mut overlaps = Vec::new();
+    for s in &chain.settings {
+        match s.ours {
+            None => pins.push(format!("{}: {}", s.profile, s.text)),
+            Some(ours) => overlaps.push(format!("{}: {} ({ours})", s.profile, s.text)),
         }
     }
     Some(Tuned {
         profile,
         running: procfs::leader(threads, "tuned").is_some(),
         pins,
+        chain: chain.profiles,
+        overlaps,
     })
 }
