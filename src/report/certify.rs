@@ -319,7 +319,7 @@ fn figures_html(r: &Report) -> Result<String, ReportError> {
             out.push_str(&inline_svg(&tail_svg(
                 c.cpu,
                 &maxima,
-                &fit,
+                (&fit, &est.band),
                 t.term.bound_ns as f64,
             )?));
             let _ = writeln!(

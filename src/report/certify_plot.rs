@@ -7,7 +7,7 @@ use plotters::prelude::*;
 
 use super::plot::{ensure_fonts, plot_err};
 use super::ReportError;
-use crate::certify::evt::Gev;
+use crate::certify::evt::{BandPoint, Gev};
 
 const COLOURS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
@@ -123,12 +123,12 @@ pub fn maxima_svg(series: &[(u32, Vec<f64>)], bounds_us: &[f64]) -> Result<Strin
 }
 
 /// One CPU's block maxima as an exceedance plot (the share of blocks
-/// whose maximum exceeds x, log scale) with the fitted GEV's `1 − F(x)`
-/// and the bound.
+/// whose maximum exceeds x, log scale) with the fitted GEV's `1 − F(x)`,
+/// its bootstrap band, and the bound.
 pub fn tail_svg(
     cpu: u32,
     maxima_ns: &[f64],
-    fit: &Gev,
+    (fit, band): (&Gev, &[BandPoint]),
     bound_ns: f64,
 ) -> Result<String, ReportError> {
     ensure_fonts();
@@ -172,6 +172,30 @@ pub fn tail_svg(
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(plot_err)?;
+        // The band first, under the points and the curve.
+        let inside = |b: &&BandPoint| (lo..=hi).contains(&(b.x_ns / 1000.0));
+        let upper = band
+            .iter()
+            .filter(inside)
+            .map(|b| (b.x_ns / 1000.0, b.upper.clamp(floor, 1.0)));
+        let lower = band
+            .iter()
+            .filter(inside)
+            .rev()
+            .map(|b| (b.x_ns / 1000.0, b.lower.clamp(floor, 1.0)));
+        let outline: Vec<(f64, f64)> = upper.chain(lower).collect();
+        if outline.len() >= 4 {
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    outline,
+                    COLOURS[1].mix(0.18).filled(),
+                )))
+                .map_err(plot_err)?
+                .label("band (bootstrap)")
+                .legend(|(x, y)| {
+                    Rectangle::new([(x, y - 4), (x + 18, y + 4)], COLOURS[1].mix(0.18).filled())
+                });
+        }
         let observed = sorted
             .iter()
             .enumerate()
@@ -254,9 +278,26 @@ mod tests {
             xi: -0.1,
         };
         let maxima: Vec<f64> = (0..100).map(|i| 18_000.0 + 50.0 * i as f64).collect();
-        let svg = tail_svg(2, &maxima, &g, 40_000.0).unwrap();
+        let svg = tail_svg(2, &maxima, (&g, &[]), 40_000.0).unwrap();
         assert!(
             svg.contains("fitted GEV") && svg.contains("<circle"),
+            "{svg}"
+        );
+        assert!(
+            !svg.contains("band (bootstrap)"),
+            "no band given, none drawn"
+        );
+        let band: Vec<BandPoint> = (0..10)
+            .map(|i| 18_000.0 + 2_000.0 * i as f64)
+            .map(|x| BandPoint {
+                x_ns: x,
+                lower: g.exceedance(x) * 0.5,
+                upper: (g.exceedance(x) * 2.0).min(1.0),
+            })
+            .collect();
+        let svg = tail_svg(2, &maxima, (&g, &band), 40_000.0).unwrap();
+        assert!(
+            svg.contains("band (bootstrap)") && svg.contains("<polygon"),
             "{svg}"
         );
     }

@@ -55,6 +55,23 @@ pub struct Exceedance {
     pub upper: f64,
 }
 
+/// One point of the fitted tail's confidence band: the probability that a
+/// block maximum exceeds `x_ns`, each side a one-sided bound at the
+/// confidence asked (the bootstrap's, as for the bound).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BandPoint {
+    /// The value, ns.
+    pub x_ns: f64,
+    /// The lower bound of P(block maximum > x).
+    pub lower: f64,
+    /// The upper bound.
+    pub upper: f64,
+}
+
+/// How many points the band has, from the least block maximum to a tenth
+/// past the larger of the bound and the largest.
+const BAND_POINTS: usize = 60;
+
 /// What the extreme-value analysis of one CPU's run found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TailEstimate {
@@ -76,6 +93,10 @@ pub struct TailEstimate {
     pub refused: Option<String>,
     /// One block, one hour, the run's duration (only when extrapolated).
     pub exceedance: Vec<Exceedance>,
+    /// The fitted tail's band (whenever a fit and its bootstrap exist,
+    /// extrapolated or not: the report draws it around the fit).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub band: Vec<BandPoint>,
 }
 
 impl TailEstimate {
@@ -111,6 +132,7 @@ pub fn estimate(per_second_ns: &[u64], bound_ns: u64, run_s: f64, confidence: f6
         goodness_of_fit: None,
         refused: None,
         exceedance: Vec::new(),
+        band: Vec::new(),
     };
     if maxima.len() < MIN_BLOCKS {
         est.refused = Some(format!(
@@ -137,12 +159,14 @@ pub fn estimate(per_second_ns: &[u64], bound_ns: u64, run_s: f64, confidence: f6
         let at_least = null.iter().filter(|&&x| x >= a2).count();
         Test::new(a2, (at_least + 1) as f64 / (null.len() + 1) as f64)
     });
+    est.band = band(&fit, &boot, &maxima, bound_ns as f64, confidence);
     est.refused = refusal(&est);
     if est.refused.is_some() {
         return est;
     }
     let p = fit.exceedance(bound_ns as f64);
-    let (p_lo, p_hi) = basic_interval(p, &boot, confidence);
+    let ps: Vec<f64> = boot.iter().map(|b| b.p).collect();
+    let (p_lo, p_hi) = basic_interval(p, &ps, confidence);
     est.exceedance = [k as f64, 3600.0, run_s]
         .into_iter()
         .map(|h| {
@@ -199,6 +223,7 @@ fn held_out_a2(maxima: &[f64]) -> Option<f64> {
 
 /// One bootstrap sample's figures.
 struct Resample {
+    fit: Gev,
     xi: f64,
     p: f64,
     held_out_a2: Option<f64>,
@@ -216,6 +241,7 @@ fn bootstrap(fit: &Gev, n: usize, bound: f64) -> Vec<Resample> {
             let xs = fit.sample(n, &mut rng);
             let g = gev::mle(&xs)?;
             Some(Resample {
+                fit: g,
                 xi: g.xi,
                 p: g.exceedance(bound),
                 held_out_a2: held_out_a2(&xs),
@@ -229,18 +255,46 @@ fn bootstrap(fit: &Gev, n: usize, bound: f64) -> Vec<Resample> {
 /// resamples' quantiles of `ln p` (the percentile bootstrap's upper bound
 /// fell below the true probability in 12 % of simulated runs at 95 %;
 /// this one in none of 87).
-fn basic_interval(p: f64, boot: &[Resample], confidence: f64) -> (f64, f64) {
+fn basic_interval(p: f64, ps: &[f64], confidence: f64) -> (f64, f64) {
     let floor = f64::MIN_POSITIVE;
-    let logs: Vec<f64> = boot.iter().map(|b| b.p.max(floor).ln()).collect();
+    let logs: Vec<f64> = ps.iter().map(|p| p.max(floor).ln()).collect();
     let lp = p.max(floor).ln();
     let lower = (2.0 * lp - quantile(&logs, confidence)).exp();
     let upper = (2.0 * lp - quantile(&logs, 1.0 - confidence)).exp();
     // Where the fit's upper end lies below the bound (p = 0), the log
     // scale says nothing: the share of resamples whose tail reaches past
     // it does, so the upper bound is the larger of the two.
-    let ps: Vec<f64> = boot.iter().map(|b| b.p).collect();
-    let upper = upper.max(quantile(&ps, confidence));
+    let upper = upper.max(quantile(ps, confidence));
     (lower.min(p), upper.max(p).min(1.0))
+}
+
+/// The fitted tail and its bootstrap bounds on [`BAND_POINTS`] values,
+/// from the least block maximum to a tenth past the larger of `bound` and
+/// the largest (the range the report's tail plot shows).
+fn band(
+    fit: &Gev,
+    boot: &[Resample],
+    maxima: &[f64],
+    bound: f64,
+    confidence: f64,
+) -> Vec<BandPoint> {
+    let lo = maxima.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = maxima.iter().copied().fold(bound, f64::max) * 1.1;
+    if boot.is_empty() || lo.is_nan() || lo >= hi {
+        return Vec::new();
+    }
+    (0..BAND_POINTS)
+        .map(|i| lo + (hi - lo) * i as f64 / (BAND_POINTS - 1) as f64)
+        .map(|x| {
+            let ps: Vec<f64> = boot.iter().map(|b| b.fit.exceedance(x)).collect();
+            let (lower, upper) = basic_interval(fit.exceedance(x), &ps, confidence);
+            BandPoint {
+                x_ns: x,
+                lower,
+                upper,
+            }
+        })
+        .collect()
 }
 
 /// The `p` quantile of `v` (nearest rank); NaN when empty.

@@ -304,3 +304,41 @@ fn anderson_darling_matches_the_published_case_zero_value() {
     assert!(close(t.statistic, 2.492, 1e-6), "{t:?}");
     assert!(close(t.p_value, 0.05, 0.003), "{t:?}");
 }
+
+#[test]
+fn the_band_holds_the_fit_and_narrows_where_the_data_are() {
+    let g = Gev {
+        mu: 20_000.0,
+        sigma: 800.0,
+        xi: -0.1,
+    };
+    let bound = 40_000;
+    let est = estimate(&per_second(&g, 600, 13), bound, 600.0, 0.95);
+    let fit = est.fit.unwrap();
+    assert_eq!(est.band.len(), 60);
+    let last = est.band.last().unwrap();
+    assert!(
+        (last.x_ns - 44_000.0).abs() < 1.0,
+        "a tenth past the bound: {last:?}"
+    );
+    for b in &est.band {
+        let p = fit.exceedance(b.x_ns);
+        assert!(b.lower <= p && p <= b.upper, "{b:?} around {p}");
+    }
+    // Where the maxima are, P(> x) near a half is known to within a few
+    // tens of percent; far in the tail the band is wider, relative to it.
+    let width = |b: &super::BandPoint| b.upper / b.lower.max(f64::MIN_POSITIVE);
+    let middle = est
+        .band
+        .iter()
+        .find(|b| fit.exceedance(b.x_ns) < 0.5)
+        .unwrap();
+    let tail = est
+        .band
+        .iter()
+        .rev()
+        .find(|b| fit.exceedance(b.x_ns) > 1e-4)
+        .unwrap();
+    assert!(width(middle) < 2.0, "{middle:?}");
+    assert!(width(tail) > width(middle), "{tail:?} against {middle:?}");
+}
