@@ -423,8 +423,11 @@ pub struct OnArgs {
     /// Allow shielding one hyper-thread sibling of a core but not the other.
     #[arg(long)]
     pub allow_split_siblings: bool,
-    /// Also apply tuning knobs, undone by `off`: `--tune` for all, or
-    /// `--tune=KNOB,...` (see `cpushield tune --list`).
+    /// Also apply tuning knobs, undone by `off`: `--tune=KNOB,...`, or a
+    /// bare `--tune` (= `all`) for every knob `tune --list` does not mark
+    /// "only by name", safety nets included: RT throttling off, the
+    /// soft-lockup and NMI watchdogs off.
+    /// `--dry-run` lists each machine-wide one with how to do without.
     #[arg(long, value_name = "KNOBS", num_args = 0..=1, require_equals = true,
           default_missing_value = "all", value_delimiter = ',')]
     pub tune: Option<Vec<String>>,

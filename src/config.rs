@@ -14,6 +14,10 @@
 //! boot = true                  # or extra options: ["skew_tick=1"]; the boot half (see cpushield::boot)
 //! guard = "auto"               # the starvation guard: "auto", "on" or "off" (see cpushield::guard)
 //! guard_engine = "auto"        # what boosts: "auto" (stalld where installed), "cpushield" or "stalld"
+//! guard_threshold = "1s"       # the guard's --guard-* durations, with units (a bare number in the option's unit)
+//! guard_runtime = "50us"
+//! guard_period = "100ms"
+//! guard_duration = "1s"
 //! kthreads_above = 80          # the shielded CPUs' softirq, timer and RCU threads above this priority
 //! cache_ways = 4               # the shield's own ways of each L3 it sits in (resctrl)
 //! others_bandwidth = 50        # with cache_ways: the rest's memory bandwidth, percent
@@ -87,6 +91,14 @@ struct File {
     guard: Option<Spanned<String>>,
     #[serde(default)]
     guard_engine: Option<Spanned<String>>,
+    #[serde(default)]
+    guard_threshold: Option<Spanned<Latency>>,
+    #[serde(default)]
+    guard_runtime: Option<Spanned<Latency>>,
+    #[serde(default)]
+    guard_period: Option<Spanned<Latency>>,
+    #[serde(default)]
+    guard_duration: Option<Spanned<Latency>>,
     #[serde(default)]
     kthreads_above: Option<Spanned<u32>>,
     #[serde(default)]
@@ -200,7 +212,7 @@ enum Tune {
 }
 
 const KEYS: &str =
-    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, kthreads_above, cache_ways, others_bandwidth, max_idle_latency, [certify]";
+    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, guard_threshold, guard_runtime, guard_period, guard_duration, kthreads_above, cache_ways, others_bandwidth, max_idle_latency, [certify]";
 
 const CERTIFY_KEYS: &str =
     "valid keys of [certify]: budget, duration, load, probe, confidence, explain, baseline, regression, out";
@@ -214,6 +226,66 @@ fn idle_bound(value: Spanned<Latency>) -> Result<u32, (usize, String)> {
     };
     crate::shield::idle_states::parse_bound(&text)
         .map_err(|e| (start, format!("max_idle_latency: {e}")))
+}
+
+/// The guard's settings from its engine and its four duration keys
+/// (threshold, runtime, period, duration, in the units of the `--guard-*`
+/// options a bare number is in); an error comes with the offset of the
+/// value.
+fn guard_settings(
+    engine: crate::guard::Engine,
+    keys: [Option<Spanned<Latency>>; 4],
+) -> Result<crate::guard::Settings, (usize, String)> {
+    use crate::input::{duration_in, TimeUnit};
+    const NAMES: [(&str, TimeUnit); 4] = [
+        ("guard_threshold", TimeUnit::Millis),
+        ("guard_runtime", TimeUnit::Micros),
+        ("guard_period", TimeUnit::Micros),
+        ("guard_duration", TimeUnit::Millis),
+    ];
+    let defaults = crate::guard::Settings::default();
+    let mut values = [
+        defaults.threshold_ms,
+        defaults.runtime_us,
+        defaults.period_us,
+        defaults.duration_ms,
+    ];
+    let mut first = None;
+    for (k, key) in keys.into_iter().enumerate() {
+        let Some(v) = key else { continue };
+        let at = v.span().start;
+        first.get_or_insert(at);
+        let text = match v.into_inner() {
+            Latency::Micros(n) => n.to_string(),
+            Latency::Text(t) => t,
+        };
+        let (name, unit) = NAMES[k];
+        values[k] = duration_in(&text, unit).map_err(|e| (at, format!("{name}: {e}")))?;
+    }
+    let [threshold_ms, runtime_us, period_us, duration_ms] = values;
+    let settings = crate::guard::Settings {
+        engine,
+        threshold_ms,
+        runtime_us,
+        period_us,
+        duration_ms,
+    };
+    settings.check().map_err(|e| {
+        (
+            first.unwrap_or(0),
+            e.to_string().replace("--guard-", "guard_"),
+        )
+    })?;
+    Ok(settings)
+}
+
+/// `kthreads_above`, checked; an error comes with the offset of the value.
+fn kthreads_above(key: Option<Spanned<u32>>) -> Result<Option<u32>, (usize, String)> {
+    let Some(k) = key else { return Ok(None) };
+    let start = k.span().start;
+    crate::shield::rt_kthreads::check_above(k.into_inner())
+        .map(Some)
+        .map_err(|e| (start, format!("kthreads_above: {e}")))
 }
 
 /// A string key parsed as `T` (its default when absent); an error comes
@@ -342,20 +414,18 @@ pub fn parse_with_certify(
         hotplug_restart: file.hotplug_restart,
         guard: crate::guard::GuardRequest {
             mode: parse_or_default(file.guard).map_err(|(at, e)| invalid(at, e))?,
-            settings: crate::guard::Settings {
-                engine: parse_or_default(file.guard_engine).map_err(|(at, e)| invalid(at, e))?,
-                ..Default::default()
-            },
+            settings: guard_settings(
+                parse_or_default(file.guard_engine).map_err(|(at, e)| invalid(at, e))?,
+                [
+                    file.guard_threshold,
+                    file.guard_runtime,
+                    file.guard_period,
+                    file.guard_duration,
+                ],
+            )
+            .map_err(|(at, e)| invalid(at, e))?,
         },
-        kthreads_above: match file.kthreads_above {
-            None => None,
-            Some(k) => {
-                let start = k.span().start;
-                let above = crate::shield::rt_kthreads::check_above(k.into_inner())
-                    .map_err(|e| invalid(start, format!("kthreads_above: {e}")))?;
-                Some(above)
-            }
-        },
+        kthreads_above: kthreads_above(file.kthreads_above).map_err(|(at, e)| invalid(at, e))?,
         cache_ways: file.cache_ways.as_ref().map(|v| *v.get_ref()),
         others_bandwidth: file.others_bandwidth.as_ref().map(|v| *v.get_ref()),
     };
@@ -418,6 +488,25 @@ mod tests {
         let r = parse("cpus = \"3\"\nguard_engine = \"stalld\"\n", Path::new("c")).unwrap();
         assert_eq!(r.guard.settings.engine, crate::guard::Engine::Stalld);
         assert_eq!(r.guard.settings.threshold_ms, 1_000);
+        let r = parse(
+            "cpus = \"3\"\nguard_threshold = \"2s\"\nguard_runtime = 20\nguard_period = \"1ms\"\nguard_duration = 3000\n",
+            Path::new("c"),
+        )
+        .unwrap();
+        let g = r.guard.settings;
+        assert_eq!(
+            (g.threshold_ms, g.runtime_us, g.period_us, g.duration_ms),
+            (2_000, 20, 1_000, 3_000)
+        );
+        let (line, msg) = err("cpus = \"3\"\n\nguard_runtime = \"5 parsecs\"\n");
+        assert_eq!(line, 3, "{msg}");
+        assert!(msg.starts_with("guard_runtime: "), "{msg}");
+        let (line, msg) = err("cpus = \"3\"\nguard_runtime = \"2ms\"\nguard_period = \"1ms\"\n");
+        assert_eq!(line, 2, "{msg}");
+        assert!(
+            msg.contains("guard_runtime"),
+            "a runtime past its period: {msg}"
+        );
         let (line, msg) = err("cpus = \"3\"\nguard_engine = \"tuned\"\n");
         assert_eq!(line, 2, "{msg}");
         assert!(msg.contains("auto, cpushield, stalld"), "{msg}");
@@ -440,6 +529,33 @@ mod tests {
             msg.contains("max_idle_latency") && msg.contains("0 to 1000000 µs"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn the_shipped_example_names_every_key_and_parses_uncommented() {
+        let shipped = include_str!("../packaging/cpushield.toml");
+        let uncommented: String = shipped
+            .lines()
+            .filter_map(|l| l.strip_prefix('#'))
+            .filter(|l| {
+                l.starts_with('[') || l.split_once(" = ").is_some_and(|(k, _)| !k.contains(' '))
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let (r, c) = parse_with_certify(&uncommented, Path::new("example")).unwrap();
+        assert_eq!(r.cpus.to_string(), "2-3");
+        assert!(r.boot.is_some() && r.kthreads_above.is_some() && r.max_idle_latency.is_some());
+        assert!(c.budget.is_some());
+        let valid = KEYS.trim_start_matches("valid keys: ");
+        for key in valid.split(", ").map(|k| k.trim_end_matches(" (required)")) {
+            let key = key.trim_matches(|c| c == '[' || c == ']');
+            assert!(
+                uncommented
+                    .lines()
+                    .any(|l| l.starts_with(&format!("{key} =")) || l == format!("[{key}]")),
+                "the example leaves out {key}"
+            );
+        }
     }
 
     #[test]
@@ -538,7 +654,10 @@ mod tests {
             let e = parse(&text, Path::new("/etc/cpushield/cpushield.toml"))
                 .unwrap_err()
                 .to_string();
-            assert!(e.len() < 320, "{} bytes: {e}", e.len());
+            // the long value is cut to a short prefix; the rest is at most
+            // the list of valid keys
+            assert!(e.len() < 160 + KEYS.len(), "{} bytes: {e}", e.len());
+            assert!(!e.contains(&long[..200]), "{e}");
             assert!(
                 e.starts_with("config /etc/cpushield/cpushield.toml:"),
                 "{e}"

@@ -250,12 +250,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => measure_command(&sys, &config, histfile.as_deref(), json, out),
         Checked::MeasureCleanUp => measure_clean_up(&sys, out),
         Checked::Tune { json } => {
-            if json {
-                serde_json::to_writer_pretty(&mut *out, &shield::knobs::KNOBS)?;
-                writeln!(out)?;
-            } else {
-                report::audit::knobs(&shield::knobs::KNOBS, out)?;
-            }
+            emit(out, json, &shield::knobs::List::ALL, report::audit::knobs)?;
             Ok(ExitCode::SUCCESS)
         }
         Checked::BootArgs { cpus, json } => boot_args_command(&sys, &cpus, json, out),
@@ -376,6 +371,7 @@ fn apply_command(
         // `on`'s report, and the boot half under "boot".
         let mut both = serde_json::to_value(&report)?;
         both["boot"] = serde_json::to_value(&boot_change)?;
+        both["schema_version"] = report::JSON_SCHEMA_VERSION.into();
         serde_json::to_writer_pretty(&mut *out, &both)?;
         writeln!(out)?;
     } else {

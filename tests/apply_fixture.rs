@@ -79,6 +79,10 @@ fn apply_is_idempotent_changes_in_place_and_verify_and_metrics_tell() {
     let o = cpushield(root, &["apply", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(json(&o)["shield"], "2-3");
+    assert_eq!(
+        json(&o)["schema_version"],
+        cpushield::report::JSON_SCHEMA_VERSION
+    );
     let o = cpushield(root, &["verify", "--json"]);
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert_eq!(json(&o)["matches"], true);

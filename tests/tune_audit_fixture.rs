@@ -232,8 +232,9 @@ fn tune_list_documents_every_knob() {
     let o = cpushield(dir.path(), &["tune", "--list", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let v = json(&o);
+    assert_eq!(v["schema_version"], cpushield::report::JSON_SCHEMA_VERSION);
     assert_eq!(
-        v.as_array().unwrap().len(),
+        v["knobs"].as_array().unwrap().len(),
         cpushield::shield::knobs::KNOBS.len()
     );
     let o = cpushield(dir.path(), &["tune", "--list"]);
@@ -791,6 +792,29 @@ fn freq_floor_on_the_shielded_cpus_and_turbo_off_only_by_name() {
     assert!(o.status.success(), "{}", text(&o));
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "not restored: {d:#?}");
+}
+
+/// The dry run's count for people, its JSON count and its JSON plan agree
+/// (they are one figure: a difference between two runs is the machine
+/// changing in between).
+#[test]
+fn the_dry_run_counts_its_changes_the_same_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let _sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(root, &["on", "2-3", "--tune", "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let said: usize = out
+        .split_once(" changes); nothing changed")
+        .and_then(|(head, _)| head.rsplit_once('(')?.1.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {out}"));
+    let j = json(&cpushield(
+        root,
+        &["on", "2-3", "--tune", "--dry-run", "--json"],
+    ));
+    assert_eq!(j["planned"], said, "{j}");
+    assert_eq!(j["plan"].as_array().unwrap().len(), said);
 }
 
 /// Everything `on` would change beyond the shielded CPUs is listed by the

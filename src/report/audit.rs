@@ -5,10 +5,11 @@ use std::io::{Result, Write};
 use crate::audit::bus::{BusKind, BusReport, PCI_MHZ};
 use crate::audit::{AuditReport, Severity};
 use crate::boot::args::BootArgs;
-use crate::shield::knobs::{self as tune, Knob};
+use crate::shield::knobs::{self as tune, List};
 
 /// `cpushield tune --list`.
-pub fn knobs(list: &&'static [Knob], w: &mut dyn Write) -> Result<()> {
+pub fn knobs(list: &List, w: &mut dyn Write) -> Result<()> {
+    let list = list.knobs;
     writeln!(
         w,
         "tuning knobs (cpushield on LIST --tune[=KNOB,...]; undone by cpushield off):"

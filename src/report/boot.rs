@@ -40,7 +40,7 @@ pub fn state_line(s: &BootStatus) -> String {
                 s.running.join(" ")
             }
         ),
-        BootState::Absent => "none".into(),
+        BootState::Absent => "absent".into(),
     }
 }
 

@@ -122,6 +122,24 @@ pub fn maxima_svg(series: &[(u32, Vec<f64>)], bounds_us: &[f64]) -> Result<Strin
     Ok(out)
 }
 
+/// The band's outline in the plot's units (µs; probabilities clamped to
+/// the plot's `floor`): its upper side left to right, its lower side back,
+/// only the points within `(lo, hi)` µs.
+fn band_outline(band: &[BandPoint], (lo, hi): (f64, f64), floor: f64) -> Vec<(f64, f64)> {
+    let inside: Vec<&BandPoint> = band
+        .iter()
+        .filter(|b| (lo..=hi).contains(&(b.x_ns / 1000.0)))
+        .collect();
+    let upper = inside
+        .iter()
+        .map(|b| (b.x_ns / 1000.0, b.upper.clamp(floor, 1.0)));
+    let lower = inside
+        .iter()
+        .rev()
+        .map(|b| (b.x_ns / 1000.0, b.lower.clamp(floor, 1.0)));
+    upper.chain(lower).collect()
+}
+
 /// One CPU's block maxima as an exceedance plot (the share of blocks
 /// whose maximum exceeds x, log scale) with the fitted GEV's `1 − F(x)`,
 /// its bootstrap band, and the bound.
@@ -173,28 +191,14 @@ pub fn tail_svg(
             .draw()
             .map_err(plot_err)?;
         // The band first, under the points and the curve.
-        let inside = |b: &&BandPoint| (lo..=hi).contains(&(b.x_ns / 1000.0));
-        let upper = band
-            .iter()
-            .filter(inside)
-            .map(|b| (b.x_ns / 1000.0, b.upper.clamp(floor, 1.0)));
-        let lower = band
-            .iter()
-            .filter(inside)
-            .rev()
-            .map(|b| (b.x_ns / 1000.0, b.lower.clamp(floor, 1.0)));
-        let outline: Vec<(f64, f64)> = upper.chain(lower).collect();
+        let outline = band_outline(band, (lo, hi), floor);
         if outline.len() >= 4 {
+            let fill = COLOURS[1].mix(0.18).filled();
             chart
-                .draw_series(std::iter::once(Polygon::new(
-                    outline,
-                    COLOURS[1].mix(0.18).filled(),
-                )))
+                .draw_series(std::iter::once(Polygon::new(outline, fill)))
                 .map_err(plot_err)?
                 .label("band (bootstrap)")
-                .legend(|(x, y)| {
-                    Rectangle::new([(x, y - 4), (x + 18, y + 4)], COLOURS[1].mix(0.18).filled())
-                });
+                .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 18, y + 4)], fill));
         }
         let observed = sorted
             .iter()

@@ -124,6 +124,18 @@ pub const WATCHDOG_FILES: [&str; 3] = [WATCHDOG, SOFT_WATCHDOG, NMI_WATCHDOG];
 mod table;
 pub use table::KNOBS;
 
+/// The knobs as `tune --list --json` prints them.
+#[derive(Debug, Serialize)]
+pub struct List {
+    /// Every knob, in order.
+    pub knobs: &'static [Knob],
+}
+
+impl List {
+    /// Every knob.
+    pub const ALL: List = List { knobs: KNOBS };
+}
+
 /// The knob named `name`.
 pub fn knob(name: &str) -> Option<&'static Knob> {
     KNOBS.iter().find(|k| k.name == name)

@@ -136,7 +136,7 @@ fn follow(sys: &Sys, name: &str, stack: &mut Vec<String>, chain: &mut Chain) {
         let ours = if PINS.contains(&(section.as_str(), norm.as_str())) {
             Some(None)
         } else if section == "bootloader" && key.starts_with("cmdline") {
-            Some(Some("the boot half (on --boot)"))
+            Some(Some("the boot half (config key boot)"))
         } else {
             OVERLAPS
                 .iter()
@@ -260,7 +260,7 @@ mod tests {
                 (
                     "realtime",
                     "[bootloader] cmdline_realtime=+isolcpus=${managed_irq}",
-                    Some("the boot half (on --boot)")
+                    Some("the boot half (config key boot)")
                 ),
                 (
                     "realtime-virtual-host",
