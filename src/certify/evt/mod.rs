@@ -68,8 +68,7 @@ pub struct BandPoint {
     pub upper: f64,
 }
 
-/// How many points the band has, from the least block maximum to a tenth
-/// past the larger of the bound and the largest.
+/// How many points the band has (where: see `band`).
 const BAND_POINTS: usize = 60;
 
 /// What the extreme-value analysis of one CPU's run found.
@@ -268,9 +267,10 @@ fn basic_interval(p: f64, ps: &[f64], confidence: f64) -> (f64, f64) {
     (lower.min(p), upper.max(p).min(1.0))
 }
 
-/// The fitted tail and its bootstrap bounds on [`BAND_POINTS`] values,
-/// from the least block maximum to a tenth past the larger of `bound` and
-/// the largest (the range the report's tail plot shows).
+/// The fitted tail and its bootstrap bounds at [`BAND_POINTS`] values:
+/// two thirds from the least block maximum to a tenth past the largest
+/// (where the report's tail plot looks when the bound is far), the rest
+/// from there to a tenth past the bound when it lies beyond.
 fn band(
     fit: &Gev,
     boot: &[Resample],
@@ -279,12 +279,22 @@ fn band(
     confidence: f64,
 ) -> Vec<BandPoint> {
     let lo = maxima.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = maxima.iter().copied().fold(bound, f64::max) * 1.1;
-    if boot.is_empty() || lo.is_nan() || lo >= hi {
+    let top = maxima.iter().copied().fold(f64::NEG_INFINITY, f64::max) * 1.1;
+    if boot.is_empty() || lo.is_nan() || lo >= top {
         return Vec::new();
     }
-    (0..BAND_POINTS)
-        .map(|i| lo + (hi - lo) * i as f64 / (BAND_POINTS - 1) as f64)
+    let span = |from: f64, to: f64, n: usize| {
+        (0..n).map(move |i| from + (to - from) * i as f64 / (n - 1).max(1) as f64)
+    };
+    let near = BAND_POINTS * 2 / 3;
+    let xs: Vec<f64> = if bound * 1.1 > top {
+        span(lo, top, near)
+            .chain(span(top, bound * 1.1, BAND_POINTS - near + 1).skip(1))
+            .collect()
+    } else {
+        span(lo, top, BAND_POINTS).collect()
+    };
+    xs.into_iter()
         .map(|x| {
             let ps: Vec<f64> = boot.iter().map(|b| b.fit.exceedance(x)).collect();
             let (lower, upper) = basic_interval(fit.exceedance(x), &ps, confidence);
