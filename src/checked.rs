@@ -278,7 +278,7 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                 dry_run: a.dry_run,
             },
             Command::Compare(a) => compare(a)?,
-            Command::Certify(a) => certify(a)?,
+            Command::Certify(a) => certify(sys, a)?,
             Command::Guard(a) => Checked::Guard {
                 cpus: a.cpus,
                 settings: checked_guard_settings(&a.settings)?,
@@ -379,6 +379,7 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
             watch_every_s: None,
             checkpoint: false,
             shield: None,
+            existing_shield: None,
         },
         dry_run: a.dry_run,
         json: a.json,
@@ -406,24 +407,66 @@ fn flag_or_key<T>(
     }
 }
 
-/// The shield `certify --config` makes: the config's, without its boot
-/// half (certify changes nothing that outlives a reboot).
-fn certify_config(path: &std::path::Path) -> Result<(Request, cpushield::config::CertifySection)> {
-    let (mut request, section) = cpushield::config::load_with_certify(path)?;
-    request.boot = None;
-    Ok((request, section))
+/// The active shield `certify` measures inside, when there is one: it
+/// must hold (`status`'s checks), take the CPUs measured, and with
+/// `--config` be what the config asks for (`verify`'s comparison). Reads
+/// only.
+fn active_shield(
+    sys: &Sys,
+    cpus: &CpuSet,
+    config: Option<(&std::path::Path, &Request)>,
+) -> Result<Option<CpuSet>> {
+    if cpushield::shield::journal::read_state(sys)?.is_none() {
+        return Ok(None);
+    }
+    let status = cpushield::fleet::status(sys)?.shield;
+    let shield = status.shield.clone().unwrap_or_default();
+    let reasons = |f: &[cpushield::finding::Finding]| {
+        f.iter()
+            .map(|f| f.reason.clone())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    if !status.holds {
+        return Err(Refusal(format!(
+            "certify: the active shield on CPUs {shield} does not hold ({}): repair it first (cpushield apply, or on), or take it down (cpushield off)",
+            reasons(&status.broken)
+        ))
+        .into());
+    }
+    if !cpus.is_subset(&shield) {
+        return Err(Refusal(format!(
+            "certify: CPUs {cpus} are not all in the active shield (CPUs {shield}): certify its CPUs, or take it down first (cpushield off)"
+        ))
+        .into());
+    }
+    if let Some((path, want)) = config {
+        let v = cpushield::fleet::verify(sys, want, &path.display().to_string())?;
+        if !v.matches {
+            return Err(Refusal(format!(
+                "certify --config {}: the active shield is not what it asks for ({}): cpushield apply first",
+                path.display(),
+                reasons(&v.differences)
+            ))
+            .into());
+        }
+    }
+    Ok(Some(shield))
 }
 
-fn certify(a: CertifyArgs) -> Result<Checked> {
-    let (request, section) = match &a.config {
+fn certify(sys: &Sys, a: CertifyArgs) -> Result<Checked> {
+    let (config, section) = match &a.config {
         Some(path) => {
-            let (r, s) = certify_config(path)?;
+            let (r, s) = cpushield::config::load_with_certify(path)?;
             (Some(r), s)
         }
         None => (None, Default::default()),
     };
     let cfg = a.config.as_deref();
-    let Some(cpus) = a.cpus.or(request.as_ref().map(|r| r.cpus.clone())) else {
+    let active = cpushield::shield::journal::read_state(sys)?.map(|s| s.shield);
+    let cpus = a.cpus.clone();
+    let cpus = cpus.or(config.as_ref().map(|r| r.cpus.clone())).or(active);
+    let Some(cpus) = cpus else {
         return Err(Refusal(
             "certify: --cpus is required (the CPUs to shield and measure, e.g. --cpus 2-3), or --config FILE".into(),
         ).into());
@@ -489,7 +532,12 @@ fn certify(a: CertifyArgs) -> Result<Checked> {
     let mut compare =
         cpushield::certify::Options::measuring(cpus, (load, probe), seconds, &budget, out);
     compare.explain_us = explain.map(|(us, _)| us);
-    compare.shield = request;
+    compare.existing_shield = active_shield(sys, &compare.cpus, cfg.zip(config.as_ref()))?;
+    // A shield of its own: the config's without its boot half (certify
+    // changes nothing that outlives a reboot); inside an active one, none.
+    compare.shield = config
+        .filter(|_| compare.existing_shield.is_none())
+        .map(|r| Request { boot: None, ..r });
     Ok(Checked::Certify {
         options: cpushield::certify::Options {
             compare,

@@ -230,6 +230,68 @@ fn certify_config_gives_the_shield_and_the_table_what_flags_do_not_say() {
     assert_eq!(before, tree(root.path()), "a dry run changes nothing");
 }
 
+/// An applied shield is certified where it stands: it must hold and take
+/// the CPUs measured; it is neither made nor taken down, and the load runs
+/// outside it.
+#[test]
+fn certify_measures_inside_an_active_shield_and_leaves_it_standing() {
+    let root = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let _sys = standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(root.path(), &["on", "1-2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let shielded = tree(root.path());
+    // not all of its CPUs in the shield: refused, nothing changed
+    let o = cpushield(
+        root.path(),
+        &["certify", "--cpus", "0-1", "--budget", "max<=1ms"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("not all in the active shield (CPUs 1-2)"),
+        "{}",
+        text(&o)
+    );
+    // its CPUs by default, CPU 1 alone when asked
+    let dir = out.path().join("inside");
+    let o = cpushield(
+        root.path(),
+        &[
+            "certify",
+            "--budget",
+            "max<=10000ms",
+            "--duration",
+            "2s",
+            "--load",
+            "none",
+            "--dry-run",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("shield plan"),
+        "no shield of its own: {}",
+        text(&o)
+    );
+    let o = certify(root.path(), "max<=10000ms", &dir);
+    assert!(matches!(o.status.code(), Some(0 | 11)), "{}", text(&o));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["measurement"]["options"]["existing_shield"], "1-2", "{r}");
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("measured inside the shield that was active on CPUs 1-2"));
+    assert!(
+        r["measurement"]["phases"][0]["shield"].is_null(),
+        "it made no shield"
+    );
+    assert_eq!(tree(root.path()), shielded, "the shield stands as it was");
+    let st: serde_json::Value =
+        serde_json::from_slice(&cpushield(root.path(), &["status", "--json"]).stdout).unwrap();
+    assert_eq!(st["holds"], true, "{st}");
+    assert!(cpushield(root.path(), &["off"]).status.success());
+}
+
 /// The browser the page is checked with (Debian's chromium-headless-shell,
 /// or chromium), when installed.
 fn browser() -> Option<&'static str> {

@@ -69,6 +69,7 @@ impl Options {
             watch_every_s: Some(WATCH_EVERY_S),
             checkpoint: true,
             shield: None,
+            existing_shield: None,
         }
     }
 }

@@ -134,6 +134,11 @@ pub struct Options {
     /// `None`: a plain shield of `cpus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shield: Option<Request>,
+    /// The active shield's CPUs, when the shielded phase measures inside a
+    /// shield that was there before (`certify` of an applied shield): it
+    /// is neither made nor taken down, and the load runs outside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub existing_shield: Option<CpuSet>,
 }
 
 impl Options {
@@ -183,7 +188,9 @@ pub fn check(opts: &Options, pre: &Preconditions) -> Result<CpuSet, CompareError
             opts.cpus, pre.online
         ));
     }
-    let housekeeping = pre.online.difference(&opts.cpus);
+    let housekeeping = pre
+        .online
+        .difference(opts.existing_shield.as_ref().unwrap_or(&opts.cpus));
     if housekeeping.is_empty() {
         return refuse(format!(
             "--cpus {} leaves no housekeeping CPU (online: {}): keep at least one CPU for the rest of the system and the load",
@@ -215,10 +222,20 @@ pub fn check(opts: &Options, pre: &Preconditions) -> Result<CpuSet, CompareError
     if opts.phases.is_empty() {
         return refuse("--phases is empty: give idle, unshielded and/or shielded".into());
     }
-    if pre.shield_active {
-        return refuse(
-            "a shield is already active: the phases would not measure what they claim (run `cpushield off` first)".into(),
-        );
+    match (&opts.existing_shield, pre.shield_active) {
+        (None, true) => {
+            return refuse(
+                "a shield is already active: the phases would not measure what they claim (run `cpushield off` first)".into(),
+            )
+        }
+        (Some(_), false) => return refuse("no shield is active to measure inside".into()),
+        (Some(s), true) if !opts.cpus.is_subset(s) || opts.phases != [Phase::Shielded] => {
+            return refuse(format!(
+                "--cpus {}: inside the active shield (CPUs {s}) only its own CPUs are measured, in the shielded phase alone",
+                opts.cpus
+            ))
+        }
+        _ => {}
     }
     if opts.phases.contains(&Phase::Shielded) && !pre.privileged {
         return refuse(
@@ -330,7 +347,7 @@ pub fn dry_run(sys: &Sys, exe: &Path, opts: &Options) -> Result<DryRun, CompareE
             command: measure_command(exe, sys.root_arg(), phase, opts, true),
         })
         .collect();
-    let shield = if opts.phases.contains(&Phase::Shielded) {
+    let shield = if opts.phases.contains(&Phase::Shielded) && opts.existing_shield.is_none() {
         Some(shield::on(
             sys,
             &opts.shield_request(),
@@ -414,7 +431,7 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         let t0 = Instant::now();
         let mut guard = None;
         let mut shield_report = None;
-        if phase == Phase::Shielded {
+        if phase == Phase::Shielded && opts.existing_shield.is_none() {
             // `on` rolls itself back on failure; from here the guard owns it.
             shield_report = Some(shield::on(sys, &opts.shield_request(), false, ctx.stop)?);
             guard = Some(ShieldGuard { sys, armed: true });

@@ -35,6 +35,7 @@ pub fn opts(c: &str) -> Options {
         watch_every_s: None,
         checkpoint: false,
         shield: None,
+        existing_shield: None,
     }
 }
 

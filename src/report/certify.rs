@@ -38,6 +38,9 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
             ""
         }
     )?;
+    if let Some(line) = inside_line(r) {
+        writeln!(w, "  {line}")?;
+    }
     writeln!(
         w,
         "  {:<18} {:>4} {:<13} {:>12} {:>10} {:>11}  why",
@@ -208,6 +211,15 @@ pub fn write_files(r: &Report, page: HtmlReport, dir: &Path) -> Result<(), Repor
     std::fs::write(dir.join("report.html"), html).map_err(io(&dir.join("report.html")))
 }
 
+/// Where the run measured when it did not make its own shield: inside
+/// the one that was active, which it left standing.
+fn inside_line(r: &Report) -> Option<String> {
+    let shield = r.measurement.options.existing_shield.as_ref()?;
+    Some(format!(
+        "measured inside the shield that was active on CPUs {shield} (it held when the run began, and is left standing)"
+    ))
+}
+
 /// The verdict first: the outcome, each term on each CPU, the maxima over
 /// time, and each max term's tail against its fit.
 fn verdict_html(r: &Report) -> Result<String, ReportError> {
@@ -221,6 +233,9 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
     );
     if r.interrupted {
         out.push_str("<p class=\"note\">The run was interrupted: the verdict is at most INCONCLUSIVE unless a term had already failed.</p>\n");
+    }
+    if let Some(line) = inside_line(r) {
+        let _ = writeln!(out, "<p>{}.</p>", escape_html(&line));
     }
     let header: Vec<String> = ["term", "CPU", "verdict", "samples", "max µs", "over", "why"]
         .map(String::from)
