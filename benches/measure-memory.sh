@@ -17,10 +17,12 @@ for secs in ${SHORT:-600} ${LONG:-3600}; do
     "$BIN" measure --cpus "$CPU" --duration "$secs" --json >"$out" &
     pid=$!
     first="" last=""
+    # the first reading a minute in: before that the process is still
+    # allocating its histograms and locking its memory
     while kill -0 $pid 2>/dev/null; do
+        sleep 60
         rss=$(awk '/^VmRSS/ { print $2 }' /proc/$pid/status 2>/dev/null || true)
         [ -n "$rss" ] && { first=${first:-$rss}; last=$rss; }
-        sleep 60
     done
     wait $pid
     samples=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["results"][0]["cpus"][0]["stats"]["samples"], len(j["results"][0]["cpus"][0]["per_second_max_ns"]))' "$out")
