@@ -152,7 +152,7 @@ pub struct GuardSettingsArgs {
     #[arg(long, value_name = "DURATION", default_value_t = cpushield::guard::Settings::default().duration_ms, value_parser = millis)]
     pub guard_duration: u64,
     /// What boosts: `auto` takes stalld where it is installed and RT
-    /// throttling is off already or turned off by your `--tune`, else the
+    /// throttling is off already or turned off by `--tune=rt-throttling`, else the
     /// guard's own loop; `cpushield` always its own; `stalld` stalld,
     /// refused where it is not installed, and it turns RT throttling off
     /// (stalld runs only without it). stalld gets the settings in its own
@@ -425,9 +425,10 @@ pub struct OnArgs {
     pub allow_split_siblings: bool,
     /// Also apply tuning knobs, undone by `off`: `--tune=KNOB,...`, or a
     /// bare `--tune` (= `all`) for every knob `tune --list` does not mark
-    /// "only by name", safety nets included: RT throttling off, the
-    /// soft-lockup and NMI watchdogs off.
-    /// `--dry-run` lists each machine-wide one with how to do without.
+    /// "only by name". The safety nets go only when named
+    /// (`--tune=all,rt-throttling,watchdog,nmi-watchdog`), as do turbo,
+    /// huge pages and overcommit. `--dry-run` lists each machine-wide
+    /// change with how to do without it.
     #[arg(long, value_name = "KNOBS", num_args = 0..=1, require_equals = true,
           default_missing_value = "all", value_delimiter = ',')]
     pub tune: Option<Vec<String>>,

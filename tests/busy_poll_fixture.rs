@@ -80,7 +80,7 @@ fn off_keeps_the_poller_on_its_cpu(layout: CgroupLayout, h: Hierarchy, cgroup_af
     .unwrap();
     let throttling = root.join("proc/sys/kernel/sched_rt_runtime_us");
     fs::write(&throttling, "950000\n").unwrap();
-    let o = cpushield(root, &["on", "2-3", "--tune"]);
+    let o = cpushield(root, &["on", "2-3", "--tune=all,rt-throttling"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(fs::read_to_string(&throttling).unwrap().trim(), "-1");
     let o = cpushield(root, &["move", "300", "--in", "--cpu", "3"]);
@@ -257,7 +257,16 @@ fn off_gives_rt_throttling_back_before_anything_else_and_the_guard_last() {
         fs::create_dir_all(root.join(file).parent().unwrap()).unwrap();
         fs::write(root.join(file), format!("{value}\n")).unwrap();
     }
-    let o = cpushield(root, &["on", "2-3", "--tune", "--guard", "on"]);
+    let o = cpushield(
+        root,
+        &[
+            "on",
+            "2-3",
+            "--tune=all,rt-throttling,watchdog,nmi-watchdog",
+            "--guard",
+            "on",
+        ],
+    );
     assert!(o.status.success(), "{}", text(&o));
     let plan = json(&cpushield(root, &["off", "--dry-run", "--json"]));
     let lines: Vec<&str> = plan["would_undo"]

@@ -80,7 +80,15 @@ fn every_knob_applies_and_off_restores_exactly() {
     let sys = tunable(dir.path());
     let before = tree(dir.path());
 
-    let o = cpushield(dir.path(), &["on", "2-3", "--tune", "--json"]);
+    let o = cpushield(
+        dir.path(),
+        &[
+            "on",
+            "2-3",
+            "--tune=all,rt-throttling,watchdog,nmi-watchdog",
+            "--json",
+        ],
+    );
     assert!(o.status.success(), "{}", text(&o));
     let r = json(&o);
     for (rel, want) in [
@@ -202,7 +210,15 @@ fn knobs_with_no_files_are_skipped_with_notes() {
     let dir = tempfile::tempdir().unwrap();
     standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
     let before = tree(dir.path());
-    let o = cpushield(dir.path(), &["on", "2-3", "--tune", "--json"]);
+    let o = cpushield(
+        dir.path(),
+        &[
+            "on",
+            "2-3",
+            "--tune=all,rt-throttling,watchdog,nmi-watchdog",
+            "--json",
+        ],
+    );
     assert!(o.status.success(), "{}", text(&o));
     let report = json(&o);
     let notes = report["notes"].as_array().unwrap();
@@ -451,7 +467,15 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
     );
 
     // Shield with tuning: audit defaults to the shield, and finds it fixed.
-    let o = cpushield(dir.path(), &["on", "2-3", "--force", "--tune"]);
+    let o = cpushield(
+        dir.path(),
+        &[
+            "on",
+            "2-3",
+            "--force",
+            "--tune=all,rt-throttling,watchdog,nmi-watchdog",
+        ],
+    );
     assert!(o.status.success(), "{}", text(&o));
     // Audit must take the watchdog from the journal, never read it while
     // off: make reading it give something else.
@@ -794,6 +818,35 @@ fn freq_floor_on_the_shielded_cpus_and_turbo_off_only_by_name() {
     assert!(d.is_empty(), "not restored: {d:#?}");
 }
 
+/// A bare `--tune` leaves the safety nets alone: RT throttling and the
+/// watchdogs change only when named.
+#[test]
+fn a_bare_tune_keeps_the_safety_nets() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = tunable(dir.path());
+    let before = [
+        "proc/sys/kernel/sched_rt_runtime_us",
+        "proc/sys/kernel/watchdog",
+        "proc/sys/kernel/nmi_watchdog",
+    ]
+    .map(|rel| read(&sys, rel));
+    let o = cpushield(dir.path(), &["on", "2-3", "--tune", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let after = [
+        "proc/sys/kernel/sched_rt_runtime_us",
+        "proc/sys/kernel/watchdog",
+        "proc/sys/kernel/nmi_watchdog",
+    ]
+    .map(|rel| read(&sys, rel));
+    assert_eq!(before, after);
+    assert_eq!(
+        read(&sys, "proc/sys/vm/stat_interval"),
+        "1000",
+        "the rest applies"
+    );
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+}
+
 /// The dry run's count for people, its JSON count and its JSON plan agree
 /// (they are one figure: a difference between two runs is the machine
 /// changing in between).
@@ -827,7 +880,14 @@ fn the_dry_run_lists_every_machine_wide_change_with_how_to_do_without() {
     let before = tree(dir.path());
     let o = cpushield(
         dir.path(),
-        &["on", "2-3", "--tune", "--guard=on", "--dry-run", "--json"],
+        &[
+            "on",
+            "2-3",
+            "--tune=all,rt-throttling,watchdog,nmi-watchdog",
+            "--guard=on",
+            "--dry-run",
+            "--json",
+        ],
     );
     assert!(o.status.success(), "{}", text(&o));
     let r = json(&o);
@@ -859,7 +919,13 @@ fn the_dry_run_lists_every_machine_wide_change_with_how_to_do_without() {
     let people = String::from_utf8_lossy(
         &cpushield(
             dir.path(),
-            &["on", "2-3", "--tune", "--guard=on", "--dry-run"],
+            &[
+                "on",
+                "2-3",
+                "--tune=all,rt-throttling,watchdog,nmi-watchdog",
+                "--guard=on",
+                "--dry-run",
+            ],
         )
         .stdout,
     )

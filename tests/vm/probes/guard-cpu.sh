@@ -5,7 +5,7 @@
 has_cpushield || { bad "cpushield binary in the guest"; result; }
 info "cmdline: $(cat /proc/cmdline)"
 GUARD_OPTS=$(tr " " "\n" </proc/cmdline | sed -n "s/^cpushield.guard_threshold=/--guard-threshold=/p")
-cs on 2-3 --tune $GUARD_OPTS; check "on 2-3 --tune exits 0" [ "$CS_RC" -eq 0 ]
+cs on 2-3 --tune=all,rt-throttling $GUARD_OPTS; check "on 2-3 --tune=all,rt-throttling exits 0" [ "$CS_RC" -eq 0 ]
 G=""
 for d in /proc/[0-9]*; do [ "$(cat $d/comm 2>/dev/null)" = cpushield-guard ] && G=${d#/proc/}; done
 check "a guard runs ($G)" [ -n "$G" ]

@@ -19,20 +19,20 @@ noise_on_cpu 3 "$SECS" cpushield run --cpu 3 --; row "on 2-3"
 cs off; cs on 2-3 --tune=all; check "on 2-3 --tune=all exits 0" [ "$CS_RC" -eq 0 ]
 noise_on_cpu 3 "$SECS" cpushield run --cpu 3 --; row "on 2-3 --tune=all"
 # A SCHED_FIFO 80 poller instead of the plain loop, with the starvation
-# guard (where the kernel needs it: --tune=all turns throttling off) and
+# guard (where the kernel needs it: rt-throttling turns throttling off) and
 # without it: what the guard's boosts cost the poller, in its counters and
 # in the guard's own account (boosts per second, CPU time each).
 gstat() { json_get /run/cpushield/guard.json "$1" 2>/dev/null; }
 for guard in auto off; do
-    cs off; cs on 2-3 --tune=all --guard $guard
-    check "on 2-3 --tune=all --guard $guard exits 0" [ "$CS_RC" -eq 0 ]
+    cs off; cs on 2-3 --tune=all,rt-throttling --guard $guard
+    check "on 2-3 --tune=all,rt-throttling --guard $guard exits 0" [ "$CS_RC" -eq 0 ]
     b0=$(gstat .boosts); r0=$(gstat .ran_us)
     noise_on_cpu 3 "$SECS" cpushield run --cpu 3 --fifo 80 --
     b1=$(gstat .boosts); r1=$(gstat .ran_us)
     nb=$(( ${b1:-0} - ${b0:-0} )); nr=$(( ${r1:-0} - ${r0:-0} ))
     G="guard off"
     [ -n "$b1" ] && G="guard: $(awk -v n=$nb -v s=$SECS 'BEGIN { printf "%.2f", n / s }') boosts/s, $( [ $nb -gt 0 ] && echo $((nr / nb)) || echo 0) µs each"
-    row "on 2-3 --tune=all, FIFO 80 poller, $G"
+    row "on 2-3 --tune=all,rt-throttling, FIFO 80 poller, $G"
 done
 cs off; check "off exits 0" [ "$CS_RC" -eq 0 ]
 kill $LOAD 2>/dev/null; wait $LOAD 2>/dev/null

@@ -1,5 +1,5 @@
 #!/bin/sh
-# summary: the guard's stalld engine with the real stalld (CPUSHIELD_VM_STALLD=path/to/static/stalld tests/vm/run.sh --kernel 6.1 stalld-guard): on 2-3 --tune runs stalld from the guard once throttling is off, with -S and the shield's CPUs; behind a SCHED_FIFO 80 loop on CPU 3 stat_refresh finishes and stalld's boosts are counted by status; off stops stalld and puts HRTICK_DL and throttling back
+# summary: the guard's stalld engine with the real stalld (CPUSHIELD_VM_STALLD=path/to/static/stalld tests/vm/run.sh --kernel 6.1 stalld-guard): on 2-3 --tune=all,rt-throttling runs stalld from the guard once throttling is off, with -S and the shield's CPUs; behind a SCHED_FIFO 80 loop on CPU 3 stat_refresh finishes and stalld's boosts are counted by status; off stops stalld and puts HRTICK_DL and throttling back
 # vm: cpus=4
 . /guest/lib.sh "$1"
 has_cpushield || { bad "cpushield binary in the guest"; result; }
@@ -14,7 +14,7 @@ H0=$(hrtick); RT0=$(cat /proc/sys/kernel/sched_rt_runtime_us)
 # round OPTS...: one shield with stalld as the engine, the loop, stat_refresh timed
 round() {
     tag=$1; shift
-    CS_SHOW=60 cs on 2-3 --tune "$@"; check "$tag: on 2-3 --tune $* exits 0" [ "$CS_RC" -eq 0 ]
+    CS_SHOW=60 cs on 2-3 --tune=all,rt-throttling "$@"; check "$tag: on 2-3 --tune=all,rt-throttling $* exits 0" [ "$CS_RC" -eq 0 ]
     check "$tag: on says stalld watches the shielded CPUs" grep -q "stalld (installed here) watches them" "$OUT/cs.out"
     i=0; while [ -z "$(stalld_pids)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
     S=$(stalld_pids)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# summary: a SCHED_FIFO 80 busy loop on shielded CPU 3 with --tune (RT throttling off) does not wedge the kernel work queued there: stat_refresh, drop_caches, sync, status and off each finish within 10 s, the kernel logs no stall or hung task, and off stops the starvation guard; with --guard=off the same work hangs behind the loop (where the kernel has no fair server) and status names the starving threads
+# summary: a SCHED_FIFO 80 busy loop on shielded CPU 3 with --tune=all,rt-throttling (RT throttling off) does not wedge the kernel work queued there: stat_refresh, drop_caches, sync, status and off each finish within 10 s, the kernel logs no stall or hung task, and off stops the starvation guard; with --guard=off the same work hangs behind the loop (where the kernel has no fair server) and status names the starving threads
 # vm: cpus=4
 . /guest/lib.sh "$1"
 SH=2-3
@@ -50,8 +50,8 @@ FAIR=0
 case $(uname -r) in 6.1.*|6.[2-9].*|6.1[01].*) ;; *) FAIR=1 ;; esac
 info "kernel $(uname -r), fair server expected: $FAIR, sched_rt_runtime_us=$(cat /proc/sys/kernel/sched_rt_runtime_us)"
 
-cs on $SH --tune
-check "on $SH --tune exits 0" [ "$CS_RC" -eq 0 ]
+cs on $SH --tune=all,rt-throttling
+check "on $SH --tune=all,rt-throttling exits 0" [ "$CS_RC" -eq 0 ]
 check "on says what protects the shielded CPUs' kernel work" grep -q "kernel work on the shielded CPUs" "$OUT/cs.out"
 GUARD=$(guard_pids)
 if [ $FAIR = 1 ]; then
@@ -108,7 +108,7 @@ check "the kernel logged no stall or hung task with the guard ($(( $(stalls) - S
 
 # The same without the guard: where nothing protects kernel work, it
 # hangs behind the loop, and status names the threads that wait.
-cs on $SH --tune --guard=off
+cs on $SH --tune=all,rt-throttling --guard=off
 check "on --guard=off exits 0" [ "$CS_RC" -eq 0 ]
 check "on --guard=off starts no guard" [ -z "$(guard_pids)" ]
 if [ $FAIR = 0 ]; then

@@ -813,7 +813,8 @@ mod tests {
 
     #[test]
     fn plan_values_checks_and_undo() {
-        let knobs = resolve(&["all".into()]).unwrap();
+        let names = ["all", "rt-throttling", "watchdog", "nmi-watchdog"];
+        let knobs = resolve(&names.map(String::from)).unwrap();
         let st = every_knob();
         let already = vec!["sys/devices/virtual/workqueue/cpumask".to_string()];
         let p = plan(&st, &knobs, &cpus("2-3"), &cpus("0-1"), 4, &already);

@@ -16,8 +16,8 @@ pub const KNOBS: &[Knob] = &[
         },
         value: Value::Const("-1"),
         why: "RT throttling stops real-time tasks for 50 ms of every second (950000 of 1000000 us by default)",
-        risk: "a runaway real-time task can starve its CPU for good; on a shield only your own tasks are there",
-        in_all: true,
+        risk: "a runaway real-time task can starve its CPU for good; on a shield only your own tasks are there; a safety net, so only by name, not in --tune",
+        in_all: false,
         captured: false,
     },
     Knob {
@@ -60,8 +60,8 @@ pub const KNOBS: &[Knob] = &[
         },
         value: Value::Const("0"),
         why: "the soft-lockup watchdog runs a per-CPU timer and thread (watchdog/N) on every CPU",
-        risk: "kernel lockups are no longer detected while it is off",
-        in_all: true,
+        risk: "kernel lockups are no longer detected while it is off; a safety net, so only by name, not in --tune",
+        in_all: false,
         captured: true,
     },
     Knob {
@@ -71,8 +71,8 @@ pub const KNOBS: &[Knob] = &[
         },
         value: Value::Const("0"),
         why: "the hard-lockup (NMI) watchdog interrupts every CPU periodically through a perf counter",
-        risk: "hard lockups are no longer detected; frees a performance counter",
-        in_all: true,
+        risk: "hard lockups are no longer detected; frees a performance counter; a safety net, so only by name, not in --tune",
+        in_all: false,
         captured: true,
     },
     Knob {

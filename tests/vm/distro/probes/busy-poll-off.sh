@@ -5,7 +5,7 @@
 #   sched_debug, and the kernel's stall reports at log level 7
 # distro: suites=bookworm,trixie,trixie-rt default=no
 . /job/lib.sh "$1"
-TUNE=${CPUSHIELD_PROBE_TUNE---tune}
+TUNE=${CPUSHIELD_PROBE_TUNE---tune=all,rt-throttling}
 dmesg -n 7
 echo 1 >/proc/sys/kernel/sysrq 2>/dev/null
 info "kernel $(uname -r) $(uname -v | grep -o PREEMPT_RT)"

@@ -1,11 +1,12 @@
 #!/bin/sh
-# summary: a SCHED_FIFO 80 loop on shielded CPU 3, with and without --tune,
+# summary: a SCHED_FIFO 80 loop on shielded CPU 3, with and without
+#   --tune=all,rt-throttling,
 #   still running through status and off: stat_refresh, drop_caches, sync,
 #   a journald restart, a new service, status and off each finish within
 #   10 s of their time in the same guest with no shield and no loop; off
 #   keeps the loop on CPU 3 and says so; the starvation guard runs as
 #   cpushield-guard.service exactly where kernel work could starve (Debian
-#   12 with --tune, PREEMPT_RT always; Debian 13's fair server needs none);
+#   12 with --tune=all,rt-throttling, PREEMPT_RT always; Debian 13's fair server needs none);
 #   on PREEMPT_RT run --fifo 80 raises ksoftirqd/3, ktimers/3 and rcuc/3
 #   to FIFO 81-83 (rcuc/3 left alone when booted with the boot half:
 #   run.sh --append 'nohz_full=2-3 rcu_nocbs=2-3 ...' --tcg multi; also
@@ -111,8 +112,8 @@ off_with_loops() {
     sleep 1
 }
 for MODE in $MODES; do
-    TUNE=""; [ $MODE = tune ] && TUNE=--tune
-    [ $MODE = raised ] && TUNE="--tune --kthreads-above 80"
+    TUNE=""; [ $MODE = tune ] && TUNE=--tune=all,rt-throttling
+    [ $MODE = raised ] && TUNE="--tune=all,rt-throttling --kthreads-above 80"
     [ $MODE = raised ] && info "before: ksoftirqd/3 $(prio ksoftirqd/3), ktimers/3 $(prio ktimers/3), rcuc/3 $(prio rcuc/3)" && RCUC_BEFORE=$(prio rcuc/3)
     # Where kernel work can starve behind the loop, and so the guard must run
     WANT=no
@@ -160,8 +161,8 @@ done
 # Every shielded CPU busy: FIFO 99 loops on CPUs 2 and 3, started by two
 # cpushield run at the same moment (as systemd starts two services at boot).
 MODE=both
-cs on $SH --tune
-check "both: on --tune exits 0" [ "$CS_RC" = 0 ]
+cs on $SH --tune=all,rt-throttling
+check "both: on --tune=all,rt-throttling exits 0" [ "$CS_RC" = 0 ]
 /job/cpushield run --cpu 2 --fifo 99 -- sh -c 'while :; do :; done # cpushield-loop-2' >"$OUT/run-2.err" 2>&1 &
 /job/cpushield run --cpu 3 --fifo 99 -- sh -c 'while :; do :; done # cpushield-loop-3' >"$OUT/run-3.err" 2>&1 &
 sleep 2
