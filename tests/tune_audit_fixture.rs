@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
@@ -740,11 +741,16 @@ fn memory_knobs_set_choice_files_and_off_gives_them_back() {
         read(&sys, "sys/kernel/mm/transparent_hugepage/khugepaged/defrag"),
         "0"
     );
+    holds_then_off_restores(root, &before);
+}
+
+/// `status` says the shield holds, and `off` gives back the tree `before`.
+fn holds_then_off_restores(root: &Path, before: &BTreeMap<String, String>) {
     let st = json(&cpushield(root, &["status", "--json"]));
     assert_eq!(st["holds"], true, "{st}");
     let o = cpushield(root, &["off"]);
     assert!(o.status.success(), "{}", text(&o));
-    let d = diff(&before, &tree(root));
+    let d = diff(before, &tree(root));
     assert!(d.is_empty(), "not restored: {d:#?}");
 }
 
@@ -810,12 +816,7 @@ fn freq_floor_on_the_shielded_cpus_and_turbo_off_only_by_name() {
         r["notes"].to_string().contains("cpufreq/boost"),
         "the file this kernel does not have is named: {r}"
     );
-    let st = json(&cpushield(root, &["status", "--json"]));
-    assert_eq!(st["holds"], true, "{st}");
-    let o = cpushield(root, &["off"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let d = diff(&before, &tree(root));
-    assert!(d.is_empty(), "not restored: {d:#?}");
+    holds_then_off_restores(root, &before);
 }
 
 /// A bare `--tune` leaves the safety nets alone: RT throttling and the
@@ -824,20 +825,15 @@ fn freq_floor_on_the_shielded_cpus_and_turbo_off_only_by_name() {
 fn a_bare_tune_keeps_the_safety_nets() {
     let dir = tempfile::tempdir().unwrap();
     let sys = tunable(dir.path());
-    let before = [
+    let nets = [
         "proc/sys/kernel/sched_rt_runtime_us",
         "proc/sys/kernel/watchdog",
         "proc/sys/kernel/nmi_watchdog",
-    ]
-    .map(|rel| read(&sys, rel));
+    ];
+    let before = nets.map(|rel| read(&sys, rel));
     let o = cpushield(dir.path(), &["on", "2-3", "--tune", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
-    let after = [
-        "proc/sys/kernel/sched_rt_runtime_us",
-        "proc/sys/kernel/watchdog",
-        "proc/sys/kernel/nmi_watchdog",
-    ]
-    .map(|rel| read(&sys, rel));
+    let after = nets.map(|rel| read(&sys, rel));
     assert_eq!(before, after);
     assert_eq!(
         read(&sys, "proc/sys/vm/stat_interval"),
