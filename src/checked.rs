@@ -413,13 +413,13 @@ fn flag_or_key<T>(
 /// only.
 fn active_shield(
     sys: &Sys,
-    cpus: &CpuSet,
+    (active, cpus): (bool, &CpuSet),
     config: Option<(&std::path::Path, &Request)>,
 ) -> Result<Option<CpuSet>> {
-    if cpushield::shield::journal::read_state(sys)?.is_none() {
+    if !active {
         return Ok(None);
     }
-    let status = cpushield::fleet::status(sys)?.shield;
+    let status = cpushield::shield::status(sys)?;
     let shield = status.shield.clone().unwrap_or_default();
     let reasons = |f: &[cpushield::finding::Finding]| {
         f.iter()
@@ -463,9 +463,12 @@ fn certify(sys: &Sys, a: CertifyArgs) -> Result<Checked> {
         None => (None, Default::default()),
     };
     let cfg = a.config.as_deref();
-    let active = cpushield::shield::journal::read_state(sys)?.map(|s| s.shield);
+    let shield_cpus = cpushield::shield::journal::read_state(sys)?.map(|s| s.shield);
+    let active = shield_cpus.is_some();
     let cpus = a.cpus.clone();
-    let cpus = cpus.or(config.as_ref().map(|r| r.cpus.clone())).or(active);
+    let cpus = cpus
+        .or(config.as_ref().map(|r| r.cpus.clone()))
+        .or(shield_cpus);
     let Some(cpus) = cpus else {
         return Err(Refusal(
             "certify: --cpus is required (the CPUs to shield and measure, e.g. --cpus 2-3), or --config FILE".into(),
@@ -532,7 +535,8 @@ fn certify(sys: &Sys, a: CertifyArgs) -> Result<Checked> {
     let mut compare =
         cpushield::certify::Options::measuring(cpus, (load, probe), seconds, &budget, out);
     compare.explain_us = explain.map(|(us, _)| us);
-    compare.existing_shield = active_shield(sys, &compare.cpus, cfg.zip(config.as_ref()))?;
+    compare.existing_shield =
+        active_shield(sys, (active, &compare.cpus), cfg.zip(config.as_ref()))?;
     // A shield of its own: the config's without its boot half (certify
     // changes nothing that outlives a reboot); inside an active one, none.
     compare.shield = config

@@ -92,13 +92,13 @@ struct File {
     #[serde(default)]
     guard_engine: Option<Spanned<String>>,
     #[serde(default)]
-    guard_threshold: Option<Spanned<Latency>>,
+    guard_threshold: Option<Spanned<Duration>>,
     #[serde(default)]
-    guard_runtime: Option<Spanned<Latency>>,
+    guard_runtime: Option<Spanned<Duration>>,
     #[serde(default)]
-    guard_period: Option<Spanned<Latency>>,
+    guard_period: Option<Spanned<Duration>>,
     #[serde(default)]
-    guard_duration: Option<Spanned<Latency>>,
+    guard_duration: Option<Spanned<Duration>>,
     #[serde(default)]
     kthreads_above: Option<Spanned<u32>>,
     #[serde(default)]
@@ -106,7 +106,7 @@ struct File {
     #[serde(default)]
     others_bandwidth: Option<Spanned<u32>>,
     #[serde(default)]
-    max_idle_latency: Option<Spanned<Latency>>,
+    max_idle_latency: Option<Spanned<Duration>>,
     #[serde(default)]
     certify: Option<CertifyKeys>,
 }
@@ -116,7 +116,7 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct CertifyKeys {
     budget: Option<Spanned<String>>,
-    duration: Option<Spanned<Latency>>,
+    duration: Option<Spanned<Duration>>,
     load: Option<Spanned<String>>,
     probe: Option<Spanned<String>>,
     confidence: Option<Spanned<f64>>,
@@ -171,10 +171,7 @@ impl CertifySection {
         let same = |v| v;
         CertifySection {
             budget: at(keys.budget, text, same),
-            duration: at(keys.duration, text, |d| match d {
-                Latency::Micros(n) => n.to_string(),
-                Latency::Text(t) => t,
-            }),
+            duration: at(keys.duration, text, Duration::into_text),
             load: at(keys.load, text, same),
             probe: at(keys.probe, text, same),
             confidence: at(keys.confidence, text, |v| v),
@@ -186,13 +183,24 @@ impl CertifySection {
     }
 }
 
-/// `max_idle_latency = 10` (µs) or `max_idle_latency = "10us"`; also
-/// `duration = 600` (s) or `duration = "10m"` in `[certify]`.
+/// A duration key: a bare number in the key's own unit
+/// (`max_idle_latency = 10`: µs; `duration = 600`: s) or text with a unit
+/// (`"10us"`, `"10m"`).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum Latency {
-    Micros(u64),
+enum Duration {
+    Number(u64),
     Text(String),
+}
+
+impl Duration {
+    /// As the option's parser takes it: the number as written, or the text.
+    fn into_text(self) -> String {
+        match self {
+            Duration::Number(n) => n.to_string(),
+            Duration::Text(t) => t,
+        }
+    }
 }
 
 /// `boot = true|false` or `boot = ["option", ...]` (extra options).
@@ -218,12 +226,9 @@ const CERTIFY_KEYS: &str =
     "valid keys of [certify]: budget, duration, load, probe, confidence, explain, baseline, regression, out";
 
 /// `max_idle_latency` in µs; an error comes with the offset of the value.
-fn idle_bound(value: Spanned<Latency>) -> Result<u32, (usize, String)> {
+fn idle_bound(value: Spanned<Duration>) -> Result<u32, (usize, String)> {
     let start = value.span().start;
-    let text = match value.into_inner() {
-        Latency::Micros(us) => us.to_string(),
-        Latency::Text(text) => text,
-    };
+    let text = value.into_inner().into_text();
     crate::shield::idle_states::parse_bound(&text)
         .map_err(|e| (start, format!("max_idle_latency: {e}")))
 }
@@ -234,7 +239,7 @@ fn idle_bound(value: Spanned<Latency>) -> Result<u32, (usize, String)> {
 /// value.
 fn guard_settings(
     engine: crate::guard::Engine,
-    keys: [Option<Spanned<Latency>>; 4],
+    keys: [Option<Spanned<Duration>>; 4],
 ) -> Result<crate::guard::Settings, (usize, String)> {
     use crate::input::{duration_in, TimeUnit};
     const NAMES: [(&str, TimeUnit); 4] = [
@@ -255,10 +260,7 @@ fn guard_settings(
         let Some(v) = key else { continue };
         let at = v.span().start;
         first.get_or_insert(at);
-        let text = match v.into_inner() {
-            Latency::Micros(n) => n.to_string(),
-            Latency::Text(t) => t,
-        };
+        let text = v.into_inner().into_text();
         let (name, unit) = NAMES[k];
         values[k] = duration_in(&text, unit).map_err(|e| (at, format!("{name}: {e}")))?;
     }

@@ -174,36 +174,37 @@ impl<'a> Live<'a> {
 
     fn read_copies(&mut self, asked_at: Duration) {
         let width = self.width_ns;
+        // The statistics, counts and maxima are gathered only for a
+        // checkpoint that is due, not for each refresh of the line.
+        let due = self.checkpoint.is_some() && asked_at >= self.next_checkpoint;
         let mut cpus = Vec::new();
         for (k, p) in self.progress.iter().enumerate() {
+            let over_ns = self.over_ns;
             let copy = p.with_copy(|h| {
                 let fig = Figures {
                     p99_ns: h.percentile(99.0),
                     p9999_ns: h.percentile(99.99),
-                    over: self.over_ns.iter().map(|&b| over(h, b)).collect(),
+                    over: over_ns.iter().map(|&b| over(h, b)).collect(),
                 };
-                (fig, h.summary(), trimmed(h.counts()))
+                (fig, due.then(|| (h.summary(), trimmed(h.counts()))))
             });
-            let (stats, histogram) = match copy {
-                Some((fig, stats, hist)) => {
-                    self.figures[k] = fig;
-                    (Some(stats), hist)
-                }
-                None => (None, Vec::new()),
-            };
-            cpus.push(CpuCheckpoint {
-                cpu: self.cpus[k],
-                stats,
-                histogram,
-                per_second_max_ns: self.per_second[k].clone(),
+            let kept = copy.and_then(|(fig, kept)| {
+                self.figures[k] = fig;
+                kept
             });
+            if due {
+                let (stats, histogram) = kept.map_or((None, Vec::new()), |(s, h)| (Some(s), h));
+                cpus.push(CpuCheckpoint {
+                    cpu: self.cpus[k],
+                    stats,
+                    histogram,
+                    per_second_max_ns: self.per_second[k].clone(),
+                });
+            }
         }
-        let Some(path) = self.checkpoint.clone() else {
+        let (true, Some(path)) = (due, self.checkpoint.clone()) else {
             return;
         };
-        if asked_at < self.next_checkpoint {
-            return;
-        }
         self.next_checkpoint = asked_at + CHECKPOINT_EVERY;
         let cp = Checkpoint {
             checkpoint_version: CHECKPOINT_VERSION,
