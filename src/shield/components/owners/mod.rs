@@ -64,7 +64,12 @@ impl Owners {
 /// tuned's active profile and what its include chain sets that a shield
 /// cares about; `None` without an active profile.
 pub fn read_tuned(sys: &Sys, threads: &[Thread]) -> Option<Tuned> {
-    let profile = sys.read_trimmed("etc/tuned/active_profile").ok()?;
+    // a line of profile names: read only as a small regular file
+    let path = sys.path("etc/tuned/active_profile");
+    let profile = crate::input::read_file(&path, 4096)
+        .ok()?
+        .trim()
+        .to_string();
     if profile.is_empty() {
         return None;
     }

@@ -4,6 +4,7 @@
 //! overrides them). Each setting that pins CPUs or IRQs, or writes what a
 //! cpushield knob writes, is named with the profile that sets it.
 
+use crate::input::{brief, brief_to, read_file, FileError, CONFIG_LIMIT};
 use crate::sys::Sys;
 
 /// Where tuned looks for a profile, in its order: the administrator's
@@ -82,8 +83,10 @@ pub struct Setting {
 pub struct Chain {
     /// Every profile read (`name (included by parent)` for an included one).
     pub profiles: Vec<String>,
-    /// Profiles named but found in no profile directory.
-    pub missing: Vec<String>,
+    /// Profiles named but not read, each with why: in no profile
+    /// directory, not a profile name, or not a regular text file of at
+    /// most 1 MiB.
+    pub unread: Vec<String>,
     /// The settings that pin CPUs or IRQs or overlap cpushield's.
     pub settings: Vec<Setting>,
 }
@@ -107,12 +110,12 @@ fn follow(sys: &Sys, name: &str, stack: &mut Vec<String>, chain: &mut Chain) {
     if stack.len() > MAX_DEPTH || done || stack.iter().any(|s| s == name) {
         return;
     }
-    let Some(conf) = PROFILE_DIRS
-        .iter()
-        .find_map(|dir| sys.read(&format!("{dir}/{name}/tuned.conf")).ok())
-    else {
-        chain.missing.push(name.to_string());
-        return;
+    let conf = match read_profile(sys, name) {
+        Ok(conf) => conf,
+        Err(why) => {
+            chain.unread.push(format!("{} ({why})", brief(name)));
+            return;
+        }
     };
     let entries = parse(&conf);
     stack.push(name.to_string());
@@ -146,11 +149,30 @@ fn follow(sys: &Sys, name: &str, stack: &mut Vec<String>, chain: &mut Chain) {
         if let Some(ours) = ours {
             chain.settings.push(Setting {
                 profile: name.to_string(),
-                text: format!("[{section}] {key}={value}"),
+                // the profile's own text, escaped and cut short
+                text: brief_to(&format!("[{section}] {key}={value}"), 160),
                 ours,
             });
         }
     }
+}
+
+/// Profile `name`'s tuned.conf from the first profile directory that has
+/// it, read as a regular text file of at most 1 MiB (a FIFO or a huge file
+/// there is not read); why not, otherwise.
+fn read_profile(sys: &Sys, name: &str) -> Result<String, String> {
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        return Err("not a profile name".into());
+    }
+    for dir in PROFILE_DIRS {
+        let path = sys.path(&format!("{dir}/{name}/tuned.conf"));
+        match read_file(&path, CONFIG_LIMIT) {
+            Ok(conf) => return Ok(conf),
+            Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        }
+    }
+    Err("in no profile directory".into())
 }
 
 /// The `(section, key, value)` entries of a tuned.conf: an ini file whose
@@ -269,7 +291,7 @@ mod tests {
                 ),
             ]
         );
-        assert!(c.missing.is_empty());
+        assert!(c.unread.is_empty());
     }
 
     #[test]
@@ -284,7 +306,41 @@ mod tests {
         );
         let c = read_chain(&Sys::at(r), "a");
         assert_eq!(c.profiles, ["b (included by a)", "a"]);
-        assert_eq!(c.missing, ["gone"]);
+        assert_eq!(c.unread, ["gone (in no profile directory)"]);
         assert_eq!(c.settings[0].text, "[irqbalance] banned_cpus=2-3");
+    }
+
+    #[test]
+    fn a_fifo_a_huge_value_or_a_path_for_a_name_is_not_followed_as_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        // a FIFO where a profile should be: not opened (it would block)
+        std::fs::create_dir_all(r.join("etc/tuned/stuck")).unwrap();
+        nix::unistd::mkfifo(
+            &r.join("etc/tuned/stuck/tuned.conf"),
+            nix::sys::stat::Mode::S_IRWXU,
+        )
+        .unwrap();
+        let long = "9".repeat(100_000);
+        put(
+            r,
+            "etc/tuned/big/tuned.conf",
+            &format!("[main]\ninclude=stuck,../../secret\n[sysctl]\nkernel.numa_balancing={long}\x1b[2J\n"),
+        );
+        let c = read_chain(&Sys::at(r), "big");
+        assert_eq!(c.profiles, ["big"]);
+        assert!(
+            c.unread[0].starts_with("stuck (") && c.unread[0].contains("FIFO"),
+            "{:?}",
+            c.unread
+        );
+        assert_eq!(c.unread[1], "../../secret (not a profile name)");
+        let text = &c.settings[0].text;
+        let whole = "[sysctl] kernel.numa_balancing=".len() + long.len() + "\x1b[2J".len();
+        assert!(
+            text.len() < 250 && text.contains(&format!("({whole} bytes)")),
+            "{text}"
+        );
+        assert!(!text.contains('\x1b'), "control characters escaped: {text}");
     }
 }
