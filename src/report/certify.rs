@@ -216,7 +216,7 @@ pub fn write_files(r: &Report, page: HtmlReport, dir: &Path) -> Result<(), Repor
 fn inside_line(r: &Report) -> Option<String> {
     let shield = r.measurement.options.existing_shield.as_ref()?;
     Some(format!(
-        "measured inside the shield that was active on CPUs {shield} (it held when the run began, and is left standing)"
+        "measured inside the shield that was active on CPUs {shield} (it held when the run began; certify did not take it down)"
     ))
 }
 
