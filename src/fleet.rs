@@ -284,9 +284,7 @@ fn render(
     if let Some(g) = &status.guard {
         guard_metrics(&mut out, g);
     }
-    if let Some(c) = &status.cache {
-        cache_metrics(&mut out, c);
-    }
+    part_metrics(&mut out, &status.parts);
     cpu_metrics(&mut out, status, irqs_kept);
     if let (Some(lines), true) = (interrupts, status.shield.is_some()) {
         interrupt_metrics(&mut out, status, lines);
@@ -486,42 +484,32 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(Stri
     }
 }
 
-/// What resctrl's monitoring counts of the shield's group, per L3 domain.
-fn cache_metrics(out: &mut String, c: &crate::shield::resctrl::Status) {
-    let per = |f: fn(&crate::sys::resctrl::Monitored) -> Option<u64>| -> Vec<(String, f64)> {
-        c.monitored
-            .iter()
-            .map(|m| ("shield", m))
-            .chain(c.others_monitored.iter().map(|m| ("others", m)))
-            .filter_map(|(name, m)| {
-                f(m).map(|v| {
-                    (
-                        format!("{{group=\"{name}\",l3=\"{}\"}}", m.domain),
-                        v as f64,
-                    )
-                })
+/// The metrics the components export for themselves (the cache share's
+/// monitoring, ...).
+fn part_metrics(out: &mut String, parts: &[crate::shield::PartReport]) {
+    for m in parts.iter().flat_map(|p| &p.metrics) {
+        let samples: Vec<(String, f64)> = (m.samples.iter())
+            .map(|(labels, value)| {
+                let labels: Vec<String> = (labels.iter())
+                    .map(|(k, v)| format!("{k}=\"{}\"", label_value(v)))
+                    .collect();
+                let labels = match labels.is_empty() {
+                    true => String::new(),
+                    false => format!("{{{}}}", labels.join(",")),
+                };
+                (labels, *value)
             })
-            .collect()
-    };
-    let occupancy = per(|m| m.llc_occupancy_bytes);
-    if !occupancy.is_empty() {
-        gauge(
-            out,
-            "shield_l3_occupancy_bytes",
-            "Bytes of each L3 cache the shield's resctrl group (group=\"shield\") and the default group of everything else (group=\"others\") hold (llc_occupancy).",
-            &occupancy,
-        );
+            .collect();
+        family(out, m.name, m.kind, m.help, &samples);
     }
-    let traffic = per(|m| m.mbm_total_bytes);
-    if !traffic.is_empty() {
-        family(
-            out,
-            "shield_memory_bytes_total",
-            "counter",
-            "Bytes the shield's resctrl group (group=\"shield\") and the default group (group=\"others\") moved to and from memory, per L3 domain (mbm_total_bytes).",
-            &traffic,
-        );
-    }
+}
+
+/// `v` as a label value of the text format: backslash, double quote and
+/// line feed escaped.
+fn label_value(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// The starvation guard's metrics: whether it runs, its boosts (each an

@@ -8,7 +8,9 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use common::{cpushield, diff, killed_at_every_write_then_off_gives_back, standard, text, tree};
+use common::{
+    cpushield, diff, killed_at_every_write_then_off_gives_back, part, standard, text, tree,
+};
 use cpushield::sys::fixture::{CgroupLayout, FixtureConfig, ResctrlModel};
 
 /// A machine of 4 CPUs, two per L3 cache (CPUs 0-1 on cache 0, 2-3 on
@@ -74,18 +76,16 @@ fn the_shield_gets_the_top_ways_of_its_l3_and_off_gives_everything_back() {
     );
     // The report reads it back.
     let r = json(&o);
-    assert_eq!(
-        r["cache"]["shield"], "L3:0=7ff;1=780; MB:0=100;1=100",
-        "{r}"
-    );
-    assert_eq!(r["cache"]["others"], "L3:0=7ff;1=07f; MB:0=50;1=50", "{r}");
+    let share = &part(&r, "resctrl")["data"];
+    assert_eq!(share["shield"], "L3:0=7ff;1=780; MB:0=100;1=100", "{r}");
+    assert_eq!(share["others"], "L3:0=7ff;1=07f; MB:0=50;1=50", "{r}");
     let o = cpushield(root, &["status", "--json"]);
     let r = json(&o);
     assert_eq!(r["holds"], true, "{r}");
     // resctrl's monitoring of the group, per L3 of the machine (the
     // fixture's counters read 4 MiB held, 1 GiB moved), in status and in
     // the metrics.
-    let cache = &r["cache"];
+    let cache = &part(&r, "resctrl")["data"];
     assert_eq!(cache["cpus"], "2-3", "{cache}");
     assert_eq!(cache["monitored"][1]["domain"], 1, "{cache}");
     assert_eq!(

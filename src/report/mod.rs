@@ -18,8 +18,11 @@
 /// raises it. 2: a finding without a next step has `next` null (was
 /// `""`), and in `on`'s `plan` a component's own step (irqbalance's
 /// ban, resctrl's mount and shares, the guard) is `{"action": "own",
-/// "owner": ..., "payload": {its own "action" and fields}}`.
-pub const JSON_SCHEMA_VERSION: u32 = 2;
+/// "owner": ..., "payload": {its own "action" and fields}}`. 3: what a
+/// component reports of itself is its entry of `parts` (`component`,
+/// `lines`, `data`, `findings`), no longer a field of its own: `on`'s and
+/// `status`'s `cache` is the `data` of the part `resctrl`.
+pub const JSON_SCHEMA_VERSION: u32 = 3;
 
 pub mod audit;
 pub mod boot;

@@ -247,9 +247,6 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     };
     row(w, "default IRQ affinity", mask(&r.default_irq_affinity))?;
     row(w, "workqueue cpumask", mask(&r.workqueue_mask))?;
-    if let Some(c) = &r.cache {
-        cache_rows(c, w)?;
-    }
     part_rows(&r.parts, w)?;
     if let Some(g) = &r.guard {
         guard_rows(g, w)?;
@@ -375,36 +372,6 @@ fn on_tasks(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// The cache share as `status` reads it, and its group's monitoring.
-fn cache_rows(c: &crate::shield::resctrl::Status, w: &mut dyn Write) -> Result<()> {
-    let s = &c.share;
-    row(
-        w,
-        "L3 cache, shield",
-        format!("CPUs {}: {}", s.cpus, s.shield),
-    )?;
-    row(w, "L3 cache, others", &s.others)?;
-    let kib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} KiB", b / 1024));
-    let mib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} MiB", b >> 20));
-    for (whose, monitored) in [
-        ("the shield", &c.monitored),
-        ("the others", &c.others_monitored),
-    ] {
-        for m in monitored {
-            row(
-                w,
-                &format!("L3 {} of {whose}", m.domain),
-                format!(
-                    "{} held, {} to and from memory so far",
-                    kib(m.llc_occupancy_bytes),
-                    mib(m.mbm_total_bytes)
-                ),
-            )?;
-        }
-    }
-    Ok(())
-}
-
 /// A plan's step as `on --dry-run` prints it.
 fn plan_line(action: &Action) -> String {
     match action {
@@ -501,14 +468,6 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
                 .collect::<Vec<_>>()
                 .join(", "),
         )?;
-    }
-    if let Some(c) = &r.cache {
-        row(
-            w,
-            "L3 cache, shield",
-            format!("CPUs {}: {}", c.cpus, c.shield),
-        )?;
-        row(w, "L3 cache, others", &c.others)?;
     }
     part_rows(&r.parts, w)?;
     machine_wide_rows(r, w)?;

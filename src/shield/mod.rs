@@ -21,7 +21,7 @@ mod off;
 mod on;
 
 use components::{guard, mechanism, tasks};
-pub use components::{idle_states, irqbalance, irqs, knobs, resctrl, rt_kthreads, workqueues};
+pub use components::{idle_states, irqbalance, irqs, knobs, rt_kthreads, workqueues};
 pub use engine::{apply, change, journal, plan, request, reshape, undo};
 use engine::{component, error, holds, note, parts, plan_error, timings};
 
@@ -37,7 +37,7 @@ pub use move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use note::{Note, Unreadable, UnreadableFile};
 pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed};
-pub use parts::{MachineWide, OwnFacts, PartReport};
+pub use parts::{MachineWide, Metric, OwnFacts, PartReport};
 pub use tasks::realtime::KeptRealtime;
 pub use tasks::{Direction, TaskRef};
 pub use timings::Timings;

@@ -77,6 +77,14 @@ pub fn standard(root: &Path, layout: CgroupLayout, mut config: FixtureConfig) ->
     sys
 }
 
+/// The part of a `--json` report (`on`, `status`) that `component` reports
+/// for itself.
+pub fn part<'a>(report: &'a serde_json::Value, component: &str) -> &'a serde_json::Value {
+    let parts = report["parts"].as_array();
+    let found = parts.and_then(|p| p.iter().find(|p| p["component"] == component));
+    found.unwrap_or_else(|| panic!("no part {component} in {report}"))
+}
+
 /// Every file under the root except cpushield's own run directory.
 pub fn tree(root: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();

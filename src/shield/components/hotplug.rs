@@ -207,6 +207,7 @@ impl Component for Part {
             lines: findings.iter().map(|f| f.reason.clone()).collect(),
             data: serde_json::json!({ "offline": hold.offline.to_string() }),
             findings,
+            metrics: Vec::new(),
         })
     }
 

@@ -374,6 +374,7 @@ fn report(out: &Outcome, dry_run: bool, findings: Vec<Finding>) -> PartReport {
         lines: lines(out, dry_run),
         data: serde_json::to_value(out).unwrap_or_default(),
         findings,
+        metrics: Vec::new(),
     }
 }
 

@@ -237,7 +237,7 @@ pub(in crate::shield) mod mechanism;
 pub mod owners;
 pub mod read;
 pub mod report;
-pub mod resctrl;
+pub(in crate::shield) mod resctrl;
 pub mod rt_kthreads;
 pub mod settle;
 pub mod snapshot;

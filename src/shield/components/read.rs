@@ -8,7 +8,7 @@ use crate::shield::journal::{self, Journal};
 use crate::shield::plan::PlanError;
 use crate::shield::request::Request;
 use crate::shield::snapshot::{self, in_shield_cgroup, Snapshot};
-use crate::shield::{knobs, resctrl, tasks};
+use crate::shield::{knobs, tasks};
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -31,9 +31,6 @@ pub(in crate::shield) fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapsh
     });
     for part in &super::ORDER {
         part.read(sys, req, &mut snap.parts)?;
-    }
-    if req.cache_ways.is_some() || sys.exists(resctrl::GROUP) {
-        snap.resctrl = resctrl::read(sys, &snap.online);
     }
     if !req.tune.is_empty() {
         let knobs = knobs::resolve(&req.tune).map_err(PlanError::from)?;

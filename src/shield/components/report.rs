@@ -18,7 +18,7 @@ use crate::shield::reshape::Reshape;
 use crate::shield::snapshot::{CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use crate::shield::tasks::{self, TaskRef};
 use crate::shield::timings::Timings;
-use crate::shield::{irqbalance, resctrl, rt_kthreads};
+use crate::shield::{irqbalance, rt_kthreads};
 use crate::sys::Sys;
 
 /// The result of `on`.
@@ -88,10 +88,6 @@ pub struct OnReport {
     /// their scheduling reads back (with `--dry-run`: planned).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kthreads_raised: Vec<rt_kthreads::Raised>,
-    /// The shield's share of the L3 cache, as resctrl reads back (not with
-    /// `--dry-run`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache: Option<resctrl::Outcome>,
     /// What the plan changes machine-wide, beyond the shielded CPUs, each
     /// with how to do without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -155,7 +151,6 @@ pub(in crate::shield) fn read_back(
         .irqbalance_ban
         .as_ref()
         .map(|_| irqbalance::process_after(sys, before.owners.irqbalance.as_ref(), &after.threads));
-    out.cache = resctrl::outcome(sys, &plan.steps);
     let read = |tid| sys.sched_attr(tid).ok();
     out.kthreads_raised = rt_kthreads::report(&plan.steps, Some(&read));
     if let CgroupSetup::V2 { .. } = &after.cgroup {
@@ -238,7 +233,6 @@ pub(in crate::shield) fn report(
         } else {
             Vec::new()
         },
-        cache: None,
         machine_wide: (super::ORDER.iter())
             .flat_map(|part| {
                 let mine: Vec<Step> = (plan.steps.iter())

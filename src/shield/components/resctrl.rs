@@ -23,9 +23,11 @@ use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::apply::{ApplyError, Refusal};
 use crate::shield::change::{Action, Check, Owner, Step, Undo};
+use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::journal::{Entry, State};
-use crate::shield::plan::PlanError;
+use crate::shield::parts::{Metric, OwnFacts, PartReport};
+use crate::shield::plan::{Plan, PlanError};
 use crate::shield::undo::Undone;
 use crate::sys::procfs;
 use crate::sys::resctrl::{self as kernel, CacheShare, Info, RESCTRL};
@@ -480,8 +482,8 @@ pub struct Outcome {
 }
 
 /// The share as the kernel holds it after `on` (none when the plan had
-/// none; with `--dry-run` nothing is read).
-pub fn outcome(sys: &Sys, steps: &[Step]) -> Option<Outcome> {
+/// none).
+fn outcome(sys: &Sys, steps: &[Step]) -> Option<Outcome> {
     let planned = steps
         .iter()
         .any(|s| matches!(own_of(&s.action), Some(Own::ResctrlSchemata { .. })));
@@ -522,7 +524,7 @@ pub struct Status {
 
 /// The cache share of the shield `state` for `status`, when it has one
 /// and its group exists.
-pub fn status(sys: &Sys, state: &State) -> Option<Status> {
+fn status(sys: &Sys, state: &State) -> Option<Status> {
     let asked = state
         .request
         .as_ref()
@@ -532,6 +534,65 @@ pub fn status(sys: &Sys, state: &State) -> Option<Status> {
         monitored: kernel::read_monitoring(sys, GROUP),
         others_monitored: kernel::read_monitoring(sys, RESCTRL),
     })
+}
+
+/// The lines for people of the share as it reads back.
+fn share_lines(s: &Outcome) -> Vec<String> {
+    vec![
+        format!("L3 of the shield, CPUs {}: {}", s.cpus, s.shield),
+        format!("L3 of the others: {}", s.others),
+    ]
+}
+
+/// `status`'s lines: the share, then the monitoring per L3 of both groups.
+fn status_lines(c: &Status) -> Vec<String> {
+    let kib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} KiB", b / 1024));
+    let mib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} MiB", b >> 20));
+    let mut lines = share_lines(&c.share);
+    for (whose, monitored) in [
+        ("the shield", &c.monitored),
+        ("the others", &c.others_monitored),
+    ] {
+        lines.extend(monitored.iter().map(|m| {
+            format!(
+                "L3 {} of {whose}: {} held, {} to and from memory so far",
+                m.domain,
+                kib(m.llc_occupancy_bytes),
+                mib(m.mbm_total_bytes)
+            )
+        }));
+    }
+    lines
+}
+
+/// What resctrl's monitoring counts of both groups, per L3 domain, as
+/// metrics.
+fn metrics(c: &Status) -> Vec<Metric> {
+    let per = |f: fn(&kernel::Monitored) -> Option<u64>| {
+        (c.monitored.iter().map(|m| ("shield", m)))
+            .chain(c.others_monitored.iter().map(|m| ("others", m)))
+            .filter_map(|(group, m)| {
+                let labels = vec![("group", group.to_string()), ("l3", m.domain.to_string())];
+                f(m).map(|v| (labels, v as f64))
+            })
+            .collect::<Vec<_>>()
+    };
+    let occupancy = Metric {
+        name: "shield_l3_occupancy_bytes",
+        kind: "gauge",
+        help: "Bytes of each L3 cache the shield's resctrl group (group=\"shield\") and the default group of everything else (group=\"others\") hold (llc_occupancy).",
+        samples: per(|m| m.llc_occupancy_bytes),
+    };
+    let traffic = Metric {
+        name: "shield_memory_bytes_total",
+        kind: "counter",
+        help: "Bytes the shield's resctrl group (group=\"shield\") and the default group (group=\"others\") moved to and from memory, per L3 domain (mbm_total_bytes).",
+        samples: per(|m| m.mbm_total_bytes),
+    };
+    [occupancy, traffic]
+        .into_iter()
+        .filter(|m| !m.samples.is_empty())
+        .collect()
 }
 
 /// What `status` reads back of the cache share.
@@ -544,7 +605,7 @@ pub struct Hold {
 }
 
 /// Reads back whether the cache share of the shield `state` holds.
-pub fn read_hold(sys: &Sys, state: &State) -> Hold {
+fn read_hold(sys: &Sys, state: &State) -> Hold {
     let ask = state.request.as_ref().and_then(|r| {
         r.cache_ways.map(|ways| Ask {
             ways,
@@ -601,16 +662,14 @@ impl Holds for Hold {
     }
 }
 
-impl Hold {
-    /// Whether the shield has a cache share.
-    pub fn asked(&self) -> bool {
-        self.ask.is_some()
-    }
-}
-
 /// The shield's share of the L3 cache and the others' memory bandwidth, as
 /// a component of the shield.
 pub(in crate::shield) struct Part;
+
+/// resctrl as [`Component::read`] read it.
+fn facts(snap: &Snapshot) -> Facts {
+    snap.parts.get(OWNER.name()).unwrap_or_default()
+}
 
 /// The cache share a request asks for.
 fn ask(req: &Request) -> Option<Ask> {
@@ -625,30 +684,69 @@ impl Component for Part {
         OWNER
     }
 
+    /// resctrl as it is, for a request that asks a cache share or a
+    /// machine where the shield's group exists.
+    fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
+        if req.cache_ways.is_some() || sys.exists(GROUP) {
+            let online = procfs::online_cpus(sys)?;
+            facts.put(OWNER.name(), &read(sys, &online));
+        }
+        Ok(())
+    }
+
+    fn outcome(&self, sys: &Sys, plan: &Plan, dry_run: bool) -> Option<PartReport> {
+        let out = outcome(sys, &plan.steps).filter(|_| !dry_run)?;
+        Some(PartReport {
+            component: OWNER.name().into(),
+            lines: share_lines(&out),
+            data: serde_json::to_value(&out).unwrap_or_default(),
+            findings: Vec::new(),
+            metrics: Vec::new(),
+        })
+    }
+
+    /// The share and its monitoring as they read, and what no longer
+    /// holds, when the shield asked for a share.
+    fn status(&self, sys: &Sys, state: &State, repair: &str) -> Option<PartReport> {
+        let hold = read_hold(sys, state);
+        hold.ask?;
+        let now = status(sys, state);
+        Some(PartReport {
+            component: OWNER.name().into(),
+            lines: now.as_ref().map(status_lines).unwrap_or_default(),
+            data: serde_json::to_value(&now).unwrap_or_default(),
+            findings: hold.lost(state, repair),
+            metrics: now.as_ref().map(metrics).unwrap_or_default(),
+        })
+    }
+
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         match ask(cx.req) {
-            Some(ask) => check(&cx.snap.resctrl, ask),
+            Some(ask) => check(&facts(cx.snap), ask),
             None => Ok(()),
         }
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         if let Some(ask) = ask(cx.req) {
-            d.add(Slot::Cache, plan(&cx.snap.resctrl, ask, cx.shield));
+            d.add(Slot::Cache, plan(&facts(cx.snap), ask, cx.shield));
         }
         Ok(())
     }
 
     fn before(&self, _: &Originals, entries: &[Entry], snap: &mut Snapshot) {
-        before_shield(&mut snap.resctrl, entries)
+        let mut facts = facts(snap);
+        before_shield(&mut facts, entries);
+        snap.parts.put(OWNER.name(), &facts);
     }
 
     fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
         if mine.is_empty() {
             out.add(Slot::Cache, give_back(cx.entries, cx.read));
         }
+        let live = facts(cx.live);
         for (slot, step) in mine {
-            if !in_place(&cx.live.resctrl, cx.read, &step.action) {
+            if !in_place(&live, cx.read, &step.action) {
                 out.unless_held(cx, slot, step);
             }
         }

@@ -59,10 +59,6 @@ pub struct Snapshot {
     /// task that never sleeps (PREEMPT_RT, the fair server, throttling).
     #[serde(default)]
     pub kernel_work: crate::guard::kernel::KernelWork,
-    /// resctrl, read for a request that asks a cache share or a shield
-    /// that has one (see [`crate::shield::components::read`]).
-    #[serde(default)]
-    pub resctrl: crate::shield::resctrl::Facts,
     /// The facts of the components that read their own (see
     /// [`crate::shield::component::Component::read`]).
     #[serde(default)]
@@ -123,7 +119,6 @@ impl Snapshot {
             owners: Default::default(),
             cgroup_cpus: BTreeMap::new(),
             kernel_work: crate::guard::kernel::KernelWork::read(sys),
-            resctrl: Default::default(),
             parts: Default::default(),
         })
     }

@@ -18,7 +18,7 @@ use crate::shield::plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
 use crate::shield::tasks::{self, TaskRef};
-use crate::shield::{guard, irqbalance, knobs, mechanism, resctrl, rt_kthreads};
+use crate::shield::{guard, irqbalance, knobs, mechanism, rt_kthreads};
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -78,10 +78,6 @@ pub struct StatusReport {
     /// beside the user's real-time tasks, or the boot half offloading it).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rcu: Vec<rt_kthreads::RcuCpu>,
-    /// The shield's share of the L3 cache, and what resctrl's monitoring
-    /// counts of its group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache: Option<resctrl::Status>,
     /// What the components that report for themselves read back of the
     /// shield (the idle states, ...), with what no longer holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -102,8 +98,6 @@ struct HoldFacts {
     knobs: knobs::Hold,
     /// The starvation guard and the kernel work it protects.
     guard: guard::Hold,
-    /// The shield's share of the L3 cache.
-    cache: resctrl::Hold,
 }
 
 impl HoldFacts {
@@ -115,7 +109,6 @@ impl HoldFacts {
             irqs: irqs::on_shield(&snap.irqs, &state.shield),
             knobs: knobs::read_hold(sys, state)?,
             guard: guard::read_hold(sys, state),
-            cache: resctrl::read_hold(sys, state),
         })
     }
 }
@@ -136,15 +129,7 @@ fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
         )];
     }
     let rebuild = repair(state);
-    let components: [&dyn Holds; 7] = [
-        &f.mechanism,
-        &f.ban,
-        &f.tasks,
-        &f.irqs,
-        &f.knobs,
-        &f.guard,
-        &f.cache,
-    ];
+    let components: [&dyn Holds; 6] = [&f.mechanism, &f.ban, &f.tasks, &f.irqs, &f.knobs, &f.guard];
     components
         .iter()
         .flat_map(|c| c.lost(state, &rebuild))
@@ -233,7 +218,6 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
             Some(s) => rcu(sys, s, &snap),
             None => Vec::new(),
         },
-        cache: state.as_ref().and_then(|s| resctrl::status(sys, s)),
         parts,
     })
 }
@@ -332,7 +316,6 @@ mod tests {
             irqs: vec![irq(30, "2")],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
-            cache: Default::default(),
         };
         assert_eq!(holds(&s, &f), vec![]);
     }
@@ -351,7 +334,6 @@ mod tests {
             irqs: vec![irq(30, "2"), irq(31, "0-3")],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
-            cache: Default::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(
@@ -375,7 +357,6 @@ mod tests {
             irqs: vec![],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
-            cache: Default::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(ids(&found), ["incomplete"]);
@@ -398,7 +379,6 @@ mod tests {
             irqs: vec![],
             knobs: knobs::Hold::default(),
             guard: guard::Hold::default(),
-            cache: Default::default(),
         };
         assert_eq!(holds(&s, &facts(running(Some(true)))), vec![]);
         let found = holds(&s, &facts(running(Some(false))));

@@ -49,6 +49,24 @@ pub struct PartReport {
     /// What no longer holds (`status` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// What it exports through `metrics` (`status` only; not in `--json`,
+    /// whose `data` carries the same).
+    #[serde(skip)]
+    pub metrics: Vec<Metric>,
+}
+
+/// A metric a component exports through `metrics` (Prometheus' text
+/// format), named after `cpushield_`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metric {
+    /// Its name after `cpushield_`.
+    pub name: &'static str,
+    /// `gauge` or `counter`.
+    pub kind: &'static str,
+    /// Its HELP text.
+    pub help: &'static str,
+    /// Its samples: their labels (name, value) and value.
+    pub samples: Vec<(Vec<(&'static str, String)>, f64)>,
 }
 
 /// A change `on` makes beyond the shielded CPUs and their cgroups, to the

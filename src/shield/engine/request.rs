@@ -36,8 +36,7 @@ pub struct Request {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kthreads_above: Option<u32>,
     /// Ways of each L3 cache the shield sits in, for the shielded CPUs
-    /// alone (`--cache-ways`, config key `cache_ways`; see
-    /// [`crate::shield::resctrl`]).
+    /// alone (`--cache-ways`, config key `cache_ways`; resctrl's CAT).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_ways: Option<u32>,
     /// The memory bandwidth left to everything outside the shield, in
