@@ -455,12 +455,16 @@ pub struct OnArgs {
     pub kthreads_above: Option<u32>,
     /// Give the shielded CPUs WAYS ways of each L3 cache they sit in for
     /// themselves (Intel RDT, AMD PQoS, through resctrl): a resctrl group
-    /// of their own gets the top WAYS ways, everything else keeps the
-    /// ways below (undone by `off`; refused where the CPUs cannot).
+    /// of their own gets one run of WAYS ways, away from the ways I/O also
+    /// fills (shareable_bits), everything else keeps the rest (undone by
+    /// `off`; refused where the CPUs cannot, or where another program's
+    /// group holds those ways).
     #[arg(long, value_name = "WAYS")]
     pub cache_ways: Option<u32>,
     /// With --cache-ways: limit the memory bandwidth of everything
-    /// outside the shield to PCT percent (memory bandwidth allocation).
+    /// outside the shield to PCT percent (memory bandwidth allocation;
+    /// rounded up to the kernel's step; refused where the machine takes
+    /// bandwidth in other units: AMD, or resctrl mounted with mba_MBps).
     #[arg(long, value_name = "PCT", requires = "cache_ways")]
     pub others_bandwidth: Option<u32>,
     /// Keep the shielded CPUs out of idle states whose exit latency is

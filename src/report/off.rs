@@ -70,6 +70,7 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
         ],
     )?;
     refusals(w, "could not restore", &u.failed)?;
+    refusals(w, "left, in use by others", &u.left_in_use)?;
     kept_realtime(w, &r.kept_realtime)?;
     if !r.offline.is_empty() && !u.failed.is_empty() {
         writeln!(

@@ -37,13 +37,68 @@ impl CacheInfo {
         self.cbm_mask.count_ones()
     }
 
-    /// The mask of `ways` ways at the top of the cache (the shield's), and
-    /// of the rest below them (everyone else's).
+    /// The mask of `ways` ways for the shield, and of the rest (everyone
+    /// else's), each one run of bits: the shield's at the top of the cache,
+    /// unless the top holds more of `shareable_bits` than the bottom (the
+    /// ways I/O also fills, Intel's DDIO on Xeon SP: device DMA there would
+    /// evict the real-time task's lines), then at the bottom.
     pub fn split(&self, ways: u32) -> (u64, u64) {
         let (n, low) = (self.ways(), self.cbm_mask.trailing_zeros());
         let run = 1u64.checked_shl(ways).map_or(u64::MAX, |b| b - 1);
         let top = run.checked_shl(n.saturating_sub(ways) + low).unwrap_or(0) & self.cbm_mask;
-        (top, self.cbm_mask & !top)
+        let bottom = run.checked_shl(low).unwrap_or(0) & self.cbm_mask;
+        let shared = |mask: u64| (mask & self.shareable_bits).count_ones();
+        let shield = match shared(bottom) < shared(top) {
+            true => bottom,
+            false => top,
+        };
+        (shield, self.cbm_mask & !shield)
+    }
+
+    /// Where `split` puts the shield's `ways` and why, for people.
+    pub fn placement(&self, ways: u32) -> String {
+        let (shield, _) = self.split(ways);
+        let (first, last) = (
+            shield.trailing_zeros(),
+            63u32.saturating_sub(shield.leading_zeros()),
+        );
+        let io = match (self.shareable_bits, shield & self.shareable_bits) {
+            (0, _) => "no ways shared with I/O (shareable_bits 0)".to_string(),
+            (io, 0) => format!("away from the ways I/O also fills (shareable_bits {io:x})"),
+            (io, _) => format!(
+                "overlapping the ways I/O also fills (shareable_bits {io:x}): no run of {ways} avoids them"
+            ),
+        };
+        format!(
+            "{}: ways {first}-{last} of {} (mask {shield:x}), {io}",
+            self.name,
+            self.ways()
+        )
+    }
+}
+
+/// The unit of the `MB` resource's values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MbUnit {
+    /// Percent of the bandwidth (Intel MBA): rounded up to
+    /// `bandwidth_gran`, at least `min_bandwidth`, 100 is no limit.
+    #[default]
+    Percent,
+    /// Multiples of 1/8 GB/s (AMD): 2048 is no limit.
+    EighthGbps,
+    /// MiB/s: resctrl mounted with `mba_MBps` (the software controller).
+    MiBps,
+}
+
+impl MbUnit {
+    /// The unit as resctrl's documentation names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MbUnit::Percent => "percent",
+            MbUnit::EighthGbps => "1/8 GB/s (AMD)",
+            MbUnit::MiBps => "MiB/s (mounted with mba_MBps)",
+        }
     }
 }
 
@@ -56,6 +111,20 @@ pub struct MbInfo {
     pub bandwidth_gran: u32,
     /// `num_closids`.
     pub num_closids: u32,
+    /// The unit of its values.
+    #[serde(default)]
+    pub unit: MbUnit,
+}
+
+impl MbInfo {
+    /// `percent` as the kernel keeps it: rounded up to a multiple of
+    /// `bandwidth_gran`, at least `min_bandwidth`, at most 100.
+    pub fn rounded(&self, percent: u32) -> u32 {
+        let gran = self.bandwidth_gran.max(1);
+        (percent.div_ceil(gran) * gran)
+            .max(self.min_bandwidth)
+            .min(100)
+    }
 }
 
 /// What resctrl's `info/` directory says.
@@ -94,6 +163,30 @@ fn read_u32(sys: &Sys, rel: &str) -> Result<u32> {
     text.parse().map_err(|_| unparsable(rel, &text, "a number"))
 }
 
+/// Whether `/proc/cpuinfo` names an AMD (or Hygon) CPU, whose `MB` values
+/// are in 1/8 GB/s.
+pub fn amd(sys: &Sys) -> bool {
+    let text = sys.read("proc/cpuinfo").unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("vendor_id"))
+        .is_some_and(|v| v.contains("AuthenticAMD") || v.contains("HygonGenuine"))
+}
+
+/// The unit of `MB` values of resctrl mounted at `mount`: MiB/s when it
+/// is mounted with `mba_MBps`, 1/8 GB/s on AMD, else percent.
+fn mb_unit(sys: &Sys, mount: &str) -> MbUnit {
+    let mounts = sys.read("proc/self/mounts").unwrap_or_default();
+    let at = format!("/{mount}");
+    let mba_mbps = super::procfs::parse_mounts(&mounts).iter().any(|m| {
+        m.fstype == "resctrl" && m.target == at && m.options.split(',').any(|o| o == "mba_MBps")
+    });
+    match (mba_mbps, amd(sys)) {
+        (true, _) => MbUnit::MiBps,
+        (false, true) => MbUnit::EighthGbps,
+        (false, false) => MbUnit::Percent,
+    }
+}
+
 /// Reads `info/` of resctrl mounted at `mount`.
 pub fn read_info(sys: &Sys, mount: &str) -> Result<Info> {
     let mut info = Info::default();
@@ -117,6 +210,7 @@ pub fn read_info(sys: &Sys, mount: &str) -> Result<Info> {
             min_bandwidth: read_u32(sys, &format!("{mb}/min_bandwidth"))?,
             bandwidth_gran: read_u32(sys, &format!("{mb}/bandwidth_gran"))?,
             num_closids: read_u32(sys, &format!("{mb}/num_closids"))?,
+            unit: mb_unit(sys, mount),
         });
     }
     Ok(info)
@@ -158,16 +252,17 @@ pub fn cpu_flags(sys: &Sys) -> BTreeSet<String> {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum CacheShare {
-    /// The top `ways` ways of each L3 cache in `domains` (the shield's
-    /// group).
+    /// `ways` ways of each L3 cache in `domains` (the shield's group),
+    /// placed by [`CacheInfo::split`]. (The name is the journal's.)
     Top {
         /// Ways of each domain.
         ways: u32,
         /// L3 cache ids.
         domains: Vec<u32>,
     },
-    /// The ways below the top `ways` in `domains`, and `bandwidth` percent
-    /// of the memory bandwidth in every domain (the default group).
+    /// The ways of `domains` but the shield's `ways`, and `bandwidth`
+    /// percent of the memory bandwidth in every domain, rounded as the
+    /// kernel rounds it (the default group).
     Rest {
         /// The shield's ways of each domain, left out.
         ways: u32,
@@ -212,7 +307,8 @@ impl CacheShare {
                 bandwidth,
             } => {
                 let mut s: Schemata = masks(*ways, domains, false).into_iter().collect();
-                if let (Some(bw), Some(_)) = (bandwidth, &info.mb) {
+                if let (Some(bw), Some(mb)) = (bandwidth, &info.mb) {
+                    let bw = mb.rounded(*bw);
                     let all = all_domains.iter().map(|d| (*d, bw.to_string())).collect();
                     s.insert("MB".into(), all);
                 }
@@ -220,7 +316,9 @@ impl CacheShare {
             }
             CacheShare::Full => {
                 let mut s: Schemata = masks(0, all_domains, false).into_iter().collect();
-                if info.mb.is_some() {
+                // Only percent has a known "no limit" to write; in the other
+                // units the shield never limits bandwidth, so MB is left.
+                if info.mb.as_ref().is_some_and(|m| m.unit == MbUnit::Percent) {
                     let all = all_domains
                         .iter()
                         .map(|d| (*d, "100".to_string()))
@@ -379,5 +477,44 @@ mod tests {
         assert_eq!(l3.ways(), 12);
         assert_eq!(l3.split(4), (0xf00, 0x0ff));
         assert_eq!(l3.split(11), (0xffe, 0x001));
+    }
+
+    #[test]
+    fn the_shields_ways_avoid_the_ways_io_fills_where_a_run_can() {
+        let l3 = CacheInfo {
+            name: "L3".into(),
+            cbm_mask: 0x7ff,
+            min_cbm_bits: 1,
+            shareable_bits: 0x600,
+            num_closids: 16,
+            sparse_masks: false,
+        };
+        assert_eq!(l3.split(4), (0x00f, 0x7f0));
+        assert!(l3
+            .placement(4)
+            .contains("ways 0-3 of 11 (mask f), away from"));
+        // 10 of 11: both runs overlap; the bottom one less (one way).
+        assert_eq!(l3.split(10), (0x3ff, 0x400));
+        assert!(l3.placement(10).contains("overlapping"));
+        // Shared ways at the bottom: the top as before.
+        let low = CacheInfo {
+            shareable_bits: 0x3,
+            ..l3
+        };
+        assert_eq!(low.split(4), (0x780, 0x07f));
+    }
+
+    #[test]
+    fn a_percentage_is_rounded_as_the_kernel_keeps_it() {
+        let mb = MbInfo {
+            min_bandwidth: 10,
+            bandwidth_gran: 10,
+            num_closids: 8,
+            unit: MbUnit::Percent,
+        };
+        assert_eq!(mb.rounded(55), 60);
+        assert_eq!(mb.rounded(50), 50);
+        assert_eq!(mb.rounded(3), 10);
+        assert_eq!(mb.rounded(100), 100);
     }
 }

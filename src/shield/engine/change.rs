@@ -323,6 +323,11 @@ pub struct Undone {
     /// change was journaled (the recorded thread exited, its id was reused).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recycled: Vec<i32>,
+    /// What the shield made but leaves, because others came to use it
+    /// since (a resctrl mount that now holds other programs' groups):
+    /// undoing it would destroy their work. Not an error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_in_use: Vec<Refusal>,
 }
 
 impl Undone {
@@ -333,5 +338,6 @@ impl Undone {
         self.exited += other.exited;
         self.failed.extend(other.failed);
         self.recycled.extend(other.recycled);
+        self.left_in_use.extend(other.left_in_use);
     }
 }

@@ -1,14 +1,18 @@
 //! The resctrl component: the shielded CPUs' own share of the L3 cache
 //! (Intel RDT CAT, AMD PQoS) and, optionally, a memory bandwidth limit for
 //! everything else (MBA). A group of resctrl's own, `cpushield`, gets the
-//! shielded CPUs and the top `--cache-ways` ways of each L3 cache they sit
-//! in; the default group, where every other CPU and task is, keeps the
-//! ways below. Everything the shield does with resctrl lives here: what is
-//! read (`/proc/cpuinfo`'s flags, the mount, `info/`, the groups, each
-//! CPU's L3), the check of a request against the hardware's rules, the
-//! steps (mount, group, `schemata`, `cpus_list`), how a `schemata` share is
-//! made, read back and undone, the change in place, whether it still holds
-//! for `status`, and the outcome read back for `on`'s report.
+//! shielded CPUs and `--cache-ways` ways of each L3 cache they sit in, one
+//! run at the top of the cache, or at the bottom where the top holds more
+//! of the ways I/O also fills (`shareable_bits`); the default group, where
+//! every other CPU and task is, keeps the other run. Other programs'
+//! groups are left whole: refused only where one holds the shield's ways,
+//! named by `status` when one comes to, and a mount they use is not
+//! unmounted. Here: what is read (`/proc/cpuinfo`, the mount, `info/`, the
+//! groups, each CPU's L3), the check of a request against the hardware's
+//! rules and others' groups, the steps (mount, group, `schemata`,
+//! `cpus_list`), the change in place; in [`share`] how a share is made,
+//! read back and undone; in [`report`] what reads back for `on` and
+//! `status` and whether it still holds.
 
 use super::snapshot::Snapshot;
 use crate::shield::change::Subject;
@@ -30,8 +34,14 @@ use crate::shield::parts::{Metric, OwnFacts, PartReport};
 use crate::shield::plan::{Plan, PlanError};
 use crate::shield::undo::Undone;
 use crate::sys::procfs;
-use crate::sys::resctrl::{self as kernel, CacheShare, Info, RESCTRL};
+use crate::sys::resctrl::{self as kernel, CacheShare, Info, MbUnit, RESCTRL};
 use crate::sys::Sys;
+
+mod report;
+mod share;
+
+use report::{metrics, outcome, overlaps, read_hold, share_lines, status, status_lines};
+use share::{cache_share, mount, previous, undo_share, unmount, write_share};
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("resctrl");
@@ -56,8 +66,15 @@ pub struct Facts {
     /// The groups under `/sys/fs/resctrl` (relative paths), cpushield's
     /// included when it exists.
     pub groups: Vec<String>,
+    /// The `schemata` of each group other programs made (containerd's or
+    /// runc's RDT classes, pqos), by path.
+    #[serde(default)]
+    pub others: BTreeMap<String, String>,
     /// The L3 cache id of each online CPU.
     pub l3: BTreeMap<u32, u32>,
+    /// `/proc/cpuinfo` names an AMD CPU: memory bandwidth in 1/8 GB/s.
+    #[serde(default)]
+    pub amd: bool,
 }
 
 impl Facts {
@@ -81,10 +98,14 @@ pub fn read(sys: &Sys, online: &CpuSet) -> Facts {
     let flags = kernel::cpu_flags(sys);
     let filesystems = sys.read("proc/filesystems").unwrap_or_default();
     let mounted = mounted(sys);
-    let groups = match mounted {
-        true => sys.subdirs(RESCTRL).unwrap_or_default(),
-        false => Vec::new(),
-    };
+    let groups = groups(sys, mounted);
+    let others = (groups.iter())
+        .filter(|g| *g != GROUP)
+        .map(|g| {
+            let schemata = sys.read(&format!("{g}/schemata")).unwrap_or_default();
+            (g.clone(), schemata)
+        })
+        .collect();
     Facts {
         cat_l3: flags.contains("cat_l3"),
         mba: flags.contains("mba"),
@@ -93,16 +114,26 @@ pub fn read(sys: &Sys, online: &CpuSet) -> Facts {
         info: mounted
             .then(|| kernel::read_info(sys, RESCTRL).ok())
             .flatten(),
-        groups: groups
-            .into_iter()
-            .filter(|g| !matches!(g.as_str(), "info" | "mon_groups" | "mon_data"))
-            .map(|g| format!("{RESCTRL}/{g}"))
-            .collect(),
+        groups,
+        others,
         l3: online
             .iter()
             .filter_map(|c| kernel::l3_domain(sys, c).map(|d| (c, d)))
             .collect(),
+        amd: kernel::amd(sys),
     }
+}
+
+/// The control groups of resctrl (relative paths), when it is mounted.
+fn groups(sys: &Sys, mounted: bool) -> Vec<String> {
+    let names = match mounted {
+        true => sys.subdirs(RESCTRL).unwrap_or_default(),
+        false => Vec::new(),
+    };
+    (names.into_iter())
+        .filter(|g| !matches!(g.as_str(), "info" | "mon_groups" | "mon_data"))
+        .map(|g| format!("{RESCTRL}/{g}"))
+        .collect()
 }
 
 fn mounted(sys: &Sys) -> bool {
@@ -127,7 +158,7 @@ pub struct Ask {
 /// allocation, where another program made resctrl groups of its own, and
 /// (once resctrl is mounted, when `info/` can be read) where the hardware's
 /// rules do not allow the share.
-pub fn check(facts: &Facts, ask: Ask) -> Result<(), PlanError> {
+pub fn check(facts: &Facts, ask: Ask, shield: &CpuSet) -> Result<(), PlanError> {
     let refuse = |why: String| Err(refusal(why));
     if !facts.cat_l3 {
         return refuse(
@@ -143,18 +174,17 @@ pub fn check(facts: &Facts, ask: Ask) -> Result<(), PlanError> {
                 .into(),
         );
     }
+    if ask.others_bandwidth.is_some() && facts.amd {
+        return refuse(format!(
+            "--others-bandwidth is in percent, and on AMD resctrl takes memory bandwidth in {} \
+             (2048 is no limit): leave out --others-bandwidth",
+            MbUnit::EighthGbps.name()
+        ));
+    }
     if !facts.in_kernel {
         return refuse(format!(
             "this kernel has no resctrl (not in /proc/filesystems, or no /{RESCTRL}): \
              it needs CONFIG_X86_CPU_RESCTRL"
-        ));
-    }
-    let others: Vec<&String> = facts.groups.iter().filter(|g| *g != GROUP).collect();
-    if let Some(first) = others.first() {
-        return refuse(format!(
-            "resctrl has groups cpushield did not make (/{first}{}): their masks may overlap \
-             the shield's ways; remove them, or leave out --cache-ways",
-            if others.len() > 1 { " and more" } else { "" }
         ));
     }
     if facts.groups.iter().any(|g| g == GROUP) {
@@ -163,7 +193,32 @@ pub fn check(facts: &Facts, ask: Ask) -> Result<(), PlanError> {
         ));
     }
     match &facts.info {
-        Some(info) => check_info(info, ask),
+        Some(info) => {
+            check_info(info, ask)?;
+            check_others(facts, info, ask, shield)
+        }
+        None => Ok(()),
+    }
+}
+
+/// Other programs' groups beside the shield's: refused only where one
+/// holds ways the shield would take in a cache the shield sits in (its
+/// tasks would fill them), or where no CLOSID is left for the shield.
+fn check_others(facts: &Facts, info: &Info, ask: Ask, shield: &CpuSet) -> Result<(), PlanError> {
+    let used = facts.others.len() as u32 + 1;
+    if used >= info.num_closids() {
+        return Err(refusal(format!(
+            "resctrl has {} classes of service and {used} are in use (the default group and \
+             {} made by other programs): none is left for the shield's",
+            info.num_closids(),
+            facts.others.len()
+        )));
+    }
+    match overlaps(facts, info, ask.ways, shield).first() {
+        Some(o) => Err(refusal(format!(
+            "{o}, which its tasks would share with the shield: narrow its mask, or leave out \
+             --cache-ways"
+        ))),
         None => Ok(()),
     }
 }
@@ -190,9 +245,15 @@ pub fn check_info(info: &Info, ask: Ask) -> Result<(), PlanError> {
         (Some(_), None) => refuse(format!(
             "/{RESCTRL}/info has no MB: no bandwidth allocation"
         )),
+        (Some(_), Some(mb)) if mb.unit != MbUnit::Percent => refuse(format!(
+            "--others-bandwidth is in percent, and this resctrl takes memory bandwidth in {}: \
+             leave out --others-bandwidth",
+            mb.unit.name()
+        )),
         (Some(bw), Some(mb)) if bw < mb.min_bandwidth || bw > 100 => refuse(format!(
-            "--others-bandwidth {bw}: must be {} to 100 (percent)",
-            mb.min_bandwidth
+            "--others-bandwidth {bw}: must be {} to 100 (percent; the kernel rounds up to a \
+             multiple of {})",
+            mb.min_bandwidth, mb.bandwidth_gran
         )),
         _ => Ok(()),
     }
@@ -220,29 +281,6 @@ pub enum Own {
         /// Its share.
         share: crate::sys::resctrl::CacheShare,
     },
-}
-
-/// What a resctrl `schemata` write gives its group.
-fn cache_share(share: &CacheShare) -> String {
-    let ids = |d: &[u32]| d.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-    match share {
-        CacheShare::Top { ways, domains } => {
-            format!("the top {ways} L3 ways of cache {}", ids(domains))
-        }
-        CacheShare::Rest {
-            ways,
-            domains,
-            bandwidth,
-        } => format!(
-            "the L3 ways of cache {} but the top {ways}{}",
-            ids(domains),
-            bandwidth
-                .map(|b| format!(", {b}% of the memory bandwidth"))
-                .unwrap_or_default()
-        ),
-        CacheShare::Full => "every L3 way and all the memory bandwidth".into(),
-        CacheShare::Text { schemata } => format!("{:?}", schemata.trim()),
-    }
 }
 
 /// `action` as one of resctrl's own, when it is.
@@ -388,280 +426,6 @@ pub fn claims(path: &str) -> Option<crate::shield::change::Subject> {
         .then(|| crate::shield::change::Subject::File(path.to_string()))
 }
 
-/// Mounts resctrl.
-pub fn mount(sys: &Sys, target: &str) -> Result<(), ApplyError> {
-    sys.mount_resctrl(target).map_err(ApplyError::from)
-}
-
-/// Writes a share to a group's `schemata`, made from `info/` now, and
-/// reads it back. A refusal carries the kernel's reason from
-/// `info/last_cmd_status`.
-pub fn write_share(sys: &Sys, path: &str, share: &CacheShare) -> Result<(), ApplyError> {
-    let info = kernel::read_info(sys, RESCTRL)?;
-    let online = sys.read_cpulist("sys/devices/system/cpu/online")?;
-    let all: BTreeSet<u32> = online
-        .iter()
-        .filter_map(|c| kernel::l3_domain(sys, c))
-        .collect();
-    let value = share.schemata(&info, &all.into_iter().collect::<Vec<_>>());
-    if let Err(mut e) = sys.write(path, &format!("{value}\n")) {
-        if let Ok(why) = sys.read_trimmed(&format!("{RESCTRL}/info/last_cmd_status")) {
-            e.target = format!("{} (resctrl: {why})", e.target);
-        }
-        return Err(e.into());
-    }
-    let read = sys.read_trimmed(path)?;
-    match kernel::schemata_holds(&read, &value) {
-        true => Ok(()),
-        false => Err(ApplyError::NotHonoured {
-            path: format!("/{path}"),
-            wrote: value,
-            read,
-        }),
-    }
-}
-
-/// The `schemata` read just before a share is written, for its undo.
-pub fn previous(sys: &Sys, path: &str) -> Option<String> {
-    sys.read_trimmed(path).ok()
-}
-
-/// Undoes a share: the `schemata` read before written back (nothing when
-/// the group is gone, which gave its ways back with it).
-pub fn undo_share(sys: &Sys, path: &str, previous: Option<&str>, out: &mut Undone) {
-    let Some(previous) = previous else { return };
-    if !sys.exists(path) {
-        out.unchanged += 1;
-        return;
-    }
-    let lines: Vec<&str> = previous
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let value = lines.join("\n");
-    if sys
-        .read_trimmed(path)
-        .is_ok_and(|now| kernel::schemata_holds(&now, &value))
-    {
-        out.unchanged += 1;
-        return;
-    }
-    let written = sys.write(path, &format!("{value}\n"));
-    match written.map(|()| sys.read_trimmed(path)) {
-        Ok(Ok(now)) if kernel::schemata_holds(&now, &value) => out.restored += 1,
-        Ok(now) => out.failed.push(Refusal {
-            target: format!("/{path}"),
-            reason: format!(
-                "wrote the schemata back but it reads {}",
-                now.unwrap_or_default().replace('\n', "; ")
-            ),
-        }),
-        Err(e) => out.failed.push(Refusal {
-            target: format!("/{path}"),
-            reason: format!("could not write the schemata back: {}", e.errno_name()),
-        }),
-    }
-}
-
-/// Unmounts resctrl mounted by the shield, as the engine unmounts a
-/// cgroup2 of its own: while it is the one mount there, nothing below it.
-pub fn unmount(sys: &Sys, target: &str, out: &mut Undone) {
-    crate::shield::undo::unmount_own(sys, (target, "resctrl"), false, out);
-}
-
-/// What `on`'s report says of the cache share, read back.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Outcome {
-    /// The group's `schemata`, as it reads back (one line a resource).
-    pub shield: String,
-    /// The default group's, as it reads back.
-    pub others: String,
-    /// The CPUs of the group, as they read back.
-    pub cpus: CpuSet,
-}
-
-/// The share as the kernel holds it after `on` (none when the plan had
-/// none).
-fn outcome(sys: &Sys, steps: &[Step]) -> Option<Outcome> {
-    let planned = steps
-        .iter()
-        .any(|s| matches!(own_of(&s.action), Some(Own::ResctrlSchemata { .. })));
-    (planned && sys.exists(GROUP)).then(|| read_outcome(sys))
-}
-
-/// Both groups' `schemata` and the group's CPUs as they read now.
-fn read_outcome(sys: &Sys) -> Outcome {
-    let tidy = |path: &str| {
-        let text = sys.read(path).unwrap_or_default();
-        text.lines().map(str::trim).collect::<Vec<_>>().join("; ")
-    };
-    Outcome {
-        shield: tidy(&format!("{GROUP}/schemata")),
-        others: tidy(&format!("{RESCTRL}/schemata")),
-        cpus: sys
-            .read_cpulist(&format!("{GROUP}/cpus_list"))
-            .unwrap_or_default(),
-    }
-}
-
-/// What `status` shows of the cache share: the share as it reads, and what
-/// resctrl's monitoring counts of the shield's group (L3 occupancy, memory
-/// traffic), where the CPUs have it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Status {
-    /// The share as it reads now.
-    #[serde(flatten)]
-    pub share: Outcome,
-    /// The group's monitoring, per L3 domain (empty: none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub monitored: Vec<kernel::Monitored>,
-    /// The default group's (everything outside the shield): the
-    /// neighbours whose cache use and memory traffic the share holds off.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub others_monitored: Vec<kernel::Monitored>,
-}
-
-/// The cache share of the shield `state` for `status`, when it has one
-/// and its group exists.
-fn status(sys: &Sys, state: &State) -> Option<Status> {
-    let asked = state
-        .request
-        .as_ref()
-        .is_some_and(|r| r.cache_ways.is_some());
-    (asked && sys.exists(GROUP)).then(|| Status {
-        share: read_outcome(sys),
-        monitored: kernel::read_monitoring(sys, GROUP),
-        others_monitored: kernel::read_monitoring(sys, RESCTRL),
-    })
-}
-
-/// The lines for people of the share as it reads back.
-fn share_lines(s: &Outcome) -> Vec<String> {
-    vec![
-        format!("L3 of the shield, CPUs {}: {}", s.cpus, s.shield),
-        format!("L3 of the others: {}", s.others),
-    ]
-}
-
-/// `status`'s lines: the share, then the monitoring per L3 of both groups.
-fn status_lines(c: &Status) -> Vec<String> {
-    let kib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} KiB", b / 1024));
-    let mib = |b: Option<u64>| b.map_or("-".into(), |b| format!("{} MiB", b >> 20));
-    let mut lines = share_lines(&c.share);
-    for (whose, monitored) in [
-        ("the shield", &c.monitored),
-        ("the others", &c.others_monitored),
-    ] {
-        lines.extend(monitored.iter().map(|m| {
-            format!(
-                "L3 {} of {whose}: {} held, {} to and from memory so far",
-                m.domain,
-                kib(m.llc_occupancy_bytes),
-                mib(m.mbm_total_bytes)
-            )
-        }));
-    }
-    lines
-}
-
-/// What resctrl's monitoring counts of both groups, per L3 domain, as
-/// metrics.
-fn metrics(c: &Status) -> Vec<Metric> {
-    let per = |f: fn(&kernel::Monitored) -> Option<u64>| {
-        (c.monitored.iter().map(|m| ("shield", m)))
-            .chain(c.others_monitored.iter().map(|m| ("others", m)))
-            .filter_map(|(group, m)| {
-                let labels = vec![("group", group.to_string()), ("l3", m.domain.to_string())];
-                f(m).map(|v| (labels, v as f64))
-            })
-            .collect::<Vec<_>>()
-    };
-    let occupancy = Metric {
-        name: "shield_l3_occupancy_bytes",
-        kind: "gauge",
-        help: "Bytes of each L3 cache the shield's resctrl group (group=\"shield\") and the default group of everything else (group=\"others\") hold (llc_occupancy).",
-        samples: per(|m| m.llc_occupancy_bytes),
-    };
-    let traffic = Metric {
-        name: "shield_memory_bytes_total",
-        kind: "counter",
-        help: "Bytes the shield's resctrl group (group=\"shield\") and the default group (group=\"others\") moved to and from memory, per L3 domain (mbm_total_bytes).",
-        samples: per(|m| m.mbm_total_bytes),
-    };
-    [occupancy, traffic]
-        .into_iter()
-        .filter(|m| !m.samples.is_empty())
-        .collect()
-}
-
-/// What `status` reads back of the cache share.
-#[derive(Debug, Clone, Default)]
-pub struct Hold {
-    /// What the shield asked (none: no cache share).
-    ask: Option<Ask>,
-    /// What no longer holds, as read.
-    lost: Vec<String>,
-}
-
-/// Reads back whether the cache share of the shield `state` holds.
-fn read_hold(sys: &Sys, state: &State) -> Hold {
-    let ask = state.request.as_ref().and_then(|r| {
-        r.cache_ways.map(|ways| Ask {
-            ways,
-            others_bandwidth: r.others_bandwidth,
-        })
-    });
-    let Some(ask) = ask else {
-        return Hold::default();
-    };
-    let facts = read(sys, &state.shield.union(&state.housekeeping));
-    let mut lost = Vec::new();
-    let Some(info) = facts.info.as_ref().filter(|_| sys.exists(GROUP)) else {
-        lost.push(format!("the resctrl group /{GROUP} is gone"));
-        return Hold {
-            ask: Some(ask),
-            lost,
-        };
-    };
-    let cpus = sys
-        .read_cpulist(&format!("{GROUP}/cpus_list"))
-        .unwrap_or_default();
-    if cpus != state.shield {
-        lost.push(format!(
-            "/{GROUP}/cpus_list reads {cpus}, not the shield's CPUs {}",
-            state.shield
-        ));
-    }
-    let steps = plan(&facts, ask, &state.shield);
-    for step in &steps {
-        if let Some(Own::ResctrlSchemata { path, share }) = own_of(&step.action) {
-            let want = share.schemata(info, &facts.all_domains());
-            let now = sys.read_trimmed(&path).unwrap_or_default();
-            if !kernel::schemata_holds(&now, &want) {
-                lost.push(format!(
-                    "/{path} reads {} where the shield set {}",
-                    now.lines().map(str::trim).collect::<Vec<_>>().join("; "),
-                    want.replace('\n', "; ")
-                ));
-            }
-        }
-    }
-    Hold {
-        ask: Some(ask),
-        lost,
-    }
-}
-
-impl Holds for Hold {
-    fn lost(&self, _: &State, repair: &str) -> Vec<Finding> {
-        self.lost
-            .iter()
-            .map(|why| Finding::new("resctrl", Severity::Bad, 90, why, repair))
-            .collect()
-    }
-}
-
 /// The shield's share of the L3 cache and the others' memory bandwidth, as
 /// a component of the shield.
 pub(in crate::shield) struct Part;
@@ -722,7 +486,7 @@ impl Component for Part {
 
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         match ask(cx.req) {
-            Some(ask) => check(&facts(cx.snap), ask),
+            Some(ask) => check(&facts(cx.snap), ask, cx.shield),
             None => Ok(()),
         }
     }
