@@ -462,11 +462,12 @@ pub struct OnArgs {
     #[arg(long, value_name = "WAYS")]
     pub cache_ways: Option<u32>,
     /// With --cache-ways: limit the memory bandwidth of everything
-    /// outside the shield to PCT percent (memory bandwidth allocation;
-    /// rounded up to the kernel's step; refused where the machine takes
-    /// bandwidth in other units: AMD, or resctrl mounted with mba_MBps).
-    #[arg(long, value_name = "PCT", requires = "cache_ways")]
-    pub others_bandwidth: Option<u32>,
+    /// outside the shield (memory bandwidth allocation) to BW, in the
+    /// machine's terms: a percentage on Intel (`50`, rounded up to the
+    /// kernel's step), a rate on AMD and where resctrl is mounted with
+    /// mba_MBps (`6GB/s`, `4000MiB/s`); the other kind is refused there.
+    #[arg(long, value_name = "BW", requires = "cache_ways")]
+    pub others_bandwidth: Option<cpushield::sys::resctrl::Bandwidth>,
     /// Keep the shielded CPUs out of idle states whose exit latency is
     /// over LATENCY (`10us`, `1ms`, or a number of µs; `0`: polling only),
     /// through each CPU's PM QoS resume latency (or the slow states'

@@ -20,7 +20,7 @@
 //! guard_duration = "1s"
 //! kthreads_above = 80          # the shielded CPUs' softirq, timer and RCU threads above this priority
 //! cache_ways = 4               # the shield's own ways of each L3 it sits in (resctrl)
-//! others_bandwidth = 50        # with cache_ways: the rest's memory bandwidth, percent
+//! others_bandwidth = 50        # with cache_ways: the rest's memory bandwidth, percent or "6GB/s"
 //! max_idle_latency = "10us"    # the shielded CPUs kept out of idle states slower than this (or 10, in µs)
 //!
 //! [certify]                    # `certify --config`: what its flags do not say
@@ -104,7 +104,7 @@ struct File {
     #[serde(default)]
     cache_ways: Option<Spanned<u32>>,
     #[serde(default)]
-    others_bandwidth: Option<Spanned<u32>>,
+    others_bandwidth: Option<Spanned<crate::sys::resctrl::Bandwidth>>,
     #[serde(default)]
     max_idle_latency: Option<Spanned<Duration>>,
     #[serde(default)]
@@ -431,11 +431,11 @@ pub fn parse_with_certify(
         cache_ways: file.cache_ways.as_ref().map(|v| *v.get_ref()),
         others_bandwidth: file.others_bandwidth.as_ref().map(|v| *v.get_ref()),
     };
-    let at = |key: &Option<Spanned<u32>>| key.as_ref().map_or(0, |v| v.span().start);
+    let at = |span: Option<std::ops::Range<usize>>| span.map_or(0, |s| s.start);
     let request = request.with_cache_checked().map_err(|e| {
         let offset = match e.contains("--others-bandwidth") {
-            true => at(&file.others_bandwidth),
-            false => at(&file.cache_ways),
+            true => at(file.others_bandwidth.as_ref().map(Spanned::span)),
+            false => at(file.cache_ways.as_ref().map(Spanned::span)),
         };
         let e = e.replace("--cache-ways", "cache_ways");
         invalid(offset, e.replace("--others-bandwidth", "others_bandwidth"))

@@ -50,8 +50,8 @@ fn lines(root: &Path, group: &str) -> Vec<String> {
 const GROUP: &str = "sys/fs/resctrl/cpushield";
 const DEFAULT: &str = "sys/fs/resctrl";
 
-/// `on` with `args`, then `status` holds, then `off` gives back `before`.
-fn on_holds_then_off(root: &Path, args: &[&str]) -> serde_json::Value {
+/// `on` with `args` succeeds and `status` holds; `on`'s report.
+fn on_and_holds(root: &Path, args: &[&str]) -> serde_json::Value {
     let o = cpushield(root, &[args, &["--json"]].concat());
     assert!(o.status.success(), "{}", text(&o));
     let status = json(&cpushield(root, &["status", "--json"]));
@@ -81,7 +81,7 @@ fn xeon_sp_keeps_the_shield_off_the_ways_io_fills_and_rounds_bandwidth_to_its_st
         // each. 55 % is not a step of 10: the kernel keeps 60, and so does
         // the plan, so the read-back holds.
         let args = ["on", "2-3", "--cache-ways", "4", "--others-bandwidth", "55"];
-        let r = on_holds_then_off(root, &args);
+        let r = on_and_holds(root, &args);
         let caches: &[&str] = if cdp { &["L3CODE", "L3DATA"] } else { &["L3"] };
         for cache in caches {
             assert!(
@@ -96,6 +96,25 @@ fn xeon_sp_keeps_the_shield_off_the_ways_io_fills_and_rounds_bandwidth_to_its_st
             );
         }
         assert!(lines(root, DEFAULT).contains(&"MB:0=60;1=60".to_string()));
+        // A rate is not what Intel's MBA takes: refused, naming the range.
+        let o = cpushield(
+            root,
+            &[
+                "on",
+                "2-3",
+                "--cache-ways",
+                "4",
+                "--others-bandwidth",
+                "6GB/s",
+            ],
+        );
+        assert!(
+            !o.status.success()
+                && text(&o).contains("takes a percentage")
+                && text(&o).contains("10 to 100"),
+            "{}",
+            text(&o)
+        );
         let placement = part(&r, "resctrl")["data"]["placement"].to_string();
         assert!(
             placement.contains("ways 0-3 of 11 (mask f)")
@@ -117,7 +136,7 @@ fn xeon_sp_keeps_the_shield_off_the_ways_io_fills_and_rounds_bandwidth_to_its_st
 }
 
 #[test]
-fn epyc_takes_the_top_ways_and_refuses_a_percentage_of_bandwidth_it_counts_in_eighths_of_gbps() {
+fn epyc_takes_the_top_ways_and_bandwidth_as_a_rate_in_eighths_of_a_gbps_not_a_percentage() {
     let dir = machine(ResctrlModel::epyc());
     let root = dir.path();
     let before = tree(root);
@@ -134,23 +153,52 @@ fn epyc_takes_the_top_ways_and_refuses_a_percentage_of_bandwidth_it_counts_in_ei
     assert!(diff(&before, &tree(root)).is_empty());
     // 4 of 16 ways, no ways shared with I/O: the top four (f000); the
     // bandwidth of both groups stays at 2048, no limit.
-    on_holds_then_off(root, &["on", "2-3", "--cache-ways", "4"]);
+    on_and_holds(root, &["on", "2-3", "--cache-ways", "4"]);
     assert!(lines(root, GROUP).contains(&"L3:0=ffff;1=f000".to_string()));
     assert!(lines(root, DEFAULT).contains(&"L3:0=ffff;1=0fff".to_string()));
     assert!(lines(root, DEFAULT).contains(&"MB:0=2048;1=2048".to_string()));
+    // A rate in place: 6 GB/s is 48 steps of 1/8 GB/s, in every domain.
+    let o = cpushield(
+        root,
+        &[
+            "on",
+            "2-3",
+            "--cache-ways",
+            "4",
+            "--others-bandwidth",
+            "6GB/s",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(lines(root, DEFAULT).contains(&"MB:0=48;1=48".to_string()));
+    assert_eq!(json(&cpushield(root, &["status", "--json"]))["holds"], true);
     // Without a share in place: the default group gets every way back and
-    // its bandwidth stays 2048 (not a percentage).
+    // its bandwidth as it was, 2048 (no limit).
     assert!(cpushield(root, &["on", "2-3"]).status.success());
     assert!(lines(root, DEFAULT).contains(&"L3:0=ffff;1=ffff".to_string()));
-    assert!(lines(root, DEFAULT).contains(&"MB:0=2048;1=2048".to_string()));
+    assert!(
+        lines(root, DEFAULT).contains(&"MB:0=2048;1=2048".to_string()),
+        "{:?}",
+        lines(root, DEFAULT)
+    );
     assert!(cpushield(root, &["off"]).status.success());
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "off left {d:#?}");
-    killed_everywhere(root, &["on", "2-3", "--cache-ways", "4"]);
+    killed_everywhere(
+        root,
+        &[
+            "on",
+            "2-3",
+            "--cache-ways",
+            "4",
+            "--others-bandwidth",
+            "6GB/s",
+        ],
+    );
 }
 
 #[test]
-fn a_resctrl_mounted_with_mba_mbps_refuses_a_percentage_and_is_left_mounted() {
+fn a_resctrl_mounted_with_mba_mbps_takes_mib_per_s_not_a_percentage_and_is_left_mounted() {
     let dir = machine(ResctrlModel::mba_mbps());
     let root = dir.path();
     let sys = cpushield::sys::Sys::at(root);
@@ -164,12 +212,26 @@ fn a_resctrl_mounted_with_mba_mbps_refuses_a_percentage_and_is_left_mounted() {
     assert!(!o.status.success());
     assert!(text(&o).contains("MiB/s"), "{}", text(&o));
     assert!(diff(&before, &tree(root)).is_empty());
-    on_holds_then_off(root, &["on", "2-3", "--cache-ways", "4"]);
+    on_and_holds(root, &["on", "2-3", "--cache-ways", "4"]);
     assert!(lines(root, GROUP).contains(&"L3:0=7ff;1=780".to_string()));
     assert!(cpushield(root, &["on", "1-3", "--cache-ways", "5"])
         .status
         .success());
     assert!(lines(root, GROUP).contains(&"L3:0=7c0;1=7c0".to_string()));
+    let o = cpushield(
+        root,
+        &[
+            "on",
+            "1-3",
+            "--cache-ways",
+            "5",
+            "--others-bandwidth",
+            "4000MiB/s",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(lines(root, DEFAULT).contains(&"MB:0=4000;1=4000".to_string()));
+    assert_eq!(json(&cpushield(root, &["status", "--json"]))["holds"], true);
     assert!(cpushield(root, &["off"]).status.success());
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "off left {d:#?}");

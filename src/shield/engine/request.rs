@@ -1,6 +1,7 @@
 //! What the user asks of a shield: the input of the plan, recorded in the
 //! journal's state so that `status`, `verify` and `apply` know it.
 
+use crate::sys::resctrl::Bandwidth;
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
@@ -39,10 +40,11 @@ pub struct Request {
     /// alone (`--cache-ways`, config key `cache_ways`; resctrl's CAT).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_ways: Option<u32>,
-    /// The memory bandwidth left to everything outside the shield, in
-    /// percent (`--others-bandwidth`, config key `others_bandwidth`).
+    /// The memory bandwidth left to everything outside the shield, a
+    /// percentage or a rate (`--others-bandwidth`, config key
+    /// `others_bandwidth`; a number is a percentage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub others_bandwidth: Option<u32>,
+    pub others_bandwidth: Option<Bandwidth>,
     /// Keep the shielded CPUs out of idle states whose exit latency is
     /// over this many µs (`--max-idle-latency`, config key
     /// `max_idle_latency`; see [`crate::shield::idle_states`]).
@@ -61,8 +63,9 @@ impl Request {
             ));
         }
         match (self.others_bandwidth, self.cache_ways) {
-            (Some(bw), _) if !(1..=100).contains(&bw) => Err(format!(
-                "--others-bandwidth {bw}: must be 1 to 100 (percent of the memory bandwidth)"
+            (Some(Bandwidth::Percent(bw)), _) if !(1..=100).contains(&bw) => Err(format!(
+                "--others-bandwidth {bw}: must be 1 to 100 (percent of the memory bandwidth), \
+                 or a rate (6GB/s, 4000MiB/s) where the machine takes one"
             )),
             (Some(_), None) => Err("--others-bandwidth needs --cache-ways".into()),
             _ => Ok(self),

@@ -34,7 +34,7 @@ use crate::shield::parts::{Metric, OwnFacts, PartReport};
 use crate::shield::plan::{Plan, PlanError};
 use crate::shield::undo::Undone;
 use crate::sys::procfs;
-use crate::sys::resctrl::{self as kernel, CacheShare, Info, MbUnit, RESCTRL};
+use crate::sys::resctrl::{self as kernel, Bandwidth, CacheShare, Info, MbUnit, RESCTRL};
 use crate::sys::Sys;
 
 mod report;
@@ -149,8 +149,8 @@ fn mounted(sys: &Sys) -> bool {
 pub struct Ask {
     /// Ways of each L3 the shield sits in, for the shield alone.
     pub ways: u32,
-    /// Memory bandwidth left to everything else, in percent.
-    pub others_bandwidth: Option<u32>,
+    /// Memory bandwidth left to everything else.
+    pub others_bandwidth: Option<Bandwidth>,
 }
 
 /// Checks a request's cache share against the machine before anything
@@ -174,12 +174,16 @@ pub fn check(facts: &Facts, ask: Ask, shield: &CpuSet) -> Result<(), PlanError> 
                 .into(),
         );
     }
-    if ask.others_bandwidth.is_some() && facts.amd {
-        return refuse(format!(
-            "--others-bandwidth is in percent, and on AMD resctrl takes memory bandwidth in {} \
-             (2048 is no limit): leave out --others-bandwidth",
-            MbUnit::EighthGbps.name()
-        ));
+    // Before resctrl is mounted, its unit is the CPU's: `on` mounts it
+    // without mba_MBps.
+    let unit = match (&facts.info, facts.amd) {
+        (Some(info), _) => info.mb.as_ref().map(|mb| mb.unit),
+        (None, true) => Some(MbUnit::EighthGbps),
+        (None, false) => Some(MbUnit::Percent),
+    };
+    let wrong_unit = (ask.others_bandwidth.zip(unit)).and_then(|(bw, unit)| bw.unit_refusal(unit));
+    if let Some(why) = wrong_unit {
+        return refuse(format!("--others-bandwidth {why}"));
     }
     if !facts.in_kernel {
         return refuse(format!(
@@ -245,16 +249,13 @@ pub fn check_info(info: &Info, ask: Ask) -> Result<(), PlanError> {
         (Some(_), None) => refuse(format!(
             "/{RESCTRL}/info has no MB: no bandwidth allocation"
         )),
-        (Some(_), Some(mb)) if mb.unit != MbUnit::Percent => refuse(format!(
-            "--others-bandwidth is in percent, and this resctrl takes memory bandwidth in {}: \
-             leave out --others-bandwidth",
-            mb.unit.name()
-        )),
-        (Some(bw), Some(mb)) if bw < mb.min_bandwidth || bw > 100 => refuse(format!(
-            "--others-bandwidth {bw}: must be {} to 100 (percent; the kernel rounds up to a \
+        (Some(Bandwidth::Percent(bw)), Some(mb)) if bw < mb.min_bandwidth || bw > 100 => {
+            refuse(format!(
+                "--others-bandwidth {bw}: must be {} to 100 (percent; the kernel rounds up to a \
              multiple of {})",
-            mb.min_bandwidth, mb.bandwidth_gran
-        )),
+                mb.min_bandwidth, mb.bandwidth_gran
+            ))
+        }
         _ => Ok(()),
     }
 }

@@ -21,7 +21,11 @@ pub(super) fn cache_share(share: &CacheShare) -> String {
             "the L3 ways of cache {} but the shield's {ways}{}",
             ids(domains),
             bandwidth
-                .map(|b| format!(", {b}% of the memory bandwidth (rounded up to the granularity)"))
+                .map(|b| match b {
+                    Bandwidth::Percent(p) =>
+                        format!(", {p}% of the memory bandwidth (rounded up to the granularity)"),
+                    Bandwidth::Rate(_) => format!(", {b} of memory bandwidth"),
+                })
                 .unwrap_or_default()
         ),
         CacheShare::Full => "every L3 way and all the memory bandwidth".into(),

@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use super::{Result, Sys, SysError};
 
+mod bandwidth;
+
+pub use bandwidth::Bandwidth;
+
 /// Where resctrl is mounted, relative to the root.
 pub const RESCTRL: &str = "sys/fs/resctrl";
 
@@ -92,6 +96,17 @@ pub enum MbUnit {
 }
 
 impl MbUnit {
+    /// The value that sets no limit, as resctrl gives a new group: 100
+    /// percent, 2048 eighths of a GB/s (AMD), `u32::MAX` MiB/s (the
+    /// software controller's).
+    pub fn unlimited(self) -> u64 {
+        match self {
+            MbUnit::Percent => 100,
+            MbUnit::EighthGbps => 2048,
+            MbUnit::MiBps => u64::from(u32::MAX),
+        }
+    }
+
     /// The unit as resctrl's documentation names it.
     pub fn name(self) -> &'static str {
         match self {
@@ -268,9 +283,10 @@ pub enum CacheShare {
         ways: u32,
         /// L3 cache ids.
         domains: Vec<u32>,
-        /// The memory bandwidth left to the group, in percent.
+        /// The memory bandwidth left to the group (a number: percent, as
+        /// journals before rates wrote it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        bandwidth: Option<u32>,
+        bandwidth: Option<Bandwidth>,
     },
     /// Every way of every L3 cache, and all the memory bandwidth: a group
     /// as resctrl makes it.
@@ -307,8 +323,10 @@ impl CacheShare {
                 bandwidth,
             } => {
                 let mut s: Schemata = masks(*ways, domains, false).into_iter().collect();
-                if let (Some(bw), Some(mb)) = (bandwidth, &info.mb) {
-                    let bw = mb.rounded(*bw);
+                let value = (info.mb.as_ref())
+                    .zip(*bandwidth)
+                    .and_then(|(mb, bw)| mb.value(bw));
+                if let Some(bw) = value {
                     let all = all_domains.iter().map(|d| (*d, bw.to_string())).collect();
                     s.insert("MB".into(), all);
                 }
@@ -316,13 +334,9 @@ impl CacheShare {
             }
             CacheShare::Full => {
                 let mut s: Schemata = masks(0, all_domains, false).into_iter().collect();
-                // Only percent has a known "no limit" to write; in the other
-                // units the shield never limits bandwidth, so MB is left.
-                if info.mb.as_ref().is_some_and(|m| m.unit == MbUnit::Percent) {
-                    let all = all_domains
-                        .iter()
-                        .map(|d| (*d, "100".to_string()))
-                        .collect();
+                if let Some(mb) = &info.mb {
+                    let none = mb.unit.unlimited().to_string();
+                    let all = all_domains.iter().map(|d| (*d, none.clone())).collect();
                     s.insert("MB".into(), all);
                 }
                 s
