@@ -365,17 +365,36 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
             "compare: --cpus is required (the CPUs to measure and shield, e.g. --cpus 2-3)".into(),
         ));
     };
+    let cache_only = [
+        ("--cache-gap", a.cache_gap.is_some()),
+        ("--working-set", a.working_set.is_some()),
+    ];
+    if let Some((flag, _)) = (cache_only.iter()).find(|(_, given)| *given) {
+        if a.probe != cpushield::measure::ProbeKind::Cache {
+            return Err(Refusal(format!(
+                "compare: {flag} is the cache probe's: add --probe cache"
+            )));
+        }
+    }
     let out = a.out.unwrap_or_else(|| named_by_time("cpushield-compare"));
     Ok(Checked::Compare {
         options: CompareOptions {
             cpus,
-            load: a.load,
+            // The cache probe's neighbours stream through memory by default.
+            load: a.load.unwrap_or(match a.probe {
+                cpushield::measure::ProbeKind::Cache => cpushield::load::Scenario::Mix,
+                _ => cpushield::load::Scenario::Full,
+            }),
             probe: a.probe,
             duration_s: a.duration,
             thresholds_us: a.threshold,
             phases: a.phases,
             out,
             explain_us: a.explain,
+            cache: cpushield::compare::CacheOptions {
+                gap_ms: a.cache_gap,
+                working_set: a.working_set,
+            },
             watch_every_s: None,
             checkpoint: false,
             shield: None,

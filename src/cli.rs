@@ -244,9 +244,10 @@ pub struct CompareArgs {
     pub cpus: Option<CpuSet>,
     /// Background load: cpu, io, vm, hdd, stream (memory bandwidth), full,
     /// mix (rteval's kind: full, stream, a scheduler storm and network
-    /// loopback) or none.
-    #[arg(long, value_name = "SCENARIO", default_value = "full")]
-    pub load: cpushield::load::Scenario,
+    /// loopback) or none. Default: full, and mix (streaming through
+    /// memory among the rest) with --probe cache.
+    #[arg(long, value_name = "SCENARIO")]
+    pub load: Option<cpushield::load::Scenario>,
     /// Latency probe (pci is measure's alone: it needs a device).
     #[arg(long, default_value = "timer", value_parser = experiment_probe())]
     pub probe: cpushield::measure::ProbeKind,
@@ -274,6 +275,18 @@ pub struct CompareArgs {
     #[arg(long, value_name = "US",
           value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub explain: Option<u64>,
+    /// Cache probe: leave each working set idle this long between warming
+    /// and timing it, as measure does (`10ms`, a bare number in ms).
+    #[arg(long, value_name = "DURATION",
+          value_parser = |s: &str| cpushield::input::duration_in(s, cpushield::input::TimeUnit::Millis))]
+    pub cache_gap: Option<u64>,
+    /// Cache probe: walk one working set of this size, as measure does
+    /// (`512K`, `4M`).
+    #[arg(long, value_name = "SIZE",
+          value_parser = |s: &str| cpushield::measure::cache::parse_size(s)
+              .filter(|b| (128..=cpushield::measure::cache::MAX_SET_BYTES).contains(b))
+              .ok_or_else(|| format!("{s:?}: a size from 128 to 64M, such as 512K or 4M")))]
+    pub working_set: Option<u64>,
 }
 
 /// The probes `compare` and `certify` take: every one but pci, which

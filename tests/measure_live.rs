@@ -39,6 +39,8 @@ fn config(probe: ProbeKind, loops: u64) -> Config {
         device: None,
         checkpoint: None,
         over_ns: Vec::new(),
+        cache_gap_ns: 0,
+        working_set: None,
     }
 }
 
@@ -363,6 +365,64 @@ fn cli_cache_probe_reports_each_level_at_its_sysfs_size() {
     assert_eq!(
         c["stats"]["samples"], total,
         "every level in the probe's histogram"
+    );
+}
+
+/// `measure --probe cache --working-set 256K --cache-gap 5ms`: one set of
+/// the size given, left idle 5 ms before each round's timed loads (a
+/// round then takes at least the gap: a 1 s run has at most 200), and
+/// both options refused without the cache probe.
+#[test]
+fn cli_cache_probe_walks_the_set_given_after_its_idle_gap() {
+    let cpu = last_cpu();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "measure",
+            "--cpus",
+            &cpu,
+            "--duration",
+            "1",
+            "--no-rt",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        cli().args(&args).output().unwrap()
+    };
+    for wrong in [["--cache-gap", "5ms"], ["--working-set", "256K"]] {
+        let out = run(&[&["--probe", "timer"], &wrong[..]].concat());
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(wrong[0]) && err.contains("--probe cache"),
+            "{err}"
+        );
+    }
+    let out = run(&[
+        "--probe",
+        "cache",
+        "--working-set",
+        "256K",
+        "--cache-gap",
+        "5ms",
+    ]);
+    let v = succeeded_json(&out);
+    let r = &v["results"][0];
+    if r["status"] == "skipped" {
+        skip::skip("cache_probe_gap", "no cycle counter on this architecture");
+        return;
+    }
+    let cache = &r["cpus"][0]["cache"];
+    assert_eq!(cache["idle_gap_ms"], 5, "{cache}");
+    let levels = cache["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 1, "{cache}");
+    assert_eq!(levels[0]["level"], "256KiB");
+    assert_eq!(levels[0]["bytes"], 256 << 10);
+    assert_eq!(levels[0]["source"], "given");
+    let samples = levels[0]["stats"]["samples"].as_u64().unwrap();
+    let per_round = cache["loads_per_round"].as_u64().unwrap();
+    assert!(
+        samples > 0 && samples <= 200 * per_round,
+        "{samples} loads in 1 s with a 5 ms gap"
     );
 }
 

@@ -66,6 +66,7 @@ impl Options {
             phases: vec![Phase::Shielded],
             out,
             explain_us: None,
+            cache: Default::default(),
             watch_every_s: Some(WATCH_EVERY_S),
             checkpoint: true,
             shield: None,

@@ -59,6 +59,12 @@ pub fn measure_command(
     if let Some(us) = opts.explain_us {
         argv.extend(["--explain".into(), us.to_string()]);
     }
+    if let Some(ms) = opts.cache.gap_ms {
+        argv.extend(["--cache-gap".into(), format!("{ms}ms")]);
+    }
+    if let Some(bytes) = opts.cache.working_set {
+        argv.extend(["--working-set".into(), bytes.to_string()]);
+    }
     if opts.checkpoint {
         let file = opts.out.join(format!("checkpoint-{}.json", phase.name()));
         argv.extend(["--checkpoint".into(), file.display().to_string()]);

@@ -122,6 +122,8 @@ pub struct Options {
     pub out: PathBuf,
     /// `--explain`: explain samples slower than this many µs.
     pub explain_us: Option<u64>,
+    /// The cache probe's options, passed to each phase's `measure`.
+    pub cache: CacheOptions,
     /// Look at the shield, the guard and the load every this many seconds
     /// while a phase measures (`certify`; `None`: never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,6 +152,18 @@ impl Options {
             ..Request::default()
         })
     }
+}
+
+/// The cache probe's options of an experiment (`measure`'s own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CacheOptions {
+    /// `--cache-gap`: ms each working set is left idle before its timed
+    /// loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_ms: Option<u64>,
+    /// `--working-set`: the one working set walked, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_set: Option<u64>,
 }
 
 /// Facts about the machine that decide whether `compare` may start.

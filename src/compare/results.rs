@@ -4,14 +4,14 @@
 
 use serde::Serialize;
 
-use super::summary::{Curve, Interference, PhaseStats, RatioRow, SummaryTable};
+use super::summary::{Curve, Interference, LevelRow, PhaseStats, RatioRow, SummaryTable};
 use super::Options;
 use crate::cpulist::CpuSet;
 use crate::load::{LoadReport, StopReport};
 use crate::measure::explain::{remedy, CauseTotal, Chain, Explained, Remedy};
 use crate::measure::interrupts::Delta;
 use crate::measure::machine::Machine;
-use crate::measure::results::{Measurement, ProbeStatus, Tool};
+use crate::measure::results::{CacheReport, CpuReport, Measurement, ProbeStatus, Tool};
 use crate::measure::threads::ThreadsRan;
 use crate::shield::{OffReport, OnReport};
 
@@ -39,6 +39,9 @@ pub struct Measured {
     pub per_cpu: Vec<CpuNoise>,
     /// `--explain`: what delayed the samples over its threshold.
     pub explain: Option<PhaseCauses>,
+    /// The cache probe's figures per level (empty for other probes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<LevelRow>,
 }
 
 /// The causes of one phase's slow samples, from `measure --explain`.
@@ -189,7 +192,54 @@ pub fn parse_measurement(
         stats,
         per_cpu,
         explain: probe.explain.as_ref().map(PhaseCauses::of),
+        levels: cache_levels(phase, &probe.cpus, width_ns),
     })
+}
+
+/// The cache probe's levels of one phase, each over every measured CPU:
+/// their histograms summed (`width_ns` buckets), the percentiles at bucket
+/// resolution clamped to the exact largest load.
+fn cache_levels(phase: &str, cpus: &[CpuReport], width_ns: u64) -> Vec<LevelRow> {
+    let reports: Vec<&CacheReport> = cpus.iter().filter_map(|c| c.cache.as_ref()).collect();
+    let Some(first) = reports.first() else {
+        return Vec::new();
+    };
+    (first.levels.iter().enumerate())
+        .map(|(k, level)| {
+            let same: Vec<_> = reports.iter().filter_map(|r| r.levels.get(k)).collect();
+            let mut counts: Vec<u64> = Vec::new();
+            for l in &same {
+                if counts.len() < l.histogram.len() {
+                    counts.resize(l.histogram.len(), 0);
+                }
+                for (sum, c) in counts.iter_mut().zip(&l.histogram) {
+                    *sum += c;
+                }
+            }
+            let curve = Curve {
+                label: level.set.level.clone(),
+                bucket_width_us: width_ns as f64 / 1000.0,
+                counts,
+                overflow: same.iter().map(|l| l.stats.overflows).sum(),
+            };
+            let max_us = same
+                .iter()
+                .filter_map(|l| l.stats.max_ns)
+                .max()
+                .map(ns_to_us);
+            let at = |q: f64| curve.quantile_us(q).map(|v| max_us.map_or(v, |m| v.min(m)));
+            LevelRow {
+                phase: phase.to_string(),
+                level: level.set.level.clone(),
+                bytes: level.set.bytes,
+                samples: same.iter().map(|l| l.stats.samples).sum(),
+                p50_us: at(0.5),
+                p99_us: at(0.99),
+                p999_us: at(0.999),
+                max_us,
+            }
+        })
+        .collect()
 }
 
 /// One phase as recorded in `results.json`.
@@ -259,6 +309,9 @@ pub fn assemble(phases: &[PhaseRecord], thresholds_us: &[f64]) -> SummaryTable {
         thresholds_us: thresholds_us.to_vec(),
         rows: phases.iter().map(|p| p.measured.stats.clone()).collect(),
         resolution_us: super::summary::finest(phases.iter().map(|p| &p.measured.curve)),
+        levels: (phases.iter())
+            .flat_map(|p| p.measured.levels.iter().cloned())
+            .collect(),
     }
 }
 
@@ -423,5 +476,76 @@ mod tests {
         assert_eq!(r[0].metric, "max");
         assert_eq!(r[0].unshielded_over_shielded.to_string(), "2.00×");
         assert_eq!(r[0].shielded_over_idle.to_string(), "2.00×");
+    }
+
+    #[test]
+    fn the_cache_probes_levels_are_summed_over_cpus_and_tabled_per_phase() {
+        use crate::measure::cache::{SizeSource, WorkingSet};
+        use crate::measure::histogram::Histogram;
+        use crate::measure::results::{CacheLevelReport, CycleStats};
+        let level = |name: &str, bytes: u64, loads_ns: &[u64]| {
+            let mut h = Histogram::new(100, 1);
+            for (i, &ns) in loads_ns.iter().enumerate() {
+                h.record(i as u64, ns);
+            }
+            CacheLevelReport {
+                set: WorkingSet {
+                    level: name.into(),
+                    cache_bytes: Some(bytes),
+                    shared_by: Some(1),
+                    bytes,
+                    lines: bytes / 64,
+                    source: SizeSource::Sysfs,
+                    note: None,
+                },
+                stats: h.summary(),
+                cycles: CycleStats::of(&h),
+                histogram: h.counts().to_vec(),
+                cycles_histogram: Vec::new(),
+            }
+        };
+        let report = |l1: &[u64], l3: &[u64]| CacheReport {
+            tsc_ticks_per_ns: 2.5,
+            timing_overhead_cycles: 30,
+            loads_per_round: 8192,
+            idle_gap_ms: 10,
+            levels: vec![level("L1d", 32 << 10, l1), level("L3", 2 << 20, l3)],
+        };
+        let mut m = super::super::testing::measured(&[1000]);
+        let probe = &mut m.results[0];
+        probe.histogram.bucket_width_ns = 1;
+        let mut other = probe.cpus[0].clone();
+        other.cpu = 3;
+        probe.cpus[0].cache = Some(report(&[2, 2, 2, 3], &[40, 40, 41, 90]));
+        other.cache = Some(report(&[2, 2, 2, 2], &[40, 40, 40, 40]));
+        probe.cpus.push(other);
+        let measured = parse_measurement("affinity", &m, &[100.0]).unwrap();
+        let rows = &measured.levels;
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows[0].level.as_str(), rows[0].samples), ("L1d", 8));
+        assert_eq!(rows[1].bytes, 2 << 20);
+        // 1 ns buckets: a percentile is its bucket's upper edge, clamped
+        // to the largest load (90 ns, on CPU 2 only).
+        assert_eq!(rows[1].p50_us, Some(0.041));
+        assert_eq!(rows[1].max_us, Some(0.09));
+        assert_eq!(rows[1].p999_us, Some(0.09));
+        let phases = vec![PhaseRecord {
+            measured,
+            ..super::super::testing::record(Phase::Idle, 2000)
+        }];
+        let table = assemble(&phases, &[100.0]);
+        assert_eq!(table.levels.len(), 2);
+        let text = crate::report::table::render_text(&table);
+        let l3 = text
+            .lines()
+            .find(|l| l.contains(" L3 "))
+            .unwrap_or_default();
+        let cells: Vec<&str> = l3.split_whitespace().collect();
+        assert_eq!(
+            cells,
+            ["affinity", "L3", "2", "MiB", "8", "0.041", "0.090", "0.090", "0.090"],
+            "{text}"
+        );
+        assert!(text.contains("per level:"), "{text}");
     }
 }

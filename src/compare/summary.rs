@@ -340,6 +340,32 @@ pub struct SummaryTable {
     /// table's latencies can resolve (1 ns for the cache probe's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution_us: Option<f64>,
+    /// The cache probe's figures per level (L1d, L2, L3 share, or the one
+    /// set given) of each phase, in phase order; empty for other probes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<LevelRow>,
+}
+
+/// One cache level of one phase (cache probe): its loads' latencies over
+/// every measured CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelRow {
+    /// The phase.
+    pub phase: String,
+    /// `L1d`, `L2`, `L3`, or the size of the set given (`512KiB`).
+    pub level: String,
+    /// Bytes of its working set (on the first measured CPU).
+    pub bytes: u64,
+    /// Timed loads.
+    pub samples: u64,
+    /// Median, µs.
+    pub p50_us: Option<f64>,
+    /// 99th percentile, µs.
+    pub p99_us: Option<f64>,
+    /// 99.9th percentile, µs.
+    pub p999_us: Option<f64>,
+    /// Largest (exact), µs.
+    pub max_us: Option<f64>,
 }
 
 /// The finest bucket width of `curves`, µs.
@@ -371,6 +397,7 @@ impl SummaryTable {
             thresholds_us,
             rows: Vec::new(),
             resolution_us: None,
+            levels: Vec::new(),
         }
     }
 
@@ -395,6 +422,7 @@ impl SummaryTable {
             thresholds_us,
             rows,
             resolution_us: finest(curves.iter()),
+            levels: Vec::new(),
         }
     }
 
@@ -498,6 +526,7 @@ pub(crate) mod tests {
                 stats(SHIELDED, 151.0, 40.0, vec![2, 0]),
             ],
             resolution_us: Some(1.0),
+            levels: Vec::new(),
         }
     }
 

@@ -32,6 +32,7 @@ pub fn opts(c: &str) -> Options {
         phases: Phase::ALL.to_vec(),
         out: PathBuf::from("x"),
         explain_us: None,
+        cache: Default::default(),
         watch_every_s: None,
         checkpoint: false,
         shield: None,

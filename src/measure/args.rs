@@ -153,6 +153,23 @@ pub struct MeasureArgs {
           value_parser = super::device::parse_offset)]
     pub device_offset: Option<u64>,
 
+    /// Cache probe: leave each working set idle this long after warming
+    /// it, then time its loads (`10ms`; a bare number is in ms): a
+    /// real-time task's data between two activations, when a neighbour
+    /// can evict it. Default 0: timed straight after the warm pass.
+    #[arg(long, value_name = "DURATION",
+          value_parser = |s: &str| crate::input::duration_in(s, crate::input::TimeUnit::Millis))]
+    pub cache_gap: Option<u64>,
+
+    /// Cache probe: walk one working set of this size (`512K`, `4M`, at
+    /// most 64M) instead of the L1d, the L2 and the L3 share: the data a
+    /// real-time task touches in one activation.
+    #[arg(long, value_name = "SIZE",
+          value_parser = |s: &str| super::cache::parse_size(s)
+              .filter(|b| (128..=super::cache::MAX_SET_BYTES).contains(b))
+              .ok_or_else(|| format!("{s:?}: a size from 128 to 64M, such as 512K or 4M")))]
+    pub working_set: Option<u64>,
+
     /// Print the result as JSON (schema: docs/measure-json.md).
     #[arg(long)]
     pub json: bool,
@@ -260,6 +277,13 @@ pub struct Config {
     /// The pci probe's function and register (`--device`).
     #[serde(default)]
     pub device: Option<super::device::DeviceTarget>,
+    /// The cache probe's idle time between warming a set and timing it,
+    /// ns (`--cache-gap`; 0: none).
+    #[serde(default)]
+    pub cache_gap_ns: u64,
+    /// The cache probe's one working set, bytes (`--working-set`).
+    #[serde(default)]
+    pub working_set: Option<u64>,
 }
 
 impl MeasureArgs {
@@ -327,6 +351,8 @@ impl Config {
             dma_latency_us: args.dma_latency,
             explain_ns: args.explain.map(|us| us * 1000),
             device,
+            cache_gap_ns: args.cache_gap.unwrap_or(0) * 1_000_000,
+            working_set: args.working_set,
             checkpoint: checkpoint_of(args)?,
             over_ns: args
                 .over
@@ -440,6 +466,13 @@ fn check_probe_options(args: &MeasureArgs) -> Result<(), MeasureError> {
                 &format!("1..={period} µs (the noise period, --interval)"),
             );
         }
+    }
+    let cache = args.probe.contains(&ProbeKind::Cache);
+    if let (Some(ms), false) = (args.cache_gap, cache) {
+        return invalid("--cache-gap", format!("{ms}ms"), "with --probe cache only");
+    }
+    if let (Some(b), false) = (args.working_set, cache) {
+        return invalid("--working-set", b.to_string(), "with --probe cache only");
     }
     let explains = |p: &ProbeKind| matches!(p, ProbeKind::Timer | ProbeKind::Periodic);
     if let (Some(us), false) = (args.explain, args.probe.iter().any(explains)) {

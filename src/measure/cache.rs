@@ -109,6 +109,8 @@ pub enum SizeSource {
     Sysfs,
     /// sysfs does not describe the level: a typical size was assumed.
     Assumed,
+    /// The user gave the size (`--working-set`).
+    Given,
 }
 
 /// One level's working set on one CPU.
@@ -136,7 +138,8 @@ pub struct WorkingSet {
 const LEVELS: [(u32, &str, u64); 3] =
     [(1, "L1d", 32 << 10), (2, "L2", 1 << 20), (3, "L3", 2 << 20)];
 
-fn human_bytes(b: u64) -> String {
+/// `b` bytes for people: `48 KiB`, `2 MiB`, `1.9 MiB`.
+pub fn human_bytes(b: u64) -> String {
     match b {
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
         b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1 << 20) as f64),
@@ -211,6 +214,21 @@ pub fn working_sets(cpu: u32, indices: &[CacheIndex]) -> Vec<WorkingSet> {
         sets.push(set);
     }
     sets
+}
+
+/// The one working set of `bytes` the user gave (`--working-set`), cut to
+/// whole lines.
+pub fn given(bytes: u64) -> WorkingSet {
+    let bytes = (bytes / LINE_BYTES).max(2) * LINE_BYTES;
+    WorkingSet {
+        level: human_bytes(bytes).replace(' ', ""),
+        cache_bytes: None,
+        shared_by: None,
+        bytes,
+        lines: bytes / LINE_BYTES,
+        source: SizeSource::Given,
+        note: None,
+    }
 }
 
 /// The working sets of `cpu` on the machine behind `sys`, with a note for

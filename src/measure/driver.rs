@@ -399,6 +399,24 @@ struct Prepared {
     explainer: Option<Explainer>,
 }
 
+/// The cache probe's job on `cpu`: the working set given, else one per
+/// level of its caches, and the idle gap.
+fn cache_job(
+    cfg: &Config,
+    sys: &Sys,
+    cpu: u32,
+    (tsc, clock): (syscalls::Tsc, CycleClock),
+    width: u64,
+) -> CacheJob {
+    let sets = match cfg.working_set {
+        Some(bytes) => vec![cache::given(bytes)],
+        None => cache::plan(sys, cpu),
+    };
+    let mut job = CacheJob::new(cpu, sets, tsc, clock, cfg.buckets, width);
+    job.gap = std::time::Duration::from_nanos(cfg.cache_gap_ns);
+    job
+}
+
 /// Everything the loops of `probe` use, allocated before mlockall'd
 /// threads start (but the cache probe's walks: each measuring thread
 /// builds its own before its loop, `probes::prepare`, so they sit on its
@@ -478,9 +496,7 @@ fn prepare(
             slow: explainer.as_ref().map(|e| (cpu, e.slow_samples())),
             cache: tsc
                 .filter(|_| probe == ProbeKind::Cache)
-                .map(|(tsc, clock)| {
-                    CacheJob::new(cpu, cache::plan(sys, cpu), tsc, clock, cfg.buckets, width)
-                }),
+                .map(|(tsc, clock)| cache_job(cfg, sys, cpu, (tsc, clock), width)),
             pci: tsc
                 .zip(device)
                 .zip(pci_sources.next())

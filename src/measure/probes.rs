@@ -81,8 +81,11 @@ pub struct CacheJob {
     /// Ticks of the timing itself (the least of many empty timings, set
     /// by [`prepare`]), taken off every sample.
     pub overhead_ticks: u64,
-    /// L1d, L2, L3 share, in that order.
+    /// L1d, L2, L3 share, in that order (or the one set given).
     pub levels: Vec<CacheLevel>,
+    /// How long each set is left idle between its warm pass and its timed
+    /// loads (`--cache-gap`; zero: none).
+    pub gap: std::time::Duration,
 }
 
 impl CacheJob {
@@ -119,6 +122,7 @@ impl CacheJob {
             clock,
             overhead_ticks: 0,
             levels,
+            gap: std::time::Duration::ZERO,
         }
     }
 }
@@ -615,7 +619,8 @@ fn rtc_loop(
 
 /// The cache probe: rounds over the levels (L1d, L2, L3 share); in each,
 /// one untimed pass over the level's whole walk brings its working set
-/// into the cache, then [`CACHE_LOADS_PER_ROUND`] loads of the walk are
+/// into the cache, the set is left idle for the job's gap (if any), then
+/// [`CACHE_LOADS_PER_ROUND`] loads of the walk are
 /// timed one by one with the serialised counter. A sample is the load's
 /// ticks less the timing's own overhead, in ns (the probe's histogram
 /// holds every level; each level has its own ns and cycle histograms).
@@ -640,6 +645,11 @@ fn cache(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
             }
             untimed += walk.len() as u64;
             i = std::hint::black_box(i);
+            // The real-time task's idle time between activations: its data
+            // sits in the cache while the neighbours run.
+            if !c.gap.is_zero() {
+                std::thread::sleep(c.gap);
+            }
             for k in 0..CACHE_LOADS_PER_ROUND {
                 let (next, ticks) = tsc.time(|| walk.next(std::hint::black_box(i)));
                 i = next;

@@ -160,7 +160,11 @@ pub struct CacheReport {
     pub timing_overhead_cycles: u64,
     /// Timed loads per level per round (after one untimed pass).
     pub loads_per_round: u64,
-    /// L1d, L2 and L3 share, in that order.
+    /// ms each working set was left idle between its warm pass and its
+    /// timed loads (`--cache-gap`; 0: none).
+    #[serde(default)]
+    pub idle_gap_ms: u64,
+    /// L1d, L2 and L3 share, in that order (or the one set given).
     pub levels: Vec<CacheLevelReport>,
 }
 
@@ -222,6 +226,7 @@ impl CacheReport {
             tsc_ticks_per_ns: c.clock.ticks_per_ns,
             timing_overhead_cycles: c.overhead_ticks,
             loads_per_round: super::probes::CACHE_LOADS_PER_ROUND,
+            idle_gap_ms: c.gap.as_millis() as u64,
             levels: c
                 .levels
                 .iter()

@@ -76,6 +76,8 @@ pub fn sample_run() -> Run {
         dma_latency_us: None,
         explain_ns: None,
         device: None,
+        cache_gap_ns: 0,
+        working_set: None,
         checkpoint: None,
         over_ns: Vec::new(),
     };

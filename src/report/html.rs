@@ -166,6 +166,12 @@ pub fn render_html(r: &HtmlReport) -> String {
         );
     }
 
+    if let Some((h, rows)) = super::table::level_cells(&r.summary) {
+        out.push_str("<h3>Per cache level</h3>\n");
+        table_html(&mut out, "levels", &h, &rows);
+        let _ = writeln!(out, "<p>{}</p>", escape_html(super::table::LEVELS_NOTE));
+    }
+
     out.push_str(&r.extra_section);
     for note in &r.notes {
         let _ = writeln!(out, "<p>{}</p>", escape_html(note));

@@ -314,8 +314,8 @@ fn bytes(b: u64) -> String {
 }
 
 /// The cache probe's table: per CPU and level, the working set and the
-/// load latency in ns and in cycles; then each level's note and how the
-/// cycles were counted.
+/// load latency in ns and in TSC ticks; then each level's note and how
+/// the ticks were counted.
 fn cache_levels(out: &mut String, p: &ProbeResult) {
     let with_cache: Vec<_> = p
         .cpus
@@ -328,7 +328,7 @@ fn cache_levels(out: &mut String, p: &ProbeResult) {
     let ns = Unit { ns: true };
     let _ = writeln!(
         out,
-        "{:>4} {:>5} {:>10} {:>9} {:>6} {:>6} {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8}",
+        "{:>4} {:>7} {:>10} {:>9} {:>6} {:>6} {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8}",
         "CPU",
         "level",
         "set",
@@ -354,7 +354,7 @@ fn cache_levels(out: &mut String, p: &ProbeResult) {
             };
             let _ = writeln!(
                 out,
-                "{:>4} {:>5} {:>10} {:>9} {:>6} {:>6} {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8}",
+                "{:>4} {:>7} {:>10} {:>9} {:>6} {:>6} {:>6} {:>6} {:>8} {:>6} | {:>6} {:>6} {:>8}",
                 cpu,
                 l.set.level,
                 bytes(l.set.bytes),
@@ -373,7 +373,7 @@ fn cache_levels(out: &mut String, p: &ProbeResult) {
     }
     let _ = writeln!(
         out,
-        "  left of | ns, right of | cycles; set: the walk's working set (L3: the CPU's share)"
+        "  left of | ns, right of | TSC ticks (the constant-rate counter, not core cycles); set: the walk's working set (L3: the CPU's share)"
     );
     for (cpu, job) in &with_cache {
         for l in &job.levels {
@@ -383,9 +383,13 @@ fn cache_levels(out: &mut String, p: &ProbeResult) {
         }
         let _ = writeln!(
             out,
-            "  CPU {cpu}: cycle counter {:.3} GHz (against CLOCK_MONOTONIC_RAW); {} cycles of timing taken off each load; per round and level one untimed pass, then {} timed loads",
+            "  CPU {cpu}: cycle counter {:.3} GHz (against CLOCK_MONOTONIC_RAW); {} ticks of timing taken off each load; per round and level one untimed pass, {}then {} timed loads",
             job.clock.ticks_per_ns,
             job.overhead_ticks,
+            match job.gap.is_zero() {
+                true => String::new(),
+                false => format!("{} ms idle, ", job.gap.as_millis()),
+            },
             crate::measure::probes::CACHE_LOADS_PER_ROUND
         );
     }
@@ -698,7 +702,7 @@ mod tests {
         );
         assert!(text.contains("CPU 1 L3: no level-3 data cache"), "{text}");
         assert!(
-            text.contains("cycle counter 2.500 GHz") && text.contains("30 cycles of timing"),
+            text.contains("cycle counter 2.500 GHz") && text.contains("30 ticks of timing"),
             "{text}"
         );
         let v: serde_json::Value = serde_json::from_str(&json(&run)).unwrap();

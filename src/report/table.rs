@@ -122,6 +122,45 @@ pub fn interference_cells(table: &SummaryTable) -> Option<(Vec<String>, Vec<Vec<
     Some((header, rows))
 }
 
+/// Under the cache levels' table: what a level's figures are.
+pub const LEVELS_NOTE: &str = "per level: one load of a random walk through a working set the size of that cache (L3: the CPU's share), timed after a warm pass and the idle gap if any; a slow load was evicted meanwhile";
+
+/// Header and cells of the cache probe's table per level, or `None` for
+/// other probes.
+pub fn level_cells(table: &SummaryTable) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+    if table.levels.is_empty() {
+        return None;
+    }
+    let header = [
+        "phase",
+        "level",
+        "set",
+        "loads",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+    ]
+    .map(String::from)
+    .to_vec();
+    let d = table.decimals();
+    let rows = (table.levels.iter())
+        .map(|l| {
+            vec![
+                l.phase.clone(),
+                l.level.clone(),
+                crate::measure::cache::human_bytes(l.bytes),
+                l.samples.to_string(),
+                format_us(l.p50_us, d),
+                format_us(l.p99_us, d),
+                format_us(l.p999_us, d),
+                format_us(l.max_us, d),
+            ]
+        })
+        .collect();
+    Some((header, rows))
+}
+
 /// The tables for a terminal: aligned columns (first left, the rest
 /// right), units in the headers.
 pub fn render_text(table: &SummaryTable) -> String {
@@ -136,6 +175,12 @@ pub fn render_text(table: &SummaryTable) -> String {
         out.push('\n');
         out.push_str(&align(&h, &r));
         out.push_str(THREADS_NOTE);
+        out.push('\n');
+    }
+    if let Some((h, r)) = level_cells(table) {
+        out.push('\n');
+        out.push_str(&align(&h, &r));
+        out.push_str(LEVELS_NOTE);
         out.push('\n');
     }
     out
