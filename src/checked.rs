@@ -388,9 +388,14 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
             probe: a.probe,
             duration_s: a.duration,
             thresholds_us: a.threshold,
-            phases: a.phases,
+            phases: a.phases.unwrap_or_else(|| {
+                let mut all = cpushield::compare::Phase::ALL.to_vec();
+                all.extend(a.cache_ways.map(|_| cpushield::compare::Phase::CacheShare));
+                all
+            }),
             out,
             explain_us: a.explain,
+            cache_ways: a.cache_ways,
             cache: cpushield::compare::CacheOptions {
                 gap_ms: a.cache_gap,
                 working_set: a.working_set,

@@ -260,9 +260,15 @@ pub struct CompareArgs {
     /// Over-threshold limits in µs (comma-separated).
     #[arg(long, value_name = "US,...", value_delimiter = ',', default_values_t = cpushield::compare::summary::DEFAULT_THRESHOLDS_US)]
     pub threshold: Vec<f64>,
-    /// Phases to run, in order (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = cpushield::compare::Phase::ALL)]
-    pub phases: Vec<cpushield::compare::Phase>,
+    /// Phases to run, in order (comma-separated). Default: idle,
+    /// unshielded, affinity, shielded, and cache-share with --cache-ways.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub phases: Option<Vec<cpushield::compare::Phase>>,
+    /// A fourth, last phase: shielded again, the shield with WAYS ways of
+    /// each L3 cache it sits in for itself (on --cache-ways; refused where
+    /// the CPUs or the kernel cannot, before any phase runs).
+    #[arg(long, value_name = "WAYS")]
+    pub cache_ways: Option<u32>,
     /// Check the request and show the phases and the shield plan; run nothing.
     #[arg(long)]
     pub dry_run: bool,

@@ -241,3 +241,70 @@ fn compare_refuses_no_housekeeping_cpu() {
     assert_eq!(o.status.code(), Some(2), "bad input: {}", text(&o));
     assert!(text(&o).contains("no housekeeping CPU"), "{}", text(&o));
 }
+
+/// `compare --cache-ways 2`: a last phase, `cache-share`, shielded with the
+/// shield's own L3 ways (the fixture's resctrl, CPU 1 alone on its L3),
+/// the plain shielded phase without them, and the machine as before.
+/// Without cache allocation it is refused before any phase runs.
+#[test]
+fn compare_cache_ways_adds_a_shielded_phase_with_the_share_or_refuses_up_front() {
+    let root = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let config = FixtureConfig {
+        resctrl: Some(cpushield::sys::fixture::ResctrlModel {
+            l3_of_cpu: vec![0, 1, 0, 0],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    standard(root.path(), CgroupLayout::V2, config);
+    let before = tree(root.path());
+    let dir = out.path().join("share");
+    let o = compare(root.path(), "none", &dir, &["--cache-ways", "2"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("cache-share"));
+    let r = results(&dir);
+    let phases: Vec<&str> = (r["phases"].as_array().unwrap().iter())
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        phases,
+        ["idle", "unshielded", "affinity", "shielded", "cache-share"]
+    );
+    let share = |p: &serde_json::Value| {
+        (p["shield"]["parts"].as_array().into_iter().flatten())
+            .find(|x| x["component"] == "resctrl")
+            .map(|x| x["data"]["shield"].as_str().unwrap_or_default().to_string())
+    };
+    assert_eq!(
+        share(&r["phases"][3]),
+        None,
+        "the shielded phase has no share"
+    );
+    assert_eq!(
+        share(&r["phases"][4]).as_deref(),
+        Some("L3:0=7ff;1=600; MB:0=100;1=100"),
+        "{}",
+        r["phases"][4]["shield"]
+    );
+    let after = tree(root.path());
+    assert_eq!(before, after, "{:?}", diff(&before, &after));
+
+    let plain = tempfile::tempdir().unwrap();
+    standard(plain.path(), CgroupLayout::V2, FixtureConfig::default());
+    let before = tree(plain.path());
+    let dir = out.path().join("refused");
+    let o = compare(plain.path(), "none", &dir, &["--cache-ways", "2"]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("cache-share") && t.contains("cat_l3"), "{t}");
+    assert!(!dir.exists(), "nothing written on refusal");
+    assert_eq!(before, tree(plain.path()));
+    let o = compare(
+        plain.path(),
+        "none",
+        &dir,
+        &["--phases", "idle,cache-share"],
+    );
+    assert!(text(&o).contains("needs --cache-ways"), "{}", text(&o));
+}

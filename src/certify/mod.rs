@@ -67,6 +67,7 @@ impl Options {
             out,
             explain_us: None,
             cache: Default::default(),
+            cache_ways: None,
             watch_every_s: Some(WATCH_EVERY_S),
             checkpoint: true,
             shield: None,

@@ -34,7 +34,7 @@ pub fn measure_command(
 ) -> Vec<String> {
     let exe = exe.display().to_string();
     let mut argv = Vec::new();
-    if phase == Phase::Shielded {
+    if phase.shields() {
         argv.push(exe.clone());
         if let Some(r) = root {
             argv.extend(["--root".to_string(), r.display().to_string()]);

@@ -40,7 +40,7 @@ use child::{measure_command, run_child};
 use results::{
     assemble, parse_measurement, virtualised_note, PhaseRecord, Results, SCHEMA_VERSION,
 };
-use summary::{AFFINITY, IDLE, SHIELDED, UNSHIELDED};
+use summary::{AFFINITY, CACHE_SHARE, IDLE, SHIELDED, UNSHIELDED};
 
 /// One phase of the experiment.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -55,6 +55,9 @@ pub enum Phase {
     Affinity,
     /// Shield on, load on the housekeeping CPUs, measurement inside the shield.
     Shielded,
+    /// As shielded, the shield with its own share of the L3 cache
+    /// (`--cache-ways`): what the share adds.
+    CacheShare,
 }
 
 impl Phase {
@@ -74,7 +77,13 @@ impl Phase {
             Phase::Unshielded => UNSHIELDED,
             Phase::Affinity => AFFINITY,
             Phase::Shielded => SHIELDED,
+            Phase::CacheShare => CACHE_SHARE,
         }
+    }
+
+    /// Whether the phase measures inside a shield of its own.
+    pub fn shields(self) -> bool {
+        matches!(self, Phase::Shielded | Phase::CacheShare)
     }
 }
 
@@ -124,6 +133,9 @@ pub struct Options {
     pub explain_us: Option<u64>,
     /// The cache probe's options, passed to each phase's `measure`.
     pub cache: CacheOptions,
+    /// `--cache-ways`: the cache-share phase's ways of each L3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ways: Option<u32>,
     /// Look at the shield, the guard and the load every this many seconds
     /// while a phase measures (`certify`; `None`: never).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,6 +163,19 @@ impl Options {
             cpus: self.cpus.clone(),
             ..Request::default()
         })
+    }
+
+    /// The shield of `phase`: the shielded phase's, with the cache share
+    /// for [`Phase::CacheShare`].
+    pub fn request_of(&self, phase: Phase) -> Request {
+        let req = self.shield_request();
+        match phase {
+            Phase::CacheShare => Request {
+                cache_ways: self.cache_ways.or(req.cache_ways),
+                ..req
+            },
+            _ => req,
+        }
     }
 }
 
@@ -251,10 +276,21 @@ pub fn check(opts: &Options, pre: &Preconditions) -> Result<CpuSet, CompareError
         }
         _ => {}
     }
-    if opts.phases.contains(&Phase::Shielded) && !pre.privileged {
+    if opts.phases.iter().any(|p| p.shields()) && !pre.privileged {
         return refuse(
             "the shielded phase changes the whole system and must run as root (try: sudo cpushield compare ..., or --phases idle,unshielded)".into(),
         );
+    }
+    match (opts.phases.contains(&Phase::CacheShare), opts.cache_ways) {
+        (true, None) => {
+            return refuse("the cache-share phase needs --cache-ways (the share's ways)".into())
+        }
+        (false, Some(ways)) => {
+            return refuse(format!(
+                "--cache-ways {ways}: add the cache-share phase to --phases"
+            ))
+        }
+        _ => {}
     }
     Ok(housekeeping)
 }
@@ -356,20 +392,16 @@ pub fn dry_run(sys: &Sys, exe: &Path, opts: &Options) -> Result<DryRun, CompareE
                 _ if opts.load == Scenario::None => "none".to_string(),
                 Phase::Unshielded => format!("{} on all online CPUs", opts.load),
                 Phase::Affinity => format!("{} on CPUs {housekeeping}, no shield", opts.load),
-                Phase::Shielded => format!("{} on CPUs {housekeeping}", opts.load),
+                Phase::Shielded | Phase::CacheShare => {
+                    format!("{} on CPUs {housekeeping}", opts.load)
+                }
             },
             command: measure_command(exe, sys.root_arg(), phase, opts, true),
         })
         .collect();
-    let shield = if opts.phases.contains(&Phase::Shielded) && opts.existing_shield.is_none() {
-        Some(shield::on(
-            sys,
-            &opts.shield_request(),
-            true,
-            &AtomicBool::new(false),
-        )?)
-    } else {
-        None
+    let shield = match opts.existing_shield {
+        None => shield_plans(sys, opts)?,
+        Some(_) => None,
     };
     Ok(DryRun {
         cpus: opts.cpus.clone(),
@@ -378,6 +410,21 @@ pub fn dry_run(sys: &Sys, exe: &Path, opts: &Options) -> Result<DryRun, CompareE
         shield,
         out: opts.out.clone(),
     })
+}
+
+/// The shielded phases' shields as `on --dry-run` plans them (the last
+/// one's), each checked against the machine: a share this machine cannot
+/// have is refused before any phase starts.
+fn shield_plans(sys: &Sys, opts: &Options) -> Result<Option<OnReport>, CompareError> {
+    let mut last = None;
+    for &phase in opts.phases.iter().filter(|p| p.shields()) {
+        let plan = shield::on(sys, &opts.request_of(phase), true, &AtomicBool::new(false));
+        last = Some(plan.map_err(|e| match phase {
+            Phase::CacheShare => CompareError::Refused(format!("the cache-share phase: {e}")),
+            _ => CompareError::Shield(e),
+        })?);
+    }
+    Ok(last)
 }
 
 /// Starts the load of `phase`: none while idle, on every online CPU
@@ -394,7 +441,7 @@ fn start_load(
         Phase::Idle => return Ok(None),
         _ if opts.load == Scenario::None => return Ok(None),
         Phase::Unshielded => online,
-        Phase::Affinity | Phase::Shielded => housekeeping,
+        Phase::Affinity | Phase::Shielded | Phase::CacheShare => housekeeping,
     };
     let cpus = usable_cpus(cpus);
     if cpus.is_empty() {
@@ -428,6 +475,9 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
     let sys = ctx.sys;
     let pre = Preconditions::read(sys)?;
     let housekeeping = check(opts, &pre)?;
+    if opts.phases.contains(&Phase::CacheShare) {
+        shield_plans(sys, opts)?;
+    }
     let realtime = nix::unistd::geteuid().is_root();
     let started_unix_s = now_unix();
     checkpoint_dir(opts)?;
@@ -445,9 +495,9 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         let t0 = Instant::now();
         let mut guard = None;
         let mut shield_report = None;
-        if phase == Phase::Shielded && opts.existing_shield.is_none() {
+        if phase.shields() && opts.existing_shield.is_none() {
             // `on` rolls itself back on failure; from here the guard owns it.
-            shield_report = Some(shield::on(sys, &opts.shield_request(), false, ctx.stop)?);
+            shield_report = Some(shield::on(sys, &opts.request_of(phase), false, ctx.stop)?);
             guard = Some(ShieldGuard { sys, armed: true });
         }
         let load = start_load(ctx, opts, phase, &pre.online, &housekeeping)?;
@@ -458,12 +508,7 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Results, CompareErro
         let mut tick = || {
             let at = t0.elapsed().as_secs_f64();
             if schedule.due(at) {
-                looks.push(watch::look(
-                    sys,
-                    at,
-                    phase == Phase::Shielded,
-                    load.as_ref(),
-                ));
+                looks.push(watch::look(sys, at, phase.shields(), load.as_ref()));
             }
         };
         let measured = run_child(&argv, phase.name(), ctx.stop, &housekeeping, &mut tick);

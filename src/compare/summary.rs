@@ -23,6 +23,10 @@ pub const SHIELDED: &str = "shielded";
 /// plain affinity, no shield: what a user gets with `taskset` alone.
 pub const AFFINITY: &str = "affinity";
 
+/// Name of the phase measured inside a shield with its own share of the
+/// L3 cache (`--cache-ways`).
+pub const CACHE_SHARE: &str = "cache-share";
+
 /// The default over-threshold limits: 100 µs and 1 ms.
 pub const DEFAULT_THRESHOLDS_US: [f64; 2] = [100.0, 1000.0];
 

@@ -33,6 +33,7 @@ pub fn opts(c: &str) -> Options {
         out: PathBuf::from("x"),
         explain_us: None,
         cache: Default::default(),
+        cache_ways: None,
         watch_every_s: None,
         checkpoint: false,
         shield: None,
