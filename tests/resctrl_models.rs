@@ -20,12 +20,14 @@ use cpushield::sys::fixture::{CgroupLayout, FixtureConfig, ResctrlModel};
 
 /// A machine of 4 CPUs, CPUs 0-1 on L3 cache 0 and 2-3 on cache 1.
 fn machine(model: ResctrlModel) -> tempfile::TempDir {
+    machine_with_l3(model, vec![0, 0, 1, 1])
+}
+
+/// A machine of 4 CPUs, the L3 cache of each CPU as `l3_of_cpu` says.
+fn machine_with_l3(model: ResctrlModel, l3_of_cpu: Vec<u32>) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let config = FixtureConfig {
-        resctrl: Some(ResctrlModel {
-            l3_of_cpu: vec![0, 0, 1, 1],
-            ..model
-        }),
+        resctrl: Some(ResctrlModel { l3_of_cpu, ..model }),
         ..Default::default()
     };
     standard(dir.path(), CgroupLayout::V2, config);
@@ -311,4 +313,42 @@ fn off_leaves_the_resctrl_it_mounted_when_another_program_made_a_group_in_it() {
     assert!(read(root, "proc/self/mounts").contains(" /sys/fs/resctrl resctrl "));
     assert!(root.join("sys/fs/resctrl/pqos").is_dir());
     assert!(!root.join(GROUP).exists());
+}
+
+#[test]
+fn a_share_of_the_only_l3_is_exclusive_and_stays_so_through_a_change_in_place() {
+    // One L3 for all four CPUs: the shield's group may be exclusive (its
+    // ways away from I/O's, no other group's ways among them).
+    let dir = machine_with_l3(ResctrlModel::xeon_sp(false), vec![0, 0, 0, 0]);
+    let root = dir.path();
+    let before = tree(root);
+    let args = ["on", "2-3", "--cache-ways", "4"];
+    let r = on_and_holds(root, &args);
+    assert_eq!(read(root, &format!("{GROUP}/mode")), "exclusive\n");
+    assert_eq!(part(&r, "resctrl")["data"]["mode"], "exclusive", "{r}");
+    assert!(lines(root, GROUP).contains(&"L3:0=00f".to_string()));
+    assert!(lines(root, DEFAULT).contains(&"L3:0=7f0".to_string()));
+    // The kernel refuses another group the shield's ways now.
+    let sys = cpushield::sys::Sys::at(root);
+    sys.mkdir("sys/fs/resctrl/late").unwrap();
+    let refused = sys.write("sys/fs/resctrl/late/schemata", "L3:0=3\n");
+    assert!(refused.is_err());
+    assert!(read(root, "sys/fs/resctrl/info/last_cmd_status").contains("exclusive"));
+    sys.rmdir("sys/fs/resctrl/late").unwrap();
+    // More ways in place: shareable while the ways move, exclusive again.
+    let o = cpushield(root, &["on", "2-3", "--cache-ways", "6"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(lines(root, GROUP).contains(&"L3:0=03f".to_string()));
+    assert!(lines(root, DEFAULT).contains(&"L3:0=7c0".to_string()));
+    assert_eq!(read(root, &format!("{GROUP}/mode")), "exclusive\n");
+    // No share: the ways go back, which the kernel allows only once the
+    // group is shareable again.
+    let o = cpushield(root, &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(lines(root, DEFAULT).contains(&"L3:0=7ff".to_string()));
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "off left {d:#?}");
+    killed_everywhere(root, &args);
 }

@@ -41,7 +41,7 @@ mod report;
 mod share;
 
 use report::{metrics, outcome, overlaps, read_hold, share_lines, status, status_lines};
-use share::{cache_share, mount, previous, undo_share, unmount, write_share};
+use share::{cache_share, mount, previous, set_mode, undo_mode, undo_share, unmount, write_share};
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("resctrl");
@@ -282,6 +282,21 @@ pub enum Own {
         /// Its share.
         share: crate::sys::resctrl::CacheShare,
     },
+    /// Set the shield's group `mode` (`exclusive`, `shareable`), read
+    /// back; undone by writing back the mode read just before (in reverse
+    /// order, so that the masks then are as they were when it was made).
+    ResctrlMode {
+        /// The group's `mode`, relative to the root.
+        path: String,
+        /// The mode.
+        mode: String,
+        /// The mode it had before, when the plan knows it better than a
+        /// read at the start of its batch can (a change in place sets the
+        /// mode twice in one batch: the second's undo must give back the
+        /// first's mode); `None`: the mode read before the batch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<String>,
+    },
 }
 
 /// `action` as one of resctrl's own, when it is.
@@ -292,7 +307,9 @@ fn own_of(action: &Action) -> Option<Own> {
 /// The step of resctrl's own change `own`; a share is about its file.
 fn own_step(own: Own, fatal: bool) -> Step {
     let subject = match &own {
-        Own::ResctrlSchemata { path, .. } => Subject::File(path.clone()),
+        Own::ResctrlSchemata { path, .. } | Own::ResctrlMode { path, .. } => {
+            Subject::File(path.clone())
+        }
         Own::MountResctrl { .. } => Subject::Own,
     };
     let action = Action::own(OWNER, &own);
@@ -339,8 +356,48 @@ pub fn plan(facts: &Facts, ask: Ask, shield: &CpuSet) -> Vec<Step> {
             bandwidth: ask.others_bandwidth,
         },
     ));
+    if exclusive_allowed(facts, ask.ways, shield) {
+        steps.push(group_mode(EXCLUSIVE, None));
+    }
     steps.push(Step::fatal(OWNER, group_cpus(shield)));
     steps
+}
+
+/// The group's `mode` that keeps every other group off its ways.
+const EXCLUSIVE: &str = "exclusive";
+
+/// The group's `mode` as resctrl makes it.
+const SHAREABLE: &str = "shareable";
+
+/// Whether the kernel lets the shield's group be `exclusive`: no other
+/// group's mask may overlap its masks in any L3, nor may `shareable_bits`.
+/// A group has a mask in every L3 and ways it cannot give up, so only a
+/// share of every L3 there is (one L3 on most real-time machines) can be;
+/// where `info/` is not read yet, the kernel decides (the step is
+/// optional: a refusal is reported, the share stands).
+fn exclusive_allowed(facts: &Facts, ways: u32, shield: &CpuSet) -> bool {
+    let all = facts.all_domains();
+    let away_from_io =
+        |info: &Info| (info.caches.iter()).all(|c| c.split(ways).0 & c.shareable_bits == 0);
+    !all.is_empty() && facts.domains(shield) == all && facts.info.as_ref().is_none_or(away_from_io)
+}
+
+/// The step that sets the group's `mode` to `mode` (optional: a refusal
+/// is reported, the share stands).
+fn group_mode(mode: &str, before: Option<&str>) -> Step {
+    let path = format!("{GROUP}/mode");
+    let before = before.map(str::to_string);
+    let own = Own::ResctrlMode {
+        path,
+        mode: mode.into(),
+        before,
+    };
+    own_step(own, false)
+}
+
+/// Whether `step` sets the group's mode to `mode`.
+fn sets_mode(step: &Step, mode: &str) -> bool {
+    matches!(own_of(&step.action), Some(Own::ResctrlMode { mode: m, .. }) if m == mode)
 }
 
 /// The shielded CPUs given to the group. Not read back by `apply`
@@ -373,6 +430,9 @@ pub fn before_shield(facts: &mut Facts, entries: &[Entry]) {
 pub fn in_place(facts: &Facts, read: &dyn Fn(&str) -> Option<String>, action: &Action) -> bool {
     match (action, own_of(action)) {
         (_, Some(Own::MountResctrl { .. })) => facts.mounted,
+        (_, Some(Own::ResctrlMode { path, mode, .. })) => {
+            read(&path).is_some_and(|m| m.trim() == mode)
+        }
         (_, Some(Own::ResctrlSchemata { path, share })) => match (&facts.info, read(&path)) {
             (Some(info), Some(now)) => {
                 kernel::schemata_holds(&now, &share.schemata(info, &facts.all_domains()))
@@ -506,14 +566,37 @@ impl Component for Part {
     }
 
     fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        let exclusive_now =
+            (cx.read)(&format!("{GROUP}/mode")).is_some_and(|m| m.trim() == EXCLUSIVE);
         if mine.is_empty() {
+            // An exclusive group's ways may not be given back while it is.
+            if exclusive_now {
+                out.add(Slot::Cache, [group_mode(SHAREABLE, Some(EXCLUSIVE))]);
+            }
             out.add(Slot::Cache, give_back(cx.entries, cx.read));
+            return;
         }
         let live = facts(cx.live);
-        for (slot, step) in mine {
-            if !in_place(&live, cx.read, &step.action) {
-                out.unless_held(cx, slot, step);
-            }
+        let planned_exclusive = (mine.iter()).any(|(_, s)| sets_mode(s, EXCLUSIVE));
+        let changing: Vec<(Slot, Step)> = (mine.into_iter())
+            .filter(|(_, s)| !sets_mode(s, EXCLUSIVE))
+            .filter(|(_, step)| !in_place(&live, cx.read, &step.action))
+            .collect();
+        // The kernel refuses new ways for an exclusive group (and the
+        // default group's for it) while it is: shareable first, then the
+        // shares, then exclusive again when the new plan has it.
+        let rewrites = (changing.iter()).any(|(_, s)| own_of(&s.action).is_some());
+        let toggled = exclusive_now && (rewrites || !planned_exclusive);
+        if toggled {
+            out.add(Slot::Cache, [group_mode(SHAREABLE, Some(EXCLUSIVE))]);
+        }
+        for (slot, step) in changing {
+            out.unless_held(cx, slot, step);
+        }
+        if planned_exclusive && (rewrites || !exclusive_now) {
+            let before = if toggled { SHAREABLE } else { "" };
+            let before = Some(before).filter(|b| !b.is_empty());
+            out.add(Slot::Cache, [group_mode(EXCLUSIVE, before)]);
         }
     }
 
@@ -525,12 +608,15 @@ impl Component for Part {
         Some(match own_of(action)? {
             Own::MountResctrl { target } => mount(sys, &target),
             Own::ResctrlSchemata { path, share } => write_share(sys, &path, &share),
+            Own::ResctrlMode { path, mode, .. } => set_mode(sys, &path, &mode),
         })
     }
 
     fn previous(&self, sys: &Sys, action: &Action) -> Option<String> {
         match own_of(action)? {
-            Own::ResctrlSchemata { path, .. } => previous(sys, &path),
+            Own::ResctrlSchemata { path, .. } | Own::ResctrlMode { path, .. } => {
+                previous(sys, &path)
+            }
             Own::MountResctrl { .. } => None,
         }
     }
@@ -538,6 +624,10 @@ impl Component for Part {
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
         match own_of(&entry.action) {
             Some(Own::MountResctrl { target }) => unmount(sys, &target, out),
+            Some(Own::ResctrlMode { path, before, .. }) => {
+                let previous = before.as_deref().or(entry.previous.as_deref());
+                undo_mode(sys, &path, previous, out)
+            }
             Some(Own::ResctrlSchemata { path, .. }) => {
                 undo_share(sys, &path, entry.previous.as_deref(), out)
             }
@@ -548,9 +638,9 @@ impl Component for Part {
 
     fn describe(&self, action: &Action) -> Option<String> {
         match own_of(action)? {
-            Own::MountResctrl { target: path } | Own::ResctrlSchemata { path, .. } => {
-                Some(format!("/{path}"))
-            }
+            Own::MountResctrl { target: path }
+            | Own::ResctrlSchemata { path, .. }
+            | Own::ResctrlMode { path, .. } => Some(format!("/{path}")),
         }
     }
 
@@ -558,6 +648,7 @@ impl Component for Part {
         Some(match own_of(action)? {
             Own::MountResctrl { target } => format!("mount -t resctrl resctrl /{target}"),
             Own::ResctrlSchemata { path, share } => format!("{} > /{path}", cache_share(&share)),
+            Own::ResctrlMode { path, mode, .. } => format!("echo {mode} > /{path}"),
         })
     }
 }

@@ -73,6 +73,10 @@ pub struct Outcome {
     /// Which ways the shield has of each cache resource, and why there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub placement: Vec<String>,
+    /// The group's `mode` as it reads: `exclusive` (no other group may
+    /// be given its ways) or `shareable`.
+    #[serde(default)]
+    pub mode: String,
 }
 
 /// The share as the kernel holds it after `on` (none when the plan had
@@ -103,6 +107,9 @@ pub(super) fn read_outcome(sys: &Sys, ways: u32) -> Outcome {
         others: tidy(&format!("{RESCTRL}/schemata")),
         cpus: sys
             .read_cpulist(&format!("{GROUP}/cpus_list"))
+            .unwrap_or_default(),
+        mode: sys
+            .read_trimmed(&format!("{GROUP}/mode"))
             .unwrap_or_default(),
         placement: kernel::read_info(sys, RESCTRL)
             .map(|info| info.caches.iter().map(|c| c.placement(ways)).collect())
@@ -145,6 +152,12 @@ pub(super) fn share_lines(s: &Outcome) -> Vec<String> {
         format!("L3 of the others: {}", s.others),
     ];
     lines.extend(s.placement.iter().cloned());
+    lines.push(match s.mode.as_str() {
+        "exclusive" => "mode exclusive: the kernel gives no other group the shield's ways".into(),
+        mode => format!(
+            "mode {mode}: a group made later may be given the shield's ways (exclusive only where the share covers every L3 and avoids the ways I/O fills)"
+        ),
+    });
     lines
 }
 

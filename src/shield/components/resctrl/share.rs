@@ -130,3 +130,42 @@ pub fn unmount(sys: &Sys, target: &str, out: &mut Undone) {
     }
     crate::shield::undo::unmount_own(sys, (target, "resctrl"), false, out);
 }
+
+/// Sets a group's `mode` and reads it back; a refusal carries the
+/// kernel's reason (`Schemata overlaps`).
+pub(super) fn set_mode(sys: &Sys, path: &str, mode: &str) -> Result<(), ApplyError> {
+    if let Err(mut e) = sys.write(path, mode) {
+        if let Ok(why) = sys.read_trimmed(&format!("{RESCTRL}/info/last_cmd_status")) {
+            e.target = format!("{} (resctrl: {why})", e.target);
+        }
+        return Err(e.into());
+    }
+    let read = sys.read_trimmed(path)?;
+    match read == mode {
+        true => Ok(()),
+        false => Err(ApplyError::NotHonoured {
+            path: format!("/{path}"),
+            wrote: mode.into(),
+            read,
+        }),
+    }
+}
+
+/// Undoes a mode: the mode read before written back (nothing when the
+/// group is gone).
+pub(super) fn undo_mode(sys: &Sys, path: &str, previous: Option<&str>, out: &mut Undone) {
+    let Some(previous) = previous.map(str::trim) else {
+        return;
+    };
+    match sys.read_trimmed(path) {
+        Err(_) => out.unchanged += 1,
+        Ok(now) if now == previous => out.unchanged += 1,
+        Ok(_) => match set_mode(sys, path, previous) {
+            Ok(()) => out.restored += 1,
+            Err(e) => out.failed.push(Refusal {
+                target: format!("/{path}"),
+                reason: format!("could not write the mode {previous:?} back: {e}"),
+            }),
+        },
+    }
+}
