@@ -502,6 +502,7 @@ mod tests {
                 cycles: CycleStats::of(&h),
                 histogram: h.counts().to_vec(),
                 cycles_histogram: Vec::new(),
+                huge_pages_kib: None,
             }
         };
         let report = |l1: &[u64], l3: &[u64]| CacheReport {

@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
-use crate::sys::Sys;
+use crate::sys::{syscalls, Sys};
 
 /// Bytes in a cache line as the walks lay them out (one link per line).
 pub const LINE_BYTES: u64 = 64;
@@ -260,6 +260,11 @@ pub struct Line {
 #[derive(Debug, Default)]
 pub struct Walk {
     lines: Vec<Line>,
+    /// The first line of the cycle (lines before it only align the rest
+    /// to a huge page).
+    start: usize,
+    /// Lines in the cycle.
+    len: usize,
 }
 
 impl Walk {
@@ -268,6 +273,11 @@ impl Walk {
     /// never a shorter cycle). Allocates and writes every line: call it on
     /// the measuring thread, before its loop (first touch places the pages
     /// on that CPU's memory node).
+    ///
+    /// A set of a huge page or more starts on a huge-page boundary and is
+    /// put into transparent huge pages once written (`MADV_COLLAPSE`), so
+    /// that TLB misses do not add to its loads where the kernel has huge
+    /// pages to give ([`huge_pages_kib`] says whether it did).
     pub fn new(lines: usize, seed: u64) -> Walk {
         let n = lines.max(2);
         let mut order: Vec<usize> = (0..n).collect();
@@ -275,22 +285,60 @@ impl Walk {
         for i in (1..n).rev() {
             order.swap(i, rng.usize(..i));
         }
+        let huge = syscalls::HUGE_PAGE_BYTES;
+        let bytes = n * LINE_BYTES as usize;
+        let pad = if bytes >= huge {
+            huge / LINE_BYTES as usize
+        } else {
+            0
+        };
+        let mut buf: Vec<Line> = Vec::with_capacity(n + pad);
+        let addr = buf.as_ptr() as usize;
+        let start = match pad {
+            0 => 0,
+            _ => (addr.next_multiple_of(huge) - addr) / LINE_BYTES as usize,
+        };
+        let line = |next| Line { next, _pad: [0; 7] };
+        buf.extend((0..start).map(|_| line(0)));
         // Sattolo's permutation read as i → order[i] is one n-cycle.
-        let lines = order
-            .into_iter()
-            .map(|next| Line { next, _pad: [0; 7] })
-            .collect();
-        Walk { lines }
+        buf.extend(order.into_iter().map(|next| line(start + next)));
+        if pad > 0 {
+            // Now, not by advice before the first touch: a locked process's
+            // pages are faulted in small at allocation, and advice would
+            // also have khugepaged scan this memory while it is measured.
+            // Refused (a kernel before 6.1, no huge page free): small pages.
+            let first = buf[start..].as_ptr() as usize;
+            let _ = syscalls::collapse_huge_pages(first, bytes);
+        }
+        Walk {
+            lines: buf,
+            start,
+            len: n,
+        }
     }
 
-    /// Number of lines.
+    /// Number of lines in the cycle.
     pub fn len(&self) -> usize {
-        self.lines.len()
+        self.len
     }
 
     /// Whether the walk has no line (a default, unprepared walk).
     pub fn is_empty(&self) -> bool {
-        self.lines.is_empty()
+        self.len == 0
+    }
+
+    /// The line a walk starts from (any line of the cycle would do).
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Where the cycle's lines are: address and bytes.
+    pub fn span(&self) -> (usize, usize) {
+        let first = self
+            .lines
+            .get(self.start)
+            .map_or(0, |l| l as *const Line as usize);
+        (first, self.len * LINE_BYTES as usize)
     }
 
     /// The line after `i`: one load from line `i`.
@@ -298,6 +346,37 @@ impl Walk {
     pub fn next(&self, i: usize) -> usize {
         self.lines[i].next
     }
+}
+
+/// KiB of transparent huge pages in the mappings of this process that
+/// hold `[addr, addr + len)`, from `/proc/self/smaps` (`AnonHugePages`);
+/// `None` when it cannot be read.
+pub fn huge_pages_kib((addr, len): (usize, usize)) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    Some(huge_pages_in(&text, addr, addr + len))
+}
+
+/// `AnonHugePages` of the mappings in `smaps` that overlap `[from, to)`.
+fn huge_pages_in(smaps: &str, from: usize, to: usize) -> u64 {
+    let hex = |t: &str| usize::from_str_radix(t, 16).ok();
+    let mut total = 0;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        // A mapping's header: `start-end perms offset dev inode [path]`.
+        let header = first
+            .split_once('-')
+            .and_then(|(a, b)| Some((hex(a)?, hex(b)?)));
+        if let Some((start, end)) = header {
+            inside = start < to && from < end;
+            continue;
+        }
+        if let (true, Some(kb)) = (inside, line.strip_prefix("AnonHugePages:")) {
+            let kb = kb.trim().trim_end_matches("kB").trim();
+            total += kb.parse::<u64>().unwrap_or(0);
+        }
+    }
+    total
 }
 
 #[cfg(test)]
@@ -436,22 +515,48 @@ mod tests {
     }
 
     #[test]
+    fn huge_pages_are_counted_in_the_mappings_that_hold_the_set() {
+        let smaps = "\
+00400000-00452000 r-xp 00000000 08:02 173521 /usr/bin/x
+AnonHugePages:      9999 kB
+7f0000000000-7f0000800000 rw-p 00000000 00:00 0
+Size:               8192 kB
+AnonHugePages:      6144 kB
+7f0000800000-7f0000a00000 rw-p 00000000 00:00 0
+AnonHugePages:      2048 kB
+";
+        assert_eq!(huge_pages_in(smaps, 0x7f0000100000, 0x7f0000900000), 8192);
+        assert_eq!(huge_pages_in(smaps, 0x7f0000100000, 0x7f0000200000), 6144);
+        assert_eq!(huge_pages_in(smaps, 0x10, 0x20), 0);
+    }
+
+    #[test]
     fn a_walk_is_one_cycle_through_every_line() {
-        for (lines, seed) in [(2, 1), (3, 7), (768, 42), (32768, 9)] {
+        for (lines, seed) in [(2, 1), (3, 7), (768, 42), (32768, 9), (65536, 5)] {
             let w = Walk::new(lines, seed);
             assert_eq!(w.len(), lines);
             let mut seen = vec![false; lines];
-            let mut i = 0;
+            let mut i = w.start();
             for step in 0..lines {
-                assert!(!seen[i], "line {i} visited twice by step {step}");
-                seen[i] = true;
+                assert!(
+                    !seen[i - w.start()],
+                    "line {i} visited twice by step {step}"
+                );
+                seen[i - w.start()] = true;
                 i = w.next(i);
             }
-            assert_eq!(i, 0, "back at the start after {lines} steps");
+            assert_eq!(i, w.start(), "back at the start after {lines} steps");
             assert!(seen.iter().all(|&s| s));
+            // A set of a huge page or more starts on a huge-page boundary.
+            let (addr, bytes) = w.span();
+            assert_eq!(bytes, lines * 64);
+            if bytes >= syscalls::HUGE_PAGE_BYTES {
+                assert_eq!(addr % syscalls::HUGE_PAGE_BYTES, 0, "{lines} lines");
+            }
         }
         // Random, not sequential: few links go to the neighbouring line.
         let w = Walk::new(4096, 3);
+        assert_eq!(w.start(), 0, "a small set is not padded");
         let sequential = (0..4096).filter(|&i| w.next(i) == (i + 1) % 4096).count();
         assert!(sequential < 16, "{sequential} sequential links");
         assert_eq!(std::mem::size_of::<Line>(), 64);

@@ -69,6 +69,9 @@ pub struct CacheLevel {
     pub ns: Histogram,
     /// Load latencies in counter ticks (cycles), one per bucket.
     pub cycles: Histogram,
+    /// KiB of transparent huge pages backing the walk's mappings, read
+    /// once it is built (`None`: unread).
+    pub huge_pages_kib: Option<u64>,
 }
 
 /// What the cache probe measures with, and per level what it measured.
@@ -115,6 +118,7 @@ impl CacheJob {
                 at: 0,
                 ns: Histogram::new(buckets, width_ns),
                 cycles: Histogram::new(cycle_buckets, 1),
+                huge_pages_kib: None,
             })
             .collect();
         CacheJob {
@@ -320,6 +324,8 @@ pub fn prepare(job: &mut Job) {
     if let Some(c) = job.cache.as_mut() {
         for level in &mut c.levels {
             level.walk = Walk::new(level.set.lines as usize, level.seed);
+            level.at = level.walk.start();
+            level.huge_pages_kib = super::cache::huge_pages_kib(level.walk.span());
         }
         let tsc = c.tsc;
         c.overhead_ticks = (0..10_000)

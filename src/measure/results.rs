@@ -183,6 +183,11 @@ pub struct CacheLevelReport {
     pub histogram: Vec<u64>,
     /// 1-cycle bucket counts, trailing zeros omitted.
     pub cycles_histogram: Vec<u64>,
+    /// KiB of transparent huge pages in the mappings holding the set
+    /// (`/proc/self/smaps`), `null` when unread: a set of 2 MiB or more is
+    /// advised for them; 0 means its loads also pay 4 KiB pages' TLB misses.
+    #[serde(default)]
+    pub huge_pages_kib: Option<u64>,
 }
 
 /// Statistics of a histogram of cycles (1-cycle buckets).
@@ -236,6 +241,7 @@ impl CacheReport {
                     cycles: CycleStats::of(&l.cycles),
                     histogram: trimmed(&l.ns).to_vec(),
                     cycles_histogram: trimmed(&l.cycles).to_vec(),
+                    huge_pages_kib: l.huge_pages_kib,
                 })
                 .collect(),
         }

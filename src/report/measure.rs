@@ -380,6 +380,19 @@ fn cache_levels(out: &mut String, p: &ProbeResult) {
             if let Some(note) = &l.set.note {
                 let _ = writeln!(out, "  CPU {cpu} {}: {note}", l.set.level);
             }
+            let huge = crate::sys::syscalls::HUGE_PAGE_BYTES as u64;
+            if let (Some(kib), true) = (l.huge_pages_kib, l.set.bytes >= huge) {
+                let _ = writeln!(
+                    out,
+                    "  CPU {cpu} {}: {kib} KiB of its mappings in transparent huge pages{}",
+                    l.set.level,
+                    if kib == 0 {
+                        " (none: its loads also pay 4 KiB pages' TLB misses)"
+                    } else {
+                        ""
+                    }
+                );
+            }
         }
         let _ = writeln!(
             out,

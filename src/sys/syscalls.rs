@@ -534,6 +534,35 @@ impl Drop for MappedRegister {
     }
 }
 
+/// The whole huge pages inside `[addr, addr + len)`, when any.
+fn huge_range(addr: usize, len: usize) -> Option<(std::ptr::NonNull<libc::c_void>, usize)> {
+    let start = addr.next_multiple_of(HUGE_PAGE_BYTES);
+    let end = (addr + len) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES;
+    let ptr = std::ptr::NonNull::new(start as *mut libc::c_void)?;
+    (end > start).then_some((ptr, end - start))
+}
+
+/// Asks the kernel to put the memory `[addr, addr + len)` already touched
+/// into transparent huge pages now (`madvise(MADV_COLLAPSE)`, Linux 6.1+),
+/// the whole huge pages inside it: what a locked process (`mlockall`
+/// faults its pages in at allocation, before any advice) needs. An error
+/// (an older kernel, no huge page free) leaves the memory as it was.
+pub fn collapse_huge_pages(addr: usize, len: usize) -> io::Result<()> {
+    let Some((ptr, len)) = huge_range(addr, len) else {
+        return Ok(());
+    };
+    // SAFETY: as advise_huge_pages: memory of this process, huge-page
+    // aligned inside the caller's buffer; MADV_COLLAPSE copies its
+    // contents into huge pages, never changes them or their validity.
+    match unsafe { libc::madvise(ptr.as_ptr(), len, libc::MADV_COLLAPSE) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// The size of a transparent huge page on x86_64.
+pub const HUGE_PAGE_BYTES: usize = 2 << 20;
+
 mod rtc_ioctl {
     // <linux/rtc.h>: #define RTC_PIE_ON _IO('p', 0x05), RTC_PIE_OFF _IO('p', 0x06),
     // RTC_IRQP_SET _IOW('p', 0x0c, unsigned long) (the rate is passed by value).
