@@ -9,7 +9,8 @@ use std::fs;
 use std::path::Path;
 
 use common::{
-    cpushield, diff, killed_at_every_write_then_off_gives_back, part, standard, text, tree,
+    cpushield, diff, json, killed_at_every_write_then_off_gives_back, part, read, standard, text,
+    tree,
 };
 use cpushield::sys::fixture::{CgroupLayout, FixtureConfig, ResctrlModel};
 
@@ -17,24 +18,7 @@ use cpushield::sys::fixture::{CgroupLayout, FixtureConfig, ResctrlModel};
 /// cache 1), with 11-way caches, 16 CLOSIDs and memory bandwidth
 /// allocation.
 fn rdt_machine(model: ResctrlModel) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let config = FixtureConfig {
-        resctrl: Some(ResctrlModel {
-            l3_of_cpu: vec![0, 0, 1, 1],
-            ..model
-        }),
-        ..Default::default()
-    };
-    standard(dir.path(), CgroupLayout::V2, config);
-    dir
-}
-
-fn json(o: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
-}
-
-fn read(root: &Path, rel: &str) -> String {
-    fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    common::rdt_machine(model, vec![0, 0, 1, 1])
 }
 
 fn mounted(root: &Path) -> bool {

@@ -77,6 +77,31 @@ pub fn standard(root: &Path, layout: CgroupLayout, mut config: FixtureConfig) ->
     sys
 }
 
+/// A fixture machine of 4 CPUs with RDT hardware `model`, the L3 cache
+/// of each CPU as `l3_of_cpu` says, cgroup v2.
+pub fn rdt_machine(
+    model: cpushield::sys::fixture::ResctrlModel,
+    l3_of_cpu: Vec<u32>,
+) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let config = FixtureConfig {
+        resctrl: Some(cpushield::sys::fixture::ResctrlModel { l3_of_cpu, ..model }),
+        ..Default::default()
+    };
+    standard(dir.path(), CgroupLayout::V2, config);
+    dir
+}
+
+/// A command's `--json` output, parsed (the output in the panic if not).
+pub fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+/// A file under the fixture root, which must exist.
+pub fn read(root: &Path, rel: &str) -> String {
+    std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
 /// The part of a `--json` report (`on`, `status`) that `component` reports
 /// for itself.
 pub fn part<'a>(report: &'a serde_json::Value, component: &str) -> &'a serde_json::Value {
