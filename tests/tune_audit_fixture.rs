@@ -930,3 +930,37 @@ fn the_dry_run_lists_every_machine_wide_change_with_how_to_do_without() {
     assert!(people.contains("(without it: --guard=off)"), "{people}");
     assert!(diff(&before, &tree(dir.path())).is_empty());
 }
+
+/// 6.1 refuses a finite `sched_rt_runtime_us` (EBUSY) while an isolated
+/// partition's root domain holds stale deadline bandwidth, as a guest saw
+/// after the starvation guard's boosts: `off` writes it back once the rest
+/// is undone (the partition gone), and exits 0 with the machine as before.
+#[test]
+fn off_writes_a_busy_sysctl_back_once_the_partition_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut config = FixtureConfig::default();
+    config.busy_while.insert(
+        "proc/sys/kernel/sched_rt_runtime_us".into(),
+        "sys/fs/cgroup/cpushield".into(),
+    );
+    let sys = standard(root, CgroupLayout::V2, config);
+    for (rel, contents) in KNOB_FILES {
+        let p = sys.path(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, contents).unwrap();
+    }
+    let before = tree(root);
+    let o = cpushield(root, &["on", "2-3", "--tune=rt-throttling"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(read(&sys, "proc/sys/kernel/sched_rt_runtime_us"), "-1");
+    // While the shield stands the kernel refuses the old value.
+    assert!(sys
+        .write("proc/sys/kernel/sched_rt_runtime_us", "950000")
+        .is_err());
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(read(&sys, "proc/sys/kernel/sched_rt_runtime_us"), "950000");
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "off left {d:#?}");
+}

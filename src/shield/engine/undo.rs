@@ -137,19 +137,32 @@ fn undo_changes(
     let select = |keep: &dyn Fn(&Action) -> bool| -> Vec<&Entry> {
         entries.iter().rev().filter(|e| keep(&e.action)).collect()
     };
+    let mut busy = Vec::new();
     for part in [select(&first), select(&rest), select(&last)] {
-        undo_in_turn(sys, fx, &part, keep, out);
+        undo_in_turn(sys, fx, &part, keep, out, &mut busy);
+    }
+    // Tried again once everything else is back: a write the kernel found
+    // busy (6.1 refuses a finite sched_rt_runtime_us while an isolated
+    // partition's root domain holds stale deadline bandwidth) may pass
+    // once the partition is gone.
+    for (path, value, skip_if_same) in busy {
+        restore_write(sys, path, &value, skip_if_same, out);
     }
 }
 
+/// A write back the kernel refused with EBUSY, kept for one more try
+/// at the end: the file, the value, whether it is skipped when it holds.
+type Busy<'a> = (&'a str, String, bool);
+
 /// Undoes `reversed` (newest first): moves back spread over the CPUs,
 /// the rest one by one.
-fn undo_in_turn(
+fn undo_in_turn<'a>(
     sys: &Sys,
     fx: &dyn Effects,
-    reversed: &[&Entry],
+    reversed: &[&'a Entry],
     keep: &KeepOnCpus,
     out: &mut Undone,
+    busy: &mut Vec<Busy<'a>>,
 ) {
     let mut rest = reversed;
     while let Some(e) = rest.first() {
@@ -191,7 +204,14 @@ fn undo_in_turn(
                     (Undo::Previous, Some(p)) => p.clone(),
                     (Undo::Previous, None) => continue,
                 };
-                restore_write(sys, path, &value, matches!(undo, Undo::Previous), out);
+                let skip_if_same = matches!(undo, Undo::Previous);
+                let mut one = Undone::default();
+                restore_write(sys, path, &value, skip_if_same, &mut one);
+                if one.failed.iter().any(|f| f.reason.ends_with(": EBUSY")) {
+                    busy.push((path, value, skip_if_same));
+                } else {
+                    out.add(one);
+                }
             }
             // A component's own change that no component of this
             // cpushield claims (a tag it does not know): left, and said.
