@@ -24,8 +24,9 @@ pub(super) fn overlaps(facts: &Facts, info: &Info, ways: u32, shield: &CpuSet) -
                 });
             if let Some((domain, mask)) = overlap {
                 found.push(format!(
-                    "the resctrl group /{group}, made by another program, holds ways {mask:x} of \
+                    "the resctrl group {}, made by another program, holds ways {mask:x} of \
                      {} cache {domain}, where the shield's {ways} ways are {mine:x}",
+                    group_name(group),
                     cache.name
                 ));
             }
@@ -52,9 +53,10 @@ pub(super) fn assigned_elsewhere(sys: &Sys, facts: &Facts, shield_dir: &str) -> 
         let ids: Vec<String> = inside.intersection(&theirs).map(i32::to_string).collect();
         if !ids.is_empty() {
             found.push(format!(
-                "threads {} of the shield are assigned to the resctrl group /{group} (its tasks \
+                "threads {} of the shield are assigned to the resctrl group {} (its tasks \
                  file), which overrides the shield's group: their cache is not the shield's",
-                ids.join(",")
+                ids.join(","),
+                group_name(group)
             ));
         }
     }
@@ -287,4 +289,10 @@ impl Holds for Hold {
             .map(|(why, next)| Finding::new("resctrl", Severity::Bad, 90, why, next))
             .collect()
     }
+}
+
+/// Another program's group as reports name it: its path, quoted and cut
+/// short (a directory name can hold any byte).
+pub(super) fn group_name(group: &str) -> String {
+    crate::input::quote(&format!("/{group}"))
 }

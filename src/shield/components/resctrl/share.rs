@@ -121,8 +121,9 @@ pub fn unmount(sys: &Sys, target: &str, out: &mut Undone) {
         out.left_in_use.push(Refusal {
             target: format!("/{target}"),
             reason: format!(
-                "left mounted: other programs made resctrl groups in it since (/{first}{}), \
+                "left mounted: other programs made resctrl groups in it since ({}{}), \
                  which unmounting would destroy",
+                report::group_name(first),
                 if theirs.len() > 1 { " and more" } else { "" }
             ),
         });
