@@ -281,9 +281,6 @@ fn render(
 ) -> String {
     let mut out = String::new();
     shield_metrics(&mut out, status, boot);
-    if let Some(g) = &status.guard {
-        guard_metrics(&mut out, g);
-    }
     part_metrics(&mut out, &status.parts);
     cpu_metrics(&mut out, status, irqs_kept);
     if let (Some(lines), true) = (interrupts, status.shield.is_some()) {
@@ -510,45 +507,6 @@ fn label_value(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
-}
-
-/// The starvation guard's metrics: whether it runs, its boosts (each an
-/// interruption of a real-time task on the shield) and their CPU time.
-fn guard_metrics(out: &mut String, g: &crate::shield::GuardHold) {
-    let one = |v: f64| vec![(String::new(), v)];
-    gauge(
-        out,
-        "guard_up",
-        "1 when the starvation guard runs (its pid and start time as its state file says), else 0.",
-        &one(f64::from(u8::from(g.alive))),
-    );
-    gauge(
-        out,
-        "starving_threads",
-        "Threads on the shielded CPUs runnable without running past the threshold (the guard's last scan).",
-        &one(g.starving.len() as f64),
-    );
-    let Some(s) = g.state.as_ref().filter(|_| g.alive) else {
-        return;
-    };
-    gauge(
-        out,
-        "guard_boosts_total",
-        "Boosts the guard gave starving threads since it started: each interrupts the real-time task on that CPU.",
-        &one(s.boosts as f64),
-    );
-    gauge(
-        out,
-        "guard_boost_seconds_total",
-        "CPU time boosted threads ran, taken from the real-time tasks, in all.",
-        &one(s.ran_us as f64 / 1e6),
-    );
-    gauge(
-        out,
-        "guard_boost_longest_seconds",
-        "The longest CPU time a single boost ran.",
-        &one(s.longest_us as f64 / 1e6),
-    );
 }
 
 fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {

@@ -9,7 +9,7 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use common::{cpushield, standard, task, text};
+use common::{cpushield, part, standard, task, text};
 use cpushield::sys::fixture::{self, CgroupLayout, FixtureConfig};
 use cpushield::sys::procfs::{self, Hierarchy, PF_KTHREAD, PF_NO_SETAFFINITY};
 use cpushield::sys::Sys;
@@ -407,7 +407,9 @@ fn status_says_what_keeps_rcu_going_beside_a_real_time_task_on_preempt_rt() {
         .success());
     make_fifo(root, 300, 300, 80);
     let st = json(&cpushield(root, &["status", "--json"]));
-    let rcu = st["rcu"].as_array().expect("rcu rows on PREEMPT_RT");
+    let rcu = part(&st, "kthreads")["data"]["rcu"]
+        .as_array()
+        .expect("rcu rows on PREEMPT_RT");
     assert_eq!(rcu.len(), 2, "{st}");
     assert_eq!(rcu[1]["cpu"], 3);
     assert_eq!(rcu[1]["rcuc"], "SCHED_FIFO 1");
@@ -426,7 +428,10 @@ fn status_says_what_keeps_rcu_going_beside_a_real_time_task_on_preempt_rt() {
             .success()
     );
     let st = json(&cpushield(root, &["status", "--json"]));
-    assert_eq!(st["rcu"][1]["rcuc"], "SCHED_FIFO 83");
-    assert_eq!(st["rcu"][1]["starves"], false);
+    assert_eq!(
+        part(&st, "kthreads")["data"]["rcu"][1]["rcuc"],
+        "SCHED_FIFO 83"
+    );
+    assert_eq!(part(&st, "kthreads")["data"]["rcu"][1]["starves"], false);
     assert!(cpushield(root, &["off"]).status.success());
 }

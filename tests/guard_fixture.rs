@@ -8,7 +8,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{cpushield, standard, text};
+use common::{cpushield, part, standard, text};
 use cpushield::sys::fixture::{self, CgroupLayout, FixtureConfig};
 use cpushield::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
 
@@ -224,8 +224,18 @@ fn on_with_throttling_off_starts_the_guard_and_off_stops_it() {
     assert_eq!(state["cpus"], "2-3");
     let o = cpushield(root, &["status", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(status["guard"]["alive"], true, "{}", text(&o));
-    assert_eq!(status["guard"]["expected"], true, "{}", text(&o));
+    assert_eq!(
+        part(&status, "guard")["data"]["alive"],
+        true,
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        part(&status, "guard")["data"]["expected"],
+        true,
+        "{}",
+        text(&o)
+    );
     let metrics = cpushield(root, &["metrics"]);
     assert!(
         String::from_utf8_lossy(&metrics.stdout).contains("cpushield_guard_up 1"),
@@ -375,7 +385,12 @@ fn on_again_with_guard_off_stops_the_guard_and_on_again_without_it_starts_it() {
     assert!(!root.join("run/cpushield/guard.json").exists());
     let o = cpushield(root, &["status", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(status["guard"]["expected"], false, "{}", text(&o));
+    assert_eq!(
+        part(&status, "guard")["data"]["expected"],
+        false,
+        "{}",
+        text(&o)
+    );
 
     let o = cpushield(root, &["on", "2-3", "--tune=rt-throttling"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -383,7 +398,12 @@ fn on_again_with_guard_off_stops_the_guard_and_on_again_without_it_starts_it() {
     assert!(root.join(format!("proc/{pid}")).exists());
     let o = cpushield(root, &["status", "--json"]);
     let status: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(status["guard"]["alive"], true, "{}", text(&o));
+    assert_eq!(
+        part(&status, "guard")["data"]["alive"],
+        true,
+        "{}",
+        text(&o)
+    );
     assert!(cpushield(root, &["off"]).status.success());
     assert!(!root.join(format!("proc/{pid}")).exists());
 }

@@ -7,7 +7,7 @@ mod common;
 use std::fs;
 use std::path::Path;
 
-use common::{cpushield, standard, task, text};
+use common::{cpushield, part, standard, task, text};
 use cpushield::sys::fixture::{self, CgroupLayout, FixtureConfig};
 use cpushield::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
 
@@ -47,7 +47,7 @@ fn on_raises_the_shielded_cpus_kernel_threads_above_the_users_priority_and_off_p
     let o = cpushield(root, &["on", "2-3", "--kthreads-above", "80", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let raised: Vec<(String, String)> = report["kthreads_raised"]
+    let raised: Vec<(String, String)> = part(&report, "kthreads")["data"]["raised"]
         .as_array()
         .unwrap()
         .iter()
@@ -213,7 +213,7 @@ fn the_thread_of_an_irq_bound_to_the_shield_goes_above_the_task_and_back() {
     );
     assert!(o.status.success(), "{}", text(&o));
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let raised: Vec<String> = report["kthreads_raised"]
+    let raised: Vec<String> = part(&report, "kthreads")["data"]["raised"]
         .as_array()
         .unwrap()
         .iter()

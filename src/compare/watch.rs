@@ -55,7 +55,10 @@ pub fn look(sys: &Sys, at_s: f64, shielded: bool, load: Option<&Load>) -> Watch 
                     .iter()
                     .map(|f| format!("{}: {}", f.id, f.reason))
                     .collect();
-                w.guard_boosts = s.guard.and_then(|g| g.state).map(|st| st.boosts);
+                w.guard_boosts = (s.parts.iter().flat_map(|p| &p.metrics))
+                    .find(|m| m.name == shield::GUARD_BOOSTS)
+                    .and_then(|m| m.samples.first())
+                    .map(|(_, boosts)| *boosts as u64);
             }
             Err(e) => w.error = Some(e.to_string()),
         }

@@ -22,7 +22,7 @@
 /// component reports of itself is its entry of `parts` (`component`,
 /// `lines`, `data`, `findings`), no longer a field of its own: `on`'s and
 /// `status`'s `cache` is the `data` of the part `resctrl`.
-pub const JSON_SCHEMA_VERSION: u32 = 3;
+pub const JSON_SCHEMA_VERSION: u32 = 4;
 
 pub mod audit;
 pub mod boot;

@@ -88,99 +88,6 @@ pub(super) fn list<T: std::fmt::Display>(items: &[T]) -> String {
     }
 }
 
-/// What keeps RCU going on one shielded CPU (PREEMPT_RT), for `status`.
-fn rcu_row(c: &crate::shield::rt_kthreads::RcuCpu) -> String {
-    let rcuc = c.rcuc.as_deref().unwrap_or("no rcuc thread");
-    let task = c
-        .task_priority
-        .map(|p| format!(", real-time task at {p}"))
-        .unwrap_or_default();
-    if c.offloaded {
-        format!(
-            "offloaded at boot (nohz_full=, rcu_nocbs=); rcuc/{} {rcuc}{task}",
-            c.cpu
-        )
-    } else if c.starves {
-        format!(
-            "rcuc/{} {rcuc} BELOW the real-time task at {}: RCU stalls if it never sleeps, unless the guard boosts it; 'cpushield run --fifo' raises it, or 'cpushield on --kthreads-above {}'",
-            c.cpu,
-            c.task_priority.unwrap_or(0),
-            c.task_priority.unwrap_or(0).min(crate::shield::rt_kthreads::MAX_ABOVE)
-        )
-    } else {
-        format!("rcuc/{} {rcuc}{task}", c.cpu)
-    }
-}
-
-/// The starvation guard's rows of `status`: what protects kernel work on
-/// the shield, the guard's process, its boosts (each an interruption of
-/// the real-time task) and the threads starving now.
-fn guard_rows(g: &crate::shield::GuardHold, w: &mut dyn Write) -> Result<()> {
-    use crate::guard::kernel::Protection;
-    let protection = match &g.protection {
-        Some(Protection::Guard { settings, .. } | Protection::GuardAndKernel { settings })
-            if settings.engine == crate::guard::Engine::Stalld =>
-        {
-            "stalld, run by the starvation guard"
-        }
-        Some(Protection::Guard { .. } | Protection::GuardAndKernel { .. }) => {
-            "the starvation guard"
-        }
-        Some(Protection::FairServer { .. }) => "the kernel's fair server",
-        Some(Protection::Throttling { .. }) => "RT throttling",
-        Some(Protection::Nothing { .. }) => "NOTHING",
-        None => "unknown",
-    };
-    row(w, "kernel work protected by", protection)?;
-    match (&g.state, g.alive) {
-        (Some(s), true) => {
-            row(
-                w,
-                "guard",
-                format!("running, pid {}, for {:.0} s", s.pid, g.uptime_s),
-            )?;
-            if let Some(e) = &s.stalld {
-                let how = match (e.pid, &e.waiting) {
-                    (Some(pid), _) => format!(
-                        "{} running, pid {pid}: {}",
-                        e.path,
-                        e.command_line.get(1..).unwrap_or_default().join(" ")
-                    ),
-                    (None, Some(why)) => format!("{} not running: {why}", e.path),
-                    (None, None) => format!("{} not started yet", e.path),
-                };
-                row(w, "guard engine", how)?;
-            }
-            let mean = s.ran_us.checked_div(s.boosts).unwrap_or(0);
-            row(
-                w,
-                "guard boosts",
-                format!(
-                    "{} ({:.3}/s, {} SCHED_FIFO, {} refused), {} µs in all, mean {} µs, longest {} µs",
-                    s.boosts, g.boosts_per_s, s.fifo_boosts, s.failed, s.ran_us, mean, s.longest_us
-                ),
-            )?;
-        }
-        (_, false) if g.expected => row(w, "guard", "NOT RUNNING")?,
-        _ => {}
-    }
-    if !g.starving.is_empty() {
-        writeln!(w, "  starving on the shield (runnable, not running):")?;
-        writeln!(w, "    {:>7}  {:<20} {:>3}  waited", "tid", "name", "cpu")?;
-        for s in g.starving.iter().take(20) {
-            writeln!(
-                w,
-                "    {:>7}  {:<20} {:>3}  {:.1} s",
-                s.tid,
-                format!("{:?}", s.name.chars().take(18).collect::<String>()),
-                s.cpu,
-                s.waited_ns as f64 / 1e9
-            )?;
-        }
-    }
-    Ok(())
-}
-
 /// `cpushield status`.
 pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     let (r, boot) = (&m.shield, m.boot.as_ref());
@@ -248,12 +155,6 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     row(w, "default IRQ affinity", mask(&r.default_irq_affinity))?;
     row(w, "workqueue cpumask", mask(&r.workqueue_mask))?;
     part_rows(&r.parts, w)?;
-    if let Some(g) = &r.guard {
-        guard_rows(g, w)?;
-    }
-    for c in &r.rcu {
-        row(w, &format!("RCU on CPU {}", c.cpu), rcu_row(c))?;
-    }
     row(
         w,
         "IRQs on the shield",
@@ -280,10 +181,8 @@ fn machine_wide_rows(r: &OnReport, w: &mut dyn Write) -> Result<()> {
 /// The rows of the components that report for themselves: their name
 /// beside their first line, the others below it.
 fn part_rows(parts: &[crate::shield::PartReport], w: &mut dyn Write) -> Result<()> {
-    for part in parts {
-        for (i, line) in part.lines.iter().enumerate() {
-            row(w, if i == 0 { &part.component } else { "" }, line)?;
-        }
+    for line in parts.iter().flat_map(|p| &p.lines) {
+        row(w, &line.label, &line.text)?;
     }
     Ok(())
 }
@@ -453,21 +352,6 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     row(w, "mechanism", &r.mechanism)?;
     if let Some(p) = &r.partition {
         row(w, "partition", p)?;
-    }
-    if !r.kthreads_raised.is_empty() {
-        row(
-            w,
-            if r.dry_run {
-                "kernel threads to raise"
-            } else {
-                "kernel threads raised"
-            },
-            r.kthreads_raised
-                .iter()
-                .map(|k| format!("{} {}", k.name, k.scheduling))
-                .collect::<Vec<_>>()
-                .join(", "),
-        )?;
     }
     part_rows(&r.parts, w)?;
     machine_wide_rows(r, w)?;

@@ -10,9 +10,9 @@
 //! `off` finds it, stops it and checks that it is gone.
 
 use crate::shield::apply::ApplyError;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::journal::Entry;
-use crate::shield::parts::MachineWide;
+use crate::shield::parts::{Line, MachineWide, Metric, PartReport};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -379,7 +379,8 @@ pub fn unprotected_kernel_work(sys: &Sys) -> Option<Note> {
 }
 
 /// What `status` reads back of the guard and of the shielded CPUs'
-/// kernel work; `status --json` carries it as `guard`.
+/// kernel work; `status --json` carries it as the `data` of the part
+/// `guard`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Hold {
     /// The shield started a guard.
@@ -405,7 +406,7 @@ pub struct Hold {
 const WATCH: Duration = Duration::from_secs(1);
 
 /// Reads back the guard of the shield `state`.
-pub(in crate::shield) fn read_hold(sys: &Sys, state: &State) -> Hold {
+fn read_hold(sys: &Sys, state: &State) -> Hold {
     let kernel = KernelWork::read(sys);
     let guard_state = guard::read_state(sys);
     let alive = guard_state.as_ref().is_some_and(|s| guard::alive(sys, s));
@@ -475,12 +476,134 @@ impl Holds for Hold {
     }
 }
 
+impl Hold {
+    /// `status`'s lines: what protects the shielded CPUs' kernel work, the
+    /// guard's process, its boosts (each an interruption of the real-time
+    /// task) and the threads starving now.
+    fn lines(&self) -> Vec<Line> {
+        let protection =
+            match &self.protection {
+                Some(
+                    Protection::Guard { settings, .. } | Protection::GuardAndKernel { settings },
+                ) if settings.engine == Engine::Stalld => "stalld, run by the starvation guard",
+                Some(Protection::Guard { .. } | Protection::GuardAndKernel { .. }) => {
+                    "the starvation guard"
+                }
+                Some(Protection::FairServer { .. }) => "the kernel's fair server",
+                Some(Protection::Throttling { .. }) => "RT throttling",
+                Some(Protection::Nothing { .. }) => "NOTHING",
+                None => "unknown",
+            };
+        let mut out = vec![Line::new("kernel work protected by", protection)];
+        match (&self.state, self.alive) {
+            (Some(s), true) => {
+                let running = format!("running, pid {}, for {:.0} s", s.pid, self.uptime_s);
+                out.push(Line::new("guard", running));
+                if let Some(e) = &s.stalld {
+                    let how = match (e.pid, &e.waiting) {
+                        (Some(pid), _) => format!(
+                            "{} running, pid {pid}: {}",
+                            e.path,
+                            e.command_line.get(1..).unwrap_or_default().join(" ")
+                        ),
+                        (None, Some(why)) => format!("{} not running: {why}", e.path),
+                        (None, None) => format!("{} not started yet", e.path),
+                    };
+                    out.push(Line::new("guard engine", how));
+                }
+                let mean = s.ran_us.checked_div(s.boosts).unwrap_or(0);
+                out.push(Line::new(
+                    "guard boosts",
+                    format!(
+                        "{} ({:.3}/s, {} SCHED_FIFO, {} refused), {} µs in all, mean {} µs, longest {} µs",
+                        s.boosts, self.boosts_per_s, s.fifo_boosts, s.failed, s.ran_us, mean, s.longest_us
+                    ),
+                ));
+            }
+            (_, false) if self.expected => out.push(Line::new("guard", "NOT RUNNING")),
+            _ => {}
+        }
+        let starving = (self.starving.iter().take(20)).map(|s| {
+            format!(
+                "tid {} {:?} on CPU {}, runnable without running for {:.1} s",
+                s.tid,
+                s.name.chars().take(18).collect::<String>(),
+                s.cpu,
+                s.waited_ns as f64 / 1e9
+            )
+        });
+        out.extend(Line::under("starving", starving.collect()));
+        out
+    }
+
+    /// Its metrics: whether the guard runs, the threads starving, and its
+    /// boosts and their CPU time.
+    fn metrics(&self) -> Vec<Metric> {
+        let gauge = |name, help, value: f64| Metric {
+            name,
+            kind: "gauge",
+            help,
+            samples: vec![(Vec::new(), value)],
+        };
+        let mut out = vec![
+            gauge(
+                "guard_up",
+                "1 when the starvation guard runs (its pid and start time as its state file says), else 0.",
+                f64::from(u8::from(self.alive)),
+            ),
+            gauge(
+                "starving_threads",
+                "Threads on the shielded CPUs runnable without running past the threshold (the guard's last scan).",
+                self.starving.len() as f64,
+            ),
+        ];
+        if let Some(s) = self.state.as_ref().filter(|_| self.alive) {
+            out.extend([
+                gauge(
+                    BOOSTS_METRIC,
+                    "Boosts the guard gave starving threads since it started: each interrupts the real-time task on that CPU.",
+                    s.boosts as f64,
+                ),
+                gauge(
+                    "guard_boost_seconds_total",
+                    "CPU time boosted threads ran, taken from the real-time tasks, in all.",
+                    s.ran_us as f64 / 1e6,
+                ),
+                gauge(
+                    "guard_boost_longest_seconds",
+                    "The longest CPU time a single boost ran.",
+                    s.longest_us as f64 / 1e6,
+                ),
+            ]);
+        }
+        out
+    }
+}
+
+/// The metric of the guard's boosts since it started: what `compare`
+/// counts while it watches a shield.
+pub const BOOSTS_METRIC: &str = "guard_boosts_total";
+
 /// The starvation guard, as a component of the shield.
 pub(in crate::shield) struct Part;
 
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    /// The guard and the shielded CPUs' kernel work as they read back,
+    /// and what no longer holds.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
+        let hold = read_hold(sys, state);
+        Some(PartReport {
+            component: OWNER.name().into(),
+            lines: hold.lines(),
+            data: serde_json::to_value(&hold).unwrap_or_default(),
+            findings: hold.lost(state, repair),
+            metrics: hold.metrics(),
+        })
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {

@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Undo};
-use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::journal::State;
 use crate::shield::note::Note;
-use crate::shield::parts::{OwnFacts, PartReport};
+use crate::shield::parts::{Line, OwnFacts, PartReport};
 use crate::shield::plan_error::PlanError;
 use crate::shield::request::Request;
 use crate::sys::{procfs, Sys};
@@ -198,13 +198,14 @@ impl Component for Part {
     }
 
     /// The shielded CPUs someone took offline since `on`, when any.
-    fn status(&self, sys: &Sys, state: &State, repair: &str) -> Option<PartReport> {
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
         let online = procfs::online_cpus(sys).ok()?;
         let hold = read_hold(&online, &state.shield);
         let findings = hold.lost(state, repair);
         (!findings.is_empty()).then(|| PartReport {
             component: NAME.into(),
-            lines: findings.iter().map(|f| f.reason.clone()).collect(),
+            lines: Line::under(NAME, findings.iter().map(|f| f.reason.clone()).collect()),
             data: serde_json::json!({ "offline": hold.offline.to_string() }),
             findings,
             metrics: Vec::new(),

@@ -23,10 +23,12 @@ use super::snapshot::Snapshot;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
-use crate::shield::component::{unless_held, Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::component::{
+    unless_held, Changing, Component, Draft, InPlace, Looking, Planning, Slot,
+};
 use crate::shield::error::ShieldError;
-use crate::shield::journal::{Entry, State};
-use crate::shield::parts::{OwnFacts, PartReport};
+use crate::shield::journal::Entry;
+use crate::shield::parts::{Line, OwnFacts, PartReport};
 use crate::shield::plan::{Plan, PlanError};
 use crate::shield::request::Request;
 use crate::shield::reshape::Originals;
@@ -371,7 +373,7 @@ fn lines(out: &Outcome, dry_run: bool) -> Vec<String> {
 fn report(out: &Outcome, dry_run: bool, findings: Vec<Finding>) -> PartReport {
     PartReport {
         component: NAME.into(),
-        lines: lines(out, dry_run),
+        lines: Line::under(NAME, lines(out, dry_run)),
         data: serde_json::to_value(out).unwrap_or_default(),
         findings,
         metrics: Vec::new(),
@@ -479,7 +481,8 @@ impl Component for Part {
         ))
     }
 
-    fn status(&self, sys: &Sys, state: &State, repair: &str) -> Option<PartReport> {
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
         let bound = state.request.as_ref()?.max_idle_latency?;
         let out = outcome(&read(sys, &state.shield), bound);
         let findings = lost(&out, repair);

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::cpulist::CpuSet;
 use crate::shield::apply::{Applied, Refusal};
 use crate::shield::change::{Step, Subject};
+use crate::shield::irqbalance;
 use crate::shield::irqs::{self, IrqRefusal};
 use crate::shield::journal::State;
 use crate::shield::note::Note;
@@ -18,7 +19,6 @@ use crate::shield::reshape::Reshape;
 use crate::shield::snapshot::{CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use crate::shield::tasks::{self, TaskRef};
 use crate::shield::timings::Timings;
-use crate::shield::{irqbalance, rt_kthreads};
 use crate::sys::Sys;
 
 /// The result of `on`.
@@ -84,16 +84,13 @@ pub struct OnReport {
     /// CPUs left the shield), moved out to the housekeeping CPUs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_shield: Vec<TaskRef>,
-    /// The shielded CPUs' kernel threads raised by `--kthreads-above`, as
-    /// their scheduling reads back (with `--dry-run`: planned).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kthreads_raised: Vec<rt_kthreads::Raised>,
     /// What the plan changes machine-wide, beyond the shielded CPUs, each
     /// with how to do without it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub machine_wide: Vec<MachineWide>,
     /// What the components that report for themselves did, read back
-    /// (planned, for a dry run): the idle states, ...
+    /// (planned, for a dry run): the kernel threads raised, the cache
+    /// share, the idle states, ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<PartReport>,
     /// The plan, with `--dry-run` (printed, not read back from a report).
@@ -132,7 +129,7 @@ pub(in crate::shield) fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
 /// What the components' outcomes leave for the journal's state (the IRQs
 /// kept on the shield, irqbalance's ban), and what only the machine after
 /// (compared with the one `before`) can tell for the report: irqbalance's
-/// process, the kernel threads' scheduling, the partition, read back.
+/// process and the partition, read back.
 pub(in crate::shield) fn read_back(
     sys: &Sys,
     plan: &Plan,
@@ -151,8 +148,6 @@ pub(in crate::shield) fn read_back(
         .irqbalance_ban
         .as_ref()
         .map(|_| irqbalance::process_after(sys, before.owners.irqbalance.as_ref(), &after.threads));
-    let read = |tid| sys.sched_attr(tid).ok();
-    out.kthreads_raised = rt_kthreads::report(&plan.steps, Some(&read));
     if let CgroupSetup::V2 { .. } = &after.cgroup {
         out.partition = sys
             .read_trimmed(&format!("{}/cpuset.cpus.partition", plan.shield_dir))
@@ -228,11 +223,6 @@ pub(in crate::shield) fn report(
         notes: plan.notes.clone(),
         changed_from: None,
         left_shield: Vec::new(),
-        kthreads_raised: if dry_run {
-            rt_kthreads::report(&plan.steps, None)
-        } else {
-            Vec::new()
-        },
         machine_wide: (super::ORDER.iter())
             .flat_map(|part| {
                 let mine: Vec<Step> = (plan.steps.iter())

@@ -14,9 +14,12 @@
 //! just before it; `off` puts that back, unless the thread id now names a
 //! thread started later.
 
-use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::journal::Entry;
+use crate::shield::parts::{Line, PartReport};
+use crate::shield::plan::Plan;
 use crate::shield::plan_error::PlanError;
+use crate::shield::snapshot::{in_shield_cgroup, Snapshot};
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
@@ -513,6 +516,65 @@ pub(in crate::shield) fn undo(
     }
 }
 
+/// What `on` says of the kernel threads it raised, as their scheduling
+/// reads back (planned, for a dry run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The threads raised.
+    pub raised: Vec<Raised>,
+}
+
+/// What `status` says of the shielded CPUs' kernel threads on PREEMPT_RT.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// Per shielded CPU, what keeps RCU going beside the user's real-time
+    /// tasks (its `rcuc/N`, or the boot half offloading it).
+    pub rcu: Vec<RcuCpu>,
+}
+
+/// The highest real-time priority of the user's tasks inside the shield on
+/// each CPU, from the threads of `snap` (their statistics read).
+fn highest_task_priority(sys: &Sys, snap: &Snapshot) -> impl Fn(u32) -> Option<u32> {
+    let tasks: Vec<(CpuSet, u32)> = (snap.threads.iter())
+        .filter(|t| t.stat_read && !t.is_kthread() && in_shield_cgroup(&t.cgroup))
+        .filter_map(|t| {
+            let attr = sys.sched_attr(t.tid).ok()?;
+            attr.is_realtime()
+                .then(|| (t.cpus_allowed.clone(), attr.priority))
+        })
+        .collect();
+    move |cpu| {
+        (tasks.iter())
+            .filter(|(cpus, _)| cpus.contains(cpu))
+            .map(|(_, priority)| *priority)
+            .max()
+    }
+}
+
+/// What keeps RCU going on one shielded CPU, for people.
+fn rcu_line(c: &RcuCpu) -> Line {
+    let rcuc = c.rcuc.as_deref().unwrap_or("no rcuc thread");
+    let task = (c.task_priority)
+        .map(|p| format!(", real-time task at {p}"))
+        .unwrap_or_default();
+    let text = if c.offloaded {
+        format!(
+            "offloaded at boot (nohz_full=, rcu_nocbs=); rcuc/{} {rcuc}{task}",
+            c.cpu
+        )
+    } else if c.starves {
+        let p = c.task_priority.unwrap_or(0);
+        format!(
+            "rcuc/{} {rcuc} BELOW the real-time task at {p}: RCU stalls if it never sleeps, unless the guard boosts it; 'cpushield run --fifo' raises it, or 'cpushield on --kthreads-above {}'",
+            c.cpu,
+            p.min(MAX_ABOVE)
+        )
+    } else {
+        format!("rcuc/{} {rcuc}{task}", c.cpu)
+    };
+    Line::new(format!("RCU on CPU {}", c.cpu), text)
+}
+
 /// The shielded CPUs' kernel threads raised to real-time priority, as a
 /// component of the shield.
 pub(in crate::shield) struct Part;
@@ -524,6 +586,48 @@ impl Component for Part {
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         Ok(())
+    }
+
+    /// The threads raised, as their scheduling reads back (planned, for a
+    /// dry run).
+    fn outcome(&self, sys: &Sys, plan: &Plan, dry_run: bool) -> Option<PartReport> {
+        let read = |tid| sys.sched_attr(tid).ok();
+        let raised = report(&plan.steps, (!dry_run).then_some(&read as _));
+        if raised.is_empty() {
+            return None;
+        }
+        let label = match dry_run {
+            true => "kernel threads to raise",
+            false => "kernel threads raised",
+        };
+        let text = (raised.iter())
+            .map(|k| format!("{} {}", k.name, k.scheduling))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(PartReport {
+            component: OWNER.name().into(),
+            lines: vec![Line::new(label, text)],
+            data: serde_json::to_value(Outcome { raised }).unwrap_or_default(),
+            findings: Vec::new(),
+            metrics: Vec::new(),
+        })
+    }
+
+    /// On PREEMPT_RT: per shielded CPU, what keeps RCU going beside the
+    /// user's real-time tasks.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        if !crate::guard::kernel::running_preempt_rt(cx.sys) {
+            return None;
+        }
+        let highest = highest_task_priority(cx.sys, cx.snap);
+        let rcu = rcu_on(cx.sys, &cx.state.shield, &highest);
+        Some(PartReport {
+            component: OWNER.name().into(),
+            lines: rcu.iter().map(rcu_line).collect(),
+            data: serde_json::to_value(Status { rcu }).unwrap_or_default(),
+            findings: Vec::new(),
+            metrics: Vec::new(),
+        })
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::component::Looking;
 use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::irqs::{self, IrqPlacement};
@@ -18,7 +19,7 @@ use crate::shield::plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
 use crate::shield::tasks::{self, TaskRef};
-use crate::shield::{guard, irqbalance, knobs, mechanism, rt_kthreads};
+use crate::shield::{irqbalance, knobs, mechanism};
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -70,14 +71,6 @@ pub struct StatusReport {
     /// Other owners of the machine that may fight the shield (tuned).
     #[serde(default)]
     pub notes: Vec<Note>,
-    /// The starvation guard, its boosts (each an interruption of the
-    /// real-time task) and what protects the shielded CPUs' kernel work.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub guard: Option<guard::Hold>,
-    /// PREEMPT_RT: per shielded CPU, what keeps RCU going (its `rcuc/N`
-    /// beside the user's real-time tasks, or the boot half offloading it).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rcu: Vec<rt_kthreads::RcuCpu>,
     /// What the components that report for themselves read back of the
     /// shield (the idle states, ...), with what no longer holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -96,8 +89,6 @@ struct HoldFacts {
     irqs: Vec<IrqPlacement>,
     /// The files of the knobs the shield set.
     knobs: knobs::Hold,
-    /// The starvation guard and the kernel work it protects.
-    guard: guard::Hold,
 }
 
 impl HoldFacts {
@@ -108,7 +99,6 @@ impl HoldFacts {
             tasks: tasks::on_shield(snap, &state.shield),
             irqs: irqs::on_shield(&snap.irqs, &state.shield),
             knobs: knobs::read_hold(sys, state)?,
-            guard: guard::read_hold(sys, state),
         })
     }
 }
@@ -129,7 +119,7 @@ fn holds(state: &State, f: &HoldFacts) -> Vec<Finding> {
         )];
     }
     let rebuild = repair(state);
-    let components: [&dyn Holds; 6] = [&f.mechanism, &f.ban, &f.tasks, &f.irqs, &f.knobs, &f.guard];
+    let components: [&dyn Holds; 5] = [&f.mechanism, &f.ban, &f.tasks, &f.irqs, &f.knobs];
     components
         .iter()
         .flat_map(|c| c.lost(state, &rebuild))
@@ -168,8 +158,14 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
     let parts: Vec<PartReport> = match &state {
         Some(s) => {
             let repair = repair(s);
+            let cx = Looking {
+                sys,
+                state: s,
+                snap: &snap,
+                repair: &repair,
+            };
             (super::ORDER.iter())
-                .filter_map(|part| part.status(sys, s, &repair))
+                .filter_map(|part| part.status(&cx))
                 .collect()
         }
         None => Vec::new(),
@@ -181,14 +177,9 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
     if state.as_ref().is_some_and(|s| s.complete) {
         broken.extend(parts.iter().flat_map(|p| p.findings.iter().cloned()));
     }
-    let (threads, irqs_on_shield, partition, guard) = match facts {
-        Some(f) => (
-            f.tasks,
-            f.irqs,
-            f.mechanism.partition().map(str::to_string),
-            Some(f.guard),
-        ),
-        None => (tasks::OnShield::default(), Vec::new(), None, None),
+    let (threads, irqs_on_shield, partition) = match facts {
+        Some(f) => (f.tasks, f.irqs, f.mechanism.partition().map(str::to_string)),
+        None => (tasks::OnShield::default(), Vec::new(), None),
     };
     Ok(StatusReport {
         online: snap.online.clone(),
@@ -213,30 +204,8 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         holds: broken.is_empty(),
         broken,
         notes: plan::tuned_notes(&snap.owners),
-        guard,
-        rcu: match &state {
-            Some(s) => rcu(sys, s, &snap),
-            None => Vec::new(),
-        },
         parts,
     })
-}
-
-/// What keeps RCU going on the shield of `state`, beside the real-time
-/// tasks inside it.
-fn rcu(sys: &Sys, state: &State, snap: &Snapshot) -> Vec<rt_kthreads::RcuCpu> {
-    if !crate::guard::kernel::running_preempt_rt(sys) {
-        return Vec::new();
-    }
-    let inside = tasks::realtime::inside(sys, &state.shield_dir, snap.cgroup.hierarchy());
-    let highest = |cpu: u32| {
-        inside
-            .iter()
-            .filter(|t| t.cpus.contains(cpu))
-            .map(|t| t.priority)
-            .max()
-    };
-    rt_kthreads::rcu_on(sys, &state.shield, &highest)
 }
 
 #[cfg(test)]
@@ -315,7 +284,6 @@ mod tests {
             tasks: on_shield(vec![rt]),
             irqs: vec![irq(30, "2")],
             knobs: knobs::Hold::default(),
-            guard: guard::Hold::default(),
         };
         assert_eq!(holds(&s, &f), vec![]);
     }
@@ -333,7 +301,6 @@ mod tests {
             tasks: on_shield(vec![leak]),
             irqs: vec![irq(30, "2"), irq(31, "0-3")],
             knobs: knobs::Hold::default(),
-            guard: guard::Hold::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(
@@ -356,7 +323,6 @@ mod tests {
             tasks: on_shield(vec![]),
             irqs: vec![],
             knobs: knobs::Hold::default(),
-            guard: guard::Hold::default(),
         };
         let found = holds(&s, &f);
         assert_eq!(ids(&found), ["incomplete"]);
@@ -378,7 +344,6 @@ mod tests {
             tasks: on_shield(vec![]),
             irqs: vec![],
             knobs: knobs::Hold::default(),
-            guard: guard::Hold::default(),
         };
         assert_eq!(holds(&s, &facts(running(Some(true)))), vec![]);
         let found = holds(&s, &facts(running(Some(false))));

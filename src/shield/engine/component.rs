@@ -42,10 +42,10 @@ pub(in crate::shield) trait Component: Sync {
         None
     }
 
-    /// For `status`: what it reads back of the active shield `state` and
-    /// what no longer holds, as findings (`repair` is the next step unless
-    /// it knows a better one). `None` when the shield did not ask for it.
-    fn status(&self, _sys: &Sys, _state: &State, _repair: &str) -> Option<PartReport> {
+    /// For `status`: what it reads back of the active shield and what no
+    /// longer holds, as findings (see [`Looking`]). `None` when the shield
+    /// did not ask for it.
+    fn status(&self, _cx: &Looking) -> Option<PartReport> {
         None
     }
 
@@ -172,6 +172,20 @@ pub(in crate::shield) enum Slot {
     /// A change in place: what the old shield changed and the new one does
     /// not, written back.
     Restore,
+}
+
+/// What every part is given to read back the active shield for `status`.
+pub(in crate::shield) struct Looking<'a> {
+    /// The machine.
+    pub sys: &'a Sys,
+    /// The active shield.
+    pub state: &'a State,
+    /// The machine now, with the statistics of the threads inside the
+    /// shield or allowed on it.
+    pub snap: &'a Snapshot,
+    /// The next step that repairs the shield, unless a component knows a
+    /// better one.
+    pub repair: &'a str,
 }
 
 /// What every part is given to plan a fresh shield: the machine, the

@@ -42,8 +42,8 @@ impl OwnFacts {
 pub struct PartReport {
     /// The component's name.
     pub component: String,
-    /// What it did or found, read back, a line each, for people.
-    pub lines: Vec<String>,
+    /// What it did or found, read back, a labelled line each, for people.
+    pub lines: Vec<Line>,
     /// The same as data (the component's own type, serialised).
     pub data: serde_json::Value,
     /// What no longer holds (`status` only).
@@ -53,6 +53,34 @@ pub struct PartReport {
     /// whose `data` carries the same).
     #[serde(skip)]
     pub metrics: Vec<Metric>,
+}
+
+/// A line of what a component says of itself, for people: `status` and
+/// `on` print its label in the left column (an empty label continues the
+/// row above) and its text beside it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Line {
+    /// What the line is about, or empty.
+    pub label: String,
+    /// What it says.
+    pub text: String,
+}
+
+impl Line {
+    /// A line of `text` labelled `label`.
+    pub fn new(label: impl Into<String>, text: impl Into<String>) -> Line {
+        Line {
+            label: label.into(),
+            text: text.into(),
+        }
+    }
+
+    /// `texts` as one row labelled `label`: the label beside the first.
+    pub fn under(label: &str, texts: Vec<String>) -> Vec<Line> {
+        (texts.into_iter().enumerate())
+            .map(|(i, text)| Line::new(if i == 0 { label } else { "" }, text))
+            .collect()
+    }
 }
 
 /// A metric a component exports through `metrics` (Prometheus' text

@@ -474,3 +474,11 @@ json_flat() {
 }
 # json_get FILE PATH: the value at PATH (as json_flat prints it), empty if none
 json_get() { json_flat "$1" | awk -F '\t' -v p="$2" '$1 == p { print $2; found = 1; exit }'; }
+# json_part FILE COMPONENT PATH: the value at PATH in the data of the
+# report's part COMPONENT (`.parts[i].data` where `.parts[i].component`
+# is COMPONENT), empty if none
+json_part() {
+    json_flat "$1" | awk -F '\t' -v c="$2" -v p="$3" '
+        $1 ~ /^\.parts\[[0-9]+\]\.component$/ && $2 == c { want = substr($1, 1, length($1) - 10) ".data" p }
+        want != "" && $1 == want { print $2; exit }'
+}

@@ -37,8 +37,8 @@ round() {
     note "stalld engine ($tag: $*), FIFO 80 loop on CPU 3: stat_refresh $DONE $((T / 10)).$((T % 10)) s"
     sleep 3
     cpushield status --json >"$OUT/st.json" 2>/dev/null
-    B=$(json_get "$OUT/st.json" .guard.state.boosts)
-    info "$tag: status: boosts $B; recent: $(json_flat "$OUT/st.json" | awk -F '\t' '$1 ~ /^\.guard\.state\.recent\[[0-9]+\]\.name$/ { printf "%s ", $2 }')"
+    B=$(json_part "$OUT/st.json" guard .state.boosts)
+    info "$tag: status: boosts $B; recent: $(json_flat "$OUT/st.json" | awk -F '\t' '$1 ~ /^\.parts\[[0-9]+\]\.data\.state\.recent\[[0-9]+\]\.name$/ { printf "%s ", $2 }')"
     check "$tag: status counts stalld's boosts (${B:-none})" [ "${B:-0}" -ge 1 ]
     kill -9 $LOOP; wait $LOOP 2>/dev/null; wait $R 2>/dev/null
     CS_SHOW=30 cs off; check "$tag: off exits 0" [ "$CS_RC" -eq 0 ]

@@ -81,17 +81,17 @@ GUARDED_S=$(( ($(now_ds) - CS_T0) / 10 ))
 NV1=$(awk '/^nonvoluntary_ctxt_switches/ { print $2 }' /proc/$LOOP/status 2>/dev/null)
 sleep 2   # the boost in flight ends (1 s) and is counted
 cpushield status --json >"$OUT/status.json" 2>/dev/null
-BOOSTS=$(json_get "$OUT/status.json" .guard.state.boosts)
-FIFO=$(json_get "$OUT/status.json" .guard.state.fifo_boosts)
-RAN=$(json_get "$OUT/status.json" .guard.state.ran_us)
-LONGEST=$(json_get "$OUT/status.json" .guard.state.longest_us)
+BOOSTS=$(json_part "$OUT/status.json" guard .state.boosts)
+FIFO=$(json_part "$OUT/status.json" guard .state.fifo_boosts)
+RAN=$(json_part "$OUT/status.json" guard .state.ran_us)
+LONGEST=$(json_part "$OUT/status.json" guard .state.longest_us)
 info "guard: boosts=$BOOSTS (SCHED_FIFO $FIFO), ran ${RAN} µs in all, longest ${LONGEST} µs; the loop was preempted $((NV1 - NV0)) times in ${GUARDED_S} s"
 for g in $GUARD; do
     info "the guard (pid $g, SCHED_FIFO 98 on the housekeeping CPUs) used $(awk '{ printf "%.2f", ($14 + $15) / 100 }' /proc/$g/stat 2>/dev/null) s of CPU so far"
 done
 if [ $FAIR = 0 ]; then
     check "the guard boosted the starving kernel work (boosts=$BOOSTS)" [ "${BOOSTS:-0}" -gt 0 ]
-    check "status --json says the guard is alive" [ "$(json_get "$OUT/status.json" .guard.alive)" = true ]
+    check "status --json says the guard is alive" [ "$(json_part "$OUT/status.json" guard .alive)" = true ]
     note "guard behind a FIFO 80 loop on CPU 3 (stat_refresh, drop_caches, sync, status in ${GUARDED_S} s): ${BOOSTS} boosts (${FIFO} SCHED_FIFO), ${RAN} µs taken from the loop in all, longest ${LONGEST} µs; loop preempted $((NV1 - NV0)) times"
 fi
 quiet 10 "with the guard"; note "$Q"
@@ -122,7 +122,7 @@ if [ $FAIR = 0 ]; then
     check "without the guard stat_refresh hangs behind the loop" [ $T_DONE = 0 ]
     within 10 "cpushield status --json (no guard)" sh -c "cpushield status --json >$OUT/status2.json"
     check "status finishes while the work hangs" [ $T_DONE = 1 ]
-    STARVING=$(json_flat "$OUT/status2.json" | awk -F '\t' '$1 ~ /^\.guard\.starving\[[0-9]+\]\.name$/ { printf "%s ", $2 }')
+    STARVING=$(json_flat "$OUT/status2.json" | awk -F '\t' '$1 ~ /^\.parts\[[0-9]+\]\.data\.starving\[[0-9]+\]\.name$/ { printf "%s ", $2 }')
     info "status names as starving: $STARVING"
     check "status names the starving kernel threads ($STARVING)" sh -c "echo '$STARVING' | grep -q kworker/3"
     check "status reports the shield broken by starving threads" grep -q '"id": "starving"' "$OUT/status2.json"

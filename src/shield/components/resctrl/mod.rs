@@ -16,7 +16,7 @@
 
 use super::snapshot::Snapshot;
 use crate::shield::change::Subject;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::request::Request;
 use crate::shield::reshape::Originals;
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,7 +30,7 @@ use crate::shield::change::{Action, Check, Owner, Step, Undo};
 use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::journal::{Entry, State};
-use crate::shield::parts::{Metric, OwnFacts, PartReport};
+use crate::shield::parts::{Line, Metric, OwnFacts, PartReport};
 use crate::shield::plan::{Plan, PlanError};
 use crate::shield::undo::Undone;
 use crate::sys::procfs;
@@ -523,7 +523,7 @@ impl Component for Part {
         let out = outcome(sys, &plan.steps).filter(|_| !dry_run)?;
         Some(PartReport {
             component: OWNER.name().into(),
-            lines: share_lines(&out),
+            lines: Line::under(OWNER.name(), share_lines(&out)),
             data: serde_json::to_value(&out).unwrap_or_default(),
             findings: Vec::new(),
             metrics: Vec::new(),
@@ -532,13 +532,17 @@ impl Component for Part {
 
     /// The share and its monitoring as they read, and what no longer
     /// holds, when the shield asked for a share.
-    fn status(&self, sys: &Sys, state: &State, repair: &str) -> Option<PartReport> {
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
         let hold = read_hold(sys, state);
         hold.ask?;
         let now = status(sys, state);
         Some(PartReport {
             component: OWNER.name().into(),
-            lines: now.as_ref().map(status_lines).unwrap_or_default(),
+            lines: Line::under(
+                OWNER.name(),
+                now.as_ref().map(status_lines).unwrap_or_default(),
+            ),
             data: serde_json::to_value(&now).unwrap_or_default(),
             findings: hold.lost(state, repair),
             metrics: now.as_ref().map(metrics).unwrap_or_default(),
