@@ -305,8 +305,8 @@ fn read_threads(sys: &Sys) -> Result<Vec<Thread>, AuditError> {
 fn cpu_power(sys: &Sys, cpu: u32) -> CpuPower {
     let base = format!("sys/devices/system/cpu/cpu{cpu}");
     let read = |rel: String| sys.read_trimmed(&rel).ok();
-    // The idle-state component's reading, in the audit's terms.
-    let idle_states = crate::shield::idle_states::read_states(sys, cpu)
+    // cpuidle's states, in the audit's terms.
+    let idle_states = crate::sys::cpuidle::read_states(sys, cpu)
         .into_iter()
         .map(|st| IdleState {
             state: st.state,

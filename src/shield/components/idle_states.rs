@@ -32,6 +32,7 @@ use crate::shield::parts::{Line, OwnFacts, PartReport};
 use crate::shield::plan::{Plan, PlanError};
 use crate::shield::request::Request;
 use crate::shield::reshape::Originals;
+use crate::sys::cpuidle::{read_states, IdleState};
 use crate::sys::Sys;
 
 /// This component, as it names itself in the journal and in reports.
@@ -42,23 +43,6 @@ const NAME: &str = "idle-states";
 
 /// The largest bound accepted, µs (1 s: any idle state is faster).
 pub const MAX_BOUND_US: u32 = 1_000_000;
-
-/// One idle state of a CPU, as cpuidle exposes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IdleState {
-    /// Its directory, `stateN`.
-    pub state: String,
-    /// Its name (`POLL`, `C1`, `C6`, ...).
-    pub name: String,
-    /// Its exit latency, µs.
-    pub latency_us: u64,
-    /// Whether its `disable` file reads 1.
-    pub disabled: bool,
-    /// Whether its `disable` file may be written.
-    pub writable: bool,
-    /// How many times the CPU entered it since boot (`usage`).
-    pub usage: u64,
-}
 
 /// One CPU's idle: its PM QoS bound and its states.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,32 +152,6 @@ pub fn parse_bound(input: &str) -> Result<u32, String> {
                 crate::input::quote(input)
             )
         })
-}
-
-/// The cpuidle states of `cpu`, in the kernel's order (`state0`, `state1`,
-/// ...); none without a cpuidle driver.
-pub fn read_states(sys: &Sys, cpu: u32) -> Vec<IdleState> {
-    let base = format!("sys/devices/system/cpu/cpu{cpu}/cpuidle");
-    let mut states: Vec<IdleState> = (sys.list(&base))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|st| st.starts_with("state"))
-        .map(|st| {
-            let file = |n: &str| format!("{base}/{st}/{n}");
-            let read = |n: &str| sys.read_trimmed(&file(n)).ok();
-            let number = |n: &str| read(n).and_then(|v| v.parse().ok()).unwrap_or(0);
-            IdleState {
-                name: read("name").unwrap_or_default(),
-                latency_us: number("latency"),
-                disabled: read("disable").as_deref() == Some("1"),
-                writable: sys.mode_allows_write(&file("disable")),
-                usage: number("usage"),
-                state: st,
-            }
-        })
-        .collect();
-    states.sort_by_key(|s| s.state[5..].parse::<u32>().unwrap_or(u32::MAX));
-    states
 }
 
 /// Reads the idle of `cpus`.
