@@ -2,6 +2,7 @@
 //! unbound kernel work item runs there.
 
 use super::snapshot::Snapshot;
+use crate::audit::facts::Facts as AuditFacts;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Findings, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
@@ -70,6 +71,10 @@ impl Component for Part {
         OWNER
     }
 
+    fn audit(&self, f: &AuditFacts) -> Vec<Finding> {
+        audit(&f.workqueue_masks, &f.targets)
+    }
+
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         Ok(())
     }
@@ -97,7 +102,7 @@ impl Component for Part {
 
 /// The audit's rule of the unbound workqueues' and writeback flushers'
 /// masks (`(file, what, mask)`) against `targets`. Pure.
-pub fn audit(masks: &[(&str, &str, CpuSet)], targets: &CpuSet) -> Vec<Finding> {
+fn audit(masks: &[(&str, &str, CpuSet)], targets: &CpuSet) -> Vec<Finding> {
     let mut out = Findings::default();
 
     let list = targets;

@@ -16,6 +16,7 @@ pub use facts::*;
 pub use hold::*;
 
 use super::snapshot::Snapshot;
+use crate::audit::facts::Facts as AuditFacts;
 use crate::shield::apply::ApplyError;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
 use crate::shield::parts::MachineWide;
@@ -104,6 +105,10 @@ pub(in crate::shield) struct Part;
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    fn audit(&self, f: &AuditFacts) -> Vec<Finding> {
+        audit(f.irqbalance.as_ref(), &f.targets)
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
