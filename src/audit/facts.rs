@@ -175,7 +175,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         interrupts,
         softirqs,
         wanted_irqs: irqs_bound_to(&entries, &targets),
-        irqs: crate::shield::irqs::read(sys)?,
+        irqs: crate::sys::irq::read(sys)?,
         default_irq_affinity: sys.read_cpumask(snapshot::DEFAULT_IRQ_AFFINITY).ok(),
         workqueue_masks: [
             (snapshot::WORKQUEUE_MASK, "unbound workqueues"),

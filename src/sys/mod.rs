@@ -16,6 +16,7 @@
 pub mod cpuidle;
 #[cfg(feature = "fixture")]
 pub mod fixture;
+pub mod irq;
 pub mod irqbalance;
 pub mod pci;
 pub mod procfs;

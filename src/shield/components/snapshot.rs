@@ -12,12 +12,14 @@ use crate::shield::knobs::{knob_files, FileState, Knob, TuneState};
 use crate::sys::procfs::{self, Thread};
 use crate::sys::{ErrorKind, Result, Sys};
 
-pub use crate::shield::irqs::{irq_affinity_file, irq_of_affinity_file, Irq, DEFAULT_IRQ_AFFINITY};
 pub use crate::shield::mechanism::{
     detect_cgroup, in_shield_cgroup, CgroupSetup, CGROUP2_FALLBACK, SHIELD_CGROUP, SHIELD_SLICE,
     SYSTEM_CGROUP_V1,
 };
-pub use crate::shield::workqueues::WORKQUEUE_MASK;
+pub use crate::sys::irq::{irq_affinity_file, irq_of_affinity_file, Irq, DEFAULT_IRQ_AFFINITY};
+
+/// The cpumask of the unbound workqueues.
+pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
 
 /// Everything a shield may touch, read at one moment.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -95,9 +97,9 @@ impl Snapshot {
             .read_cpulist("sys/devices/system/cpu/isolated")
             .unwrap_or_default();
         let cgroup = detect_cgroup(sys)?;
-        let irqs = crate::shield::irqs::read(sys)?;
+        let irqs = crate::sys::irq::read(sys)?;
         let default_irq_affinity = optional(sys.read_cpumask(DEFAULT_IRQ_AFFINITY))?;
-        let workqueue_mask = optional(crate::shield::workqueues::read(sys))?;
+        let workqueue_mask = optional(sys.read_cpumask(WORKQUEUE_MASK))?;
         let mut sibling_groups: Vec<CpuSet> = Vec::new();
         for cpu in online.iter() {
             let sib = procfs::thread_siblings(sys, cpu);

@@ -1,7 +1,7 @@
 //! The unbound workqueues' CPU mask: kept off the shield, so that no
 //! unbound kernel work item runs there.
 
-use super::snapshot::Snapshot;
+use super::snapshot::{Snapshot, WORKQUEUE_MASK};
 use crate::audit::facts::Facts as AuditFacts;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Findings, Severity};
@@ -11,18 +11,9 @@ use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Sl
 use crate::shield::journal::Entry;
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
-use crate::sys::{Sys, SysError};
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("workqueues");
-
-/// The unbound-workqueue cpumask file.
-pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
-
-/// The unbound workqueues' mask.
-pub(in crate::shield) fn read(sys: &Sys) -> Result<CpuSet, SysError> {
-    sys.read_cpumask(WORKQUEUE_MASK)
-}
 
 /// Unbound workqueues off the shield, when their mask reaches it.
 pub(in crate::shield) fn plan(
