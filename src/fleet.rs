@@ -237,8 +237,6 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
         shield: status,
         boot,
     } = status(sys)?;
-    let state = journal::read_state(sys).map_err(ShieldError::from)?;
-    let kept: Vec<u32> = state.map(|s| s.irqs_kept).unwrap_or_default();
     let figures = match results {
         None => None,
         Some(path) => {
@@ -258,7 +256,6 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
     Ok(render(
         &status,
         boot.as_ref(),
-        &kept,
         interrupts.as_ref(),
         journal::last_apply(sys),
         figures.as_ref(),
@@ -273,7 +270,6 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
 fn render(
     status: &StatusReport,
     boot: Option<&BootStatus>,
-    irqs_kept: &[u32],
     interrupts: Option<&(Vec<u32>, Vec<procfs::InterruptLine>)>,
     last_apply: Option<u64>,
     figures: Option<&CompareFigures>,
@@ -282,7 +278,7 @@ fn render(
     let mut out = String::new();
     shield_metrics(&mut out, status, boot);
     part_metrics(&mut out, &status.parts);
-    cpu_metrics(&mut out, status, irqs_kept);
+    cpu_metrics(&mut out, status);
     if let (Some(lines), true) = (interrupts, status.shield.is_some()) {
         interrupt_metrics(&mut out, status, lines);
     }
@@ -358,7 +354,7 @@ fn shield_metrics(out: &mut String, status: &StatusReport, boot: Option<&BootSta
 
 /// The shielded and housekeeping CPUs, and the threads and IRQs that leaked
 /// onto the shield.
-fn cpu_metrics(out: &mut String, status: &StatusReport, irqs_kept: &[u32]) {
+fn cpu_metrics(out: &mut String, status: &StatusReport) {
     let shield = status.shield.clone().unwrap_or_default();
     gauge(
         out,
@@ -381,7 +377,7 @@ fn cpu_metrics(out: &mut String, status: &StatusReport, irqs_kept: &[u32]) {
     let leaked_irqs = status
         .irqs_on_shield
         .iter()
-        .filter(|i| i.drifted(&shield, irqs_kept))
+        .filter(|i| i.drifted(&shield))
         .count();
     gauge(
         out,

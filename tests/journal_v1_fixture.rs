@@ -20,8 +20,20 @@ fn to_version_1(root: &Path) -> Vec<String> {
     let dir = root.join("run/cpushield/journal");
     let state_file = dir.join("state.json");
     let mut state: Value = serde_json::from_slice(&fs::read(&state_file).unwrap()).unwrap();
-    assert_eq!(state["version"], 2, "a new journal is of version 2");
+    assert_eq!(state["version"], 3, "a new journal is of version 3");
     state["version"] = 1.into();
+    // Versions 1 and 2 kept the components' records at the top level.
+    let map = state.as_object_mut().unwrap();
+    let parts = map.remove("parts").unwrap_or_default();
+    for (component, older) in [
+        ("irqs", "irqs_kept"),
+        ("irqbalance", "irqbalance_ban"),
+        ("guard", "guard"),
+    ] {
+        if let Some(record) = parts.get(component) {
+            map.insert(older.into(), record.clone());
+        }
+    }
     fs::write(&state_file, serde_json::to_vec(&state).unwrap()).unwrap();
     let mut tags = Vec::new();
     for e in fs::read_dir(&dir).unwrap().flatten() {
@@ -96,6 +108,31 @@ fn irqbalances_ban_journaled_by_version_1_is_taken_out_exactly() {
     let o = cpushield(root, &["on", "2-3"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(to_version_1(root), ["irqbalance_ban"]);
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}
+
+#[test]
+fn an_irq_kept_on_the_shield_by_version_1_is_still_no_drift() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    systemd_host(root);
+    let before = tree(root);
+    let o = cpushield(root, &["on", "2-3", "--irq", "eth0"]);
+    assert!(o.status.success(), "{}", text(&o));
+    to_version_1(root);
+    let state = fs::read(root.join("run/cpushield/journal/state.json")).unwrap();
+    let state: Value = serde_json::from_slice(&state).unwrap();
+    let kept = state["irqs_kept"]
+        .as_array()
+        .expect("irqs_kept at the top level");
+    assert!(kept.contains(&24.into()), "{state}");
+    // The IRQ bound to the shield on request is kept there, not drift.
+    let st = cpushield(root, &["status", "--json"]);
+    let st: Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(st["holds"], true, "{st}");
     let o = cpushield(root, &["off"]);
     assert!(o.status.success(), "{}", text(&o));
     let d = diff(&before, &tree(root));

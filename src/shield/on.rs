@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::apply::{self, Applied, ApplyError};
 use super::change::Subject;
 use super::components::report::{self, OnReport};
-use super::components::settle::{self, settle, Settled};
+use super::components::settle::{settle, Settled};
 use super::components::{self, read, EFFECTS};
 use super::error::{boot_isolation_conflict, require_root, ShieldError};
 use super::journal::{self, Journal, State};
@@ -256,9 +256,9 @@ fn reshape_timed(
     timings.plan += t.elapsed();
     let plan = &change.plan;
     let finished = |out: OnReport| report::with_change(out, &change, &snap);
-    let stop_guard = old.guard && !change.guard;
-    let mut guard_refused = Vec::new();
-    if dry_run || (plan.steps.is_empty() && !stop_guard) {
+    let stopping = components::left_running(&old, &change.records);
+    let mut stop_refused = Vec::new();
+    if dry_run || (plan.steps.is_empty() && !stopping) {
         let out = finished(report::report(sys, plan, &snap, None, dry_run));
         return nothing_to_change(sys, req, &old, dry_run, out);
     }
@@ -284,12 +284,14 @@ fn reshape_timed(
         &mut applied,
         timings,
     )?;
-    if stop_guard {
+    if stopping {
         // Asked no more: stopped only now that the change holds (a
-        // rollback above leaves the old shield whole, its guard with it).
-        guard_refused = settle::stop_unasked(sys, &snap);
+        // rollback above leaves the old shield whole, the guard with it).
+        stop_refused = components::stop_left_running(sys, &old, &change.records, &snap);
     }
-    state.guard = change.guard;
+    // What the components keep of the new shield, in this version's shape.
+    state.parts = change.records.clone();
+    state.older.clear();
     state.shield = plan.shield.clone();
     state.housekeeping = plan.housekeeping.clone();
     state.partition = plan.partition.clone().or(old.partition.clone());
@@ -300,7 +302,7 @@ fn reshape_timed(
         Some(&applied),
         false,
     ));
-    out.other_refused.extend(guard_refused);
+    out.other_refused.extend(stop_refused);
     state.writes_refused = refused_files(&applied);
     let journal = (&mut state, &mut journal);
     finish(sys, plan, (&snap, settled), req, journal, &mut out, timings)?;

@@ -134,11 +134,10 @@ fn shielded() -> (Snapshot, Vec<Entry>, State) {
         outside_procs: "sys/fs/cgroup/cgroup.procs".into(),
         complete: true,
         partition: Some("isolated".into()),
-        irqs_kept: vec![0],
         writes_refused: vec![],
-        irqbalance_ban: None,
         request: None,
-        guard: false,
+        parts: serde_json::from_str(r#"{"irqs": [0]}"#).unwrap(),
+        older: Default::default(),
     };
     (live, entries, state)
 }

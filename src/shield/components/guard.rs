@@ -12,7 +12,10 @@
 use crate::shield::apply::ApplyError;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::journal::Entry;
-use crate::shield::parts::{Line, MachineWide, Metric, PartReport};
+use crate::shield::parts::{Line, MachineWide, Metric, OwnFacts, PartReport};
+use crate::shield::plan::Plan;
+use crate::shield::snapshot::Snapshot;
+use crate::shield::OnReport;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -421,7 +424,7 @@ fn read_hold(sys: &Sys, state: &State) -> Hold {
         None => Vec::new(),
     };
     Hold {
-        expected: state.guard,
+        expected: started(state),
         alive,
         protection: Some(Protection::of(&kernel, kernel.rt_runtime_us, settings)),
         boosts_per_s: match (running, uptime_s > 0.0) {
@@ -580,6 +583,12 @@ impl Hold {
     }
 }
 
+/// Whether the shield `state` started the guard (journal version 2 and
+/// older kept it as `guard` at the top level of the state).
+fn started(state: &State) -> bool {
+    state.record(OWNER.name(), "guard").unwrap_or(false)
+}
+
 /// The metric of the guard's boosts since it started: what `compare`
 /// counts while it watches a shield.
 pub const BOOSTS_METRIC: &str = "guard_boosts_total";
@@ -606,6 +615,22 @@ impl Component for Part {
         })
     }
 
+    /// That it started the guard, when its step did.
+    fn record(&self, plan: &Plan, _: &OnReport) -> Option<serde_json::Value> {
+        planned(&plan.steps).then_some(serde_json::Value::Bool(true))
+    }
+
+    /// The guard the old shield started, where the new one has none.
+    fn left_running(&self, old: &State, records: &OwnFacts) -> bool {
+        started(old) && records.get::<bool>(OWNER.name()) != Some(true)
+    }
+
+    fn stop_left_running(&self, sys: &Sys, snap: &Snapshot) -> Vec<Refusal> {
+        let mut undone = Undone::default();
+        stop(sys, snap.owners.systemd, &mut undone);
+        undone.failed
+    }
+
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         Ok(())
     }
@@ -622,7 +647,9 @@ impl Component for Part {
     }
 
     fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
-        out.change.guard = mine.iter().any(|(_, s)| own_of(&s.action).is_some());
+        if mine.iter().any(|(_, s)| own_of(&s.action).is_some()) {
+            out.change.records.put(OWNER.name(), &true);
+        }
         for (slot, step) in mine {
             match own_of(&step.action) {
                 Some(Own::Guard { cpus, settings, .. }) if in_place(&cx.read, &cpus, &settings) => {

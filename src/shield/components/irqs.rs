@@ -6,7 +6,9 @@ use super::snapshot::Snapshot;
 use crate::audit::facts::Facts as AuditFacts;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
 use crate::shield::journal::Entry;
+use crate::shield::plan::Plan;
 use crate::shield::reshape::Originals;
+use crate::shield::OnReport;
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
 
@@ -105,19 +107,33 @@ pub struct IrqPlacement {
     pub affinity: CpuSet,
     /// `effective_affinity_list`.
     pub effective: Option<CpuSet>,
+    /// Kept on the shield by `on`: bound there on request, or refusing a
+    /// new affinity when `on` finished. Any other IRQ there is drift.
+    #[serde(default)]
+    pub kept: bool,
 }
 
 impl IrqPlacement {
     /// Whether this IRQ drifted onto `shield`: its affinity allows a
-    /// shielded CPU, and `on` neither bound it there nor found it refusing
-    /// a new affinity (`kept`).
-    pub fn drifted(&self, shield: &CpuSet, kept: &[u32]) -> bool {
-        self.affinity.intersects(shield) && !kept.contains(&self.irq)
+    /// shielded CPU, and `on` did not keep it there.
+    pub fn drifted(&self, shield: &CpuSet) -> bool {
+        self.affinity.intersects(shield) && !self.kept
     }
 }
 
-/// The IRQs allowed on, or effective on, a CPU of `shield`.
-pub(in crate::shield) fn on_shield(irqs: &[Irq], shield: &CpuSet) -> Vec<IrqPlacement> {
+/// The IRQs the shield `state` kept on its CPUs (journal version 2 and
+/// older kept them as `irqs_kept` at the top level of the state).
+pub(in crate::shield) fn kept(state: &State) -> Vec<u32> {
+    state.record(OWNER.name(), "irqs_kept").unwrap_or_default()
+}
+
+/// The IRQs allowed on, or effective on, a CPU of `shield`, those in
+/// `kept` marked.
+pub(in crate::shield) fn on_shield(
+    irqs: &[Irq],
+    shield: &CpuSet,
+    kept: &[u32],
+) -> Vec<IrqPlacement> {
     irqs.iter()
         .filter(|i| {
             i.affinity.intersects(shield)
@@ -128,6 +144,7 @@ pub(in crate::shield) fn on_shield(irqs: &[Irq], shield: &CpuSet) -> Vec<IrqPlac
             name: i.name.clone(),
             affinity: i.affinity.clone(),
             effective: i.effective.clone(),
+            kept: kept.contains(&i.irq),
         })
         .collect()
 }
@@ -138,7 +155,7 @@ impl Holds for Vec<IrqPlacement> {
     fn lost(&self, state: &State, repair: &str) -> Vec<Finding> {
         let drifted: Vec<String> = self
             .iter()
-            .filter(|i| i.drifted(&state.shield, &state.irqs_kept))
+            .filter(|i| i.drifted(&state.shield))
             .map(|i| i.irq.to_string())
             .collect();
         if drifted.is_empty() {
@@ -305,7 +322,7 @@ pub(in crate::shield) fn refused_before(
     recorded: Option<&(String, Check)>,
     read: &dyn Fn(&str) -> Option<String>,
 ) -> bool {
-    state.irqs_kept.contains(&irq)
+    kept(state).contains(&irq)
         && recorded.is_some_and(|(before, check)| {
             read(path).is_some_and(|now| apply::reads_as(*check, &now, before))
         })
@@ -325,6 +342,15 @@ pub(in crate::shield) struct Part;
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    /// The IRQs kept on the shield: bound there on request, or refusing a
+    /// new affinity.
+    fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
+        let kept: Vec<u32> = (out.irqs_refused.iter().map(|r| r.irq))
+            .chain(out.irqs_to_shield.iter().copied())
+            .collect();
+        (!kept.is_empty()).then(|| serde_json::json!(kept))
     }
 
     fn audit(&self, f: &AuditFacts) -> Vec<Finding> {

@@ -13,10 +13,11 @@
 
 use std::collections::HashSet;
 
-use super::apply::{ApplyError, Effects};
+use super::apply::{ApplyError, Effects, Refusal};
 use super::change::{Action, Step};
 use super::component::{written, Changing, Component, Draft, InPlace, Planning, Slot};
 use super::journal::{Entry, State};
+use super::parts::OwnFacts;
 use super::plan::{self, Plan, PlanError};
 use super::request::Request;
 use super::reshape::{self, Reshape};
@@ -145,6 +146,38 @@ pub fn change(
     );
     change.plan.steps = steps;
     Ok(change)
+}
+
+/// What every component keeps in the journal's state of the shield `on`
+/// made from `plan`, as `out` reports it.
+pub(super) fn records(plan: &Plan, out: &report::OnReport) -> OwnFacts {
+    let mut records = OwnFacts::default();
+    for part in &ORDER {
+        if let Some(record) = part.record(plan, out) {
+            records.put(part.owner().name(), &record);
+        }
+    }
+    records
+}
+
+/// Whether the old shield runs something a change in place to one keeping
+/// `records` no longer asks for.
+pub(super) fn left_running(old: &State, records: &OwnFacts) -> bool {
+    ORDER.iter().any(|part| part.left_running(old, records))
+}
+
+/// Stops what the old shield ran and a change in place keeping `records`
+/// no longer asks for, once the change holds; the refusals.
+pub(super) fn stop_left_running(
+    sys: &Sys,
+    old: &State,
+    records: &OwnFacts,
+    snap: &Snapshot,
+) -> Vec<Refusal> {
+    (ORDER.iter())
+        .filter(|part| part.left_running(old, records))
+        .flat_map(|part| part.stop_left_running(sys, snap))
+        .collect()
 }
 
 /// Every component's rules of the audit, judged on `facts`, in [`ORDER`].

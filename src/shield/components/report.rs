@@ -118,16 +118,15 @@ pub(in crate::shield) fn state_for(plan: &Plan, cgroup: &CgroupSetup) -> State {
         outside_procs,
         complete: false,
         partition: plan.partition.clone(),
-        irqs_kept: Vec::new(),
         writes_refused: Vec::new(),
-        irqbalance_ban: None,
         request: None,
-        guard: crate::shield::guard::planned(&plan.steps),
+        parts: Default::default(),
+        older: Default::default(),
     }
 }
 
-/// What the components' outcomes leave for the journal's state (the IRQs
-/// kept on the shield, irqbalance's ban), and what only the machine after
+/// What the components keep in the journal's state of their outcomes (the
+/// IRQs kept on the shield, irqbalance's ban, the guard), and what only the machine after
 /// (compared with the one `before`) can tell for the report: irqbalance's
 /// process and the partition, read back.
 pub(in crate::shield) fn read_back(
@@ -137,13 +136,7 @@ pub(in crate::shield) fn read_back(
     state: &mut State,
     out: &mut OnReport,
 ) {
-    state.irqs_kept = out
-        .irqs_refused
-        .iter()
-        .map(|r| r.irq)
-        .chain(out.irqs_to_shield.iter().copied())
-        .collect();
-    state.irqbalance_ban = out.irqbalance_ban.clone();
+    state.parts.extend(super::records(plan, out));
     out.irqbalance = out
         .irqbalance_ban
         .as_ref()
@@ -165,7 +158,8 @@ pub(in crate::shield) fn with_change(
     out.changed_from = (change.from != change.plan.shield).then(|| change.from.clone());
     out.left_shield = change.leaving.clone();
     out.kept.extend(change.staying.iter().cloned());
-    out.irqbalance_ban = out.irqbalance_ban.take().or(change.irqbalance_ban.clone());
+    let ban = change.records.get(irqbalance::OWNER.name());
+    out.irqbalance_ban = out.irqbalance_ban.take().or(ban);
     out.irqs_refused
         .extend(change.still_refused.iter().map(|&irq| IrqRefusal {
             irq,

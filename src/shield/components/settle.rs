@@ -5,13 +5,13 @@
 use std::sync::atomic::AtomicBool;
 
 use super::EFFECTS;
-use crate::shield::apply::{Applied, ApplyError, Refusal};
+use crate::shield::apply::{Applied, ApplyError};
 use crate::shield::journal::{Journal, State};
 use crate::shield::note::Note;
 use crate::shield::plan::Plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::Snapshot;
-use crate::shield::{guard, irqs, tasks, undo};
+use crate::shield::{irqs, tasks};
 use crate::sys::Sys;
 
 /// What the components settled after a plan was applied.
@@ -54,7 +54,7 @@ pub(in crate::shield) fn settle(
     let after = tasks::forked::sweep_forked((sys, EFFECTS), snap, tasks, journal, stop, applied)?;
     let came_back = match in_place {
         Some(state) => {
-            let skip = [plan.irqs_to_shield.as_slice(), &state.irqs_kept].concat();
+            let skip = [plan.irqs_to_shield.clone(), irqs::kept(state)].concat();
             irqs::sweep((sys, EFFECTS), cpus, &skip, journal, stop, applied)?
         }
         None => Vec::new(),
@@ -75,12 +75,4 @@ pub(in crate::shield) fn settle(
         irqs_moved: [came_back, respread].concat(),
         notes,
     })
-}
-
-/// Stops what the old shield ran and a change in place no longer asks for
-/// (the starvation guard), once the change holds; the refusals.
-pub(in crate::shield) fn stop_unasked(sys: &Sys, snap: &Snapshot) -> Vec<Refusal> {
-    let mut undone = undo::Undone::default();
-    guard::stop(sys, snap.owners.systemd, &mut undone);
-    undone.failed
 }

@@ -97,7 +97,7 @@ impl HoldFacts {
             mechanism: mechanism::read_hold(sys, state, &snap.cgroup),
             ban: irqbalance::read_hold(sys, state, snap.owners.irqbalance.as_ref()),
             tasks: tasks::on_shield(snap, &state.shield),
-            irqs: irqs::on_shield(&snap.irqs, &state.shield),
+            irqs: irqs::on_shield(&snap.irqs, &state.shield, &irqs::kept(state)),
             knobs: knobs::read_hold(sys, state)?,
         })
     }
@@ -226,11 +226,15 @@ mod tests {
             outside_procs: "sys/fs/cgroup/cgroup.procs".into(),
             complete: true,
             partition: Some("isolated".into()),
-            irqs_kept: vec![30],
             writes_refused: vec![],
-            irqbalance_ban: Some(cpus("2-3")),
             request: None,
-            guard: false,
+            parts: Default::default(),
+            // As journal version 2 kept them: read through `older`.
+            older: [
+                ("irqs_kept".into(), serde_json::json!([30])),
+                ("irqbalance_ban".into(), serde_json::json!(cpus("2-3"))),
+            ]
+            .into(),
         }
     }
 
@@ -251,6 +255,7 @@ mod tests {
             name: format!("dev{n}"),
             affinity: cpus(affinity),
             effective: None,
+            kept: irqs::kept(&state()).contains(&n),
         }
     }
 

@@ -11,7 +11,7 @@
 //! make. Checking, planning and changing in place are required: a component
 //! that forgets one does not compile.
 
-use super::apply::{reads_as, ApplyError};
+use super::apply::{reads_as, ApplyError, Refusal};
 use super::change::{Action, Owner, Step, Subject, Undone};
 use super::error::ShieldError;
 use super::journal::{Entry, State};
@@ -23,6 +23,7 @@ use crate::audit::facts::Facts as AuditFacts;
 use crate::cpulist::CpuSet;
 use crate::finding::Finding;
 use crate::shield::snapshot::Snapshot;
+use crate::shield::OnReport;
 use crate::sys::Sys;
 
 /// One part of the shield.
@@ -61,6 +62,27 @@ pub(in crate::shield) trait Component: Sync {
     /// Plans its part of a change of the active shield in place, given its
     /// steps of the fresh plan (`mine`) in their slots.
     fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing);
+
+    /// What it keeps in the journal's state of the shield `on` made from
+    /// `plan`, as `out` reports it (read back): `None` when nothing. A
+    /// change in place keeps, besides, what its [`Component::change`] put
+    /// in the change's `records`.
+    fn record(&self, _plan: &Plan, _out: &OnReport) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Whether the old shield (`old`) runs something of it that the new
+    /// one (keeping `records`) does not ask for: a change in place stops it
+    /// once the change holds ([`Component::stop_left_running`]).
+    fn left_running(&self, _old: &State, _records: &OwnFacts) -> bool {
+        false
+    }
+
+    /// Stops what [`Component::left_running`] found, on the machine
+    /// `snap`; what the kernel or systemd refused.
+    fn stop_left_running(&self, _sys: &Sys, _snap: &Snapshot) -> Vec<Refusal> {
+        Vec::new()
+    }
 
     /// Puts back its facts in `snap` as they were before the shield, from
     /// what the journal recorded (for a change in place). Nothing by

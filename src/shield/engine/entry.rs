@@ -26,11 +26,13 @@ pub struct Entry {
     pub at: Option<u64>,
 }
 
-/// The version of the journal this cpushield writes: 2 records each
-/// entry's component (`by`) and a component's own action under `own`.
-/// Version 1 (no `by`; a component's own action at the top level under its
-/// own tag) is still read and undone.
-pub const VERSION: u32 = 2;
+/// The version of the journal this cpushield writes: 3 keeps what each
+/// component records of the shield under its name in the state's `parts`;
+/// 2 recorded each entry's component (`by`) and a component's own action
+/// under `own`, and kept the records at the top level of the state.
+/// Versions 1 (no `by`; a component's own action at the top level under
+/// its own tag) and 2 are still read and undone.
+pub const VERSION: u32 = 3;
 
 /// The tags under which a journal of version 1 wrote the components' own
 /// actions at the top level of an entry (a fact of that format, frozen):

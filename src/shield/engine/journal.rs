@@ -22,6 +22,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 pub use super::entry::{Entry, EntryRef, VERSION};
+use super::parts::OwnFacts;
 use crate::cpulist::CpuSet;
 use crate::input::brief_to;
 use crate::sys::Sys;
@@ -93,24 +94,40 @@ pub struct State {
     /// The partition type written (v2), which `status` expects to read back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition: Option<String>,
-    /// IRQs allowed on the shield when `on` finished: bound to it on
-    /// request, or refusing a new affinity. Any other IRQ there is drift.
-    #[serde(default)]
-    pub irqs_kept: Vec<u32>,
     /// Files (relative to the root) whose write the kernel refused when
     /// `on` last ran (a knob file that is read-only or refuses): `status`
     /// does not expect them to read as written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writes_refused: Vec<String>,
-    /// The CPUs banned for irqbalance, when `on` set the ban.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub irqbalance_ban: Option<CpuSet>,
     /// The request the shield was last brought to (`on`, `apply`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<crate::shield::request::Request>,
-    /// The shield started the starvation guard (`status` expects it alive).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub guard: bool,
+    /// What each component keeps of the shield, its own type under its
+    /// name (see [`crate::shield::component::Component::record`]): the
+    /// IRQs kept on the shield, irqbalance's ban, the starvation guard.
+    #[serde(default, skip_serializing_if = "OwnFacts::is_empty")]
+    pub parts: OwnFacts,
+    /// What a cpushield of journal version 2 or older kept at the top
+    /// level (`irqs_kept`, `irqbalance_ban`, `guard`): each component reads
+    /// its own from here when `parts` has nothing of it, so that a shield
+    /// made before an upgrade still holds and is undone.
+    #[serde(flatten)]
+    pub older: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl State {
+    /// `component`'s record of the shield: what it kept in `parts`, else
+    /// what an older cpushield kept at the top level under `older_key`.
+    pub fn record<T: serde::de::DeserializeOwned>(
+        &self,
+        component: &str,
+        older_key: &str,
+    ) -> Option<T> {
+        self.parts.get(component).or_else(|| {
+            let value = self.older.get(older_key)?;
+            serde_json::from_value(value.clone()).ok()
+        })
+    }
 }
 
 /// The exclusive lock of a running cpushield; released on drop.
@@ -698,12 +715,35 @@ mod tests {
             outside_procs: "sys/fs/cgroup/cgroup.procs".into(),
             complete: false,
             partition: Some("isolated".into()),
-            irqs_kept: Vec::new(),
             writes_refused: Vec::new(),
-            irqbalance_ban: None,
             request: None,
-            guard: false,
+            parts: Default::default(),
+            older: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_state_of_version_2_gives_each_component_its_record_until_parts_holds_one() {
+        let v2 = r#"{"version":2,"shield":"2-3","housekeeping":"0-1","mechanism":"m",
+            "shield_dir":"d","outside_procs":"p","complete":true,"irqs_kept":[24,30],
+            "irqbalance_ban":"2-3","guard":true}"#;
+        let mut s: State = serde_json::from_str(v2).unwrap();
+        assert!(s.parts.is_empty());
+        assert_eq!(
+            s.record::<Vec<u32>>("irqs", "irqs_kept"),
+            Some(vec![24, 30])
+        );
+        assert_eq!(
+            s.record::<CpuSet>("irqbalance", "irqbalance_ban"),
+            Some(CpuSet::parse_list("2-3").unwrap())
+        );
+        assert_eq!(s.record::<bool>("guard", "guard"), Some(true));
+        assert_eq!(s.record::<bool>("idle-states", "idle"), None);
+        // Written back (a change in place rewrites the state), it reads the same.
+        let again: State = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(again, s);
+        s.parts.put("irqs", &[40u32]);
+        assert_eq!(s.record::<Vec<u32>>("irqs", "irqs_kept"), Some(vec![40]));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::finding::Finding;
 /// The facts components read for themselves, each its own serialisable
 /// type under the component's name: the engine and the snapshot carry them
 /// without knowing them.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnFacts(BTreeMap<String, serde_json::Value>);
 
 impl OwnFacts {
@@ -26,6 +26,11 @@ impl OwnFacts {
     /// Whether no component kept anything.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// Takes what `other` holds, each component's over its own here.
+    pub fn extend(&mut self, other: OwnFacts) {
+        self.0.extend(other.0);
     }
 
     /// `component`'s facts, when it read any.

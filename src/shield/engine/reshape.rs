@@ -28,6 +28,7 @@ use super::apply::reads_as;
 use super::change::{Action, Check, Undo};
 use super::journal::{Entry, State};
 use super::note::Note;
+use super::parts::OwnFacts;
 use super::plan::Plan;
 use super::undo::original_affinities;
 use crate::cpulist::CpuSet;
@@ -47,15 +48,13 @@ pub struct Reshape {
     /// Tasks inside the shield whose CPUs all leave it: moved out to the
     /// housekeeping CPUs.
     pub leaving: Vec<TaskRef>,
-    /// The irqbalance ban the new shield needs, whether it holds already or not.
-    pub irqbalance_ban: Option<CpuSet>,
     /// IRQs whose new affinity the kernel refused before and that still
     /// have what they had: not tried again.
     pub still_refused: Vec<u32>,
-    /// Whether the new shield has the starvation guard (running already or
-    /// started by a step): where the old one had it and this one has not,
-    /// the change stops it.
-    pub guard: bool,
+    /// What each component keeps of the new shield in the journal's
+    /// state, whether its steps run or it holds already (see
+    /// [`crate::shield::component::Component::record`]).
+    pub records: OwnFacts,
 }
 
 impl Originals {
@@ -77,9 +76,8 @@ impl Reshape {
             from: state.shield.clone(),
             staying: Vec::new(),
             leaving: Vec::new(),
-            irqbalance_ban: None,
             still_refused: Vec::new(),
-            guard: false,
+            records: OwnFacts::default(),
         }
     }
 }

@@ -38,6 +38,13 @@ pub enum BanHold {
     },
 }
 
+/// The CPUs the shield `state` banned for irqbalance, when it set the ban
+/// (journal version 2 and older kept it as `irqbalance_ban` at the top
+/// level of the state).
+pub(in crate::shield) fn ban_of(state: &State) -> Option<CpuSet> {
+    state.record(OWNER.name(), "irqbalance_ban")
+}
+
 /// Reads what [`ban_lost`] judges of the shield `state`'s ban, on the
 /// machine whose irqbalance is `irqb` (`None`: the shield set no ban, or
 /// `on` did not finish).
@@ -46,18 +53,18 @@ pub(in crate::shield) fn read_hold(
     state: &State,
     irqb: Option<&Irqbalance>,
 ) -> Option<BanHold> {
-    let ban = state.irqbalance_ban.as_ref().filter(|_| state.complete)?;
-    Some(read_ban(sys, ban, irqb, &state.shield))
+    let ban = ban_of(state).filter(|_| state.complete)?;
+    Some(read_ban(sys, &ban, irqb, &state.shield))
 }
 
 impl Holds for Option<BanHold> {
     /// `irqbalance`: the ban is gone, or the running irqbalance lacks it
     /// (its repair is a restart of irqbalance).
     fn lost(&self, state: &State, repair: &str) -> Vec<Finding> {
-        let (Some(hold), Some(ban)) = (self, &state.irqbalance_ban) else {
+        let (Some(hold), Some(ban)) = (self, ban_of(state)) else {
             return Vec::new();
         };
-        ban_lost(hold, ban)
+        ban_lost(hold, &ban)
             .map(|lost| {
                 let next = lost.repair.unwrap_or(repair);
                 Finding::new("irqbalance", Severity::Bad, 60, lost.what, next)

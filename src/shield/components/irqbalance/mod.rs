@@ -20,9 +20,11 @@ use crate::audit::facts::Facts as AuditFacts;
 use crate::shield::apply::ApplyError;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
 use crate::shield::parts::MachineWide;
+use crate::shield::plan::Plan;
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
 use crate::shield::undo::Undone;
+use crate::shield::OnReport;
 use serde::{Deserialize, Serialize};
 
 use crate::shield::change::{Action, Owner, Refusal, Refused, Step};
@@ -107,6 +109,11 @@ impl Component for Part {
         OWNER
     }
 
+    /// The ban set, as read back.
+    fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
+        serde_json::to_value(out.irqbalance_ban.as_ref()?).ok()
+    }
+
     fn audit(&self, f: &AuditFacts) -> Vec<Finding> {
         audit(f.irqbalance.as_ref(), &f.targets)
     }
@@ -131,7 +138,9 @@ impl Component for Part {
     fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
         let live = cx.live.owners.irqbalance.as_ref();
         let steps: Vec<Step> = mine.iter().map(|(_, s)| s.clone()).collect();
-        out.change.irqbalance_ban = planned_ban(&steps);
+        if let Some(ban) = planned_ban(&steps) {
+            out.change.records.put(OWNER.name(), &ban);
+        }
         for (slot, step) in mine {
             if !ban_in_place(live, &step.action) {
                 out.add(slot, [step]);

@@ -682,11 +682,10 @@ mod tests {
             outside_procs: String::new(),
             complete: true,
             partition: None,
-            irqs_kept: vec![],
             writes_refused: vec![],
-            irqbalance_ban: None,
             request: None,
-            guard: false,
+            parts: Default::default(),
+            older: Default::default(),
         };
         let lost = held.lost(&s, "cpushield apply");
         assert_eq!(lost.len(), 1, "{lost:?}");
