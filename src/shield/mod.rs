@@ -25,6 +25,7 @@ pub use components::{idle_states, irqbalance, irqs, knobs, rt_kthreads, workqueu
 pub use engine::{apply, change, journal, plan, request, reshape, undo};
 use engine::{component, error, holds, note, parts, plan_error, timings};
 
+pub use change::TaskRef;
 pub use components::report::OnReport;
 pub use components::status::{status, StatusReport};
 pub use components::{audit as audit_rules, owners, plan_line, snapshot};
@@ -39,5 +40,5 @@ pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed};
 pub use parts::{Line, MachineWide, Metric, OwnFacts, PartReport};
 pub use tasks::realtime::KeptRealtime;
-pub use tasks::{Direction, TaskRef};
+pub use tasks::Direction;
 pub use timings::Timings;

@@ -60,7 +60,7 @@ pub struct OffReport {
     pub offline: CpuSet,
     /// Real-time tasks that were still on the shield: kept on the CPUs
     /// they had (no longer shielded), with the affinity they had before,
-    /// which was not given back (see `tasks::realtime`).
+    /// which was not given back (see the tasks component's `realtime.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept_realtime: Vec<KeptRealtime>,
     /// How long it took, by phase (filled in by [`off`]).

@@ -714,7 +714,7 @@ impl Component for Part {
 
     /// The guard stays until everything else is back: a real-time task
     /// still on the shield keeps running through `off` (see
-    /// `tasks::realtime`).
+    /// the tasks component's `realtime.rs`).
     fn undone_last(&self, action: &Action) -> bool {
         own_of(action).is_some()
     }

@@ -216,7 +216,7 @@ pub(super) fn keep_realtime(
 /// inside that it would move out (`leaving`), keeping `staying`.
 pub(super) fn realtime_leaving(
     sys: &Sys,
-    leaving: &[tasks::TaskRef],
+    leaving: &[super::change::TaskRef],
     staying: &crate::cpulist::CpuSet,
 ) -> Option<String> {
     tasks::realtime::leaving_refusal(sys, leaving, staying)

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::shield::apply::{Applied, Refusal};
+use crate::shield::change::TaskRef;
 use crate::shield::change::{Step, Subject};
 use crate::shield::irqbalance;
 use crate::shield::irqs::{self, IrqRefusal};
@@ -17,7 +18,7 @@ use crate::shield::parts::{MachineWide, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::reshape::Reshape;
 use crate::shield::snapshot::{CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
-use crate::shield::tasks::{self, TaskRef};
+use crate::shield::tasks;
 use crate::shield::timings::Timings;
 use crate::sys::Sys;
 

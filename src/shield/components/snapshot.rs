@@ -54,7 +54,7 @@ pub struct Snapshot {
     /// threads; empty for v1 and in a re-read). A thread whose affinity is
     /// its cgroup's effective CPUs asked for none of its own: the kernel
     /// gives it the new effective CPUs when the partition takes the
-    /// shield's (see `tasks::plan_tasks`).
+    /// shield's (see the tasks component's plan).
     #[serde(default)]
     pub cgroup_cpus: BTreeMap<String, CpuSet>,
     /// What the kernel does for per-CPU kernel work behind a real-time

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
+use crate::shield::change::TaskRef;
 use crate::shield::component::Looking;
 use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
@@ -18,7 +19,7 @@ use crate::shield::parts::PartReport;
 use crate::shield::plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
-use crate::shield::tasks::{self, TaskRef};
+use crate::shield::tasks;
 use crate::shield::{irqbalance, knobs, mechanism};
 use crate::sys::procfs;
 use crate::sys::Sys;

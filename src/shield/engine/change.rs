@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
+use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
 
 /// How a write is checked by reading back.
@@ -339,5 +340,30 @@ impl Undone {
         self.failed.extend(other.failed);
         self.recycled.extend(other.recycled);
         self.left_in_use.extend(other.left_in_use);
+    }
+}
+
+/// A task named in a plan or a report: its ids, its name and its
+/// affinity as read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskRef {
+    /// Process id.
+    pub pid: i32,
+    /// Thread id.
+    pub tid: i32,
+    /// Command name.
+    pub name: String,
+    /// Affinity.
+    pub cpus: CpuSet,
+}
+
+impl From<&Thread> for TaskRef {
+    fn from(t: &Thread) -> Self {
+        TaskRef {
+            pid: t.pid,
+            tid: t.tid,
+            name: t.name.clone(),
+            cpus: t.cpus_allowed.clone(),
+        }
     }
 }

@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::change::Step;
+use super::change::TaskRef;
 use super::note::Note;
 pub use super::plan_error::PlanError;
 use super::request::Request;
 use crate::cpulist::CpuSet;
 use crate::shield::owners::Owners;
 use crate::shield::snapshot::Snapshot;
-use crate::shield::tasks::TaskRef;
 
 /// The full plan of a shield.
 #[derive(Debug, Clone, Serialize)]

@@ -25,6 +25,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::apply::reads_as;
+use super::change::TaskRef;
 use super::change::{Action, Check, Undo};
 use super::journal::{Entry, State};
 use super::note::Note;
@@ -33,7 +34,6 @@ use super::plan::Plan;
 use super::undo::original_affinities;
 use crate::cpulist::CpuSet;
 use crate::shield::snapshot::Snapshot;
-use crate::shield::tasks::TaskRef;
 
 /// The plan of an in-place change, and what it does to the tasks inside.
 #[derive(Debug, Clone)]

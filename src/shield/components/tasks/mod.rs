@@ -29,29 +29,7 @@ use crate::sys::systemd::SystemdCall;
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("tasks");
 
-/// A task named in a report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaskRef {
-    /// Process id.
-    pub pid: i32,
-    /// Thread id.
-    pub tid: i32,
-    /// Command name.
-    pub name: String,
-    /// Affinity.
-    pub cpus: CpuSet,
-}
-
-impl From<&Thread> for TaskRef {
-    fn from(t: &Thread) -> Self {
-        TaskRef {
-            pid: t.pid,
-            tid: t.tid,
-            name: t.name.clone(),
-            cpus: t.cpus_allowed.clone(),
-        }
-    }
-}
+pub use crate::shield::change::TaskRef;
 
 /// The first step: every thread's affinity, for undo (see [`Action::Remember`]).
 pub(in crate::shield) fn remember_affinities(snap: &Snapshot) -> Step {
