@@ -101,13 +101,13 @@ fn kernel_work_text(n: &Note) -> String {
             priority,
             cpus,
             threads,
+            max_above,
         } => format!(
             "on this PREEMPT_RT kernel {} run below this task's priority {priority}: timers and RCU on CPUs {cpus} would wait behind it (RCU reports a stall after about 21 s); {}",
             threads.join(", "),
-            if *priority > crate::shield::rt_kthreads::MAX_ABOVE {
+            if priority > max_above {
                 format!(
-                    "no SCHED_FIFO priority is left above {priority}: run gives them a SCHED_DEADLINE reservation, which the kernel allows a thread bound to one CPU only with RT throttling off (cpushield on --tune=rt-throttling); with throttling on nothing runs them, so give the task a priority of {} or less",
-                    crate::shield::rt_kthreads::MAX_ABOVE
+                    "no SCHED_FIFO priority is left above {priority}: run gives them a SCHED_DEADLINE reservation, which the kernel allows a thread bound to one CPU only with RT throttling off (cpushield on --tune=rt-throttling); with throttling on nothing runs them, so give the task a priority of {max_above} or less"
                 )
             } else {
                 format!("run raises them above it, journaled, and off puts them back ('cpushield on --kthreads-above {priority}' raises them for the whole shield)")
@@ -141,21 +141,23 @@ fn kernel_work_text(n: &Note) -> String {
         Note::KthreadsRaisedForTask {
             priority,
             threads,
+            reservation_ns: Some((runtime_ns, period_ns)),
             ..
-        } if *priority > crate::shield::rt_kthreads::MAX_ABOVE => format!(
+        } => format!(
             "PREEMPT_RT: no SCHED_FIFO priority is left above this task's {priority}, so {} got a SCHED_DEADLINE reservation ({} µs every {} ms): they preempt it whenever they have work, for at most that, instead of starving behind it; off puts them back",
             threads
                 .iter()
                 .map(|t| t.split_whitespace().next().unwrap_or(t))
                 .collect::<Vec<_>>()
                 .join(", "),
-            crate::shield::rt_kthreads::RESERVATION.0 / 1000,
-            crate::shield::rt_kthreads::RESERVATION.1 / 1_000_000,
+            runtime_ns / 1000,
+            period_ns / 1_000_000,
         ),
         Note::KthreadsRaisedForTask {
             priority,
             threads,
             rcu_offloaded,
+            reservation_ns: None,
         } => format!(
             "PREEMPT_RT: raised {} above this task's priority {priority}, so that the CPU's softirqs, timers and RCU preempt it for the few microseconds their work takes instead of starving behind it; off puts them back{}",
             threads.join(", "),

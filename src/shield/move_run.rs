@@ -6,11 +6,11 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 
 use super::apply::{self, Applied, ApplyError};
-use super::components::EFFECTS;
+use super::change::Step;
+use super::components::{self, EFFECTS};
 use super::error::{require_root, ShieldError};
 use super::journal::{self, Journal, State};
 use super::note::Note;
-use super::rt_kthreads;
 use super::snapshot;
 use super::tasks::{check_cpu, destination, placement_steps, Direction, TaskRef};
 use crate::cpulist::CpuSet;
@@ -155,7 +155,16 @@ pub fn enter_shield(
     let me = std::process::id() as i32;
     let mut notes = Vec::new();
     if let RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p) = policy {
-        notes.extend(raise_kthreads(sys, &cpus, p.unsigned_abs(), waiting)?);
+        let make = |steps: &[Step]| {
+            let _lock = journal::lock_waiting(sys, journal::LOCK_WAIT, waiting)?;
+            apply_journaled(sys, steps)
+        };
+        notes.extend(components::ready_for_realtime(
+            sys,
+            &cpus,
+            p.unsigned_abs(),
+            &make,
+        )?);
     }
     let sched = match policy {
         RunPolicy::Inherit => None,
@@ -183,41 +192,8 @@ pub struct Entered {
     pub notes: Vec<Note>,
 }
 
-/// On PREEMPT_RT: raises the softirq, timer and RCU threads of `cpus`
-/// that would starve behind a task of real-time `priority` above it,
-/// journaled (see [`rt_kthreads::raise_for_task`]); the note says which.
-fn raise_kthreads(
-    sys: &Sys,
-    cpus: &CpuSet,
-    priority: u32,
-    waiting: &dyn Fn(),
-) -> Result<Option<Note>, ShieldError> {
-    let (steps, rcu_offloaded) = rt_kthreads::raise_for_task(sys, cpus, priority);
-    if steps.is_empty() {
-        // Nothing the kernel would take (throttling on, above every
-        // priority left): the threads still below the task are named.
-        return Ok(if priority > rt_kthreads::MAX_ABOVE {
-            rt_kthreads::below(sys, cpus, priority)
-        } else {
-            None
-        });
-    }
-    let _lock = journal::lock_waiting(sys, journal::LOCK_WAIT, waiting)?;
-    apply_journaled(sys, &steps)?;
-    let read = |tid: i32| sys.sched_attr(tid).ok();
-    let threads = rt_kthreads::report(&steps, Some(&read))
-        .into_iter()
-        .map(|r| format!("{} {}", r.name, r.scheduling))
-        .collect();
-    Ok(Some(Note::KthreadsRaisedForTask {
-        priority,
-        threads,
-        rcu_offloaded,
-    }))
-}
-
 /// Makes `steps` through the journal of the active shield.
-fn apply_journaled(sys: &Sys, steps: &[super::change::Step]) -> Result<(), ShieldError> {
+fn apply_journaled(sys: &Sys, steps: &[Step]) -> Result<(), ShieldError> {
     let mut journal = Journal::open(sys)?;
     let never = AtomicBool::new(false);
     apply::apply(

@@ -231,6 +231,29 @@ pub(super) fn kept_realtime(
     tasks::realtime::kept_as_read(sys, threads, recorded)
 }
 
+/// For `run --fifo` and `--rr`: readies the shielded CPUs `cpus` for a
+/// task of real-time `priority` (the kernel threads that would starve
+/// behind it go above it, on PREEMPT_RT), making the steps through `make`;
+/// what the user should know.
+pub(super) fn ready_for_realtime(
+    sys: &Sys,
+    cpus: &crate::cpulist::CpuSet,
+    priority: u32,
+    make: &dyn Fn(&[Step]) -> Result<(), super::error::ShieldError>,
+) -> Result<Option<super::note::Note>, super::error::ShieldError> {
+    rt_kthreads::raise_for_run(sys, cpus, priority, make)
+}
+
+/// For `run --dry-run` with a real-time policy: what would still run below
+/// a task of `priority` on `cpus`.
+pub fn realtime_below(
+    sys: &Sys,
+    cpus: &crate::cpulist::CpuSet,
+    priority: u32,
+) -> Option<super::note::Note> {
+    rt_kthreads::below(sys, cpus, priority)
+}
+
 /// Every component, for the engine.
 pub(super) struct Components;
 

@@ -15,7 +15,9 @@
 //! thread started later.
 
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::error::ShieldError;
 use crate::shield::journal::Entry;
+use crate::shield::note::Note;
 use crate::shield::parts::{Line, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::plan_error::PlanError;
@@ -346,7 +348,7 @@ pub(in crate::shield) fn raise_for_task(
 /// On PREEMPT_RT, for a task of real-time `priority` about to run on
 /// `cpus`: the note naming those CPUs' timer, RCU and softirq threads
 /// that run below it, else `None`.
-pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<crate::shield::note::Note> {
+pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<Note> {
     if !crate::guard::kernel::running_preempt_rt(sys) {
         return None;
     }
@@ -355,11 +357,47 @@ pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<crate::shield::n
         .filter(|t| runs_below(&t.attr, priority))
         .map(|t| format!("{} {}", t.name, describe(&t.attr)))
         .collect();
-    (!threads.is_empty()).then(|| crate::shield::note::Note::KthreadsBelow {
+    (!threads.is_empty()).then(|| Note::KthreadsBelow {
         priority,
         cpus: cpus.clone(),
         threads,
+        max_above: MAX_ABOVE,
     })
+}
+
+/// For `run --fifo` and `--rr` on PREEMPT_RT: raises the softirq, timer
+/// and RCU threads of `cpus` that would starve behind a task of real-time
+/// `priority` above it, through `make` (journaled into the active
+/// shield); the note says which, or which stay below it when none could be
+/// raised.
+pub(in crate::shield) fn raise_for_run(
+    sys: &Sys,
+    cpus: &CpuSet,
+    priority: u32,
+    make: &dyn Fn(&[Step]) -> Result<(), ShieldError>,
+) -> Result<Option<Note>, ShieldError> {
+    let (steps, rcu_offloaded) = raise_for_task(sys, cpus, priority);
+    if steps.is_empty() {
+        // Nothing the kernel would take (throttling on, above every
+        // priority left): the threads still below the task are named.
+        return Ok(if priority > MAX_ABOVE {
+            below(sys, cpus, priority)
+        } else {
+            None
+        });
+    }
+    make(&steps)?;
+    let read = |tid: i32| sys.sched_attr(tid).ok();
+    let threads = report(&steps, Some(&read))
+        .into_iter()
+        .map(|r| format!("{} {}", r.name, r.scheduling))
+        .collect();
+    Ok(Some(Note::KthreadsRaisedForTask {
+        priority,
+        threads,
+        rcu_offloaded,
+        reservation_ns: (priority > MAX_ABOVE).then_some(RESERVATION),
+    }))
 }
 
 /// What keeps RCU going on one shielded CPU of a PREEMPT_RT kernel, as

@@ -145,6 +145,10 @@ pub enum Note {
         cpus: CpuSet,
         /// Each thread below it, with its scheduling (`rcuc/3 SCHED_FIFO 1`).
         threads: Vec<String>,
+        /// The highest priority the task may have for them to go above it
+        /// with SCHED_FIFO.
+        #[serde(default)]
+        max_above: u32,
     },
     /// A stalld was running before the shield (not the guard's): the
     /// guard does not start a second one; what it watches.
@@ -167,6 +171,11 @@ pub enum Note {
         /// CPUs whose `rcuc/N` was left alone: the boot half offloads RCU
         /// there (`nohz_full=` and `rcu_nocbs=`).
         rcu_offloaded: CpuSet,
+        /// With no SCHED_FIFO priority left above the task: the
+        /// SCHED_DEADLINE reservation they got instead (runtime and period,
+        /// ns).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reservation_ns: Option<(u64, u64)>,
     },
 
     // Tunables (`--tune`).
