@@ -3,9 +3,8 @@
 use crate::cpulist::CpuSet;
 use crate::guard::kernel::{Protection, Starvable};
 use crate::guard::Settings;
-use crate::shield::irqbalance::IRQBALANCE_UNIT;
 use crate::shield::snapshot::SHIELD_SLICE;
-use crate::shield::{Note, Unreadable, UnreadableFile};
+use crate::shield::Note;
 
 /// The sentence of note `n`, as shown after `note:` in `on`'s and
 /// `status`'s reports.
@@ -48,16 +47,6 @@ pub fn text(n: &Note) -> String {
             "--hotplug-restart: IRQs {} came back onto the shield when the CPUs came online (their driver sets them on CPU hotplug); moved off again",
             join(irqs.iter().map(u32::to_string), ", ")
         ),
-        Note::IrqbalanceWithoutUnit { pid, shield, ban } => format!(
-            "irqbalance (pid {pid}) runs without a systemd unit: cpushield cannot ban CPUs for it, and it moves IRQs back onto CPUs {shield} within seconds; restart it with IRQBALANCE_BANNED_CPULIST={ban} in its environment, or stop it"
-        ),
-        Note::IrqbalanceOutsideUnit { cgroup } => format!(
-            "irqbalance runs outside its unit ({}): the ban reaches it only if it is restarted as {IRQBALANCE_UNIT}",
-            cgroup.as_deref().unwrap_or("?")
-        ),
-        Note::IrqbalanceOwnBanKept { setting, banned } => format!(
-            "irqbalance's own ban ({setting}) is kept: cpushield bans CPUs {banned} while shielded"
-        ),
         Note::TunedPins { profile, pins } => format!(
             "tuned profile '{profile}' pins CPUs or IRQs ({}): it may move threads and IRQs back onto the shield when it re-applies; use a profile without isolated_cores/banned_cpus (tuned-adm profile ...) while cpushield shields",
             pins.join(", ")
@@ -71,25 +60,11 @@ pub fn text(n: &Note) -> String {
             chain.join(", "),
             settings.join("; ")
         ),
-        Note::TuneNothingToTune { knob } => {
-            format!("tune {knob}: nothing to tune here (no such files); skipped")
-        }
-        Note::TuneMissing { knob, files } => format!(
-            "tune {knob}: {} missing (not supported here); skipped",
-            join(files.iter().map(|f| format!("/{f}")), ", ")
-        ),
-        Note::TuneReadOnly { knob, files } => format!(
-            "tune {knob}: {} read-only; not set",
-            join(files.iter().map(|f| format!("/{f}")), ", ")
-        ),
         Note::KernelWork { protection } => protection_text(protection),
         Note::KthreadsBelow { .. }
         | Note::StalldRunning { .. }
         | Note::KthreadsRaisedForTask { .. } => kernel_work_text(n),
-        Note::TuneUnreadable { knob, files } => format!(
-            "tune {knob}: {} unreadable; not set",
-            join(files.iter().map(unreadable_file), ", ")
-        ),
+        Note::Part(note) => note.text.clone(),
     }
 }
 
@@ -243,15 +218,6 @@ fn seconds(n: u64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// `/PATH (EIO)`, `/PATH (not a mask: "...")`.
-fn unreadable_file(f: &UnreadableFile) -> String {
-    let path = &f.path;
-    match &f.reason {
-        Unreadable::ReadFailed { errno } => format!("/{path} ({errno})"),
-        Unreadable::NotAMask { content } => format!("/{path} (not a mask: {content:?})"),
-    }
-}
-
 fn join(items: impl Iterator<Item = String>, separator: &str) -> String {
     items.collect::<Vec<_>>().join(separator)
 }
@@ -291,18 +257,6 @@ mod tests {
                 "shield changed in place from CPUs 2-3 to 3: the shield stayed up throughout",
             ),
             (
-                Note::IrqbalanceWithoutUnit {
-                    pid: 400,
-                    shield: cpus("2-3"),
-                    ban: cpus("2-3,5"),
-                },
-                "irqbalance (pid 400) runs without a systemd unit: cpushield cannot ban CPUs for it, and it moves IRQs back onto CPUs 2-3 within seconds; restart it with IRQBALANCE_BANNED_CPULIST=2-3,5 in its environment, or stop it",
-            ),
-            (
-                Note::IrqbalanceOutsideUnit { cgroup: None },
-                "irqbalance runs outside its unit (?): the ban reaches it only if it is restarted as irqbalance.service",
-            ),
-            (
                 Note::TasksLeaveUnits {
                     units: vec!["a.service".into(), "rt.service".into()],
                 },
@@ -317,36 +271,6 @@ mod tests {
                     ],
                 },
                 "tuned profile 'cpu-partitioning' pins CPUs or IRQs (profile cpu-partitioning, cpu-partitioning: isolated_cores): it may move threads and IRQs back onto the shield when it re-applies; use a profile without isolated_cores/banned_cpus (tuned-adm profile ...) while cpushield shields",
-            ),
-            (
-                Note::TuneMissing {
-                    knob: "machinecheck".into(),
-                    files: vec![
-                        "sys/devices/system/machinecheck/machinecheck2/check_interval".into(),
-                        "sys/devices/system/machinecheck/machinecheck3/check_interval".into(),
-                    ],
-                },
-                "tune machinecheck: /sys/devices/system/machinecheck/machinecheck2/check_interval, /sys/devices/system/machinecheck/machinecheck3/check_interval missing (not supported here); skipped",
-            ),
-            (
-                Note::TuneUnreadable {
-                    knob: "net-queues".into(),
-                    files: vec![
-                        UnreadableFile {
-                            path: "sys/class/net/eth0/queues/rx-0/rps_cpus".into(),
-                            reason: Unreadable::ReadFailed {
-                                errno: "EIO".into(),
-                            },
-                        },
-                        UnreadableFile {
-                            path: "sys/class/net/eth0/queues/tx-0/xps_cpus".into(),
-                            reason: Unreadable::NotAMask {
-                                content: "zz".into(),
-                            },
-                        },
-                    ],
-                },
-                "tune net-queues: /sys/class/net/eth0/queues/rx-0/rps_cpus (EIO), /sys/class/net/eth0/queues/tx-0/xps_cpus (not a mask: \"zz\") unreadable; not set",
             ),
         ];
         for (note, sentence) in cases {

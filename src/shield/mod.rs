@@ -35,7 +35,7 @@ pub use guard::{unprotected_kernel_work, BOOSTS_METRIC as GUARD_BOOSTS};
 pub use irqs::IrqPlacement;
 pub use irqs::IrqRefusal;
 pub use move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
-pub use note::{Note, Unreadable, UnreadableFile};
+pub use note::{Note, OwnNote, PartNote};
 pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed};
 pub use parts::{Line, MachineWide, Metric, OwnFacts, PartReport};

@@ -84,31 +84,6 @@ pub enum Note {
         irqs: Vec<u32>,
     },
 
-    // irqbalance.
-    /// irqbalance runs without a systemd unit: cpushield cannot ban CPUs
-    /// for it, and it moves IRQs back onto the shield.
-    IrqbalanceWithoutUnit {
-        /// Its process.
-        pid: i32,
-        /// The shielded CPUs it moves IRQs back onto.
-        shield: CpuSet,
-        /// The ban it needs: the shield and what it bans by itself.
-        ban: CpuSet,
-    },
-    /// irqbalance runs outside its systemd unit: the ban reaches it only
-    /// when it is restarted as the unit.
-    IrqbalanceOutsideUnit {
-        /// The cgroup it runs in, when known.
-        cgroup: Option<String>,
-    },
-    /// The user's own irqbalance ban is kept in cpushield's.
-    IrqbalanceOwnBanKept {
-        /// The user's file that sets it, with the line.
-        setting: String,
-        /// The CPUs cpushield bans while shielded.
-        banned: CpuSet,
-    },
-
     // Other owners.
     /// A running tuned profile pins CPUs or IRQs and may undo the shield
     /// when it re-applies.
@@ -178,59 +153,59 @@ pub enum Note {
         reservation_ns: Option<(u64, u64)>,
     },
 
-    // Tunables (`--tune`).
-    /// A knob with no files on this machine: skipped.
-    TuneNothingToTune {
-        /// The knob.
-        knob: String,
-    },
-    /// Files of a knob that do not exist here: skipped.
-    TuneMissing {
-        /// The knob.
-        knob: String,
-        /// The files, relative to the root.
-        files: Vec<String>,
-    },
-    /// Files of a knob that cannot be written: not set.
-    TuneReadOnly {
-        /// The knob.
-        knob: String,
-        /// The files, relative to the root.
-        files: Vec<String>,
-    },
-    /// Files of a knob that could not be read, or read as something the
-    /// knob does not understand: not set.
-    TuneUnreadable {
-        /// The knob.
-        knob: String,
-        /// The files and why each is unreadable.
-        files: Vec<UnreadableFile>,
-    },
+    /// A component's own note, worded by the component (see [`OwnNote`]).
+    #[serde(untagged)]
+    Part(PartNote),
 }
 
-/// A knob's file left alone because it could not be read or understood.
+/// A note of a component's own, as the engine carries it without knowing
+/// it: `{"kind": ..., "component": ..., "text": ..., ...its fields}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UnreadableFile {
-    /// The file, relative to the root.
-    pub path: String,
-    /// Why.
-    pub reason: Unreadable,
+pub struct PartNote {
+    /// Its kind, as the component names it (`irqbalance_without_unit`).
+    pub kind: String,
+    /// The component.
+    pub component: String,
+    /// What it says, worded by the component.
+    pub text: String,
+    /// Its own fields.
+    #[serde(flatten)]
+    pub data: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
-/// Why a knob's file could not be used.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Unreadable {
-    /// Reading it failed.
-    ReadFailed {
-        /// The error's errno name (`EIO`, ...).
-        errno: String,
-    },
-    /// It holds something other than the CPU mask the knob expects.
-    NotAMask {
-        /// What it holds.
-        content: String,
-    },
+/// A component's own note type: serialised with its `kind` (an
+/// internally tagged enum), worded by itself.
+pub trait OwnNote: Serialize {
+    /// The component it is of.
+    fn owner(&self) -> crate::shield::change::Owner;
+
+    /// What it says, for people.
+    fn text(&self) -> String;
+
+    /// The note, as the engine and the reports carry it.
+    fn note(&self) -> Note {
+        let mut data = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => map.into_iter().collect(),
+            _ => std::collections::BTreeMap::new(),
+        };
+        let kind = match data.remove("kind") {
+            Some(serde_json::Value::String(kind)) => kind,
+            _ => String::new(),
+        };
+        Note::Part(PartNote {
+            kind,
+            component: self.owner().name().to_string(),
+            text: self.text(),
+            data,
+        })
+    }
+}
+
+impl PartNote {
+    /// Whether it is `component`'s note of `kind`.
+    pub fn is(&self, component: &str, kind: &str) -> bool {
+        self.component == component && self.kind == kind
+    }
 }
 
 #[cfg(test)]
@@ -263,29 +238,44 @@ mod tests {
         assert_eq!(serde_json::from_value::<Note>(json).unwrap(), note);
     }
 
+    /// A component's note, as a component would declare it.
+    #[derive(Serialize)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    enum Mine {
+        SomethingLeft { cpus: CpuSet },
+    }
+
+    impl OwnNote for Mine {
+        fn owner(&self) -> crate::shield::change::Owner {
+            crate::shield::change::Owner("mine")
+        }
+
+        fn text(&self) -> String {
+            let Mine::SomethingLeft { cpus } = self;
+            format!("left CPUs {cpus}")
+        }
+    }
+
     #[test]
-    fn an_unreadable_file_says_why_as_data() {
-        let note = Note::TuneUnreadable {
-            knob: "net-queues".into(),
-            files: vec![UnreadableFile {
-                path: "sys/class/net/eth0/queues/tx-0/xps_cpus".into(),
-                reason: Unreadable::NotAMask {
-                    content: "zz".into(),
-                },
-            }],
-        };
+    fn a_components_note_keeps_its_kind_and_fields_beside_its_component_and_text() {
+        let note = Mine::SomethingLeft { cpus: cpus("2-3") }.note();
         let json = serde_json::to_value(&note).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({
-                "kind": "tune_unreadable",
-                "knob": "net-queues",
-                "files": [{
-                    "path": "sys/class/net/eth0/queues/tx-0/xps_cpus",
-                    "reason": {"kind": "not_a_mask", "content": "zz"}
-                }]
-            })
+            serde_json::json!({"kind": "something_left", "component": "mine",
+                "text": "left CPUs 2-3", "cpus": "2-3"})
         );
-        assert_eq!(serde_json::from_value::<Note>(json).unwrap(), note);
+        let back: Note = serde_json::from_value(json).unwrap();
+        assert_eq!(back, note);
+        let Note::Part(part) = back else {
+            panic!("not a component's note: {back:?}");
+        };
+        assert!(part.is("mine", "something_left"));
+        // An engine note is still read as itself, not as a component's.
+        let engine = serde_json::json!({"kind": "irqs_back_after_hotplug", "irqs": [25]});
+        assert_eq!(
+            serde_json::from_value::<Note>(engine).unwrap(),
+            Note::IrqsBackAfterHotplug { irqs: vec![25] }
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! and a restart) and undone.
 
 use super::*;
+use crate::shield::note::OwnNote;
 
 /// Plans the ban: under systemd, irqbalance's unit gets the shield plus what
 /// it banned by itself (the variable switches its own isolcpus/nohz_full
@@ -20,25 +21,26 @@ pub fn plan(
     };
     if !(systemd && irqb.unit) {
         if let Some(pid) = irqb.pid {
-            notes.push(Note::IrqbalanceWithoutUnit {
+            let note = IrqbalanceNote::IrqbalanceWithoutUnit {
                 pid,
                 shield: shield.clone(),
                 ban: shield.union(&irqb.own_ban),
-            });
+            };
+            notes.push(note.note());
         }
         return Vec::new();
     }
     if irqb.pid.is_some() && !irqb.under_systemd() {
-        notes.push(Note::IrqbalanceOutsideUnit {
-            cgroup: irqb.cgroup.clone(),
-        });
+        let cgroup = irqb.cgroup.clone();
+        notes.push(IrqbalanceNote::IrqbalanceOutsideUnit { cgroup }.note());
     }
     let banned = shield.union(&irqb.own_ban);
     if let Some(user) = &irqb.user_ban {
-        notes.push(Note::IrqbalanceOwnBanKept {
+        let note = IrqbalanceNote::IrqbalanceOwnBanKept {
             setting: user.clone(),
             banned: banned.clone(),
-        });
+        };
+        notes.push(note.note());
     }
     // The manager environment only when no one else sets a ban there or in
     // irqbalance's files (a unit's own settings win over it) and no drop-in

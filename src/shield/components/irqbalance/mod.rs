@@ -10,10 +10,12 @@
 mod ban;
 mod facts;
 mod hold;
+mod notes;
 
 pub use ban::*;
 pub use facts::*;
 pub use hold::*;
+pub use notes::IrqbalanceNote;
 
 use super::snapshot::Snapshot;
 use crate::audit::facts::Facts as AuditFacts;

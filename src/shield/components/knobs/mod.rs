@@ -27,8 +27,9 @@ use crate::shield::apply::{chosen, reads_as};
 use crate::shield::change::{Action, Check, Owner, Step, Undo};
 use crate::shield::holds::Holds;
 use crate::shield::journal::{self, JournalError, State};
-use crate::shield::note::{Note, Unreadable, UnreadableFile};
+use crate::shield::note::Note;
 use crate::sys::Sys;
+pub use notes::{TuneNote, Unreadable, UnreadableFile};
 
 /// Which files a knob writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -121,6 +122,7 @@ pub const DIRTY_WRITEBACK: &str = "proc/sys/vm/dirty_writeback_centisecs";
 /// Files that must not be read while a shield has the watchdog off.
 pub const WATCHDOG_FILES: [&str; 3] = [WATCHDOG, SOFT_WATCHDOG, NMI_WATCHDOG];
 
+mod notes;
 mod table;
 pub use table::KNOBS;
 
@@ -280,22 +282,22 @@ fn skipped(
 ) -> Vec<Note> {
     let mut notes = Vec::new();
     if !missing.is_empty() {
-        notes.push(Note::TuneMissing {
+        notes.push(self::notes::of(TuneNote::TuneMissing {
             knob: name.to_string(),
             files: missing,
-        });
+        }));
     }
     if !readonly.is_empty() {
-        notes.push(Note::TuneReadOnly {
+        notes.push(self::notes::of(TuneNote::TuneReadOnly {
             knob: name.to_string(),
             files: readonly,
-        });
+        }));
     }
     if !unreadable.is_empty() {
-        notes.push(Note::TuneUnreadable {
+        notes.push(self::notes::of(TuneNote::TuneUnreadable {
             knob: name.to_string(),
             files: unreadable,
-        });
+        }));
     }
     notes
 }
@@ -314,9 +316,9 @@ pub fn plan(
     for k in knobs {
         let files = state.files_of.get(k.name).cloned().unwrap_or_default();
         if files.is_empty() {
-            out.notes.push(Note::TuneNothingToTune {
+            out.notes.push(self::notes::of(TuneNote::TuneNothingToTune {
                 knob: k.name.to_string(),
-            });
+            }));
             continue;
         }
         let mut missing = Vec::new();
@@ -646,6 +648,7 @@ impl Component for Part {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shield::note::OwnNote;
 
     #[test]
     fn a_knob_file_that_reads_otherwise_is_lost_and_one_gone_is_not() {
@@ -855,21 +858,26 @@ mod tests {
         );
         assert!(p.steps.iter().all(|s| !s.fatal));
         for note in [
-            Note::TuneReadOnly {
+            TuneNote::TuneReadOnly {
                 knob: "nmi-watchdog".into(),
                 files: vec![NMI_WATCHDOG.into()],
-            },
-            Note::TuneMissing {
+            }
+            .note(),
+            TuneNote::TuneMissing {
                 knob: "governor".into(),
                 files: vec!["sys/devices/system/cpu/cpu2/cpufreq/scaling_governor".into()],
-            },
+            }
+            .note(),
         ] {
             assert!(p.notes.contains(&note), "{note:?}: {:?}", p.notes);
         }
         assert!(
-            p.notes.contains(&Note::TuneNothingToTune {
-                knob: "machinecheck".into()
-            }),
+            p.notes.contains(
+                &TuneNote::TuneNothingToTune {
+                    knob: "machinecheck".into()
+                }
+                .note()
+            ),
             "{:?}",
             p.notes
         );
