@@ -61,9 +61,7 @@ pub fn text(n: &Note) -> String {
             settings.join("; ")
         ),
         Note::KernelWork { protection } => protection_text(protection),
-        Note::KthreadsBelow { .. }
-        | Note::StalldRunning { .. }
-        | Note::KthreadsRaisedForTask { .. } => kernel_work_text(n),
+        Note::StalldRunning { .. } => kernel_work_text(n),
         Note::Part(note) => note.text.clone(),
     }
 }
@@ -72,22 +70,6 @@ pub fn text(n: &Note) -> String {
 /// running: what runs them beside the user's real-time task.
 fn kernel_work_text(n: &Note) -> String {
     match n {
-        Note::KthreadsBelow {
-            priority,
-            cpus,
-            threads,
-            max_above,
-        } => format!(
-            "on this PREEMPT_RT kernel {} run below this task's priority {priority}: timers and RCU on CPUs {cpus} would wait behind it (RCU reports a stall after about 21 s); {}",
-            threads.join(", "),
-            if priority > max_above {
-                format!(
-                    "no SCHED_FIFO priority is left above {priority}: run gives them a SCHED_DEADLINE reservation, which the kernel allows a thread bound to one CPU only with RT throttling off (cpushield on --tune=rt-throttling); with throttling on nothing runs them, so give the task a priority of {max_above} or less"
-                )
-            } else {
-                format!("run raises them above it, journaled, and off puts them back ('cpushield on --kthreads-above {priority}' raises them for the whole shield)")
-            }
-        ),
         Note::StalldRunning {
             stalld,
             covers,
@@ -105,43 +87,13 @@ fn kernel_work_text(n: &Note) -> String {
             if *covers {
                 "it watches the shielded CPUs too".to_string()
             } else {
-                "it does not watch every shielded CPU (its -c leaves some out, or it only logs)".to_string()
+                "it does not watch every shielded CPU (its -c leaves some out, or it only logs)"
+                    .to_string()
             },
             if *guard {
                 "cpushield starts no second stalld: the guard's own loop watches the shield beside it, boosting after its threshold, since a loop on the shield starves RCU in less than stalld's default 60 s (the kernel warns of an RCU stall after 21 s, and stat_refresh was still waiting after 30 s behind stalld's defaults in the test guests)"
             } else {
                 "the kernel protects the shield's kernel work here, so the guard does not run"
-            }
-        ),
-        Note::KthreadsRaisedForTask {
-            priority,
-            threads,
-            reservation_ns: Some((runtime_ns, period_ns)),
-            ..
-        } => format!(
-            "PREEMPT_RT: no SCHED_FIFO priority is left above this task's {priority}, so {} got a SCHED_DEADLINE reservation ({} µs every {} ms): they preempt it whenever they have work, for at most that, instead of starving behind it; off puts them back",
-            threads
-                .iter()
-                .map(|t| t.split_whitespace().next().unwrap_or(t))
-                .collect::<Vec<_>>()
-                .join(", "),
-            runtime_ns / 1000,
-            period_ns / 1_000_000,
-        ),
-        Note::KthreadsRaisedForTask {
-            priority,
-            threads,
-            rcu_offloaded,
-            reservation_ns: None,
-        } => format!(
-            "PREEMPT_RT: raised {} above this task's priority {priority}, so that the CPU's softirqs, timers and RCU preempt it for the few microseconds their work takes instead of starving behind it; off puts them back{}",
-            threads.join(", "),
-            if rcu_offloaded.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; rcuc left alone on CPUs {rcu_offloaded}, where the boot line offloads RCU (nohz_full= and rcu_nocbs=)"
-                )
             }
         ),
         _ => unreachable!("kernel_work_text is given its own notes only"),

@@ -111,20 +111,6 @@ pub enum Note {
         /// What protects it.
         protection: crate::guard::kernel::Protection,
     },
-    /// On PREEMPT_RT: the CPUs' own timer, RCU and softirq threads run
-    /// below a real-time task about to start there (`run --fifo`).
-    KthreadsBelow {
-        /// The task's real-time priority.
-        priority: u32,
-        /// The CPUs it runs on.
-        cpus: CpuSet,
-        /// Each thread below it, with its scheduling (`rcuc/3 SCHED_FIFO 1`).
-        threads: Vec<String>,
-        /// The highest priority the task may have for them to go above it
-        /// with SCHED_FIFO.
-        #[serde(default)]
-        max_above: u32,
-    },
     /// A stalld was running before the shield (not the guard's): the
     /// guard does not start a second one; what it watches.
     StalldRunning {
@@ -134,23 +120,6 @@ pub enum Note {
         covers: bool,
         /// Whether the guard's own loop watches the shield beside it.
         guard: bool,
-    },
-    /// `run` raised the per-CPU softirq, timer and RCU threads of the
-    /// task's CPUs above it (PREEMPT_RT), journaled; `off` puts them back.
-    KthreadsRaisedForTask {
-        /// The task's real-time priority.
-        priority: u32,
-        /// Each thread raised, with its scheduling as read back
-        /// (`rcuc/3 SCHED_FIFO 83`).
-        threads: Vec<String>,
-        /// CPUs whose `rcuc/N` was left alone: the boot half offloads RCU
-        /// there (`nohz_full=` and `rcu_nocbs=`).
-        rcu_offloaded: CpuSet,
-        /// With no SCHED_FIFO priority left above the task: the
-        /// SCHED_DEADLINE reservation they got instead (runtime and period,
-        /// ns).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reservation_ns: Option<(u64, u64)>,
     },
 
     /// A component's own note, worded by the component (see [`OwnNote`]).

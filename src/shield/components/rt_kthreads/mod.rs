@@ -17,11 +17,14 @@
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::error::ShieldError;
 use crate::shield::journal::Entry;
-use crate::shield::note::Note;
+use crate::shield::note::{Note, OwnNote};
+
+mod notes;
 use crate::shield::parts::{Line, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::plan_error::PlanError;
 use crate::shield::snapshot::{in_shield_cgroup, Snapshot};
+pub use notes::KthreadsNote;
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
@@ -357,11 +360,14 @@ pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<Note> {
         .filter(|t| runs_below(&t.attr, priority))
         .map(|t| format!("{} {}", t.name, describe(&t.attr)))
         .collect();
-    (!threads.is_empty()).then(|| Note::KthreadsBelow {
-        priority,
-        cpus: cpus.clone(),
-        threads,
-        max_above: MAX_ABOVE,
+    (!threads.is_empty()).then(|| {
+        KthreadsNote::KthreadsBelow {
+            priority,
+            cpus: cpus.clone(),
+            threads,
+            max_above: MAX_ABOVE,
+        }
+        .note()
     })
 }
 
@@ -392,12 +398,15 @@ pub(in crate::shield) fn raise_for_run(
         .into_iter()
         .map(|r| format!("{} {}", r.name, r.scheduling))
         .collect();
-    Ok(Some(Note::KthreadsRaisedForTask {
-        priority,
-        threads,
-        rcu_offloaded,
-        reservation_ns: (priority > MAX_ABOVE).then_some(RESERVATION),
-    }))
+    Ok(Some(
+        KthreadsNote::KthreadsRaisedForTask {
+            priority,
+            threads,
+            rcu_offloaded,
+            reservation_ns: (priority > MAX_ABOVE).then_some(RESERVATION),
+        }
+        .note(),
+    ))
 }
 
 /// What keeps RCU going on one shielded CPU of a PREEMPT_RT kernel, as
