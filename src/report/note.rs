@@ -20,9 +20,6 @@ pub fn text(n: &Note) -> String {
             "hyper-thread siblings split ({}): the unshielded siblings share a core with the shield; keep them idle",
             join(groups.iter().map(CpuSet::to_string), "; ")
         ),
-        Note::HotplugRestart { cpus } => format!(
-            "--hotplug-restart: CPUs {cpus} are taken offline and online again before the cpusets are created"
-        ),
         Note::TasksLeaveUnits { units } => format!(
             "tasks kept on the shield leave their units ({}) for scopes of {SHIELD_SLICE} (cpushield-run-PID.scope): stopping or restarting those units does not reach them, nor does their accounting, until off puts them back",
             units.join(", ")

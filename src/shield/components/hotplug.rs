@@ -11,12 +11,35 @@ use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Pla
 use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::journal::State;
-use crate::shield::note::Note;
+use crate::shield::note::OwnNote;
 use crate::shield::parts::{Line, OwnFacts, PartReport};
 use crate::shield::plan_error::PlanError;
 use crate::shield::request::Request;
 use crate::sys::{procfs, Sys};
 use std::collections::HashSet;
+
+/// CPU hotplug's own notes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HotplugNote {
+    /// `--hotplug-restart`: the CPUs go offline and online again before
+    /// the cpusets are created.
+    HotplugRestart {
+        /// The CPUs restarted.
+        cpus: CpuSet,
+    },
+}
+
+impl OwnNote for HotplugNote {
+    fn owner(&self) -> Owner {
+        OWNER
+    }
+
+    fn text(&self) -> String {
+        let HotplugNote::HotplugRestart { cpus } = self;
+        format!("--hotplug-restart: CPUs {cpus} are taken offline and online again before the cpusets are created")
+    }
+}
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("hotplug");
@@ -216,7 +239,9 @@ impl Component for Part {
         if cx.req.hotplug_restart {
             d.add(Slot::Hotplug, steps(cx.shield));
             let cpus = cx.shield.clone();
-            d.plan.notes.push(Note::HotplugRestart { cpus });
+            d.plan
+                .notes
+                .push(HotplugNote::HotplugRestart { cpus }.note());
         }
         Ok(())
     }

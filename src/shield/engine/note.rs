@@ -31,12 +31,6 @@ pub enum Note {
         /// Each sibling group the shield splits.
         groups: Vec<CpuSet>,
     },
-    /// `--hotplug-restart`: the CPUs go offline and online again before
-    /// the cpusets are created.
-    HotplugRestart {
-        /// The CPUs restarted.
-        cpus: CpuSet,
-    },
 
     // Tasks.
     /// Tasks kept on the shield leave their systemd units for scopes of
