@@ -70,6 +70,15 @@ fn to_version_1(root: &Path) -> Vec<String> {
     tags
 }
 
+/// `off` by this cpushield succeeds and leaves the tree under `root` as
+/// it was `before` the shield.
+fn off_restores(root: &Path, before: &std::collections::BTreeMap<String, String>) {
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let d = diff(before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}
+
 #[test]
 fn a_cache_share_journaled_by_version_1_is_given_back_exactly() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,10 +102,7 @@ fn a_cache_share_journaled_by_version_1_is_given_back_exactly() {
     // The new binary reads the old journal: status still sees the share.
     let st = cpushield(root, &["status", "--json"]);
     assert!(st.status.success(), "{}", text(&st));
-    let o = cpushield(root, &["off"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let d = diff(&before, &tree(root));
-    assert!(d.is_empty(), "not restored: {d:#?}");
+    off_restores(root, &before);
 }
 
 #[test]
@@ -108,10 +114,7 @@ fn irqbalances_ban_journaled_by_version_1_is_taken_out_exactly() {
     let o = cpushield(root, &["on", "2-3"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(to_version_1(root), ["irqbalance_ban"]);
-    let o = cpushield(root, &["off"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let d = diff(&before, &tree(root));
-    assert!(d.is_empty(), "not restored: {d:#?}");
+    off_restores(root, &before);
 }
 
 #[test]
@@ -133,10 +136,7 @@ fn an_irq_kept_on_the_shield_by_version_1_is_still_no_drift() {
     let st = cpushield(root, &["status", "--json"]);
     let st: Value = serde_json::from_slice(&st.stdout).unwrap();
     assert_eq!(st["holds"], true, "{st}");
-    let o = cpushield(root, &["off"]);
-    assert!(o.status.success(), "{}", text(&o));
-    let d = diff(&before, &tree(root));
-    assert!(d.is_empty(), "not restored: {d:#?}");
+    off_restores(root, &before);
 }
 
 #[test]
