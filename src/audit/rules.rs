@@ -16,7 +16,14 @@ use crate::shield::snapshot::SHIELD_CGROUP;
 pub fn judge(f: &Facts) -> Vec<Finding> {
     let mut out = Findings::default();
     interrupt_findings(f, &mut out);
-    out.0.extend(crate::shield::audit_rules(f));
+    let (targets, housekeeping) = (&f.targets, &f.housekeeping());
+    let irqs = (
+        &f.irqs[..],
+        &f.wanted_irqs[..],
+        f.default_irq_affinity.as_ref(),
+    );
+    out.0
+        .extend(crate::shield::irqs::audit(irqs, targets, housekeeping));
     tasks(f, &mut out);
     preemption(f, &mut out);
     kernel_work(f, &mut out);
@@ -25,9 +32,17 @@ pub fn judge(f: &Facts) -> Vec<Finding> {
     hung_task(f, &mut out);
     tuned(f, &mut out);
     stalld(f, &mut out);
+    out.0.extend(crate::shield::workqueues::audit(
+        &f.workqueue_masks,
+        targets,
+    ));
     watchdogs(f, &mut out);
     cpufreq_and_idle(f, &mut out);
     siblings(f, &mut out);
+    out.0.extend(crate::shield::irqbalance::audit(
+        f.irqbalance.as_ref(),
+        targets,
+    ));
     numa(f, &mut out);
     background_work(f, &mut out);
     super::bus::findings(f, &mut out);

@@ -28,7 +28,7 @@ use engine::{component, error, holds, note, parts, plan_error, timings};
 pub use change::TaskRef;
 pub use components::report::OnReport;
 pub use components::status::{status, StatusReport};
-pub use components::{audit as audit_rules, owners, plan_line, realtime_below, snapshot};
+pub use components::{owners, plan_line, realtime_below, snapshot};
 pub(crate) use error::require_root;
 pub use error::ShieldError;
 pub use guard::{unprotected_kernel_work, BOOSTS_METRIC as GUARD_BOOSTS};

@@ -3,7 +3,6 @@
 //! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
 
 use super::snapshot::Snapshot;
-use crate::audit::facts::Facts as AuditFacts;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
 use crate::shield::journal::Entry;
 use crate::shield::plan::Plan;
@@ -353,15 +352,6 @@ impl Component for Part {
         (!kept.is_empty()).then(|| serde_json::json!(kept))
     }
 
-    fn audit(&self, f: &AuditFacts) -> Vec<Finding> {
-        let irqs = (
-            &f.irqs[..],
-            &f.wanted_irqs[..],
-            f.default_irq_affinity.as_ref(),
-        );
-        audit(irqs, &f.targets, &f.housekeeping())
-    }
-
     fn check(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         d.plan.irqs_to_shield = resolve(&cx.snap.irqs, &cx.req.irqs)?;
         Ok(())
@@ -414,7 +404,7 @@ impl Component for Part {
 /// The audit's rules of the IRQs on `targets` (a shield's CPUs or not):
 /// IRQs served there now, IRQs allowed there, where new IRQs land.
 /// `wanted` are those a shield bound there on request. Pure.
-fn audit(
+pub fn audit(
     (irqs, wanted, default): (&[Irq], &[u32], Option<&CpuSet>),
     targets: &CpuSet,
     housekeeping: &CpuSet,

@@ -180,11 +180,6 @@ pub(super) fn stop_left_running(
         .collect()
 }
 
-/// Every component's rules of the audit, judged on `facts`, in [`ORDER`].
-pub fn audit(facts: &crate::audit::facts::Facts) -> Vec<crate::finding::Finding> {
-    ORDER.iter().flat_map(|part| part.audit(facts)).collect()
-}
-
 /// A component's own `action` as `on --dry-run` prints it in the plan.
 pub fn plan_line(action: &Action) -> Option<String> {
     ORDER.iter().find_map(|part| part.plan_line(action))

@@ -2,7 +2,6 @@
 //! unbound kernel work item runs there.
 
 use super::snapshot::{Snapshot, WORKQUEUE_MASK};
-use crate::audit::facts::Facts as AuditFacts;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Findings, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
@@ -62,10 +61,6 @@ impl Component for Part {
         OWNER
     }
 
-    fn audit(&self, f: &AuditFacts) -> Vec<Finding> {
-        audit(&f.workqueue_masks, &f.targets)
-    }
-
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         Ok(())
     }
@@ -93,7 +88,7 @@ impl Component for Part {
 
 /// The audit's rule of the unbound workqueues' and writeback flushers'
 /// masks (`(file, what, mask)`) against `targets`. Pure.
-fn audit(masks: &[(&str, &str, CpuSet)], targets: &CpuSet) -> Vec<Finding> {
+pub fn audit(masks: &[(&str, &str, CpuSet)], targets: &CpuSet) -> Vec<Finding> {
     let mut out = Findings::default();
 
     let list = targets;

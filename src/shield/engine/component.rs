@@ -19,9 +19,7 @@ use super::parts::{MachineWide, OwnFacts, PartReport};
 use super::plan::{Plan, PlanError};
 use super::request::Request;
 use super::reshape::{Originals, Reshape};
-use crate::audit::facts::Facts as AuditFacts;
 use crate::cpulist::CpuSet;
-use crate::finding::Finding;
 use crate::shield::snapshot::Snapshot;
 use crate::shield::OnReport;
 use crate::sys::Sys;
@@ -137,13 +135,6 @@ pub(in crate::shield) trait Component: Sync {
     /// Its own `action` as `on --dry-run` prints it in the plan.
     fn plan_line(&self, _action: &Action) -> Option<String> {
         None
-    }
-
-    /// The audit's rules of its part of the machine, judged on the audit's
-    /// facts for the CPUs it looks at (a shield's or not). Pure. None by
-    /// default.
-    fn audit(&self, _facts: &AuditFacts) -> Vec<Finding> {
-        Vec::new()
     }
 }
 

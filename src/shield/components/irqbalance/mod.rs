@@ -18,7 +18,6 @@ pub use hold::*;
 pub use notes::IrqbalanceNote;
 
 use super::snapshot::Snapshot;
-use crate::audit::facts::Facts as AuditFacts;
 use crate::shield::apply::ApplyError;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
 use crate::shield::parts::MachineWide;
@@ -114,10 +113,6 @@ impl Component for Part {
     /// The ban set, as read back.
     fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
         serde_json::to_value(out.irqbalance_ban.as_ref()?).ok()
-    }
-
-    fn audit(&self, f: &AuditFacts) -> Vec<Finding> {
-        audit(f.irqbalance.as_ref(), &f.targets)
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
