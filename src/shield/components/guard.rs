@@ -73,9 +73,11 @@ pub(in crate::shield) fn planned(steps: &[Step]) -> bool {
 
 /// Throttling as the shield leaves it: the value its steps write to
 /// `sched_rt_runtime_us`, else the kernel's now.
-pub(in crate::shield) fn rt_runtime_after(kernel: &KernelWork, steps: &[Step]) -> Option<i64> {
+pub(in crate::shield) fn rt_runtime_after<'a>(
+    kernel: &KernelWork,
+    steps: impl DoubleEndedIterator<Item = &'a Step>,
+) -> Option<i64> {
     steps
-        .iter()
         .rev()
         .find_map(|s| match &s.action {
             Action::Write { path, value, .. } if path == RT_RUNTIME => value.trim().parse().ok(),
@@ -637,8 +639,8 @@ impl Component for Part {
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         let kernel = &cx.snap.kernel_work;
-        let knob_steps: Vec<Step> = d.of(crate::shield::knobs::OWNER).cloned().collect();
-        let rt_after = rt_runtime_after(kernel, &knob_steps);
+        // Whoever planned it (the knobs, before the guard in the order).
+        let rt_after = rt_runtime_after(kernel, d.steps.iter().map(|(_, s)| s));
         let systemd = cx.snap.owners.systemd;
         let (steps, notes) = plan(kernel, &cx.req.guard, rt_after, cx.shield, systemd)?;
         d.add(Slot::Guard, steps);
@@ -998,8 +1000,8 @@ mod tests {
                 },
             )
         };
-        assert_eq!(rt_runtime_after(&k, &[]), Some(950_000));
-        assert_eq!(rt_runtime_after(&k, &[write("-1")]), Some(-1));
+        assert_eq!(rt_runtime_after(&k, [].iter()), Some(950_000));
+        assert_eq!(rt_runtime_after(&k, [write("-1")].iter()), Some(-1));
     }
 
     #[test]

@@ -237,14 +237,6 @@ impl Draft {
         self.steps.extend(steps.into_iter().map(|s| (slot, s)));
     }
 
-    /// The steps planned so far by `owner`.
-    pub fn of(&self, owner: Owner) -> impl Iterator<Item = &Step> {
-        self.steps
-            .iter()
-            .map(|(_, s)| s)
-            .filter(move |s| s.owner == owner)
-    }
-
     /// The plan, its steps in slot order (in planning order within a slot).
     pub fn finish(mut self) -> Plan {
         self.steps.sort_by_key(|(slot, _)| *slot);

@@ -21,7 +21,7 @@ use crate::shield::undo::KeepOnCpus;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::Sys;
 
-use super::super::mechanism::in_shield_cgroup;
+use crate::shield::snapshot::in_shield_cgroup;
 
 /// A real-time task `off` kept on its CPUs, as read back after the undo.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
