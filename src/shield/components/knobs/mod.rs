@@ -565,8 +565,9 @@ pub fn describe_value(k: &Knob) -> String {
 
 /// Whether the undo gives `action` back before anything else: RT
 /// throttling. A real-time task still running on the shield when it goes
-/// (kept on its CPU, see the tasks component's `realtime.rs`) starves that CPU's kworkers
-/// while throttling is off on a kernel without the fair server, and undo
+/// (kept on its CPU, see the tasks component's `realtime.rs`) starves
+/// that CPU's kworkers while throttling is off on a kernel without the
+/// fair server, and undo
 /// waits for them: writing `kernel.watchdog` back runs work on every CPU
 /// (`smp_call_on_cpu`), which never returned on Debian 12 behind a
 /// SCHED_FIFO loop.

@@ -203,8 +203,8 @@ pub fn detect_cgroup(sys: &Sys) -> crate::sys::Result<CgroupSetup> {
 }
 
 /// Readies the shield's cgroups for `off` to move real-time tasks out on
-/// the CPUs they have (see the tasks component's `realtime.rs`), and says where such a task
-/// goes instead of the file its move back names. A v2 partition gives its
+/// the CPUs they have (see the tasks component's `realtime.rs`), and says
+/// where such a task goes instead of the file its move back names. A v2 partition gives its
 /// CPUs back to its parent first (`member`, what undo writes anyway):
 /// moving a task into a cgroup resets its affinity to that cgroup's
 /// CPUs on 6.1, and while the partition stands every cgroup outside it
