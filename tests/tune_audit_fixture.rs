@@ -62,13 +62,19 @@ fn tunable(root: &Path) -> Sys {
         .insert("proc/sys/vm/dirty_writeback_centisecs".into(), "EIO".into());
     let sys = standard(root, CgroupLayout::V2, config);
     for (rel, contents) in KNOB_FILES {
-        let p = sys.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, contents).unwrap();
+        put(&sys, rel, contents);
     }
     let nmi = sys.path("proc/sys/kernel/nmi_watchdog");
     std::fs::set_permissions(&nmi, std::fs::Permissions::from_mode(0o444)).unwrap();
     sys
+}
+
+/// Writes `contents` to the file `rel` under the fixture root, making its
+/// directories.
+fn put(sys: &Sys, rel: &str, contents: &str) {
+    let p = sys.path(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, contents).unwrap();
 }
 
 fn read(sys: &Sys, rel: &str) -> String {
@@ -324,9 +330,7 @@ fn noisy(root: &Path) -> Sys {
             "       CPU0 CPU1 CPU2 CPU3\n TIMER: 1 1 1 1\n",
         ),
     ] {
-        let p = sys.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, contents).unwrap();
+        put(&sys, rel, contents);
     }
     sys
 }
@@ -709,9 +713,7 @@ fn memory_knobs_set_choice_files_and_off_gives_them_back() {
         ),
     ];
     for (rel, contents) in files {
-        let p = sys.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, contents).unwrap();
+        put(&sys, rel, contents);
     }
     let before = tree(root);
     // A bare --tune leaves huge pages alone.
@@ -763,11 +765,7 @@ fn freq_floor_on_the_shielded_cpus_and_turbo_off_only_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
-    let put = |rel: &str, contents: &str| {
-        let p = sys.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, contents).unwrap();
-    };
+    let put = |rel: &str, contents: &str| put(&sys, rel, contents);
     for cpu in 0..4 {
         let d = format!("sys/devices/system/cpu/cpu{cpu}/cpufreq");
         put(&format!("{d}/scaling_min_freq"), "800000\n");
@@ -946,9 +944,7 @@ fn off_writes_a_busy_sysctl_back_once_the_partition_is_gone() {
     );
     let sys = standard(root, CgroupLayout::V2, config);
     for (rel, contents) in KNOB_FILES {
-        let p = sys.path(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(&p, contents).unwrap();
+        put(&sys, rel, contents);
     }
     let before = tree(root);
     let o = cpushield(root, &["on", "2-3", "--tune=rt-throttling"]);
