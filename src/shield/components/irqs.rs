@@ -312,16 +312,16 @@ pub(in crate::shield) fn claims(path: &str) -> Option<Subject> {
 }
 
 /// Whether IRQ `irq` (its affinity file `path`) refused the shield before
-/// (`state`) and still reads as the journal `recorded` it before the
-/// shield: a change in place does not try it again, so that the same
-/// request twice changes nothing.
+/// (it is among those the shield `kept`) and still reads as the journal
+/// `recorded` it before the shield: a change in place does not try it
+/// again, so that the same request twice changes nothing.
 pub(in crate::shield) fn refused_before(
-    state: &State,
+    kept: &[u32],
     (irq, path): (u32, &str),
     recorded: Option<&(String, Check)>,
     read: &dyn Fn(&str) -> Option<String>,
 ) -> bool {
-    kept(state).contains(&irq)
+    kept.contains(&irq)
         && recorded.is_some_and(|(before, check)| {
             read(path).is_some_and(|now| apply::reads_as(*check, &now, before))
         })
@@ -384,10 +384,12 @@ impl Component for Part {
     }
 
     fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        // Read once: the record is decoded from the journal's state.
+        let kept = kept(cx.state);
         for (slot, step) in mine {
             if let (Some(irq), Action::Write { path, .. }) = (step.irq(), &step.action) {
                 let recorded = cx.originals.files.get(path);
-                if refused_before(cx.state, (irq, path), recorded, cx.read) {
+                if refused_before(&kept, (irq, path), recorded, cx.read) {
                     out.change.still_refused.push(irq);
                     continue;
                 }
