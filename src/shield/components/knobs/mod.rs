@@ -27,7 +27,7 @@ use crate::shield::apply::{chosen, reads_as};
 use crate::shield::change::{Action, Check, Owner, Step, Undo};
 use crate::shield::holds::Holds;
 use crate::shield::journal::{self, JournalError, State};
-use crate::shield::note::Note;
+use crate::shield::note::{Note, OwnNote};
 use crate::sys::Sys;
 pub use notes::{TuneNote, Unreadable, UnreadableFile};
 
@@ -282,22 +282,31 @@ fn skipped(
 ) -> Vec<Note> {
     let mut notes = Vec::new();
     if !missing.is_empty() {
-        notes.push(self::notes::of(TuneNote::TuneMissing {
-            knob: name.to_string(),
-            files: missing,
-        }));
+        notes.push(
+            TuneNote::TuneMissing {
+                knob: name.to_string(),
+                files: missing,
+            }
+            .note(),
+        );
     }
     if !readonly.is_empty() {
-        notes.push(self::notes::of(TuneNote::TuneReadOnly {
-            knob: name.to_string(),
-            files: readonly,
-        }));
+        notes.push(
+            TuneNote::TuneReadOnly {
+                knob: name.to_string(),
+                files: readonly,
+            }
+            .note(),
+        );
     }
     if !unreadable.is_empty() {
-        notes.push(self::notes::of(TuneNote::TuneUnreadable {
-            knob: name.to_string(),
-            files: unreadable,
-        }));
+        notes.push(
+            TuneNote::TuneUnreadable {
+                knob: name.to_string(),
+                files: unreadable,
+            }
+            .note(),
+        );
     }
     notes
 }
@@ -316,9 +325,12 @@ pub fn plan(
     for k in knobs {
         let files = state.files_of.get(k.name).cloned().unwrap_or_default();
         if files.is_empty() {
-            out.notes.push(self::notes::of(TuneNote::TuneNothingToTune {
-                knob: k.name.to_string(),
-            }));
+            out.notes.push(
+                TuneNote::TuneNothingToTune {
+                    knob: k.name.to_string(),
+                }
+                .note(),
+            );
             continue;
         }
         let mut missing = Vec::new();
@@ -649,7 +661,6 @@ impl Component for Part {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shield::note::OwnNote;
 
     #[test]
     fn a_knob_file_that_reads_otherwise_is_lost_and_one_gone_is_not() {

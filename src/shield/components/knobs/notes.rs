@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::OWNER;
 use crate::shield::change::Owner;
-use crate::shield::note::{Note, OwnNote};
+use crate::shield::note::OwnNote;
 
 /// The knobs' own notes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,14 +105,10 @@ fn unreadable_file(f: &UnreadableFile) -> String {
     }
 }
 
-/// The note `note` as the plan carries it.
-pub(super) fn of(note: TuneNote) -> Note {
-    note.note()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shield::note::Note;
 
     #[test]
     fn the_files_left_alone_are_named_with_why() {
