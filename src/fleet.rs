@@ -352,8 +352,8 @@ fn shield_metrics(out: &mut String, status: &StatusReport, boot: Option<&BootSta
     }
 }
 
-/// The shielded and housekeeping CPUs, and the threads and IRQs that leaked
-/// onto the shield.
+/// The shielded and housekeeping CPUs (the threads and IRQs that leaked
+/// onto the shield are their components' metrics).
 fn cpu_metrics(out: &mut String, status: &StatusReport) {
     let shield = status.shield.clone().unwrap_or_default();
     gauge(
@@ -367,23 +367,6 @@ fn cpu_metrics(out: &mut String, status: &StatusReport) {
         "housekeeping_cpus",
         "Number of online CPUs outside the shield.",
         &one(status.online.difference(&shield).len() as f64),
-    );
-    gauge(
-        out,
-        "leaked_threads",
-        "Threads outside the shield that may run on shielded CPUs.",
-        &one(status.intruders.len() as f64),
-    );
-    let leaked_irqs = status
-        .irqs_on_shield
-        .iter()
-        .filter(|i| i.drifted(&shield))
-        .count();
-    gauge(
-        out,
-        "leaked_irqs",
-        "IRQs whose affinity allows shielded CPUs and that the shield neither bound there nor failed to move.",
-        &one(leaked_irqs as f64),
     );
 }
 

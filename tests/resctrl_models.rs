@@ -246,7 +246,7 @@ fn other_programs_groups_are_left_whole_and_status_names_what_conflicts() {
     // thread of the shield assigned to the batch class: status names both.
     sys.mkdir("sys/fs/resctrl/late").unwrap();
     let status = json(&cpushield(root, &["status", "--json"]));
-    let inside = status["tasks_inside"][0]["tid"]
+    let inside = part(&status, "tasks")["data"]["inside"][0]["tid"]
         .as_i64()
         .expect("a task inside");
     sys.write(&format!("{batch}/tasks"), &inside.to_string())

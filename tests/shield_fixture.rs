@@ -104,8 +104,15 @@ fn on_off_restores_exactly(layout: CgroupLayout, config: FixtureConfig) {
 
     let st = json(&cpushield(dir.path(), &["status", "--json"]));
     assert_eq!(st["shield"], "2-3");
-    assert_eq!(st["intruders"], serde_json::json!([]), "{st}");
-    assert_eq!(st["tasks_inside"][0]["name"], "pinned-inside");
+    assert_eq!(
+        part(&st, "tasks")["data"]["intruders"],
+        serde_json::json!([]),
+        "{st}"
+    );
+    assert_eq!(
+        part(&st, "tasks")["data"]["inside"][0]["name"],
+        "pinned-inside"
+    );
     assert_eq!(st["holds"], true, "{st}");
 
     let o = cpushield(dir.path(), &["off", "--json"]);
@@ -310,7 +317,10 @@ fn move_in_and_out_is_undone_by_off() {
     }
     let st = json(&cpushield(dir.path(), &["status", "--json"]));
     assert_eq!(
-        st["tasks_inside"].as_array().unwrap().len(),
+        part(&st, "tasks")["data"]["inside"]
+            .as_array()
+            .unwrap()
+            .len(),
         3,
         "the two threads moved in, and the task kept by on: {st}"
     );
@@ -797,7 +807,11 @@ fn unmounted_cgroup2_is_mounted_by_on_and_unmounted_by_off() {
             );
         }
         let st = json(&cpushield(dir.path(), &["status", "--json"]));
-        assert_eq!(st["partition"], "isolated", "{st}");
+        assert_eq!(
+            part(&st, "cgroups")["data"]["partition"],
+            "isolated",
+            "{st}"
+        );
 
         let o = cpushield(dir.path(), &["off", "--json"]);
         assert!(o.status.success(), "{at}: {}", text(&o));

@@ -149,7 +149,7 @@ fn under_systemd_move_in_is_a_scope_in_the_slice_and_off_puts_it_back() {
     assert_eq!(sys.affinity(101).unwrap(), CpuSet::parse_list("3").unwrap());
     let (code, st) = status_code(dir.path());
     assert_eq!(code, 0, "{st}");
-    assert!(st["tasks_inside"]
+    assert!(part(&st, "tasks")["data"]["inside"]
         .as_array()
         .unwrap()
         .iter()

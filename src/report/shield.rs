@@ -137,32 +137,15 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
             .unwrap_or_default(),
     )?;
     row(w, "mechanism", &r.mechanism)?;
-    if let Some(p) = &r.partition {
-        row(w, "partition", p)?;
-    }
     if !r.boot_isolated.is_empty() {
         row(w, "isolated at boot", &r.boot_isolated)?;
     }
     boot_rows(boot, Some(shield), w)?;
-    row(w, "tasks inside", r.tasks_inside.len())?;
-    row(w, "kthreads the kernel pins", kinds(&r.per_cpu_kthreads))?;
-    row(w, "tasks that should leave", r.intruders.len())?;
-    let mask = |m: &Option<crate::CpuSet>| {
-        m.as_ref()
-            .map(|c| c.to_string())
-            .unwrap_or_else(|| "n/a".into())
-    };
-    row(w, "default IRQ affinity", mask(&r.default_irq_affinity))?;
-    row(w, "workqueue cpumask", mask(&r.workqueue_mask))?;
     part_rows(&r.parts, w)?;
-    row(
-        w,
-        "IRQs on the shield",
-        format!("{} of {}", r.irqs_on_shield.len(), r.irqs_total),
-    )?;
-    tasks(w, "inside the shield", &r.tasks_inside, 20)?;
-    tasks(w, "should not be on the shield", &r.intruders, 20)?;
-    irqs_on_shield(&r.irqs_on_shield, w)
+    for line in r.parts.iter().flat_map(|p| &p.details) {
+        writeln!(w, "{line}")?;
+    }
+    Ok(())
 }
 
 /// What `on` changes (or would) beyond the shielded CPUs, a row each, with
@@ -183,35 +166,6 @@ fn machine_wide_rows(r: &OnReport, w: &mut dyn Write) -> Result<()> {
 fn part_rows(parts: &[crate::shield::PartReport], w: &mut dyn Write) -> Result<()> {
     for line in parts.iter().flat_map(|p| &p.lines) {
         row(w, &line.label, &line.text)?;
-    }
-    Ok(())
-}
-
-/// `status`'s table of the IRQs allowed or effective on the shield.
-fn irqs_on_shield(irqs: &[crate::shield::IrqPlacement], w: &mut dyn Write) -> Result<()> {
-    if irqs.is_empty() {
-        return Ok(());
-    }
-    writeln!(w, "  IRQs allowed or effective on the shield:")?;
-    writeln!(
-        w,
-        "    {:>5}  {:<24} {:<10} effective",
-        "irq", "name", "affinity"
-    )?;
-    for i in irqs {
-        let eff = i
-            .effective
-            .as_ref()
-            .map(|e| e.to_string())
-            .unwrap_or_else(|| "n/a".into());
-        writeln!(
-            w,
-            "    {:>5}  {:<24} {:<10} {}",
-            i.irq,
-            i.name,
-            i.affinity.to_string(),
-            eff
-        )?;
     }
     Ok(())
 }

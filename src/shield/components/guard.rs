@@ -614,6 +614,7 @@ impl Component for Part {
             data: serde_json::to_value(&hold).unwrap_or_default(),
             findings: hold.lost(state, repair),
             metrics: hold.metrics(),
+            details: Vec::new(),
         })
     }
 

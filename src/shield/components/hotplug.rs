@@ -232,6 +232,7 @@ impl Component for Part {
             data: serde_json::json!({ "offline": hold.offline.to_string() }),
             findings,
             metrics: Vec::new(),
+            details: Vec::new(),
         })
     }
 

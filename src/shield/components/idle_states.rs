@@ -335,6 +335,7 @@ fn report(out: &Outcome, dry_run: bool, findings: Vec<Finding>) -> PartReport {
         data: serde_json::to_value(out).unwrap_or_default(),
         findings,
         metrics: Vec::new(),
+        details: Vec::new(),
     }
 }
 

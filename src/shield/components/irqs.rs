@@ -3,8 +3,9 @@
 //! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
 
 use super::snapshot::Snapshot;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::journal::Entry;
+use crate::shield::parts::{Line, Metric, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::reshape::Originals;
 use crate::shield::OnReport;
@@ -335,6 +336,41 @@ pub(in crate::shield) fn name(irqs: &[Irq], irq: u32) -> String {
         .unwrap_or_default()
 }
 
+/// What `status` says of the IRQs (`--json`).
+#[derive(Debug, Serialize)]
+struct Status {
+    /// IRQs allowed on, or effective on, a shielded CPU.
+    on_shield: Vec<IrqPlacement>,
+    /// `/proc/irq/default_smp_affinity`: where new IRQs land.
+    default_affinity: Option<CpuSet>,
+}
+
+/// `status`'s table of the IRQs allowed or effective on the shield.
+fn placement_table(irqs: &[IrqPlacement]) -> Vec<String> {
+    if irqs.is_empty() {
+        return Vec::new();
+    }
+    let head = format!(
+        "    {:>5}  {:<24} {:<10} effective",
+        "irq", "name", "affinity"
+    );
+    let rows = irqs.iter().map(|i| {
+        let eff = i
+            .effective
+            .as_ref()
+            .map_or_else(|| "n/a".into(), CpuSet::to_string);
+        let affinity = i.affinity.to_string();
+        format!("    {:>5}  {:<24} {affinity:<10} {eff}", i.irq, i.name)
+    });
+    [
+        "  IRQs allowed or effective on the shield:".to_string(),
+        head,
+    ]
+    .into_iter()
+    .chain(rows)
+    .collect()
+}
+
 /// IRQ affinities, as a component of the shield.
 pub(in crate::shield) struct Part;
 
@@ -350,6 +386,44 @@ impl Component for Part {
             .chain(out.irqs_to_shield.iter().copied())
             .collect();
         (!kept.is_empty()).then(|| serde_json::json!(kept))
+    }
+
+    /// The IRQs allowed or effective on the shield, those that drifted
+    /// there judged, and where new IRQs land.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let (state, snap) = (cx.state, cx.snap);
+        let on_shield = on_shield(&snap.irqs, &state.shield, &kept(state));
+        let default = snap.default_irq_affinity.clone();
+        let drifted = on_shield
+            .iter()
+            .filter(|i| i.drifted(&state.shield))
+            .count();
+        let findings = on_shield.lost(state, cx.repair);
+        let default_text = default
+            .as_ref()
+            .map_or_else(|| "n/a".into(), CpuSet::to_string);
+        let on_text = format!("{} of {}", on_shield.len(), snap.irqs.len());
+        let details = placement_table(&on_shield);
+        let mut part = PartReport::new(
+            OWNER.name(),
+            &Status {
+                on_shield,
+                default_affinity: default,
+            },
+        );
+        part.lines = vec![
+            Line::new("default IRQ affinity", default_text),
+            Line::new("IRQs on the shield", on_text),
+        ];
+        part.findings = findings;
+        part.metrics = vec![Metric {
+            name: "leaked_irqs",
+            kind: "gauge",
+            help: "IRQs whose affinity allows shielded CPUs and that the shield neither bound there nor failed to move.",
+            samples: vec![(Vec::new(), drifted as f64)],
+        }];
+        part.details = details;
+        Some(part)
     }
 
     fn check(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {

@@ -125,6 +125,12 @@ impl Snapshot {
         })
     }
 
+    /// The cgroup mechanism's name for reports (and whether systemd holds
+    /// it).
+    pub(in crate::shield) fn mechanism_name(&self) -> String {
+        crate::shield::mechanism::name(self.mechanism())
+    }
+
     /// What the cgroup mechanism is planned from.
     pub(in crate::shield) fn mechanism(&self) -> crate::shield::mechanism::Facts<'_> {
         crate::shield::mechanism::Facts {

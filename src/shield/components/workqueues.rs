@@ -6,8 +6,9 @@ use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Findings, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::unless_held;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::journal::Entry;
+use crate::shield::parts::{Line, PartReport};
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
 
@@ -63,6 +64,17 @@ impl Component for Part {
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         Ok(())
+    }
+
+    /// The mask as it reads now.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let mask = cx.snap.workqueue_mask.clone();
+        let text = mask
+            .as_ref()
+            .map_or_else(|| "n/a".into(), CpuSet::to_string);
+        let mut part = PartReport::new(OWNER.name(), &serde_json::json!({ "mask": mask }));
+        part.lines = vec![Line::new("workqueue cpumask", text)];
+        Some(part)
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {

@@ -116,6 +116,26 @@ pub struct State {
 }
 
 impl State {
+    /// A complete shield of CPUs 2-3 (housekeeping 0-1) as a v2 partition
+    /// of cpushield's own, with no record yet: for the components' tests.
+    #[cfg(test)]
+    pub(in crate::shield) fn example() -> State {
+        State {
+            version: VERSION,
+            shield: CpuSet::parse_list("2-3").unwrap(),
+            housekeeping: CpuSet::parse_list("0-1").unwrap(),
+            mechanism: "cgroup v2 partition".into(),
+            shield_dir: "sys/fs/cgroup/cpushield".into(),
+            outside_procs: "sys/fs/cgroup/cgroup.procs".into(),
+            complete: true,
+            partition: Some("isolated".into()),
+            writes_refused: Vec::new(),
+            request: None,
+            parts: Default::default(),
+            older: Default::default(),
+        }
+    }
+
     /// `component`'s record of the shield: what it kept in `parts`, else
     /// what an older cpushield kept at the top level under `older_key`.
     pub fn record<T: serde::de::DeserializeOwned>(
@@ -708,17 +728,8 @@ mod tests {
     fn state() -> State {
         State {
             version: 1,
-            shield: CpuSet::parse_list("2-3").unwrap(),
-            housekeeping: CpuSet::parse_list("0-1").unwrap(),
-            mechanism: "cgroup v2 partition".into(),
-            shield_dir: "sys/fs/cgroup/cpushield".into(),
-            outside_procs: "sys/fs/cgroup/cgroup.procs".into(),
             complete: false,
-            partition: Some("isolated".into()),
-            writes_refused: Vec::new(),
-            request: None,
-            parts: Default::default(),
-            older: Default::default(),
+            ..State::example()
         }
     }
 

@@ -58,6 +58,25 @@ pub struct PartReport {
     /// whose `data` carries the same).
     #[serde(skip)]
     pub metrics: Vec<Metric>,
+    /// Lines printed below every component's rows (its tables: the
+    /// threads, the IRQs); not in `--json`, whose `data` carries the same.
+    #[serde(skip)]
+    pub details: Vec<String>,
+}
+
+impl PartReport {
+    /// `component`'s report of `data`, with no line, finding, metric or
+    /// detail yet.
+    pub fn new(component: &str, data: &impl Serialize) -> PartReport {
+        PartReport {
+            component: component.to_string(),
+            lines: Vec::new(),
+            data: serde_json::to_value(data).unwrap_or_default(),
+            findings: Vec::new(),
+            metrics: Vec::new(),
+            details: Vec::new(),
+        }
+    }
 }
 
 /// A line of what a component says of itself, for people: `status` and

@@ -241,3 +241,45 @@ pub fn audit(running: Option<&Running>, targets: &CpuSet) -> Vec<Finding> {
     }
     out.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn banned() -> State {
+        let mut state = State::example();
+        state.parts.put(OWNER.name(), &state.shield.clone());
+        state
+    }
+
+    fn running(told: Option<bool>) -> Option<BanHold> {
+        Some(BanHold::Running {
+            pid: 242,
+            list: CpuSet::default(),
+            hex: None,
+            told,
+        })
+    }
+
+    #[test]
+    fn irqbalance_without_the_ban_in_environment_or_socket_is_named_by_pid() {
+        let state = banned();
+        assert_eq!(running(Some(true)).lost(&state, "again"), vec![]);
+        let found = running(Some(false)).lost(&state, "again");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].id, "irqbalance");
+        assert!(found[0].reason.contains("pid 242"), "{found:?}");
+        assert!(found[0].next.starts_with("systemctl restart irqbalance"));
+    }
+
+    #[test]
+    fn a_ban_gone_is_lost_and_a_shield_that_set_none_has_nothing_to_hold() {
+        let found = Some(BanHold::Unset).lost(&banned(), "again");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].next, "again");
+        assert_eq!(
+            Some(BanHold::Unset).lost(&State::example(), "again"),
+            vec![]
+        );
+    }
+}

@@ -19,8 +19,8 @@ pub use notes::IrqbalanceNote;
 
 use super::snapshot::Snapshot;
 use crate::shield::apply::ApplyError;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use crate::shield::parts::MachineWide;
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::parts::{Line, MachineWide, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
@@ -102,6 +102,17 @@ pub fn manager_ban_assignment(banned: &CpuSet) -> String {
     format!("{BANNED_CPULIST}={banned}")
 }
 
+/// What `status` says of the ban (`--json`).
+#[derive(Debug, Serialize)]
+struct BanStatus {
+    /// The CPUs the shield banned.
+    ban: CpuSet,
+    /// The running irqbalance, if any.
+    pid: Option<i32>,
+    /// Whether the ban holds: set, and the running irqbalance has it.
+    holds: bool,
+}
+
 /// irqbalance's ban of the shielded CPUs, as a component of the shield.
 pub(in crate::shield) struct Part;
 
@@ -113,6 +124,33 @@ impl Component for Part {
     /// The ban set, as read back.
     fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
         serde_json::to_value(out.irqbalance_ban.as_ref()?).ok()
+    }
+
+    /// Whether the ban still holds, read back from irqbalance's process.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let ban = hold::ban_of(cx.state)?;
+        let hold = read_hold(cx.sys, cx.state, cx.snap.owners.irqbalance.as_ref());
+        let pid = match &hold {
+            Some(BanHold::Running { pid, .. }) => Some(*pid),
+            _ => None,
+        };
+        let findings = hold.lost(cx.state, cx.repair);
+        let text = match (&hold, findings.is_empty()) {
+            (Some(BanHold::Unset), _) => format!("the ban of CPUs {ban} is gone"),
+            (_, false) => format!(
+                "pid {} runs without the ban of CPUs {ban}",
+                pid.unwrap_or(0)
+            ),
+            (Some(BanHold::Running { .. }), true) => {
+                format!("CPUs {ban} banned (pid {})", pid.unwrap_or(0))
+            }
+            _ => format!("CPUs {ban} banned (not running)"),
+        };
+        let holds = findings.is_empty();
+        let mut part = PartReport::new(OWNER.name(), &BanStatus { ban, pid, holds });
+        part.lines = vec![Line::new(OWNER.name(), text)];
+        part.findings = findings;
+        Some(part)
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {

@@ -14,8 +14,8 @@
 //! shield has them off.
 
 use crate::shield::component::{unless_held, written};
-use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
-use crate::shield::parts::MachineWide;
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::parts::{Line, MachineWide, PartReport};
 use crate::shield::plan_error::PlanError;
 use std::collections::BTreeMap;
 
@@ -461,14 +461,14 @@ pub fn knob_files(sys: &Sys, knob: &Knob, shield: &CpuSet) -> Vec<String> {
 /// What `status` reads back of the knobs a shield set: each file of the
 /// knobs its request named (the watchdogs aside: they must not be read
 /// while off), as last written by the shield, and what it reads now.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize)]
 pub(in crate::shield) struct Hold {
     /// The files, in the order of [`KNOBS`].
     files: Vec<HeldFile>,
 }
 
 /// One knob file the shield wrote.
-#[derive(Debug)]
+#[derive(Debug, Serialize)]
 struct HeldFile {
     /// The knob's name.
     knob: &'static str,
@@ -593,6 +593,34 @@ pub(in crate::shield) struct Part;
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    /// The knob files the shield set, as they read now (none when the
+    /// request had no knob).
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let hold = match read_hold(cx.sys, cx.state) {
+            Ok(hold) if hold.files.is_empty() => return None,
+            Ok(hold) => hold,
+            Err(e) => {
+                let mut part = PartReport::new(OWNER.name(), &Hold::default());
+                let why =
+                    format!("the knob files the shield wrote cannot be read from its journal: {e}");
+                part.findings = vec![Finding::new("knobs", Severity::Bad, 50, why, cx.repair)];
+                return Some(part);
+            }
+        };
+        let findings = hold.lost(cx.state, cx.repair);
+        let text = match findings.is_empty() {
+            true => format!("{} files as the shield set them", hold.files.len()),
+            false => format!(
+                "{} files, some no longer as the shield set them",
+                hold.files.len()
+            ),
+        };
+        let mut part = PartReport::new(OWNER.name(), &hold);
+        part.lines = vec![Line::new("knobs", text)];
+        part.findings = findings;
+        Some(part)
     }
 
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {

@@ -146,3 +146,38 @@ fn lost(hold: &Hold, shield: &CpuSet) -> Vec<(&'static str, String)> {
     }
     lost
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v2(partition: &str, outside: &str) -> Hold {
+        Hold::V2 {
+            mount: "sys/fs/cgroup".into(),
+            cpuset_enabled: true,
+            dir: "sys/fs/cgroup/cpushield".into(),
+            partition: Some(partition.into()),
+            wanted: Some("isolated".into()),
+            outside: Some(CpuSet::parse_list(outside).unwrap()),
+        }
+    }
+
+    #[test]
+    fn a_valid_partition_that_leaves_the_shield_alone_holds() {
+        assert_eq!(
+            v2("isolated", "0-1").lost(&State::example(), "again"),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn an_invalid_partition_and_the_cpus_it_gives_back_are_two_findings() {
+        let why = "isolated invalid (Cpu list in cpuset.cpus not exclusive)";
+        let found = v2(why, "0-3").lost(&State::example(), "run it again");
+        let ids: Vec<&str> = found.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["partition", "enforcement"]);
+        assert!(found[1].reason.contains("CPUs 2-3"), "{found:?}");
+        assert!(found.iter().all(|f| f.next == "run it again"));
+        assert!(found.iter().all(|f| f.severity == Severity::Bad));
+    }
+}

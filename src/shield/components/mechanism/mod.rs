@@ -5,9 +5,9 @@
 //! holds, judged by what the kernel reads back.
 
 mod hold;
-pub(in crate::shield) use hold::{read_hold, Hold};
 
-use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::parts::{Line, PartReport};
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
@@ -626,6 +626,13 @@ fn ask_systemd(
     ))
 }
 
+/// What `status` says of the cgroups (`--json`).
+#[derive(Debug, Serialize)]
+struct Status {
+    /// The shield cgroup's `cpuset.cpus.partition` as it reads back (v2).
+    partition: Option<String>,
+}
+
 /// The cgroups, as a component of the shield.
 pub(in crate::shield) struct Part;
 
@@ -650,6 +657,18 @@ impl Component for Part {
         d.plan.shield_dir = cgroup.shield_dir;
         d.add(Slot::Cgroups, cgroup.steps);
         Ok(())
+    }
+
+    /// The partition as it reads back, and what the kernel would refuse.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let hold = hold::read_hold(cx.sys, cx.state, &cx.snap.cgroup);
+        let partition = hold.partition().map(str::to_string);
+        let mut part = PartReport::new(OWNER.name(), &Status { partition });
+        part.lines = (hold.partition().iter())
+            .map(|p| Line::new("partition", *p))
+            .collect();
+        part.findings = hold.lost(cx.state, cx.repair);
+        Some(part)
     }
 
     /// Resized instead of made.

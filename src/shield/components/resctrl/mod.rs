@@ -527,6 +527,7 @@ impl Component for Part {
             data: serde_json::to_value(&out).unwrap_or_default(),
             findings: Vec::new(),
             metrics: Vec::new(),
+            details: Vec::new(),
         })
     }
 
@@ -546,6 +547,7 @@ impl Component for Part {
             data: serde_json::to_value(&now).unwrap_or_default(),
             findings: hold.lost(state, repair),
             metrics: now.as_ref().map(metrics).unwrap_or_default(),
+            details: Vec::new(),
         })
     }
 

@@ -657,6 +657,7 @@ impl Component for Part {
             data: serde_json::to_value(Outcome { raised }).unwrap_or_default(),
             findings: Vec::new(),
             metrics: Vec::new(),
+            details: Vec::new(),
         })
     }
 
@@ -674,6 +675,7 @@ impl Component for Part {
             data: serde_json::to_value(Status { rcu }).unwrap_or_default(),
             findings: Vec::new(),
             metrics: Vec::new(),
+            details: Vec::new(),
         })
     }
 

@@ -7,8 +7,9 @@ pub(in crate::shield) mod forked;
 pub(in crate::shield) mod in_place;
 pub(in crate::shield) mod realtime;
 
-use crate::shield::component::{Changing, Component, Draft, InPlace, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::journal::Entry;
+use crate::shield::parts::{Line, Metric, PartReport};
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -510,8 +511,44 @@ pub(in crate::shield) fn placement_steps(
     steps
 }
 
-/// The threads allowed on a shield, as `status` sorts them.
-#[derive(Debug, Default)]
+/// Per-CPU kernel threads by kind, for people: `ksoftirqd ×2, ...`.
+pub fn kinds(map: &BTreeMap<String, usize>) -> String {
+    if map.is_empty() {
+        return "none".into();
+    }
+    (map.iter())
+        .map(|(k, n)| format!("{k} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A table of `list` under `title`, for people: at most `limit` rows, then
+/// how many more (none when `list` is empty).
+pub fn table(title: &str, list: &[TaskRef], limit: usize) -> Vec<String> {
+    if list.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![
+        format!("  {title} ({}):", list.len()),
+        format!("    {:>8} {:>8}  {:<20} cpus", "pid", "tid", "name"),
+    ];
+    for t in list.iter().take(limit) {
+        out.push(format!(
+            "    {:>8} {:>8}  {:<20} {}",
+            t.pid, t.tid, t.name, t.cpus
+        ));
+    }
+    if list.len() > limit {
+        out.push(format!(
+            "    ... {} more (--json lists all)",
+            list.len() - limit
+        ));
+    }
+    out
+}
+
+/// The threads allowed on a shield, as `status` sorts them (`--json`).
+#[derive(Debug, Default, Serialize)]
 pub(in crate::shield) struct OnShield {
     /// Tasks placed inside the shield.
     pub(in crate::shield) inside: Vec<TaskRef>,
@@ -564,6 +601,34 @@ pub(in crate::shield) struct Part;
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    /// The threads inside the shield, the kernel's per-CPU threads on it,
+    /// and those outside it allowed on it, judged.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let threads = on_shield(cx.snap, &cx.state.shield);
+        let mut part = PartReport::new(OWNER.name(), &threads);
+        part.findings = threads.lost(cx.state, cx.repair);
+        part.lines = vec![
+            Line::new("tasks inside", threads.inside.len().to_string()),
+            Line::new("kthreads the kernel pins", kinds(&threads.per_cpu_kthreads)),
+            Line::new(
+                "tasks that should leave",
+                threads.intruders.len().to_string(),
+            ),
+        ];
+        part.metrics = vec![Metric {
+            name: "leaked_threads",
+            kind: "gauge",
+            help: "Threads outside the shield that may run on shielded CPUs.",
+            samples: vec![(Vec::new(), threads.intruders.len() as f64)],
+        }];
+        part.details = [
+            table("inside the shield", &threads.inside, 20),
+            table("should not be on the shield", &threads.intruders, 20),
+        ]
+        .concat();
+        Some(part)
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
