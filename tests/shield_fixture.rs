@@ -66,13 +66,31 @@ fn on_off_restores_exactly(layout: CgroupLayout, config: FixtureConfig) {
         ("/cpushield", cpus("3")),
         "kept: inside the shield with its own CPU"
     );
-    assert_eq!(report["kept"][0]["name"], "pinned-inside");
-    assert_eq!(report["kept"][0]["cpus"], "3");
-    assert_eq!(report["kept"].as_array().unwrap().len(), 1);
-    assert_eq!(report["split_off"][0]["name"], "straddler-t");
-    assert_eq!(report["not_kept"], serde_json::json!([]));
-    assert_eq!(report["per_cpu_kthreads"]["ksoftirqd"], 2);
-    let refused: Vec<(u64, String)> = report["irqs_refused"]
+    assert_eq!(
+        part(&report, "tasks")["data"]["kept"][0]["name"],
+        "pinned-inside"
+    );
+    assert_eq!(part(&report, "tasks")["data"]["kept"][0]["cpus"], "3");
+    assert_eq!(
+        part(&report, "tasks")["data"]["kept"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        part(&report, "tasks")["data"]["split_off"][0]["name"],
+        "straddler-t"
+    );
+    assert_eq!(
+        part(&report, "tasks")["data"]["not_kept"],
+        serde_json::json!([])
+    );
+    assert_eq!(
+        part(&report, "tasks")["data"]["per_cpu_kthreads"]["ksoftirqd"],
+        2
+    );
+    let refused: Vec<(u64, String)> = part(&report, "irqs")["data"]["refused"]
         .as_array()
         .unwrap()
         .iter()
@@ -85,7 +103,7 @@ fn on_off_restores_exactly(layout: CgroupLayout, config: FixtureConfig) {
         .collect();
     assert_eq!(refused, vec![(0, "EIO".into()), (40, "EPERM".into())]);
     assert_eq!(
-        report["irqs_effective_on_shield"],
+        part(&report, "irqs")["data"]["effective_on_shield"],
         serde_json::json!([24, 40])
     );
     assert_eq!(
@@ -651,7 +669,7 @@ fn hotplug_restart_moves_irqs_a_driver_spread_again_when_the_cpus_came_back() {
             .contains(&serde_json::json!({"kind": "irqs_back_after_hotplug", "irqs": [25]})),
         "{report}"
     );
-    assert!(report["irqs_moved"]
+    assert!(part(&report, "irqs")["data"]["moved"]
         .as_array()
         .unwrap()
         .contains(&serde_json::json!(25)));
@@ -1036,7 +1054,7 @@ fn the_partition_moves_threads_that_asked_for_no_cpus() {
         }
     }
     assert_eq!(sys.affinity(4000).unwrap(), cpus("1"));
-    let moved = json(&o)["tasks_moved"].as_u64().unwrap();
+    let moved = part(&json(&o), "tasks")["data"]["moved"].as_u64().unwrap();
     assert!(
         moved >= 101,
         "all 100 followers and own-mask counted: {moved}"

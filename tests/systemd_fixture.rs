@@ -231,7 +231,8 @@ fn the_users_own_irqbalance_ban_is_kept_in_ours_and_their_file_untouched() {
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(
-        v["irqbalance_ban"], "1,3",
+        part(&v, "irqbalance")["data"]["ban"],
+        "1,3",
         "hex 2 is CPU 1, plus the shield"
     );
     let env = sys.read(ENV).unwrap();
@@ -289,8 +290,8 @@ fn under_systemd_a_task_pinned_inside_is_kept_as_a_scope_and_the_report_says_it_
     let o = cpushield(dir.path(), &["on", "2-3", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["kept"][0]["pid"], 100, "{v}");
-    assert_eq!(v["kept"][0]["cpus"], "3");
+    assert_eq!(part(&v, "tasks")["data"]["kept"][0]["pid"], 100, "{v}");
+    assert_eq!(part(&v, "tasks")["data"]["kept"][0]["cpus"], "3");
     assert!(sys
         .read(&format!("{SLICE}/cpushield-run-100.scope/cgroup.procs"))
         .unwrap()

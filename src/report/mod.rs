@@ -23,8 +23,9 @@
 /// `lines`, `data`, `findings`), no longer a field of its own: `on`'s and
 /// `status`'s `cache` is the `data` of the part `resctrl`. 4: each line
 /// labelled; the guard's and the kernel threads' fields became parts. 5:
-/// `status`'s fields of the cgroups, threads, IRQs and workqueues became
-/// parts (docs/operations.md lists where each went).
+/// `status`'s fields of the cgroups, threads, IRQs and workqueues, and
+/// `on`'s of irqbalance, the threads and the IRQs, became parts
+/// (docs/operations.md lists where each went).
 pub const JSON_SCHEMA_VERSION: u32 = 5;
 
 pub mod audit;

@@ -1,15 +1,12 @@
 //! The reports of `status`, `on`, `verify`, `off` and `move` for people:
 //! short, aligned, with units.
 
-use std::collections::BTreeMap;
 use std::io::{Result, Write};
 
 use crate::boot::BootStatus;
-use crate::cpulist::CpuSet;
 use crate::fleet::MachineStatus;
 use crate::shield::apply::Refusal;
 use crate::shield::change::Action;
-use crate::shield::irqbalance;
 use crate::shield::TaskRef;
 use crate::shield::{MoveReport, OnReport};
 
@@ -34,16 +31,6 @@ pub(super) fn took(
     } else {
         row(w, "took", format!("{} ({})", secs(total), shown.join(", ")))
     }
-}
-
-fn kinds(map: &BTreeMap<String, usize>) -> String {
-    if map.is_empty() {
-        return "none".into();
-    }
-    map.iter()
-        .map(|(k, n)| format!("{k} ×{n}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn tasks(w: &mut dyn Write, title: &str, list: &[TaskRef], limit: usize) -> Result<()> {
@@ -142,10 +129,7 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     }
     boot_rows(boot, Some(shield), w)?;
     part_rows(&r.parts, w)?;
-    for line in r.parts.iter().flat_map(|p| &p.details) {
-        writeln!(w, "{line}")?;
-    }
-    Ok(())
+    details(&r.parts, w)
 }
 
 /// What `on` changes (or would) beyond the shielded CPUs, a row each, with
@@ -161,67 +145,20 @@ fn machine_wide_rows(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
+/// The components' tables (the threads, the IRQs), below every row.
+fn details(parts: &[crate::shield::PartReport], w: &mut dyn Write) -> Result<()> {
+    for line in parts.iter().flat_map(|p| &p.details) {
+        writeln!(w, "{line}")?;
+    }
+    Ok(())
+}
+
 /// The rows of the components that report for themselves: their name
 /// beside their first line, the others below it.
 fn part_rows(parts: &[crate::shield::PartReport], w: &mut dyn Write) -> Result<()> {
     for line in parts.iter().flat_map(|p| &p.lines) {
         row(w, &line.label, &line.text)?;
     }
-    Ok(())
-}
-
-/// `on`'s IRQs that refused or are still effective on the shield.
-fn on_irqs(r: &OnReport, w: &mut dyn Write) -> Result<()> {
-    if !r.irqs_refused.is_empty() {
-        writeln!(
-            w,
-            "  IRQs that refused a new affinity ({}):",
-            r.irqs_refused.len()
-        )?;
-        for i in &r.irqs_refused {
-            writeln!(w, "    {:>5}  {:<24} {}", i.irq, i.name, i.reason)?;
-        }
-    }
-    if !r.irqs_effective_on_shield.is_empty() {
-        row(
-            w,
-            "IRQs effective on shield",
-            list(&r.irqs_effective_on_shield),
-        )?;
-        writeln!(
-            w,
-            "    (effective affinity moves at the next interrupt, unless the IRQ refused)"
-        )?;
-    }
-    Ok(())
-}
-
-/// `on`'s tasks kept on, leaving, or moved off the shield.
-fn on_tasks(r: &OnReport, w: &mut dyn Write) -> Result<()> {
-    tasks(
-        w,
-        "kept on the shield, own affinity inside it (--force moves them off)",
-        &r.kept,
-        20,
-    )?;
-    tasks(
-        w,
-        "left the shield: none of their CPUs stays in it (moved to housekeeping)",
-        &r.left_shield,
-        20,
-    )?;
-    tasks(
-        w,
-        "asked only for shielded CPUs but NOT kept there (now)",
-        &r.not_kept,
-        20,
-    )?;
-    tasks(
-        w,
-        "moved off: only these threads of their process asked for shielded CPUs",
-        &r.split_off,
-        20,
-    )?;
     Ok(())
 }
 
@@ -309,24 +246,12 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
     }
     part_rows(&r.parts, w)?;
     machine_wide_rows(r, w)?;
-    if let Some(b) = &r.irqbalance_ban {
-        row(
-            w,
-            "irqbalance",
-            irqbalance_line(b, r.irqbalance.as_ref(), r.dry_run),
-        )?;
-    }
     if !r.dry_run {
         row(
             w,
             "changes made",
             format!("{} of {} planned", r.changed, r.planned),
         )?;
-        row(w, "threads moved off", r.tasks_moved)?;
-        if r.tasks_exited > 0 {
-            row(w, "threads exited meanwhile", r.tasks_exited)?;
-        }
-        row(w, "IRQs moved", r.irqs_moved.len())?;
     }
     let t = &r.took;
     took(
@@ -341,11 +266,7 @@ pub fn on(r: &OnReport, w: &mut dyn Write) -> Result<()> {
             ("undo first", t.undo_writes + t.undo_affinities),
         ],
     )?;
-    row(w, "IRQs bound to shield", list(&r.irqs_to_shield))?;
-    row(w, "kthreads the kernel pins", kinds(&r.per_cpu_kthreads))?;
-    on_irqs(r, w)?;
-    on_tasks(r, w)?;
-    refusals(w, "task changes refused", &r.tasks_refused)?;
+    details(&r.parts, w)?;
     refusals(w, "other changes refused", &r.other_refused)?;
     for n in &r.notes {
         writeln!(w, "  note: {}", note::text(n))?;
@@ -439,56 +360,4 @@ pub fn moved(r: &MoveReport, w: &mut dyn Write) -> Result<()> {
         writeln!(w, "  not found: {}", list(&r.not_found))?;
     }
     Ok(())
-}
-/// The irqbalance row of `on`: the ban, and what the process did as read
-/// back (restarted only when another process runs now).
-fn irqbalance_line(
-    banned: &CpuSet,
-    process: Option<&irqbalance::Process>,
-    dry_run: bool,
-) -> String {
-    use irqbalance::Process;
-    if dry_run {
-        return format!("CPUs {banned} to be banned (runtime only)");
-    }
-    let what = match process {
-        Some(Process::Kept { pid }) => format!("irqbalance kept running as pid {pid}"),
-        Some(Process::Restarted { before, after }) => {
-            format!("irqbalance restarted: pid {before} -> {after}")
-        }
-        Some(Process::Started { pid }) => format!("irqbalance started meanwhile as pid {pid}"),
-        Some(Process::Gone { before }) => format!("irqbalance (pid {before}) stopped meanwhile"),
-        Some(Process::NotRunning) => {
-            "irqbalance not running: it reads the ban when it starts".into()
-        }
-        None => "already in place".into(),
-    };
-    format!("CPUs {banned} banned (runtime only, {what}; off removes it)")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use irqbalance::Process;
-
-    #[test]
-    fn irqbalance_is_said_restarted_only_when_another_process_runs() {
-        let cpus = CpuSet::parse_list("2-3").unwrap();
-        let kept = irqbalance_line(&cpus, Some(&Process::Kept { pid: 412 }), false);
-        assert!(
-            kept.contains("kept running as pid 412") && !kept.contains("restarted"),
-            "{kept}"
-        );
-        let restarted = Process::Restarted {
-            before: 412,
-            after: 530,
-        };
-        let line = irqbalance_line(&cpus, Some(&restarted), false);
-        assert!(line.contains("restarted: pid 412 -> 530"), "{line}");
-        let planned = irqbalance_line(&cpus, None, true);
-        assert!(
-            !planned.contains("restarted") && planned.contains("to be banned"),
-            "{planned}"
-        );
-    }
 }

@@ -1,17 +1,18 @@
 //! `on`: makes the shield, or changes the active one in place; its report.
 
-use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use super::apply::{self, Applied, ApplyError};
 use super::change::Subject;
+use super::component::Reporting;
 use super::components::report::{self, OnReport};
 use super::components::settle::{settle, Settled};
 use super::components::{self, read, EFFECTS};
 use super::error::{boot_isolation_conflict, require_root, ShieldError};
 use super::journal::{self, Journal, State};
 use super::off::undo_journal;
+use super::parts::OwnFacts;
 use super::plan::Plan;
 use super::request::Request;
 use super::snapshot::Snapshot;
@@ -51,7 +52,16 @@ pub fn on_timed(
         }
         let snap = read::snapshot_for(sys, req)?;
         let plan = components::plan(&snap, req)?;
-        return Ok(report::report(sys, &plan, &snap, None, true));
+        return Ok(report::report(&Reporting {
+            sys,
+            plan: &plan,
+            before: &snap,
+            after: &snap,
+            applied: None,
+            dry_run: true,
+            change: None,
+            settled: &OwnFacts::default(),
+        }));
     }
     require_root(sys, "on")?;
     let _lock = journal::lock(sys)?;
@@ -87,19 +97,19 @@ pub fn on_timed(
         &mut applied,
         timings,
     )?;
-    let mut out = report::report(sys, &plan, &settled.after, Some(&applied), false);
-    out.tasks_moved += moved_by_partition(&plan, &settled.after, &applied);
+    let mut out = report::report(&Reporting {
+        sys,
+        plan: &plan,
+        before: &snap,
+        after: &settled.after,
+        applied: Some(&applied),
+        dry_run: false,
+        change: None,
+        settled: &settled.parts,
+    });
     state.writes_refused = refused_files(&applied);
     let journal = (&mut state, &mut journal);
-    finish(
-        sys,
-        &plan,
-        (&snap, settled),
-        req,
-        journal,
-        &mut out,
-        timings,
-    )?;
+    finish(sys, &plan, settled, req, journal, &mut out, timings)?;
     Ok(out)
 }
 
@@ -190,22 +200,21 @@ fn apply_plan(
     settled
 }
 
-/// Adds what the components settled to the report, records the shield as
-/// complete, and adds what only the machine after (compared with the one
-/// `before`) can tell to the report.
+/// Adds what the components settled to say to the report, records the
+/// shield as complete with what the components keep of it, and reads the
+/// partition back.
 fn finish(
     sys: &Sys,
     plan: &Plan,
-    (before, settled): (&Snapshot, Settled),
+    settled: Settled,
     req: &Request,
     (state, journal): (&mut State, &mut Journal),
     out: &mut OnReport,
     timings: &mut Timings,
 ) -> Result<(), ShieldError> {
     out.notes.extend(settled.notes);
-    out.irqs_moved.extend(settled.irqs_moved);
     state.complete = true;
-    report::read_back(sys, plan, (before, &settled.after), state, out);
+    report::read_back(sys, (plan, &settled.after), state, out);
     state.request = Some(req.clone());
     journal.write_state(state)?;
     timings.journal += journal.time_spent();
@@ -255,11 +264,19 @@ fn reshape_timed(
     }
     timings.plan += t.elapsed();
     let plan = &change.plan;
-    let finished = |out: OnReport| report::with_change(out, &change, &snap);
     let stopping = components::left_running(&old, &change.records);
     let mut stop_refused = Vec::new();
     if dry_run || (plan.steps.is_empty() && !stopping) {
-        let out = finished(report::report(sys, plan, &snap, None, dry_run));
+        let out = report::report(&Reporting {
+            sys,
+            plan,
+            before: &snap,
+            after: &snap,
+            applied: None,
+            dry_run,
+            change: Some(&change),
+            settled: &OwnFacts::default(),
+        });
         return nothing_to_change(sys, req, &old, dry_run, out);
     }
     let mut journal = Journal::open(sys)?;
@@ -295,17 +312,20 @@ fn reshape_timed(
     state.shield = plan.shield.clone();
     state.housekeeping = plan.housekeeping.clone();
     state.partition = plan.partition.clone().or(old.partition.clone());
-    let mut out = finished(report::report(
+    let mut out = report::report(&Reporting {
         sys,
         plan,
-        &settled.after,
-        Some(&applied),
-        false,
-    ));
+        before: &snap,
+        after: &settled.after,
+        applied: Some(&applied),
+        dry_run: false,
+        change: Some(&change),
+        settled: &settled.parts,
+    });
     out.other_refused.extend(stop_refused);
     state.writes_refused = refused_files(&applied);
     let journal = (&mut state, &mut journal);
-    finish(sys, plan, (&snap, settled), req, journal, &mut out, timings)?;
+    finish(sys, plan, settled, req, journal, &mut out, timings)?;
     Ok(out)
 }
 
@@ -320,21 +340,4 @@ fn refused_files(applied: &Applied) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-/// How many of the threads the plan left to the partition it moved off the
-/// shield (those the sweep had to move are counted with the steps applied).
-fn moved_by_partition(plan: &Plan, after: &Snapshot, applied: &Applied) -> usize {
-    let stepped: HashSet<i32> = applied.tasks_changed.iter().copied().collect();
-    let left: HashSet<i32> = plan
-        .left_to_partition
-        .iter()
-        .copied()
-        .filter(|tid| !stepped.contains(tid))
-        .collect();
-    after
-        .threads
-        .iter()
-        .filter(|t| left.contains(&t.tid) && !t.cpus_allowed.intersects(&plan.shield))
-        .count()
 }

@@ -24,12 +24,12 @@ use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::{
-    unless_held, Changing, Component, Draft, InPlace, Looking, Planning, Slot,
+    unless_held, Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
 };
 use crate::shield::error::ShieldError;
 use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, OwnFacts, PartReport};
-use crate::shield::plan::{Plan, PlanError};
+use crate::shield::plan::PlanError;
 use crate::shield::request::Request;
 use crate::shield::reshape::Originals;
 use crate::sys::cpuidle::{read_states, IdleState};
@@ -422,7 +422,8 @@ impl Component for Part {
         ours.then(|| Subject::File(path.to_string()))
     }
 
-    fn outcome(&self, sys: &Sys, plan: &Plan, dry_run: bool) -> Option<PartReport> {
+    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
+        let (sys, plan, dry_run) = (cx.sys, cx.plan, cx.dry_run);
         let planned: Planned = plan.parts.get(NAME)?;
         let mut facts = read(sys, &plan.shield);
         if dry_run {

@@ -3,7 +3,9 @@
 //! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
 
 use super::snapshot::Snapshot;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{
+    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
+};
 use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, Metric, PartReport};
 use crate::shield::plan::Plan;
@@ -41,13 +43,18 @@ pub struct IrqRefusal {
     pub reason: String,
 }
 
-/// What became of a plan's IRQ steps, as `on` reports it.
+/// What became of a plan's IRQ steps, as `on` reports it (`--json`: the
+/// `data` of the part `irqs`).
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub(in crate::shield) struct Outcome {
-    /// IRQs moved to the housekeeping CPUs.
+    /// IRQs moved to the housekeeping CPUs, by the plan and after it.
     pub(in crate::shield) moved: Vec<u32>,
+    /// IRQs bound to the shield on request.
+    pub(in crate::shield) to_shield: Vec<u32>,
     /// IRQs that refused a new affinity.
     pub(in crate::shield) refused: Vec<IrqRefusal>,
-    /// IRQs whose effective affinity still includes a shielded CPU.
+    /// IRQs whose effective affinity still includes a shielded CPU (it
+    /// moves at the next interrupt, unless the IRQ refused).
     pub(in crate::shield) effective_on_shield: Vec<u32>,
 }
 
@@ -91,8 +98,56 @@ pub(in crate::shield) fn outcome(
         .collect();
     Outcome {
         moved,
+        to_shield: to_shield.to_vec(),
         refused,
         effective_on_shield,
+    }
+}
+
+/// `on`'s lines and table of `out` (only planned, when `dry_run`).
+fn outcome_report(out: Outcome, dry_run: bool) -> PartReport {
+    let mut lines = Vec::new();
+    if !dry_run {
+        lines.push(Line::new("IRQs moved", out.moved.len().to_string()));
+    }
+    lines.push(Line::new("IRQs bound to shield", numbers(&out.to_shield)));
+    if !out.effective_on_shield.is_empty() {
+        lines.push(Line::new(
+            "IRQs effective on shield",
+            numbers(&out.effective_on_shield),
+        ));
+        lines.push(Line::new(
+            "",
+            "(effective affinity moves at the next interrupt, unless the IRQ refused)",
+        ));
+    }
+    let mut details = Vec::new();
+    if !out.refused.is_empty() {
+        details.push(format!(
+            "  IRQs that refused a new affinity ({}):",
+            out.refused.len()
+        ));
+        let rows = out
+            .refused
+            .iter()
+            .map(|i| format!("    {:>5}  {:<24} {}", i.irq, i.name, i.reason));
+        details.extend(rows);
+    }
+    let mut part = PartReport::new(OWNER.name(), &out);
+    part.lines = lines;
+    part.details = details;
+    part
+}
+
+/// IRQ numbers for people: `24 40`, or `none`.
+fn numbers(irqs: &[u32]) -> String {
+    match irqs.is_empty() {
+        true => "none".into(),
+        false => irqs
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(" "),
     }
 }
 
@@ -382,10 +437,29 @@ impl Component for Part {
     /// The IRQs kept on the shield: bound there on request, or refusing a
     /// new affinity.
     fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
-        let kept: Vec<u32> = (out.irqs_refused.iter().map(|r| r.irq))
-            .chain(out.irqs_to_shield.iter().copied())
+        let mine: Outcome = serde_json::from_value(out.part(OWNER.name())?.data.clone()).ok()?;
+        let kept: Vec<u32> = (mine.refused.iter().map(|r| r.irq))
+            .chain(mine.to_shield.iter().copied())
             .collect();
         (!kept.is_empty()).then(|| serde_json::json!(kept))
+    }
+
+    /// The IRQs moved off the shield (by the plan, and after it as they
+    /// came back), bound to it on request, refusing, and still effective
+    /// on it, read back.
+    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
+        let plan = cx.plan;
+        let planned = (&plan.steps[..], &plan.irqs_to_shield[..], &plan.shield);
+        let mut out = outcome(planned, &cx.after.irqs, cx.refused());
+        let swept: Vec<u32> = cx.settled.get(OWNER.name()).unwrap_or_default();
+        out.moved.extend(swept);
+        let still = cx.change.map_or(&[][..], |c| &c.still_refused[..]);
+        out.refused.extend(still.iter().map(|&irq| IrqRefusal {
+            irq,
+            name: name(&cx.before.irqs, irq),
+            reason: "refused before; not tried again".into(),
+        }));
+        Some(outcome_report(out, cx.dry_run))
     }
 
     /// The IRQs allowed or effective on the shield, those that drifted

@@ -8,6 +8,7 @@ use super::EFFECTS;
 use crate::shield::apply::{Applied, ApplyError};
 use crate::shield::journal::{Journal, State};
 use crate::shield::note::Note;
+use crate::shield::parts::OwnFacts;
 use crate::shield::plan::Plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::Snapshot;
@@ -18,8 +19,9 @@ use crate::sys::Sys;
 pub(in crate::shield) struct Settled {
     /// The machine after.
     pub after: Snapshot,
-    /// IRQs moved off the shield again, in the order moved.
-    pub irqs_moved: Vec<u32>,
+    /// What each component moved again, under its name (the IRQs, in the
+    /// order moved).
+    pub parts: OwnFacts,
     /// What the user should know of it.
     pub notes: Vec<Note>,
 }
@@ -70,9 +72,11 @@ pub(in crate::shield) fn settle(
             irqs: respread.clone(),
         });
     }
+    let mut parts = OwnFacts::default();
+    parts.put(irqs::OWNER.name(), &[came_back, respread].concat());
     Ok(Settled {
         after,
-        irqs_moved: [came_back, respread].concat(),
+        parts,
         notes,
     })
 }

@@ -11,8 +11,8 @@
 //! make. Checking, planning and changing in place are required: a component
 //! that forgets one does not compile.
 
-use super::apply::{reads_as, ApplyError, Refusal};
-use super::change::{Action, Owner, Step, Subject, Undone};
+use super::apply::{reads_as, Applied, ApplyError, Refusal};
+use super::change::{Action, Owner, Refused, Step, Subject, Undone};
 use super::error::ShieldError;
 use super::journal::{Entry, State};
 use super::parts::{MachineWide, OwnFacts, PartReport};
@@ -36,10 +36,9 @@ pub(in crate::shield) trait Component: Sync {
         Ok(())
     }
 
-    /// What it did, read back after `on` (or planned, for a dry run):
-    /// `None` when the request did not ask for it. The older components'
-    /// outcomes are fields of `on`'s report.
-    fn outcome(&self, _sys: &Sys, _plan: &Plan, _dry_run: bool) -> Option<PartReport> {
+    /// What it did, read back after `on` (or planned, for a dry run; see
+    /// [`Reporting`]): `None` when it did nothing worth a line.
+    fn outcome(&self, _cx: &Reporting) -> Option<PartReport> {
         None
     }
 
@@ -194,6 +193,37 @@ pub(in crate::shield) enum Slot {
     /// A change in place: what the old shield changed and the new one does
     /// not, written back.
     Restore,
+}
+
+/// What every part is given to report what `on` did: the plan, the
+/// machine before and after it, what the kernel refused, and for a change
+/// in place what only the change knows.
+pub(in crate::shield) struct Reporting<'a> {
+    /// The machine.
+    pub sys: &'a Sys,
+    /// The plan.
+    pub plan: &'a Plan,
+    /// The machine the plan was made from.
+    pub before: &'a Snapshot,
+    /// The machine after the plan was applied and settled (`before`, when
+    /// nothing was applied).
+    pub after: &'a Snapshot,
+    /// What applying did: `None` for a dry run or nothing to change.
+    pub applied: Option<&'a Applied>,
+    /// Only planned, nothing changed.
+    pub dry_run: bool,
+    /// The change in place, when the active shield was changed.
+    pub change: Option<&'a Reshape>,
+    /// What each component settled after the plan (see
+    /// [`crate::shield::components::settle`]), under its name.
+    pub settled: &'a OwnFacts,
+}
+
+impl Reporting<'_> {
+    /// What the kernel refused (none for a dry run).
+    pub fn refused(&self) -> &[Refused] {
+        self.applied.map_or(&[][..], |a| &a.refused)
+    }
 }
 
 /// What every part is given to read back the active shield for `status`.

@@ -192,6 +192,27 @@ pub fn process_after(sys: &Sys, before: Option<&Irqbalance>, threads_after: &[Th
     )
 }
 
+/// `on`'s line of the ban of `banned`, and of what became of irqbalance's
+/// `process` (`None`: not read, nothing was changed).
+pub(super) fn outcome_line(banned: &CpuSet, process: Option<&Process>, dry_run: bool) -> String {
+    if dry_run {
+        return format!("CPUs {banned} to be banned (runtime only)");
+    }
+    let what = match process {
+        Some(Process::Kept { pid }) => format!("irqbalance kept running as pid {pid}"),
+        Some(Process::Restarted { before, after }) => {
+            format!("irqbalance restarted: pid {before} -> {after}")
+        }
+        Some(Process::Started { pid }) => format!("irqbalance started meanwhile as pid {pid}"),
+        Some(Process::Gone { before }) => format!("irqbalance (pid {before}) stopped meanwhile"),
+        Some(Process::NotRunning) => {
+            "irqbalance not running: it reads the ban when it starts".into()
+        }
+        None => "already in place".into(),
+    };
+    format!("CPUs {banned} banned (runtime only, {what}; off removes it)")
+}
+
 /// [`Process`] from the (process id, start time) before and after.
 pub(super) fn compare(
     before: Option<(i32, Option<u64>)>,
@@ -259,6 +280,27 @@ mod tests {
             hex: None,
             told,
         })
+    }
+
+    #[test]
+    fn irqbalance_is_said_restarted_only_when_another_process_runs() {
+        let cpus = CpuSet::parse_list("2-3").unwrap();
+        let kept = outcome_line(&cpus, Some(&Process::Kept { pid: 412 }), false);
+        assert!(
+            kept.contains("kept running as pid 412") && !kept.contains("restarted"),
+            "{kept}"
+        );
+        let restarted = Process::Restarted {
+            before: 412,
+            after: 530,
+        };
+        let line = outcome_line(&cpus, Some(&restarted), false);
+        assert!(line.contains("restarted: pid 412 -> 530"), "{line}");
+        let planned = outcome_line(&cpus, None, true);
+        assert!(
+            !planned.contains("restarted") && planned.contains("to be banned"),
+            "{planned}"
+        );
     }
 
     #[test]

@@ -19,7 +19,9 @@ pub use notes::IrqbalanceNote;
 
 use super::snapshot::Snapshot;
 use crate::shield::apply::ApplyError;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{
+    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
+};
 use crate::shield::parts::{Line, MachineWide, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::plan_error::PlanError;
@@ -102,6 +104,17 @@ pub fn manager_ban_assignment(banned: &CpuSet) -> String {
     format!("{BANNED_CPULIST}={banned}")
 }
 
+/// What `on` says of the ban (`--json`).
+#[derive(Debug, Serialize)]
+struct BanOutcome {
+    /// The CPUs banned (with `--dry-run`: to be banned).
+    ban: CpuSet,
+    /// What became of irqbalance's process while the ban was set, read
+    /// back from `/proc` (not with `--dry-run`, nor when nothing changed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    process: Option<Process>,
+}
+
 /// What `status` says of the ban (`--json`).
 #[derive(Debug, Serialize)]
 struct BanStatus {
@@ -123,7 +136,22 @@ impl Component for Part {
 
     /// The ban set, as read back.
     fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
-        serde_json::to_value(out.irqbalance_ban.as_ref()?).ok()
+        let ban = out.part(OWNER.name())?.data.get("ban")?;
+        (!ban.is_null()).then(|| ban.clone())
+    }
+
+    /// The ban set (or planned, or kept by a change in place), and what
+    /// became of irqbalance's process meanwhile.
+    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
+        let kept = || cx.change?.records.get(OWNER.name());
+        let ban = ban_made(&cx.plan.steps, cx.refused()).or_else(kept)?;
+        let before = cx.before.owners.irqbalance.as_ref();
+        let process = (cx.applied.is_some() && !cx.dry_run)
+            .then(|| process_after(cx.sys, before, &cx.after.threads));
+        let text = hold::outcome_line(&ban, process.as_ref(), cx.dry_run);
+        let mut part = PartReport::new(OWNER.name(), &BanOutcome { ban, process });
+        part.lines = vec![Line::new(OWNER.name(), text)];
+        Some(part)
     }
 
     /// Whether the ban still holds, read back from irqbalance's process.

@@ -16,7 +16,9 @@
 
 use super::snapshot::Snapshot;
 use crate::shield::change::Subject;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{
+    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
+};
 use crate::shield::request::Request;
 use crate::shield::reshape::Originals;
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,7 +33,7 @@ use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::journal::{Entry, State};
 use crate::shield::parts::{Line, Metric, OwnFacts, PartReport};
-use crate::shield::plan::{Plan, PlanError};
+use crate::shield::plan::PlanError;
 use crate::shield::undo::Undone;
 use crate::sys::procfs;
 use crate::sys::resctrl::{self as kernel, Bandwidth, CacheShare, Info, MbUnit, RESCTRL};
@@ -519,7 +521,8 @@ impl Component for Part {
         Ok(())
     }
 
-    fn outcome(&self, sys: &Sys, plan: &Plan, dry_run: bool) -> Option<PartReport> {
+    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
+        let (sys, plan, dry_run) = (cx.sys, cx.plan, cx.dry_run);
         let out = outcome(sys, &plan.steps).filter(|_| !dry_run)?;
         Some(PartReport {
             component: OWNER.name().into(),

@@ -14,14 +14,15 @@
 //! just before it; `off` puts that back, unless the thread id now names a
 //! thread started later.
 
-use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{
+    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
+};
 use crate::shield::error::ShieldError;
 use crate::shield::journal::Entry;
 use crate::shield::note::{Note, OwnNote};
 
 mod notes;
 use crate::shield::parts::{Line, PartReport};
-use crate::shield::plan::Plan;
 use crate::shield::plan_error::PlanError;
 use crate::shield::snapshot::{in_shield_cgroup, Snapshot};
 pub use notes::KthreadsNote;
@@ -637,7 +638,8 @@ impl Component for Part {
 
     /// The threads raised, as their scheduling reads back (planned, for a
     /// dry run).
-    fn outcome(&self, sys: &Sys, plan: &Plan, dry_run: bool) -> Option<PartReport> {
+    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
+        let (sys, plan, dry_run) = (cx.sys, cx.plan, cx.dry_run);
         let read = |tid| sys.sched_attr(tid).ok();
         let raised = report(&plan.steps, (!dry_run).then_some(&read as _));
         if raised.is_empty() {
