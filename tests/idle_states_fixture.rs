@@ -127,7 +127,7 @@ fn a_bound_of_zero_is_polling_only_and_comes_back_as_no_bound() {
     ));
     // `0` in the file means no bound: a bound of 0 µs is `n/a`.
     assert_eq!(qos(root, 3), "n/a");
-    let cpu3 = part(&out, "idle-states")["data"]["cpus"][0];
+    let cpu3 = &part(&out, "idle-states")["data"]["cpus"][0];
     assert_eq!(names(&cpu3["left"]), ["POLL"]);
     assert!(cpushield(root, &["off"]).status.success());
     assert_eq!(qos(root, 3), "0");
@@ -149,7 +149,7 @@ fn without_pm_qos_the_slow_states_are_disabled_and_enabled_again() {
         assert_eq!(disable(root, cpu, 3), "1", "C6 (133 µs) held off");
     }
     assert_eq!(disable(root, 0, 3), "0", "housekeeping CPU 0 keeps C6");
-    let cpu2 = part(&out, "idle-states")["data"]["cpus"][0];
+    let cpu2 = &part(&out, "idle-states")["data"]["cpus"][0];
     assert_eq!(cpu2["via"], "disable");
     assert_eq!(names(&cpu2["held_off"]), ["C1E", "C6"]);
     assert!(cpushield(root, &["off"]).status.success());

@@ -4,17 +4,14 @@
 use std::collections::HashSet;
 
 use crate::shield::error::ShieldError;
-use crate::shield::journal::{self, Journal};
-use crate::shield::plan::PlanError;
 use crate::shield::request::Request;
-use crate::shield::snapshot::{self, in_shield_cgroup, Snapshot};
-use crate::shield::{knobs, tasks};
+use crate::shield::snapshot::{in_shield_cgroup, Snapshot};
+use crate::shield::tasks;
 use crate::sys::procfs;
 use crate::sys::Sys;
 
-/// Reads the snapshot, with the files of the tuning knobs when `req` asks
-/// for tuning. Watchdog values an active shield holds off come from its
-/// journal (they must not be read while off).
+/// Reads the snapshot, with what each component reads for itself for
+/// `req` (the files of the tuning knobs it asks for, ...).
 pub(in crate::shield) fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapshot, ShieldError> {
     let mut snap = Snapshot::read(sys)?;
     // Names and flags of the threads a plan may change or report: those on
@@ -31,19 +28,6 @@ pub(in crate::shield) fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapsh
     });
     for part in &super::ORDER {
         part.read(sys, req, &mut snap.parts)?;
-    }
-    if !req.tune.is_empty() {
-        let knobs = knobs::resolve(&req.tune).map_err(PlanError::from)?;
-        let entries = if Journal::exists(sys) {
-            journal::read_entries(sys)?
-        } else {
-            Vec::new()
-        };
-        let known = knobs::held_by_journal(entries.iter().map(|e| &e.action))
-            .into_iter()
-            .map(|(path, (_, original))| (path, original))
-            .collect();
-        snap.tunables = Some(snapshot::read_knob_files(sys, &knobs, &req.cpus, &known));
     }
     Ok(snap)
 }

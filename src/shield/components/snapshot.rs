@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::cpulist::CpuSet;
-use crate::shield::knobs::{knob_files, FileState, Knob, TuneState};
 use crate::sys::procfs::{self, Thread};
 use crate::sys::{ErrorKind, Result, Sys};
 
@@ -42,10 +41,6 @@ pub struct Snapshot {
     pub workqueue_mask: Option<CpuSet>,
     /// Hyper-thread sibling groups of the online CPUs.
     pub sibling_groups: Vec<CpuSet>,
-    /// Files of the tuning knobs requested (`on --tune`), read before any
-    /// change; `None` unless tuning was asked for (see [`crate::shield::knobs`]).
-    #[serde(default)]
-    pub tunables: Option<TuneState>,
     /// systemd, irqbalance and tuned as found (read with the threads).
     #[serde(default)]
     pub owners: super::owners::Owners,
@@ -117,7 +112,6 @@ impl Snapshot {
             default_irq_affinity,
             workqueue_mask,
             sibling_groups,
-            tunables: None,
             owners: Default::default(),
             cgroup_cpus: BTreeMap::new(),
             kernel_work: crate::guard::kernel::KernelWork::read(sys),
@@ -205,56 +199,4 @@ fn optional<T>(r: Result<T>) -> Result<Option<T>> {
         Err(e) if e.kind == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
-}
-
-/// Reads the files of `knobs` for a shield of `shield`. Each file is read
-/// exactly once; call this only before the knobs are changed. Files in
-/// `known` are not read: their value is taken from there (the original
-/// values of watchdogs an active shield holds off, from its journal).
-pub fn read_knob_files(
-    sys: &Sys,
-    knobs: &[&Knob],
-    shield: &CpuSet,
-    known: &BTreeMap<String, String>,
-) -> TuneState {
-    let mut st = TuneState::default();
-    for k in knobs {
-        let files = knob_files(sys, k, shield);
-        for f in &files {
-            if let Some(v) = known.get(f) {
-                st.files.insert(
-                    f.clone(),
-                    FileState::Present {
-                        value: v.clone(),
-                        writable: true,
-                    },
-                );
-                continue;
-            }
-            let state = match sys.read_trimmed(f) {
-                Ok(value) => FileState::Present {
-                    value,
-                    writable: sys.mode_allows_write(f),
-                },
-                Err(e) if e.kind == ErrorKind::NotFound => FileState::Missing,
-                Err(e) => FileState::Unreadable {
-                    reason: e.errno_name(),
-                },
-            };
-            st.files.insert(f.clone(), state);
-        }
-        // A knob whose value is another file's reads that one too.
-        if let crate::shield::knobs::Value::Sibling(name) = k.value {
-            for f in &files {
-                let beside = crate::shield::knobs::sibling_of(f, name);
-                if let Ok(value) = sys.read_trimmed(&beside) {
-                    let writable = sys.mode_allows_write(&beside);
-                    st.files
-                        .insert(beside, FileState::Present { value, writable });
-                }
-            }
-        }
-        st.files_of.insert(k.name.to_string(), files);
-    }
-    st
 }

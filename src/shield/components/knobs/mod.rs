@@ -1,9 +1,9 @@
 //! Tuning knobs: the opt-in, reversible settings that
 //! remove jitter from shielded CPUs, each defined once, as data.
 //!
-//! Flow: [`resolve`] turns `--tune=KNOB,...` into knobs, the snapshot
-//! reads the files they touch (`snapshot::read_knob_files`, once, before
-//! anything changes), and the pure [`plan`] turns both into [`Step`]s that go through the shield's journal,
+//! Flow: [`resolve`] turns `--tune=KNOB,...` into knobs, [`Component::read`]
+//! reads the files they touch (once, before anything changes, into the
+//! snapshot's facts), and the pure [`plan`] turns both into [`Step`]s that go through the shield's journal,
 //! read-back and undo like every other change. Missing files are skipped
 //! with a note; read-only files are reported, never fatal.
 //!
@@ -15,7 +15,9 @@
 
 use crate::shield::component::{unless_held, written};
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
-use crate::shield::parts::{Line, MachineWide, PartReport};
+use crate::shield::error::ShieldError;
+use crate::shield::parts::{Line, MachineWide, OwnFacts, PartReport};
+use crate::shield::request::Request;
 use crate::shield::plan_error::PlanError;
 use std::collections::BTreeMap;
 
@@ -123,6 +125,7 @@ pub const DIRTY_WRITEBACK: &str = "proc/sys/vm/dirty_writeback_centisecs";
 pub const WATCHDOG_FILES: [&str; 3] = [WATCHDOG, SOFT_WATCHDOG, NMI_WATCHDOG];
 
 mod notes;
+mod read;
 mod table;
 pub use table::KNOBS;
 
@@ -595,6 +598,10 @@ impl Component for Part {
         OWNER
     }
 
+    fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
+        read::read(sys, req, facts)
+    }
+
     /// The knob files the shield set, as they read now (none when the
     /// request had no knob).
     fn status(&self, cx: &Looking) -> Option<PartReport> {
@@ -631,7 +638,8 @@ impl Component for Part {
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        let (Some(state), false) = (&cx.snap.tunables, cx.req.tune.is_empty()) else {
+        let state: Option<TuneState> = cx.snap.parts.get(OWNER.name());
+        let (Some(state), false) = (&state, cx.req.tune.is_empty()) else {
             return Ok(());
         };
         let wanted = resolve(&cx.req.tune)?;
