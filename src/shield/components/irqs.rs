@@ -4,7 +4,7 @@
 
 use super::snapshot::Snapshot;
 use crate::shield::component::{
-    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
+    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Settling, Slot,
 };
 use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, Metric, PartReport};
@@ -22,6 +22,7 @@ use crate::shield::apply::{self, Applied, ApplyError, Effects};
 use crate::shield::change::{self, Action, Check, Owner, Refused, Step, Subject, Undo};
 use crate::shield::holds::Holds;
 use crate::shield::journal::{Journal, State};
+use crate::shield::note::Note;
 use crate::shield::plan_error::PlanError;
 use crate::sys::Sys;
 
@@ -442,6 +443,44 @@ impl Component for Part {
             .chain(mine.to_shield.iter().copied())
             .collect();
         (!kept.is_empty()).then(|| serde_json::json!(kept))
+    }
+
+    /// IRQs the kernel placed anew while the plan was applied, moved off
+    /// the shield again: with `--hotplug-restart`, as the shield's CPUs
+    /// came back online; for a change in place, as they came back onto it
+    /// while it changed (irqbalance placing IRQs anew at its restart, seen
+    /// on Debian 13). The IRQs of the machine after are read again when
+    /// any moved.
+    fn settle(&self, cx: &mut Settling) -> Result<(), ApplyError> {
+        let plan = cx.plan;
+        let cpus = (&plan.shield, &plan.housekeeping);
+        let fx = (cx.sys, cx.fx);
+        let mut sweep_skipping =
+            |skip: &[u32]| sweep(fx, cpus, skip, cx.journal, cx.stop, cx.applied);
+        let respread = match cx.req.hotplug_restart {
+            true => sweep_skipping(&plan.irqs_to_shield)?,
+            false => Vec::new(),
+        };
+        let came_back = match cx.in_place {
+            Some(state) => sweep_skipping(&[plan.irqs_to_shield.clone(), kept(state)].concat())?,
+            None => Vec::new(),
+        };
+        if !came_back.is_empty() {
+            cx.notes.push(Note::IrqsBackAfterChange {
+                irqs: came_back.clone(),
+            });
+        }
+        if !respread.is_empty() {
+            cx.notes.push(Note::IrqsBackAfterHotplug {
+                irqs: respread.clone(),
+            });
+        }
+        let moved = [came_back, respread].concat();
+        if let (Some(after), false) = (cx.after.as_mut(), moved.is_empty()) {
+            after.irqs = read(cx.sys)?;
+        }
+        cx.moved.put(OWNER.name(), &moved);
+        Ok(())
     }
 
     /// The IRQs moved off the shield (by the plan, and after it as they

@@ -1,37 +1,36 @@
 //! What moved while the shield's plan was applied, settled by the
-//! components after it: IRQs placed anew by a CPU's hotplug or by
-//! irqbalance's restart, and tasks forked meanwhile.
+//! components after it (see [`Component::settle`]): tasks forked meanwhile,
+//! IRQs placed anew by a CPU's hotplug or by irqbalance's restart.
 
 use std::sync::atomic::AtomicBool;
 
-use super::EFFECTS;
+use super::{EFFECTS, ORDER};
 use crate::shield::apply::{Applied, ApplyError};
+#[cfg(doc)]
+use crate::shield::component::Component;
+use crate::shield::component::Settling;
 use crate::shield::journal::{Journal, State};
 use crate::shield::note::Note;
 use crate::shield::parts::OwnFacts;
 use crate::shield::plan::Plan;
 use crate::shield::request::Request;
 use crate::shield::snapshot::Snapshot;
-use crate::shield::{irqs, tasks};
 use crate::sys::Sys;
 
 /// What the components settled after a plan was applied.
 pub(in crate::shield) struct Settled {
     /// The machine after.
     pub after: Snapshot,
-    /// What each component moved again, under its name (the IRQs, in the
-    /// order moved).
+    /// What each component moved again, under its name.
     pub parts: OwnFacts,
     /// What the user should know of it.
     pub notes: Vec<Note>,
 }
 
 /// Settles what moved while `plan` (made from `snap` for `req`) was
-/// applied: with `--hotplug-restart`, IRQs the kernel placed anew as the
-/// shield's CPUs came back online; tasks forked meanwhile; and, for a
-/// change of the shield `in_place`, IRQs that came back onto it while it
-/// changed (irqbalance placing IRQs anew at its restart, seen on Debian
-/// 13). Each move goes through the journal.
+/// applied, each component in [`ORDER`] (for a change of the shield
+/// `in_place`, with the shield before); then reads the machine after,
+/// unless a component did.
 pub(in crate::shield) fn settle(
     sys: &Sys,
     (snap, plan, req): (&Snapshot, &Plan, &Request),
@@ -40,43 +39,30 @@ pub(in crate::shield) fn settle(
     stop: &AtomicBool,
     applied: &mut Applied,
 ) -> Result<Settled, ApplyError> {
-    let cpus = (&plan.shield, &plan.housekeeping);
-    let respread = match req.hotplug_restart {
-        true => irqs::sweep(
-            (sys, EFFECTS),
-            cpus,
-            &plan.irqs_to_shield,
-            journal,
-            stop,
-            applied,
-        )?,
-        false => Vec::new(),
+    let mut cx = Settling {
+        sys,
+        fx: EFFECTS,
+        before: snap,
+        plan,
+        req,
+        in_place,
+        journal,
+        stop,
+        applied,
+        after: None,
+        moved: OwnFacts::default(),
+        notes: Vec::new(),
     };
-    let tasks = (&plan.shield, &plan.housekeeping, &plan.kept[..]);
-    let after = tasks::forked::sweep_forked((sys, EFFECTS), snap, tasks, journal, stop, applied)?;
-    let came_back = match in_place {
-        Some(state) => {
-            let skip = [plan.irqs_to_shield.clone(), irqs::kept(state)].concat();
-            irqs::sweep((sys, EFFECTS), cpus, &skip, journal, stop, applied)?
-        }
-        None => Vec::new(),
+    for part in &ORDER {
+        part.settle(&mut cx)?;
+    }
+    let after = match cx.after.take() {
+        Some(after) => after,
+        None => Snapshot::reread(sys, snap)?,
     };
-    let mut notes = Vec::new();
-    if !came_back.is_empty() {
-        notes.push(Note::IrqsBackAfterChange {
-            irqs: came_back.clone(),
-        });
-    }
-    if !respread.is_empty() {
-        notes.push(Note::IrqsBackAfterHotplug {
-            irqs: respread.clone(),
-        });
-    }
-    let mut parts = OwnFacts::default();
-    parts.put(irqs::OWNER.name(), &[came_back, respread].concat());
     Ok(Settled {
         after,
-        parts,
-        notes,
+        parts: cx.moved,
+        notes: cx.notes,
     })
 }

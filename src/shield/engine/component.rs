@@ -11,10 +11,13 @@
 //! make. Checking, planning and changing in place are required: a component
 //! that forgets one does not compile.
 
-use super::apply::{reads_as, Applied, ApplyError, Refusal};
+use std::sync::atomic::AtomicBool;
+
+use super::apply::{reads_as, Applied, ApplyError, Effects, Refusal};
 use super::change::{Action, Owner, Refused, Step, Subject, Undone};
 use super::error::ShieldError;
-use super::journal::{Entry, State};
+use super::journal::{Entry, Journal, State};
+use super::note::Note;
 use super::parts::{MachineWide, OwnFacts, PartReport};
 use super::plan::{Plan, PlanError};
 use super::request::Request;
@@ -40,6 +43,12 @@ pub(in crate::shield) trait Component: Sync {
     /// [`Reporting`]): `None` when it did nothing worth a line.
     fn outcome(&self, _cx: &Reporting) -> Option<PartReport> {
         None
+    }
+
+    /// Settles what moved while the plan was applied (see [`Settling`]):
+    /// threads forked meanwhile, IRQs placed anew. Nothing by default.
+    fn settle(&self, _cx: &mut Settling) -> Result<(), ApplyError> {
+        Ok(())
     }
 
     /// For `status`: what it reads back of the active shield and what no
@@ -193,6 +202,36 @@ pub(in crate::shield) enum Slot {
     /// A change in place: what the old shield changed and the new one does
     /// not, written back.
     Restore,
+}
+
+/// What every part is given to settle what moved while a plan was
+/// applied, each move through the journal; and what the parts settled.
+pub(in crate::shield) struct Settling<'a> {
+    /// The machine.
+    pub sys: &'a Sys,
+    /// How the changes only a component knows are made.
+    pub fx: &'a dyn Effects,
+    /// The machine the plan was made from.
+    pub before: &'a Snapshot,
+    /// The plan applied.
+    pub plan: &'a Plan,
+    /// The request it was made for.
+    pub req: &'a Request,
+    /// The shield before, for a change in place.
+    pub in_place: Option<&'a State>,
+    /// The journal every move goes through.
+    pub journal: &'a mut Journal,
+    /// Set on Ctrl-C.
+    pub stop: &'a AtomicBool,
+    /// What applying did so far.
+    pub applied: &'a mut Applied,
+    /// The machine after, once a part read it again (the engine reads it
+    /// after the parts when none did).
+    pub after: Option<Snapshot>,
+    /// What each part moved, under its name (for its report).
+    pub moved: OwnFacts,
+    /// What the user should know of it.
+    pub notes: Vec<Note>,
 }
 
 /// What every part is given to report what `on` did: the plan, the

@@ -17,8 +17,8 @@ use crate::shield::component::{unless_held, written};
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::error::ShieldError;
 use crate::shield::parts::{Line, MachineWide, OwnFacts, PartReport};
-use crate::shield::request::Request;
 use crate::shield::plan_error::PlanError;
+use crate::shield::request::Request;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{held_by_journal, knob_files, resolve, sibling_of, FileState, Knob, TuneState, Value, OWNER};
+use super::{
+    held_by_journal, knob_files, resolve, sibling_of, FileState, Knob, TuneState, Value, OWNER,
+};
 use crate::cpulist::CpuSet;
 use crate::shield::error::ShieldError;
 use crate::shield::journal::{self, Journal};
