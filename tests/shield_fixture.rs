@@ -666,7 +666,11 @@ fn hotplug_restart_moves_irqs_a_driver_spread_again_when_the_cpus_came_back() {
         report["notes"]
             .as_array()
             .unwrap()
-            .contains(&serde_json::json!({"kind": "irqs_back_after_hotplug", "irqs": [25]})),
+            .iter()
+            .any(|n| n["kind"] == "irqs_back_after_hotplug"
+                && n["component"] == "irqs"
+                && n["irqs"] == serde_json::json!([25])
+                && n["text"].as_str().unwrap().contains("IRQs 25 came back")),
         "{report}"
     );
     assert!(part(&report, "irqs")["data"]["moved"]

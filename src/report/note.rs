@@ -36,14 +36,6 @@ pub fn text(n: &Note) -> String {
         Note::ShieldChangedInPlace { from, to } => format!(
             "shield changed in place from CPUs {from} to {to}: the shield stayed up throughout"
         ),
-        Note::IrqsBackAfterChange { irqs } => format!(
-            "IRQs {} came back onto the shield while it changed (irqbalance places IRQs anew when it restarts); moved off again",
-            join(irqs.iter().map(u32::to_string), ", ")
-        ),
-        Note::IrqsBackAfterHotplug { irqs } => format!(
-            "--hotplug-restart: IRQs {} came back onto the shield when the CPUs came online (their driver sets them on CPU hotplug); moved off again",
-            join(irqs.iter().map(u32::to_string), ", ")
-        ),
         Note::TunedPins { profile, pins } => format!(
             "tuned profile '{profile}' pins CPUs or IRQs ({}): it may move threads and IRQs back onto the shield when it re-applies; use a profile without isolated_cores/banned_cpus (tuned-adm profile ...) while cpushield shields",
             pins.join(", ")
@@ -193,10 +185,6 @@ mod tests {
                     groups: vec![cpus("1,5"), cpus("2,6")],
                 },
                 "hyper-thread siblings split (1,5; 2,6): the unshielded siblings share a core with the shield; keep them idle",
-            ),
-            (
-                Note::IrqsBackAfterHotplug { irqs: vec![25, 31] },
-                "--hotplug-restart: IRQs 25, 31 came back onto the shield when the CPUs came online (their driver sets them on CPU hotplug); moved off again",
             ),
             (
                 Note::ShieldChangedInPlace {

@@ -22,7 +22,7 @@ use crate::shield::apply::{self, Applied, ApplyError, Effects};
 use crate::shield::change::{self, Action, Check, Owner, Refused, Step, Subject, Undo};
 use crate::shield::holds::Holds;
 use crate::shield::journal::{Journal, State};
-use crate::shield::note::Note;
+use crate::shield::note::OwnNote;
 use crate::shield::plan_error::PlanError;
 use crate::sys::Sys;
 
@@ -42,6 +42,43 @@ pub struct IrqRefusal {
     pub name: String,
     /// Why (errno name).
     pub reason: String,
+}
+
+/// What the IRQs say of themselves, in `on`'s notes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum IrqsNote {
+    /// IRQs that came back onto the shield while it changed in place
+    /// (irqbalance places IRQs anew when it restarts): moved off again.
+    IrqsBackAfterChange {
+        /// The IRQs moved off again.
+        irqs: Vec<u32>,
+    },
+    /// `--hotplug-restart`: IRQs whose driver set them on the shield again
+    /// when its CPUs came online: moved off again.
+    IrqsBackAfterHotplug {
+        /// The IRQs moved off again.
+        irqs: Vec<u32>,
+    },
+}
+
+impl OwnNote for IrqsNote {
+    fn owner(&self) -> Owner {
+        OWNER
+    }
+
+    fn text(&self) -> String {
+        match self {
+            IrqsNote::IrqsBackAfterChange { irqs } => format!(
+                "IRQs {} came back onto the shield while it changed (irqbalance places IRQs anew when it restarts); moved off again",
+                irqs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            ),
+            IrqsNote::IrqsBackAfterHotplug { irqs } => format!(
+                "--hotplug-restart: IRQs {} came back onto the shield when the CPUs came online (their driver sets them on CPU hotplug); moved off again",
+                irqs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
 }
 
 /// What became of a plan's IRQ steps, as `on` reports it (`--json`: the
@@ -466,14 +503,16 @@ impl Component for Part {
             None => Vec::new(),
         };
         if !came_back.is_empty() {
-            cx.notes.push(Note::IrqsBackAfterChange {
+            let note = IrqsNote::IrqsBackAfterChange {
                 irqs: came_back.clone(),
-            });
+            };
+            cx.notes.push(note.note());
         }
         if !respread.is_empty() {
-            cx.notes.push(Note::IrqsBackAfterHotplug {
+            let note = IrqsNote::IrqsBackAfterHotplug {
                 irqs: respread.clone(),
-            });
+            };
+            cx.notes.push(note.note());
         }
         let moved = [came_back, respread].concat();
         if let (Some(after), false) = (cx.after.as_mut(), moved.is_empty()) {

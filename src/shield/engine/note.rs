@@ -64,20 +64,6 @@ pub enum Note {
         to: CpuSet,
     },
 
-    // IRQs.
-    /// IRQs that came back onto the shield while it changed in place
-    /// (irqbalance places IRQs anew when it restarts): moved off again.
-    IrqsBackAfterChange {
-        /// The IRQs moved off again.
-        irqs: Vec<u32>,
-    },
-    /// `--hotplug-restart`: IRQs whose driver set them on the shield again
-    /// when its CPUs came online: moved off again.
-    IrqsBackAfterHotplug {
-        /// The IRQs moved off again.
-        irqs: Vec<u32>,
-    },
-
     // Other owners.
     /// A running tuned profile pins CPUs or IRQs and may undo the shield
     /// when it re-applies.
@@ -181,14 +167,6 @@ mod tests {
 
     #[test]
     fn a_note_is_json_data_with_its_kind_and_reads_back() {
-        let note = Note::IrqsBackAfterHotplug { irqs: vec![25, 31] };
-        let json = serde_json::to_value(&note).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({"kind": "irqs_back_after_hotplug", "irqs": [25, 31]})
-        );
-        assert_eq!(serde_json::from_value::<Note>(json).unwrap(), note);
-
         let note = Note::ShieldChangedInPlace {
             from: cpus("2-3"),
             to: cpus("3"),
@@ -235,10 +213,14 @@ mod tests {
         };
         assert!(part.is("mine", "something_left"));
         // An engine note is still read as itself, not as a component's.
-        let engine = serde_json::json!({"kind": "irqs_back_after_hotplug", "irqs": [25]});
+        let engine =
+            serde_json::json!({"kind": "shield_changed_in_place", "from": "2-3", "to": "3"});
         assert_eq!(
             serde_json::from_value::<Note>(engine).unwrap(),
-            Note::IrqsBackAfterHotplug { irqs: vec![25] }
+            Note::ShieldChangedInPlace {
+                from: cpus("2-3"),
+                to: cpus("3")
+            }
         );
     }
 }
