@@ -2,7 +2,7 @@
 //! `undo` as the journal replayed in reverse.
 //!
 //! The folder shows the layout: the flows of the commands at the top
-//! (`on`, `off`, `move_run`); `engine/`, which names no component (the
+//! (`on`, `off`; `move` and `run` are the tasks component's own); `engine/`, which names no component (the
 //! vocabulary of changes, the `Component` trait, the plan, the journal,
 //! apply and undo, the change in place); and `components/`, one file (or
 //! folder) per component the shield drives (`mechanism`, `irqbalance`,
@@ -16,7 +16,6 @@
 
 mod components;
 mod engine;
-mod move_run;
 mod off;
 mod on;
 
@@ -34,11 +33,11 @@ pub use error::ShieldError;
 pub use guard::{unprotected_kernel_work, BOOSTS_METRIC as GUARD_BOOSTS};
 pub use irqs::IrqPlacement;
 pub use irqs::IrqRefusal;
-pub use move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use note::{Note, OwnNote, PartNote};
 pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed};
 pub use parts::{Line, MachineWide, Metric, OwnFacts, PartReport};
+pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use tasks::realtime::KeptRealtime;
 pub use tasks::Direction;
 pub use timings::Timings;

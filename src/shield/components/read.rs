@@ -6,7 +6,6 @@ use std::collections::HashSet;
 use crate::shield::error::ShieldError;
 use crate::shield::request::Request;
 use crate::shield::snapshot::{in_shield_cgroup, Snapshot};
-use crate::shield::tasks;
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -20,7 +19,7 @@ pub(in crate::shield) fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapsh
     let left: HashSet<i32> = snap
         .threads
         .iter()
-        .filter(|t| !t.cpus_allowed.is_subset(shield) && tasks::left_to_the_partition(&snap, t))
+        .filter(|t| !t.cpus_allowed.is_subset(shield) && snap.left_to_the_partition(t))
         .map(|t| t.tid)
         .collect();
     procfs::read_stats(sys, &mut snap.threads, |t| {

@@ -119,6 +119,23 @@ impl Snapshot {
         })
     }
 
+    /// Whether the kernel moves thread `t` off the shield by itself when the
+    /// partition takes the shield's CPUs (cgroup v2): a user thread whose
+    /// affinity is its cgroup's effective CPUs asked for none of its own, and
+    /// the kernel gives every such task its cgroup's new effective CPUs
+    /// (`update_tasks_cpumask`), which are its CPUs without the shield's: the
+    /// step would set what is already set. At 10,000 threads those steps were
+    /// most of `on` and their undo most of `off`; the kernel does the same in
+    /// one write, and undoes it when the partition goes. Kernel threads keep
+    /// their steps (per-CPU ones in the root are left alone by that update).
+    /// The sweep after the steps moves any thread still on the shield, so a
+    /// partition that did not form leaves none behind.
+    pub fn left_to_the_partition(&self, t: &Thread) -> bool {
+        matches!(self.cgroup, CgroupSetup::V2 { .. })
+            && !t.is_kthread()
+            && self.cgroup_cpus.get(&t.cgroup) == Some(&t.cpus_allowed)
+    }
+
     /// The cgroup mechanism's name for reports (and whether systemd holds
     /// it).
     pub(in crate::shield) fn mechanism_name(&self) -> String {

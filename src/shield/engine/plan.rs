@@ -42,7 +42,7 @@ pub struct Plan {
     /// processes. The kernel would move them off; the plan does.
     pub split_off: Vec<TaskRef>,
     /// Threads on the shield that the partition moves off by itself (see
-    /// [`left_to_the_partition`]): no step of their own.
+    /// [`Snapshot::left_to_the_partition`]): no step of their own.
     #[serde(default)]
     pub left_to_partition: Vec<i32>,
     /// IRQs bound to the shield on request.

@@ -1,7 +1,7 @@
 //! Tuning knobs: the opt-in, reversible settings that
 //! remove jitter from shielded CPUs, each defined once, as data.
 //!
-//! Flow: [`resolve`] turns `--tune=KNOB,...` into knobs, [`Component::read`]
+//! Flow: [`resolve`] turns `--tune=KNOB,...` into knobs, its `read` (the `Component` hook)
 //! reads the files they touch (once, before anything changes, into the
 //! snapshot's facts), and the pure [`plan`] turns both into [`Step`]s that go through the shield's journal,
 //! read-back and undo like every other change. Missing files are skipped

@@ -5,6 +5,7 @@
 
 pub(in crate::shield) mod forked;
 pub(in crate::shield) mod in_place;
+pub(in crate::shield) mod move_run;
 pub(in crate::shield) mod realtime;
 mod report;
 
@@ -96,7 +97,7 @@ pub struct TaskPlan {
     /// move whole (cgroup v2): moved off.
     pub split_off: Vec<TaskRef>,
     /// Threads on the shield the partition moves off by itself (see
-    /// [`left_to_the_partition`]): no step of their own.
+    /// [`Snapshot::left_to_the_partition`]): no step of their own.
     pub left_to_partition: Vec<i32>,
 }
 
@@ -138,7 +139,7 @@ pub fn plan_tasks(
             continue;
         }
         if on_shield {
-            if left_to_the_partition(snap, t) {
+            if snap.left_to_the_partition(t) {
                 out.left_to_partition.push(t.tid);
             } else {
                 affinities.push(set_affinity(t, target));
@@ -158,23 +159,6 @@ pub fn plan_tasks(
     }
     out.steps.extend(affinities);
     out
-}
-
-/// Whether the kernel moves thread `t` off the shield by itself when the
-/// partition takes the shield's CPUs (cgroup v2): a user thread whose
-/// affinity is its cgroup's effective CPUs asked for none of its own, and
-/// the kernel gives every such task its cgroup's new effective CPUs
-/// (`update_tasks_cpumask`), which are its CPUs without the shield's: the
-/// step would set what is already set. At 10,000 threads those steps were
-/// most of `on` and their undo most of `off`; the kernel does the same in
-/// one write, and undoes it when the partition goes. Kernel threads keep
-/// their steps (per-CPU ones in the root are left alone by that update).
-/// The sweep after the steps moves any thread still on the shield, so a
-/// partition that did not form leaves none behind.
-pub fn left_to_the_partition(snap: &Snapshot, t: &Thread) -> bool {
-    matches!(snap.cgroup, CgroupSetup::V2 { .. })
-        && !t.is_kthread()
-        && snap.cgroup_cpus.get(&t.cgroup) == Some(&t.cpus_allowed)
 }
 
 /// The shield's cgroup directory for this machine (relative to the root).

@@ -1,19 +1,19 @@
-//! `move` and `run`: placing tasks into and out of the active shield (where
-//! each goes is the tasks component's, [`super::tasks`]).
+//! `move` and `run`: placing tasks into and out of the active shield, the
+//! tasks component's own commands (where each goes: [`super`]).
 
 use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
-use super::apply::{self, Applied, ApplyError};
-use super::change::Step;
-use super::components::{self, EFFECTS};
-use super::error::{require_root, ShieldError};
-use super::journal::{self, Journal, State};
-use super::note::Note;
-use super::snapshot;
-use super::tasks::{check_cpu, destination, placement_steps, Direction, TaskRef};
+use super::{check_cpu, destination, placement_steps, Direction, TaskRef};
 use crate::cpulist::CpuSet;
+use crate::shield::apply::{self, Applied, ApplyError};
+use crate::shield::change::Step;
+use crate::shield::components::{self, EFFECTS};
+use crate::shield::error::{require_root, ShieldError};
+use crate::shield::journal::{self, Journal, State};
+use crate::shield::note::Note;
+use crate::shield::snapshot;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::{syscalls, Sys};
 
