@@ -725,3 +725,85 @@ pub(in crate::shield) fn unknown_irq(name: &str) -> PlanError {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shield::change::Refusal;
+    use crate::shield::components::plan as shield_plan;
+    use crate::shield::components::test_machine::{req, snap, v2, write_to};
+    use crate::shield::request::Request;
+
+    #[test]
+    fn each_irq_step_is_the_irqs_and_names_its_irq_and_a_refusal_names_the_device() {
+        let s = snap(v2());
+        let plan = shield_plan(&s, &req("2-3")).unwrap();
+        let about = |irq| {
+            plan.steps
+                .iter()
+                .find(|st| st.subject == Subject::Irq(irq))
+                .map(|st| st.owner)
+        };
+        assert_eq!(about(0), Some(OWNER));
+        assert_eq!(about(25), Some(OWNER));
+        assert_eq!(about(24), None, "IRQ 24 is on CPU 1 already");
+        let owner_of = |path: &str| {
+            plan.steps
+                .iter()
+                .find(|st| st.subject == Subject::File(path.into()))
+                .map(|st| st.owner)
+        };
+        assert_eq!(owner_of(DEFAULT_IRQ_AFFINITY), Some(OWNER));
+        // The kernel refuses IRQ 25: it is reported as refused with its
+        // device's name, and only IRQ 0 as moved.
+        let refused = [Refused {
+            owner: OWNER,
+            subject: Subject::Irq(25),
+            refusal: Refusal {
+                target: "/proc/irq/25/smp_affinity_list".into(),
+                reason: "EIO".into(),
+            },
+        }];
+        let out = outcome(
+            (&plan.steps, &plan.irqs_to_shield, &plan.shield),
+            &s.irqs,
+            &refused,
+        );
+        assert_eq!(out.moved, [0]);
+        assert_eq!(out.refused.len(), 1);
+        assert_eq!(
+            (
+                out.refused[0].irq,
+                out.refused[0].name.as_str(),
+                out.refused[0].reason.as_str()
+            ),
+            (25, "nvme", "EIO")
+        );
+    }
+
+    #[test]
+    fn irqs_named_go_to_the_shield() {
+        let r = Request {
+            irqs: vec!["eth0".into(), "25".into()],
+            ..req("2-3")
+        };
+        let p = shield_plan(&snap(v2()), &r).unwrap();
+        assert_eq!(p.irqs_to_shield, vec![24, 25]);
+        assert_eq!(
+            write_to(&p, "proc/irq/24/smp_affinity_list").as_deref(),
+            Some("2-3")
+        );
+        assert_eq!(
+            write_to(&p, "proc/irq/25/smp_affinity_list").as_deref(),
+            Some("2-3")
+        );
+        let bad = Request {
+            irqs: vec!["nope".into()],
+            ..req("2")
+        };
+        assert_eq!(
+            shield_plan(&snap(v2()), &bad).unwrap_err(),
+            unknown_irq("nope")
+        );
+    }
+}

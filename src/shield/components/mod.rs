@@ -305,3 +305,5 @@ pub mod workqueues;
 mod change_tests;
 #[cfg(test)]
 mod plan_tests;
+#[cfg(test)]
+pub(in crate::shield) mod test_machine;

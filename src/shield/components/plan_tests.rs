@@ -1,152 +1,22 @@
 //! Tests of the fresh plan: what each part plans, and in what order.
 
+use super::test_machine::*;
 use super::*;
-use crate::cpulist::CpuSet;
 use crate::shield::note::Note;
 use crate::shield::owners::Owners;
 use crate::shield::snapshot::{
-    CgroupSetup, Irq, DEFAULT_IRQ_AFFINITY, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
+    CgroupSetup, DEFAULT_IRQ_AFFINITY, SYSTEM_CGROUP_V1, WORKQUEUE_MASK,
 };
 use crate::sys::procfs::Thread;
-use crate::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
 use crate::sys::systemd::SystemdCall;
-
-fn cpus(s: &str) -> CpuSet {
-    CpuSet::parse_list(s).unwrap()
-}
-
-fn thread(pid: i32, name: &str, flags: u64, allowed: &str) -> Thread {
-    Thread {
-        pid,
-        tid: pid,
-        name: name.into(),
-        flags,
-        cpus_allowed: cpus(allowed),
-        cgroup: "/".into(),
-        stat_read: true,
-    }
-}
-
-fn snap(cgroup: CgroupSetup) -> Snapshot {
-    Snapshot {
-        present: cpus("0-3"),
-        online: cpus("0-3"),
-        cgroup,
-        threads: vec![
-            thread(1, "init", 0, "0-3"),
-            thread(2, "kthreadd", PF_KTHREAD, "0-3"),
-            thread(20, "ksoftirqd/2", PF_KTHREAD | PF_NO_SETAFFINITY, "2"),
-            thread(30, "pinned", 0, "3"),
-            thread(31, "house", 0, "0"),
-        ],
-        irqs: vec![
-            Irq {
-                irq: 0,
-                name: "timer".into(),
-                affinity: cpus("0-3"),
-                effective: None,
-            },
-            Irq {
-                irq: 24,
-                name: "eth0".into(),
-                affinity: cpus("1"),
-                effective: None,
-            },
-            Irq {
-                irq: 25,
-                name: "nvme".into(),
-                affinity: cpus("2"),
-                effective: None,
-            },
-        ],
-        default_irq_affinity: Some(cpus("0-3")),
-        workqueue_mask: Some(cpus("0-3")),
-        sibling_groups: vec![cpus("0"), cpus("1"), cpus("2"), cpus("3")],
-        ..Default::default()
-    }
-}
-
-/// A systemd host with irqbalance running as its unit.
-fn systemd_host(own_ban: &str) -> Owners {
-    Owners {
-        systemd: true,
-        systemd_version: None,
-        irqbalance: Some(crate::shield::irqbalance::Irqbalance {
-            pid: Some(400),
-            cgroup: Some("/system.slice/irqbalance.service".into()),
-            unit: true,
-            own_ban: cpus(own_ban),
-            ..Default::default()
-        }),
-        tuned: None,
-    }
-}
-
-#[test]
-fn each_step_names_its_component_and_what_it_changes_and_irqs_report_their_own() {
-    use crate::shield::change::{Refusal, Refused, Subject};
-    let s = snap(v2());
-    let plan = plan(&s, &req("2-3")).unwrap();
-    let about = |irq| {
-        plan.steps
-            .iter()
-            .find(|st| st.subject == Subject::Irq(irq))
-            .map(|st| st.owner)
-    };
-    assert_eq!(about(0), Some(crate::shield::irqs::OWNER));
-    assert_eq!(about(25), Some(crate::shield::irqs::OWNER));
-    assert_eq!(about(24), None, "IRQ 24 is on CPU 1 already");
-    let owner_of = |path: &str| {
-        plan.steps
-            .iter()
-            .find(|st| st.subject == Subject::File(path.into()))
-            .map(|st| st.owner)
-    };
-    assert_eq!(
-        owner_of(DEFAULT_IRQ_AFFINITY),
-        Some(crate::shield::irqs::OWNER)
-    );
-    assert_eq!(
-        owner_of(WORKQUEUE_MASK),
-        Some(crate::shield::workqueues::OWNER)
-    );
-    assert!(plan
-        .steps
-        .iter()
-        .filter(|st| matches!(st.action, Action::SetAffinity { .. }))
-        .all(|st| st.owner == crate::shield::tasks::OWNER
-            && matches!(st.subject, Subject::TaskAffinity(tid) if tid > 0)));
-    // The kernel refuses IRQ 25: it is reported as refused with its
-    // device's name, and only IRQ 0 as moved.
-    let refused = [Refused {
-        owner: crate::shield::irqs::OWNER,
-        subject: Subject::Irq(25),
-        refusal: Refusal {
-            target: "/proc/irq/25/smp_affinity_list".into(),
-            reason: "EIO".into(),
-        },
-    }];
-    let out = crate::shield::irqs::outcome(
-        (&plan.steps, &plan.irqs_to_shield, &plan.shield),
-        &s.irqs,
-        &refused,
-    );
-    assert_eq!(out.moved, [0]);
-    assert_eq!(out.refused.len(), 1);
-    assert_eq!(
-        (
-            out.refused[0].irq,
-            out.refused[0].name.as_str(),
-            out.refused[0].reason.as_str()
-        ),
-        (25, "nvme", "EIO")
-    );
-}
 
 #[test]
 fn under_systemd_the_shield_is_a_transient_slice_and_the_partition_is_its_cgroup() {
     let mut s = snap(v2());
-    s.owners = systemd_host("");
+    s.owners = Owners {
+        systemd: true,
+        ..Default::default()
+    };
     let plan = plan(&s, &req("2-3")).unwrap();
     assert_eq!(plan.shield_dir, "sys/fs/cgroup/cpushield.slice");
     let slice = plan
@@ -171,54 +41,6 @@ fn under_systemd_the_shield_is_a_transient_slice_and_the_partition_is_its_cgroup
         .iter()
         .any(|s| matches!(s.action, Action::Mkdir { .. })));
     assert!(plan.mechanism.contains("systemd"));
-}
-
-#[test]
-fn irqbalance_under_systemd_is_banned_from_the_shield_and_its_own_ban() {
-    let mut s = snap(v2());
-    s.owners = systemd_host("5");
-    let plan = plan(&s, &req("2-3")).unwrap();
-    let bans: Vec<&Step> = plan
-        .steps
-        .iter()
-        .filter(|s| s.action.own_as::<irqbalance::Own>().is_some())
-        .collect();
-    assert_eq!(bans.len(), 1);
-    let Some(irqbalance::Own::IrqbalanceBan {
-        banned, make_dir, ..
-    }) = bans[0].action.own_as()
-    else {
-        unreachable!()
-    };
-    assert_eq!(banned, cpus("2-3,5"));
-    assert!(make_dir);
-    assert!(!bans[0].fatal);
-    // before any IRQ is moved, so that irqbalance does not move them back
-    let ban_at = plan
-        .steps
-        .iter()
-        .position(|s| s.action.own_as::<irqbalance::Own>().is_some());
-    let first_irq = plan.steps.iter().position(
-        |s| matches!(&s.action, Action::Write { path, .. } if path.starts_with("proc/irq/")),
-    );
-    assert!(ban_at < first_irq, "{ban_at:?} {first_irq:?}");
-}
-
-#[test]
-fn irqbalance_without_systemd_is_reported_not_banned() {
-    let mut s = snap(v2());
-    s.owners = systemd_host("");
-    s.owners.systemd = false;
-    let plan = plan(&s, &req("2-3")).unwrap();
-    assert!(!plan
-        .steps
-        .iter()
-        .any(|s| s.action.own_as::<irqbalance::Own>().is_some()));
-    assert!(plan
-        .notes
-        .iter()
-        .any(|n| matches!(n, Note::Part(p) if p.is("irqbalance", "irqbalance_without_unit") && p.data["pid"] == 400)));
-    assert_eq!(plan.shield_dir, "sys/fs/cgroup/cpushield");
 }
 
 #[test]
@@ -259,35 +81,6 @@ fn a_tuned_profile_that_isolates_cores_is_reported() {
             .all(|n| !matches!(n, Note::TunedOverlaps { .. })),
         "a stopped tuned re-applies nothing"
     );
-}
-
-fn v2() -> CgroupSetup {
-    CgroupSetup::V2 {
-        mount: "sys/fs/cgroup".into(),
-        subtree_control: vec!["memory".into()],
-        has_exclusive: false,
-    }
-}
-
-fn req(list: &str) -> Request {
-    Request {
-        cpus: cpus(list),
-        ..Default::default()
-    }
-}
-
-fn affinity_of(plan: &Plan, tid: i32) -> Option<CpuSet> {
-    plan.steps.iter().find_map(|s| match &s.action {
-        Action::SetAffinity { tid: t, cpus, .. } if *t == tid => Some(cpus.clone()),
-        _ => None,
-    })
-}
-
-fn write_to(plan: &Plan, path: &str) -> Option<String> {
-    plan.steps.iter().find_map(|s| match &s.action {
-        Action::Write { path: p, value, .. } if p == path => Some(value.clone()),
-        _ => None,
-    })
 }
 
 #[test]
@@ -381,32 +174,6 @@ fn a_process_that_asked_only_for_shielded_cpus_is_kept_whole_or_its_threads_move
     assert!(p.steps.iter().any(|s| matches!(&s.action,
         Action::Systemd { call: SystemdCall::StartScope { pids, slice, .. }, back: Some(_), .. }
             if pids == &vec![30] && slice == "cpushield.slice")));
-}
-
-#[test]
-fn irqs_named_go_to_the_shield() {
-    let r = Request {
-        irqs: vec!["eth0".into(), "25".into()],
-        ..req("2-3")
-    };
-    let p = plan(&snap(v2()), &r).unwrap();
-    assert_eq!(p.irqs_to_shield, vec![24, 25]);
-    assert_eq!(
-        write_to(&p, "proc/irq/24/smp_affinity_list").as_deref(),
-        Some("2-3")
-    );
-    assert_eq!(
-        write_to(&p, "proc/irq/25/smp_affinity_list").as_deref(),
-        Some("2-3")
-    );
-    let bad = Request {
-        irqs: vec!["nope".into()],
-        ..req("2")
-    };
-    assert_eq!(
-        plan(&snap(v2()), &bad).unwrap_err(),
-        crate::shield::irqs::unknown_irq("nope")
-    );
 }
 
 #[test]

@@ -134,3 +134,21 @@ pub fn audit(masks: &[(&str, &str, CpuSet)], targets: &CpuSet) -> Vec<Finding> {
     }
     out.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shield::components::plan as shield_plan;
+    use crate::shield::components::test_machine::{req, snap, v2, write_to};
+
+    #[test]
+    fn a_mask_that_reaches_the_shield_is_the_workqueues_step_to_the_housekeeping_cpus() {
+        let plan = shield_plan(&snap(v2()), &req("2-3")).unwrap();
+        let step = (plan.steps.iter())
+            .find(|st| st.subject == Subject::File(WORKQUEUE_MASK.into()))
+            .expect("the mask 0-3 reaches the shield");
+        assert_eq!(step.owner, OWNER);
+        assert!(!step.fatal);
+        assert_eq!(write_to(&plan, WORKQUEUE_MASK).as_deref(), Some("3"));
+    }
+}

@@ -283,6 +283,73 @@ mod tests {
     use super::facts::{env_assignments, env_files, unit_env_files, IRQBALANCE_ENV_FILES};
     use super::hold::compare;
     use super::*;
+    use crate::shield::components::plan as shield_plan;
+    use crate::shield::components::test_machine::{req, snap, v2};
+    use crate::shield::owners::Owners;
+
+    /// A systemd host with irqbalance running as its unit.
+    fn systemd_host(own_ban: &str) -> Owners {
+        Owners {
+            systemd: true,
+            systemd_version: None,
+            irqbalance: Some(Irqbalance {
+                pid: Some(400),
+                cgroup: Some("/system.slice/irqbalance.service".into()),
+                unit: true,
+                own_ban: cpus(own_ban),
+                ..Default::default()
+            }),
+            tuned: None,
+        }
+    }
+
+    #[test]
+    fn irqbalance_under_systemd_is_banned_from_the_shield_and_its_own_ban() {
+        let mut s = snap(v2());
+        s.owners = systemd_host("5");
+        let plan = shield_plan(&s, &req("2-3")).unwrap();
+        let bans: Vec<&Step> = plan
+            .steps
+            .iter()
+            .filter(|s| s.action.own_as::<Own>().is_some())
+            .collect();
+        assert_eq!(bans.len(), 1);
+        let Some(Own::IrqbalanceBan {
+            banned, make_dir, ..
+        }) = bans[0].action.own_as()
+        else {
+            unreachable!()
+        };
+        assert_eq!(banned, cpus("2-3,5"));
+        assert!(make_dir);
+        assert!(!bans[0].fatal);
+        // before any IRQ is moved, so that irqbalance does not move them back
+        let ban_at = plan
+            .steps
+            .iter()
+            .position(|s| s.action.own_as::<Own>().is_some());
+        let first_irq = plan.steps.iter().position(
+            |s| matches!(&s.action, Action::Write { path, .. } if path.starts_with("proc/irq/")),
+        );
+        assert!(ban_at < first_irq, "{ban_at:?} {first_irq:?}");
+    }
+
+    #[test]
+    fn irqbalance_without_systemd_is_reported_not_banned() {
+        let mut s = snap(v2());
+        s.owners = systemd_host("");
+        s.owners.systemd = false;
+        let plan = shield_plan(&s, &req("2-3")).unwrap();
+        assert!(!plan
+            .steps
+            .iter()
+            .any(|s| s.action.own_as::<Own>().is_some()));
+        assert!(plan
+            .notes
+            .iter()
+            .any(|n| matches!(n, Note::Part(p) if p.is("irqbalance", "irqbalance_without_unit") && p.data["pid"] == 400)));
+        assert_eq!(plan.shield_dir, "sys/fs/cgroup/cpushield");
+    }
 
     fn cpus(s: &str) -> CpuSet {
         CpuSet::parse_list(s).unwrap()

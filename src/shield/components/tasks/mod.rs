@@ -635,3 +635,24 @@ impl Component for Part {
         out.change.leaving = t.leaving;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shield::change::Subject;
+    use crate::shield::components::plan as shield_plan;
+    use crate::shield::components::test_machine::{req, snap, v2};
+
+    #[test]
+    fn every_affinity_step_is_the_tasks_and_names_a_thread() {
+        let plan = shield_plan(&snap(v2()), &req("2-3")).unwrap();
+        let affinities: Vec<&Step> = (plan.steps.iter())
+            .filter(|st| matches!(st.action, Action::SetAffinity { .. }))
+            .collect();
+        assert!(!affinities.is_empty());
+        assert!(affinities
+            .iter()
+            .all(|st| st.owner == OWNER
+                && matches!(st.subject, Subject::TaskAffinity(tid) if tid > 0)));
+    }
+}
