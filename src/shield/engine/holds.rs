@@ -1,9 +1,7 @@
-//! The one interface every component of a shield answers for `status`
-//! (the cgroup mechanism, irqbalance's ban, the tasks, the IRQs, the
-//! knobs): each reads back what it needs once, by its own `read_hold`
-//! (what it needs differs: kernel files, irqbalance's process, the
-//! threads, the IRQs, the journal's knob writes), and what it read judges
-//! itself, pure, as findings.
+//! How a component judges what it read back of the shield for `status`:
+//! each reads what it needs in its `status` hook (kernel files, a
+//! process, the threads, the journal's writes: what it needs differs),
+//! and what it read judges itself, pure, as findings.
 
 use super::journal::State;
 use crate::finding::Finding;
