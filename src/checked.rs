@@ -306,8 +306,9 @@ fn on(a: OnArgs) -> Result<Checked> {
             kthreads_above: a.kthreads_above.map(checked_kthreads_above).transpose()?,
             cache_ways: a.cache_ways,
             others_bandwidth: a.others_bandwidth,
-            max_idle_latency: a.max_idle_latency,
+            options: Default::default(),
         }
+        .with_option("max_idle_latency", a.max_idle_latency)
         .with_cache_checked()
         .map_err(Refusal)?,
         dry_run: a.dry_run,

@@ -407,7 +407,7 @@ pub fn parse_with_certify(
     };
     let request = Request {
         boot,
-        max_idle_latency,
+        options: Default::default(),
         cpus,
         irqs: file.irqs,
         force: file.force,
@@ -430,7 +430,8 @@ pub fn parse_with_certify(
         kthreads_above: kthreads_above(file.kthreads_above).map_err(|(at, e)| invalid(at, e))?,
         cache_ways: file.cache_ways.as_ref().map(|v| *v.get_ref()),
         others_bandwidth: file.others_bandwidth.as_ref().map(|v| *v.get_ref()),
-    };
+    }
+    .with_option("max_idle_latency", max_idle_latency);
     let at = |span: Option<std::ops::Range<usize>>| span.map_or(0, |s| s.start);
     let request = request.with_cache_checked().map_err(|e| {
         let offset = match e.contains("--others-bandwidth") {
@@ -519,11 +520,11 @@ mod tests {
         .unwrap();
         assert_eq!(r.cpus, CpuSet::parse_list("2-3").unwrap());
         assert!(!r.force && r.irqs.is_empty());
-        assert_eq!(r.max_idle_latency, None);
+        assert_eq!(r.option::<u32>("max_idle_latency"), None);
         for (value, us) in [("10", 10), ("\"10us\"", 10), ("\"1ms\"", 1000), ("0", 0)] {
             let text = format!("cpus = \"3\"\nmax_idle_latency = {value}\n");
             let r = parse(&text, Path::new("c")).unwrap();
-            assert_eq!(r.max_idle_latency, Some(us), "{value}");
+            assert_eq!(r.option::<u32>("max_idle_latency"), Some(us), "{value}");
         }
         let (line, msg) = err("cpus = \"3\"\nmax_idle_latency = \"fast\"\n");
         assert_eq!(line, 2, "{msg}");
@@ -546,7 +547,11 @@ mod tests {
             .collect();
         let (r, c) = parse_with_certify(&uncommented, Path::new("example")).unwrap();
         assert_eq!(r.cpus.to_string(), "2-3");
-        assert!(r.boot.is_some() && r.kthreads_above.is_some() && r.max_idle_latency.is_some());
+        assert!(
+            r.boot.is_some()
+                && r.kthreads_above.is_some()
+                && r.option::<u32>("max_idle_latency").is_some()
+        );
         assert!(c.budget.is_some());
         let valid = KEYS.trim_start_matches("valid keys: ");
         for key in valid.split(", ").map(|k| k.trim_end_matches(" (required)")) {

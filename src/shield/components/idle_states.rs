@@ -41,6 +41,10 @@ pub const OWNER: Owner = Owner("idle-states");
 /// The component's name, in reports and under which its facts are kept.
 const NAME: &str = "idle-states";
 
+/// Its option: the config key, and `on`'s `--max-idle-latency` (the
+/// bound in µs).
+pub const KEY: &str = "max_idle_latency";
+
 /// The largest bound accepted, µs (1 s: any idle state is faster).
 pub const MAX_BOUND_US: u32 = 1_000_000;
 
@@ -348,14 +352,14 @@ impl Component for Part {
     }
 
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
-        if req.max_idle_latency.is_some() {
+        if req.option::<u32>(KEY).is_some() {
             facts.put(NAME, &read(sys, &req.cpus));
         }
         Ok(())
     }
 
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
-        let Some(bound) = cx.req.max_idle_latency else {
+        let Some(bound) = cx.req.option::<u32>(KEY) else {
             return Ok(());
         };
         let refuse = |reason: String| PlanError::Part {
@@ -377,7 +381,7 @@ impl Component for Part {
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        let Some(bound) = cx.req.max_idle_latency else {
+        let Some(bound) = cx.req.option::<u32>(KEY) else {
             return Ok(());
         };
         let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
@@ -443,7 +447,7 @@ impl Component for Part {
 
     fn status(&self, cx: &Looking) -> Option<PartReport> {
         let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
-        let bound = state.request.as_ref()?.max_idle_latency?;
+        let bound = state.request.as_ref()?.option::<u32>(KEY)?;
         let out = outcome(&read(sys, &state.shield), bound);
         let findings = lost(&out, repair);
         Some(report(&out, false, findings))

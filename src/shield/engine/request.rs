@@ -1,7 +1,10 @@
 //! What the user asks of a shield: the input of the plan, recorded in the
 //! journal's state so that `status`, `verify` and `apply` know it.
 
+use std::collections::BTreeMap;
+
 use crate::sys::resctrl::Bandwidth;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
@@ -45,14 +48,31 @@ pub struct Request {
     /// `others_bandwidth`; a number is a percentage).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub others_bandwidth: Option<Bandwidth>,
-    /// Keep the shielded CPUs out of idle states whose exit latency is
-    /// over this many µs (`--max-idle-latency`, config key
-    /// `max_idle_latency`; see [`crate::shield::idle_states`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_idle_latency: Option<u32>,
+    /// The options of the components that read their own, each under its
+    /// config key (`max_idle_latency`: the idle states' bound in µs, ...),
+    /// its `on` option the same words with dashes: the engine carries them
+    /// without knowing them. In the journal they sit at the request's top
+    /// level, as the fields they were.
+    #[serde(flatten)]
+    pub options: BTreeMap<String, serde_json::Value>,
 }
 
 impl Request {
+    /// The option `key` a component reads, when given (and of its type).
+    pub fn option<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
+        serde_json::from_value(self.options.get(key)?.clone()).ok()
+    }
+
+    /// The request with the option `key` (its config key) given `value`,
+    /// or without it when `None`.
+    pub fn with_option<T: Serialize>(mut self, key: &str, value: Option<T>) -> Request {
+        match value.and_then(|v| serde_json::to_value(v).ok()) {
+            Some(v) => self.options.insert(key.to_string(), v),
+            None => self.options.remove(key),
+        };
+        self
+    }
+
     /// The request, its cache share checked for what needs no machine:
     /// ways from 1 to 64, a bandwidth from 1 to 100 percent and only with
     /// ways. The error names the option.
@@ -93,8 +113,12 @@ impl Request {
         if let Some(bw) = self.others_bandwidth {
             out.push_str(&format!(" --others-bandwidth={bw}"));
         }
-        if let Some(us) = self.max_idle_latency {
-            out.push_str(&format!(" --max-idle-latency={us}us"));
+        for (key, value) in &self.options {
+            let value = match value {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            out.push_str(&format!(" --{}={value}", key.replace('_', "-")));
         }
         let defaults = crate::guard::Settings::default();
         if self.guard.settings != defaults {
@@ -116,5 +140,32 @@ impl Request {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_components_option_sits_at_the_top_of_the_request_as_the_field_it_was() {
+        let req = Request {
+            cpus: CpuSet::parse_list("2-3").unwrap(),
+            ..Default::default()
+        }
+        .with_option("max_idle_latency", Some(10u32));
+        let json = serde_json::to_value(&req).unwrap();
+        assert_eq!(json["max_idle_latency"], 10, "{json}");
+        // As a journal of an older cpushield wrote it, field and all.
+        let back: Request = serde_json::from_value(json).unwrap();
+        assert_eq!(back, req);
+        assert_eq!(back.option::<u32>("max_idle_latency"), Some(10));
+        assert_eq!(back.option::<u32>("cache_ways"), None);
+        assert_eq!(
+            back.command_line(),
+            "cpushield on 2-3 --max-idle-latency=10"
+        );
+        let none = back.with_option::<u32>("max_idle_latency", None);
+        assert!(none.options.is_empty());
     }
 }
