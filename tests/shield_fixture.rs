@@ -1157,3 +1157,28 @@ fn off_names_the_offline_cpus_and_how_to_finish() {
         "{out}"
     );
 }
+
+#[test]
+fn status_names_the_workqueue_mask_put_back_on_the_shield() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    assert!(cpushield(dir.path(), &["on", "2-3"]).status.success());
+    let st = json(&cpushield(dir.path(), &["status", "--json"]));
+    assert_eq!(st["holds"], true, "{st}");
+    assert_eq!(part(&st, "workqueues")["data"]["mask"], "0-1");
+    // Someone writes the mask back to every CPU.
+    sys.write("sys/devices/virtual/workqueue/cpumask", "f")
+        .unwrap();
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let st = json(&o);
+    let broken: Vec<&str> = (st["broken"].as_array().unwrap().iter())
+        .map(|b| b["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(broken, ["workqueues"], "{st}");
+    assert!(st["broken"][0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("reads 0-3 again"));
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+}

@@ -66,14 +66,28 @@ impl Component for Part {
         Ok(())
     }
 
-    /// The mask as it reads now.
+    /// The mask as it reads now, and whether it reaches the shield again
+    /// (unless the kernel refused it when the shield was made).
     fn status(&self, cx: &Looking) -> Option<PartReport> {
-        let mask = cx.snap.workqueue_mask.clone();
+        let (mask, shield) = (cx.snap.workqueue_mask.clone(), &cx.state.shield);
         let text = mask
             .as_ref()
             .map_or_else(|| "n/a".into(), CpuSet::to_string);
+        let refused = cx.state.writes_refused.iter().any(|p| p == WORKQUEUE_MASK);
         let mut part = PartReport::new(OWNER.name(), &serde_json::json!({ "mask": mask }));
         part.lines = vec![Line::new("workqueue cpumask", text)];
+        if let (Some(mask), false) = (mask.filter(|m| m.intersects(shield)), refused) {
+            let why = format!(
+                "the unbound workqueues' mask reads {mask} again: kernel work may run on CPUs {shield}"
+            );
+            part.findings = vec![Finding::new(
+                "workqueues",
+                Severity::Bad,
+                40,
+                why,
+                cx.repair,
+            )];
+        }
         Some(part)
     }
 
