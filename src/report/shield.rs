@@ -7,7 +7,6 @@ use crate::boot::BootStatus;
 use crate::fleet::MachineStatus;
 use crate::shield::apply::Refusal;
 use crate::shield::change::Action;
-use crate::shield::TaskRef;
 use crate::shield::{MoveReport, OnReport};
 
 use super::note;
@@ -33,32 +32,14 @@ pub(super) fn took(
     }
 }
 
-fn tasks(w: &mut dyn Write, title: &str, list: &[TaskRef], limit: usize) -> Result<()> {
-    if list.is_empty() {
-        return Ok(());
-    }
-    writeln!(w, "  {title} ({}):", list.len())?;
-    writeln!(w, "    {:>8} {:>8}  {:<20} cpus", "pid", "tid", "name")?;
-    for t in list.iter().take(limit) {
-        writeln!(
-            w,
-            "    {:>8} {:>8}  {:<20} {}",
-            t.pid, t.tid, t.name, t.cpus
-        )?;
-    }
-    if list.len() > limit {
-        writeln!(w, "    ... {} more (--json lists all)", list.len() - limit)?;
-    }
-    Ok(())
+pub(super) fn refusals(w: &mut dyn Write, title: &str, list: &[Refusal]) -> Result<()> {
+    lines(w, &Refusal::table(title, list))
 }
 
-pub(super) fn refusals(w: &mut dyn Write, title: &str, list: &[Refusal]) -> Result<()> {
-    if list.is_empty() {
-        return Ok(());
-    }
-    writeln!(w, "  {title} ({}):", list.len())?;
-    for r in list {
-        writeln!(w, "    {:<28} {}", r.target, r.reason)?;
+/// Prints `lines` as they are, one a line.
+fn lines(w: &mut dyn Write, lines: &[String]) -> Result<()> {
+    for line in lines {
+        writeln!(w, "{line}")?;
     }
     Ok(())
 }
@@ -147,8 +128,8 @@ fn machine_wide_rows(r: &OnReport, w: &mut dyn Write) -> Result<()> {
 
 /// The components' tables (the threads, the IRQs), below every row.
 fn details(parts: &[crate::shield::PartReport], w: &mut dyn Write) -> Result<()> {
-    for line in parts.iter().flat_map(|p| &p.details) {
-        writeln!(w, "{line}")?;
+    for part in parts {
+        lines(w, &part.details)?;
     }
     Ok(())
 }
@@ -355,7 +336,7 @@ pub fn moved(r: &MoveReport, w: &mut dyn Write) -> Result<()> {
     } else {
         "moved"
     };
-    tasks(w, title, &r.moved, 50)?;
+    lines(w, &crate::shield::task_table(title, &r.moved, 50))?;
     if !r.not_found.is_empty() {
         writeln!(w, "  not found: {}", list(&r.not_found))?;
     }

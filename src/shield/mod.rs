@@ -39,5 +39,6 @@ pub use on::{on, on_timed};
 pub use parts::{Line, MachineWide, Metric, OwnFacts, PartReport};
 pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use tasks::realtime::KeptRealtime;
+pub use tasks::table as task_table;
 pub use tasks::Direction;
 pub use timings::Timings;

@@ -309,6 +309,20 @@ pub struct Refusal {
     pub reason: String,
 }
 
+impl Refusal {
+    /// A table of `list` under `title`, for people (none when `list` is
+    /// empty).
+    pub fn table(title: &str, list: &[Refusal]) -> Vec<String> {
+        if list.is_empty() {
+            return Vec::new();
+        }
+        let rows = (list.iter()).map(|r| format!("    {:<28} {}", r.target, r.reason));
+        std::iter::once(format!("  {title} ({}):", list.len()))
+            .chain(rows)
+            .collect()
+    }
+}
+
 /// What undo did.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Undone {
@@ -365,5 +379,26 @@ impl From<&Thread> for TaskRef {
             name: t.name.clone(),
             cpus: t.cpus_allowed.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_table_is_its_title_and_a_row_each_and_nothing_when_empty() {
+        assert!(Refusal::table("refused", &[]).is_empty());
+        let list = [Refusal {
+            target: "task 42 (poller)".into(),
+            reason: "EPERM".into(),
+        }];
+        assert_eq!(
+            Refusal::table("task changes refused", &list),
+            [
+                "  task changes refused (1):".to_string(),
+                format!("    {:<28} EPERM", "task 42 (poller)"),
+            ]
+        );
     }
 }

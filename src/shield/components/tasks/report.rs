@@ -118,14 +118,7 @@ pub(super) fn outcome_report(out: Outcome, dry_run: bool) -> PartReport {
         ),
     ]
     .concat();
-    if !out.refused.is_empty() {
-        details.push(format!("  task changes refused ({}):", out.refused.len()));
-        let rows = out
-            .refused
-            .iter()
-            .map(|r| format!("    {:<28} {}", r.target, r.reason));
-        details.extend(rows);
-    }
+    details.extend(Refusal::table("task changes refused", &out.refused));
     let mut part = PartReport::new(OWNER.name(), &out);
     part.lines = lines;
     part.details = details;
