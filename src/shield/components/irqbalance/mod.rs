@@ -136,8 +136,7 @@ impl Component for Part {
 
     /// The ban set, as read back.
     fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
-        let ban = out.part(OWNER.name())?.data.get("ban")?;
-        (!ban.is_null()).then(|| ban.clone())
+        out.part(OWNER.name())?.data.get("ban").cloned()
     }
 
     /// The ban set (or planned, or kept by a change in place), and what
@@ -158,21 +157,16 @@ impl Component for Part {
     fn status(&self, cx: &Looking) -> Option<PartReport> {
         let ban = hold::ban_of(cx.state)?;
         let hold = read_hold(cx.sys, cx.state, cx.snap.owners.irqbalance.as_ref());
-        let pid = match &hold {
-            Some(BanHold::Running { pid, .. }) => Some(*pid),
-            _ => None,
-        };
         let findings = hold.lost(cx.state, cx.repair);
-        let text = match (&hold, findings.is_empty()) {
-            (Some(BanHold::Unset), _) => format!("the ban of CPUs {ban} is gone"),
-            (_, false) => format!(
-                "pid {} runs without the ban of CPUs {ban}",
-                pid.unwrap_or(0)
+        // No hold read: `on` did not finish, and `status` says only that.
+        let (text, pid) = match hold? {
+            BanHold::Unset => (format!("the ban of CPUs {ban} is gone"), None),
+            BanHold::NotRunning => (format!("CPUs {ban} banned (not running)"), None),
+            BanHold::Running { pid, .. } if !findings.is_empty() => (
+                format!("pid {pid} runs without the ban of CPUs {ban}"),
+                Some(pid),
             ),
-            (Some(BanHold::Running { .. }), true) => {
-                format!("CPUs {ban} banned (pid {})", pid.unwrap_or(0))
-            }
-            _ => format!("CPUs {ban} banned (not running)"),
+            BanHold::Running { pid, .. } => (format!("CPUs {ban} banned (pid {pid})"), Some(pid)),
         };
         let holds = findings.is_empty();
         let mut part = PartReport::new(OWNER.name(), &BanStatus { ban, pid, holds });
