@@ -114,11 +114,9 @@ impl Request {
             out.push_str(&format!(" --others-bandwidth={bw}"));
         }
         for (key, value) in &self.options {
-            let value = match value {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            out.push_str(&format!(" --{}={value}", key.replace('_', "-")));
+            if let Some(arg) = option_arg(key, value) {
+                out.push_str(&arg);
+            }
         }
         let defaults = crate::guard::Settings::default();
         if self.guard.settings != defaults {
@@ -141,6 +139,28 @@ impl Request {
         }
         out
     }
+}
+
+/// ` --key-name=value` for the option `key`, its value bounded and quoted
+/// where it is not a plain word; `None` for a key that is no option's
+/// (a damaged journal's), which the command line must not carry.
+fn option_arg(key: &str, value: &serde_json::Value) -> Option<String> {
+    let is_key =
+        (1..=40).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    if !is_key {
+        return None;
+    }
+    let text = match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let plain = (1..=40).contains(&text.len())
+        && (text.bytes()).all(|b| b.is_ascii_alphanumeric() || b".,:/%-".contains(&b));
+    let text = match plain {
+        true => text,
+        false => crate::input::quote(&text),
+    };
+    Some(format!(" --{}={text}", key.replace('_', "-")))
 }
 
 #[cfg(test)]
@@ -167,5 +187,19 @@ mod tests {
         );
         let none = back.with_option::<u32>("max_idle_latency", None);
         assert!(none.options.is_empty());
+    }
+
+    #[test]
+    fn a_damaged_option_never_reaches_the_command_line_as_it_was_written() {
+        let json = serde_json::json!({
+            "cpus": "3", "irqs": [], "force": false, "allow_split_siblings": false,
+            "bad\nkey": 1, "note": "a\u{1b}[2Jb; rm -rf /", "long": "x".repeat(5000),
+        });
+        let req: Request = serde_json::from_value(json).unwrap();
+        let line = req.command_line();
+        assert!(!line.contains("bad"), "{line}");
+        assert!(!line.contains('\u{1b}') && !line.contains('\n'), "{line}");
+        assert!(line.contains("--note=\"a\\u{1b}[2Jb; rm -rf /\""), "{line}");
+        assert!(line.len() < 300, "{} bytes", line.len());
     }
 }
