@@ -181,7 +181,7 @@ pub enum Checked {
 
 /// `--kthreads-above`: a real-time priority that leaves room above it.
 fn checked_kthreads_above(prio: u32) -> Result<u32> {
-    cpushield::shield::rt_kthreads::check_above(prio)
+    cpushield::shield::components::rt_kthreads::check_above(prio)
         .map_err(|e| Refusal(format!("--kthreads-above {e}")).into())
 }
 

@@ -492,7 +492,7 @@ pub struct OnArgs {
     /// through each CPU's PM QoS resume latency (or the slow states'
     /// `disable` files where the kernel has none); the housekeeping CPUs
     /// keep every idle state (undone by `off`).
-    #[arg(long, value_name = "LATENCY", value_parser = cpushield::shield::idle_states::parse_bound)]
+    #[arg(long, value_name = "LATENCY", value_parser = cpushield::shield::components::idle_states::parse_bound)]
     pub max_idle_latency: Option<u32>,
     /// Print JSON for machines instead of a table.
     #[arg(long)]

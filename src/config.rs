@@ -229,7 +229,7 @@ const CERTIFY_KEYS: &str =
 fn idle_bound(value: Spanned<Duration>) -> Result<u32, (usize, String)> {
     let start = value.span().start;
     let text = value.into_inner().into_text();
-    crate::shield::idle_states::parse_bound(&text)
+    crate::shield::components::idle_states::parse_bound(&text)
         .map_err(|e| (start, format!("max_idle_latency: {e}")))
 }
 
@@ -285,7 +285,7 @@ fn guard_settings(
 fn kthreads_above(key: Option<Spanned<u32>>) -> Result<Option<u32>, (usize, String)> {
     let Some(k) = key else { return Ok(None) };
     let start = k.span().start;
-    crate::shield::rt_kthreads::check_above(k.into_inner())
+    crate::shield::components::rt_kthreads::check_above(k.into_inner())
         .map(Some)
         .map_err(|e| (start, format!("kthreads_above: {e}")))
 }
@@ -380,7 +380,7 @@ pub fn parse_with_certify(
                 Tune::Many(names) => names,
             };
             if !names.is_empty() {
-                crate::shield::knobs::resolve(&names)
+                crate::shield::components::knobs::resolve(&names)
                     .map_err(|e| invalid(start, format!("tune: {e}")))?;
             }
             names

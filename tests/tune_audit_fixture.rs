@@ -258,11 +258,11 @@ fn tune_list_documents_every_knob() {
     assert_eq!(v["schema_version"], cpushield::report::JSON_SCHEMA_VERSION);
     assert_eq!(
         v["knobs"].as_array().unwrap().len(),
-        cpushield::shield::knobs::KNOBS.len()
+        cpushield::shield::components::knobs::KNOBS.len()
     );
     let o = cpushield(dir.path(), &["tune", "--list"]);
     let t = String::from_utf8_lossy(&o.stdout);
-    for k in cpushield::shield::knobs::KNOBS {
+    for k in cpushield::shield::components::knobs::KNOBS {
         assert!(t.contains(k.name) && t.contains(k.why), "{}", k.name);
     }
 }

@@ -13,11 +13,11 @@ use super::parse::{self, Delta, IdleState};
 use super::AuditError;
 use crate::cpulist::CpuSet;
 use crate::shield::change::Action;
-use crate::shield::journal;
-use crate::shield::knobs::{
+use crate::shield::components::knobs::{
     self, DIRTY_WRITEBACK, NMI_WATCHDOG, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION, WATCHDOG,
     WRITEBACK_MASK,
 };
+use crate::shield::journal;
 use crate::shield::snapshot::{self, Irq};
 use crate::sys::procfs::{self, Hierarchy, Thread};
 use crate::sys::{ErrorKind, Sys};
@@ -103,7 +103,7 @@ pub struct CpuPower {
 
 /// A running irqbalance and what tells its banned CPUs, as the shield's
 /// irqbalance component reads it.
-pub type Irqbalance = crate::shield::irqbalance::Running;
+pub type Irqbalance = crate::shield::components::irqbalance::Running;
 
 /// Seconds a task may sleep uninterruptibly before the kernel reports it
 /// hung (CONFIG_DETECT_HUNG_TASK; 0: never).
@@ -218,7 +218,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
             .iter()
             .map(|cpu| procfs::thread_siblings(sys, cpu))
             .collect(),
-        irqbalance: crate::shield::irqbalance::running(sys),
+        irqbalance: crate::shield::components::irqbalance::running(sys),
         numa_nodes: numa_nodes(sys),
         pci: crate::sys::pci::read(sys),
         targets,

@@ -8,8 +8,10 @@ use super::facts::{CpuPower, Facts};
 use super::parse::{self, Delta};
 use super::{boot_rules, Finding, Findings, Severity};
 use crate::cpulist::CpuSet;
-use crate::shield::knobs::NMI_WATCHDOG;
-use crate::shield::knobs::{DIRTY_WRITEBACK, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION};
+use crate::shield::components::knobs::NMI_WATCHDOG;
+use crate::shield::components::knobs::{
+    DIRTY_WRITEBACK, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION,
+};
 use crate::shield::snapshot::SHIELD_CGROUP;
 
 /// Judges the facts: every rule, findings worst first (then by impact).
@@ -22,8 +24,11 @@ pub fn judge(f: &Facts) -> Vec<Finding> {
         &f.wanted_irqs[..],
         f.default_irq_affinity.as_ref(),
     );
-    out.0
-        .extend(crate::shield::irqs::audit(irqs, targets, housekeeping));
+    out.0.extend(crate::shield::components::irqs::audit(
+        irqs,
+        targets,
+        housekeeping,
+    ));
     tasks(f, &mut out);
     preemption(f, &mut out);
     kernel_work(f, &mut out);
@@ -32,14 +37,14 @@ pub fn judge(f: &Facts) -> Vec<Finding> {
     hung_task(f, &mut out);
     tuned(f, &mut out);
     stalld(f, &mut out);
-    out.0.extend(crate::shield::workqueues::audit(
+    out.0.extend(crate::shield::components::workqueues::audit(
         &f.workqueue_masks,
         targets,
     ));
     watchdogs(f, &mut out);
     cpufreq_and_idle(f, &mut out);
     siblings(f, &mut out);
-    out.0.extend(crate::shield::irqbalance::audit(
+    out.0.extend(crate::shield::components::irqbalance::audit(
         f.irqbalance.as_ref(),
         targets,
     ));
@@ -712,7 +717,7 @@ fn short(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::audit::facts::Irqbalance;
-    use crate::shield::knobs::WATCHDOG;
+    use crate::shield::components::knobs::WATCHDOG;
     use crate::shield::snapshot::Irq;
     use crate::sys::procfs::Thread;
 

@@ -5,7 +5,7 @@ use std::io::{Result, Write};
 use crate::audit::bus::{BusKind, BusReport, PCI_MHZ};
 use crate::audit::{AuditReport, Severity};
 use crate::boot::args::BootArgs;
-use crate::shield::knobs::{self as tune, List};
+use crate::shield::components::knobs::{self as tune, List};
 
 /// `cpushield tune --list`.
 pub fn knobs(list: &List, w: &mut dyn Write) -> Result<()> {

@@ -14,31 +14,25 @@
 //! [`crate::sys::Sys`]; its runtime state lives in the journal under
 //! `run/cpushield` of the same root.
 
-mod components;
+pub mod components;
 mod engine;
 mod off;
 mod on;
 
-use components::{guard, mechanism, tasks};
-pub use components::{idle_states, irqbalance, irqs, knobs, rt_kthreads, workqueues};
 pub use engine::{apply, change, journal, plan, request, reshape, undo};
 use engine::{component, error, holds, note, parts, plan_error, timings};
 
 pub use change::TaskRef;
 pub use components::report::OnReport;
 pub use components::status::{status, StatusReport};
+pub use components::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use components::{owners, plan_line, realtime_below, snapshot};
+pub use components::{task_table, Direction, KeptRealtime};
+pub use components::{unprotected_kernel_work, IrqPlacement, IrqRefusal, GUARD_BOOSTS};
 pub(crate) use error::require_root;
 pub use error::ShieldError;
-pub use guard::{unprotected_kernel_work, BOOSTS_METRIC as GUARD_BOOSTS};
-pub use irqs::IrqPlacement;
-pub use irqs::IrqRefusal;
 pub use note::{Note, OwnNote, PartNote};
 pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed};
 pub use parts::{Line, MachineWide, Metric, OwnFacts, PartReport};
-pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
-pub use tasks::realtime::KeptRealtime;
-pub use tasks::table as task_table;
-pub use tasks::Direction;
 pub use timings::Timings;

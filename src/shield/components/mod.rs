@@ -47,7 +47,7 @@ pub(super) const ORDER: [&dyn Component; 11] = [
 /// component that claims the file (a file no other claims is a knob's).
 fn owned_restore(write: Action) -> Step {
     let Action::Write { path, .. } = &write else {
-        return Step::optional(crate::shield::knobs::OWNER, write);
+        return Step::optional(knobs::OWNER, write);
     };
     let claimed = ORDER
         .iter()
@@ -57,7 +57,7 @@ fn owned_restore(write: Action) -> Step {
             subject,
             ..Step::optional(owner, write)
         },
-        None => Step::optional(crate::shield::knobs::OWNER, write),
+        None => Step::optional(knobs::OWNER, write),
     }
 }
 
@@ -281,7 +281,13 @@ impl Effects for Components {
     }
 }
 
-pub use super::tasks::realtime::KeptRealtime;
+pub mod cgroup_layout;
+// What the components offer the commands, the reports and the audit.
+pub use guard::{unprotected_kernel_work, BOOSTS_METRIC as GUARD_BOOSTS};
+pub use irqs::{IrqPlacement, IrqRefusal};
+pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
+pub use tasks::realtime::KeptRealtime;
+pub use tasks::{table as task_table, Direction};
 
 pub(in crate::shield) mod guard;
 pub(in crate::shield) mod hotplug;

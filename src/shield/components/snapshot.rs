@@ -11,7 +11,7 @@ use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Thread};
 use crate::sys::{ErrorKind, Result, Sys};
 
-pub use crate::shield::mechanism::{
+pub use super::cgroup_layout::{
     detect_cgroup, in_shield_cgroup, CgroupSetup, CGROUP2_FALLBACK, SHIELD_CGROUP, SHIELD_SLICE,
     SYSTEM_CGROUP_V1,
 };
@@ -134,22 +134,6 @@ impl Snapshot {
         matches!(self.cgroup, CgroupSetup::V2 { .. })
             && !t.is_kthread()
             && self.cgroup_cpus.get(&t.cgroup) == Some(&t.cpus_allowed)
-    }
-
-    /// The cgroup mechanism's name for reports (and whether systemd holds
-    /// it).
-    pub(in crate::shield) fn mechanism_name(&self) -> String {
-        crate::shield::mechanism::name(self.mechanism())
-    }
-
-    /// What the cgroup mechanism is planned from.
-    pub(in crate::shield) fn mechanism(&self) -> crate::shield::mechanism::Facts<'_> {
-        crate::shield::mechanism::Facts {
-            cgroup: &self.cgroup,
-            systemd: self.owners.systemd,
-            systemd_version: self.owners.systemd_version,
-            boot_isolated: &self.boot_isolated,
-        }
     }
 
     /// Number of bits to print in hex masks (the kernel pads to nr_cpu_ids).

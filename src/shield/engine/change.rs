@@ -117,7 +117,7 @@ pub enum Action {
     },
     /// Set one thread's scheduling policy and priority (`sched_setattr`),
     /// read back; undone by putting back what the journal read just before
-    /// (see [`crate::shield::rt_kthreads`]).
+    /// (a component that raises kernel threads plans it).
     SetScheduler {
         /// Process id.
         pid: i32,

@@ -20,7 +20,7 @@ pub struct Request {
     pub force: bool,
     /// Allow shielding one hyper-thread sibling but not the other.
     pub allow_split_siblings: bool,
-    /// Tuning knobs to apply (`--tune`: `all` or knob names, see [`crate::shield::knobs`]).
+    /// Tuning knobs to apply (`--tune`: `all` or knob names,; the knobs' names).
     #[serde(default)]
     pub tune: Vec<String>,
     /// Take each shielded CPU offline and online again (CPU hotplug) before
@@ -36,7 +36,7 @@ pub struct Request {
     #[serde(default)]
     pub guard: crate::guard::GuardRequest,
     /// Raise the shielded CPUs' softirq, timer and RCU threads above this
-    /// real-time priority (`--kthreads-above`, see [`crate::shield::rt_kthreads`]).
+    /// real-time priority (`--kthreads-above`,).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kthreads_above: Option<u32>,
     /// Ways of each L3 cache the shield sits in, for the shielded CPUs

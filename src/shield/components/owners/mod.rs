@@ -8,7 +8,7 @@ use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Thread};
 use crate::sys::Sys;
 
-use crate::shield::irqbalance::{self, Irqbalance};
+use crate::shield::components::irqbalance::{self, Irqbalance};
 
 pub mod tuned;
 
