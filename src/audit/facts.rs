@@ -1,10 +1,8 @@
 //! What the audit reads: every fact its rules judge, read once through
 //! [`Sys`] (read-only). The rules ([`super::rules`]) never touch the system,
 //! so they are tested from literal facts.
-//!
-//! The watchdog files are never read while an active shield holds them off
-//! (reading them then was seen to break re-enabling the watchdog): their
-//! values come from the shield's journal.
+//! What only a component of the shield judges, it reads itself
+//! ([`Facts::own`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,14 +11,10 @@ use super::parse::{self, Delta, IdleState};
 use super::AuditError;
 use crate::cpulist::CpuSet;
 use crate::shield::change::Action;
-use crate::shield::components::knobs::{
-    self, DIRTY_WRITEBACK, NMI_WATCHDOG, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION, WATCHDOG,
-    WRITEBACK_MASK,
-};
 use crate::shield::journal;
 use crate::shield::snapshot::{self, Irq};
 use crate::sys::procfs::{self, Hierarchy, Thread};
-use crate::sys::{ErrorKind, Sys};
+use crate::sys::Sys;
 
 /// Everything the audit judges, as read from the machine.
 #[derive(Debug, Clone, Default)]
@@ -45,8 +39,6 @@ pub struct Facts {
     pub irqs: Vec<Irq>,
     /// `/proc/irq/default_smp_affinity`.
     pub default_irq_affinity: Option<CpuSet>,
-    /// The background-work masks that could be read: (file, what, mask).
-    pub workqueue_masks: Vec<(&'static str, &'static str, CpuSet)>,
     /// Every thread, with its cgroup.
     pub threads: Vec<Thread>,
     /// tuned's active profile and its include chain, when one is active.
@@ -70,24 +62,17 @@ pub struct Facts {
     pub starving: Vec<crate::guard::watch::Starving>,
     /// Sysctl values by path (absent: not there).
     pub sysctls: BTreeMap<&'static str, String>,
-    /// The watchdogs: path, value (from the journal when the shield holds
-    /// it off), and whether it came from there.
-    pub watchdogs: Vec<(&'static str, Option<String>, bool)>,
-    /// The machine-check polling file of each target CPU and its value
-    /// (`None`: unreadable or absent).
-    pub machinecheck: Vec<(String, Option<String>)>,
-    /// Network queue steering files and their masks.
-    pub net_queues: Vec<(String, CpuSet)>,
     /// Per target CPU: its frequency governor and idle states.
     pub cpu_power: Vec<CpuPower>,
     /// Per target CPU: its hyper-thread siblings (itself included).
     pub siblings: Vec<CpuSet>,
-    /// irqbalance, when it runs.
-    pub irqbalance: Option<Irqbalance>,
     /// NUMA nodes and their CPUs.
     pub numa_nodes: BTreeMap<String, CpuSet>,
     /// The PCI functions and the ASPM policy (the bus audit).
     pub pci: crate::sys::pci::PciFacts,
+    /// What the shield's components read for their own rules, each under
+    /// its name (see `Component::audit_read`).
+    pub own: crate::shield::OwnFacts,
 }
 
 /// Frequency and idle facts of one CPU.
@@ -101,10 +86,6 @@ pub struct CpuPower {
     pub idle_states: Vec<IdleState>,
 }
 
-/// A running irqbalance and what tells its banned CPUs, as the shield's
-/// irqbalance component reads it.
-pub type Irqbalance = crate::shield::components::irqbalance::Running;
-
 /// Seconds a task may sleep uninterruptibly before the kernel reports it
 /// hung (CONFIG_DETECT_HUNG_TASK; 0: never).
 pub const HUNG_TASK_TIMEOUT: &str = "proc/sys/kernel/hung_task_timeout_secs";
@@ -112,16 +93,9 @@ pub const HUNG_TASK_TIMEOUT: &str = "proc/sys/kernel/hung_task_timeout_secs";
 /// Whether a hung task panics the machine.
 pub const HUNG_TASK_PANIC: &str = "proc/sys/kernel/hung_task_panic";
 
-/// The sysctls the rules judge: the knobs' files, and the hung-task
-/// detector's.
-pub const SYSCTLS: [&str; 6] = [
-    RT_RUNTIME,
-    TIMER_MIGRATION,
-    STAT_INTERVAL,
-    DIRTY_WRITEBACK,
-    HUNG_TASK_TIMEOUT,
-    HUNG_TASK_PANIC,
-];
+/// The sysctls the rules here judge: the hung-task detector's (the knobs'
+/// own are read by the knobs component).
+pub const SYSCTLS: [&str; 2] = [HUNG_TASK_TIMEOUT, HUNG_TASK_PANIC];
 
 impl Facts {
     /// The targets as a list, for messages.
@@ -161,10 +135,6 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
     }
     let read = |rel: &str| sys.read_trimmed(rel).ok();
     let (interrupts, softirqs) = count_interrupts(sys, &targets, window);
-    let held = knobs::held_by_journal(entries.iter().map(|e| &e.action));
-    let knob_files = |name: &str| {
-        knobs::knob(name).map_or_else(Vec::new, |k| knobs::knob_files(sys, k, &targets))
-    };
     let running_guard = crate::guard::read_state(sys).filter(|s| crate::guard::alive(sys, s));
     let (protection, stalld) = kernel_work(sys, running_guard.as_ref());
     let threads = read_threads(sys)?;
@@ -177,13 +147,6 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         wanted_irqs: irqs_bound_to(&entries, &targets),
         irqs: crate::sys::irq::read(sys)?,
         default_irq_affinity: sys.read_cpumask(snapshot::DEFAULT_IRQ_AFFINITY).ok(),
-        workqueue_masks: [
-            (snapshot::WORKQUEUE_MASK, "unbound workqueues"),
-            (WRITEBACK_MASK, "writeback flushers"),
-        ]
-        .into_iter()
-        .filter_map(|(rel, what)| Some((rel, what, sys.read_cpumask(rel).ok()?)))
-        .collect(),
         threads,
         tuned,
         kernel_version: read("proc/sys/kernel/version").unwrap_or_default(),
@@ -200,25 +163,12 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
             .into_iter()
             .filter_map(|f| Some((f, read(f)?)))
             .collect(),
-        // Held off by the shield: take it from the journal, never read it.
-        watchdogs: [WATCHDOG, NMI_WATCHDOG]
-            .into_iter()
-            .map(|path| match held.get(path) {
-                Some((written, _)) => (path, Some(written.clone()), true),
-                None => (path, read(path), false),
-            })
-            .collect(),
-        machinecheck: machinecheck(sys, knob_files("machinecheck")),
-        net_queues: knob_files("net-queues")
-            .into_iter()
-            .filter_map(|f| Some((f.clone(), CpuSet::parse_mask(&read(&f)?).ok()?)))
-            .collect(),
         cpu_power: targets.iter().map(|cpu| cpu_power(sys, cpu)).collect(),
         siblings: targets
             .iter()
             .map(|cpu| procfs::thread_siblings(sys, cpu))
             .collect(),
-        irqbalance: crate::shield::components::irqbalance::running(sys),
+        own: crate::shield::components::read_for_audit(sys, &targets, &entries),
         numa_nodes: numa_nodes(sys),
         pci: crate::sys::pci::read(sys),
         targets,
@@ -240,19 +190,6 @@ fn kernel_work(
     let guard = running_guard.map(|s| s.settings.unwrap_or_default());
     let protection = crate::guard::kernel::Protection::of(&kernel, kernel.rt_runtime_us, guard);
     (protection, kernel.stalld_running)
-}
-
-/// The machine-check files present: one that exists but cannot be read
-/// counts, unread.
-fn machinecheck(sys: &Sys, files: Vec<String>) -> Vec<(String, Option<String>)> {
-    files
-        .into_iter()
-        .filter_map(|f| match sys.read_trimmed(&f) {
-            Ok(v) => Some((f, Some(v))),
-            Err(e) if e.kind == ErrorKind::NotFound => None,
-            Err(_) => Some((f, None)),
-        })
-        .collect()
 }
 
 /// Interrupts and softirqs on `targets` over `window`: two reads of the

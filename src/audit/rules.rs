@@ -8,48 +8,23 @@ use super::facts::{CpuPower, Facts};
 use super::parse::{self, Delta};
 use super::{boot_rules, Finding, Findings, Severity};
 use crate::cpulist::CpuSet;
-use crate::shield::components::knobs::NMI_WATCHDOG;
-use crate::shield::components::knobs::{
-    DIRTY_WRITEBACK, RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION,
-};
 use crate::shield::snapshot::SHIELD_CGROUP;
 
 /// Judges the facts: every rule, findings worst first (then by impact).
 pub fn judge(f: &Facts) -> Vec<Finding> {
     let mut out = Findings::default();
     interrupt_findings(f, &mut out);
-    let (targets, housekeeping) = (&f.targets, &f.housekeeping());
-    let irqs = (
-        &f.irqs[..],
-        &f.wanted_irqs[..],
-        f.default_irq_affinity.as_ref(),
-    );
-    out.0.extend(crate::shield::components::irqs::audit(
-        irqs,
-        targets,
-        housekeeping,
-    ));
+    out.0.extend(crate::shield::components::audit(f));
     tasks(f, &mut out);
     preemption(f, &mut out);
     kernel_work(f, &mut out);
     boot_rules::boot_params(f, &mut out);
-    sysctls(f, &mut out);
     hung_task(f, &mut out);
     tuned(f, &mut out);
     stalld(f, &mut out);
-    out.0.extend(crate::shield::components::workqueues::audit(
-        &f.workqueue_masks,
-        targets,
-    ));
-    watchdogs(f, &mut out);
     cpufreq_and_idle(f, &mut out);
     siblings(f, &mut out);
-    out.0.extend(crate::shield::components::irqbalance::audit(
-        f.irqbalance.as_ref(),
-        targets,
-    ));
     numa(f, &mut out);
-    background_work(f, &mut out);
     super::bus::findings(f, &mut out);
     let mut findings = out.0;
     findings.sort_by(|a, b| a.severity.cmp(&b.severity).then(b.impact.cmp(&a.impact)));
@@ -274,61 +249,6 @@ fn kernel_work(f: &Facts, out: &mut Findings) {
     }
 }
 
-fn sysctls(f: &Facts, out: &mut Findings) {
-    let list = f.list();
-    if let Some(v) = f.sysctls.get(RT_RUNTIME) {
-        if v == "-1" {
-            out.add(
-                "rt-throttling",
-                Severity::Ok,
-                55,
-                "RT throttling off (sched_rt_runtime_us -1)".into(),
-                String::new(),
-            );
-        } else {
-            out.add("rt-throttling", Severity::Warn, 55, format!("RT throttling on: real-time tasks stop for part of every second (sched_rt_runtime_us {v})"), format!("cpushield on {list} --tune=rt-throttling"));
-        }
-    }
-    if let Some(v) = f.sysctls.get(TIMER_MIGRATION) {
-        if v == "1" {
-            out.add(
-                "timer-migration",
-                Severity::Ok,
-                25,
-                "timer migration on".into(),
-                String::new(),
-            );
-        } else {
-            out.add(
-                "timer-migration",
-                Severity::Warn,
-                25,
-                format!("timer migration {v}: timers armed on the targets expire there"),
-                format!("cpushield on {list} --tune=timer-migration"),
-            );
-        }
-    }
-    if let Some(v) = f.sysctls.get(STAT_INTERVAL) {
-        if v.parse::<u64>().is_ok_and(|n| n >= 10) {
-            out.add(
-                "vmstat",
-                Severity::Ok,
-                40,
-                format!("vmstat interval {v} s"),
-                String::new(),
-            );
-        } else {
-            out.add(
-                "vmstat",
-                Severity::Warn,
-                40,
-                format!("vmstat worker wakes every {v} s on every CPU"),
-                format!("cpushield on {list} --tune=vmstat"),
-            );
-        }
-    }
-}
-
 /// tuned's realtime profile raises the hung-task timeout to 600 s:
 /// a kernel thread or task bound to a shielded CPU that a busy real-time
 /// loop starves sleeps in D state until it runs again, and the detector
@@ -435,49 +355,6 @@ fn stalld(f: &Facts, out: &mut Findings) {
             format!("{who}, for CPUs {}", f.list()),
             String::new(),
         );
-    }
-}
-
-/// Unbound workqueues and the writeback flushers: their cpumasks decide
-/// where kernel background work runs.
-fn watchdogs(f: &Facts, out: &mut Findings) {
-    let list = f.list();
-    for (path, value, held) in &f.watchdogs {
-        let (id, impact, knob, arg) = if *path == NMI_WATCHDOG {
-            ("nmi-watchdog", 45u8, "nmi-watchdog", "nmi_watchdog=0")
-        } else {
-            ("watchdog", 35, "watchdog", "nosoftlockup")
-        };
-        match value.as_deref() {
-            None => out.add(
-                id,
-                Severity::Ok,
-                impact,
-                format!("no {path} (not built in)"),
-                String::new(),
-            ),
-            Some("0") => out.add(
-                id,
-                Severity::Ok,
-                impact,
-                format!(
-                    "{id} off{}",
-                    if *held {
-                        " (by the shield, from its journal)"
-                    } else {
-                        ""
-                    }
-                ),
-                String::new(),
-            ),
-            Some(v) => out.add(
-                id,
-                Severity::Warn,
-                impact,
-                format!("{id} on ({v}): a periodic timer/NMI on every CPU"),
-                format!("cpushield on {list} --tune={knob} (or boot with {arg})"),
-            ),
-        }
     }
 }
 
@@ -619,88 +496,6 @@ fn numa(f: &Facts, out: &mut Findings) {
     }
 }
 
-/// Periodic work that `--tune` quiets: the dirty-page flusher's interval,
-/// machine-check polling on the targets, and network queues steered to them.
-fn background_work(f: &Facts, out: &mut Findings) {
-    let list = f.list();
-    if let Some(v) = f.sysctls.get(DIRTY_WRITEBACK) {
-        match v.parse::<u64>() {
-            Ok(n) if n == 0 || n >= 1500 => out.add(
-                "dirty-writeback",
-                Severity::Ok,
-                15,
-                format!("dirty-page flusher interval {v} cs"),
-                String::new(),
-            ),
-            _ => out.add(
-                "dirty-writeback",
-                Severity::Warn,
-                15,
-                format!("the dirty-page flusher wakes every {v} cs"),
-                format!("cpushield on {list} --tune=dirty-writeback"),
-            ),
-        }
-    }
-    let polling: Vec<String> = f
-        .machinecheck
-        .iter()
-        .filter_map(|(file, v)| {
-            let v = v.as_ref()?;
-            let cpu = file.split("machinecheck").nth(2)?.split('/').next()?;
-            (v != "0").then(|| format!("CPU {cpu} every {v} s"))
-        })
-        .collect();
-    if !polling.is_empty() {
-        out.add(
-            "machinecheck",
-            Severity::Warn,
-            20,
-            format!(
-                "machine-check polling on the targets: {}",
-                polling.join(", ")
-            ),
-            format!("cpushield on {list} --tune=machinecheck"),
-        );
-    } else if !f.machinecheck.is_empty() {
-        out.add(
-            "machinecheck",
-            Severity::Ok,
-            20,
-            "no machine-check polling on the targets".into(),
-            String::new(),
-        );
-    }
-    let mut steered = Vec::new();
-    let queues = f.net_queues.len();
-    for (file, mask) in &f.net_queues {
-        if mask.intersects(&f.targets) {
-            let mut parts = file.trim_start_matches("sys/class/net/").split('/');
-            let (iface, queue) = (parts.next().unwrap_or(""), parts.nth(1).unwrap_or(""));
-            steered.push(format!("{iface} {queue} ({mask})"));
-        }
-    }
-    if !steered.is_empty() {
-        out.add(
-            "net-queues",
-            Severity::Warn,
-            30,
-            format!(
-                "network queues steered to the targets (rps/xps): {}",
-                steered.join(", ")
-            ),
-            format!("cpushield on {list} --tune=net-queues"),
-        );
-    } else if queues > 0 {
-        out.add(
-            "net-queues",
-            Severity::Ok,
-            30,
-            format!("no network queue steered to the targets ({queues} checked)"),
-            String::new(),
-        );
-    }
-}
-
 fn top(d: &[Delta], n: usize) -> String {
     d.iter()
         .take(n)
@@ -716,9 +511,8 @@ fn short(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::facts::Irqbalance;
-    use crate::shield::components::knobs::WATCHDOG;
     use crate::shield::snapshot::Irq;
+    use crate::shield::OwnFacts;
     use crate::sys::procfs::Thread;
 
     fn cpus(s: &str) -> CpuSet {
@@ -742,16 +536,7 @@ mod tests {
             }],
             default_irq_affinity: Some(cpus("0-1")),
             kernel_version: "#1 SMP PREEMPT_RT".into(),
-            sysctls: [
-                (RT_RUNTIME, "-1"),
-                (TIMER_MIGRATION, "1"),
-                (STAT_INTERVAL, "10"),
-                (DIRTY_WRITEBACK, "1500"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k, v.to_string()))
-            .collect(),
-            watchdogs: vec![(WATCHDOG, Some("0".into()), false)],
+            own: tuned_knobs(),
             siblings: vec![cpus("2"), cpus("3")],
             numa_nodes: [("node0".to_string(), cpus("0-3"))].into_iter().collect(),
             threads: vec![Thread {
@@ -765,6 +550,25 @@ mod tests {
             }],
             ..Facts::default()
         }
+    }
+
+    /// The knobs' facts of a tuned machine, as the knobs component keeps
+    /// them (its rules are its own; here they join the others' order).
+    fn tuned_knobs() -> OwnFacts {
+        let mut own = OwnFacts::default();
+        let knobs = serde_json::json!({
+            "sysctls": {
+                "proc/sys/kernel/sched_rt_runtime_us": "-1",
+                "proc/sys/kernel/timer_migration": "1",
+                "proc/sys/vm/stat_interval": "10",
+                "proc/sys/vm/dirty_writeback_centisecs": "1500",
+            },
+            "watchdogs": [["proc/sys/kernel/watchdog", "0", false]],
+            "machinecheck": [],
+            "net_queues": [],
+        });
+        own.put("knobs", &knobs);
+        own
     }
 
     fn find<'a>(v: &'a [Finding], id: &str) -> &'a Finding {
@@ -781,6 +585,8 @@ mod tests {
         for id in [
             "tasks",
             "irq-effective",
+            "rt-throttling",
+            "watchdog",
             "boot.nohz_full",
             "preemption",
             "numa",
@@ -954,11 +760,10 @@ mod tests {
             stat_read: true,
         });
         f.siblings = vec![cpus("1-2"), cpus("3")];
-        f.irqbalance = Some(Irqbalance {
-            pid: 42,
-            environ: Some(String::new()),
-            ..Irqbalance::default()
+        let irqbalance = serde_json::json!({
+            "pid": 42, "environ": "", "cmdline": "", "config": "",
         });
+        f.own.put("irqbalance", &irqbalance);
         let v = judge(&f);
         let bad: Vec<&str> = v
             .iter()
@@ -989,19 +794,6 @@ mod tests {
         let v = judge(&f);
         assert_eq!(find(&v, "irq-effective").severity, Severity::Ok);
         assert_eq!(find(&v, "tasks").severity, Severity::Ok);
-    }
-
-    #[test]
-    fn a_watchdog_the_shield_holds_off_is_reported_from_its_journal() {
-        let mut f = quiet();
-        f.watchdogs = vec![(WATCHDOG, Some("0".into()), true)];
-        let v = judge(&f);
-        assert!(find(&v, "watchdog").reason.contains("from its journal"));
-        f.watchdogs = vec![(NMI_WATCHDOG, Some("1".into()), false)];
-        let v = judge(&f);
-        let nmi = find(&v, "nmi-watchdog");
-        assert_eq!(nmi.severity, Severity::Warn);
-        assert!(nmi.next.contains("--tune=nmi-watchdog"));
     }
 
     #[test]

@@ -472,6 +472,15 @@ impl Component for Part {
         OWNER
     }
 
+    fn audit(&self, f: &crate::audit::facts::Facts) -> Vec<Finding> {
+        let irqs = (
+            &f.irqs[..],
+            &f.wanted_irqs[..],
+            f.default_irq_affinity.as_ref(),
+        );
+        judge(irqs, &f.targets, &f.housekeeping())
+    }
+
     /// The IRQs kept on the shield: bound there on request, or refusing a
     /// new affinity.
     fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
@@ -632,7 +641,7 @@ impl Component for Part {
 /// The audit's rules of the IRQs on `targets` (a shield's CPUs or not):
 /// IRQs served there now, IRQs allowed there, where new IRQs land.
 /// `wanted` are those a shield bound there on request. Pure.
-pub fn audit(
+fn judge(
     (irqs, wanted, default): (&[Irq], &[u32], Option<&CpuSet>),
     targets: &CpuSet,
     housekeeping: &CpuSet,

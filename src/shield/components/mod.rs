@@ -15,7 +15,9 @@ use std::collections::HashSet;
 
 use super::apply::{ApplyError, Effects, Refusal};
 use super::change::{Action, Step};
-use super::component::{written, Changing, Component, Draft, InPlace, Planning, Slot};
+use super::component::{
+    written, AuditReading, Changing, Component, Draft, InPlace, Planning, Slot,
+};
 use super::journal::{Entry, State};
 use super::parts::OwnFacts;
 use super::plan::{self, Plan, PlanError};
@@ -23,6 +25,7 @@ use super::request::Request;
 use super::reshape::{self, Reshape};
 use super::snapshot::Snapshot;
 use super::undo::{KeepOnCpus, Undone};
+use crate::cpulist::CpuSet;
 use crate::sys::Sys;
 
 /// The components in the order they plan (each part's steps go in their
@@ -178,6 +181,27 @@ pub(super) fn stop_left_running(
         .filter(|part| part.left_running(old, records))
         .flat_map(|part| part.stop_left_running(sys, snap))
         .collect()
+}
+
+/// What the components' audit rules read beyond the audit's shared
+/// facts, each under its name, for the CPUs `targets` (`entries`: the
+/// active shield's journal, empty without one).
+pub fn read_for_audit(sys: &Sys, targets: &CpuSet, entries: &[Entry]) -> OwnFacts {
+    let cx = AuditReading {
+        sys,
+        targets,
+        entries,
+    };
+    let mut facts = OwnFacts::default();
+    for part in ORDER {
+        part.audit_read(&cx, &mut facts);
+    }
+    facts
+}
+
+/// The components' audit findings, in their order.
+pub fn audit(facts: &crate::audit::facts::Facts) -> Vec<crate::finding::Finding> {
+    ORDER.iter().flat_map(|part| part.audit(facts)).collect()
 }
 
 /// A component's own `action` as `on --dry-run` prints it in the plan.

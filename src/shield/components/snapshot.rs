@@ -19,6 +19,8 @@ pub use crate::sys::irq::{irq_affinity_file, irq_of_affinity_file, Irq, DEFAULT_
 
 /// The cpumask of the unbound workqueues.
 pub const WORKQUEUE_MASK: &str = "sys/devices/virtual/workqueue/cpumask";
+/// The cpumask of the block writeback flusher workqueue (a knob).
+pub const WRITEBACK_MASK: &str = "sys/bus/workqueue/devices/writeback/cpumask";
 
 /// Everything a shield may touch, read at one moment.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

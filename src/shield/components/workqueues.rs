@@ -1,16 +1,19 @@
 //! The unbound workqueues' CPU mask: kept off the shield, so that no
 //! unbound kernel work item runs there.
 
-use super::snapshot::{Snapshot, WORKQUEUE_MASK};
+use super::snapshot::{Snapshot, WORKQUEUE_MASK, WRITEBACK_MASK};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Findings, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::unless_held;
+use crate::shield::component::AuditReading;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::journal::Entry;
+use crate::shield::parts::OwnFacts;
 use crate::shield::parts::{Line, PartReport};
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
+use crate::sys::Sys;
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("workqueues");
@@ -60,6 +63,15 @@ pub(in crate::shield) struct Part;
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    fn audit_read(&self, cx: &AuditReading, facts: &mut OwnFacts) {
+        facts.put(OWNER.name(), &read_masks(cx.sys));
+    }
+
+    fn audit(&self, f: &crate::audit::facts::Facts) -> Vec<Finding> {
+        let masks: Vec<(String, String, CpuSet)> = f.own.get(OWNER.name()).unwrap_or_default();
+        judge(&masks, &f.targets)
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
@@ -112,9 +124,21 @@ impl Component for Part {
     }
 }
 
+/// The masks the audit judges, `(file, what, mask)`: those that could be
+/// read of the unbound workqueues' and the writeback flushers'.
+fn read_masks(sys: &Sys) -> Vec<(String, String, CpuSet)> {
+    [
+        (WORKQUEUE_MASK, "unbound workqueues"),
+        (WRITEBACK_MASK, "writeback flushers"),
+    ]
+    .into_iter()
+    .filter_map(|(rel, what)| Some((rel.into(), what.into(), sys.read_cpumask(rel).ok()?)))
+    .collect()
+}
+
 /// The audit's rule of the unbound workqueues' and writeback flushers'
 /// masks (`(file, what, mask)`) against `targets`. Pure.
-pub fn audit(masks: &[(&str, &str, CpuSet)], targets: &CpuSet) -> Vec<Finding> {
+fn judge(masks: &[(String, String, CpuSet)], targets: &CpuSet) -> Vec<Finding> {
     let mut out = Findings::default();
 
     let list = targets;

@@ -27,6 +27,17 @@ use crate::shield::snapshot::Snapshot;
 use crate::shield::OnReport;
 use crate::sys::Sys;
 
+/// What a component's audit reads from.
+pub struct AuditReading<'a> {
+    /// The machine (read-only).
+    pub sys: &'a Sys,
+    /// The CPUs audited.
+    pub targets: &'a CpuSet,
+    /// The active shield's journal (empty without one): a file the shield
+    /// holds is taken from there, not read.
+    pub entries: &'a [Entry],
+}
+
 /// One part of the shield.
 pub(in crate::shield) trait Component: Sync {
     /// Who it is, in reports and in every step it plans.
@@ -49,6 +60,18 @@ pub(in crate::shield) trait Component: Sync {
     /// threads forked meanwhile, IRQs placed anew. Nothing by default.
     fn settle(&self, _cx: &mut Settling) -> Result<(), ApplyError> {
         Ok(())
+    }
+
+    /// For `audit`: reads what its audit rules judge beyond the audit's
+    /// shared facts, into `facts` under its name (see [`AuditReading`]).
+    /// Nothing by default.
+    fn audit_read(&self, _cx: &AuditReading, _facts: &mut OwnFacts) {}
+
+    /// Its `audit` findings, judged from the facts alone (no I/O): the
+    /// audit's shared facts and what [`Component::audit_read`] kept in
+    /// `facts.own`. None by default.
+    fn audit(&self, _facts: &crate::audit::facts::Facts) -> Vec<crate::finding::Finding> {
+        Vec::new()
     }
 
     /// For `status`: what it reads back of the active shield and what no

@@ -137,7 +137,7 @@ pub fn read(
 }
 
 /// A running irqbalance, and what tells it which CPUs to leave alone.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Running {
     /// Its pid.
     pub pid: i32,

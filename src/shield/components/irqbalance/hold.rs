@@ -233,7 +233,7 @@ pub(super) fn compare(
 /// The audit's rule of irqbalance against `targets`: whether the running
 /// irqbalance (if any) bans them, as its environment, command line and
 /// files say. Pure.
-pub fn audit(running: Option<&Running>, targets: &CpuSet) -> Vec<Finding> {
+pub(super) fn judge(running: Option<&Running>, targets: &CpuSet) -> Vec<Finding> {
     let mut out = Findings::default();
 
     let list = targets;

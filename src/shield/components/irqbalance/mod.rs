@@ -19,10 +19,11 @@ pub use notes::IrqbalanceNote;
 
 use super::snapshot::Snapshot;
 use crate::shield::apply::ApplyError;
+use crate::shield::component::AuditReading;
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
 };
-use crate::shield::parts::{Line, MachineWide, PartReport};
+use crate::shield::parts::{Line, MachineWide, OwnFacts, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
@@ -132,6 +133,16 @@ pub(in crate::shield) struct Part;
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    fn audit_read(&self, cx: &AuditReading, facts: &mut OwnFacts) {
+        if let Some(running) = running(cx.sys) {
+            facts.put(OWNER.name(), &running);
+        }
+    }
+
+    fn audit(&self, f: &crate::audit::facts::Facts) -> Vec<Finding> {
+        judge(f.own.get::<Running>(OWNER.name()).as_ref(), &f.targets)
     }
 
     /// The ban set, as read back.

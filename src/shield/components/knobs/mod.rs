@@ -13,7 +13,7 @@
 //! blindly ([`Undo::Value`], [`Check::None`]): nothing reads them while the
 //! shield has them off.
 
-use crate::shield::component::{unless_held, written};
+use crate::shield::component::{unless_held, written, AuditReading};
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::error::ShieldError;
 use crate::shield::parts::{Line, MachineWide, OwnFacts, PartReport};
@@ -106,8 +106,7 @@ pub const WATCHDOG: &str = "proc/sys/kernel/watchdog";
 pub const NMI_WATCHDOG: &str = "proc/sys/kernel/nmi_watchdog";
 /// Path of the soft-lockup-only watchdog switch (never written; never read while off).
 pub const SOFT_WATCHDOG: &str = "proc/sys/kernel/soft_watchdog";
-/// The cpumask of the block writeback flusher workqueue.
-pub const WRITEBACK_MASK: &str = "sys/bus/workqueue/devices/writeback/cpumask";
+pub use super::snapshot::WRITEBACK_MASK;
 /// RT throttling's runtime per period, µs: `-1` is off.
 pub use crate::guard::kernel::RT_RUNTIME;
 
@@ -124,6 +123,7 @@ pub const DIRTY_WRITEBACK: &str = "proc/sys/vm/dirty_writeback_centisecs";
 /// Files that must not be read while a shield has the watchdog off.
 pub const WATCHDOG_FILES: [&str; 3] = [WATCHDOG, SOFT_WATCHDOG, NMI_WATCHDOG];
 
+mod audit;
 mod notes;
 mod read;
 mod table;
@@ -600,6 +600,15 @@ impl Component for Part {
 
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
         read::read(sys, req, facts)
+    }
+
+    fn audit_read(&self, cx: &AuditReading, facts: &mut OwnFacts) {
+        facts.put(OWNER.name(), &audit::read_audit(cx));
+    }
+
+    fn audit(&self, f: &crate::audit::facts::Facts) -> Vec<Finding> {
+        let own: audit::AuditFacts = f.own.get(OWNER.name()).unwrap_or_default();
+        audit::judge(&own, &f.targets)
     }
 
     /// The knob files the shield set, as they read now (none when the
