@@ -250,12 +250,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => measure_command(&sys, &config, histfile.as_deref(), json, out),
         Checked::MeasureCleanUp => measure_clean_up(&sys, out),
         Checked::Tune { json } => {
-            emit(
-                out,
-                json,
-                &shield::components::knobs::List::ALL,
-                report::audit::knobs,
-            )?;
+            emit(out, json, &shield::TuneList::ALL, shield::TuneList::render)?;
             Ok(ExitCode::SUCCESS)
         }
         Checked::BootArgs { cpus, json } => boot_args_command(&sys, &cpus, json, out),

@@ -1,30 +1,10 @@
-//! The reports of `tune --list`, `boot-args` and `audit` for people.
+//! The reports of `boot-args` and `audit` for people.
 
 use std::io::{Result, Write};
 
 use crate::audit::bus::{BusKind, BusReport, PCI_MHZ};
 use crate::audit::{AuditReport, Severity};
 use crate::boot::args::BootArgs;
-use crate::shield::components::knobs::{self as tune, List};
-
-/// `cpushield tune --list`.
-pub fn knobs(list: &List, w: &mut dyn Write) -> Result<()> {
-    let list = list.knobs;
-    writeln!(
-        w,
-        "tuning knobs (cpushield on LIST --tune[=KNOB,...]; undone by cpushield off):"
-    )?;
-    for k in list.iter() {
-        let all = if k.in_all { "" } else { "  [only by name]" };
-        writeln!(w, "\n  {}{all}", k.name)?;
-        writeln!(w, "    file   {}", tune::describe_files(k))?;
-        writeln!(w, "    value  {}", tune::describe_value(k))?;
-        writeln!(w, "    why    {}", k.why)?;
-        writeln!(w, "    risk   {}", k.risk)?;
-    }
-    Ok(())
-}
-
 /// `cpushield boot-args`.
 pub fn boot_args(b: &BootArgs, w: &mut dyn Write) -> Result<()> {
     for warn in &b.warnings {

@@ -28,7 +28,7 @@ pub use components::status::{status, StatusReport};
 pub use components::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use components::{owners, plan_line, realtime_below, snapshot};
 pub use components::{task_table, Direction, KeptRealtime};
-pub use components::{unprotected_kernel_work, IrqPlacement, IrqRefusal, GUARD_BOOSTS};
+pub use components::{unprotected_kernel_work, IrqPlacement, IrqRefusal, TuneList, GUARD_BOOSTS};
 pub(crate) use error::require_root;
 pub use error::ShieldError;
 pub use note::{Note, OwnNote, PartNote};

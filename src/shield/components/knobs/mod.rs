@@ -139,6 +139,23 @@ pub struct List {
 impl List {
     /// Every knob.
     pub const ALL: List = List { knobs: KNOBS };
+
+    /// `cpushield tune --list` for people.
+    pub fn render(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        writeln!(
+            w,
+            "tuning knobs (cpushield on LIST --tune[=KNOB,...]; undone by cpushield off):"
+        )?;
+        for k in self.knobs {
+            let all = if k.in_all { "" } else { "  [only by name]" };
+            writeln!(w, "\n  {}{all}", k.name)?;
+            writeln!(w, "    file   {}", describe_files(k))?;
+            writeln!(w, "    value  {}", describe_value(k))?;
+            writeln!(w, "    why    {}", k.why)?;
+            writeln!(w, "    risk   {}", k.risk)?;
+        }
+        Ok(())
+    }
 }
 
 /// The knob named `name`.
