@@ -69,7 +69,6 @@ fn shielded() -> (Snapshot, Vec<Entry>, State) {
         owners: Owners {
             systemd: true,
             systemd_version: None,
-            irqbalance: None,
             tuned: None,
         },
         ..Default::default()

@@ -72,8 +72,13 @@ impl Snapshot {
     pub fn read(sys: &Sys) -> Result<Snapshot> {
         let mut snap = Snapshot::read_without_threads(sys)?;
         snap.threads = procfs::read_threads_lazily(sys, snap.cgroup.thread_source())?;
-        snap.owners = super::owners::Owners::read(sys, &snap.threads, &snap.boot_isolated);
+        snap.owners = super::owners::Owners::read(sys, &snap.threads);
         snap.cgroup_cpus = read_cgroup_cpus(sys, &snap.cgroup, &snap.threads);
+        let mut observed = crate::shield::parts::OwnFacts::default();
+        for part in super::ORDER {
+            part.observe(sys, &snap, &mut observed);
+        }
+        snap.parts.extend(observed);
         Ok(snap)
     }
 

@@ -50,6 +50,12 @@ pub(in crate::shield) trait Component: Sync {
         Ok(())
     }
 
+    /// Reads what it keeps of the machine whatever the request, into
+    /// `facts` under its name, given what the snapshot read before it (the
+    /// threads, systemd, the boot-isolated CPUs). Every snapshot calls it
+    /// (`on`, a change in place, `status`). Nothing by default.
+    fn observe(&self, _sys: &Sys, _snap: &Snapshot, _facts: &mut OwnFacts) {}
+
     /// What it did, read back after `on` (or planned, for a dry run; see
     /// [`Reporting`]): `None` when it did nothing worth a line.
     fn outcome(&self, _cx: &Reporting) -> Option<PartReport> {

@@ -130,9 +130,21 @@ struct BanStatus {
 /// irqbalance's ban of the shielded CPUs, as a component of the shield.
 pub(in crate::shield) struct Part;
 
+/// irqbalance as the snapshot observed it (none: neither a unit nor running).
+fn observed(snap: &Snapshot) -> Option<Irqbalance> {
+    snap.parts.get(OWNER.name())
+}
+
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    fn observe(&self, sys: &Sys, snap: &Snapshot, facts: &mut OwnFacts) {
+        let systemd = snap.owners.systemd;
+        if let Some(irqb) = read(sys, &snap.threads, &snap.boot_isolated, systemd) {
+            facts.put(OWNER.name(), &irqb);
+        }
     }
 
     fn audit_read(&self, cx: &AuditReading, facts: &mut OwnFacts) {
@@ -155,7 +167,8 @@ impl Component for Part {
     fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
         let kept = || cx.change?.records.get(OWNER.name());
         let ban = ban_made(&cx.plan.steps, cx.refused()).or_else(kept)?;
-        let before = cx.before.owners.irqbalance.as_ref();
+        let before = observed(cx.before);
+        let before = before.as_ref();
         let process = (cx.applied.is_some() && !cx.dry_run)
             .then(|| process_after(cx.sys, before, &cx.after.threads));
         let text = hold::outcome_line(&ban, process.as_ref(), cx.dry_run);
@@ -167,7 +180,7 @@ impl Component for Part {
     /// Whether the ban still holds, read back from irqbalance's process.
     fn status(&self, cx: &Looking) -> Option<PartReport> {
         let ban = hold::ban_of(cx.state)?;
-        let hold = read_hold(cx.sys, cx.state, cx.snap.owners.irqbalance.as_ref());
+        let hold = read_hold(cx.sys, cx.state, observed(cx.snap).as_ref());
         let findings = hold.lost(cx.state, cx.repair);
         // No hold read: `on` did not finish, and `status` says only that.
         let (text, pid) = match hold? {
@@ -191,20 +204,27 @@ impl Component for Part {
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        let (systemd, irqb) = (cx.snap.owners.systemd, cx.snap.owners.irqbalance.as_ref());
-        let ban = plan(systemd, irqb, cx.shield, &mut d.plan.notes);
+        let irqb = observed(cx.snap);
+        let ban = plan(
+            cx.snap.owners.systemd,
+            irqb.as_ref(),
+            cx.shield,
+            &mut d.plan.notes,
+        );
         d.add(Slot::Ban, ban);
         Ok(())
     }
 
     fn before(&self, _: &Originals, entries: &[Entry], snap: &mut Snapshot) {
-        if let Some(irqb) = snap.owners.irqbalance.as_mut() {
-            before_shield(irqb, entries);
+        if let Some(mut irqb) = observed(snap) {
+            before_shield(&mut irqb, entries);
+            snap.parts.put(OWNER.name(), &irqb);
         }
     }
 
     fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
-        let live = cx.live.owners.irqbalance.as_ref();
+        let live = observed(cx.live);
+        let live = live.as_ref();
         let steps: Vec<Step> = mine.iter().map(|(_, s)| s.clone()).collect();
         if let Some(ban) = planned_ban(&steps) {
             out.change.records.put(OWNER.name(), &ban);
@@ -290,28 +310,25 @@ mod tests {
     use super::*;
     use crate::shield::components::plan as shield_plan;
     use crate::shield::components::test_machine::{req, snap, v2};
-    use crate::shield::owners::Owners;
 
     /// A systemd host with irqbalance running as its unit.
-    fn systemd_host(own_ban: &str) -> Owners {
-        Owners {
-            systemd: true,
-            systemd_version: None,
-            irqbalance: Some(Irqbalance {
-                pid: Some(400),
-                cgroup: Some("/system.slice/irqbalance.service".into()),
-                unit: true,
-                own_ban: cpus(own_ban),
-                ..Default::default()
-            }),
-            tuned: None,
-        }
+    fn systemd_host(own_ban: &str) -> Snapshot {
+        let mut s = snap(v2());
+        s.owners.systemd = true;
+        let irqb = Irqbalance {
+            pid: Some(400),
+            cgroup: Some("/system.slice/irqbalance.service".into()),
+            unit: true,
+            own_ban: cpus(own_ban),
+            ..Default::default()
+        };
+        s.parts.put(OWNER.name(), &irqb);
+        s
     }
 
     #[test]
     fn irqbalance_under_systemd_is_banned_from_the_shield_and_its_own_ban() {
-        let mut s = snap(v2());
-        s.owners = systemd_host("5");
+        let s = systemd_host("5");
         let plan = shield_plan(&s, &req("2-3")).unwrap();
         let bans: Vec<&Step> = plan
             .steps
@@ -341,8 +358,7 @@ mod tests {
 
     #[test]
     fn irqbalance_without_systemd_is_reported_not_banned() {
-        let mut s = snap(v2());
-        s.owners = systemd_host("");
+        let mut s = systemd_host("");
         s.owners.systemd = false;
         let plan = shield_plan(&s, &req("2-3")).unwrap();
         assert!(!plan

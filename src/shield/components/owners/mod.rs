@@ -1,14 +1,12 @@
 //! The other programs that own part of what a shield touches, read from the
-//! machine: systemd (the cgroup tree), irqbalance (IRQ affinities) and
-//! tuned (CPU and IRQ pinning). Read-only; the plan decides what to do.
+//! machine: systemd (the cgroup tree) and tuned (CPU and IRQ pinning);
+//! irqbalance is its component's own read. Read-only; the plan decides
+//! what to do.
 
 use serde::{Deserialize, Serialize};
 
-use crate::cpulist::CpuSet;
 use crate::sys::procfs::{self, Thread};
 use crate::sys::Sys;
-
-use crate::shield::components::irqbalance::{self, Irqbalance};
 
 pub mod tuned;
 
@@ -20,8 +18,6 @@ pub struct Owners {
     /// Its version (`systemctl --version`), when it is.
     #[serde(default)]
     pub systemd_version: Option<u32>,
-    /// irqbalance, when installed as a unit or running.
-    pub irqbalance: Option<Irqbalance>,
     /// tuned, when it has an active profile.
     pub tuned: Option<Tuned>,
 }
@@ -48,14 +44,12 @@ pub struct Tuned {
 
 impl Owners {
     /// Reads the owners; `threads` is the snapshot's thread list (for the
-    /// irqbalance and tuned processes).
-    pub fn read(sys: &Sys, threads: &[Thread], boot_isolated: &CpuSet) -> Owners {
+    /// tuned process).
+    pub fn read(sys: &Sys, threads: &[Thread]) -> Owners {
         let systemd = sys.systemd_booted();
-        let irqbalance = irqbalance::read(sys, threads, boot_isolated, systemd);
         Owners {
             systemd,
             systemd_version: systemd.then(|| sys.systemd_version()).flatten(),
-            irqbalance,
             tuned: read_tuned(sys, threads),
         }
     }
