@@ -108,7 +108,7 @@ pub struct State {
     #[serde(default, skip_serializing_if = "OwnFacts::is_empty")]
     pub parts: OwnFacts,
     /// What a cpushield of journal version 2 or older kept at the top
-    /// level (`irqs_kept`, `irqbalance_ban`, `guard`): each component reads
+    /// level, each under a key of its own: each component reads
     /// its own from here when `parts` has nothing of it, so that a shield
     /// made before an upgrade still holds and is undone.
     #[serde(flatten)]
@@ -737,16 +737,12 @@ mod tests {
     fn a_state_of_version_2_gives_each_component_its_record_until_parts_holds_one() {
         let v2 = r#"{"version":2,"shield":"2-3","housekeeping":"0-1","mechanism":"m",
             "shield_dir":"d","outside_procs":"p","complete":true,"irqs_kept":[24,30],
-            "irqbalance_ban":"2-3","guard":true}"#;
+            "guard":true}"#;
         let mut s: State = serde_json::from_str(v2).unwrap();
         assert!(s.parts.is_empty());
         assert_eq!(
             s.record::<Vec<u32>>("irqs", "irqs_kept"),
             Some(vec![24, 30])
-        );
-        assert_eq!(
-            s.record::<CpuSet>("irqbalance", "irqbalance_ban"),
-            Some(CpuSet::parse_list("2-3").unwrap())
         );
         assert_eq!(s.record::<bool>("guard", "guard"), Some(true));
         assert_eq!(s.record::<bool>("idle-states", "idle"), None);
