@@ -273,6 +273,17 @@ mod tests {
         state
     }
 
+    #[test]
+    fn the_ban_of_a_version_2_shield_is_read_from_its_top_level_key_until_parts_holds_one() {
+        let v2 = r#"{"version":2,"shield":"2-3","housekeeping":"0-1","mechanism":"m",
+            "shield_dir":"d","outside_procs":"p","complete":true,"irqbalance_ban":"2-3"}"#;
+        let mut state: State = serde_json::from_str(v2).unwrap();
+        assert_eq!(ban_of(&state), Some(CpuSet::parse_list("2-3").unwrap()));
+        state.parts.put(OWNER.name(), &CpuSet::parse_list("3").unwrap());
+        assert_eq!(ban_of(&state), Some(CpuSet::parse_list("3").unwrap()));
+        assert_eq!(ban_of(&State::example()), None);
+    }
+
     fn running(told: Option<bool>) -> Option<BanHold> {
         Some(BanHold::Running {
             pid: 242,
