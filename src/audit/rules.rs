@@ -14,7 +14,16 @@ use crate::shield::snapshot::SHIELD_CGROUP;
 pub fn judge(f: &Facts) -> Vec<Finding> {
     let mut out = Findings::default();
     interrupt_findings(f, &mut out);
-    out.0.extend(crate::shield::components::audit(f));
+    let housekeeping = f.housekeeping();
+    out.0
+        .extend(crate::shield::components::audit(&crate::shield::Audited {
+            targets: &f.targets,
+            housekeeping: &housekeeping,
+            irqs: &f.irqs,
+            wanted_irqs: &f.wanted_irqs,
+            default_irq_affinity: f.default_irq_affinity.as_ref(),
+            own: &f.own,
+        }));
     tasks(f, &mut out);
     preemption(f, &mut out);
     kernel_work(f, &mut out);

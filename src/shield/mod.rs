@@ -23,6 +23,7 @@ pub use engine::{apply, change, journal, plan, request, reshape, undo};
 use engine::{component, error, holds, note, parts, plan_error, timings};
 
 pub use change::TaskRef;
+pub use component::Audited;
 pub use components::report::OnReport;
 pub use components::status::{status, StatusReport};
 pub use components::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};

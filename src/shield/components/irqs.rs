@@ -472,13 +472,9 @@ impl Component for Part {
         OWNER
     }
 
-    fn audit(&self, f: &crate::audit::facts::Facts) -> Vec<Finding> {
-        let irqs = (
-            &f.irqs[..],
-            &f.wanted_irqs[..],
-            f.default_irq_affinity.as_ref(),
-        );
-        judge(irqs, &f.targets, &f.housekeeping())
+    fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
+        let irqs = (f.irqs, f.wanted_irqs, f.default_irq_affinity);
+        judge(irqs, f.targets, f.housekeeping)
     }
 
     /// The IRQs kept on the shield: bound there on request, or refusing a

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use super::apply::{ApplyError, Effects, Refusal};
 use super::change::{Action, Step};
 use super::component::{
-    written, AuditReading, Changing, Component, Draft, InPlace, Planning, Slot,
+    written, AuditReading, Audited, Changing, Component, Draft, InPlace, Planning, Slot,
 };
 use super::journal::{Entry, State};
 use super::parts::OwnFacts;
@@ -200,7 +200,7 @@ pub fn read_for_audit(sys: &Sys, targets: &CpuSet, entries: &[Entry]) -> OwnFact
 }
 
 /// The components' audit findings, in their order.
-pub fn audit(facts: &crate::audit::facts::Facts) -> Vec<crate::finding::Finding> {
+pub fn audit(facts: &Audited) -> Vec<crate::finding::Finding> {
     ORDER.iter().flat_map(|part| part.audit(facts)).collect()
 }
 

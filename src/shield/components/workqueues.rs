@@ -69,9 +69,9 @@ impl Component for Part {
         facts.put(OWNER.name(), &read_masks(cx.sys));
     }
 
-    fn audit(&self, f: &crate::audit::facts::Facts) -> Vec<Finding> {
+    fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
         let masks: Vec<(String, String, CpuSet)> = f.own.get(OWNER.name()).unwrap_or_default();
-        judge(&masks, &f.targets)
+        judge(&masks, f.targets)
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {

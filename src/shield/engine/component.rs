@@ -38,6 +38,23 @@ pub struct AuditReading<'a> {
     pub entries: &'a [Entry],
 }
 
+/// What the components' audit rules judge: the facts the audit reads for
+/// several rules, and what each component read for itself.
+pub struct Audited<'a> {
+    /// The CPUs audited.
+    pub targets: &'a CpuSet,
+    /// The online CPUs other than the targets.
+    pub housekeeping: &'a CpuSet,
+    /// Every IRQ with its affinity.
+    pub irqs: &'a [crate::sys::irq::Irq],
+    /// IRQs the shield bound to the targets on request (`on --irq`).
+    pub wanted_irqs: &'a [u32],
+    /// `/proc/irq/default_smp_affinity`.
+    pub default_irq_affinity: Option<&'a CpuSet>,
+    /// What each component read for itself, under its name.
+    pub own: &'a OwnFacts,
+}
+
 /// One part of the shield.
 pub(in crate::shield) trait Component: Sync {
     /// Who it is, in reports and in every step it plans.
@@ -75,8 +92,8 @@ pub(in crate::shield) trait Component: Sync {
 
     /// Its `audit` findings, judged from the facts alone (no I/O): the
     /// audit's shared facts and what [`Component::audit_read`] kept in
-    /// `facts.own`. None by default.
-    fn audit(&self, _facts: &crate::audit::facts::Facts) -> Vec<crate::finding::Finding> {
+    /// `facts.own` (see [`Audited`]). None by default.
+    fn audit(&self, _facts: &Audited) -> Vec<crate::finding::Finding> {
         Vec::new()
     }
 

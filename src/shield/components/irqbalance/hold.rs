@@ -279,7 +279,9 @@ mod tests {
             "shield_dir":"d","outside_procs":"p","complete":true,"irqbalance_ban":"2-3"}"#;
         let mut state: State = serde_json::from_str(v2).unwrap();
         assert_eq!(ban_of(&state), Some(CpuSet::parse_list("2-3").unwrap()));
-        state.parts.put(OWNER.name(), &CpuSet::parse_list("3").unwrap());
+        state
+            .parts
+            .put(OWNER.name(), &CpuSet::parse_list("3").unwrap());
         assert_eq!(ban_of(&state), Some(CpuSet::parse_list("3").unwrap()));
         assert_eq!(ban_of(&State::example()), None);
     }

@@ -153,8 +153,8 @@ impl Component for Part {
         }
     }
 
-    fn audit(&self, f: &crate::audit::facts::Facts) -> Vec<Finding> {
-        judge(f.own.get::<Running>(OWNER.name()).as_ref(), &f.targets)
+    fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
+        judge(f.own.get::<Running>(OWNER.name()).as_ref(), f.targets)
     }
 
     /// The ban set, as read back.

@@ -623,9 +623,9 @@ impl Component for Part {
         facts.put(OWNER.name(), &audit::read_audit(cx));
     }
 
-    fn audit(&self, f: &crate::audit::facts::Facts) -> Vec<Finding> {
+    fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
         let own: audit::AuditFacts = f.own.get(OWNER.name()).unwrap_or_default();
-        audit::judge(&own, &f.targets)
+        audit::judge(&own, f.targets)
     }
 
     /// The knob files the shield set, as they read now (none when the
