@@ -290,6 +290,8 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
 /// `on`: the request, its guard settings, `--kthreads-above` and the
 /// cache share each in their range.
 fn on(a: OnArgs) -> Result<Checked> {
+    cpushield::shield::components::check_cache_share(a.cache_ways, a.others_bandwidth)
+        .map_err(Refusal)?;
     Ok(Checked::On {
         request: Request {
             cpus: a.cpus,
@@ -297,20 +299,21 @@ fn on(a: OnArgs) -> Result<Checked> {
             force: a.force,
             allow_split_siblings: a.allow_split_siblings,
             tune: a.tune.unwrap_or_default(),
-            hotplug_restart: a.hotplug_restart,
             boot: None,
             guard: cpushield::guard::GuardRequest {
                 mode: a.guard,
                 settings: checked_guard_settings(&a.guard_settings)?,
             },
-            kthreads_above: a.kthreads_above.map(checked_kthreads_above).transpose()?,
-            cache_ways: a.cache_ways,
-            others_bandwidth: a.others_bandwidth,
             options: Default::default(),
         }
         .with_option("max_idle_latency", a.max_idle_latency)
-        .with_cache_checked()
-        .map_err(Refusal)?,
+        .with_option("hotplug_restart", a.hotplug_restart.then_some(true))
+        .with_option(
+            "kthreads_above",
+            a.kthreads_above.map(checked_kthreads_above).transpose()?,
+        )
+        .with_option("cache_ways", a.cache_ways)
+        .with_option("others_bandwidth", a.others_bandwidth),
         dry_run: a.dry_run,
         json: a.json,
     })

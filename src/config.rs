@@ -42,6 +42,7 @@ use toml::Spanned;
 
 use crate::cpulist::CpuSet;
 use crate::input::{brief_to, quote, read_file, FileError, CONFIG_LIMIT};
+use crate::shield::components::check_cache_share;
 use crate::shield::request::Request;
 
 /// Where `apply` and `verify` look by default, relative to the root.
@@ -405,6 +406,8 @@ pub fn parse_with_certify(
         None => None,
         Some(v) => Some(idle_bound(v).map_err(|(at, e)| invalid(at, e))?),
     };
+    let ways = file.cache_ways.as_ref().map(|v| *v.get_ref());
+    let others_bandwidth = file.others_bandwidth.as_ref().map(|v| *v.get_ref());
     let request = Request {
         boot,
         options: Default::default(),
@@ -413,7 +416,6 @@ pub fn parse_with_certify(
         force: file.force,
         allow_split_siblings: file.allow_split_siblings,
         tune,
-        hotplug_restart: file.hotplug_restart,
         guard: crate::guard::GuardRequest {
             mode: parse_or_default(file.guard).map_err(|(at, e)| invalid(at, e))?,
             settings: guard_settings(
@@ -427,13 +429,17 @@ pub fn parse_with_certify(
             )
             .map_err(|(at, e)| invalid(at, e))?,
         },
-        kthreads_above: kthreads_above(file.kthreads_above).map_err(|(at, e)| invalid(at, e))?,
-        cache_ways: file.cache_ways.as_ref().map(|v| *v.get_ref()),
-        others_bandwidth: file.others_bandwidth.as_ref().map(|v| *v.get_ref()),
     }
-    .with_option("max_idle_latency", max_idle_latency);
+    .with_option("max_idle_latency", max_idle_latency)
+    .with_option("hotplug_restart", file.hotplug_restart.then_some(true))
+    .with_option(
+        "kthreads_above",
+        kthreads_above(file.kthreads_above).map_err(|(at, e)| invalid(at, e))?,
+    )
+    .with_option("cache_ways", ways)
+    .with_option("others_bandwidth", others_bandwidth);
     let at = |span: Option<std::ops::Range<usize>>| span.map_or(0, |s| s.start);
-    let request = request.with_cache_checked().map_err(|e| {
+    check_cache_share(ways, others_bandwidth).map_err(|e| {
         let offset = match e.contains("--others-bandwidth") {
             true => at(file.others_bandwidth.as_ref().map(Spanned::span)),
             false => at(file.cache_ways.as_ref().map(Spanned::span)),
@@ -478,10 +484,10 @@ mod tests {
         assert_eq!(r.cpus, CpuSet::parse_list("2-3").unwrap());
         assert_eq!(r.irqs, ["eth0", "45"]);
         assert_eq!(r.tune, ["all"]);
-        assert!(r.hotplug_restart && r.force && r.allow_split_siblings);
-        assert_eq!(r.kthreads_above, None);
+        assert!(r.flag("hotplug_restart") && r.force && r.allow_split_siblings);
+        assert_eq!(r.option::<u32>("kthreads_above"), None);
         let r = parse("cpus = \"3\"\nkthreads_above = 80\n", Path::new("c")).unwrap();
-        assert_eq!(r.kthreads_above, Some(80));
+        assert_eq!(r.option::<u32>("kthreads_above"), Some(80));
         let (line, msg) = err("cpus = \"3\"\nkthreads_above = 97\n");
         assert_eq!(line, 2, "{msg}");
         assert!(
@@ -549,7 +555,7 @@ mod tests {
         assert_eq!(r.cpus.to_string(), "2-3");
         assert!(
             r.boot.is_some()
-                && r.kthreads_above.is_some()
+                && r.option::<u32>("kthreads_above").is_some()
                 && r.option::<u32>("max_idle_latency").is_some()
         );
         assert!(c.budget.is_some());

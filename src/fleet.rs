@@ -180,18 +180,43 @@ fn request_differences(shield: &CpuSet, had: Option<&Request>, want: &Request) -
     };
     field("irqs", list(&had.irqs), list(&want.irqs));
     field("tune", list(&had.tune), list(&want.tune));
-    field(
-        "hotplug_restart",
-        had.hotplug_restart.to_string(),
-        want.hotplug_restart.to_string(),
-    );
     field("force", had.force.to_string(), want.force.to_string());
     field(
         "allow_split_siblings",
         had.allow_split_siblings.to_string(),
         want.allow_split_siblings.to_string(),
     );
+    // The components' options, each under its config key.
+    let keys: std::collections::BTreeSet<&String> =
+        had.options.keys().chain(want.options.keys()).collect();
+    for key in keys {
+        let (mut now, mut wanted) = (option_text(had, key), option_text(want, key));
+        // A flag not given is a flag not set (older journals wrote `false`).
+        if [&now, &wanted]
+            .iter()
+            .any(|t| *t == "true" || *t == "false")
+        {
+            for t in [&mut now, &mut wanted] {
+                if t == "none" {
+                    *t = "false".into();
+                }
+            }
+        }
+        field(key, now, wanted);
+    }
     out
+}
+
+/// A component's option of `req` as `verify` words it: a flag `true` or
+/// `false`, a value as written, `none` when not given.
+fn option_text(req: &Request, key: &str) -> String {
+    use serde_json::Value;
+    match req.options.get(key) {
+        Some(Value::Bool(set)) => set.to_string(),
+        None | Some(Value::Null) => "none".into(),
+        Some(Value::String(s)) => crate::input::brief_to(s, 60),
+        Some(other) => crate::input::brief_to(&other.to_string(), 60),
+    }
 }
 
 /// The figures of a `compare` results file that `metrics` exports.
@@ -594,5 +619,30 @@ mod tests {
         assert!(request_differences(&cpus("2-3"), Some(&had), &had).is_empty());
         // An older shield without a recorded request: its CPUs only.
         assert!(request_differences(&cpus("2-3"), None, &had).is_empty());
+    }
+
+    #[test]
+    fn the_components_options_are_compared_and_a_flag_not_given_is_not_set() {
+        let had = req("2-3")
+            .with_option("kthreads_above", Some(80u32))
+            .with_option("hotplug_restart", Some(false));
+        let want = req("2-3").with_option("max_idle_latency", Some(10u32));
+        let d = request_differences(&cpus("2-3"), Some(&had), &want);
+        let ids: Vec<&str> = d.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(ids, ["config.kthreads_above", "config.max_idle_latency"]);
+        assert_eq!(
+            d[0].reason,
+            "kthreads_above: the shield has 80, the config asks for none"
+        );
+        assert_eq!(
+            d[1].reason,
+            "max_idle_latency: the shield has none, the config asks for 10"
+        );
+        let restart = req("2-3").with_option("hotplug_restart", Some(true));
+        let d = request_differences(&cpus("2-3"), Some(&req("2-3")), &restart);
+        assert_eq!(
+            d[0].reason,
+            "hotplug_restart: the shield has false, the config asks for true"
+        );
     }
 }

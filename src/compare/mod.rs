@@ -170,10 +170,10 @@ impl Options {
     pub fn request_of(&self, phase: Phase) -> Request {
         let req = self.shield_request();
         match phase {
-            Phase::CacheShare => Request {
-                cache_ways: self.cache_ways.or(req.cache_ways),
-                ..req
-            },
+            Phase::CacheShare => {
+                let ways = self.cache_ways.or(req.option("cache_ways"));
+                req.with_option("cache_ways", ways)
+            }
             _ => req,
         }
     }

@@ -44,6 +44,9 @@ impl OwnNote for HotplugNote {
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("hotplug");
 
+/// Its option's config key (`--hotplug-restart`), a flag.
+pub const KEY: &str = "hotplug_restart";
+
 /// Its name among the facts components read for themselves.
 const NAME: &str = "hotplug";
 
@@ -206,14 +209,14 @@ impl Component for Part {
     }
 
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
-        if req.hotplug_restart {
+        if req.flag(KEY) {
             facts.put(NAME, &read(sys, &req.cpus));
         }
         Ok(())
     }
 
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
-        if !cx.req.hotplug_restart {
+        if !cx.req.flag(KEY) {
             return Ok(());
         }
         let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
@@ -237,7 +240,7 @@ impl Component for Part {
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        if cx.req.hotplug_restart {
+        if cx.req.flag(KEY) {
             d.add(Slot::Hotplug, steps(cx.shield));
             let cpus = cx.shield.clone();
             d.plan

@@ -29,6 +29,11 @@ use crate::sys::Sys;
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("irqs");
 
+/// The request's flag that the shielded CPUs go offline and online again
+/// (CPU hotplug) before the cpusets: IRQs leave first and are swept again
+/// after (a driver spreads its queues anew as the CPUs come back).
+const CPUS_RESTART: &str = "hotplug_restart";
+
 pub use crate::sys::irq::{
     irq_affinity_file, irq_of_affinity_file, read, Irq, DEFAULT_IRQ_AFFINITY,
 };
@@ -499,7 +504,7 @@ impl Component for Part {
         let fx = (cx.sys, cx.fx);
         let mut sweep_skipping =
             |skip: &[u32]| sweep(fx, cpus, skip, cx.journal, cx.stop, cx.applied);
-        let respread = match cx.req.hotplug_restart {
+        let respread = match cx.req.flag(CPUS_RESTART) {
             true => sweep_skipping(&plan.irqs_to_shield)?,
             false => Vec::new(),
         };
@@ -598,7 +603,7 @@ impl Component for Part {
         let to = &d.plan.irqs_to_shield;
         let planned = plan(facts, cx.shield, cx.housekeeping, to);
         for (to_shield, step) in planned {
-            let away_first = cx.req.hotplug_restart && !to_shield;
+            let away_first = cx.req.flag(CPUS_RESTART) && !to_shield;
             let slot = if away_first {
                 Slot::BeforeHotplug
             } else {

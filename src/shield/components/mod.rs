@@ -310,6 +310,7 @@ pub mod cgroup_layout;
 pub use guard::{unprotected_kernel_work, BOOSTS_METRIC as GUARD_BOOSTS};
 pub use irqs::{IrqPlacement, IrqRefusal};
 pub use knobs::List as TuneList;
+pub use resctrl::check_share as check_cache_share;
 pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use tasks::realtime::KeptRealtime;
 pub use tasks::{table as task_table, Direction};

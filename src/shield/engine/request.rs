@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::sys::resctrl::Bandwidth;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -23,10 +22,6 @@ pub struct Request {
     /// Tuning knobs to apply (`--tune`: `all` or knob names,; the knobs' names).
     #[serde(default)]
     pub tune: Vec<String>,
-    /// Take each shielded CPU offline and online again (CPU hotplug) before
-    /// the cpusets are created, to push per-CPU timers and work off it.
-    #[serde(default)]
-    pub hotplug_restart: bool,
     /// The boot half (config key `boot`): `None` none; `Some(extra)` the
     /// boot options for these CPUs plus `extra` ones (the boot half's module).
     /// Not part of `on`: `apply` writes it.
@@ -35,19 +30,6 @@ pub struct Request {
     /// The starvation guard (`--guard`, config key `guard`).
     #[serde(default)]
     pub guard: crate::guard::GuardRequest,
-    /// Raise the shielded CPUs' softirq, timer and RCU threads above this
-    /// real-time priority (`--kthreads-above`,).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kthreads_above: Option<u32>,
-    /// Ways of each L3 cache the shield sits in, for the shielded CPUs
-    /// alone (`--cache-ways`, config key `cache_ways`; resctrl's CAT).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_ways: Option<u32>,
-    /// The memory bandwidth left to everything outside the shield, a
-    /// percentage or a rate (`--others-bandwidth`, config key
-    /// `others_bandwidth`; a number is a percentage).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub others_bandwidth: Option<Bandwidth>,
     /// The options of the components that read their own, each under its
     /// config key (`max_idle_latency`: the idle states' bound in µs, ...),
     /// its `on` option the same words with dashes: the engine carries them
@@ -73,23 +55,9 @@ impl Request {
         self
     }
 
-    /// The request, its cache share checked for what needs no machine:
-    /// ways from 1 to 64, a bandwidth from 1 to 100 percent and only with
-    /// ways. The error names the option.
-    pub fn with_cache_checked(self) -> Result<Request, String> {
-        if let Some(ways) = self.cache_ways.filter(|w| !(1..=64).contains(w)) {
-            return Err(format!(
-                "--cache-ways {ways}: must be 1 to 64 (ways of the L3 cache)"
-            ));
-        }
-        match (self.others_bandwidth, self.cache_ways) {
-            (Some(Bandwidth::Percent(bw)), _) if !(1..=100).contains(&bw) => Err(format!(
-                "--others-bandwidth {bw}: must be 1 to 100 (percent of the memory bandwidth), \
-                 or a rate (6GB/s, 4000MiB/s) where the machine takes one"
-            )),
-            (Some(_), None) => Err("--others-bandwidth needs --cache-ways".into()),
-            _ => Ok(self),
-        }
+    /// Whether the flag option `key` is given and set.
+    pub fn flag(&self, key: &str) -> bool {
+        self.option::<bool>(key).unwrap_or(false)
     }
 
     /// The `cpushield on` command line that makes this request.
@@ -103,15 +71,6 @@ impl Request {
         }
         if self.guard.mode != crate::guard::GuardMode::Auto {
             out.push_str(&format!(" --guard={}", self.guard.mode));
-        }
-        if let Some(above) = self.kthreads_above {
-            out.push_str(&format!(" --kthreads-above={above}"));
-        }
-        if let Some(ways) = self.cache_ways {
-            out.push_str(&format!(" --cache-ways={ways}"));
-        }
-        if let Some(bw) = self.others_bandwidth {
-            out.push_str(&format!(" --others-bandwidth={bw}"));
         }
         for (key, value) in &self.options {
             if let Some(arg) = option_arg(key, value) {
@@ -129,7 +88,6 @@ impl Request {
             }
         }
         for (set, flag) in [
-            (self.hotplug_restart, " --hotplug-restart"),
             (self.force, " --force"),
             (self.allow_split_siblings, " --allow-split-siblings"),
         ] {
@@ -150,7 +108,10 @@ fn option_arg(key: &str, value: &serde_json::Value) -> Option<String> {
     if !is_key {
         return None;
     }
+    let flag = format!(" --{}", key.replace('_', "-"));
     let text = match value {
+        // A flag: given when set, never `=true`.
+        serde_json::Value::Bool(set) => return set.then_some(flag),
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
@@ -160,7 +121,7 @@ fn option_arg(key: &str, value: &serde_json::Value) -> Option<String> {
         true => text,
         false => crate::input::quote(&text),
     };
-    Some(format!(" --{}={text}", key.replace('_', "-")))
+    Some(format!("{flag}={text}"))
 }
 
 #[cfg(test)]
@@ -187,6 +148,27 @@ mod tests {
         );
         let none = back.with_option::<u32>("max_idle_latency", None);
         assert!(none.options.is_empty());
+    }
+
+    #[test]
+    fn the_fields_an_older_journal_wrote_are_options_and_its_flags_flags() {
+        let json = serde_json::json!({
+            "cpus": "2-3", "irqs": [], "force": false, "allow_split_siblings": false,
+            "tune": [], "hotplug_restart": false, "kthreads_above": 80,
+            "cache_ways": 4, "others_bandwidth": 50,
+        });
+        let req: Request = serde_json::from_value(json).unwrap();
+        assert!(!req.flag("hotplug_restart"));
+        assert_eq!(req.option::<u32>("kthreads_above"), Some(80));
+        assert_eq!(
+            req.command_line(),
+            "cpushield on 2-3 --cache-ways=4 --kthreads-above=80 --others-bandwidth=50"
+        );
+        let restart = req.with_option("hotplug_restart", Some(true));
+        assert!(restart.flag("hotplug_restart"));
+        assert!(restart
+            .command_line()
+            .ends_with(" --hotplug-restart --kthreads-above=80 --others-bandwidth=50"));
     }
 
     #[test]

@@ -48,6 +48,12 @@ use share::{cache_share, mount, previous, set_mode, undo_mode, undo_share, unmou
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("resctrl");
 
+/// The config key of the ways of the L3 cache (`--cache-ways`).
+pub const WAYS: &str = "cache_ways";
+/// The config key of the bandwidth left to the others
+/// (`--others-bandwidth`).
+pub const OTHERS_BANDWIDTH: &str = "others_bandwidth";
+
 /// The shield's resctrl group.
 pub const GROUP: &str = "sys/fs/resctrl/cpushield";
 
@@ -498,11 +504,30 @@ fn facts(snap: &Snapshot) -> Facts {
     snap.parts.get(OWNER.name()).unwrap_or_default()
 }
 
+/// The cache share asked (`ways`, `others_bandwidth`), checked for what
+/// needs no machine: ways from 1 to 64, a bandwidth from 1 to 100 percent
+/// and only with ways. The error names the option.
+pub fn check_share(ways: Option<u32>, others_bandwidth: Option<Bandwidth>) -> Result<(), String> {
+    if let Some(ways) = ways.filter(|w| !(1..=64).contains(w)) {
+        return Err(format!(
+            "--cache-ways {ways}: must be 1 to 64 (ways of the L3 cache)"
+        ));
+    }
+    match (others_bandwidth, ways) {
+        (Some(Bandwidth::Percent(bw)), _) if !(1..=100).contains(&bw) => Err(format!(
+            "--others-bandwidth {bw}: must be 1 to 100 (percent of the memory bandwidth), \
+             or a rate (6GB/s, 4000MiB/s) where the machine takes one"
+        )),
+        (Some(_), None) => Err("--others-bandwidth needs --cache-ways".into()),
+        _ => Ok(()),
+    }
+}
+
 /// The cache share a request asks for.
 fn ask(req: &Request) -> Option<Ask> {
-    req.cache_ways.map(|ways| Ask {
+    req.option::<u32>(WAYS).map(|ways| Ask {
         ways,
-        others_bandwidth: req.others_bandwidth,
+        others_bandwidth: req.option(OTHERS_BANDWIDTH),
     })
 }
 
@@ -514,7 +539,7 @@ impl Component for Part {
     /// resctrl as it is, for a request that asks a cache share or a
     /// machine where the shield's group exists.
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
-        if req.cache_ways.is_some() || sys.exists(GROUP) {
+        if req.option::<u32>(WAYS).is_some() || sys.exists(GROUP) {
             let online = procfs::online_cpus(sys)?;
             facts.put(OWNER.name(), &read(sys, &online));
         }

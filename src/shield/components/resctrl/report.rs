@@ -139,7 +139,7 @@ pub struct Status {
 /// The cache share of the shield `state` for `status`, when it has one
 /// and its group exists.
 pub(super) fn status(sys: &Sys, state: &State) -> Option<Status> {
-    let ways = state.request.as_ref().and_then(|r| r.cache_ways)?;
+    let ways = state.request.as_ref().and_then(|r| r.option::<u32>(WAYS))?;
     sys.exists(GROUP).then(|| Status {
         share: read_outcome(sys, ways),
         monitored: kernel::read_monitoring(sys, GROUP),
@@ -229,9 +229,9 @@ pub struct Hold {
 /// Reads back whether the cache share of the shield `state` holds.
 pub(super) fn read_hold(sys: &Sys, state: &State) -> Hold {
     let ask = state.request.as_ref().and_then(|r| {
-        r.cache_ways.map(|ways| Ask {
+        r.option::<u32>(WAYS).map(|ways| Ask {
             ways,
-            others_bandwidth: r.others_bandwidth,
+            others_bandwidth: r.option(OTHERS_BANDWIDTH),
         })
     });
     let Some(ask) = ask else {

@@ -39,6 +39,9 @@ use crate::sys::{ErrorKind, Sys};
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("kthreads");
 
+/// Its option's config key (`--kthreads-above PRIO`).
+pub const KEY: &str = "kthreads_above";
+
 /// Each kind of thread and how far above the user's priority it goes:
 /// softirqs lowest, then timers, then RCU, in the order tuned's
 /// realtime-virtual-host profile gives them.
@@ -682,7 +685,7 @@ impl Component for Part {
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        if let Some(above) = cx.req.kthreads_above {
+        if let Some(above) = cx.req.option::<u32>(KEY) {
             let steps = plan(&cx.snap.threads, cx.shield, above, &d.plan.irqs_to_shield);
             d.add(Slot::Kthreads, steps);
         }
