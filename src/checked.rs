@@ -298,7 +298,6 @@ fn on(a: OnArgs) -> Result<Checked> {
             irqs: a.irqs,
             force: a.force,
             allow_split_siblings: a.allow_split_siblings,
-            tune: a.tune.unwrap_or_default(),
             boot: None,
             guard: cpushield::guard::GuardRequest {
                 mode: a.guard,
@@ -307,6 +306,7 @@ fn on(a: OnArgs) -> Result<Checked> {
             options: Default::default(),
         }
         .with_option("max_idle_latency", a.max_idle_latency)
+        .with_option("tune", a.tune.filter(|t| !t.is_empty()))
         .with_option("hotplug_restart", a.hotplug_restart.then_some(true))
         .with_option(
             "kthreads_above",

@@ -415,7 +415,6 @@ pub fn parse_with_certify(
         irqs: file.irqs,
         force: file.force,
         allow_split_siblings: file.allow_split_siblings,
-        tune,
         guard: crate::guard::GuardRequest {
             mode: parse_or_default(file.guard).map_err(|(at, e)| invalid(at, e))?,
             settings: guard_settings(
@@ -431,6 +430,7 @@ pub fn parse_with_certify(
         },
     }
     .with_option("max_idle_latency", max_idle_latency)
+    .with_option("tune", (!tune.is_empty()).then_some(tune))
     .with_option("hotplug_restart", file.hotplug_restart.then_some(true))
     .with_option(
         "kthreads_above",
@@ -483,7 +483,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.cpus, CpuSet::parse_list("2-3").unwrap());
         assert_eq!(r.irqs, ["eth0", "45"]);
-        assert_eq!(r.tune, ["all"]);
+        assert_eq!(r.option::<Vec<String>>("tune").unwrap(), ["all"]);
         assert!(r.flag("hotplug_restart") && r.force && r.allow_split_siblings);
         assert_eq!(r.option::<u32>("kthreads_above"), None);
         let r = parse("cpus = \"3\"\nkthreads_above = 80\n", Path::new("c")).unwrap();
@@ -575,7 +575,10 @@ mod tests {
     fn the_certify_table_reaches_its_section_with_each_line() {
         let text = "cpus = \"2-3\"\ntune = \"all\"\n\n[certify]\nbudget = \"max<=100us\"\nduration = 7200\nload = \"cpu\"\nprobe = \"rtc\"\nconfidence = 99\nexplain = 50\nbaseline = \"/b\"\nregression = 10.5\nout = \"/o\"\n";
         let (request, c) = parse_with_certify(text, Path::new("c.toml")).unwrap();
-        assert_eq!(request.tune, vec!["all".to_string()]);
+        assert_eq!(
+            request.option::<Vec<String>>("tune"),
+            Some(vec!["all".to_string()])
+        );
         assert_eq!(
             c.budget,
             Some(AtLine {

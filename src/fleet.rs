@@ -179,7 +179,8 @@ fn request_differences(shield: &CpuSet, had: Option<&Request>, want: &Request) -
         }
     };
     field("irqs", list(&had.irqs), list(&want.irqs));
-    field("tune", list(&had.tune), list(&want.tune));
+    let tune = |r: &Request| r.option::<Vec<String>>("tune").unwrap_or_default();
+    field("tune", list(&tune(had)), list(&tune(want)));
     field("force", had.force.to_string(), want.force.to_string());
     field(
         "allow_split_siblings",
@@ -189,7 +190,7 @@ fn request_differences(shield: &CpuSet, had: Option<&Request>, want: &Request) -
     // The components' options, each under its config key.
     let keys: std::collections::BTreeSet<&String> =
         had.options.keys().chain(want.options.keys()).collect();
-    for key in keys {
+    for key in keys.into_iter().filter(|k| *k != "tune") {
         let (mut now, mut wanted) = (option_text(had, key), option_text(want, key));
         // A flag not given is a flag not set (older journals wrote `false`).
         if [&now, &wanted]
@@ -588,7 +589,11 @@ mod tests {
     fn a_request_reads_back_as_its_on_command() {
         let r = Request {
             irqs: vec!["eth0".into()],
-            tune: vec!["vmstat".into(), "watchdog".into()],
+            options: [(
+                "tune".to_string(),
+                serde_json::json!(["vmstat", "watchdog"]),
+            )]
+            .into(),
             force: true,
             ..req("2-3")
         };
@@ -601,7 +606,7 @@ mod tests {
     #[test]
     fn differences_name_each_field() {
         let had = Request {
-            tune: vec!["all".into()],
+            options: [("tune".to_string(), serde_json::json!(["all"]))].into(),
             ..req("2-3")
         };
         let d = request_differences(&cpus("2-3"), Some(&had), &req("1-3"));

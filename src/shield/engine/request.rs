@@ -19,9 +19,6 @@ pub struct Request {
     pub force: bool,
     /// Allow shielding one hyper-thread sibling but not the other.
     pub allow_split_siblings: bool,
-    /// Tuning knobs to apply (`--tune`: `all` or knob names,; the knobs' names).
-    #[serde(default)]
-    pub tune: Vec<String>,
     /// The boot half (config key `boot`): `None` none; `Some(extra)` the
     /// boot options for these CPUs plus `extra` ones (the boot half's module).
     /// Not part of `on`: `apply` writes it.
@@ -65,9 +62,6 @@ impl Request {
         let mut out = format!("cpushield on {}", self.cpus);
         for irq in &self.irqs {
             out.push_str(&format!(" --irq {irq}"));
-        }
-        if !self.tune.is_empty() {
-            out.push_str(&format!(" --tune={}", self.tune.join(",")));
         }
         if self.guard.mode != crate::guard::GuardMode::Auto {
             out.push_str(&format!(" --guard={}", self.guard.mode));
@@ -113,6 +107,12 @@ fn option_arg(key: &str, value: &serde_json::Value) -> Option<String> {
         // A flag: given when set, never `=true`.
         serde_json::Value::Bool(set) => return set.then_some(flag),
         serde_json::Value::String(s) => s.clone(),
+        // A list (`--tune=a,b`): its words, none when empty.
+        serde_json::Value::Array(items) if items.is_empty() => return None,
+        serde_json::Value::Array(items) => (items.iter())
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect::<Vec<_>>()
+            .join(","),
         other => other.to_string(),
     };
     let plain = (1..=40).contains(&text.len())

@@ -112,6 +112,14 @@ pub use crate::guard::kernel::RT_RUNTIME;
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("knobs");
+
+/// Its option's config key (`--tune`): the knobs asked, by name or `all`.
+pub const KEY: &str = "tune";
+
+/// The knobs `req` asks for, by name (none when it asks none).
+pub(super) fn asked(req: &Request) -> Vec<String> {
+    req.option(KEY).unwrap_or_default()
+}
 /// Automatic NUMA balancing: `0` is off.
 pub const NUMA_BALANCING: &str = "proc/sys/kernel/numa_balancing";
 /// Timer migration: `1` moves timers off busy CPUs.
@@ -506,7 +514,7 @@ struct HeldFile {
 /// shield's journal wrote and the kernel took (the journal is read only
 /// when the request has knobs).
 pub(in crate::shield) fn read_hold(sys: &Sys, state: &State) -> Result<Hold, JournalError> {
-    let knobs = match state.request.as_ref().map(|r| resolve(&r.tune)) {
+    let knobs = match state.request.as_ref().map(|r| resolve(&asked(r))) {
         Some(Ok(knobs)) if !knobs.is_empty() => knobs,
         _ => return Ok(Hold::default()),
     };
@@ -657,18 +665,20 @@ impl Component for Part {
     }
 
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
-        if cx.req.tune.is_empty() {
+        let names = asked(cx.req);
+        if names.is_empty() {
             return Ok(());
         }
-        resolve(&cx.req.tune).map(drop).map_err(PlanError::from)
+        resolve(&names).map(drop).map_err(PlanError::from)
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         let state: Option<TuneState> = cx.snap.parts.get(OWNER.name());
-        let (Some(state), false) = (&state, cx.req.tune.is_empty()) else {
+        let names = asked(cx.req);
+        let (Some(state), false) = (&state, names.is_empty()) else {
             return Ok(());
         };
-        let wanted = resolve(&cx.req.tune)?;
+        let wanted = resolve(&names)?;
         // Files the shield itself writes are left to it.
         let already: Vec<String> = written(&d.steps).map(str::to_string).collect();
         let (cpus, bits) = ((cx.shield, cx.housekeeping), cx.snap.mask_bits());

@@ -18,10 +18,11 @@ use crate::sys::{ErrorKind, Sys};
 /// it asks for none). Watchdog values an active shield holds off come from
 /// its journal: they must not be read while off.
 pub(super) fn read(sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
-    if req.tune.is_empty() {
+    let names = super::asked(req);
+    if names.is_empty() {
         return Ok(());
     }
-    let knobs = resolve(&req.tune).map_err(PlanError::from)?;
+    let knobs = resolve(&names).map_err(PlanError::from)?;
     let entries = match Journal::exists(sys) {
         true => journal::read_entries(sys)?,
         false => Vec::new(),
