@@ -34,6 +34,22 @@ pub const OWNER: Owner = Owner("irqs");
 /// after (a driver spreads its queues anew as the CPUs come back).
 const CPUS_RESTART: &str = "hotplug_restart";
 
+/// What the IRQs' plan keeps beyond its steps, under their name in the
+/// plan's parts.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Planned {
+    /// IRQs bound to the shield on request (`--irq`).
+    pub to_shield: Vec<u32>,
+}
+
+/// The IRQs bound to the shield on request in `plan`.
+fn to_shield(plan: &Plan) -> Vec<u32> {
+    plan.parts
+        .get::<Planned>(OWNER.name())
+        .unwrap_or_default()
+        .to_shield
+}
+
 pub use crate::sys::irq::{
     irq_affinity_file, irq_of_affinity_file, read, Irq, DEFAULT_IRQ_AFFINITY,
 };
@@ -504,12 +520,13 @@ impl Component for Part {
         let fx = (cx.sys, cx.fx);
         let mut sweep_skipping =
             |skip: &[u32]| sweep(fx, cpus, skip, cx.journal, cx.stop, cx.applied);
+        let bound = to_shield(plan);
         let respread = match cx.req.flag(CPUS_RESTART) {
-            true => sweep_skipping(&plan.irqs_to_shield)?,
+            true => sweep_skipping(&bound)?,
             false => Vec::new(),
         };
         let came_back = match cx.in_place {
-            Some(state) => sweep_skipping(&[plan.irqs_to_shield.clone(), kept(state)].concat())?,
+            Some(state) => sweep_skipping(&[bound.clone(), kept(state)].concat())?,
             None => Vec::new(),
         };
         if !came_back.is_empty() {
@@ -537,7 +554,8 @@ impl Component for Part {
     /// on it, read back.
     fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
         let plan = cx.plan;
-        let planned = (&plan.steps[..], &plan.irqs_to_shield[..], &plan.shield);
+        let bound = to_shield(plan);
+        let planned = (&plan.steps[..], &bound[..], &plan.shield);
         let mut out = outcome(planned, &cx.after.irqs, cx.refused());
         let swept: Vec<u32> = cx.settled.get(OWNER.name()).unwrap_or_default();
         out.moved.extend(swept);
@@ -589,7 +607,8 @@ impl Component for Part {
     }
 
     fn check(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        d.plan.irqs_to_shield = resolve(&cx.snap.irqs, &cx.req.irqs)?;
+        let to_shield = resolve(&cx.snap.irqs, &cx.req.irqs)?;
+        d.plan.parts.put(OWNER.name(), &Planned { to_shield });
         Ok(())
     }
 
@@ -600,8 +619,8 @@ impl Component for Part {
             snap.default_irq_affinity.as_ref(),
             snap.mask_bits(),
         );
-        let to = &d.plan.irqs_to_shield;
-        let planned = plan(facts, cx.shield, cx.housekeeping, to);
+        let to = to_shield(&d.plan);
+        let planned = plan(facts, cx.shield, cx.housekeeping, &to);
         for (to_shield, step) in planned {
             let away_first = cx.req.flag(CPUS_RESTART) && !to_shield;
             let slot = if away_first {
@@ -775,7 +794,7 @@ mod tests {
             },
         }];
         let out = outcome(
-            (&plan.steps, &plan.irqs_to_shield, &plan.shield),
+            (&plan.steps, &to_shield(&plan), &plan.shield),
             &s.irqs,
             &refused,
         );
@@ -798,7 +817,7 @@ mod tests {
             ..req("2-3")
         };
         let p = shield_plan(&snap(v2()), &r).unwrap();
-        assert_eq!(p.irqs_to_shield, vec![24, 25]);
+        assert_eq!(to_shield(&p), vec![24, 25]);
         assert_eq!(
             write_to(&p, "proc/irq/24/smp_affinity_list").as_deref(),
             Some("2-3")

@@ -3,12 +3,9 @@
 //! a pure function from snapshot and request; `--dry-run` prints it), and
 //! the check of the request's CPUs every plan starts with.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 use super::change::Step;
-use super::change::TaskRef;
 use super::note::Note;
 pub use super::plan_error::PlanError;
 use super::request::Request;
@@ -31,26 +28,11 @@ pub struct Plan {
     pub shield_dir: String,
     /// Changes, in order.
     pub steps: Vec<Step>,
-    /// Per-CPU kernel threads on shielded CPUs, by kind; the kernel keeps them there.
-    pub per_cpu_kthreads: BTreeMap<String, usize>,
-    /// User tasks whose own affinity lies wholly inside the shield (the
-    /// user's real-time tasks): moved into the shield with their affinity
-    /// unchanged (no `--force`).
-    pub kept: Vec<TaskRef>,
-    /// Threads that asked only for shielded CPUs but cannot be kept: their
-    /// process has threads outside the shield, and cgroup v2 places whole
-    /// processes. The kernel would move them off; the plan does.
-    pub split_off: Vec<TaskRef>,
-    /// Threads on the shield that the partition moves off by itself (see
-    /// [`Snapshot::left_to_the_partition`]): no step of their own.
-    #[serde(default)]
-    pub left_to_partition: Vec<i32>,
-    /// IRQs bound to the shield on request.
-    pub irqs_to_shield: Vec<u32>,
     /// Things the user should know.
     pub notes: Vec<Note>,
-    /// What the components that keep their own record planned (see
-    /// [`super::parts::OwnFacts`]).
+    /// What each component planned beyond its steps, under its name (see
+    /// [`super::parts::OwnFacts`]): the tasks kept and split off, the IRQs
+    /// bound to the shield, the idle states' bound, ...
     #[serde(default, skip_serializing_if = "super::parts::OwnFacts::is_empty")]
     pub parts: super::parts::OwnFacts,
 }
@@ -65,11 +47,6 @@ impl Plan {
             partition: None,
             shield_dir: String::new(),
             steps: Vec::new(),
-            per_cpu_kthreads: BTreeMap::new(),
-            kept: Vec::new(),
-            split_off: Vec::new(),
-            left_to_partition: Vec::new(),
-            irqs_to_shield: Vec::new(),
             notes: valid.notes.clone(),
             parts: Default::default(),
         }

@@ -42,6 +42,17 @@ pub const OWNER: Owner = Owner("kthreads");
 /// Its option's config key (`--kthreads-above PRIO`).
 pub const KEY: &str = "kthreads_above";
 
+/// The IRQs the plan binds to the shield on request: the IRQs component's
+/// planned `to_shield`, under its name in the plan's parts (the IRQs plan
+/// before the kernel threads).
+fn irqs_bound(plan: &crate::shield::plan::Plan) -> Vec<u32> {
+    #[derive(serde::Deserialize)]
+    struct IrqsPlanned {
+        to_shield: Vec<u32>,
+    }
+    (plan.parts.get::<IrqsPlanned>("irqs")).map_or_else(Vec::new, |p| p.to_shield)
+}
+
 /// Each kind of thread and how far above the user's priority it goes:
 /// softirqs lowest, then timers, then RCU, in the order tuned's
 /// realtime-virtual-host profile gives them.
@@ -686,7 +697,8 @@ impl Component for Part {
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         if let Some(above) = cx.req.option::<u32>(KEY) {
-            let steps = plan(&cx.snap.threads, cx.shield, above, &d.plan.irqs_to_shield);
+            let bound = irqs_bound(&d.plan);
+            let steps = plan(&cx.snap.threads, cx.shield, above, &bound);
             d.add(Slot::Kthreads, steps);
         }
         Ok(())

@@ -89,7 +89,16 @@ pub(in crate::shield) fn task_notes(
 pub struct TaskPlan {
     /// Cgroup moves first (v1), then affinity changes.
     pub steps: Vec<Step>,
-    /// Per-CPU kernel threads on the shield, by kind.
+    /// What else it found, kept in the plan.
+    pub planned: Planned,
+}
+
+/// What the tasks' plan found beyond its steps, under their name in the
+/// plan's parts.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Planned {
+    /// Per-CPU kernel threads on the shield, by kind; the kernel keeps
+    /// them there.
     pub per_cpu_kthreads: BTreeMap<String, usize>,
     /// User tasks kept on the shield (moved into it, own affinity kept).
     pub kept: Vec<TaskRef>,
@@ -99,6 +108,12 @@ pub struct TaskPlan {
     /// Threads on the shield the partition moves off by itself (see
     /// [`Snapshot::left_to_the_partition`]): no step of their own.
     pub left_to_partition: Vec<i32>,
+}
+
+/// What the tasks' plan found in `plan` (nothing in a plan it had no part
+/// in).
+pub(super) fn planned(plan: &crate::shield::plan::Plan) -> Planned {
+    plan.parts.get(OWNER.name()).unwrap_or_default()
 }
 
 /// Plans how every thread accepted by `include` leaves the shield. Also used
@@ -121,13 +136,13 @@ pub fn plan_tasks(
         let on_shield = t.cpus_allowed.intersects(shield);
         if t.is_pinned_by_kernel() {
             if on_shield {
-                *out.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
+                *out.planned.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
             }
             continue;
         }
         if on_shield && t.cpus_allowed.is_subset(shield) && !force {
             if t.is_kthread() {
-                *out.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
+                *out.planned.per_cpu_kthreads.entry(t.kind()).or_default() += 1;
             } else {
                 keep.push(t);
             }
@@ -140,7 +155,7 @@ pub fn plan_tasks(
         }
         if on_shield {
             if snap.left_to_the_partition(t) {
-                out.left_to_partition.push(t.tid);
+                out.planned.left_to_partition.push(t.tid);
             } else {
                 affinities.push(set_affinity(t, target));
             }
@@ -207,7 +222,7 @@ fn plan_kept(
                 affinities: vec![(t.tid, t.cpus_allowed.clone())],
             }));
             affinities.push(set_affinity(t, t.cpus_allowed.clone()));
-            out.kept.push(TaskRef::from(t));
+            out.planned.kept.push(TaskRef::from(t));
         }
         return;
     }
@@ -223,7 +238,7 @@ fn plan_kept(
         if threads_of.get(&pid) != Some(&threads.len()) {
             for t in threads {
                 affinities.push(set_affinity(t, housekeeping.clone()));
-                out.split_off.push(TaskRef::from(t));
+                out.planned.split_off.push(TaskRef::from(t));
             }
             continue;
         }
@@ -244,7 +259,7 @@ fn plan_kept(
         }));
         for t in threads {
             affinities.push(set_affinity(t, t.cpus_allowed.clone()));
-            out.kept.push(TaskRef::from(t));
+            out.planned.kept.push(TaskRef::from(t));
         }
     }
 }
@@ -589,7 +604,8 @@ impl Component for Part {
     /// read after.
     fn settle(&self, cx: &mut Settling) -> Result<(), ApplyError> {
         let plan = cx.plan;
-        let tasks = (&plan.shield, &plan.housekeeping, &plan.kept[..]);
+        let kept = planned(plan).kept;
+        let tasks = (&plan.shield, &plan.housekeeping, &kept[..]);
         let fx = (cx.sys, cx.fx);
         let after = forked::sweep_forked(fx, cx.before, tasks, cx.journal, cx.stop, cx.applied)?;
         cx.after = Some(after);
@@ -609,12 +625,10 @@ impl Component for Part {
         d.add(Slot::Record, [remember_affinities(cx.snap)]);
         let tasks = plan_tasks(cx.snap, cx.shield, cx.housekeeping, cx.req.force, |_| true);
         d.add(Slot::Tasks, tasks.steps);
-        let notes = task_notes(cx.snap, &tasks.kept, &tasks.split_off);
+        let planned = tasks.planned;
+        let notes = task_notes(cx.snap, &planned.kept, &planned.split_off);
         d.plan.notes.extend(notes);
-        d.plan.per_cpu_kthreads = tasks.per_cpu_kthreads;
-        d.plan.kept = tasks.kept;
-        d.plan.split_off = tasks.split_off;
-        d.plan.left_to_partition = tasks.left_to_partition;
+        d.plan.parts.put(OWNER.name(), &planned);
         Ok(())
     }
 

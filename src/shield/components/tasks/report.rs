@@ -44,7 +44,7 @@ pub(in crate::shield) struct Outcome {
 /// shield (those the sweep had to move are counted with the steps applied).
 fn moved_by_partition(plan: &Plan, after: &Snapshot, applied: &Applied) -> usize {
     let stepped: HashSet<i32> = applied.tasks_changed.iter().copied().collect();
-    let left: HashSet<i32> = (plan.left_to_partition.iter().copied())
+    let left: HashSet<i32> = (super::planned(plan).left_to_partition.into_iter())
         .filter(|tid| !stepped.contains(tid))
         .collect();
     (after.threads.iter())
@@ -54,12 +54,12 @@ fn moved_by_partition(plan: &Plan, after: &Snapshot, applied: &Applied) -> usize
 
 /// What `on` did with the threads: moved, kept, left, refused.
 pub(super) fn outcome(cx: &Reporting) -> Outcome {
-    let (plan, applied) = (cx.plan, cx.applied);
-    let (mut kept, not_kept) = kept_as_read(&plan.kept, cx.after, cx.dry_run);
+    let (planned, applied) = (super::planned(cx.plan), cx.applied);
+    let (mut kept, not_kept) = kept_as_read(&planned.kept, cx.after, cx.dry_run);
     let changed = |a: &Applied| a.tasks_changed.iter().collect::<HashSet<_>>().len();
     let mut moved = applied.map_or(0, changed);
     if let (Some(a), None) = (applied, cx.change) {
-        moved += moved_by_partition(plan, cx.after, a);
+        moved += moved_by_partition(cx.plan, cx.after, a);
     }
     if let Some(change) = cx.change {
         kept.extend(change.staying.iter().cloned());
@@ -67,10 +67,10 @@ pub(super) fn outcome(cx: &Reporting) -> Outcome {
     Outcome {
         moved,
         exited: applied.map_or(0, |a| a.exited),
-        per_cpu_kthreads: plan.per_cpu_kthreads.clone(),
+        per_cpu_kthreads: planned.per_cpu_kthreads,
         kept,
         not_kept,
-        split_off: plan.split_off.clone(),
+        split_off: planned.split_off,
         left_shield: cx.change.map(|c| c.leaving.clone()).unwrap_or_default(),
         refused: (cx.refused().iter())
             .filter(|r| r.subject.is_task())
