@@ -300,7 +300,10 @@ fn under_systemd_a_task_pinned_inside_is_kept_as_a_scope_and_the_report_says_it_
         v["notes"]
             .as_array()
             .unwrap()
-            .contains(&serde_json::json!({"kind": "tasks_leave_units", "units": ["rt.service"]})),
+            .iter()
+            .any(|n| n["kind"] == "tasks_leave_units"
+                && n["units"] == serde_json::json!(["rt.service"])
+                && n["component"] == "tasks"),
         "{v}"
     );
     assert!(cpushield(dir.path(), &["off"]).status.success());

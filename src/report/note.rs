@@ -3,7 +3,6 @@
 use crate::cpulist::CpuSet;
 use crate::guard::kernel::{Protection, Starvable};
 use crate::guard::Settings;
-use crate::shield::snapshot::SHIELD_SLICE;
 use crate::shield::Note;
 
 /// The sentence of note `n`, as shown after `note:` in `on`'s and
@@ -19,19 +18,6 @@ pub fn text(n: &Note) -> String {
         Note::SplitSiblings { groups } => format!(
             "hyper-thread siblings split ({}): the unshielded siblings share a core with the shield; keep them idle",
             join(groups.iter().map(CpuSet::to_string), "; ")
-        ),
-        Note::TasksLeaveUnits { units } => format!(
-            "tasks kept on the shield leave their units ({}) for scopes of {SHIELD_SLICE} (cpushield-run-PID.scope): stopping or restarting those units does not reach them, nor does their accounting, until off puts them back",
-            units.join(", ")
-        ),
-        Note::ThreadsSplitOff { threads } => format!(
-            "{threads} thread(s) asked only for shielded CPUs but their process also has threads outside the shield, and cgroup v2 places whole processes: moved to the housekeeping CPUs (move the whole process in with 'cpushield move PID --in')"
-        ),
-        Note::TasksLeftShield {
-            tasks,
-            housekeeping,
-        } => format!(
-            "{tasks} task(s) inside the shield asked only for CPUs that leave it: moved out to the housekeeping CPUs {housekeeping}"
         ),
         Note::ShieldChangedInPlace { from, to } => format!(
             "shield changed in place from CPUs {from} to {to}: the shield stayed up throughout"
@@ -192,12 +178,6 @@ mod tests {
                     to: cpus("3"),
                 },
                 "shield changed in place from CPUs 2-3 to 3: the shield stayed up throughout",
-            ),
-            (
-                Note::TasksLeaveUnits {
-                    units: vec!["a.service".into(), "rt.service".into()],
-                },
-                "tasks kept on the shield leave their units (a.service, rt.service) for scopes of cpushield.slice (cpushield-run-PID.scope): stopping or restarting those units does not reach them, nor does their accounting, until off puts them back",
             ),
             (
                 Note::TunedPins {

@@ -115,6 +115,7 @@ pub fn change(
         change: Reshape::of(&fresh.plan, state),
         steps: Vec::new(),
         record: None,
+        notes: Vec::new(),
     };
     let restore = reshape::restore_files(live, &originals, &written, read);
     out.add(Slot::Restore, restore.into_iter().map(owned_restore));
@@ -141,12 +142,7 @@ pub fn change(
         steps.insert(0, record);
     }
     let mut change = out.change;
-    change.plan.notes = reshape::notes(
-        &fresh.plan,
-        &state.shield,
-        &fresh.plan.shield,
-        &change.leaving,
-    );
+    change.plan.notes = reshape::notes(&fresh.plan, &state.shield, &fresh.plan.shield, out.notes);
     change.plan.steps = steps;
     Ok(change)
 }

@@ -155,7 +155,8 @@ fn a_process_that_asked_only_for_shielded_cpus_is_kept_whole_or_its_threads_move
     assert_eq!(planned_count(&p, "kept"), 0, "v2 places whole processes");
     assert_eq!(planned_count(&p, "split_off"), 1);
     assert_eq!(affinity_of(&p, 30), Some(cpus("0-1")));
-    assert!(p.notes.contains(&Note::ThreadsSplitOff { threads: 1 }));
+    assert!(p.notes.iter().any(|n| matches!(n,
+        Note::Part(part) if part.is("tasks", "threads_split_off") && part.data["threads"] == 1)));
     // cgroup v1 moves single threads: the pinned one is kept
     let mut s1 = s.clone();
     s1.cgroup = CgroupSetup::V1 {

@@ -386,6 +386,8 @@ pub(in crate::shield) struct Changing {
     pub steps: Vec<(Slot, Step)>,
     /// The record of every thread's affinity, made first if anything changes.
     pub record: Option<Step>,
+    /// The components' notes of the change, after the fresh plan's.
+    pub notes: Vec<Note>,
 }
 
 impl Changing {

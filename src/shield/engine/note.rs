@@ -32,29 +32,6 @@ pub enum Note {
         groups: Vec<CpuSet>,
     },
 
-    // Tasks.
-    /// Tasks kept on the shield leave their systemd units for scopes of
-    /// the shield's slice until `off` puts them back.
-    TasksLeaveUnits {
-        /// The units they leave (`.service`, `.scope`), sorted.
-        units: Vec<String>,
-    },
-    /// Threads that asked only for shielded CPUs in a process that also
-    /// has threads outside the shield (cgroup v2 places whole processes):
-    /// moved to the housekeeping CPUs.
-    ThreadsSplitOff {
-        /// How many threads.
-        threads: usize,
-    },
-    /// Tasks inside the shield whose CPUs all left it in a change in
-    /// place: moved out to the housekeeping CPUs.
-    TasksLeftShield {
-        /// How many tasks.
-        tasks: usize,
-        /// Where they went.
-        housekeeping: CpuSet,
-    },
-
     // A change in place.
     /// The active shield was changed in place and stayed up throughout.
     ShieldChangedInPlace {

@@ -124,13 +124,13 @@ pub(in crate::shield) fn originals(entries: &[Entry]) -> Originals {
     out
 }
 
-/// The notes of a change in place: the fresh plan's, what changed, and the
-/// tasks that had to leave.
+/// The notes of a change in place: the fresh plan's, what changed, and
+/// the components' notes of the change (`own`).
 pub(in crate::shield) fn notes(
     fresh: &Plan,
     from: &CpuSet,
     to: &CpuSet,
-    leaving: &[TaskRef],
+    own: Vec<Note>,
 ) -> Vec<Note> {
     let mut notes = fresh.notes.clone();
     if from != to {
@@ -142,12 +142,7 @@ pub(in crate::shield) fn notes(
             },
         );
     }
-    if !leaving.is_empty() {
-        notes.push(Note::TasksLeftShield {
-            tasks: leaving.len(),
-            housekeeping: fresh.housekeeping.clone(),
-        });
-    }
+    notes.extend(own);
     notes
 }
 

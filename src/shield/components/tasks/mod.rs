@@ -6,9 +6,11 @@
 pub(in crate::shield) mod forked;
 pub(in crate::shield) mod in_place;
 pub(in crate::shield) mod move_run;
+mod notes;
 pub(in crate::shield) mod realtime;
 mod report;
 
+pub use notes::TasksNote;
 pub use report::{kinds, table};
 
 use crate::shield::apply::ApplyError;
@@ -30,7 +32,7 @@ use crate::shield::change::{Action, Owner, Step};
 use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::journal::State;
-use crate::shield::note::Note;
+use crate::shield::note::{Note, OwnNote};
 use crate::sys::procfs::{self, Thread};
 use crate::sys::systemd::SystemdCall;
 
@@ -73,13 +75,12 @@ pub(in crate::shield) fn task_notes(
         units.sort();
         units.dedup();
         if !units.is_empty() {
-            notes.push(Note::TasksLeaveUnits { units });
+            notes.push(TasksNote::TasksLeaveUnits { units }.note());
         }
     }
     if !split_off.is_empty() {
-        notes.push(Note::ThreadsSplitOff {
-            threads: split_off.len(),
-        });
+        let threads = split_off.len();
+        notes.push(TasksNote::ThreadsSplitOff { threads }.note());
     }
     notes
 }
@@ -645,6 +646,13 @@ impl Component for Part {
         out.add(Slot::Leaving, t.leaving_moves);
         out.add(Slot::Settled, t.settled);
         out.add(Slot::Restore, t.restored);
+        if !t.leaving.is_empty() {
+            let note = TasksNote::TasksLeftShield {
+                tasks: t.leaving.len(),
+                housekeeping: cx.fresh.housekeeping.clone(),
+            };
+            out.notes.push(note.note());
+        }
         out.change.staying = t.staying;
         out.change.leaving = t.leaving;
     }
