@@ -247,6 +247,83 @@ pub fn release_at_least(release: &str, (major, minor): (u32, u32)) -> bool {
     }
 }
 
+impl Protection {
+    /// What protects the shielded CPUs' kernel work, and what it costs,
+    /// in words.
+    pub fn text(&self) -> String {
+        let p = self;
+        let guard = |s: &super::Settings| {
+            if s.engine == super::Engine::Stalld {
+                let p = super::stalld::Params::of(s);
+                return format!(
+                "stalld (installed here) watches them, run by the starvation guard from the housekeeping CPUs: a thread runnable for {} s without running gets {} µs every {} ms for {} s, at most {} µs taken from the real-time task per boost (stalld's units and ranges; --guard-engine=cpushield for the guard's own); RT throttling off while it runs, as stalld requires ('cpushield status' counts the boosts)",
+                p.threshold_s,
+                p.runtime_ns / 1_000,
+                p.period_ns / 1_000_000,
+                p.duration_s,
+                p.boost_cost_ns() / 1_000,
+            );
+            }
+            format!(
+            "the starvation guard watches them from the housekeeping CPUs: a thread runnable for {} s without running gets {} µs every {} ms for {} ms (twice as long and twice as often each time it starves again, up to 16 times), at most {} µs taken from the real-time task per boost of {} ms ('cpushield status' counts the boosts)",
+            seconds(s.threshold_ms),
+            s.runtime_us,
+            seconds(s.period_us),
+            s.duration_ms,
+            s.runtime_us * (s.duration_ms * 1000).div_ceil(s.period_us),
+            s.duration_ms
+        )
+        };
+        match p {
+        Protection::Guard { why, settings } => format!(
+            "kernel work on the shielded CPUs (kworkers, RCU, timers) can starve behind a real-time task that never sleeps ({}): {}",
+            why.text(),
+            guard(settings)
+        ),
+        Protection::GuardAndKernel { settings } => format!(
+            "kernel work on the shielded CPUs is protected by the kernel, and {} (--guard=on)",
+            guard(settings)
+        ),
+        Protection::FairServer { inferred } => format!(
+            "kernel work on the shielded CPUs is protected by the kernel's fair deadline server (ordinary tasks get 50 ms a second, also behind a real-time task that never sleeps){}; no guard needed",
+            if *inferred { " (inferred from the kernel release: debugfs is not mounted)" } else { "" }
+        ),
+        Protection::Throttling { runtime_us, period_us } => format!(
+            "kernel work on the shielded CPUs is protected by RT throttling: real-time tasks run at most {} ms of every {} ms, so a task that never sleeps loses {} ms of each; no guard needed",
+            seconds((*runtime_us).max(0) as u64),
+            seconds((*period_us).max(0) as u64),
+            seconds((period_us - runtime_us).max(0) as u64)
+        ),
+        Protection::Nothing { why } => format!(
+            "WARNING: nothing protects kernel work on the shielded CPUs ({}): a real-time task that never sleeps there hangs whatever waits for that work (sysctl writes, sync, service starts); leave out --guard=off",
+            why.text()
+        ),
+    }
+    }
+}
+
+impl Starvable {
+    /// Why kernel work can starve, in words.
+    pub fn text(self) -> &'static str {
+        let why = self;
+        match why {
+            Starvable::PreemptRt => {
+                "a PREEMPT_RT kernel: its timer and RCU threads are real-time tasks below the loop"
+            }
+            Starvable::NoThrottlingNoFairServer => {
+                "RT throttling is off and this kernel has no fair deadline server"
+            }
+        }
+    }
+}
+
+/// A thousandth of `n` without trailing zeros: ms as s, µs as ms
+/// (`1500` → `1.5`, `100000` → `100`).
+fn seconds(n: u64) -> String {
+    let s = format!("{:.3}", n as f64 / 1000.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,24 +61,6 @@ pub enum Note {
         settings: Vec<String>,
     },
 
-    // Kernel work on the shielded CPUs.
-    /// What keeps the shielded CPUs' kernel work (kworkers, RCU, timers)
-    /// running behind a real-time task that never sleeps there.
-    KernelWork {
-        /// What protects it.
-        protection: crate::guard::kernel::Protection,
-    },
-    /// A stalld was running before the shield (not the guard's): the
-    /// guard does not start a second one; what it watches.
-    StalldRunning {
-        /// The stalld as read.
-        stalld: crate::guard::stalld::Foreign,
-        /// Whether it watches every shielded CPU.
-        covers: bool,
-        /// Whether the guard's own loop watches the shield beside it.
-        guard: bool,
-    },
-
     /// A component's own note, worded by the component (see [`OwnNote`]).
     #[serde(untagged)]
     Part(PartNote),

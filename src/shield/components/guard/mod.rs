@@ -9,6 +9,10 @@
 //! its identity (pid and start time) is in its state file, which is how
 //! `off` finds it, stops it and checks that it is gone.
 
+mod notes;
+
+pub use notes::GuardNote;
+
 use crate::shield::apply::ApplyError;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::journal::Entry;
@@ -29,7 +33,7 @@ use crate::shield::apply::Refusal;
 use crate::shield::change::{Action, Check, Owner, Step, Undo};
 use crate::shield::holds::Holds;
 use crate::shield::journal::State;
-use crate::shield::note::Note;
+use crate::shield::note::{Note, OwnNote};
 use crate::shield::plan_error::PlanError;
 use crate::shield::undo::Undone;
 use crate::sys::{ErrorKind, Sys, SysError};
@@ -101,7 +105,7 @@ pub(in crate::shield) fn plan(
     rt_runtime_us: Option<i64>,
     shield: &CpuSet,
     systemd: bool,
-) -> Result<(Vec<Step>, Vec<Note>), PlanError> {
+) -> Result<(Vec<Step>, Vec<GuardNote>), PlanError> {
     let wanted = match req.mode {
         GuardMode::On => true,
         GuardMode::Off => false,
@@ -171,9 +175,9 @@ pub(in crate::shield) fn plan(
         rt_runtime_us
     };
     let protection = Protection::of(kernel, rt_after, wanted.then_some(settings));
-    let mut notes = vec![Note::KernelWork { protection }];
+    let mut notes = vec![GuardNote::KernelWork { protection }];
     if let Some(stalld) = &kernel.stalld_running {
-        notes.push(Note::StalldRunning {
+        notes.push(GuardNote::StalldRunning {
             stalld: stalld.clone(),
             covers: stalld.covers(shield),
             guard: wanted,
@@ -380,7 +384,7 @@ pub fn unprotected_kernel_work(sys: &Sys) -> Option<Note> {
     let protection = Protection::of(&kernel, kernel.rt_runtime_us, guard);
     protection
         .is_nothing()
-        .then_some(Note::KernelWork { protection })
+        .then(|| GuardNote::KernelWork { protection }.note())
 }
 
 /// What `status` reads back of the guard and of the shielded CPUs'
@@ -645,7 +649,7 @@ impl Component for Part {
         let systemd = cx.snap.owners.systemd;
         let (steps, notes) = plan(kernel, &cx.req.guard, rt_after, cx.shield, systemd)?;
         d.add(Slot::Guard, steps);
-        d.plan.notes.extend(notes);
+        d.plan.notes.extend(notes.iter().map(OwnNote::note));
         Ok(())
     }
 
@@ -769,7 +773,7 @@ mod tests {
         rt: Option<i64>,
         shield: &CpuSet,
         systemd: bool,
-    ) -> (Option<Step>, Note) {
+    ) -> (Option<Step>, GuardNote) {
         let (steps, mut notes) = plan(k, r, rt, shield, systemd).unwrap();
         let guard = steps.into_iter().find(|s| own_of(&s.action).is_some());
         (guard, notes.remove(0))
@@ -825,7 +829,7 @@ mod tests {
         assert_eq!((steps.len(), engines), (1, vec![Engine::Cpushield]));
         assert!(notes.iter().any(|n| matches!(
             n,
-            Note::StalldRunning { stalld, covers: true, guard: true } if stalld.pid == 812
+            GuardNote::StalldRunning { stalld, covers: true, guard: true } if stalld.pid == 812
         )));
         // Asked for stalld by name: still not a second one.
         let asked = with_engine(GuardMode::On, Engine::Stalld);
@@ -870,7 +874,7 @@ mod tests {
         );
         assert!(matches!(
             &note[..],
-            [Note::KernelWork {
+            [GuardNote::KernelWork {
                 protection: Protection::Guard { settings, .. }
             }] if settings.engine == Engine::Stalld
         ));
@@ -929,7 +933,7 @@ mod tests {
         assert!(step.is_none());
         assert!(matches!(
             note,
-            Note::KernelWork {
+            GuardNote::KernelWork {
                 protection: Protection::Throttling {
                     runtime_us: 950_000,
                     ..
@@ -953,7 +957,7 @@ mod tests {
         assert_eq!((cpus, unit.as_deref()), (shield(), Some(UNIT)));
         assert!(matches!(
             note,
-            Note::KernelWork {
+            GuardNote::KernelWork {
                 protection: Protection::Guard {
                     why: Starvable::NoThrottlingNoFairServer,
                     ..
@@ -971,7 +975,7 @@ mod tests {
         assert!(step.is_none());
         assert!(matches!(
             note,
-            Note::KernelWork {
+            GuardNote::KernelWork {
                 protection: Protection::Nothing {
                     why: Starvable::PreemptRt
                 }
