@@ -7,12 +7,6 @@ use crate::shield::Note;
 /// `status`'s reports.
 pub fn text(n: &Note) -> String {
     match n {
-        Note::MountingCgroup2 { mount } => format!(
-            "no cgroup hierarchy with cpuset is mounted: mounting cgroup2 at /{mount} (off unmounts it)"
-        ),
-        Note::AlsoIsolatedAtBoot { cpus } => format!(
-            "CPUs {cpus} are also isolated at boot (isolcpus=domain): the kernel already keeps them out of load balancing; the partition adds enforcement"
-        ),
         Note::SplitSiblings { groups } => format!(
             "hyper-thread siblings split ({}): the unshielded siblings share a core with the shield; keep them idle",
             join(groups.iter().map(CpuSet::to_string), "; ")
@@ -52,12 +46,6 @@ mod tests {
     #[test]
     fn notes_read_as_the_sentences_the_shield_printed() {
         let cases = [
-            (
-                Note::MountingCgroup2 {
-                    mount: "run/cpushield/cgroup2".into(),
-                },
-                "no cgroup hierarchy with cpuset is mounted: mounting cgroup2 at /run/cpushield/cgroup2 (off unmounts it)",
-            ),
             (
                 Note::SplitSiblings {
                     groups: vec![cpus("1,5"), cpus("2,6")],

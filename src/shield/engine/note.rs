@@ -11,19 +11,6 @@ use crate::cpulist::CpuSet;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Note {
-    // The cgroup mechanism.
-    /// No cgroup hierarchy with cpuset is mounted: cgroup2 is mounted for
-    /// the shield, and `off` unmounts it.
-    MountingCgroup2 {
-        /// Where, relative to the root.
-        mount: String,
-    },
-    /// Shielded CPUs that are also isolated at boot (`isolcpus=domain`).
-    AlsoIsolatedAtBoot {
-        /// The shielded CPUs isolated at boot.
-        cpus: CpuSet,
-    },
-
     // The request.
     /// Hyper-thread sibling groups that the shield splits (allowed by the
     /// request): their unshielded siblings share a core with the shield.

@@ -5,6 +5,9 @@
 //! holds, judged by what the kernel reads back.
 
 mod hold;
+mod notes;
+
+pub use notes::MechanismNote;
 
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::parts::{Line, PartReport};
@@ -16,7 +19,7 @@ use crate::shield::apply::reads_as;
 use crate::shield::change::{Action, Check, Owner, Step, Undo};
 use crate::shield::holds::Holds;
 use crate::shield::journal::State;
-use crate::shield::note::Note;
+use crate::shield::note::{Note, OwnNote};
 use crate::shield::plan_error::PlanError;
 use crate::sys::systemd::{self, SystemdCall};
 use crate::sys::Sys;
@@ -123,9 +126,10 @@ pub(in crate::shield) fn plan(
                 target: mount.clone(),
                 make_dir: *make_dir,
             }));
-            notes.push(Note::MountingCgroup2 {
+            let note = MechanismNote::MountingCgroup2 {
                 mount: mount.clone(),
-            });
+            };
+            notes.push(note.note());
             mounted = CgroupSetup::V2 {
                 mount: mount.clone(),
                 subtree_control: Vec::new(),
@@ -228,7 +232,7 @@ fn cgroup_v2(
     };
     let both = m.boot_isolated.intersection(shield);
     if !both.is_empty() {
-        notes.push(Note::AlsoIsolatedAtBoot { cpus: both });
+        notes.push(MechanismNote::AlsoIsolatedAtBoot { cpus: both }.note());
     }
     if !by_systemd {
         steps.push(fatal(Action::Write {

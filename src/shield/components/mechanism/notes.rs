@@ -1,0 +1,64 @@
+//! The cgroup mechanism's own notes, worded by itself.
+
+use serde::{Deserialize, Serialize};
+
+use super::OWNER;
+use crate::cpulist::CpuSet;
+use crate::shield::change::Owner;
+use crate::shield::note::OwnNote;
+
+/// What the user should know of the cgroups a shield is made of.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MechanismNote {
+    /// No cgroup hierarchy with cpuset is mounted: cgroup2 is mounted for
+    /// the shield, and `off` unmounts it.
+    MountingCgroup2 {
+        /// Where, relative to the root.
+        mount: String,
+    },
+    /// Shielded CPUs that are also isolated at boot (`isolcpus=domain`).
+    AlsoIsolatedAtBoot {
+        /// The shielded CPUs isolated at boot.
+        cpus: CpuSet,
+    },
+}
+
+impl OwnNote for MechanismNote {
+    fn owner(&self) -> Owner {
+        OWNER
+    }
+
+    fn text(&self) -> String {
+        match self {
+            MechanismNote::MountingCgroup2 { mount } => format!(
+                "no cgroup hierarchy with cpuset is mounted: mounting cgroup2 at /{mount} (off unmounts it)"
+            ),
+            MechanismNote::AlsoIsolatedAtBoot { cpus } => format!(
+                "CPUs {cpus} are also isolated at boot (isolcpus=domain): the kernel already keeps them out of load balancing; the partition adds enforcement"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shield::Note;
+
+    #[test]
+    fn the_mechanisms_note_keeps_its_kind_and_fields_and_says_itself() {
+        let note = MechanismNote::MountingCgroup2 {
+            mount: "run/cpushield/cgroup2".into(),
+        };
+        let Note::Part(part) = note.note() else {
+            panic!("a component's note");
+        };
+        assert!(part.is("cgroups", "mounting_cgroup2"));
+        assert_eq!(part.data["mount"], "run/cpushield/cgroup2");
+        assert_eq!(
+            part.text,
+            "no cgroup hierarchy with cpuset is mounted: mounting cgroup2 at /run/cpushield/cgroup2 (off unmounts it)"
+        );
+    }
+}
