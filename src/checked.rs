@@ -292,19 +292,20 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
 fn on(a: OnArgs) -> Result<Checked> {
     cpushield::shield::components::check_cache_share(a.cache_ways, a.others_bandwidth)
         .map_err(Refusal)?;
+    let guard = cpushield::guard::GuardRequest {
+        mode: a.guard,
+        settings: checked_guard_settings(&a.guard_settings)?,
+    };
     Ok(Checked::On {
         request: Request {
             cpus: a.cpus,
-            irqs: a.irqs,
             force: a.force,
             allow_split_siblings: a.allow_split_siblings,
             boot: None,
-            guard: cpushield::guard::GuardRequest {
-                mode: a.guard,
-                settings: checked_guard_settings(&a.guard_settings)?,
-            },
             options: Default::default(),
         }
+        .with_option("irqs", (!a.irqs.is_empty()).then_some(a.irqs))
+        .with_option("guard", (guard != Default::default()).then_some(guard))
         .with_option("max_idle_latency", a.max_idle_latency)
         .with_option("tune", a.tune.filter(|t| !t.is_empty()))
         .with_option("hotplug_restart", a.hotplug_restart.then_some(true))

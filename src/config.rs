@@ -408,27 +408,28 @@ pub fn parse_with_certify(
     };
     let ways = file.cache_ways.as_ref().map(|v| *v.get_ref());
     let others_bandwidth = file.others_bandwidth.as_ref().map(|v| *v.get_ref());
+    let guard = crate::guard::GuardRequest {
+        mode: parse_or_default(file.guard).map_err(|(at, e)| invalid(at, e))?,
+        settings: guard_settings(
+            parse_or_default(file.guard_engine).map_err(|(at, e)| invalid(at, e))?,
+            [
+                file.guard_threshold,
+                file.guard_runtime,
+                file.guard_period,
+                file.guard_duration,
+            ],
+        )
+        .map_err(|(at, e)| invalid(at, e))?,
+    };
     let request = Request {
         boot,
         options: Default::default(),
         cpus,
-        irqs: file.irqs,
         force: file.force,
         allow_split_siblings: file.allow_split_siblings,
-        guard: crate::guard::GuardRequest {
-            mode: parse_or_default(file.guard).map_err(|(at, e)| invalid(at, e))?,
-            settings: guard_settings(
-                parse_or_default(file.guard_engine).map_err(|(at, e)| invalid(at, e))?,
-                [
-                    file.guard_threshold,
-                    file.guard_runtime,
-                    file.guard_period,
-                    file.guard_duration,
-                ],
-            )
-            .map_err(|(at, e)| invalid(at, e))?,
-        },
     }
+    .with_option("irqs", (!file.irqs.is_empty()).then_some(file.irqs))
+    .with_option("guard", (guard != Default::default()).then_some(guard))
     .with_option("max_idle_latency", max_idle_latency)
     .with_option("tune", (!tune.is_empty()).then_some(tune))
     .with_option("hotplug_restart", file.hotplug_restart.then_some(true))
@@ -482,7 +483,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.cpus, CpuSet::parse_list("2-3").unwrap());
-        assert_eq!(r.irqs, ["eth0", "45"]);
+        assert_eq!(r.option::<Vec<String>>("irqs").unwrap(), ["eth0", "45"]);
         assert_eq!(r.option::<Vec<String>>("tune").unwrap(), ["all"]);
         assert!(r.flag("hotplug_restart") && r.force && r.allow_split_siblings);
         assert_eq!(r.option::<u32>("kthreads_above"), None);
@@ -495,14 +496,18 @@ mod tests {
             "{msg}"
         );
         let r = parse("cpus = \"3\"\nguard_engine = \"stalld\"\n", Path::new("c")).unwrap();
-        assert_eq!(r.guard.settings.engine, crate::guard::Engine::Stalld);
-        assert_eq!(r.guard.settings.threshold_ms, 1_000);
+        let guard: crate::guard::GuardRequest = r.option("guard").unwrap();
+        assert_eq!(guard.settings.engine, crate::guard::Engine::Stalld);
+        assert_eq!(guard.settings.threshold_ms, 1_000);
         let r = parse(
             "cpus = \"3\"\nguard_threshold = \"2s\"\nguard_runtime = 20\nguard_period = \"1ms\"\nguard_duration = 3000\n",
             Path::new("c"),
         )
         .unwrap();
-        let g = r.guard.settings;
+        let g = r
+            .option::<crate::guard::GuardRequest>("guard")
+            .unwrap()
+            .settings;
         assert_eq!(
             (g.threshold_ms, g.runtime_us, g.period_us, g.duration_ms),
             (2_000, 20, 1_000, 3_000)
@@ -525,7 +530,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.cpus, CpuSet::parse_list("2-3").unwrap());
-        assert!(!r.force && r.irqs.is_empty());
+        assert!(!r.force && r.option::<Vec<String>>("irqs").is_none());
         assert_eq!(r.option::<u32>("max_idle_latency"), None);
         for (value, us) in [("10", 10), ("\"10us\"", 10), ("\"1ms\"", 1000), ("0", 0)] {
             let text = format!("cpus = \"3\"\nmax_idle_latency = {value}\n");

@@ -178,7 +178,8 @@ fn request_differences(shield: &CpuSet, had: Option<&Request>, want: &Request) -
             v.join(", ")
         }
     };
-    field("irqs", list(&had.irqs), list(&want.irqs));
+    let irqs = |r: &Request| r.option::<Vec<String>>("irqs").unwrap_or_default();
+    field("irqs", list(&irqs(had)), list(&irqs(want)));
     let tune = |r: &Request| r.option::<Vec<String>>("tune").unwrap_or_default();
     field("tune", list(&tune(had)), list(&tune(want)));
     field("force", had.force.to_string(), want.force.to_string());
@@ -190,7 +191,10 @@ fn request_differences(shield: &CpuSet, had: Option<&Request>, want: &Request) -
     // The components' options, each under its config key.
     let keys: std::collections::BTreeSet<&String> =
         had.options.keys().chain(want.options.keys()).collect();
-    for key in keys.into_iter().filter(|k| *k != "tune") {
+    // The IRQs and the knobs are lists, compared above; the guard's
+    // settings are its own to judge (`status`).
+    let own = ["irqs", "tune", "guard"];
+    for key in keys.into_iter().filter(|k| !own.contains(&k.as_str())) {
         let (mut now, mut wanted) = (option_text(had, key), option_text(want, key));
         // A flag not given is a flag not set (older journals wrote `false`).
         if [&now, &wanted]
@@ -588,18 +592,29 @@ mod tests {
     #[test]
     fn a_request_reads_back_as_its_on_command() {
         let r = Request {
-            irqs: vec!["eth0".into()],
-            options: [(
-                "tune".to_string(),
-                serde_json::json!(["vmstat", "watchdog"]),
-            )]
+            options: [
+                ("irqs".to_string(), serde_json::json!(["eth0"])),
+                (
+                    "tune".to_string(),
+                    serde_json::json!(["vmstat", "watchdog"]),
+                ),
+            ]
             .into(),
             force: true,
             ..req("2-3")
         };
         assert_eq!(
-            r.command_line(),
+            crate::shield::components::command_line(&r),
             "cpushield on 2-3 --irq eth0 --tune=vmstat,watchdog --force"
+        );
+        let guard = crate::guard::GuardRequest {
+            mode: crate::guard::GuardMode::Off,
+            ..Default::default()
+        };
+        let r = r.with_option("guard", Some(guard));
+        assert_eq!(
+            crate::shield::components::command_line(&r),
+            "cpushield on 2-3 --guard=off --irq eth0 --tune=vmstat,watchdog --force"
         );
     }
 

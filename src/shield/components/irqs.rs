@@ -34,6 +34,15 @@ pub const OWNER: Owner = Owner("irqs");
 /// after (a driver spreads its queues anew as the CPUs come back).
 const CPUS_RESTART: &str = "hotplug_restart";
 
+/// Its option's config key (`--irq`, repeated): the IRQs, by number or
+/// name, to bind to the shield.
+pub const KEY: &str = "irqs";
+
+/// The IRQs `req` asks to bind to the shield.
+fn asked(req: &crate::shield::request::Request) -> Vec<String> {
+    req.option(KEY).unwrap_or_default()
+}
+
 /// What the IRQs' plan keeps beyond its steps, under their name in the
 /// plan's parts.
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
@@ -493,6 +502,17 @@ impl Component for Part {
         OWNER
     }
 
+    /// `--irq N` once for each.
+    fn option_arg(&self, key: &str, value: &serde_json::Value) -> Option<String> {
+        let irqs: Vec<String> =
+            (key == KEY).then(|| serde_json::from_value(value.clone()).ok())??;
+        Some(
+            irqs.iter()
+                .map(|irq| format!(" --irq {}", crate::shield::request::arg_word(irq)))
+                .collect(),
+        )
+    }
+
     fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
         let irqs = (f.irqs, f.wanted_irqs, f.default_irq_affinity);
         judge(irqs, f.targets, f.housekeeping)
@@ -607,7 +627,7 @@ impl Component for Part {
     }
 
     fn check(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        let to_shield = resolve(&cx.snap.irqs, &cx.req.irqs)?;
+        let to_shield = resolve(&cx.snap.irqs, &asked(cx.req))?;
         d.plan.parts.put(OWNER.name(), &Planned { to_shield });
         Ok(())
     }
@@ -761,7 +781,6 @@ mod tests {
     use crate::shield::change::Refusal;
     use crate::shield::components::plan as shield_plan;
     use crate::shield::components::test_machine::{req, snap, v2, write_to};
-    use crate::shield::request::Request;
 
     #[test]
     fn each_irq_step_is_the_irqs_and_names_its_irq_and_a_refusal_names_the_device() {
@@ -812,10 +831,7 @@ mod tests {
 
     #[test]
     fn irqs_named_go_to_the_shield() {
-        let r = Request {
-            irqs: vec!["eth0".into(), "25".into()],
-            ..req("2-3")
-        };
+        let r = req("2-3").with_option(KEY, Some(["eth0", "25"]));
         let p = shield_plan(&snap(v2()), &r).unwrap();
         assert_eq!(to_shield(&p), vec![24, 25]);
         assert_eq!(
@@ -826,10 +842,7 @@ mod tests {
             write_to(&p, "proc/irq/25/smp_affinity_list").as_deref(),
             Some("2-3")
         );
-        let bad = Request {
-            irqs: vec!["nope".into()],
-            ..req("2")
-        };
+        let bad = req("2").with_option(KEY, Some(["nope"]));
         assert_eq!(
             shield_plan(&snap(v2()), &bad).unwrap_err(),
             unknown_irq("nope")

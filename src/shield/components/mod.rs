@@ -179,6 +179,12 @@ pub(super) fn stop_left_running(
         .collect()
 }
 
+/// The `cpushield on` command line that makes `req`, each component's
+/// option in its own words.
+pub fn command_line(req: &Request) -> String {
+    req.command_line_with(&|key, value| ORDER.iter().find_map(|part| part.option_arg(key, value)))
+}
+
 /// What the components' audit rules read beyond the audit's shared
 /// facts, each under its name, for the CPUs `targets` (`entries`: the
 /// active shield's journal, empty without one).

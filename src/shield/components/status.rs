@@ -12,7 +12,6 @@ use crate::shield::journal::{self, State};
 use crate::shield::note::Note;
 use crate::shield::parts::PartReport;
 use crate::shield::plan;
-use crate::shield::request::Request;
 use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
 use crate::sys::procfs;
 use crate::sys::Sys;
@@ -88,7 +87,7 @@ fn broken(state: &State, parts: &[PartReport]) -> Vec<Finding> {
 fn repair(state: &State) -> String {
     let again = state.request.as_ref().map_or_else(
         || format!("cpushield on {}", state.shield),
-        Request::command_line,
+        super::command_line,
     );
     format!(
         "run 'cpushield apply' (a shield from the config file) or '{again}' again: it repairs the shield in place"

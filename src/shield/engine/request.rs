@@ -13,8 +13,6 @@ use crate::cpulist::CpuSet;
 pub struct Request {
     /// CPUs to shield.
     pub cpus: CpuSet,
-    /// IRQs (numbers or names as in /proc/interrupts) to bind to the shield.
-    pub irqs: Vec<String>,
     /// Move tasks whose own affinity lies wholly inside the shield.
     pub force: bool,
     /// Allow shielding one hyper-thread sibling but not the other.
@@ -24,9 +22,6 @@ pub struct Request {
     /// Not part of `on`: `apply` writes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot: Option<Vec<String>>,
-    /// The starvation guard (`--guard`, config key `guard`).
-    #[serde(default)]
-    pub guard: crate::guard::GuardRequest,
     /// The options of the components that read their own, each under its
     /// config key (`max_idle_latency`: the idle states' bound in µs, ...),
     /// its `on` option the same words with dashes: the engine carries them
@@ -57,28 +52,23 @@ impl Request {
         self.option::<bool>(key).unwrap_or(false)
     }
 
-    /// The `cpushield on` command line that makes this request.
+    /// The `cpushield on` command line that makes this request, every
+    /// option as ` --key=value`.
     pub fn command_line(&self) -> String {
+        self.command_line_with(&|_, _| None)
+    }
+
+    /// The `cpushield on` command line that makes this request, each
+    /// option in the words of its own (` --key=value` where `own` has none
+    /// for it).
+    pub fn command_line_with(
+        &self,
+        own: &dyn Fn(&str, &serde_json::Value) -> Option<String>,
+    ) -> String {
         let mut out = format!("cpushield on {}", self.cpus);
-        for irq in &self.irqs {
-            out.push_str(&format!(" --irq {irq}"));
-        }
-        if self.guard.mode != crate::guard::GuardMode::Auto {
-            out.push_str(&format!(" --guard={}", self.guard.mode));
-        }
         for (key, value) in &self.options {
-            if let Some(arg) = option_arg(key, value) {
+            if let Some(arg) = own(key, value).or_else(|| option_arg(key, value)) {
                 out.push_str(&arg);
-            }
-        }
-        let defaults = crate::guard::Settings::default();
-        if self.guard.settings != defaults {
-            let default_args = defaults.args();
-            for arg in self.guard.settings.args() {
-                if !default_args.contains(&arg) {
-                    out.push(' ');
-                    out.push_str(&arg);
-                }
             }
         }
         for (set, flag) in [
@@ -90,6 +80,18 @@ impl Request {
             }
         }
         out
+    }
+}
+
+/// `text` as one word of a command line: as it is when a plain word of up
+/// to 40 bytes, else bounded and quoted (a damaged journal's bytes are
+/// never printed as written).
+pub fn arg_word(text: &str) -> String {
+    let plain = (1..=40).contains(&text.len())
+        && (text.bytes()).all(|b| b.is_ascii_alphanumeric() || b".,:/%-_".contains(&b));
+    match plain {
+        true => text.to_string(),
+        false => crate::input::quote(text),
     }
 }
 
@@ -115,13 +117,7 @@ fn option_arg(key: &str, value: &serde_json::Value) -> Option<String> {
             .join(","),
         other => other.to_string(),
     };
-    let plain = (1..=40).contains(&text.len())
-        && (text.bytes()).all(|b| b.is_ascii_alphanumeric() || b".,:/%-".contains(&b));
-    let text = match plain {
-        true => text,
-        false => crate::input::quote(&text),
-    };
-    Some(format!("{flag}={text}"))
+    Some(format!("{flag}={}", arg_word(&text)))
 }
 
 #[cfg(test)]

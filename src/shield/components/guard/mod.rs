@@ -41,6 +41,15 @@ use crate::sys::{ErrorKind, Sys, SysError};
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("guard");
 
+/// Its option's config key (`--guard` and its settings, `--guard-*`).
+pub const KEY: &str = "guard";
+
+/// What `req` asks of the guard (`auto` with the default settings when
+/// it asks nothing).
+fn asked(req: &crate::shield::request::Request) -> GuardRequest {
+    req.option(KEY).unwrap_or_default()
+}
+
 /// The guard's transient unit on systemd hosts.
 pub const UNIT: &str = "cpushield-guard.service";
 /// How long a guard has to show up (its state file) or to go away.
@@ -642,12 +651,30 @@ impl Component for Part {
         Ok(())
     }
 
+    /// `--guard=MODE` unless `auto`, and each setting not the default.
+    fn option_arg(&self, key: &str, value: &serde_json::Value) -> Option<String> {
+        let guard: GuardRequest =
+            (key == KEY).then(|| serde_json::from_value(value.clone()).ok())??;
+        let mut out = String::new();
+        if guard.mode != GuardMode::Auto {
+            out.push_str(&format!(" --guard={}", guard.mode));
+        }
+        let default_args = crate::guard::Settings::default().args();
+        for arg in guard.settings.args() {
+            if !default_args.contains(&arg) {
+                out.push(' ');
+                out.push_str(&arg);
+            }
+        }
+        Some(out)
+    }
+
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         let kernel = &cx.snap.kernel_work;
         // Whoever planned it (the knobs, before the guard in the order).
         let rt_after = rt_runtime_after(kernel, d.steps.iter().map(|(_, s)| s));
         let systemd = cx.snap.owners.systemd;
-        let (steps, notes) = plan(kernel, &cx.req.guard, rt_after, cx.shield, systemd)?;
+        let (steps, notes) = plan(kernel, &asked(cx.req), rt_after, cx.shield, systemd)?;
         d.add(Slot::Guard, steps);
         d.plan.notes.extend(notes.iter().map(OwnNote::note));
         Ok(())
