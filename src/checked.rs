@@ -19,6 +19,9 @@ use cpushield::sys::Sys;
 
 use crate::cli::*;
 
+mod certify;
+use certify::certify;
+
 /// A request refused before anything was changed, outside the library's
 /// own errors (an argument checked here).
 #[derive(Debug, thiserror::Error)]
@@ -409,6 +412,7 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
             checkpoint: false,
             shield: None,
             existing_shield: None,
+            timing: Default::default(),
         },
         dry_run: a.dry_run,
         json: a.json,
@@ -483,145 +487,6 @@ fn active_shield(
     Ok(Some(shield))
 }
 
-fn certify(sys: &Sys, a: CertifyArgs) -> Result<Checked> {
-    let (config, section) = match &a.config {
-        Some(path) => {
-            let (r, s) = cpushield::config::load_with_certify(path)?;
-            (Some(r), s)
-        }
-        None => (None, Default::default()),
-    };
-    let cfg = a.config.as_deref();
-    let shield_cpus = cpushield::shield::journal::read_state(sys)?.map(|s| s.shield);
-    let active = shield_cpus.is_some();
-    let cpus = a.cpus.clone();
-    let cpus = cpus
-        .or(config.as_ref().map(|r| r.cpus.clone()))
-        .or(shield_cpus);
-    let Some(cpus) = cpus else {
-        return Err(Refusal(
-            "certify: --cpus is required (the CPUs to shield and measure, e.g. --cpus 2-3), or --config FILE".into(),
-        ).into());
-    };
-    let Some((budget, from)) = flag_or_key(a.budget, "--budget", section.budget, cfg) else {
-        return Err(Refusal(
-            "certify: --budget is required (e.g. --budget 'max<=100us,p99.99<=50us'), or budget in the config's [certify]".into(),
-        ).into());
-    };
-    let budget =
-        cpushield::certify::budget::parse(&budget).map_err(|e| Refusal(format!("{from}: {e}")))?;
-    let seconds = match flag_or_key(a.duration, "--duration", section.duration, cfg) {
-        Some((text, from)) => duration(&text, &from)?,
-        None => 600.0,
-    };
-    let in_config = |line: usize| {
-        format!(
-            "{}:{line}",
-            cfg.unwrap_or(std::path::Path::new("")).display()
-        )
-    };
-    let load = match (a.load, section.load) {
-        (Some(load), _) => load,
-        (None, Some(k)) => k
-            .value
-            .parse()
-            .map_err(|e| Refusal(format!("{}: load: {e}", in_config(k.line))))?,
-        (None, None) => cpushield::load::Scenario::Mix,
-    };
-    let probe = match (a.probe, section.probe) {
-        (Some(p), _) => p,
-        (None, Some(k)) => certify_probe(&k.value).ok_or_else(|| {
-            Refusal(format!(
-                "{}: probe: {}: give timer, rtc, noise, gtod, periodic or cache",
-                in_config(k.line),
-                quote(&k.value)
-            ))
-        })?,
-        (None, None) => cpushield::measure::ProbeKind::Timer,
-    };
-    let (confidence, from) = flag_or_key(a.confidence, "--confidence", section.confidence, cfg)
-        .unwrap_or((95.0, String::new()));
-    if !(50.0..=99.9999).contains(&confidence) {
-        return Err(Refusal(format!(
-            "{from} {confidence}: give a percentage from 50 to 99.9999"
-        ))
-        .into());
-    }
-    let baseline = certify_baseline(
-        (a.baseline, a.regression),
-        (section.baseline, section.regression),
-        cfg,
-    )?;
-    let explain = flag_or_key(a.explain, "--explain", section.explain, cfg);
-    if let Some((us, from)) = &explain {
-        if !(1..=10_000_000).contains(us) {
-            return Err(Refusal(format!("{from} {us}: give 1 to 10000000 µs")).into());
-        }
-    }
-    let out = flag_or_key(a.out, "--out", section.out, cfg)
-        .map(|(dir, _)| dir)
-        .unwrap_or_else(|| named_by_time("cpushield-certify"));
-    let mut compare =
-        cpushield::certify::Options::measuring(cpus, (load, probe), seconds, &budget, out);
-    compare.explain_us = explain.map(|(us, _)| us);
-    compare.existing_shield =
-        active_shield(sys, (active, &compare.cpus), cfg.zip(config.as_ref()))?;
-    // A shield of its own: the config's without its boot half (certify
-    // changes nothing that outlives a reboot); inside an active one, none.
-    compare.shield = config
-        .filter(|_| compare.existing_shield.is_none())
-        .map(|r| Request { boot: None, ..r });
-    Ok(Checked::Certify {
-        options: cpushield::certify::Options {
-            compare,
-            budget,
-            confidence: confidence / 100.0,
-            baseline,
-        },
-        dry_run: a.dry_run,
-        json: a.json,
-    })
-}
-
-/// A probe `certify` takes, by name (pci is `measure`'s alone).
-fn certify_probe(name: &str) -> Option<cpushield::measure::ProbeKind> {
-    use clap::ValueEnum;
-    cpushield::measure::ProbeKind::from_str(name, false)
-        .ok()
-        .filter(|p| *p != cpushield::measure::ProbeKind::Pci)
-}
-
-/// `certify`'s baseline, read, with its regression threshold; a threshold
-/// without a baseline is refused.
-fn certify_baseline(
-    (flag_dir, flag_pct): (Option<PathBuf>, Option<f64>),
-    (key_dir, key_pct): (Option<AtLine<PathBuf>>, Option<AtLine<f64>>),
-    cfg: Option<&std::path::Path>,
-) -> Result<Option<cpushield::certify::baseline::Baseline>, Refusal> {
-    let regression = flag_or_key(flag_pct, "--regression", key_pct, cfg);
-    let baseline = flag_or_key(flag_dir, "--baseline", key_dir, cfg);
-    let pct = match (&regression, &baseline) {
-        (Some((_, from)), None) => {
-            return Err(Refusal(format!(
-                "{from}: a regression threshold needs a baseline (--baseline DIR)"
-            )))
-        }
-        (Some((pct, from)), Some(_)) if !(0.0..=1000.0).contains(pct) => {
-            return Err(Refusal(format!(
-                "{from} {pct}: give a percentage from 0 to 1000"
-            )))
-        }
-        (Some((pct, _)), _) => *pct,
-        (None, _) => 20.0,
-    };
-    match baseline {
-        Some((dir, from)) => cpushield::certify::baseline::Baseline::read(&dir, pct / 100.0)
-            .map(Some)
-            .map_err(|e| Refusal(format!("{from}: {e}"))),
-        None => Ok(None),
-    }
-}
-
 /// `PREFIX-<unix time>`: an output directory of its own for each run.
 fn named_by_time(prefix: &str) -> PathBuf {
     let t = std::time::SystemTime::now()
@@ -640,15 +505,7 @@ fn duration(text: &str, from: &str) -> Result<f64, Refusal> {
             quote(text)
         ))
     };
-    let t = text.trim();
-    let (number, scale) = match t.char_indices().last() {
-        Some((i, 's')) => (&t[..i], 1.0),
-        Some((i, 'm')) => (&t[..i], 60.0),
-        Some((i, 'h')) => (&t[..i], 3600.0),
-        Some((i, 'd')) => (&t[..i], 86_400.0),
-        _ => (t, 1.0),
-    };
-    let seconds = number.trim().parse::<f64>().map_err(|_| bad())? * scale;
+    let seconds = cpushield::input::seconds(text).ok_or_else(bad)?;
     if (1.0..=86_400.0).contains(&seconds) {
         Ok(seconds)
     } else {

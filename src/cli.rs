@@ -103,13 +103,18 @@ pub enum Command {
     ///
     /// Measures as compare's shielded phase does, for the duration (its
     /// own shield, the load on the housekeeping CPUs, both undone at the
-    /// end and on Ctrl-C; refused while a shield is active), then judges
-    /// each term on every CPU: a max term fails on one sample over its
-    /// bound; a percentile term passes when the exact binomial
-    /// (Clopper-Pearson) upper bound on the probability of exceeding is
-    /// within what it allows, fails when the lower bound is above it, and
-    /// is inconclusive in between (with the samples that would decide).
-    /// Writes certify.json, junit.xml and compare's files to --out.
+    /// end and on Ctrl-C; inside a shield already active, it measures in
+    /// that one and leaves it standing), then judges each term on every
+    /// CPU, counting the deadlines the probe skipped after a stall as late
+    /// and a burst of late deadlines as one event: a max term fails on one
+    /// late deadline and passes only where the extreme-value fit of the
+    /// per-second maxima holds and gives a repeat of the run less than
+    /// 1 − confidence to exceed (else INCONCLUSIVE); a percentile term
+    /// passes when the exact binomial (Clopper-Pearson) upper bound on the
+    /// probability of exceeding is within what it allows, fails when the
+    /// lower bound is above it, and is inconclusive in between (with the
+    /// samples that would decide). Writes certify.json, junit.xml and
+    /// compare's files to --out; --from judges recorded data instead.
     Certify(CertifyArgs),
     /// Print the kernel command line that isolates CPUs from boot on (advice only).
     BootArgs(BootArgsArgs),
@@ -251,8 +256,9 @@ pub struct CompareArgs {
     /// Latency probe (pci is measure's alone: it needs a device).
     #[arg(long, default_value = "timer", value_parser = experiment_probe())]
     pub probe: cpushield::measure::ProbeKind,
-    /// Seconds per phase.
-    #[arg(long, value_name = "S", default_value_t = 60.0)]
+    /// How long each phase measures: seconds, or with a unit (90s, 10m,
+    /// 2h) [default: 60].
+    #[arg(long, value_name = "DURATION", default_value = "60", value_parser = cpushield::input::positive_seconds)]
     pub duration: f64,
     /// Output directory (default: ./cpushield-compare-<unix time>).
     #[arg(long, value_name = "DIR")]
@@ -360,10 +366,45 @@ pub struct CertifyArgs {
     /// compared, and a regression fails the budget.
     #[arg(long, value_name = "DIR")]
     pub baseline: Option<PathBuf>,
-    /// With a baseline: how much, in percent, a maximum may grow before it
-    /// is a regression [default: 20].
+    /// With a baseline: how much, in percent, a maximum may grow before
+    /// it is said (one sample: said, never judged a regression; the
+    /// regression is an exact test at a 1 % false-alarm rate) [default: 20].
     #[arg(long, value_name = "PCT")]
     pub regression: Option<f64>,
+    /// Compute the verdict, certify.json, junit.xml and the page from
+    /// recorded data instead of measuring: a results.json of compare or
+    /// certify, a certify.json, measure --json's output, or a
+    /// checkpoint-shielded.json (a crashed run's too). Changes nothing.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "load", "probe", "duration", "explain", "dry_run"])]
+    pub from: Option<PathBuf>,
+    /// Run even where the duration cannot decide a term at the confidence
+    /// asked (too few deadlines for a percentile, under a minute for max).
+    #[arg(long)]
+    pub force: bool,
+    /// The probe's period, as the workload's (timer and periodic; a bare
+    /// number is µs: 250, 500us, 2ms) [default: the probe's, 1 ms for
+    /// timer].
+    #[arg(long, value_name = "DURATION", value_parser = micros)]
+    pub interval: Option<u64>,
+    /// SCHED_FIFO priority of the measuring threads, as the workload's
+    /// (1 to 99) [default: 99].
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(i32).range(1..=99))]
+    pub priority: Option<i32>,
+    /// What a max term must show beyond the run: at most this probability
+    /// of exceeding its bound over the mission (1e-9), or per activation
+    /// (1e-12/activation); separate from --confidence. The verdict gives
+    /// the latency at the target (the pWCET) with its bound [default: a
+    /// repeat of the run exceeds with less than 1 − confidence].
+    #[arg(long, value_name = "P[/activation]")]
+    pub target: Option<String>,
+    /// The mission time a --target is over: seconds, or 90s, 10m, 2h, 1d
+    /// [default: 1h].
+    #[arg(long, value_name = "DURATION", value_parser = cpushield::input::positive_seconds)]
+    pub mission: Option<f64>,
+    /// Hold /dev/cpu_dma_latency at US µs during the run, as cyclictest
+    /// does (0 keeps the CPUs out of deep idle states); off by default.
+    #[arg(long, value_name = "US")]
+    pub dma_latency: Option<u32>,
 }
 
 #[derive(Args, Debug)]

@@ -92,11 +92,11 @@ exit_statuses! {
     "certify: FAIL, the budget is not met",
     "`certify`: FAIL: a term of the budget is not met on a measured CPU (the verdict names the term, the CPU and the samples)",
     "fix the machine or the budget; see the worst samples";
-    /// `certify`: too few samples to tell, or the run was cut short.
+    /// `certify`: the evidence cannot tell, or the run was cut short.
     BUDGET_INCONCLUSIVE = 11,
-    "certify: INCONCLUSIVE, too few samples to tell, a repeat could exceed a max, or interrupted",
-    "`certify`: INCONCLUSIVE: too few samples to decide at the confidence asked (the verdict says how many would), a max term whose fitted tail says a repeat of the run could exceed it, or the run was interrupted",
-    "run longer (`--duration`)";
+    "certify: INCONCLUSIVE, the evidence cannot tell, or the run was cut short",
+    "`certify`: INCONCLUSIVE: too few deadlines to decide at the confidence asked (the verdict says how many would), a max term whose tail could not be extrapolated (heavy, dependent, drifting, a run under a minute) or whose fitted tail says a repeat of the run could exceed it, or the run was interrupted or its load stopped",
+    "what the reason names: run longer (`--duration`), the boot half, a quieter load";
     /// `run`: the command could not be started (as a shell says it).
     CANNOT_EXEC = 127,
     "run: the command could not be started",

@@ -376,3 +376,49 @@ mod tests {
         assert_eq!(human(4096), "4 KiB");
     }
 }
+
+/// A length of time in seconds as `measure`, `compare` and `certify` take
+/// it: a number of seconds (`90`, `0.5`), or a number with `s`, `m`, `h`
+/// or `d` (`90s`, `10m`, `2h`, `1d`); `None` when it is neither or not a
+/// finite number.
+pub fn seconds(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let (number, scale) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        Some((i, 'd')) => (&t[..i], 86_400.0),
+        _ => (t, 1.0),
+    };
+    let n = number.trim().parse::<f64>().ok()?;
+    (n.is_finite()).then_some(n * scale)
+}
+
+/// [`seconds`] for a command-line option: more than 0, or an error that
+/// names the valid forms.
+pub fn positive_seconds(text: &str) -> Result<f64, String> {
+    match seconds(text) {
+        Some(s) if s > 0.0 => Ok(s),
+        _ => Err(format!(
+            "{text:?}: give seconds or a number with s, m, h or d (90, 90s, 10m, 2h, 1d), more than 0"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod seconds_tests {
+    use super::*;
+
+    #[test]
+    fn one_duration_syntax_for_measure_compare_and_certify() {
+        assert_eq!(seconds("90"), Some(90.0));
+        assert_eq!(seconds("90s"), Some(90.0));
+        assert_eq!(seconds("10m"), Some(600.0));
+        assert_eq!(seconds("2h"), Some(7200.0));
+        assert_eq!(seconds("1d"), Some(86_400.0));
+        assert_eq!(seconds("0.5"), Some(0.5));
+        assert_eq!(seconds("10x"), None);
+        assert_eq!(seconds("nan"), None);
+        assert!(positive_seconds("0").unwrap_err().contains("10m"));
+    }
+}

@@ -47,7 +47,52 @@ impl fmt::Display for Term {
     }
 }
 
-const FORMS: &str = "terms like max<=100us, p99.99<=50us or p99.9999<=80us (units ns, us or µs, ms), separated by commas";
+/// What a `max` term must show beyond the run (`--target`): at most
+/// `probability` of exceeding its bound over the horizon.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// The probability of exceeding allowed (0 < p < 1).
+    pub probability: f64,
+    /// The horizon, seconds (the mission time); `None`: per activation
+    /// (one deadline).
+    pub horizon_s: Option<f64>,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.horizon_s {
+            Some(h) => write!(f, "at most {:.1e} over {h:.0} s", self.probability),
+            None => write!(f, "at most {:.1e} per activation", self.probability),
+        }
+    }
+}
+
+/// Parses `--target`: a probability (`1e-9`), over the mission of
+/// `mission_s` seconds, or per activation (`1e-12/activation`).
+pub fn parse_target(text: &str, mission_s: f64) -> Result<Target, String> {
+    let bad = |why: &str| {
+        format!("--target {text:?}: {why}; give a probability between 0 and 1 over the mission (1e-9, with --mission 1h) or per activation (1e-12/activation)")
+    };
+    let (number, per) = match text.split_once('/') {
+        Some((n, per)) => (n.trim(), Some(per.trim())),
+        None => (text.trim(), None),
+    };
+    let probability: f64 = number.parse().map_err(|_| bad("not a number"))?;
+    if !(probability > 0.0 && probability < 1.0) {
+        return Err(bad("not between 0 and 1"));
+    }
+    let horizon_s = match per {
+        None => Some(mission_s),
+        Some("activation" | "deadline") => None,
+        Some(other) => return Err(bad(&format!("{other:?} is not activation"))),
+    };
+    Ok(Target {
+        probability,
+        horizon_s,
+    })
+}
+
+const FORMS: &str = "terms like max<=100us, p99.99<=50us or p99.9999<=80us (units ns, us or µs, ms, s), separated by commas";
 
 /// Parses a budget: one or more terms separated by commas. The error
 /// names the term and what would be valid.
@@ -92,7 +137,8 @@ fn parse_term(term: &str) -> Result<Term, String> {
         "ns" => 1.0,
         "us" | "µs" => 1e3,
         "ms" => 1e6,
-        u => return Err(bad(&format!("unit {u:?} is not ns, us, µs or ms"))),
+        "s" => 1e9,
+        u => return Err(bad(&format!("unit {u:?} is not ns, us, µs, ms or s"))),
     };
     let bound_ns = (value * scale).round();
     if !(1.0..1e15).contains(&bound_ns) {
@@ -118,7 +164,8 @@ mod tests {
 
     #[test]
     fn every_written_form_of_a_term_is_read() {
-        let t = parse("max<=100us, p99.99<=50us,p99.9999<=0.08ms, P99<=2000ns, max<=7µs").unwrap();
+        let t = parse("max<=100us, p99.99<=50us,p99.9999<=0.08ms, P99<=2000ns, max<=7µs,max<=1s")
+            .unwrap();
         let got: Vec<(String, u64)> = t.iter().map(|t| (t.text.clone(), t.bound_ns)).collect();
         assert_eq!(
             got,
@@ -128,10 +175,25 @@ mod tests {
                 ("p99.9999<=0.08ms".into(), 80_000),
                 ("p99<=2000ns".into(), 2_000),
                 ("max<=7us".into(), 7_000),
+                ("max<=1s".into(), 1_000_000_000),
             ]
         );
         assert_eq!(t[0].allowed(), 0.0);
         assert!((t[1].allowed() - 1e-4).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_target_is_over_the_mission_or_per_activation() {
+        let t = parse_target("1e-9", 3600.0).unwrap();
+        assert_eq!((t.probability, t.horizon_s), (1e-9, Some(3600.0)));
+        let t = parse_target("1e-12/activation", 3600.0).unwrap();
+        assert_eq!((t.probability, t.horizon_s), (1e-12, None));
+        for bad in ["0", "1.5", "x", "1e-9/hour"] {
+            assert!(
+                parse_target(bad, 1.0).unwrap_err().contains("--target"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
@@ -143,7 +205,7 @@ mod tests {
             ("p100<=10us", "not between 0 and 100"),
             ("p0<=10us", "not between 0 and 100"),
             ("max<=10", "no unit"),
-            ("max<=10s", "unit \"s\""),
+            ("max<=10min", "unit \"min\""),
             ("max<=0us", "at least 1 ns"),
             ("max<=1.2.3us", "not a number"),
         ] {

@@ -7,8 +7,10 @@
 
 pub mod baseline;
 pub mod budget;
+pub mod count;
 pub mod evt;
 pub mod preflight;
+pub mod source;
 pub mod stats;
 pub mod verdict;
 
@@ -19,6 +21,7 @@ use crate::compare::watch::Watch;
 use crate::compare::{self, CompareError, Context, Phase};
 use crate::cpulist::CpuSet;
 use crate::measure::results::Measurement;
+use crate::measure::ProbeKind;
 use budget::Term;
 use verdict::{CpuTail, Outcome, Verdict};
 
@@ -40,6 +43,13 @@ pub struct Options {
     pub confidence: f64,
     /// An earlier run to compare with: a regression is a FAIL.
     pub baseline: Option<baseline::Baseline>,
+    /// Judge this recorded file instead of measuring (`--from`).
+    pub from: Option<std::path::PathBuf>,
+    /// What a `max` term must show beyond the run (`--target`).
+    pub target: Option<budget::Target>,
+    /// Whether the run can decide each term, said before it starts
+    /// (empty: the probe keeps no fixed rate, or `--from`).
+    pub feasibility: Vec<Feasibility>,
 }
 
 impl Options {
@@ -72,6 +82,7 @@ impl Options {
             checkpoint: true,
             shield: None,
             existing_shield: None,
+            timing: Default::default(),
         }
     }
 }
@@ -81,11 +92,14 @@ impl Options {
 pub struct Report {
     /// Layout version of this document.
     pub schema_version: u32,
-    /// The verdict on the whole budget.
+    /// The verdict on the whole budget and the run: the worse of the
+    /// budget's and [`Report::run`]'s.
     pub outcome: Outcome,
     /// Ctrl-C or SIGTERM ended the run early: at most INCONCLUSIVE
     /// unless a term had already failed.
     pub interrupted: bool,
+    /// The run itself as a test: what about it changes the outcome.
+    pub run: RunVerdict,
     /// Each term, per CPU, with the numbers behind it.
     pub verdict: Verdict,
     /// What broke while the run measured, by time: the looks every
@@ -103,8 +117,37 @@ pub struct Report {
     /// What the audit found before the run, and what alone makes the
     /// budget unreachable (`None`: the audit could not be read).
     pub preflight: Option<preflight::Preflight>,
-    /// The measurement as `compare` reports it (its `results.json`).
-    pub measurement: Results,
+    /// The recorded file the verdict was computed from (`certify --from`),
+    /// with what it could not say; `None` when this run measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<From>,
+    /// What each CPU measured, as judged (histograms, per-second maxima,
+    /// skipped deadlines): `certify --from` and a later baseline read it.
+    pub tails: Vec<CpuTail>,
+    /// The measurement as `compare` reports it (its `results.json`);
+    /// `None` for a verdict from a recorded file.
+    pub measurement: Option<Results>,
+}
+
+/// The recorded file a verdict was computed from.
+#[derive(Debug, Clone, Serialize)]
+pub struct From {
+    /// The file.
+    pub file: std::path::PathBuf,
+    /// What kind it was.
+    pub kind: &'static str,
+    /// What it could not say.
+    pub notes: Vec<String>,
+}
+
+/// The run as a test of its own: interrupted, the load stopped, the
+/// shield broken, a regression against the baseline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunVerdict {
+    /// PASS when nothing about the run limits the verdict.
+    pub outcome: Outcome,
+    /// What limits it, a line each.
+    pub reasons: Vec<String>,
 }
 
 /// The comparison with a baseline.
@@ -112,10 +155,101 @@ pub struct Report {
 pub struct Against {
     /// The baseline's directory.
     pub dir: std::path::PathBuf,
-    /// How much a maximum may grow before it regresses (0.2: a fifth).
+    /// How much a maximum may grow before it is said.
     pub max_growth: f64,
-    /// Each term on each CPU both judged.
+    /// The false-alarm rate of all its tests together.
+    pub false_alarm: f64,
+    /// Each test on each CPU.
     pub changes: Vec<baseline::Change>,
+}
+
+/// Whether a run can decide one term, said before it starts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Feasibility {
+    /// The term, as written.
+    pub term: String,
+    /// Deadlines the run will take on each CPU (its duration at the
+    /// probe's rate).
+    pub deadlines: u64,
+    /// Deadlines the term needs with none late, at the confidence asked
+    /// (a percentile), or the seconds a max term's tail needs.
+    pub needed: u64,
+    /// Whether the run can decide it.
+    pub decidable: bool,
+    /// In words.
+    pub line: String,
+}
+
+/// For each term, whether a run of `seconds` at `per_second` deadlines a
+/// second can decide it at `confidence`: a percentile needs
+/// [`stats::samples_needed`] deadlines with none late (fewer can only
+/// FAIL or be INCONCLUSIVE), a max term [`evt::MIN_BLOCKS`] seconds of
+/// maxima and a confidence the bootstrap can bound.
+pub fn feasibility(
+    budget: &[Term],
+    seconds: f64,
+    per_second: f64,
+    confidence: f64,
+) -> Vec<Feasibility> {
+    let deadlines = (seconds * per_second) as u64;
+    let pct = confidence * 100.0;
+    budget
+        .iter()
+        .map(|t| {
+            let (needed, decidable, line) = match t.statistic {
+                budget::Statistic::Percentile { .. } => {
+                    let needed = stats::samples_needed(t.allowed(), confidence);
+                    let secs = needed as f64 / per_second;
+                    (
+                        needed,
+                        deadlines >= needed,
+                        format!(
+                            "{}: {deadlines} deadlines; {needed} with none late decide it at {pct:.4} % ({})",
+                            t.text,
+                            span(secs)
+                        ),
+                    )
+                }
+                budget::Statistic::Max => {
+                    let needed = evt::MIN_BLOCKS as u64;
+                    let ok = seconds >= needed as f64 && evt::resamples(confidence).is_some();
+                    let why = if evt::resamples(confidence).is_none() {
+                        format!(
+                            "; the tail's bootstrap cannot bound at {pct:.4} % (at most {:.2} %)",
+                            evt::max_confidence() * 100.0
+                        )
+                    } else {
+                        String::new()
+                    };
+                    (
+                        needed,
+                        ok,
+                        format!(
+                            "{}: {seconds:.0} s of maxima; at least {needed} s for the tail's fit{why}; PASS then needs the fit to hold",
+                            t.text
+                        ),
+                    )
+                }
+            };
+            Feasibility {
+                term: t.text.clone(),
+                deadlines,
+                needed,
+                decidable,
+                line,
+            }
+        })
+        .collect()
+}
+
+/// A length of time for people: `45 s`, `12 min`, `3.4 h`, `2.1 d`.
+fn span(seconds: f64) -> String {
+    match seconds {
+        s if s < 120.0 => format!("{s:.0} s at this rate"),
+        s if s < 7200.0 => format!("{:.0} min at this rate", s / 60.0),
+        s if s < 172_800.0 => format!("{:.1} h at this rate", s / 3600.0),
+        s => format!("{:.1} d at this rate", s / 86_400.0),
+    }
 }
 
 /// Measures as `opts` asks and judges the budget on it.
@@ -138,27 +272,99 @@ pub fn run(ctx: &mut Context<'_>, opts: &Options) -> Result<Report, CompareError
 /// The verdict of `opts`'s budget on a finished measurement.
 pub fn judge(opts: &Options, measurement: Results) -> Report {
     let tails = shielded_tails(&measurement);
-    let mut verdict = verdict::judge(&opts.budget, &tails, opts.confidence);
-    let interrupted = measurement.interrupted || tails.is_empty();
     let looks: Vec<Watch> = compare::results::shielded(&measurement.phases)
         .map(|p| p.watch.clone())
         .unwrap_or_default();
-    // A run whose load stopped did not measure under load.
-    let load_failed = looks.iter().any(|w| w.load_processes == Some(0));
-    if (interrupted || load_failed) && verdict.outcome == Outcome::Pass {
-        verdict.outcome = Outcome::Inconclusive;
+    let mut report = judge_recorded(opts, tails, measurement.interrupted, looks);
+    report.measurement = Some(measurement);
+    report
+}
+
+/// The verdict of `opts`'s budget on recorded data (`certify --from`),
+/// on the CPUs of `opts.compare.cpus` when it names any: measures nothing
+/// and changes nothing.
+pub fn judge_file(opts: &Options, file: &std::path::Path) -> Result<Report, String> {
+    let mut rec = source::read(file)?;
+    let wanted = &opts.compare.cpus;
+    if !wanted.is_empty() {
+        rec.tails.retain(|t| wanted.contains(t.cpu));
+    }
+    if rec.tails.is_empty() {
+        return Err(format!(
+            "{}: no CPU with samples in this {}",
+            file.display(),
+            rec.kind
+        ));
+    }
+    let mut report = judge_recorded(opts, rec.tails, rec.interrupted, rec.looks);
+    report.from = Some(From {
+        file: file.to_path_buf(),
+        kind: rec.kind,
+        notes: rec.notes,
+    });
+    Ok(report)
+}
+
+/// The verdict on `tails`, the run's own limits (`interrupted`, what the
+/// `looks` found) and the baseline folded in.
+pub fn judge_recorded(
+    opts: &Options,
+    tails: Vec<CpuTail>,
+    interrupted: bool,
+    looks: Vec<Watch>,
+) -> Report {
+    let verdict = verdict::judge(&opts.budget, &tails, opts.confidence, opts.target.as_ref());
+    let interrupted = interrupted || tails.is_empty();
+    let mut run = RunVerdict {
+        outcome: Outcome::Pass,
+        reasons: Vec::new(),
+    };
+    let mut limit = |o: Outcome, why: String| {
+        run.outcome = run.outcome.max(o);
+        run.reasons.push(why);
+    };
+    if tails.is_empty() {
+        limit(Outcome::Inconclusive, "nothing was measured".into());
+    } else if interrupted {
+        limit(
+            Outcome::Inconclusive,
+            "the run was cut short: what a whole run would show is not known".into(),
+        );
+    }
+    if let Some(w) = looks.iter().find(|w| w.load_processes == Some(0)) {
+        limit(
+            Outcome::Inconclusive,
+            format!(
+                "the load had stopped at {:.0} s: not measured under load",
+                w.at_s
+            ),
+        );
     }
     let against = opts.baseline.as_ref().map(|b| Against {
         dir: b.dir.clone(),
         max_growth: b.max_growth,
-        changes: baseline::compare(b, &verdict),
+        false_alarm: baseline::FALSE_ALARM,
+        changes: baseline::compare(b, &verdict, &tails),
     });
-    if against
-        .as_ref()
-        .is_some_and(|a| a.changes.iter().any(|c| c.regression))
+    for c in against
+        .iter()
+        .flat_map(|a| &a.changes)
+        .filter(|c| c.regression)
     {
-        verdict.outcome = Outcome::Fail;
+        limit(
+            Outcome::Fail,
+            format!(
+                "regression against the baseline: {} on CPU {}: {}",
+                c.term, c.cpu, c.why
+            ),
+        );
     }
+    // The run's limits lower a PASS; they never hide a FAIL.
+    let outcome = match (verdict.outcome, run.outcome) {
+        (Outcome::Fail, _) | (_, Outcome::Fail) => Outcome::Fail,
+        (Outcome::Pass, Outcome::Pass) => Outcome::Pass,
+        _ => Outcome::Inconclusive,
+    };
     let boosts: Vec<u64> = looks.iter().filter_map(|w| w.guard_boosts).collect();
     let guard_boosts = match (boosts.first(), boosts.last()) {
         (Some(a), Some(b)) if boosts.len() > 1 => Some(b.saturating_sub(*a)),
@@ -166,14 +372,17 @@ pub fn judge(opts: &Options, measurement: Results) -> Report {
     };
     Report {
         schema_version: SCHEMA_VERSION,
-        outcome: verdict.outcome,
+        outcome,
         interrupted,
+        run,
         verdict,
         breaks: looks.into_iter().filter(Watch::is_break).collect(),
         guard_boosts,
         baseline: against,
         preflight: None,
-        measurement,
+        from: None,
+        tails,
+        measurement: None,
     }
 }
 
@@ -184,6 +393,9 @@ pub fn shielded_tails(measurement: &Results) -> Vec<CpuTail> {
         .map(|p| tails(&p.measurement))
         .unwrap_or_default()
 }
+
+/// The RTC probe's period (2048 Hz), ns.
+const RTC_PERIOD_NS: u64 = 1_000_000_000 / 2048;
 
 /// Each CPU's histogram of a measurement, as the verdict reads it.
 pub fn tails(m: &Measurement) -> Vec<CpuTail> {
@@ -203,12 +415,23 @@ pub fn tails(m: &Measurement) -> Vec<CpuTail> {
             max_ns: c.stats.max_ns.unwrap_or(0),
             per_second_max_ns: c.per_second_max_ns.clone(),
             elapsed_s: probe.elapsed_s,
+            missed: c.missed_periods,
+            interval_ns: probe.interval_ns.or(match probe.probe {
+                ProbeKind::Rtc => Some(RTC_PERIOD_NS),
+                _ => None,
+            }),
+            skipped: match probe.probe {
+                ProbeKind::Timer => count::Skipped::AfterLateSample,
+                _ => count::Skipped::AtLeastOnePeriod,
+            },
         })
         .collect()
 }
 
-/// The verdict as JUnit XML: one test case per term and CPU, a failure
-/// for FAIL, skipped for INCONCLUSIVE, so a CI system gates on it.
+/// The verdict as JUnit XML: one test case per term and CPU, and one for
+/// the run itself (interrupted, load stopped, regression); a failure for
+/// FAIL, skipped for INCONCLUSIVE, so a CI system gates on the same
+/// outcome as the exit code.
 pub fn junit(report: &Report) -> String {
     let esc = |s: &str| {
         s.replace('&', "&amp;")
@@ -216,31 +439,36 @@ pub fn junit(report: &Report) -> String {
             .replace('>', "&gt;")
             .replace('"', "&quot;")
     };
-    let cases: Vec<String> = report
-        .verdict
-        .terms
-        .iter()
-        .flat_map(|t| {
-            t.cpus.iter().map(move |c| {
-                let name = esc(&format!("{} on CPU {}", t.term.text, c.cpu));
-                let body = match c.outcome {
-                    Outcome::Pass => String::new(),
-                    Outcome::Fail => format!("<failure message=\"{}\"/>", esc(&c.why)),
-                    Outcome::Inconclusive => format!("<skipped message=\"{}\"/>", esc(&c.why)),
-                };
-                format!("    <testcase classname=\"cpushield.certify\" name=\"{name}\">{body}</testcase>\n")
-            })
-        })
-        .collect();
-    let count = |o: Outcome| {
-        report
-            .verdict
-            .terms
-            .iter()
-            .flat_map(|t| &t.cpus)
-            .filter(|c| c.outcome == o)
-            .count()
+    let case = |name: &str, outcome: Outcome, why: &str| {
+        let body = match outcome {
+            Outcome::Pass => String::new(),
+            Outcome::Fail => format!("<failure message=\"{}\"/>", esc(why)),
+            Outcome::Inconclusive => format!("<skipped message=\"{}\"/>", esc(why)),
+        };
+        format!(
+            "    <testcase classname=\"cpushield.certify\" name=\"{}\">{body}</testcase>\n",
+            esc(name)
+        )
     };
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    let mut cases: Vec<String> = Vec::new();
+    for t in &report.verdict.terms {
+        for c in &t.cpus {
+            outcomes.push(c.outcome);
+            cases.push(case(
+                &format!("{} on CPU {}", t.term.text, c.cpu),
+                c.outcome,
+                &c.why,
+            ));
+        }
+    }
+    outcomes.push(report.run.outcome);
+    cases.push(case(
+        "the run (complete, under load, no regression)",
+        report.run.outcome,
+        &report.run.reasons.join("; "),
+    ));
+    let count = |o: Outcome| outcomes.iter().filter(|&&x| x == o).count();
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"cpushield certify\" tests=\"{}\" failures=\"{}\" skipped=\"{}\">\n{}</testsuite>\n",
         cases.len(),
@@ -261,14 +489,23 @@ mod tests {
             budget: budget::parse(budget).unwrap(),
             confidence: 0.95,
             baseline: None,
+            from: None,
+            target: None,
+            feasibility: Vec::new(),
         }
     }
 
     #[test]
     fn the_verdict_rests_on_the_shielded_phase_alone() {
         // Maxima: idle 2 µs, unshielded 8 µs, shielded 4 µs (3 samples each).
-        let r = judge(&options("max<=5us"), full_results(Some(false), false));
+        let r = judge(&options("p10<=5us"), full_results(Some(false), false));
         assert_eq!(r.outcome, Outcome::Pass, "{:?}", r.verdict);
+        // Three samples say nothing of what a repeat would reach.
+        let r = judge(&options("max<=5us"), full_results(Some(false), false));
+        assert_eq!(r.outcome, Outcome::Inconclusive, "{:?}", r.verdict);
+        assert!(r.verdict.terms[0].cpus[0]
+            .why
+            .contains("nothing extrapolated"));
         assert_eq!(r.verdict.terms[0].cpus[0].cpu, 2);
         assert_eq!(r.verdict.terms[0].cpus[0].samples, 3);
         let r = judge(&options("max<=3us"), full_results(Some(false), false));
@@ -285,10 +522,11 @@ mod tests {
     fn an_interrupted_run_is_never_a_pass_but_can_fail() {
         let mut m = full_results(Some(false), false);
         m.interrupted = true;
-        assert_eq!(
-            judge(&options("max<=5us"), m.clone()).outcome,
-            Outcome::Inconclusive
-        );
+        let r = judge(&options("p10<=5us"), m.clone());
+        assert_eq!(r.verdict.outcome, Outcome::Pass);
+        assert_eq!(r.outcome, Outcome::Inconclusive);
+        assert_eq!(r.run.outcome, Outcome::Inconclusive);
+        assert!(junit(&r).contains("<skipped message=\"the run was cut short"));
         assert_eq!(
             judge(&options("max<=3us"), m.clone()).outcome,
             Outcome::Fail
@@ -322,7 +560,7 @@ mod tests {
             {
                 p.watch = looks.clone();
             }
-            judge(&options("max<=5us"), m)
+            judge(&options("p10<=5us"), m)
         };
         let r = with(vec![
             look(60.0, true, 4, 3),
@@ -345,25 +583,43 @@ mod tests {
 
     #[test]
     fn a_regression_against_the_baseline_fails_the_budget() {
-        let before = judge(&options("max<=5us"), full_results(Some(false), false));
-        assert_eq!(before.outcome, Outcome::Pass);
-        let mut opts = options("max<=5us");
+        let before = judge(&options("p10<=3us"), full_results(Some(false), false));
+        // Now one of 3 deadlines over 3 µs; then none of a million.
+        let mut opts = options("p10<=3us");
         let mut earlier = before.verdict.clone();
-        earlier.terms[0].cpus[0].max_ns = 2_000;
+        earlier.terms[0].cpus[0].exceedances = (0, 0);
+        earlier.terms[0].cpus[0].deadlines = 1_000_000;
         opts.baseline = Some(baseline::Baseline {
             dir: "earlier".into(),
             verdict: earlier,
             max_growth: 0.2,
+            tails: Vec::new(),
         });
         let now = judge(&opts, full_results(Some(false), false));
-        assert_eq!(now.outcome, Outcome::Fail, "4 µs now against 2 µs then");
-        let a = now.baseline.unwrap();
-        assert!(a.changes[0].regression && a.changes[0].why.contains("from 2.0 µs to 4.0 µs"));
-        assert_eq!(
-            now.verdict.terms[0].outcome,
-            Outcome::Pass,
-            "the term itself holds"
+        assert_eq!(now.outcome, Outcome::Fail);
+        assert_eq!(now.run.outcome, Outcome::Fail);
+        let a = now.baseline.clone().unwrap();
+        assert!(a.changes[0].regression, "{:?}", a.changes[0]);
+        assert!(
+            a.changes[0].why.contains("0 in 1000000 then, 2 in 4 now"),
+            "{}",
+            a.changes[0].why
         );
+        assert!(junit(&now).contains("<failure message=\"regression against the baseline"));
+        // The same run as its own baseline: no regression.
+        opts.baseline = Some(baseline::Baseline {
+            dir: "same".into(),
+            verdict: before.verdict.clone(),
+            max_growth: 0.2,
+            tails: before.tails.clone(),
+        });
+        let again = judge(&opts, full_results(Some(false), false));
+        assert!(again
+            .baseline
+            .unwrap()
+            .changes
+            .iter()
+            .all(|c| !c.regression));
     }
 
     #[test]
@@ -373,8 +629,14 @@ mod tests {
             full_results(Some(false), false),
         );
         let xml = junit(&r);
+        // max<=3us fails; p99<=10us and max<=5us cannot tell on 3
+        // samples; the run itself passes.
         assert!(
-            xml.contains("tests=\"3\" failures=\"1\" skipped=\"1\""),
+            xml.contains("tests=\"4\" failures=\"1\" skipped=\"2\""),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("name=\"the run (complete, under load, no regression)\"></testcase>"),
             "{xml}"
         );
         assert!(
@@ -384,7 +646,7 @@ mod tests {
             "{xml}"
         );
         assert!(
-            xml.contains("name=\"max&lt;=5us on CPU 2\"></testcase>"),
+            xml.contains("name=\"max&lt;=5us on CPU 2\"><skipped message=\"no sample of 3"),
             "{xml}"
         );
     }

@@ -59,6 +59,15 @@ pub fn measure_command(
     if let Some(us) = opts.explain_us {
         argv.extend(["--explain".into(), us.to_string()]);
     }
+    if let Some(us) = opts.timing.interval_us {
+        argv.extend(["--interval".into(), us.to_string()]);
+    }
+    if let Some(p) = opts.timing.priority {
+        argv.extend(["--prio".into(), p.to_string()]);
+    }
+    if let Some(us) = opts.timing.dma_latency_us {
+        argv.extend(["--dma-latency".into(), us.to_string()]);
+    }
     if let Some(ms) = opts.cache.gap_ms {
         argv.extend(["--cache-gap".into(), format!("{ms}ms")]);
     }

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Instant, SystemTime};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
 use crate::load::{Driver, Load, Scenario};
@@ -153,6 +153,22 @@ pub struct Options {
     /// is neither made nor taken down, and the load runs outside it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub existing_shield: Option<CpuSet>,
+    /// The probe matched to the workload (`certify --interval`,
+    /// `--priority`, `--dma-latency`); each `None` keeps measure's default.
+    #[serde(default)]
+    pub timing: ProbeTiming,
+}
+
+/// How the measuring threads run, where the workload asks otherwise than
+/// measure's defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeTiming {
+    /// The probe's interval (period), µs.
+    pub interval_us: Option<u64>,
+    /// SCHED_FIFO priority of the measuring threads, 1 to 99.
+    pub priority: Option<i32>,
+    /// `/dev/cpu_dma_latency` held at this many µs during the run.
+    pub dma_latency_us: Option<u32>,
 }
 
 impl Options {

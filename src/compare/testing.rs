@@ -38,6 +38,7 @@ pub fn opts(c: &str) -> Options {
         checkpoint: false,
         shield: None,
         existing_shield: None,
+        timing: Default::default(),
     }
 }
 

@@ -3,14 +3,14 @@
 //! boosts so far, and whether the load still runs. Each look is kept with
 //! its time, so a break is reported when it happened.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::load::Load;
 use crate::shield;
 use crate::sys::Sys;
 
 /// One look at the machine during a phase.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Watch {
     /// Seconds into the phase.
     pub at_s: f64,
@@ -24,7 +24,7 @@ pub struct Watch {
     /// The load's processes still running (`None`: no load).
     pub load_processes: Option<usize>,
     /// Why the shield could not be read.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 

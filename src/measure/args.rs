@@ -89,8 +89,10 @@ pub struct MeasureArgs {
           value_parser = clap::value_parser!(u64).range(1..=3_600_000_000))]
     pub interval: Option<u64>,
 
-    /// Run for this many seconds (default 10 when --loops is not given).
-    #[arg(long, short = 'D', value_name = "S", conflicts_with = "loops")]
+    /// How long to run: seconds, or with a unit (90s, 10m, 2h) (default
+    /// 10 s when --loops is not given).
+    #[arg(long, short = 'D', value_name = "DURATION", conflicts_with = "loops",
+          value_parser = crate::input::positive_seconds)]
     pub duration: Option<f64>,
 
     /// Stop after this many samples per CPU (for noise: periods).
@@ -678,8 +680,9 @@ mod tests {
         let e = Config::from_args(&parse(&["--cpus", "1-2"]).unwrap(), &sys).unwrap_err();
         let t = e.to_string();
         assert!(t.contains("2") && t.contains("online CPUs: 0-1"), "{t}");
-        let e = Config::from_args(&parse(&["--duration", "0"]).unwrap(), &sys).unwrap_err();
+        let e = parse(&["--duration", "0"]).unwrap_err();
         assert!(e.to_string().contains("--duration"), "{e}");
+        assert_eq!(parse(&["--duration", "10m"]).unwrap().duration, Some(600.0));
         let e = Config::from_args(
             &parse(&["-P", "noise", "-i", "100", "--runtime", "200"]).unwrap(),
             &sys,

@@ -41,6 +41,13 @@ pub struct Checkpoint {
     pub elapsed_s: f64,
     /// Bucket width of every histogram, ns.
     pub bucket_width_ns: u64,
+    /// Buckets of every histogram (samples past them are overflows);
+    /// absent: as many as the longest histogram holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<usize>,
+    /// The probe's period, ns, when it has one; absent: not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ns: Option<u64>,
     /// Each measured CPU.
     pub cpus: Vec<CpuCheckpoint>,
 }
@@ -57,6 +64,10 @@ pub struct CpuCheckpoint {
     pub histogram: Vec<u64>,
     /// The largest sample of each whole second so far, ns.
     pub per_second_max_ns: Vec<u64>,
+    /// Deadlines skipped after a stall so far; absent: not recorded (the
+    /// timer probe's are rebuilt from the histogram).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed_periods: Option<u64>,
 }
 
 /// A CPU's figures for the progress line, from its latest copy.
@@ -199,6 +210,7 @@ impl<'a> Live<'a> {
                     stats,
                     histogram,
                     per_second_max_ns: self.per_second[k].clone(),
+                    missed_periods: None,
                 });
             }
         }
@@ -211,6 +223,8 @@ impl<'a> Live<'a> {
             probe: self.probe.name().to_string(),
             elapsed_s: asked_at.as_secs_f64(),
             bucket_width_ns: width,
+            buckets: None,
+            interval_ns: None,
             cpus,
         };
         self.join_writer();

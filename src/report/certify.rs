@@ -14,7 +14,7 @@ use super::ReportError;
 use crate::certify::budget::Statistic;
 use crate::certify::preflight::Preflight;
 use crate::certify::verdict::{CpuVerdict, Outcome};
-use crate::certify::{evt, junit, shielded_tails, Report};
+use crate::certify::{evt, junit, Report};
 
 fn word(o: Outcome) -> &'static str {
     match o {
@@ -41,10 +41,16 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
     if let Some(line) = inside_line(r) {
         writeln!(w, "  {line}")?;
     }
+    for line in from_lines(r) {
+        writeln!(w, "  {line}")?;
+    }
+    for why in &r.run.reasons {
+        writeln!(w, "  the run: {why}")?;
+    }
     writeln!(
         w,
         "  {:<18} {:>4} {:<13} {:>12} {:>10} {:>11}  why",
-        "term", "CPU", "verdict", "samples", "max µs", "over"
+        "term", "CPU", "verdict", "deadlines", "max µs", "late"
     )?;
     for t in &v.terms {
         for c in &t.cpus {
@@ -54,7 +60,7 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
                 t.term.text,
                 c.cpu,
                 word(c.outcome),
-                c.samples,
+                c.deadlines.max(c.samples),
                 c.max_ns as f64 / 1000.0,
                 over(c),
                 c.why
@@ -69,16 +75,33 @@ pub fn verdict(r: &Report, w: &mut dyn Write) -> std::io::Result<()> {
             writeln!(w, "  {line}")?;
         }
     }
-    if let Some(note) = r.measurement.virtualised_note {
-        writeln!(w, "  note: {note}")?;
-    }
-    if let Some(note) = &r.measurement.balancer_note {
-        writeln!(w, "  note: {note}")?;
-    }
-    for line in super::compare::put_back_lines(&r.measurement) {
-        writeln!(w, "  note: {line}")?;
+    if let Some(m) = &r.measurement {
+        if let Some(note) = m.virtualised_note {
+            writeln!(w, "  note: {note}")?;
+        }
+        if let Some(note) = &m.balancer_note {
+            writeln!(w, "  note: {note}")?;
+        }
+        for line in super::compare::put_back_lines(m) {
+            writeln!(w, "  note: {line}")?;
+        }
     }
     Ok(())
+}
+
+/// Where a verdict from a recorded file came from, and what the file
+/// could not say.
+fn from_lines(r: &Report) -> Vec<String> {
+    let Some(f) = &r.from else {
+        return Vec::new();
+    };
+    let mut lines = vec![format!(
+        "computed from {} (a {}): nothing was measured or changed",
+        f.file.display(),
+        f.kind
+    )];
+    lines.extend(f.notes.iter().map(|n| format!("from the file: {n}")));
+    lines
 }
 
 /// Samples over the bound: a count, or `low-high` where a histogram bucket
@@ -121,14 +144,12 @@ fn baseline_lines(r: &Report) -> Vec<String> {
         .iter()
         .map(|c| {
             format!(
-                "against {}: {} on CPU {}: max {:.1} → {:.1} µs, over {:.2e} → {:.2e}: {}{}",
+                "against {}: {} on CPU {}: max {:.1} → {:.1} µs: {}{}",
                 a.dir.display(),
                 c.term,
                 c.cpu,
                 us(c.max_ns.0),
                 us(c.max_ns.1),
-                c.over.0,
-                c.over.1,
                 if c.regression { "REGRESSION: " } else { "" },
                 c.why
             )
@@ -203,7 +224,7 @@ pub fn write_files(r: &Report, page: HtmlReport, dir: &Path) -> Result<(), Repor
         title: format!(
             "cpushield certify: {} on CPUs {}",
             word(r.outcome),
-            r.measurement.options.cpus
+            cpus_of(r)
         ),
         lead_section: lead,
         ..page
@@ -211,10 +232,16 @@ pub fn write_files(r: &Report, page: HtmlReport, dir: &Path) -> Result<(), Repor
     std::fs::write(dir.join("report.html"), html).map_err(io(&dir.join("report.html")))
 }
 
+/// The CPUs judged, as a list.
+fn cpus_of(r: &Report) -> String {
+    let cpus: Vec<String> = r.tails.iter().map(|t| t.cpu.to_string()).collect();
+    cpus.join(",")
+}
+
 /// Where the run measured when it did not make its own shield: inside
 /// the one that was active, which it left standing.
 fn inside_line(r: &Report) -> Option<String> {
-    let shield = r.measurement.options.existing_shield.as_ref()?;
+    let shield = r.measurement.as_ref()?.options.existing_shield.as_ref()?;
     Some(format!(
         "measured inside the shield that was active on CPUs {shield} (it held when the run began; certify did not take it down)"
     ))
@@ -231,15 +258,27 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
         word(v.outcome),
         v.confidence * 100.0
     );
-    if r.interrupted {
-        out.push_str("<p class=\"note\">The run was interrupted: the verdict is at most INCONCLUSIVE unless a term had already failed.</p>\n");
+    let limits: Vec<String> = (r.run.reasons.iter().map(|w| format!("The run: {w}.")))
+        .chain(from_lines(r))
+        .collect();
+    if !limits.is_empty() {
+        out.push_str("<h3>What limits it</h3>\n");
+        paragraphs(&mut out, &limits);
     }
     if let Some(line) = inside_line(r) {
         let _ = writeln!(out, "<p>{}.</p>", escape_html(&line));
     }
-    let header: Vec<String> = ["term", "CPU", "verdict", "samples", "max µs", "over", "why"]
-        .map(String::from)
-        .to_vec();
+    let header: Vec<String> = [
+        "term",
+        "CPU",
+        "verdict",
+        "deadlines",
+        "max µs",
+        "late",
+        "why",
+    ]
+    .map(String::from)
+    .to_vec();
     let rows: Vec<Vec<String>> = v
         .terms
         .iter()
@@ -249,7 +288,7 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
                     t.term.text.clone(),
                     c.cpu.to_string(),
                     word(c.outcome).into(),
-                    c.samples.to_string(),
+                    c.deadlines.max(c.samples).to_string(),
                     format!("{:.1}", c.max_ns as f64 / 1000.0),
                     over(c),
                     c.why.clone(),
@@ -260,8 +299,13 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
     out.push_str(&table_html_string("verdict", &header, &rows));
     let watched = watch_lines(r);
     out.push_str("<h3>What broke during the run</h3>\n");
-    let looks: usize = r.measurement.phases.iter().map(|p| p.watch.len()).sum();
-    if watched.is_empty() {
+    let looks: usize = (r.measurement.iter())
+        .flat_map(|m| &m.phases)
+        .map(|p| p.watch.len())
+        .sum();
+    if watched.is_empty() && looks == 0 {
+        out.push_str("<p>No looks at the shield or the load were recorded.</p>\n");
+    } else if watched.is_empty() {
         let _ = writeln!(
             out,
             "<p>Nothing in {looks} looks (one every {:.0} s): the shield held and the load ran each time.</p>",
@@ -274,15 +318,20 @@ fn verdict_html(r: &Report) -> Result<String, ReportError> {
         out.push_str("<h3>Against the baseline</h3>\n");
         paragraphs(&mut out, &against);
     }
+    out.push_str(&figures_html(r)?);
     if let Some(p) = &r.preflight {
-        out.push_str("<h3>Before the run</h3>\n");
         let lines = preflight_lines(p);
+        let _ = writeln!(
+            out,
+            "<details><summary>Before the run: the audit ({} findings)</summary>",
+            lines.len()
+        );
         if lines.is_empty() {
             out.push_str("<p>The audit of the CPUs found nothing to fix.</p>\n");
         }
         paragraphs(&mut out, &lines);
+        out.push_str("</details>\n");
     }
-    out.push_str(&figures_html(r)?);
     Ok(out)
 }
 
@@ -297,7 +346,7 @@ fn paragraphs(out: &mut String, lines: &[String]) {
 fn figures_html(r: &Report) -> Result<String, ReportError> {
     let v = &r.verdict;
     let mut out = String::new();
-    let tails = shielded_tails(&r.measurement);
+    let tails = &r.tails;
     let series: Vec<(u32, Vec<f64>)> = tails
         .iter()
         .filter(|t| !t.per_second_max_ns.is_empty())

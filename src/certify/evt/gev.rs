@@ -70,6 +70,17 @@ impl Gev {
         }
     }
 
+    /// The `x` one block maximum exceeds with probability `q`, computed
+    /// from `q` itself so that a tiny `q` keeps its precision.
+    pub fn exceeded_with(&self, q: f64) -> f64 {
+        let y = -(-q).ln_1p();
+        if self.xi.abs() < GUMBEL_XI {
+            self.mu - self.sigma * y.ln()
+        } else {
+            self.mu + self.sigma * (y.powf(-self.xi) - 1.0) / self.xi
+        }
+    }
+
     /// The upper end of the support (`μ − σ/ξ` when ξ < 0), else infinite.
     pub fn upper_end(&self) -> f64 {
         if self.xi <= -GUMBEL_XI {

@@ -18,8 +18,10 @@
 //!   has no upper end and a few more samples can move an extrapolation by
 //!   orders of magnitude, so none is made;
 //! - the estimate is the GEV fitted to all blocks; its interval is a
-//!   parametric bootstrap ([`BOOTSTRAP`] samples of the same size drawn
-//!   from the fit and fitted again).
+//!   parametric bootstrap (samples of the same size drawn from the fit
+//!   and fitted again, as many as the confidence needs: [`resamples`]);
+//! - **no drift**: KPSS on the ranks of the block maxima (a trend the
+//!   halves' KS test misses when it is gradual).
 
 pub mod checks;
 pub mod gev;
@@ -36,8 +38,30 @@ pub const MIN_BLOCKS: usize = 60;
 /// The most blocks: longer runs take longer blocks (the fit's cost grows
 /// with the blocks, its asymptotics improve with their length).
 pub const MAX_BLOCKS: usize = 1000;
-/// Bootstrap samples for the interval.
-pub const BOOTSTRAP: usize = 200;
+/// The fewest bootstrap resamples for the interval.
+pub const MIN_RESAMPLES: usize = 200;
+/// The most: each one is a fit, and the run waits for them.
+pub const MAX_RESAMPLES: usize = 4000;
+/// Resamples beyond the quantile a one-sided bound takes: fewer and the
+/// bound is one or two resamples' chance.
+pub const TAIL_RESAMPLES: usize = 20;
+
+/// Resamples for a one-sided bound at `confidence`: enough that
+/// [`TAIL_RESAMPLES`] lie beyond it, at least [`MIN_RESAMPLES`], at most
+/// [`MAX_RESAMPLES`] (`None`: the confidence asks for more).
+pub fn resamples(confidence: f64) -> Option<usize> {
+    let tail = 1.0 - confidence;
+    if tail <= 0.0 {
+        return None;
+    }
+    let needed = (TAIL_RESAMPLES as f64 / tail - 1e-9).ceil() as usize;
+    (needed <= MAX_RESAMPLES).then_some(needed.max(MIN_RESAMPLES))
+}
+
+/// The highest confidence the bootstrap can give a bound at.
+pub fn max_confidence() -> f64 {
+    1.0 - TAIL_RESAMPLES as f64 / MAX_RESAMPLES as f64
+}
 /// The bootstrap's seed: the same run gives the same interval.
 const SEED: u64 = 0x5eed_ce27;
 
@@ -71,6 +95,20 @@ pub struct BandPoint {
 /// How many points the band has (where: see `band`).
 const BAND_POINTS: usize = 60;
 
+/// The latency a target exceedance probability gives (the probabilistic
+/// WCET of measurement-based timing analysis): the `x` one block maximum
+/// exceeds with the block's share of the target.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Pwcet {
+    /// The probability that one block exceeds, the target brought to a
+    /// block.
+    pub block_probability: f64,
+    /// The fitted GEV's latency at it, ns.
+    pub latency_ns: f64,
+    /// Its upper bound at the confidence asked (the bootstrap's), ns.
+    pub upper_ns: f64,
+}
+
 /// What the extreme-value analysis of one CPU's run found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TailEstimate {
@@ -86,10 +124,22 @@ pub struct TailEstimate {
     pub independence: Option<Test>,
     /// The halves' two-sample Kolmogorov-Smirnov test.
     pub stationarity: Option<Test>,
+    /// KPSS on the ranks of the block maxima: no drift through the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trend: Option<Test>,
     /// Anderson-Darling of the odd blocks against the even blocks' fit.
     pub goodness_of_fit: Option<Test>,
     /// Why nothing is extrapolated, when nothing is.
     pub refused: Option<String>,
+    /// What would let the term decide, when nothing is extrapolated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_decide: Option<String>,
+    /// Bootstrap resamples behind the bounds.
+    #[serde(default)]
+    pub resamples: usize,
+    /// With a target: the latency at it, and its bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pwcet: Option<Pwcet>,
     /// One block, one hour, the run's duration (only when extrapolated).
     pub exceedance: Vec<Exceedance>,
     /// The fitted tail's band (whenever a fit and its bootstrap exist,
@@ -120,6 +170,19 @@ pub fn blocks(per_second_ns: &[u64]) -> (usize, Vec<f64>) {
 /// The analysis of one CPU's per-second maxima against `bound_ns`, for a
 /// run of `run_s` seconds, at `confidence` (0 to 1).
 pub fn estimate(per_second_ns: &[u64], bound_ns: u64, run_s: f64, confidence: f64) -> TailEstimate {
+    estimate_at(per_second_ns, bound_ns, run_s, confidence, None)
+}
+
+/// [`estimate`], and where `target` is given the latency at it: `target`
+/// brings the target to one block of the given seconds (the probability
+/// one block may exceed with).
+pub fn estimate_at(
+    per_second_ns: &[u64],
+    bound_ns: u64,
+    run_s: f64,
+    confidence: f64,
+    target: Option<&dyn Fn(f64) -> f64>,
+) -> TailEstimate {
     let (k, maxima) = blocks(per_second_ns);
     let mut est = TailEstimate {
         block_s: k as f64,
@@ -128,28 +191,57 @@ pub fn estimate(per_second_ns: &[u64], bound_ns: u64, run_s: f64, confidence: f6
         xi_bounds: None,
         independence: None,
         stationarity: None,
+        trend: None,
         goodness_of_fit: None,
         refused: None,
+        to_decide: None,
+        resamples: 0,
+        pwcet: None,
         exceedance: Vec::new(),
         band: Vec::new(),
     };
+    let refuse = |est: &mut TailEstimate, why: String, next: &str| {
+        est.refused = Some(why);
+        est.to_decide = Some(next.to_string());
+    };
     if maxima.len() < MIN_BLOCKS {
-        est.refused = Some(format!(
-            "{} blocks of maxima, fewer than the {MIN_BLOCKS} a fit needs: run at least {MIN_BLOCKS} s",
-            maxima.len()
-        ));
+        refuse(
+            &mut est,
+            format!(
+                "{} blocks of maxima, fewer than the {MIN_BLOCKS} a fit needs",
+                maxima.len()
+            ),
+            &format!("a run of at least {MIN_BLOCKS} s"),
+        );
         return est;
     }
+    let Some(count) = resamples(confidence) else {
+        refuse(
+            &mut est,
+            format!(
+                "{MAX_RESAMPLES} bootstrap resamples cannot give a bound at {:.4} % confidence",
+                confidence * 100.0
+            ),
+            &format!("a confidence of at most {:.2} %", max_confidence() * 100.0),
+        );
+        return est;
+    };
     est.independence = Some(checks::runs(&maxima));
     let half = maxima.len() / 2;
     est.stationarity = Some(checks::two_sample_ks(&maxima[..half], &maxima[half..]));
+    est.trend = Some(checks::kpss_ranks(&maxima));
     let held_out = held_out_a2(&maxima);
     est.fit = gev::mle(&maxima);
     let Some(fit) = est.fit else {
-        est.refused = Some("no GEV could be fitted to the block maxima (no spread)".into());
+        refuse(
+            &mut est,
+            "no GEV could be fitted to the block maxima (no spread)".into(),
+            "a finer histogram or a run whose maxima vary",
+        );
         return est;
     };
-    let boot = bootstrap(&fit, maxima.len(), bound_ns as f64);
+    let boot = bootstrap(&fit, maxima.len(), bound_ns as f64, count);
+    est.resamples = boot.len();
     let q = |v: &[f64], p: f64| quantile(v, p);
     let xis: Vec<f64> = boot.iter().map(|b| b.xi).collect();
     est.xi_bounds = Some((q(&xis, 1.0 - confidence), q(&xis, confidence)));
@@ -159,10 +251,11 @@ pub fn estimate(per_second_ns: &[u64], bound_ns: u64, run_s: f64, confidence: f6
         Test::new(a2, (at_least + 1) as f64 / (null.len() + 1) as f64)
     });
     est.band = band(&fit, &boot, &maxima, bound_ns as f64, confidence);
-    est.refused = refusal(&est);
-    if est.refused.is_some() {
+    if let Some((why, next)) = refusal(&est) {
+        refuse(&mut est, why, next);
         return est;
     }
+    est.pwcet = target.map(|to_block| pwcet(&fit, &boot, to_block(k as f64), confidence));
     let p = fit.exceedance(bound_ns as f64);
     let ps: Vec<f64> = boot.iter().map(|b| b.p).collect();
     let (p_lo, p_hi) = basic_interval(p, &ps, confidence);
@@ -181,28 +274,54 @@ pub fn estimate(per_second_ns: &[u64], bound_ns: u64, run_s: f64, confidence: f6
     est
 }
 
-/// Why the checks forbid extrapolating, the first that fails.
-fn refusal(est: &TailEstimate) -> Option<String> {
-    let failed = |name: &str, t: &Option<Test>| match t {
-        Some(t) if !t.passed => Some(format!(
-            "{name} rejected (p = {:.3} < {})",
-            t.p_value,
-            checks::LEVEL
+/// The latency one block exceeds with probability `q`, from the fit and
+/// bounded by its resamples at `confidence`.
+fn pwcet(fit: &Gev, boot: &[Resample], q: f64, confidence: f64) -> Pwcet {
+    let xs: Vec<f64> = boot.iter().map(|b| b.fit.exceeded_with(q)).collect();
+    Pwcet {
+        block_probability: q,
+        latency_ns: fit.exceeded_with(q),
+        upper_ns: quantile(&xs, confidence),
+    }
+}
+
+/// Why the checks forbid extrapolating, the first that fails, and what
+/// would let the term decide.
+fn refusal(est: &TailEstimate) -> Option<(String, &'static str)> {
+    let failed = |name: &str, t: &Option<Test>, next: &'static str| match t {
+        Some(t) if !t.passed => Some((
+            format!("{name} rejected (p = {:.3} < {})", t.p_value, checks::LEVEL),
+            next,
         )),
         _ => None,
     };
     if est.goodness_of_fit.is_none() {
-        return Some("no GEV could be fitted to the even blocks for the held-out test".into());
+        return Some((
+            "no GEV could be fitted to the even blocks for the held-out test".into(),
+            "a longer run",
+        ));
     }
-    failed("independence of the block maxima (runs test)", &est.independence)
-        .or_else(|| failed("the same distribution in both halves (KS)", &est.stationarity))
-        .or_else(|| failed("the GEV's fit to held-out maxima (Anderson-Darling)", &est.goodness_of_fit))
-        .or_else(|| match est.xi_bounds {
-            Some((lo, _)) if lo > 0.0 => Some(format!(
-                "the tail is heavy (shape ξ above 0 at the confidence asked, at least {lo:.3}): no upper end to extrapolate towards"
-            )),
-            _ => None,
-        })
+    let steadier = "a steadier machine and load through the run (it drifted), then a new run";
+    failed(
+        "independence of the block maxima (runs test)",
+        &est.independence,
+        "a longer run, whose longer blocks are closer to independent, or a load without periodic bursts",
+    )
+    .or_else(|| failed("the same distribution in both halves (KS)", &est.stationarity, steadier))
+    .or_else(|| failed("no trend through the run (KPSS on ranks)", &est.trend, steadier))
+    .or_else(|| {
+        failed(
+            "the GEV's fit to held-out maxima (Anderson-Darling)",
+            &est.goodness_of_fit,
+            "a longer run",
+        )
+    })
+    .or_else(|| match est.xi_bounds {
+        Some((lo, _)) if lo > 0.0 => Some((format!(
+            "the tail is heavy (shape ξ above 0 at the confidence asked, at least {lo:.3}): no upper end to extrapolate towards"
+        ), "what ends the tail: the boot half (cpushield boot: nohz_full, rcu_nocbs), a quieter load, or a percentile term instead of max")),
+        _ => None,
+    })
 }
 
 /// The probability that at least one of `blocks` independent blocks
@@ -233,9 +352,9 @@ struct Resample {
 /// (the held-out test's distribution when the GEV holds: A² of a fit on
 /// half the data runs larger than for a fully specified law, so its
 /// p-value is the share of these at least as large).
-fn bootstrap(fit: &Gev, n: usize, bound: f64) -> Vec<Resample> {
+fn bootstrap(fit: &Gev, n: usize, bound: f64, count: usize) -> Vec<Resample> {
     let mut rng = fastrand::Rng::with_seed(SEED);
-    (0..BOOTSTRAP)
+    (0..count)
         .filter_map(|_| {
             let xs = fit.sample(n, &mut rng);
             let g = gev::mle(&xs)?;
@@ -253,16 +372,24 @@ fn bootstrap(fit: &Gev, n: usize, bound: f64) -> Vec<Resample> {
 /// the estimate's error is closer to symmetric: `2·ln p̂ − q`, `q` the
 /// resamples' quantiles of `ln p` (the percentile bootstrap's upper bound
 /// fell below the true probability in 12 % of simulated runs at 95 %;
-/// this one in none of 87).
+/// this one in none of 87). Where the fit or more than `1 − confidence`
+/// of the resamples put the bound past the tail's end (p = 0), the log
+/// scale is undefined and the percentile bounds of `p` itself are taken:
+/// an upper bound of 0 then says that at least `confidence` of the
+/// resamples end below the bound.
 fn basic_interval(p: f64, ps: &[f64], confidence: f64) -> (f64, f64) {
-    let floor = f64::MIN_POSITIVE;
-    let logs: Vec<f64> = ps.iter().map(|p| p.max(floor).ln()).collect();
-    let lp = p.max(floor).ln();
+    if ps.is_empty() {
+        return (0.0, 1.0);
+    }
+    let zeros = ps.iter().filter(|&&x| x <= 0.0).count() as f64;
+    if p <= 0.0 || zeros >= (1.0 - confidence) * ps.len() as f64 {
+        let upper = quantile(ps, confidence).clamp(p, 1.0);
+        return (quantile(ps, 1.0 - confidence).min(p).max(0.0), upper);
+    }
+    let logs: Vec<f64> = ps.iter().map(|p| p.ln()).collect();
+    let lp = p.ln();
     let lower = (2.0 * lp - quantile(&logs, confidence)).exp();
     let upper = (2.0 * lp - quantile(&logs, 1.0 - confidence)).exp();
-    // Where the fit's upper end lies below the bound (p = 0), the log
-    // scale says nothing: the share of resamples whose tail reaches past
-    // it does, so the upper bound is the larger of the two.
     let upper = upper.max(quantile(ps, confidence));
     (lower.min(p), upper.max(p).min(1.0))
 }
@@ -307,14 +434,17 @@ fn band(
         .collect()
 }
 
-/// The `p` quantile of `v` (nearest rank); NaN when empty.
+/// The `p` quantile of `v` (nearest rank: the `⌈p·n⌉`-th smallest, the
+/// product taken to a billionth so that 0.05 · 200 is the 10th, not the
+/// 11th); NaN when empty.
 fn quantile(v: &[f64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
-    let i = ((p * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
+    let rank = (p * s.len() as f64 - 1e-9).ceil();
+    let i = (rank.max(1.0) as usize).min(s.len()) - 1;
     s[i]
 }
 

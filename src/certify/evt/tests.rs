@@ -342,3 +342,41 @@ fn the_band_holds_the_fit_and_narrows_where_the_data_are() {
     assert!(width(middle) < 2.0, "{middle:?}");
     assert!(width(tail) > width(middle), "{tail:?} against {middle:?}");
 }
+
+#[test]
+fn the_bootstrap_is_sized_to_the_confidence_and_ranks_right() {
+    assert_eq!(resamples(0.95), Some(400));
+    assert_eq!(resamples(0.99), Some(2000));
+    assert_eq!(resamples(0.995), Some(4000));
+    assert_eq!(resamples(0.999), None, "4000 resamples leave 4 beyond it");
+    assert_eq!(resamples(0.5), Some(MIN_RESAMPLES));
+    // 0.05 · 200 is 10.000000000000009 in floating point: the 10th.
+    let v: Vec<f64> = (1..=200).map(f64::from).collect();
+    assert_eq!(quantile(&v, 0.05), 10.0);
+    assert_eq!(quantile(&v, 0.95), 190.0);
+}
+
+#[test]
+fn resamples_past_the_tails_end_bound_it_at_zero_not_at_one() {
+    // Every resample's tail ends below the bound: the bound is 0.
+    assert_eq!(basic_interval(0.0, &[0.0; 400], 0.95), (0.0, 0.0));
+    // The fit reaches past it, but a tenth of the resamples do not: the
+    // log scale is undefined there; the percentile bound is taken.
+    let mut ps = vec![1e-6; 360];
+    ps.extend([0.0; 40]);
+    let (lo, hi) = basic_interval(1e-6, &ps, 0.95);
+    assert_eq!((lo, hi), (0.0, 1e-6));
+}
+
+#[test]
+fn kpss_finds_a_drift_the_halves_may_miss() {
+    let mut rng = fastrand::Rng::with_seed(3);
+    let flat: Vec<f64> = (0..300).map(|_| rng.f64()).collect();
+    assert!(checks::kpss_ranks(&flat).passed);
+    let drift: Vec<f64> = (0..300).map(|i| rng.f64() + i as f64 / 150.0).collect();
+    let t = checks::kpss_ranks(&drift);
+    assert!(!t.passed && t.p_value < 0.01, "{t:?}");
+    // The published quantiles are the p-values' anchors.
+    assert!((checks::kpss_p_value(0.463) - 0.05).abs() < 1e-12);
+    assert!((checks::kpss_p_value(0.739) - 0.01).abs() < 1e-12);
+}

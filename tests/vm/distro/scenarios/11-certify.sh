@@ -5,8 +5,10 @@
 #   a SCHED_FIFO 99 hog slipped
 #   into the shield's cgroup half-way makes the max term FAIL and the
 #   explained slow samples name it; SIGINT half-way gives a partial report,
-#   INCONCLUSIVE or FAIL, and after each run the machine equals its
-#   snapshot from before (threads, IRQs, cgroups, units, irqbalance)
+#   INCONCLUSIVE or FAIL; inside a shield made by `on` it measures and
+#   leaves that shield standing; after each run the machine equals its
+#   snapshot from before (threads, IRQs, cgroups, units, irqbalance); each
+#   verdict is recomputed from its certify.json by `certify --from` alike
 # distro: suites=bookworm,trixie,trixie-rt default=no
 # Settings: CERTIFY_S (the verdict run, default 600 s), CERTIFY_SHORT_S
 # (the hog and interrupt runs, default 120 s). The whole takes about 30
@@ -99,7 +101,31 @@ wait $C; RC=$?
 sed 's/^/    | /' "$OUT/int.out" | head -n 12
 check "interrupted: exit 11 or 10, never 0: $RC" [ "$RC" = 11 -o "$RC" = 10 ]
 check "interrupted: certify.json says so" [ "$(field "$D/certify.json" "j['interrupted']")" = True ]
+check "interrupted: the run's own test case says so" grep -q 'the run was cut short' "$D/junit.xml"
 irqbalance_settle
 snap after.int
 snap_equal_after_irqbalance before after.int "after the interrupted run: everything as before"
+
+# 4. Inside a shield made by `on`: certify measures in it and leaves it.
+cs on 2-3
+check "on 2-3: $CS_RC" [ "$CS_RC" = 0 ]
+D=$OUT/inside
+cs certify --budget "$BUDGET" --duration "${SHORT}s" --out "$D"
+check "inside the shield certify exits with a verdict's code: $CS_RC" [ "$CS_RC" = 0 -o "$CS_RC" = 10 -o "$CS_RC" = 11 ]
+info "inside: $(field "$D/certify.json" "j['outcome']+'; '+'; '.join(t['term']['text']+' cpu'+str(c['cpu'])+' '+c['outcome']+': '+c['why'][:160] for t in j['verdict']['terms'] for c in t['cpus'])")"
+cs status
+check "the shield still holds after certify inside it: $CS_RC" [ "$CS_RC" = 0 ]
+cs off
+check "off: $CS_RC" [ "$CS_RC" = 0 ]
+
+# 5. Each verdict again from its own files: the same outcome, nothing run.
+for run in verdict hog interrupted inside; do
+    [ -s "$OUT/$run/certify.json" ] || continue
+    cs certify --from "$OUT/$run/certify.json" --budget "$BUDGET" --out "$OUT/$run.from"
+    check "certify --from $run gives its outcome again ($(field "$OUT/$run/certify.json" "j['outcome']"))" \
+        [ "$(field "$OUT/$run.from/certify.json" "j['outcome']")" = "$(field "$OUT/$run/certify.json" "j['outcome']")" ]
+done
+irqbalance_settle
+snap after.inside
+snap_equal_after_irqbalance before after.inside "after the run inside a shield and off: everything as before"
 result
