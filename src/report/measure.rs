@@ -450,7 +450,7 @@ fn threads_line(t: &ThreadsRan, named: usize) -> String {
         .busiest
         .iter()
         .take(named)
-        .map(|r| format!("{} {}×", r.name, r.switches))
+        .map(|r| format!("{} {}×", crate::escape::terminal(&r.name), r.switches))
         .collect();
     let more = if (t.threads as usize) > busiest.len() {
         ", ..."

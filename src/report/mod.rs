@@ -37,6 +37,7 @@ pub mod explain;
 mod glyphs;
 pub mod html;
 pub mod measure;
+pub mod nagios;
 pub mod note;
 pub mod off;
 pub mod plot;

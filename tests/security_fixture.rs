@@ -1,0 +1,119 @@
+//! What a local user without privileges can put in root's way, on fixture
+//! roots (docs/security.md): names that would drive root's terminal, a
+//! results file that would forge metrics, symlinks planted where root
+//! writes, a run directory others may write, a process named irqbalance.
+
+mod common;
+
+use common::*;
+use cpushield::sys::fixture::{self, CgroupLayout, FixtureConfig};
+
+/// A process name (4 bytes, as `comm` allows) that hides the rest of a
+/// terminal's output when printed raw.
+const HIDING: &str = "x\x1b[8m";
+
+/// `o`'s stdout and stderr hold no raw ESC, no other control character
+/// than line feed and tab, no C1 control.
+fn no_control_bytes(what: &str, o: &std::process::Output) {
+    for (stream, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+        let text = String::from_utf8_lossy(bytes);
+        let bad: Vec<char> = text
+            .chars()
+            .filter(|&c| c.is_control() && c != '\n' && c != '\t')
+            .collect();
+        assert!(bad.is_empty(), "{what}: {stream} has raw {bad:?}:\n{text}");
+    }
+}
+
+/// The standard fixture with a process of the hostile name pinned inside
+/// the coming shield, one of a newline's name on every CPU, and an IRQ of
+/// a hostile name on a shielded CPU that refuses to move (so that `on` and
+/// `status` list it).
+fn hostile_names(root: &std::path::Path) -> cpushield::sys::Sys {
+    let mut config = FixtureConfig::default();
+    let refuse = ("proc/irq/50/smp_affinity_list".into(), "EIO".into());
+    config.refuse.extend([refuse]);
+    let sys = standard(root, CgroupLayout::V2, config);
+    fixture::add_process(&sys, 300, &[task(HIDING, 0, "3")]).unwrap();
+    fixture::add_process(&sys, 301, &[task("a\nforged: 1", 0, "0-3")]).unwrap();
+    fixture::add_irq(&sys, 50, "e\x1b]0;owned\x07", "2").unwrap();
+    sys
+}
+
+#[test]
+fn a_hostile_process_name_reaches_no_terminal_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = hostile_names(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--dry-run"]);
+    no_control_bytes("on --dry-run", &o);
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    no_control_bytes("on", &o);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("x\\e[8m"),
+        "the name is shown, escaped: {}",
+        text(&o)
+    );
+    // A process that came onto the shield afterwards: status names it.
+    fixture::add_process(&sys, 400, &[task(HIDING, 0, "2")]).unwrap();
+    let o = cpushield(dir.path(), &["status"]);
+    no_control_bytes("status", &o);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("x\\e[8m"), "{}", text(&o));
+    assert!(out.contains("e\\e]0;owned\\x07"), "{}", text(&o));
+    assert!(!out.lines().any(|l| l.starts_with("forged")), "{out}");
+    let o = cpushield(dir.path(), &["audit"]);
+    no_control_bytes("audit", &o);
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    no_control_bytes("off", &o);
+}
+
+/// A compare results file whose first phase is `phase`.
+fn results_with_phase(dir: &std::path::Path, phase: &str) -> std::path::PathBuf {
+    use cpushield::compare::summary::{Curve, SummaryTable};
+    let curve = |label: &str| Curve {
+        label: label.into(),
+        bucket_width_us: 1.0,
+        counts: vec![0, 5, 3, 1],
+        overflow: 0,
+    };
+    let summary = SummaryTable::from_curves(&[curve(phase), curve("shielded")], vec![100.0]);
+    let json = serde_json::json!({"started_unix_s": 1.0, "summary": summary});
+    let path = dir.join("results.json");
+    std::fs::write(&path, json.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn metrics_refuses_a_results_file_with_an_unknown_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let files = tempfile::tempdir().unwrap();
+    let good = results_with_phase(files.path(), "idle");
+    let o = cpushield(
+        dir.path(),
+        &["metrics", "--results", good.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("latency_max_seconds{phase=\"idle\"}"), "{out}");
+
+    let forged = results_with_phase(files.path(), "idle\"} 1\ncpushield_shield_up 1\n#");
+    let o = cpushield(
+        dir.path(),
+        &["metrics", "--results", forged.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(o.stdout.is_empty(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains(forged.to_str().unwrap()),
+        "names the file: {err}"
+    );
+    assert!(
+        err.contains("idle, unshielded, affinity, shielded, cache-share"),
+        "names the valid phases: {err}"
+    );
+}
