@@ -166,6 +166,8 @@ pub enum Checked {
         dry_run: bool,
         /// Report as JSON.
         json: bool,
+        /// The output directory is the default one, to be made new.
+        new_out: bool,
     },
     /// `compare`.
     Compare {
@@ -176,6 +178,8 @@ pub enum Checked {
         dry_run: bool,
         /// Report as JSON.
         json: bool,
+        /// The output directory is the default one, to be made new.
+        new_out: bool,
     },
 }
 
@@ -381,8 +385,10 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
             )));
         }
     }
+    let new_out = a.out.is_none();
     let out = a.out.unwrap_or_else(|| named_by_time("cpushield-compare"));
     Ok(Checked::Compare {
+        new_out,
         options: CompareOptions {
             cpus,
             // The cache probe's neighbours stream through memory by default.
@@ -558,9 +564,9 @@ fn certify(sys: &Sys, a: CertifyArgs) -> Result<Checked> {
             return Err(Refusal(format!("{from} {us}: give 1 to 10000000 µs")).into());
         }
     }
-    let out = flag_or_key(a.out, "--out", section.out, cfg)
-        .map(|(dir, _)| dir)
-        .unwrap_or_else(|| named_by_time("cpushield-certify"));
+    let out = flag_or_key(a.out, "--out", section.out, cfg).map(|(dir, _)| dir);
+    let new_out = out.is_none();
+    let out = out.unwrap_or_else(|| named_by_time("cpushield-certify"));
     let mut compare =
         cpushield::certify::Options::measuring(cpus, (load, probe), seconds, &budget, out);
     compare.explain_us = explain.map(|(us, _)| us);
@@ -580,6 +586,7 @@ fn certify(sys: &Sys, a: CertifyArgs) -> Result<Checked> {
         },
         dry_run: a.dry_run,
         json: a.json,
+        new_out,
     })
 }
 

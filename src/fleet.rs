@@ -549,18 +549,18 @@ fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {
     family(out, name, "gauge", help, samples)
 }
 
-/// Writes `text` as `DIR/cpushield.prom` atomically (a temporary file the
-/// collector ignores, then a rename), so a scrape never sees half a file.
+/// Writes `text` as `DIR/cpushield.prom` (mode 0644, for the collector)
+/// atomically, so a scrape never sees half a file, and safely: the
+/// directory is commonly the exporter's account's, which can plant
+/// symlinks in it, and [`crate::durable`] follows none (a temporary file
+/// of a random name the collector ignores, then a rename).
 pub fn write_textfile(dir: &Path, text: &str) -> Result<std::path::PathBuf, MetricsError> {
-    let path = dir.join("cpushield.prom");
-    let tmp = dir.join(".cpushield.prom.tmp");
-    let err = |p: &Path| {
-        let p = p.display().to_string();
-        move |source| MetricsError::Write { path: p, source }
-    };
-    std::fs::write(&tmp, text).map_err(err(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(err(&path))?;
-    Ok(path)
+    crate::durable::write_file(&dir.join("cpushield.prom"), text.as_bytes(), 0o644).map_err(|e| {
+        MetricsError::Write {
+            path: e.path.display().to_string(),
+            source: e.source,
+        }
+    })
 }
 
 #[cfg(test)]

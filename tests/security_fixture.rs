@@ -117,3 +117,176 @@ fn metrics_refuses_a_results_file_with_an_unknown_phase() {
         "names the valid phases: {err}"
     );
 }
+
+/// A file only root may read, and a link to it planted at each name in
+/// `names` of `dir` (`dir` made when missing).
+fn plant_links(dir: &std::path::Path, secret: &std::path::Path, names: &[&str]) {
+    std::fs::create_dir_all(dir).unwrap();
+    for name in names {
+        std::os::unix::fs::symlink(secret, dir.join(name)).unwrap();
+    }
+}
+
+fn secret_in(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let secret = dir.join("root-only");
+    std::fs::write(&secret, "root's own\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    secret
+}
+
+#[test]
+fn the_textfile_is_written_through_no_planted_link() {
+    let root = tempfile::tempdir().unwrap();
+    standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let other = tempfile::tempdir().unwrap();
+    let secret = secret_in(other.path());
+    let textfile = other.path().join("textfile");
+    // The final name, and the temporary name the writer used before.
+    plant_links(
+        &textfile,
+        &secret,
+        &["cpushield.prom", ".cpushield.prom.tmp"],
+    );
+    let dir = textfile.to_str().unwrap();
+    let o = cpushield(root.path(), &["metrics", "--textfile", dir]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's own\n");
+    let prom = textfile.join("cpushield.prom");
+    let meta = std::fs::symlink_metadata(&prom).unwrap();
+    assert!(meta.is_file(), "the link was replaced by the file");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        meta.permissions().mode() & 0o777,
+        0o644,
+        "the collector reads it"
+    );
+    let text = std::fs::read_to_string(&prom).unwrap();
+    assert!(text.contains("cpushield_shield_up 0"), "{text}");
+}
+
+/// The files `compare` writes, and the temporary names it could have used.
+const REPORT_NAMES: [&str; 7] = [
+    "results.json",
+    "summary.txt",
+    "histogram.svg",
+    "histogram.png",
+    "report.html",
+    ".results.json.tmp",
+    "checkpoint-idle.json",
+];
+
+/// `cpushield compare` on CPU 1, no load, 0.3 s a phase, in `cwd`.
+fn compare_in(
+    root: &std::path::Path,
+    cwd: &std::path::Path,
+    out: Option<&str>,
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"));
+    cmd.current_dir(cwd).arg("--root").arg(root);
+    cmd.args([
+        "compare",
+        "--cpus",
+        "1",
+        "--load",
+        "none",
+        "--duration",
+        "0.3",
+    ]);
+    if let Some(out) = out {
+        cmd.args(["--out", out]);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn a_report_directory_made_first_by_someone_else_is_not_used() {
+    let root = tempfile::tempdir().unwrap();
+    standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let shared = tempfile::tempdir().unwrap();
+    let secret = secret_in(shared.path());
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // The default directories of the coming seconds, made first.
+    let planted: Vec<_> = (now..now + 30)
+        .map(|t| shared.path().join(format!("cpushield-compare-{t}")))
+        .collect();
+    for dir in &planted {
+        plant_links(dir, &secret, &REPORT_NAMES);
+    }
+    let o = compare_in(root.path(), shared.path(), None);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's own\n");
+    for dir in &planted {
+        for name in REPORT_NAMES {
+            let meta = std::fs::symlink_metadata(dir.join(name)).unwrap();
+            assert!(
+                meta.file_type().is_symlink(),
+                "{name} in {dir:?} left alone"
+            );
+        }
+    }
+    let made: Vec<_> = std::fs::read_dir(shared.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| !planted.contains(p) && p.join("results.json").is_file())
+        .collect();
+    assert_eq!(
+        made.len(),
+        1,
+        "a new directory of its own: {made:?}\n{}",
+        text(&o)
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(made[0].file_name().unwrap().to_str().unwrap()),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_existing_out_directory_is_written_through_no_planted_link() {
+    let root = tempfile::tempdir().unwrap();
+    standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let shared = tempfile::tempdir().unwrap();
+    let secret = secret_in(shared.path());
+    let out = shared.path().join("results");
+    plant_links(&out, &secret, &REPORT_NAMES);
+    let o = compare_in(root.path(), shared.path(), Some(out.to_str().unwrap()));
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's own\n");
+    for name in &REPORT_NAMES[..5] {
+        let meta = std::fs::symlink_metadata(out.join(name)).unwrap();
+        assert!(meta.is_file(), "{name}: the link was replaced by the file");
+    }
+}
+
+#[test]
+fn the_histfile_is_written_through_no_planted_link() {
+    let root = tempfile::tempdir().unwrap();
+    standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let shared = tempfile::tempdir().unwrap();
+    let secret = secret_in(shared.path());
+    plant_links(shared.path(), &secret, &["hist", ".hist.tmp"]);
+    let hist = shared.path().join("hist");
+    let o = cpushield(
+        root.path(),
+        &[
+            "measure",
+            "--no-rt",
+            "--cpus",
+            "1",
+            "--loops",
+            "100",
+            "--histfile",
+            hist.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "root's own\n");
+    let written = std::fs::read_to_string(&hist).unwrap();
+    assert!(written.starts_with("# Histogram\n"), "{written}");
+}

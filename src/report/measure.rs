@@ -531,12 +531,12 @@ pub fn write_histfiles(run: &Run, path: &Path) -> Result<(), MeasureError> {
             s.push(format!(".{}", p.probe.name()));
             s.into()
         };
-        std::fs::write(&target, cyclictest_histogram(p)).map_err(|source| {
-            MeasureError::Output {
-                path: target.clone(),
-                source,
-            }
-        })?;
+        crate::durable::write_file(&target, cyclictest_histogram(p).as_bytes(), 0o644).map_err(
+            |e| MeasureError::Output {
+                path: e.path,
+                source: e.source,
+            },
+        )?;
     }
     Ok(())
 }

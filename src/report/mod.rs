@@ -65,3 +65,19 @@ pub enum ReportError {
         source: std::io::Error,
     },
 }
+
+impl From<crate::durable::DurableError> for ReportError {
+    fn from(e: crate::durable::DurableError) -> Self {
+        ReportError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
+/// Writes a report file (mode 0644) through [`crate::durable`]: a planted
+/// symlink at `path` is replaced, never followed.
+pub fn write_report_file(path: &std::path::Path, data: &[u8]) -> Result<(), ReportError> {
+    crate::durable::write_file(path, data, 0o644)?;
+    Ok(())
+}
