@@ -290,3 +290,76 @@ fn the_histfile_is_written_through_no_planted_link() {
     let written = std::fs::read_to_string(&hist).unwrap();
     assert!(written.starts_with("# Histogram\n"), "{written}");
 }
+
+fn mode_of(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+#[test]
+fn the_guard_coming_first_makes_the_run_directory_private() {
+    let root = tempfile::tempdir().unwrap();
+    standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let run_dir = root.path().join("run/cpushield");
+    assert!(!run_dir.exists());
+    let mut guard = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
+        .arg("--root")
+        .arg(root.path())
+        .args(["guard", "--cpus", "2-3"])
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while !run_dir.join("guard.json").exists() && t.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(guard.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    assert!(guard.wait().unwrap().success());
+    assert!(
+        run_dir.join("guard.json").exists(),
+        "the guard wrote its state"
+    );
+    assert_eq!(mode_of(&run_dir), 0o700);
+}
+
+#[test]
+fn a_run_directory_others_may_write_is_refused_and_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let run_dir = root.path().join("run/cpushield");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let before = tree(root.path());
+    for args in [&["on", "2-3"][..], &["status"], &["off"]] {
+        let o = cpushield(root.path(), args);
+        assert!(!o.status.success(), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(run_dir.to_str().unwrap()),
+            "{args:?} names it: {err}"
+        );
+        assert!(err.contains("mode 1777"), "{args:?} says its mode: {err}");
+        assert!(
+            err.contains("owned by uid"),
+            "{args:?} says its owner: {err}"
+        );
+        assert!(err.contains("neither group nor others may write"), "{err}");
+    }
+    assert_eq!(tree(root.path()), before, "nothing changed");
+    // A symbolic link there is refused too.
+    std::fs::remove_dir(&run_dir).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), &run_dir).unwrap();
+    let o = cpushield(root.path(), &["on", "2-3"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("a symbolic link"),
+        "{}",
+        text(&o)
+    );
+}
