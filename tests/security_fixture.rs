@@ -363,3 +363,29 @@ fn a_run_directory_others_may_write_is_refused_and_named() {
         text(&o)
     );
 }
+
+#[test]
+fn a_process_named_irqbalance_is_not_taken_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    // A user's processes, named irqbalance, with lower pids than the real
+    // one (200, /usr/sbin/irqbalance): one runs a program of the user's,
+    // one shows no executable.
+    fixture::add_process(&sys, 150, &[task("irqbalance", 0, "0-3")]).unwrap();
+    fixture::set_exe(&sys, 150, "/home/mallory/irqbalance").unwrap();
+    std::fs::write(sys.path("proc/150/environ"), "").unwrap();
+    fixture::add_process(&sys, 140, &[task("irqbalance", 0, "0-3")]).unwrap();
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("irqbalance kept running as pid 200"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !out.contains("pid 140") && !out.contains("pid 150"),
+        "{}",
+        text(&o)
+    );
+}
