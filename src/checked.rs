@@ -169,6 +169,8 @@ pub enum Checked {
         dry_run: bool,
         /// Report as JSON.
         json: bool,
+        /// The output directory is the default one, to be made new.
+        new_out: bool,
     },
     /// `compare`.
     Compare {
@@ -179,6 +181,8 @@ pub enum Checked {
         dry_run: bool,
         /// Report as JSON.
         json: bool,
+        /// The output directory is the default one, to be made new.
+        new_out: bool,
     },
 }
 
@@ -384,8 +388,10 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
             )));
         }
     }
+    let new_out = a.out.is_none();
     let out = a.out.unwrap_or_else(|| named_by_time("cpushield-compare"));
     Ok(Checked::Compare {
+        new_out,
         options: CompareOptions {
             cpus,
             // The cache probe's neighbours stream through memory by default.

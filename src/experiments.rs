@@ -12,16 +12,21 @@ use cpushield::sys::Sys;
 use crate::checked::Refusal;
 use crate::stop_flag;
 
-/// `certify`: the measurement, the verdict, its files; the exit code says
-/// PASS, FAIL or INCONCLUSIVE.
+/// `certify`: the measurement (or the recorded file `--from` names), the
+/// verdict, its files (in a directory made new when it is the default
+/// one); the exit code says PASS, FAIL or INCONCLUSIVE.
 pub(crate) fn certify(
     sys: &Sys,
-    opts: &cpushield::certify::Options,
-    dry_run: bool,
+    mut opts: cpushield::certify::Options,
+    (dry_run, new_out): (bool, bool),
     json: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
     use cpushield::certify::verdict::Outcome;
+    if new_out && !dry_run {
+        opts.compare.out = cpushield::durable::new_dir(&opts.compare.out)?;
+    }
+    let opts = &opts;
     let exe = std::env::current_exe().context("finding our own executable")?;
     if dry_run {
         let plan = cpushield::compare::dry_run(sys, &exe, &opts.compare)?;
@@ -118,15 +123,20 @@ fn with_experiment<T>(
     Ok(experiment(&mut ctx)?)
 }
 
-/// `compare`: the experiment, its files, and its summary.
+/// `compare`: the experiment, its files (in a directory made new when it
+/// is the default one), and its summary.
 pub(crate) fn compare(
     sys: &Sys,
-    opts: &cpushield::compare::Options,
-    dry_run: bool,
+    mut opts: cpushield::compare::Options,
+    (dry_run, new_out): (bool, bool),
     json: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
     use cpushield::compare;
+    if new_out && !dry_run {
+        opts.out = cpushield::durable::new_dir(&opts.out)?;
+    }
+    let opts = &opts;
     let dir = opts.out.clone();
     let exe = std::env::current_exe().context("finding our own executable")?;
     if dry_run {

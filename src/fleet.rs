@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::boot::{self, BootStatus};
 use crate::compare::summary::SummaryTable;
 use crate::cpulist::CpuSet;
+use crate::escape::prometheus_label as label_value;
 use crate::finding::{Finding, Severity};
 use crate::shield::journal;
 use crate::shield::request::Request;
@@ -245,6 +246,17 @@ pub enum MetricsError {
         /// Why.
         reason: String,
     },
+    /// A phase of the results file is none of compare's: its figures
+    /// would be exported under a label no dashboard knows (or one forged).
+    #[error("results {path}: phase {phase} is not one of {known} (give the results.json that 'cpushield compare' wrote)")]
+    UnknownPhase {
+        /// The file.
+        path: String,
+        /// The phase as the file has it, quoted and cut short.
+        phase: String,
+        /// The phases compare writes.
+        known: String,
+    },
     /// The textfile could not be written.
     #[error("textfile {path}: {source}")]
     Write {
@@ -276,7 +288,10 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
             };
             let text =
                 crate::input::read_file(path, RESULTS_LIMIT).map_err(|e| err(e.to_string()))?;
-            Some(serde_json::from_str::<CompareFigures>(&text).map_err(|e| err(e.to_string()))?)
+            let figures =
+                serde_json::from_str::<CompareFigures>(&text).map_err(|e| err(e.to_string()))?;
+            known_phases(path, &figures)?;
+            Some(figures)
         }
     };
     let interrupts = sys
@@ -291,6 +306,20 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
         figures.as_ref(),
         now,
     ))
+}
+
+/// Refuses `figures` when a row's phase is none of compare's phases.
+fn known_phases(path: &Path, figures: &CompareFigures) -> Result<(), MetricsError> {
+    use crate::compare::Phase;
+    let known = |p: &str| Phase::EVERY.iter().any(|k| k.name() == p);
+    match figures.summary.rows.iter().find(|r| !known(&r.phase)) {
+        None => Ok(()),
+        Some(r) => Err(MetricsError::UnknownPhase {
+            path: path.display().to_string(),
+            phase: crate::input::quote(&r.phase),
+            known: Phase::EVERY.map(Phase::name).join(", "),
+        }),
+    }
 }
 
 /// The Prometheus text of every metric, in the order the metrics are
@@ -440,7 +469,9 @@ fn figure_metrics(out: &mut String, f: &CompareFigures) {
         f.summary
             .rows
             .iter()
-            .filter_map(|r| pick(r).map(|v| (format!("{{phase=\"{}\"}}", r.phase), v)))
+            .filter_map(|r| {
+                pick(r).map(|v| (format!("{{phase=\"{}\"}}", label_value(&r.phase)), v))
+            })
             .collect::<Vec<_>>()
     };
     // Prometheus names carry base units: seconds. The µs families of
@@ -473,7 +504,11 @@ fn findings(list: &[Finding]) -> Vec<(String, f64)> {
     list.iter()
         .map(|f| {
             (
-                format!("{{id=\"{}\",severity=\"{}\"}}", f.id, f.severity.name()),
+                format!(
+                    "{{id=\"{}\",severity=\"{}\"}}",
+                    label_value(&f.id),
+                    f.severity.name()
+                ),
                 1.0,
             )
         })
@@ -510,30 +545,22 @@ fn part_metrics(out: &mut String, parts: &[crate::shield::PartReport]) {
     }
 }
 
-/// `v` as a label value of the text format: backslash, double quote and
-/// line feed escaped.
-fn label_value(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {
     family(out, name, "gauge", help, samples)
 }
 
-/// Writes `text` as `DIR/cpushield.prom` atomically (a temporary file the
-/// collector ignores, then a rename), so a scrape never sees half a file.
+/// Writes `text` as `DIR/cpushield.prom` (mode 0644, for the collector)
+/// atomically, so a scrape never sees half a file, and safely: the
+/// directory is commonly the exporter's account's, which can plant
+/// symlinks in it, and [`crate::durable`] follows none (a temporary file
+/// of a random name the collector ignores, then a rename).
 pub fn write_textfile(dir: &Path, text: &str) -> Result<std::path::PathBuf, MetricsError> {
-    let path = dir.join("cpushield.prom");
-    let tmp = dir.join(".cpushield.prom.tmp");
-    let err = |p: &Path| {
-        let p = p.display().to_string();
-        move |source| MetricsError::Write { path: p, source }
-    };
-    std::fs::write(&tmp, text).map_err(err(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(err(&path))?;
-    Ok(path)
+    crate::durable::write_file(&dir.join("cpushield.prom"), text.as_bytes(), 0o644).map_err(|e| {
+        MetricsError::Write {
+            path: e.path.display().to_string(),
+            source: e.source,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -576,6 +603,96 @@ mod tests {
             out.contains("# TYPE cpushield_latency_p99_seconds gauge"),
             "{out}"
         );
+    }
+
+    /// A sample as a scraper reads it: name, labels, value.
+    type Sample = (String, Vec<(String, String)>, String);
+
+    /// The samples of a text exposition: name, labels (unescaped) and
+    /// value, as a scraper reads them; panics on a line it cannot read.
+    fn scrape(text: &str) -> Vec<Sample> {
+        let mut out = Vec::new();
+        for line in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
+            let end = line.find(['{', ' ']).expect(line);
+            let (name, mut rest) = line.split_at(end);
+            let mut labels = Vec::new();
+            if let Some(r) = rest.strip_prefix('{') {
+                rest = r;
+                while let Some(r) = rest.strip_prefix(',').or(Some(rest)) {
+                    if let Some(r) = r.strip_prefix('}') {
+                        rest = r;
+                        break;
+                    }
+                    let (key, r) = r.split_once("=\"").expect(line);
+                    let mut value = String::new();
+                    let mut chars = r.char_indices();
+                    let close = loop {
+                        match chars.next().expect(line) {
+                            (i, '"') => break i,
+                            (_, '\\') => match chars.next().expect(line).1 {
+                                'n' => value.push('\n'),
+                                c @ ('\\' | '"') => value.push(c),
+                                c => panic!("escape \\{c} in {line}"),
+                            },
+                            (_, c) => value.push(c),
+                        }
+                    };
+                    labels.push((key.to_string(), value));
+                    rest = &r[close + 1..];
+                }
+            }
+            let value = rest.strip_prefix(' ').expect(line);
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+            out.push((name.to_string(), labels, value.to_string()));
+        }
+        out
+    }
+
+    #[test]
+    fn a_hostile_label_value_stays_inside_its_label() {
+        let hostile = "idle\"} 1\ncpushield_shield_up 1\n#";
+        let summary = crate::compare::summary::SummaryTable::from_curves(
+            &crate::compare::testing::full_results(Some(false), false)
+                .phases
+                .iter()
+                .map(|p| p.measured.curve.clone())
+                .collect::<Vec<_>>(),
+            vec![100.0],
+        );
+        let mut clean = summary.clone();
+        clean.rows[0].phase = "idle".into();
+        let mut forged = summary;
+        forged.rows[0].phase = hostile.into();
+        let text = |summary, id: &str| {
+            let mut out = String::new();
+            figure_metrics(
+                &mut out,
+                &CompareFigures {
+                    started_unix_s: 1.0,
+                    summary,
+                },
+            );
+            let broken = [Finding::new(id, Severity::Bad, 50, "r", "n")];
+            gauge(&mut out, "finding", "h", &findings(&broken));
+            out
+        };
+        let (clean, forged) = (
+            scrape(&text(clean, "tasks")),
+            scrape(&text(forged, hostile)),
+        );
+        assert_eq!(clean.len(), forged.len(), "the same samples");
+        for (c, f) in clean.iter().zip(&forged) {
+            assert_eq!((&c.0, &c.2), (&f.0, &f.2), "same name and value");
+        }
+        assert!(!forged.iter().any(|s| s.0 == "cpushield_shield_up"));
+        let phases: Vec<&str> = (forged.iter().flat_map(|s| &s.1))
+            .filter(|(k, _)| k == "phase" || k == "id")
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert!(phases.contains(&hostile), "read back whole: {phases:?}");
     }
 
     fn cpus(s: &str) -> CpuSet {

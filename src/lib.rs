@@ -15,6 +15,7 @@ pub mod compare;
 pub mod config;
 pub mod cpulist;
 pub mod durable;
+pub mod escape;
 pub mod exit;
 pub mod finding;
 pub mod fleet;

@@ -54,7 +54,8 @@ fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("cpushield: {}", message(&err));
+            let mut stderr = cpushield::escape::Terminal::new(std::io::stderr());
+            let _ = writeln!(stderr, "cpushield: {}", message(&err));
             ExitCode::from(exit_code(&err))
         }
     }
@@ -153,6 +154,9 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             ) => return exit::REFUSED,
             _ => {}
         }
+        if let Some(cpushield::fleet::MetricsError::UnknownPhase { .. }) = cause.downcast_ref() {
+            return exit::REFUSED;
+        }
         if cause.downcast_ref::<CannotExec>().is_some() {
             return exit::CANNOT_EXEC;
         }
@@ -199,7 +203,8 @@ fn stop_flag() -> Result<Arc<AtomicBool>> {
 fn run(cli: Cli) -> Result<ExitCode> {
     let sys = Sys::at(cli.root());
     let checked = checked::check(&sys, cli.command)?;
-    let out = &mut std::io::stdout().lock();
+    // No control character of a name from outside reaches the terminal raw.
+    let out = &mut cpushield::escape::Terminal::new(std::io::stdout().lock());
     match checked {
         Checked::On {
             request,
@@ -278,12 +283,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             options,
             dry_run,
             json,
-        } => compare(&sys, &options, dry_run, json, out),
+            new_out,
+        } => compare(&sys, options, (dry_run, new_out), json, out),
         Checked::Certify {
             options,
             dry_run,
             json,
-        } => certify(&sys, &options, dry_run, json, out),
+            new_out,
+        } => certify(&sys, options, (dry_run, new_out), json, out),
         Checked::Guard { cpus, settings } => {
             let stop = stop_flag()?;
             cpushield::guard::run(&sys, &cpus, settings, &stop)?;
@@ -405,72 +412,25 @@ fn verify_command(
     ))
 }
 
-/// The monitoring plugins' exit codes (Nagios, Icinga, Sensu, Zabbix's
-/// agent): `verify --nagios` uses these instead of cpushield's own.
-const NAGIOS_WARNING: u8 = 1;
-/// See [`NAGIOS_WARNING`].
-const NAGIOS_CRITICAL: u8 = 2;
-/// See [`NAGIOS_WARNING`].
-const NAGIOS_UNKNOWN: u8 = 3;
-
-/// `verify --nagios`: one line and the monitoring plugins' exit codes; a
-/// machine that cannot be read is UNKNOWN, not an error.
-/// A config that could not be read (`Err`, why) is UNKNOWN too.
+/// `verify --nagios`: one line and the monitoring plugins' exit codes
+/// ([`report::nagios`]); a machine that cannot be read is UNKNOWN, not an
+/// error. A config that could not be read (`Err`, why) is UNKNOWN too.
 fn nagios_verify(
     sys: &Sys,
     config: Result<(&Path, &Request), &str>,
     out: &mut impl Write,
 ) -> std::io::Result<ExitCode> {
-    let (config, request) = match config {
-        Ok((config, request)) => (config.display().to_string(), request),
-        Err(why) => {
-            writeln!(out, "CPUSHIELD UNKNOWN - {why}")?;
-            return Ok(ExitCode::from(NAGIOS_UNKNOWN));
+    let (code, line) = match config {
+        Err(why) => report::nagios::unknown(why),
+        Ok((config, request)) => {
+            let config = config.display().to_string();
+            match cpushield::fleet::verify(sys, request, &config) {
+                Ok(report) => report::nagios::verdict(&report, &config),
+                Err(e) => report::nagios::unknown(&e.to_string()),
+            }
         }
     };
-    let report = match cpushield::fleet::verify(sys, request, &config) {
-        Ok(report) => report,
-        Err(e) => {
-            writeln!(out, "CPUSHIELD UNKNOWN - {e}")?;
-            return Ok(ExitCode::from(NAGIOS_UNKNOWN));
-        }
-    };
-    let reasons = |findings: &[cpushield::finding::Finding]| {
-        let all: Vec<&str> = findings.iter().map(|f| f.reason.as_str()).collect();
-        all.join("; ")
-    };
-    let pending = report.boot.as_ref().is_some_and(|b| b.reboot_pending);
-    let (code, line) = if !report.holds {
-        (
-            NAGIOS_CRITICAL,
-            format!(
-                "CPUSHIELD CRITICAL - the shield is broken: {}",
-                reasons(&report.broken)
-            ),
-        )
-    } else if !report.matches {
-        (
-            NAGIOS_WARNING,
-            format!(
-                "CPUSHIELD WARNING - the machine differs from {config}: {}",
-                reasons(&report.differences)
-            ),
-        )
-    } else if pending {
-        (
-            NAGIOS_WARNING,
-            "CPUSHIELD WARNING - the boot half takes effect at the next reboot".to_string(),
-        )
-    } else {
-        (
-            0,
-            format!(
-                "CPUSHIELD OK - the shield on CPUs {} holds and matches {config}",
-                report.wanted
-            ),
-        )
-    };
-    writeln!(out, "{}", cpushield::input::brief_to(&line, 400))?;
+    writeln!(out, "{line}")?;
     Ok(ExitCode::from(code))
 }
 

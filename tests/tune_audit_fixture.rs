@@ -332,6 +332,7 @@ fn noisy(root: &Path) -> Sys {
     ] {
         put(&sys, rel, contents);
     }
+    fixture::set_exe(&sys, 500, "/usr/sbin/irqbalance").unwrap();
     sys
 }
 
@@ -553,6 +554,7 @@ fn audit_siblings_rt_kernel_boot_params_and_quiet_machine() {
         .build()
         .unwrap();
     fixture::add_irq(&sys, 30, "eth0", "0-1").unwrap();
+    fixture::set_exe(&sys, 600, "/usr/sbin/irqbalance").unwrap();
     let r = audit::audit(&sys, Some(&cpus("2-3")), Duration::ZERO).unwrap();
     for id in [
         "boot.isolcpus",

@@ -160,7 +160,7 @@ fn tasks(f: &Facts, out: &mut Findings) {
         if f.shield.is_some() && t.cgroup == inside {
             continue;
         }
-        intruders.push(format!("{} {}", t.tid, t.name));
+        intruders.push(format!("{} {}", t.tid, crate::escape::terminal(&t.name)));
     }
     if intruders.is_empty() {
         out.add(
@@ -514,7 +514,7 @@ fn top(d: &[Delta], n: usize) -> String {
 }
 
 fn short(s: &str) -> String {
-    s.split_whitespace().next().unwrap_or("").to_string()
+    crate::escape::terminal(s.split_whitespace().next().unwrap_or("")).into_owned()
 }
 
 #[cfg(test)]

@@ -80,9 +80,9 @@ pub(super) fn certify(sys: &Sys, a: CertifyArgs) -> Result<Checked> {
             return Err(Refusal(format!("{from} {us}: give 1 to 10000000 µs")).into());
         }
     }
-    let out = flag_or_key(a.out, "--out", section.out, cfg)
-        .map(|(dir, _)| dir)
-        .unwrap_or_else(|| named_by_time("cpushield-certify"));
+    let out = flag_or_key(a.out, "--out", section.out, cfg).map(|(dir, _)| dir);
+    let new_out = out.is_none();
+    let out = out.unwrap_or_else(|| named_by_time("cpushield-certify"));
     let feasibility = decidable(&budget, seconds, (probe, a.interval), confidence, a.force)?;
     let mut compare =
         cpushield::certify::Options::measuring(cpus, (load, probe), seconds, &budget, out);
@@ -107,6 +107,7 @@ pub(super) fn certify(sys: &Sys, a: CertifyArgs) -> Result<Checked> {
         },
         dry_run: a.dry_run,
         json: a.json,
+        new_out,
     })
 }
 
@@ -129,6 +130,7 @@ fn certify_from(a: CertifyArgs) -> Result<Checked> {
         .into());
     }
     let baseline = certify_baseline((a.baseline, a.regression), (None, None), None)?;
+    let new_out = a.out.is_none();
     let out = a.out.unwrap_or_else(|| named_by_time("cpushield-certify"));
     let cpus = a.cpus.unwrap_or_default();
     let compare = cpushield::certify::Options::measuring(
@@ -153,6 +155,7 @@ fn certify_from(a: CertifyArgs) -> Result<Checked> {
         },
         dry_run: false,
         json: a.json,
+        new_out,
     })
 }
 

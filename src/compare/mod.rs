@@ -69,6 +69,16 @@ impl Phase {
         Phase::Shielded,
     ];
 
+    /// Every phase a results file may hold: [`Phase::ALL`] and the
+    /// cache-share phase of `--cache-ways`.
+    pub const EVERY: [Phase; 5] = [
+        Phase::Idle,
+        Phase::Unshielded,
+        Phase::Affinity,
+        Phase::Shielded,
+        Phase::CacheShare,
+    ];
+
     /// `idle`, `unshielded`, `affinity`, `shielded` (the labels of the
     /// table and plot).
     pub fn name(self) -> &'static str {

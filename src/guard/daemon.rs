@@ -82,6 +82,9 @@ pub fn run(
             online,
         });
     }
+    // Its state goes there: made 0700 if the guard comes first, refused
+    // if someone else may write it.
+    sys.run_dir()?;
     let mut guard = start(sys, cpus, &housekeeping, settings);
     let now = syscalls::monotonic_ns();
     // stalld boosts where it is the engine and runs; the own loop below

@@ -204,8 +204,8 @@ pub fn write_files(r: &Report, page: HtmlReport, dir: &Path) -> Result<(), Repor
         path: dir.join("certify.json"),
         source: e.into(),
     })?;
-    std::fs::write(dir.join("certify.json"), json + "\n").map_err(io(&dir.join("certify.json")))?;
-    std::fs::write(dir.join("junit.xml"), junit(r)).map_err(io(&dir.join("junit.xml")))?;
+    super::write_report_file(&dir.join("certify.json"), (json + "\n").as_bytes())?;
+    super::write_report_file(&dir.join("junit.xml"), junit(r).as_bytes())?;
     let mut lead = verdict_html(r)?;
     lead.push_str("<h2>Result files (SHA-256)</h2>\n");
     let rows: Vec<Vec<String>> = HASHED
@@ -229,7 +229,7 @@ pub fn write_files(r: &Report, page: HtmlReport, dir: &Path) -> Result<(), Repor
         lead_section: lead,
         ..page
     });
-    std::fs::write(dir.join("report.html"), html).map_err(io(&dir.join("report.html")))
+    super::write_report_file(&dir.join("report.html"), html.as_bytes())
 }
 
 /// The CPUs judged, as a list.

@@ -85,19 +85,14 @@ pub const FILES: [&str; 5] = [
 /// Writes results.json, summary.txt, histogram.svg/.png and report.html to `dir`.
 pub fn write_files(r: &Results, dir: &Path) -> Result<(), ReportError> {
     let html = render_html(&write_data_files(r, dir)?);
-    std::fs::write(dir.join("report.html"), html).map_err(|source| ReportError::Io {
-        path: dir.join("report.html"),
-        source,
-    })
+    super::write_report_file(&dir.join("report.html"), html.as_bytes())
 }
 
 /// Writes results.json, summary.txt and histogram.svg/.png to `dir`, and
 /// gives the page that shows them (for `certify` to lead with its verdict).
 pub fn write_data_files(r: &Results, dir: &Path) -> Result<HtmlReport, ReportError> {
-    let write = |file: &str, text: String| {
-        let path = dir.join(file);
-        std::fs::write(&path, text).map_err(|source| ReportError::Io { path, source })
-    };
+    let write =
+        |file: &str, text: String| super::write_report_file(&dir.join(file), text.as_bytes());
     std::fs::create_dir_all(dir).map_err(|source| ReportError::Io {
         path: dir.to_path_buf(),
         source,

@@ -450,7 +450,7 @@ fn threads_line(t: &ThreadsRan, named: usize) -> String {
         .busiest
         .iter()
         .take(named)
-        .map(|r| format!("{} {}×", r.name, r.switches))
+        .map(|r| format!("{} {}×", crate::escape::terminal(&r.name), r.switches))
         .collect();
     let more = if (t.threads as usize) > busiest.len() {
         ", ..."
@@ -531,12 +531,12 @@ pub fn write_histfiles(run: &Run, path: &Path) -> Result<(), MeasureError> {
             s.push(format!(".{}", p.probe.name()));
             s.into()
         };
-        std::fs::write(&target, cyclictest_histogram(p)).map_err(|source| {
-            MeasureError::Output {
-                path: target.clone(),
-                source,
-            }
-        })?;
+        crate::durable::write_file(&target, cyclictest_histogram(p).as_bytes(), 0o644).map_err(
+            |e| MeasureError::Output {
+                path: e.path,
+                source: e.source,
+            },
+        )?;
     }
     Ok(())
 }

@@ -37,6 +37,7 @@ pub mod explain;
 mod glyphs;
 pub mod html;
 pub mod measure;
+pub mod nagios;
 pub mod note;
 pub mod off;
 pub mod plot;
@@ -63,4 +64,20 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<crate::durable::DurableError> for ReportError {
+    fn from(e: crate::durable::DurableError) -> Self {
+        ReportError::Io {
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
+/// Writes a report file (mode 0644) through [`crate::durable`]: a planted
+/// symlink at `path` is replaced, never followed.
+pub fn write_report_file(path: &std::path::Path, data: &[u8]) -> Result<(), ReportError> {
+    crate::durable::write_file(path, data, 0o644)?;
+    Ok(())
 }

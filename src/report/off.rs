@@ -20,7 +20,8 @@ pub fn off(r: &OffReport, w: &mut dyn Write) -> Result<()> {
             r.would_undo.len()
         )?;
         for line in &r.would_undo {
-            writeln!(w, "    {line}")?;
+            // Read from the journal: names of threads, cgroups' paths.
+            writeln!(w, "    {}", crate::escape::terminal(line))?;
         }
         return unreadable(w, r, "would not be undone");
     }

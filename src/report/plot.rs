@@ -94,23 +94,34 @@ pub fn svg_string(curves: &[Curve], opts: &PlotOptions) -> Result<String, Report
 /// Writes the figure as SVG to `path`.
 pub fn write_svg(path: &Path, curves: &[Curve], opts: &PlotOptions) -> Result<(), ReportError> {
     let svg = svg_string(curves, opts)?;
-    std::fs::write(path, svg).map_err(|source| ReportError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    super::write_report_file(path, svg.as_bytes())
 }
 
-/// Writes the figure as PNG to `path` (plotters encodes it when the
-/// drawing is presented; the extension selects the format).
+/// Writes the figure as PNG to `path`: drawn into memory, encoded as
+/// plotters would save it, written by [`super::write_report_file`].
 pub fn write_png(path: &Path, curves: &[Curve], opts: &PlotOptions) -> Result<(), ReportError> {
     ensure_fonts();
-    let bitmap = BitMapBackend::new(path, (opts.width, opts.height));
-    let root = super::glyphs::FixedText::new(bitmap)
-        .ok_or_else(|| ReportError::Plot("embedded font unreadable".into()))?
-        .into_drawing_area();
-    draw(&root, curves, opts)?;
-    root.present().map_err(plot_err)?;
-    Ok(())
+    let (w, h) = (opts.width, opts.height);
+    let mut rgb = vec![0u8; w as usize * h as usize * 3];
+    {
+        let bitmap = BitMapBackend::with_buffer(&mut rgb, (w, h));
+        let root = super::glyphs::FixedText::new(bitmap)
+            .ok_or_else(|| ReportError::Plot("embedded font unreadable".into()))?
+            .into_drawing_area();
+        draw(&root, curves, opts)?;
+        root.present().map_err(plot_err)?;
+    }
+    let mut png = std::io::Cursor::new(Vec::new());
+    image::write_buffer_with_format(
+        &mut png,
+        &rgb,
+        w,
+        h,
+        image::ColorType::Rgb8,
+        image::ImageOutputFormat::Png,
+    )
+    .map_err(|e| ReportError::Plot(format!("encoding the PNG: {e}")))?;
+    super::write_report_file(path, png.get_ref())
 }
 
 pub(super) fn plot_err<E: std::error::Error + Send + Sync>(

@@ -4,6 +4,7 @@
 use std::io::{Result, Write};
 
 use crate::boot::BootStatus;
+use crate::escape::terminal;
 use crate::fleet::MachineStatus;
 use crate::shield::apply::Refusal;
 use crate::shield::change::Action;
@@ -146,7 +147,7 @@ fn part_rows(parts: &[crate::shield::PartReport], w: &mut dyn Write) -> Result<(
 /// A plan's step as `on --dry-run` prints it.
 fn plan_line(action: &Action) -> String {
     match action {
-        Action::Mkdir { path } => format!("mkdir /{path}"),
+        Action::Mkdir { path } => format!("mkdir /{}", terminal(path)),
         Action::MountCgroup2 { target, make_dir } => format!(
             "{}mount -t cgroup2 cgroup2 /{target}",
             if *make_dir {
@@ -161,8 +162,8 @@ fn plan_line(action: &Action) -> String {
                 affinities.len()
             )
         }
-        Action::Write { path, value, .. } => format!("write {value:?} > /{path}"),
-        Action::MoveTask { tid, to, .. } => format!("move task {tid} > /{to}"),
+        Action::Write { path, value, .. } => format!("write {value:?} > /{}", terminal(path)),
+        Action::MoveTask { tid, to, .. } => format!("move task {tid} > /{}", terminal(to)),
         Action::SetAffinity {
             tid,
             name,
@@ -170,7 +171,10 @@ fn plan_line(action: &Action) -> String {
             cpus,
             ..
         } => {
-            format!("affinity of {tid} ({name}): {previous} -> {cpus}")
+            format!(
+                "affinity of {tid} ({}): {previous} -> {cpus}",
+                terminal(name)
+            )
         }
         Action::SetScheduler {
             tid,
@@ -178,18 +182,22 @@ fn plan_line(action: &Action) -> String {
             priority,
             reservation: None,
             ..
-        } => format!("scheduling of {tid} ({name}): SCHED_FIFO {priority}"),
+        } => format!(
+            "scheduling of {tid} ({}): SCHED_FIFO {priority}",
+            terminal(name)
+        ),
         Action::SetScheduler {
             tid,
             name,
             reservation: Some((runtime, period)),
             ..
         } => format!(
-            "scheduling of {tid} ({name}): SCHED_DEADLINE {} µs every {} µs",
+            "scheduling of {tid} ({}): SCHED_DEADLINE {} µs every {} µs",
+            terminal(name),
             runtime / 1000,
             period / 1000
         ),
-        Action::Systemd { call, .. } => call.command_line().join(" "),
+        Action::Systemd { call, .. } => terminal(&call.command_line().join(" ")).into_owned(),
         Action::Own { owner, payload } => {
             crate::shield::plan_line(action).unwrap_or_else(|| format!("{owner}: {}", payload.0))
         }

@@ -43,6 +43,14 @@ pub enum ErrorKind {
     Other,
 }
 
+/// cpushield's run directory under the root ([`Sys::run_dir`]).
+pub const RUN_DIR: &str = "run/cpushield";
+
+/// The run directory `dir` cannot be used, because of `e`.
+fn run_dir_error(dir: &Path, e: io::Error) -> SysError {
+    SysError::new("use the run directory", dir.display().to_string(), None, e)
+}
+
 /// A failed kernel access, with the path (or task) and the data involved.
 #[derive(Debug, thiserror::Error)]
 #[error("{op} {target}{}: {source}", data.as_deref().map(|d| format!(" (value {})", crate::input::quote(d))).unwrap_or_default())]
@@ -515,6 +523,58 @@ impl Sys {
     pub fn manager_environment(&self) -> Result<String> {
         emulated!(self, fx => Ok(fx.manager_environment(self)));
         systemd::manager_environment_live()
+    }
+
+    /// cpushield's run directory ([`RUN_DIR`]: the journal, the lock, the
+    /// guard's state, explain's record), made when missing (mode 0700, by
+    /// whichever command comes first) and checked at every start: a
+    /// directory, not a symbolic link, owned by the user this process runs
+    /// as (root), without group or world write. Anything else is refused
+    /// with its owner and mode: another user who could write in it could
+    /// forge the journal that `off` replays as root.
+    pub fn run_dir(&self) -> Result<PathBuf> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = self.path(RUN_DIR);
+        if matches!(fs::symlink_metadata(&dir), Err(e) if e.kind() == io::ErrorKind::NotFound) {
+            let made = fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir);
+            made.or_else(|e| match e.kind() {
+                io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(e),
+            })
+            .map_err(|e| run_dir_error(&dir, e))?;
+        }
+        self.check_run_dir()?;
+        Ok(dir)
+    }
+
+    /// Checks the run directory as [`Sys::run_dir`] does, when it exists
+    /// (for the commands that only read what is in it).
+    pub fn check_run_dir(&self) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let dir = self.path(RUN_DIR);
+        let m = match fs::symlink_metadata(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            m => m.map_err(|e| run_dir_error(&dir, e))?,
+        };
+        let uid = nix::unistd::geteuid().as_raw();
+        if m.is_dir() && m.uid() == uid && m.mode() & 0o022 == 0 {
+            return Ok(());
+        }
+        let what = match m.file_type() {
+            t if t.is_symlink() => "a symbolic link",
+            t if t.is_dir() => "a directory",
+            _ => "not a directory",
+        };
+        let why = format!(
+            "it is {what} owned by uid {}, mode {:04o}; cpushield uses only a directory owned by uid {uid} (the user it runs as) that neither group nor others may write (it makes it 0700): remove it, or chown and chmod it so",
+            m.uid(),
+            m.mode() & 0o7777
+        );
+        let e = io::Error::new(io::ErrorKind::PermissionDenied, why);
+        Err(run_dir_error(&dir, e))
     }
 
     /// Writes a configuration file (a unit drop-in): created or replaced

@@ -108,6 +108,14 @@ pub fn read_comm(sys: &Sys, pid: i32) -> Option<String> {
     Some(parse_comm(&text).to_string())
 }
 
+/// The executable task `pid` runs (`/proc/PID/exe`, as the kernel links
+/// it: ` (deleted)` after the path when the file was replaced since);
+/// `None` when it is gone or not ours to read (a kernel thread has none).
+pub fn exe(sys: &Sys, pid: i32) -> Option<String> {
+    let target = std::fs::read_link(sys.path(&format!("proc/{pid}/exe"))).ok()?;
+    Some(target.to_string_lossy().into_owned())
+}
+
 /// Splits a `stat` line into the `comm` and the fields after it. The comm
 /// may hold spaces and parentheses, so it runs to the last `)`. Field N of
 /// proc(5) (3 is the state) is `fields[N - 3]`.

@@ -193,6 +193,7 @@ pub fn systemd_host(root: &Path) -> Sys {
         sys.mkdir(dir).unwrap();
     }
     fixture::add_process(&sys, 200, &[task("irqbalance", 0, "0-3")]).unwrap();
+    fixture::set_exe(&sys, 200, "/usr/sbin/irqbalance").unwrap();
     sys.write(
         "sys/fs/cgroup/system.slice/irqbalance.service/cgroup.procs",
         "200",

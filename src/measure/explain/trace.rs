@@ -196,41 +196,10 @@ pub enum Line {
     Garbled,
 }
 
-/// `bytes` as text that is one line and says which bytes it held:
-/// printable UTF-8 as it is, `\` as `\\`, newline, tab and carriage return
-/// as `\n`, `\t`, `\r`, other control characters, invisible format
-/// characters (bidirectional overrides, zero-width) and bytes that are
-/// not UTF-8 as `\xNN` or `\u{N}`.
+/// `bytes` as text that is one line and says which bytes it held: the
+/// terminal's escaping of names from outside ([`crate::escape::terminal_bytes`]).
 pub fn escape(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(bytes.len());
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '\\' => out.push_str("\\\\"),
-                '\n' => out.push_str("\\n"),
-                '\t' => out.push_str("\\t"),
-                '\r' => out.push_str("\\r"),
-                c if (c as u32) < 0x80 && c.is_ascii_control() => {
-                    let _ = write!(out, "\\x{:02x}", c as u32);
-                }
-                c if c.is_control() || invisible(c) => {
-                    let _ = write!(out, "\\u{{{:x}}}", c as u32);
-                }
-                c => out.push(c),
-            }
-        }
-        for b in chunk.invalid() {
-            let _ = write!(out, "\\x{b:02x}");
-        }
-    }
-    out
-}
-
-/// Format characters that change how text around them reads without
-/// showing themselves.
-fn invisible(c: char) -> bool {
-    matches!(c as u32, 0x200b..=0x200f | 0x202a..=0x202e | 0x2060..=0x2069 | 0xfeff | 0xad)
+    crate::escape::terminal_bytes(bytes)
 }
 
 /// Whether the bytes at the start of `b` begin a record.
@@ -833,7 +802,7 @@ mod tests {
     #[test]
     fn names_are_escaped_into_one_line() {
         assert_eq!(escape(b"qxhog\n"), "qxhog\\n");
-        assert_eq!(escape(b"a\\b\tc\r\x1b[31m"), "a\\\\b\\tc\\r\\x1b[31m");
+        assert_eq!(escape(b"a\\b\tc\r\x1b[31m"), "a\\\\b\\tc\\r\\e[31m");
         assert_eq!(escape(b"\xff\xfeok"), "\\xff\\xfeok");
         assert_eq!(escape("caf\u{e9}".as_bytes()), "caf\u{e9}");
         assert_eq!(

@@ -131,13 +131,10 @@ fn write_record(sys: &Sys, r: &Record) -> Result<(), ExplainError> {
         what: format!("write {}", path.display()),
         source,
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
-    let tmp = path.with_extension("json.tmp");
+    sys.run_dir()
+        .map_err(|e| io(std::io::Error::other(e.to_string())))?;
     let text = serde_json::to_string_pretty(r).expect("a record serialises");
-    std::fs::write(&tmp, text).map_err(io)?;
-    std::fs::rename(&tmp, &path).map_err(io)
+    crate::durable::write_atomic(&path, text.as_bytes()).map_err(|e| io(e.source))
 }
 
 /// Removes the instance a killed run left (its owner is gone) and its

@@ -17,6 +17,7 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
+use crate::escape::terminal;
 use crate::finding::{Finding, Findings, Severity};
 use crate::shield::apply::{self, Applied, ApplyError, Effects};
 use crate::shield::change::{self, Action, Check, Owner, Refused, Step, Subject, Undo};
@@ -198,7 +199,7 @@ fn outcome_report(out: Outcome, dry_run: bool) -> PartReport {
         let rows = out
             .refused
             .iter()
-            .map(|i| format!("    {:>5}  {:<24} {}", i.irq, i.name, i.reason));
+            .map(|i| format!("    {:>5}  {:<24} {}", i.irq, terminal(&i.name), i.reason));
         details.extend(rows);
     }
     let mut part = PartReport::new(OWNER.name(), &out);
@@ -483,7 +484,11 @@ fn placement_table(irqs: &[IrqPlacement]) -> Vec<String> {
             .as_ref()
             .map_or_else(|| "n/a".into(), CpuSet::to_string);
         let affinity = i.affinity.to_string();
-        format!("    {:>5}  {:<24} {affinity:<10} {eff}", i.irq, i.name)
+        format!(
+            "    {:>5}  {:<24} {affinity:<10} {eff}",
+            i.irq,
+            terminal(&i.name)
+        )
     });
     [
         "  IRQs allowed or effective on the shield:".to_string(),
@@ -698,7 +703,7 @@ fn judge(
         let label = if i.name.is_empty() {
             i.irq.to_string()
         } else {
-            format!("{} ({})", i.irq, i.name)
+            format!("{} ({})", i.irq, terminal(&i.name))
         };
         if i.effective.as_ref().is_some_and(|e| e.intersects(targets)) {
             effective.push(label);

@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
+use crate::escape::terminal;
 use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
 
@@ -311,12 +312,13 @@ pub struct Refusal {
 
 impl Refusal {
     /// A table of `list` under `title`, for people (none when `list` is
-    /// empty).
+    /// empty); each target (a thread's name, a cgroup's path: from outside)
+    /// escaped for the terminal.
     pub fn table(title: &str, list: &[Refusal]) -> Vec<String> {
         if list.is_empty() {
             return Vec::new();
         }
-        let rows = (list.iter()).map(|r| format!("    {:<28} {}", r.target, r.reason));
+        let rows = (list.iter()).map(|r| format!("    {:<28} {}", terminal(&r.target), r.reason));
         std::iter::once(format!("  {title} ({}):", list.len()))
             .chain(rows)
             .collect()

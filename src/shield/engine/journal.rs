@@ -28,7 +28,7 @@ use crate::input::brief_to;
 use crate::sys::Sys;
 
 /// Directory of cpushield's runtime state, relative to the root.
-pub const RUN_DIR: &str = "run/cpushield";
+pub use crate::sys::RUN_DIR;
 
 /// A journal problem: always names the file.
 #[derive(Debug, thiserror::Error)]
@@ -62,9 +62,12 @@ pub enum JournalError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The run directory is a symlink or not owned by us.
+    /// The journal's directory is a symlink or not a directory.
     #[error("refusing to use {0}: it is a symbolic link or not a directory")]
     Unsafe(PathBuf),
+    /// The run directory is not one only we may write ([`Sys::run_dir`]).
+    #[error(transparent)]
+    RunDir(crate::sys::SysError),
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
@@ -168,24 +171,10 @@ impl Drop for Lock {
     }
 }
 
-/// Opens (creating if needed) the run directory safely: mode 0700, not a symlink.
+/// Opens (creating if needed) the run directory safely: mode 0700, not a
+/// symlink, owned by us, written by no one else ([`Sys::run_dir`]).
 fn run_dir(sys: &Sys) -> Result<PathBuf, JournalError> {
-    let dir = sys.path(RUN_DIR);
-    match fs::symlink_metadata(&dir) {
-        Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
-            return Err(JournalError::Unsafe(dir))
-        }
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&dir)
-                .map_err(io_err(&dir))?;
-        }
-        Err(e) => return Err(io_err(&dir)(e)),
-    }
-    Ok(dir)
+    sys.run_dir().map_err(JournalError::RunDir)
 }
 
 /// Records that `apply` brought the machine to its config now (Unix
@@ -449,6 +438,7 @@ fn segment_files(dir: &Path) -> Result<Vec<PathBuf>, JournalError> {
 /// Reads the state record: `None` without a journal; an error naming the
 /// file when it does not parse, or is missing beside segments.
 pub fn read_state(sys: &Sys) -> Result<Option<State>, JournalError> {
+    sys.check_run_dir().map_err(JournalError::RunDir)?;
     let dir = Journal::dir_of(sys);
     let path = dir.join("state.json");
     match fs::read(&path) {
@@ -1073,6 +1063,6 @@ mod tests {
         let elsewhere = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), tmp.path().join(RUN_DIR)).unwrap();
         let sys = Sys::at(tmp.path());
-        assert!(matches!(lock(&sys), Err(JournalError::Unsafe(_))));
+        assert!(matches!(lock(&sys), Err(JournalError::RunDir(_))));
     }
 }

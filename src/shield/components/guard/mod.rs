@@ -765,7 +765,7 @@ impl Component for Part {
             unit,
         } = own_of(action)?;
         let unit = match unit {
-            Some(unit) => format!("systemd unit {unit}, "),
+            Some(unit) => format!("systemd unit {}, ", crate::escape::terminal(&unit)),
             None => String::new(),
         };
         let args = settings.args().join(" ");

@@ -29,6 +29,32 @@ pub(super) const IRQBALANCE_ENV_FILES: [&str; 4] = [
     "usr/lib/irqbalance/defaults.env",
 ];
 
+/// Where distributions install irqbalance's executable.
+const IRQBALANCE_EXES: [&str; 3] = [
+    "/usr/sbin/irqbalance",
+    "/sbin/irqbalance",
+    "/usr/bin/irqbalance",
+];
+
+/// Whether process `pid` runs irqbalance's executable (`/proc/PID/exe`,
+/// also when the file was replaced by an upgrade since it started). Its
+/// name proves nothing: any user can name a process `irqbalance`.
+pub fn runs_irqbalance(sys: &Sys, pid: i32) -> bool {
+    let Some(exe) = procfs::exe(sys, pid) else {
+        return false;
+    };
+    let exe = exe.strip_suffix(" (deleted)").unwrap_or(&exe);
+    IRQBALANCE_EXES.contains(&exe)
+}
+
+/// The irqbalance process among `threads`: a process leader named
+/// `irqbalance` that runs irqbalance's executable ([`runs_irqbalance`]).
+pub fn process<'a>(sys: &Sys, threads: &'a [Thread]) -> Option<&'a Thread> {
+    (threads.iter())
+        .filter(|t| t.pid == t.tid && t.name == "irqbalance")
+        .find(|t| runs_irqbalance(sys, t.pid))
+}
+
 /// irqbalance as found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Irqbalance {
@@ -81,7 +107,7 @@ pub fn read(
     boot_isolated: &CpuSet,
     systemd: bool,
 ) -> Option<Irqbalance> {
-    let process = procfs::leader(threads, "irqbalance");
+    let process = process(sys, threads);
     let unit = IRQBALANCE_UNIT_FILES.iter().any(|f| sys.exists(f));
     if process.is_none() && !unit {
         return None;
@@ -155,7 +181,8 @@ pub fn running(sys: &Sys) -> Option<Running> {
     let pid = procfs::list_pids(sys)
         .unwrap_or_default()
         .into_iter()
-        .find(|&p| procfs::read_comm(sys, p).as_deref() == Some("irqbalance"))?;
+        .filter(|&p| procfs::read_comm(sys, p).as_deref() == Some("irqbalance"))
+        .find(|&p| runs_irqbalance(sys, p))?;
     Some(Running {
         pid,
         environ: sys.read(&format!("proc/{pid}/environ")).ok(),
@@ -301,4 +328,31 @@ pub(super) fn env_assignments(text: &str) -> Vec<(&str, &str)> {
         .filter_map(|l| l.split_once('='))
         .map(|(k, v)| (k.trim(), v.trim().trim_matches('"').trim_matches('\'')))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn irqbalance_is_known_by_its_executable_not_its_name() {
+        let root = tempfile::tempdir().unwrap();
+        let sys = Sys::at(root.path());
+        for (pid, exe) in [
+            (1, Some("/usr/sbin/irqbalance")),
+            (2, Some("/sbin/irqbalance (deleted)")),
+            (3, Some("/usr/bin/irqbalance")),
+            (4, Some("/tmp/irqbalance")),
+            (5, Some("/usr/sbin/irqbalance-fake")),
+            (6, None),
+        ] {
+            std::fs::create_dir_all(sys.path(&format!("proc/{pid}"))).unwrap();
+            if let Some(exe) = exe {
+                let link = sys.path(&format!("proc/{pid}/exe"));
+                std::os::unix::fs::symlink(exe, link).unwrap();
+            }
+        }
+        let found: Vec<i32> = (1..=6).filter(|&p| runs_irqbalance(&sys, p)).collect();
+        assert_eq!(found, [1, 2, 3]);
+    }
 }

@@ -184,8 +184,8 @@ pub enum Process {
 /// Compares irqbalance `before` with the process among `threads_after`,
 /// both by process id and start time.
 pub fn process_after(sys: &Sys, before: Option<&Irqbalance>, threads_after: &[Thread]) -> Process {
-    let after = procfs::leader(threads_after, "irqbalance")
-        .map(|t| (t.pid, procfs::start_ticks(sys, t.pid)));
+    let after =
+        super::facts::process(sys, threads_after).map(|t| (t.pid, procfs::start_ticks(sys, t.pid)));
     compare(
         before.and_then(|i| i.pid.map(|pid| (pid, i.started))),
         after,

@@ -44,7 +44,7 @@ impl OwnNote for IrqbalanceNote {
             ),
             IrqbalanceNote::IrqbalanceOutsideUnit { cgroup } => format!(
                 "irqbalance runs outside its unit ({}): the ban reaches it only if it is restarted as {IRQBALANCE_UNIT}",
-                cgroup.as_deref().unwrap_or("?")
+                crate::escape::terminal(cgroup.as_deref().unwrap_or("?"))
             ),
             IrqbalanceNote::IrqbalanceOwnBanKept { setting, banned } => format!(
                 "irqbalance's own ban ({setting}) is kept: cpushield bans CPUs {banned} while shielded"

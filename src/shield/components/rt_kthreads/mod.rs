@@ -373,7 +373,7 @@ pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<Note> {
     let threads: Vec<String> = per_cpu_threads(sys, cpus)
         .into_iter()
         .filter(|t| runs_below(&t.attr, priority))
-        .map(|t| format!("{} {}", t.name, describe(&t.attr)))
+        .map(|t| format!("{} {}", crate::escape::terminal(&t.name), describe(&t.attr)))
         .collect();
     (!threads.is_empty()).then(|| {
         KthreadsNote::KthreadsBelow {
@@ -411,7 +411,7 @@ pub(in crate::shield) fn raise_for_run(
     let read = |tid: i32| sys.sched_attr(tid).ok();
     let threads = report(&steps, Some(&read))
         .into_iter()
-        .map(|r| format!("{} {}", r.name, r.scheduling))
+        .map(|r| format!("{} {}", crate::escape::terminal(&r.name), r.scheduling))
         .collect();
     Ok(Some(
         KthreadsNote::KthreadsRaisedForTask {
@@ -664,7 +664,7 @@ impl Component for Part {
             false => "kernel threads raised",
         };
         let text = (raised.iter())
-            .map(|k| format!("{} {}", k.name, k.scheduling))
+            .map(|k| format!("{} {}", crate::escape::terminal(&k.name), k.scheduling))
             .collect::<Vec<_>>()
             .join(", ");
         Some(PartReport {

@@ -44,7 +44,7 @@ impl OwnNote for TasksNote {
         match self {
             TasksNote::TasksLeaveUnits { units } => format!(
                 "tasks kept on the shield leave their units ({}) for scopes of {SHIELD_SLICE} (cpushield-run-PID.scope): stopping or restarting those units does not reach them, nor does their accounting, until off puts them back",
-                units.join(", ")
+                crate::escape::terminal(&units.join(", "))
             ),
             TasksNote::ThreadsSplitOff { threads } => format!(
                 "{threads} thread(s) asked only for shielded CPUs but their process also has threads outside the shield, and cgroup v2 places whole processes: moved to the housekeeping CPUs (move the whole process in with 'cpushield move PID --in')"

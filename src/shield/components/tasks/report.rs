@@ -149,7 +149,10 @@ pub fn table(title: &str, list: &[TaskRef], limit: usize) -> Vec<String> {
     for t in list.iter().take(limit) {
         out.push(format!(
             "    {:>8} {:>8}  {:<20} {}",
-            t.pid, t.tid, t.name, t.cpus
+            t.pid,
+            t.tid,
+            crate::escape::terminal(&t.name),
+            t.cpus
         ));
     }
     if list.len() > limit {
