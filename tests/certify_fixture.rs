@@ -446,9 +446,10 @@ fn the_report_page_renders_in_a_headless_browser_with_its_figures() {
     assert_eq!(
         dom.matches("<svg").count(),
         3,
-        "histogram, maxima per minute, tail"
+        "histogram, maxima per second, tail"
     );
-    assert!(dom.contains("largest sample of each minute") && dom.contains("fitted GEV"));
+    // 65 s: a point a second, not one dot a minute.
+    assert!(dom.contains("largest sample of each second") && dom.contains("fitted GEV"));
     assert!(dom.contains("Result files (SHA-256)") && dom.contains("certify.json"));
     let png = std::process::Command::new(browser)
         .args(common)

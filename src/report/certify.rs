@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
-use super::certify_plot::{maxima_svg, per_minute_us, tail_svg};
+use super::certify_plot::{maxima_series, maxima_svg, tail_svg};
 use super::html::{escape_html, inline_svg, render_html, table_html_string, HtmlReport};
 use super::ReportError;
 use crate::certify::budget::Statistic;
@@ -222,7 +222,7 @@ pub fn write_files(r: &Report, page: HtmlReport, dir: &Path) -> Result<(), Repor
     ));
     let html = render_html(&HtmlReport {
         title: format!(
-            "cpushield certify: {} on CPUs {}",
+            "cpushield certify: {} on {}",
             word(r.outcome),
             cpus_of(r)
         ),
@@ -232,10 +232,13 @@ pub fn write_files(r: &Report, page: HtmlReport, dir: &Path) -> Result<(), Repor
     super::write_report_file(&dir.join("report.html"), html.as_bytes())
 }
 
-/// The CPUs judged, as a list.
+/// The CPUs judged: `CPU 3`, `CPUs 2,3`.
 fn cpus_of(r: &Report) -> String {
     let cpus: Vec<String> = r.tails.iter().map(|t| t.cpu.to_string()).collect();
-    cpus.join(",")
+    match cpus.len() {
+        1 => format!("CPU {}", cpus[0]),
+        _ => format!("CPUs {}", cpus.join(",")),
+    }
 }
 
 /// Where the run measured when it did not make its own shield: inside
@@ -347,10 +350,15 @@ fn figures_html(r: &Report) -> Result<String, ReportError> {
     let v = &r.verdict;
     let mut out = String::new();
     let tails = &r.tails;
+    let mut unit = "minute";
     let series: Vec<(u32, Vec<f64>)> = tails
         .iter()
         .filter(|t| !t.per_second_max_ns.is_empty())
-        .map(|t| (t.cpu, per_minute_us(&t.per_second_max_ns)))
+        .map(|t| {
+            let (values, per) = maxima_series(&t.per_second_max_ns);
+            unit = per;
+            (t.cpu, values)
+        })
         .collect();
     let max_bounds: Vec<f64> = v
         .terms
@@ -359,8 +367,8 @@ fn figures_html(r: &Report) -> Result<String, ReportError> {
         .map(|t| t.term.bound_ns as f64 / 1000.0)
         .collect();
     if !series.is_empty() {
-        out.push_str("<h2>Maximum per minute</h2>\n<figure>\n");
-        out.push_str(&inline_svg(&maxima_svg(&series, &max_bounds)?));
+        let _ = writeln!(out, "<h2>Maximum per {unit}</h2>\n<figure>");
+        out.push_str(&inline_svg(&maxima_svg(&series, &max_bounds, unit)?));
         out.push_str("\n</figure>\n");
     }
     for t in v

@@ -49,9 +49,28 @@ pub fn per_minute_us(per_second_ns: &[u64]) -> Vec<f64> {
         .collect()
 }
 
-/// Each CPU's maximum per minute against time, with the budget's `max`
-/// bounds as horizontal lines.
-pub fn maxima_svg(series: &[(u32, Vec<f64>)], bounds_us: &[f64]) -> Result<String, ReportError> {
+/// Runs up to this long are drawn a point a second, longer ones a point a
+/// minute (a two-minute run would be two dots).
+pub const PER_SECOND_UP_TO_S: usize = 600;
+
+/// The maxima a run is drawn with: each second's for a run of up to
+/// [`PER_SECOND_UP_TO_S`], else each minute's, µs; and the unit's name.
+pub fn maxima_series(per_second_ns: &[u64]) -> (Vec<f64>, &'static str) {
+    if per_second_ns.len() <= PER_SECOND_UP_TO_S {
+        let us = per_second_ns.iter().map(|&m| m as f64 / 1000.0).collect();
+        (us, "second")
+    } else {
+        (per_minute_us(per_second_ns), "minute")
+    }
+}
+
+/// Each CPU's maximum per `unit` (second or minute) against time, with the
+/// budget's `max` bounds as horizontal lines.
+pub fn maxima_svg(
+    series: &[(u32, Vec<f64>)],
+    bounds_us: &[f64],
+    unit: &str,
+) -> Result<String, ReportError> {
     ensure_fonts();
     let minutes = series.iter().map(|s| s.1.len()).max().unwrap_or(0).max(1) as f64;
     let data_top = series
@@ -61,9 +80,9 @@ pub fn maxima_svg(series: &[(u32, Vec<f64>)], bounds_us: &[f64]) -> Result<Strin
     let (shown, above) = on_scale(bounds_us, data_top);
     let top = shown.iter().copied().fold(data_top, f64::max) * 1.15;
     let caption = match above.as_slice() {
-        [] => "largest sample of each minute".to_string(),
+        [] => format!("largest sample of each {unit}"),
         b => format!(
-            "largest sample of each minute (bound {} above the scale)",
+            "largest sample of each {unit} (bound {} above the scale)",
             us_list(b)
         ),
     };
@@ -81,7 +100,7 @@ pub fn maxima_svg(series: &[(u32, Vec<f64>)], bounds_us: &[f64]) -> Result<Strin
             .map_err(plot_err)?;
         chart
             .configure_mesh()
-            .x_desc("minute of the run")
+            .x_desc(format!("{unit} of the run"))
             .y_desc("µs")
             .label_style(("sans-serif", 13))
             .light_line_style(RGBColor(235, 235, 235))
@@ -268,14 +287,25 @@ mod tests {
         s[61] = 7000;
         s[149] = 3000;
         assert_eq!(per_minute_us(&s), vec![1.0, 7.0, 3.0]);
+        // Up to ten minutes, each second is a point of its own.
+        let (short, unit) = maxima_series(&s);
+        assert_eq!((short.len(), short[61], unit), (150, 7.0, "second"));
+        let (long, unit) = maxima_series(&[1000; 601]);
+        assert_eq!((long.len(), unit), (11, "minute"));
     }
 
     #[test]
     fn the_figures_are_svg_with_their_series() {
-        let svg = maxima_svg(&[(2, vec![10.0, 12.0]), (3, vec![11.0, 30.0])], &[50.0]).unwrap();
+        let svg = maxima_svg(
+            &[(2, vec![10.0, 12.0]), (3, vec![11.0, 30.0])],
+            &[50.0],
+            "minute",
+        )
+        .unwrap();
         assert!(svg.contains("<svg") && svg.contains("CPU 3") && svg.contains("bound 50 µs"));
-        let far = maxima_svg(&[(2, vec![10.0, 12.0])], &[10_000.0]).unwrap();
+        let far = maxima_svg(&[(2, vec![10.0, 12.0])], &[10_000.0], "second").unwrap();
         assert!(far.contains("(bound 10 ms above the scale)"), "{far}");
+        assert!(far.contains("largest sample of each second"), "{far}");
         let g = Gev {
             mu: 20_000.0,
             sigma: 1_000.0,
