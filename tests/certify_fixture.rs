@@ -470,3 +470,49 @@ fn the_report_page_renders_in_a_headless_browser_with_its_figures() {
         "a screenshot with content"
     );
 }
+
+/// Before the run, the audit is of the shield as it will stand: what the
+/// shield puts right (threads and IRQs on the CPUs, irqbalance, the
+/// workqueues) is not listed as a finding against the machine.
+#[test]
+fn the_preflight_audits_the_shield_as_it_will_stand() {
+    let root = tempfile::tempdir().unwrap();
+    let _sys = standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let audit = cpushield(root.path(), &["audit", "--cpus", "1", "--window", "0"]);
+    let audit = String::from_utf8_lossy(&audit.stdout).to_string();
+    let o = cpushield(
+        root.path(),
+        &[
+            "certify",
+            "--cpus",
+            "1",
+            "--budget",
+            "p99<=2ms",
+            "--duration",
+            "90s",
+            "--load",
+            "none",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let plan = String::from_utf8_lossy(&o.stdout).to_string();
+    let before = plan.split("before the run:").nth(1).unwrap_or_default();
+    for fixed in [
+        "tasks",
+        "threads",
+        "irq-effective",
+        "irq-affinity",
+        "irqbalance",
+        "workqueue",
+    ] {
+        assert!(
+            !before.contains(&format!(" {fixed}:")),
+            "{fixed} is the shield's to fix: {before}\n(the audit of the machine: {audit})"
+        );
+    }
+    assert!(
+        audit.contains("threads") || audit.contains("tasks") || audit.contains("irq"),
+        "the machine before the shield has something the shield fixes: {audit}"
+    );
+}

@@ -221,11 +221,7 @@ pub fn write_files(r: &Report, page: HtmlReport, dir: &Path) -> Result<(), Repor
         &rows,
     ));
     let html = render_html(&HtmlReport {
-        title: format!(
-            "cpushield certify: {} on {}",
-            word(r.outcome),
-            cpus_of(r)
-        ),
+        title: format!("cpushield certify: {} on {}", word(r.outcome), cpus_of(r)),
         lead_section: lead,
         ..page
     });
