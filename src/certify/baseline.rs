@@ -159,47 +159,60 @@ fn term_change(term: &str, then: &CpuVerdict, now: &CpuVerdict) -> Change {
             (now.exceedances.0, now.deadlines.max(now.samples)),
         ),
     };
-    Change {
-        term: term.into(),
-        cpu: now.cpu,
-        outcome: Some((then.outcome, now.outcome)),
-        max_ns: (then.max_ns, now.max_ns),
-        events: (a, b),
-        p_value: more_often(a, b),
-        level: FALSE_ALARM,
-        regression: false,
-        why: String::new(),
+    Change::new(
+        term.into(),
+        now.cpu,
+        Some((then.outcome, now.outcome)),
+        (then.max_ns, now.max_ns),
+        (a, b),
+    )
+}
+
+impl Change {
+    /// A comparison of `events` then and now, tested; judged against the
+    /// level by [`compare`] once every test is known.
+    fn new(
+        term: String,
+        cpu: u32,
+        outcome: Option<(Outcome, Outcome)>,
+        max_ns: (u64, u64),
+        events: ((u64, u64), (u64, u64)),
+    ) -> Change {
+        Change {
+            term,
+            cpu,
+            outcome,
+            max_ns,
+            events,
+            p_value: more_often(events.0, events.1),
+            level: FALSE_ALARM,
+            regression: false,
+            why: String::new(),
+        }
     }
 }
 
 /// The seconds whose maximum is over the baseline's 90th percentile of
 /// them, in clusters of consecutive seconds, then and now.
 fn maxima_change(then: &CpuTail, now: &CpuTail) -> Option<Change> {
-    if then.per_second_max_ns.len() < 10 || now.per_second_max_ns.is_empty() {
+    if now.per_second_max_ns.is_empty() {
         return None;
     }
-    let mut sorted = then.per_second_max_ns.clone();
-    sorted.sort_unstable();
-    let threshold = sorted[sorted.len() * 9 / 10 - 1];
+    let (threshold, _) = super::count::body_threshold(&then.per_second_max_ns)?;
     let runs = |t: &CpuTail| {
-        let over: Vec<bool> = t.per_second_max_ns.iter().map(|&m| m > threshold).collect();
-        let starts = (0..over.len())
-            .filter(|&i| over[i] && (i == 0 || !over[i - 1]))
-            .count() as u64;
-        (starts, over.len() as u64)
+        let seconds = t.per_second_max_ns.len() as u64;
+        (
+            super::count::runs_over(&t.per_second_max_ns, threshold),
+            seconds,
+        )
     };
-    let (a, b) = (runs(then), runs(now));
-    Some(Change {
-        term: format!("seconds over {:.1} µs", threshold as f64 / 1000.0),
-        cpu: now.cpu,
-        outcome: None,
-        max_ns: (then.max_ns, now.max_ns),
-        events: (a, b),
-        p_value: more_often(a, b),
-        level: FALSE_ALARM,
-        regression: false,
-        why: String::new(),
-    })
+    Some(Change::new(
+        format!("seconds over {:.1} µs", threshold as f64 / 1000.0),
+        now.cpu,
+        None,
+        (then.max_ns, now.max_ns),
+        (runs(then), runs(now)),
+    ))
 }
 
 /// The one-sided p-value that events happen now at least as often as

@@ -154,13 +154,10 @@ pub fn clusters(t: &CpuTail, bound_ns: u64, late: &Late) -> Option<Clusters> {
     if t.per_second_max_ns.is_empty() {
         return None;
     }
-    let over: Vec<bool> = t.per_second_max_ns.iter().map(|&m| m > bound_ns).collect();
-    let seconds_over = over.iter().filter(|&&o| o).count() as u64;
-    let starts = over
-        .iter()
-        .enumerate()
-        .filter(|&(i, &o)| o && (i == 0 || !over[i - 1]))
+    let seconds_over = (t.per_second_max_ns.iter())
+        .filter(|&&m| m > bound_ns)
         .count() as u64;
+    let starts = runs_over(&t.per_second_max_ns, bound_ns);
     // An exceedance in the partial last second, which has no maximum of
     // its own, is a cluster of its own.
     let (_, most) = late.total();
@@ -178,17 +175,32 @@ pub fn clusters(t: &CpuTail, bound_ns: u64, late: &Late) -> Option<Clusters> {
     })
 }
 
-/// The extremal index where the run has exceedances to count: the runs
-/// estimate at the 90th percentile of the per-second maxima (about one
-/// second in ten over it); `None` without per-second maxima or spread.
-pub fn extremal_index_of_body(t: &CpuTail) -> Option<f64> {
-    let mut sorted = t.per_second_max_ns.clone();
-    if sorted.len() < 10 {
+/// The 90th percentile of per-second maxima (about one second in ten is
+/// over it), where there are at least ten; and whether any is over it.
+pub fn body_threshold(per_second_ns: &[u64]) -> Option<(u64, bool)> {
+    if per_second_ns.len() < 10 {
         return None;
     }
+    let mut sorted = per_second_ns.to_vec();
     sorted.sort_unstable();
     let threshold = sorted[sorted.len() * 9 / 10 - 1];
-    if threshold >= sorted[sorted.len() - 1] {
+    Some((threshold, threshold < sorted[sorted.len() - 1]))
+}
+
+/// Runs of consecutive seconds whose maximum is over `threshold_ns`.
+pub fn runs_over(per_second_ns: &[u64], threshold_ns: u64) -> u64 {
+    let over: Vec<bool> = per_second_ns.iter().map(|&m| m > threshold_ns).collect();
+    (0..over.len())
+        .filter(|&i| over[i] && (i == 0 || !over[i - 1]))
+        .count() as u64
+}
+
+/// The extremal index where the run has exceedances to count: the runs
+/// estimate at the 90th percentile of the per-second maxima
+/// ([`body_threshold`]); `None` without per-second maxima or spread.
+pub fn extremal_index_of_body(t: &CpuTail) -> Option<f64> {
+    let (threshold, spread) = body_threshold(&t.per_second_max_ns)?;
+    if !spread {
         return None;
     }
     let l = late(t, threshold);
