@@ -13,21 +13,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::stats;
-use super::verdict::CpuTail;
-
-/// How late the deadlines a probe skipped were.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Skipped {
-    /// The timer probe: after a wake-up `L` late it skips the deadlines
-    /// that passed meanwhile, the `j`-th of them `L − j·interval` late
-    /// (cyclictest's loop). Exact from the histogram.
-    AfterLateSample,
-    /// The periodic and RTC probes: a skipped period or missed interrupt
-    /// is at least one period late; how much more is not known.
-    #[default]
-    AtLeastOnePeriod,
-}
+use super::tail::CpuTail;
+pub use super::tail::Skipped;
 
 /// The deadlines over a bound on one CPU: at least and at most (a
 /// histogram bucket straddling the bound counts on either side).

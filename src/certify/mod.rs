@@ -12,6 +12,7 @@ pub mod evt;
 pub mod preflight;
 pub mod source;
 pub mod stats;
+pub mod tail;
 pub mod verdict;
 
 use serde::Serialize;
