@@ -242,12 +242,82 @@ fn judge_cpu(term: &Term, tail: &CpuTail, confidence: f64, target: Option<&Targe
 }
 
 fn tail_estimate(tail: &CpuTail, term: &Term, confidence: f64) -> TailEstimate {
-    evt::estimate(
+    let mut est = evt::estimate(
         &tail.per_second_max_ns,
         term.bound_ns,
         tail.elapsed_s,
         confidence,
-    )
+    );
+    // The second view only where the first would let the term pass.
+    if gev_per_deadline(tail, &est).is_some_and(|p| p <= term.allowed().max(f64::MIN_POSITIVE)) {
+        with_pot(&mut est, tail, term.bound_ns, confidence);
+    }
+    est
+}
+
+/// Adds the peaks-over-threshold view of the histogram to a believed fit.
+fn with_pot(est: &mut TailEstimate, tail: &CpuTail, bound_ns: u64, confidence: f64) {
+    if est.extrapolated() {
+        est.pot = Some(evt::pot::estimate(
+            &tail.counts,
+            tail.width_ns,
+            tail.overflows,
+            bound_ns,
+            confidence,
+        ));
+    }
+}
+
+/// Whether the peaks over a threshold agree with a passing block-maxima
+/// fit: in words, `Ok` where they do and `Err` where they do not.
+fn pot_agrees(
+    est: &TailEstimate,
+    tail: &CpuTail,
+    target: Option<&Target>,
+    confidence: f64,
+) -> Result<String, String> {
+    let Some(pot) = &est.pot else {
+        return Err("no peaks-over-threshold view".into());
+    };
+    if let Some(why) = &pot.refused {
+        return Err(format!("the peaks over a threshold cannot tell: {why}"));
+    }
+    let (Some(fit), Some((_, per_deadline))) = (pot.fit, pot.per_deadline) else {
+        return Err("the peaks over a threshold give no bound".into());
+    };
+    let deadlines = count::deadlines(tail) as f64;
+    let (said, within) = match target.map(|t| (t, t.horizon_s)) {
+        Some((t, Some(h))) => {
+            let n = deadlines / tail.elapsed_s.max(1.0) * h;
+            let p = pot.over(n).unwrap_or(1.0);
+            (
+                format!("{} over {h:.0} s", probability(p)),
+                p <= t.probability,
+            )
+        }
+        Some((t, None)) => (
+            format!("{} per activation", probability(per_deadline)),
+            per_deadline <= t.probability,
+        ),
+        None => {
+            let p = pot.over(deadlines).unwrap_or(1.0);
+            (
+                format!("{} that a run as long exceeds it", probability(p)),
+                p < 1.0 - confidence,
+            )
+        }
+    };
+    let words = format!(
+        "the GPD fitted to the {} samples over {:.1} µs (shape ξ {:.3}) gives {said}",
+        pot.excesses,
+        pot.threshold_ns / 1000.0,
+        fit.xi
+    );
+    if within {
+        Ok(words)
+    } else {
+        Err(words)
+    }
 }
 
 /// How the deadlines over the bound were counted, for the why.
@@ -342,7 +412,7 @@ fn percentile(
 /// expected clusters per block (`−ln(1 − P)`), times the mean cluster
 /// size (`1/θ`, θ estimated where the run has exceedances to count),
 /// per deadline of a block.
-fn per_deadline(tail: &CpuTail, est: &TailEstimate) -> Option<f64> {
+fn gev_per_deadline(tail: &CpuTail, est: &TailEstimate) -> Option<f64> {
     if !est.extrapolated() || tail.elapsed_s <= 0.0 {
         return None;
     }
@@ -354,6 +424,15 @@ fn per_deadline(tail: &CpuTail, est: &TailEstimate) -> Option<f64> {
     let theta = count::extremal_index_of_body(tail).unwrap_or(1.0 / per_block);
     let clusters = -(-block.upper.min(1.0)).ln_1p();
     Some((clusters / (theta * per_block)).min(1.0))
+}
+
+/// The stricter of [`gev_per_deadline`] and the peaks over a threshold's
+/// bound; none where the second view cannot tell (or was not asked: the
+/// block maxima had already decided).
+fn per_deadline(tail: &CpuTail, est: &TailEstimate) -> Option<f64> {
+    let gev = gev_per_deadline(tail, est)?;
+    let (_, pot) = est.pot.as_ref()?.per_deadline?;
+    Some(gev.max(pot))
 }
 
 /// A `max` term: FAIL on one late deadline; else what the fitted tail
@@ -385,6 +464,7 @@ fn judge_max(
         confidence,
         to_block.as_ref().map(|f| f as &dyn Fn(f64) -> f64),
     );
+    let mut est = est;
     let margin = (bound - tail.max_ns) as f64 / bound as f64 * 100.0;
     let seen = format!(
         "no sample of {} over {:.1} µs: the largest, {:.1} µs, is {margin:.1} % below it",
@@ -422,6 +502,18 @@ fn judge_max(
             ),
         ),
     };
+    if outcome == Outcome::Pass {
+        with_pot(&mut est, tail, bound, confidence);
+        match pot_agrees(&est, tail, target, confidence) {
+            Ok(words) => why.push_str(&format!("; {words}")),
+            Err(words) => {
+                outcome = Outcome::Inconclusive;
+                why.push_str(&format!(
+                    "; but {words}: the two views of the tail do not agree, and the stricter wins"
+                ));
+            }
+        }
+    }
     // The percentile that allows one late deadline in a run as long.
     let one_in_run = 1.0 / v.deadlines.max(1) as f64;
     let (o, _, w) = percentile(bound, one_in_run, v, Some(&est), tail, confidence);
@@ -517,10 +609,15 @@ fn fitted_words(est: &TailEstimate, tail: &CpuTail, confidence: f64) -> String {
 
 /// Why nothing was extrapolated, and what would let the term decide.
 fn refusal_words(est: &TailEstimate) -> String {
-    let why = est.refused.as_deref().unwrap_or("no estimate");
+    let pot = est.pot.as_ref().and_then(|p| p.refused.as_deref());
+    let why = match (est.refused.as_deref(), pot) {
+        (Some(why), _) => why.to_string(),
+        (None, Some(why)) => format!("the peaks over a threshold cannot tell: {why}"),
+        (None, None) => "no estimate".into(),
+    };
     match &est.to_decide {
         Some(next) => format!("{why} (to decide: {next})"),
-        None => why.to_string(),
+        None => why,
     }
 }
 
@@ -646,10 +743,13 @@ mod tests {
             .into_iter()
             .map(|x| x as u64)
             .collect();
+        // Each second's largest sample is in the histogram too.
         let mut t = tail(2, seconds as u64 * 1000, &[], 0);
         t.max_ns = *maxima.iter().max().unwrap();
-        t.counts[(t.max_ns / 1000) as usize] += 1;
-        t.counts[2] -= 1;
+        for &m in &maxima {
+            t.counts[(m / 1000) as usize] += 1;
+            t.counts[2] -= 1;
+        }
         t.per_second_max_ns = maxima;
         t.elapsed_s = seconds as f64;
         t

@@ -327,12 +327,11 @@ pub const BALANCER_PER_S: f64 = 10.0;
 /// The kernel's idle load balancer on the shielded CPUs, when the shielded
 /// phase shows it: at least [`BALANCER_PER_S`] function-call IPIs (`CAL`)
 /// and as many SCHED softirqs a second on a measured CPU that `nohz_full=`
-/// does not cover. A busy housekeeping CPU's tick kicks an idle CPU to
-/// balance load for it (`nohz_balancer_kick`, an IPI through
-/// `smp_call_function_single_async`, then SCHED_SOFTIRQ), and a cpuset
-/// partition does not keep the shielded CPUs out of that choice; CPUs in
-/// `nohz_full=` are (tests/vm/probes/ipi-source.sh: 1,918 SCHED softirqs
-/// on CPU 3 in a 20 s shielded phase, 1 once booted with `nohz_full=3`).
+/// does not cover, reported as measured. A busy housekeeping CPU's tick
+/// kicks an idle CPU of the kernel's idle-balance mask to balance for it
+/// (`kick_ilb`: an IPI through `smp_call_function_single_async`, then
+/// SCHED_SOFTIRQ); a CPU in that mask when its partition took its domain
+/// away stays in it (tests/vm/probes/idle-kicks.sh, docs/shield.md).
 pub fn balancer_note(phases: &[PhaseRecord], nohz_full: Option<&str>) -> Option<String> {
     let shielded = shielded(phases)?;
     let probe = shielded.measurement.results.first()?;
@@ -367,7 +366,7 @@ pub fn balancer_note(phases: &[PhaseRecord], nohz_full: Option<&str>) -> Option<
         return None;
     }
     Some(format!(
-        "{} in the shielded phase: the kernel's idle load balancer, kicked from the busy housekeeping CPUs' tick to balance for them (nohz_balancer_kick), not cpushield; a cpuset partition does not keep a CPU out of it, booting with nohz_full= for the shielded CPUs does (cpushield boot-args)",
+        "{} in the shielded phase: the kernel's idle load balancer kicks (kick_ilb: an IPI, then SCHED_SOFTIRQ) from the busy housekeeping CPUs. A CPU that was idle, its tick stopped, when the partition took its sched domain away stays in the kernel's idle-balance mask (nothing takes it out but a busy tick with a domain, or CPU hotplug), so the way the shield was made leaves it there; taking each shielded CPU offline and online once the partition stands clears it, as does booting with nohz_full= for the shielded CPUs (cpushield boot-args); docs/shield.md, 'Idle-balance kicks'",
         kicked.join(", ")
     ))
 }
@@ -405,6 +404,11 @@ mod tests {
         let note = balancer_note(&phases, None).unwrap();
         assert!(
             note.starts_with("CPU 2: 95 function-call IPIs and 92 SCHED softirqs a second in the shielded phase: the kernel's idle load balancer"),
+            "{note}"
+        );
+        // The cause and what clears it, not "only the boot line".
+        assert!(
+            note.contains("idle-balance mask") && note.contains("offline and online"),
             "{note}"
         );
         assert_eq!(

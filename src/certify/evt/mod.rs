@@ -26,6 +26,7 @@
 pub mod checks;
 pub mod gev;
 pub mod gpd;
+pub mod pot;
 pub mod simplex;
 
 use serde::{Deserialize, Serialize};
@@ -63,7 +64,7 @@ pub fn max_confidence() -> f64 {
     1.0 - TAIL_RESAMPLES as f64 / MAX_RESAMPLES as f64
 }
 /// The bootstrap's seed: the same run gives the same interval.
-const SEED: u64 = 0x5eed_ce27;
+pub(crate) const SEED: u64 = 0x5eed_ce27;
 
 /// The probability that the largest sample over a horizon exceeds the
 /// bound, with its one-sided bounds at the confidence asked.
@@ -140,6 +141,10 @@ pub struct TailEstimate {
     /// With a target: the latency at it, and its bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pwcet: Option<Pwcet>,
+    /// The second view of the tail, peaks over a threshold of the
+    /// histogram ([`pot`]); a verdict extrapolates only where both agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pot: Option<pot::PotEstimate>,
     /// One block, one hour, the run's duration (only when extrapolated).
     pub exceedance: Vec<Exceedance>,
     /// The fitted tail's band (whenever a fit and its bootstrap exist,
@@ -197,6 +202,7 @@ pub fn estimate_at(
         to_decide: None,
         resamples: 0,
         pwcet: None,
+        pot: None,
         exceedance: Vec::new(),
         band: Vec::new(),
     };
@@ -377,7 +383,7 @@ fn bootstrap(fit: &Gev, n: usize, bound: f64, count: usize) -> Vec<Resample> {
 /// scale is undefined and the percentile bounds of `p` itself are taken:
 /// an upper bound of 0 then says that at least `confidence` of the
 /// resamples end below the bound.
-fn basic_interval(p: f64, ps: &[f64], confidence: f64) -> (f64, f64) {
+pub(crate) fn basic_interval(p: f64, ps: &[f64], confidence: f64) -> (f64, f64) {
     if ps.is_empty() {
         return (0.0, 1.0);
     }
