@@ -54,9 +54,11 @@ pub struct Clusters {
 /// the skipped deadlines over it.
 pub fn late(t: &CpuTail, bound_ns: u64) -> Late {
     let samples = t.exceedances(bound_ns);
-    if t.max_ns <= bound_ns {
+    if t.max_ns <= bound_ns && samples.0 == 0 {
         // The largest sample is exact: nothing was over, and no skipped
-        // deadline (each less late than the stall it followed) either.
+        // deadline (each less late than the stall it followed) either. A
+        // recorded file whose buckets say otherwise is not believed on
+        // its maximum's word.
         return Late::default();
     }
     Late {
@@ -67,7 +69,7 @@ pub fn late(t: &CpuTail, bound_ns: u64) -> Late {
 
 /// Every deadline of the run: the samples and the skipped ones.
 pub fn deadlines(t: &CpuTail) -> u64 {
-    t.samples + t.missed
+    t.samples.saturating_add(t.missed)
 }
 
 /// The skipped deadlines over `bound_ns`, at least and at most.
@@ -110,15 +112,16 @@ fn after_late_samples(t: &CpuTail, interval: u64, bound_ns: u64) -> (u64, u64) {
         if c == 0 {
             continue;
         }
-        let (start, end) = (i as u64 * w, i as u64 * w + w - 1);
-        low += c * over(start);
-        high += c * over(end);
-        explained += c * skipped(start);
+        let start = (i as u64).saturating_mul(w);
+        let end = start.saturating_add(w - 1);
+        low = low.saturating_add(c.saturating_mul(over(start)));
+        high = high.saturating_add(c.saturating_mul(over(end)));
+        explained = explained.saturating_add(c.saturating_mul(skipped(start)));
     }
     let rest = t.missed.saturating_sub(explained);
     let within_each = bound_ns / interval + 1;
-    low += rest.saturating_sub(t.overflows * within_each);
-    high += rest;
+    low = low.saturating_add(rest.saturating_sub(t.overflows.saturating_mul(within_each)));
+    high = high.saturating_add(rest);
     (low.min(t.missed), high.min(t.missed))
 }
 
@@ -131,8 +134,8 @@ pub fn skipped_in_buckets(t: &CpuTail) -> u64 {
     };
     let w = t.width_ns.max(1);
     (t.counts.iter().enumerate())
-        .map(|(i, &c)| c * ((i as u64 * w).saturating_sub(1) / interval))
-        .sum()
+        .map(|(i, &c)| c.saturating_mul((i as u64).saturating_mul(w).saturating_sub(1) / interval))
+        .fold(0u64, u64::saturating_add)
 }
 
 /// The clusters over `bound_ns` in the per-second maxima; `None` when the
@@ -290,6 +293,14 @@ mod tests {
             "nothing past the stall"
         );
         assert_eq!(late(&t, 50_000).total(), (21, 21));
+        // A file whose maximum contradicts its buckets: the buckets count.
+        let mut lying = timer_tail(1000, &[80], 1);
+        lying.max_ns = 2_500;
+        assert_eq!(late(&lying, 50_000).samples, (1, 1));
+        // Sizes no run has do not overflow.
+        lying.width_ns = u64::MAX / 2;
+        lying.counts[2] = u64::MAX;
+        assert_eq!(late(&lying, 50_000).samples.1, u64::MAX);
     }
 
     #[test]

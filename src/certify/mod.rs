@@ -121,7 +121,7 @@ pub struct Report {
     /// The recorded file the verdict was computed from (`certify --from`),
     /// with what it could not say; `None` when this run measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from: Option<From>,
+    pub from: Option<RecordedFile>,
     /// What each CPU measured, as judged (histograms, per-second maxima,
     /// skipped deadlines): `certify --from` and a later baseline read it.
     pub tails: Vec<CpuTail>,
@@ -132,7 +132,7 @@ pub struct Report {
 
 /// The recorded file a verdict was computed from.
 #[derive(Debug, Clone, Serialize)]
-pub struct From {
+pub struct RecordedFile {
     /// The file.
     pub file: std::path::PathBuf,
     /// What kind it was.
@@ -298,7 +298,7 @@ pub fn judge_file(opts: &Options, file: &std::path::Path) -> Result<Report, Stri
         ));
     }
     let mut report = judge_recorded(opts, rec.tails, rec.interrupted, rec.looks);
-    report.from = Some(From {
+    report.from = Some(RecordedFile {
         file: file.to_path_buf(),
         kind: rec.kind,
         notes: rec.notes,

@@ -59,21 +59,21 @@ impl CpuTail {
     /// histogram, may hold samples on either side.
     pub fn exceedances(&self, bound_ns: u64) -> (u64, u64) {
         let w = self.width_ns.max(1);
-        let (mut low, mut high) = (0, 0);
+        let (mut low, mut high) = (0u64, 0u64);
         for (i, &c) in self.counts.iter().enumerate() {
-            let start = i as u64 * w;
+            let start = (i as u64).saturating_mul(w);
             if start > bound_ns {
-                low += c;
-                high += c;
-            } else if start + w - 1 > bound_ns {
-                high += c;
+                low = low.saturating_add(c);
+                high = high.saturating_add(c);
+            } else if start.saturating_add(w - 1) > bound_ns {
+                high = high.saturating_add(c);
             }
         }
-        let range_end = self.buckets as u64 * w;
+        let range_end = (self.buckets as u64).saturating_mul(w);
         if range_end > bound_ns {
-            low += self.overflows;
+            low = low.saturating_add(self.overflows);
         }
-        high += self.overflows;
+        high = high.saturating_add(self.overflows);
         if self.max_ns > bound_ns {
             low = low.max(1);
         }

@@ -61,7 +61,7 @@ pub fn estimate(
     bound_ns: u64,
     confidence: f64,
 ) -> PotEstimate {
-    let n: u64 = counts.iter().sum::<u64>() + overflows;
+    let n = (counts.iter().copied()).fold(overflows, u64::saturating_add);
     let w = width_ns.max(1) as f64;
     let wanted = ((n as f64).sqrt().ceil() as u64).clamp(MIN_EXCESSES, MAX_EXCESSES);
     let mut est = PotEstimate {
@@ -82,7 +82,7 @@ pub fn estimate(
     let (mut above, mut from) = (0u64, counts.len());
     while from > 0 && above < wanted {
         from -= 1;
-        above += counts[from];
+        above = above.saturating_add(counts[from]);
     }
     // A bucket holding far more than the tail asks for (a narrow body, a
     // coarse histogram) is left below the threshold.
