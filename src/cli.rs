@@ -492,9 +492,12 @@ pub struct OnArgs {
     #[arg(long, value_name = "KNOBS", num_args = 0..=1, require_equals = true,
           default_missing_value = "all", value_delimiter = ',')]
     pub tune: Option<Vec<String>>,
-    /// Take each shielded CPU offline and online again before the cpusets
-    /// are created, to push per-CPU timers off it (CPU hotplug; refused for
-    /// CPUs that cannot go offline, such as CPU 0 on most x86 machines).
+    /// Require what `on` does wherever it can: each shielded CPU offline
+    /// and online again once the partition stands, which takes it out of
+    /// the kernel's idle-balance mask and pushes per-CPU timers off it.
+    /// With this flag a CPU that cannot go offline (CPU 0 on most x86
+    /// machines, the only CPU of a pinned task) is refused up front, and
+    /// one that refuses rolls the shield back.
     #[arg(long)]
     pub hotplug_restart: bool,
     /// The starvation guard: `auto` starts it where a real-time task that

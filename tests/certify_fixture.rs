@@ -378,10 +378,11 @@ fn the_report_page_renders_in_a_headless_browser_with_its_figures() {
     let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let outcome = r["outcome"].as_str().unwrap().to_string();
     let tail = &r["verdict"]["terms"][0]["cpus"][0]["tail"];
-    assert_eq!(
-        outcome == "PASS",
-        tail["refused"].is_null(),
-        "PASS exactly when the tail was extrapolated: {tail}"
+    // A fitted tail may still fail or stay inconclusive (a late deadline
+    // under the other tests' load): only a PASS needs the fit.
+    assert!(
+        outcome != "PASS" || tail["refused"].is_null(),
+        "PASS only where the tail was extrapolated: {tail}"
     );
     assert!(tail["blocks"].as_u64().unwrap() >= 60, "{tail}");
     // the minute's checkpoint the measurement wrote while it ran

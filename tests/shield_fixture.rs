@@ -179,6 +179,32 @@ fn v2_on_off_restores_exactly_when_kernel_keeps_affinity() {
     );
 }
 
+/// v1 takes an offline CPU out of every cpuset and gives it back to the
+/// root only: after the shield's CPUs went offline and back, the shield
+/// cpuset still holds them, and the shield holds.
+#[test]
+fn v1_shield_cpuset_keeps_its_cpus_through_their_hotplug() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V1, FixtureConfig::default());
+    let before = tree_without_effective(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--force", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report = json(&o);
+    let notes = report["notes"].as_array().unwrap();
+    assert!(
+        notes.iter().any(|n| n["kind"] == "hotplug_restart"),
+        "{report}"
+    );
+    assert_eq!(
+        sys.read_cpulist("sys/fs/cgroup/cpuset/cpushield/cpuset.cpus")
+            .unwrap(),
+        cpus("2-3")
+    );
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    assert_eq!(json(&o)["holds"], true, "{}", text(&o));
+    off_restores(dir.path(), &before, tree_without_effective);
+}
+
 #[test]
 fn v1_on_off_restores_exactly() {
     let dir = tempfile::tempdir().unwrap();
@@ -445,15 +471,20 @@ fn tree_without_effective(root: &std::path::Path) -> std::collections::BTreeMap<
     t
 }
 
+/// The order that leaves no idle-balance kicks: a CPU idle when the
+/// partition takes its sched domain stays in the kernel's idle-balance
+/// mask until it goes offline, so each shielded CPU goes offline and back
+/// only after the partition stands (and after the IRQs left it); IRQs
+/// bound to the shield are bound after, as hotplug would break them.
 #[test]
-fn hotplug_restart_takes_each_cpu_offline_and_online_before_the_partition() {
+fn the_shields_cpus_go_offline_and_back_after_the_partition_by_default() {
     let dir = tempfile::tempdir().unwrap();
     let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
     let before = tree_without_effective(dir.path());
-    let o = cpushield(
-        dir.path(),
-        &["on", "2-3", "--hotplug-restart", "--dry-run", "--json"],
-    );
+    // --force: the fixture's tasks pinned to one shielded CPU move off
+    // (else their CPUs are left as they are: see the next test).
+    let args = ["on", "2-3", "--force", "--irq", "9"];
+    let o = cpushield(dir.path(), &[&args[..], &["--dry-run", "--json"]].concat());
     assert!(o.status.success(), "{}", text(&o));
     let plan = json(&o)["plan"].as_array().unwrap().clone();
     let at = |pred: &dyn Fn(&serde_json::Value) -> bool| {
@@ -464,19 +495,28 @@ fn hotplug_restart_takes_each_cpu_offline_and_online_before_the_partition() {
     let is_write = |path: &'static str, value: &'static str| {
         move |s: &serde_json::Value| s["path"] == path && s["value"] == value
     };
+    let partition = at(&is_write(
+        "sys/fs/cgroup/cpushield/cpuset.cpus.partition",
+        "isolated",
+    ));
     let off2 = at(&is_write("sys/devices/system/cpu/cpu2/online", "0"));
     let on2 = at(&is_write("sys/devices/system/cpu/cpu2/online", "1"));
     let off3 = at(&is_write("sys/devices/system/cpu/cpu3/online", "0"));
     let on3 = at(&is_write("sys/devices/system/cpu/cpu3/online", "1"));
-    let irq = at(&is_write("proc/irq/24/smp_affinity_list", "0-1"));
-    let mkdir = at(&|s| s["action"] == "mkdir");
+    let away = at(&is_write("proc/irq/24/smp_affinity_list", "0-1"));
+    let bound = at(&|s| s["path"] == "proc/irq/9/smp_affinity_list");
     assert!(
-        irq < off2 && off2 < on2 && on2 < off3 && off3 < on3 && on3 < mkdir,
-        "IRQs leave, then each CPU goes offline and online, then the partition: {plan:#?}"
+        partition < away && away < off2 && off2 < on2 && on2 < off3 && off3 < on3 && on3 < bound,
+        "the partition, IRQs leave, each CPU offline and online, then the bound IRQ: {plan:#?}"
+    );
+    assert_eq!(
+        plan[off2]["fatal"], false,
+        "not required: {:#?}",
+        plan[off2]
     );
     assert_eq!(plan[off2]["undo"], serde_json::json!({"value": "1"}));
 
-    let o = cpushield(dir.path(), &["on", "2-3", "--hotplug-restart", "--json"]);
+    let o = cpushield(dir.path(), &[&args[..], &["--json"]].concat());
     assert!(o.status.success(), "{}", text(&o));
     let report = json(&o);
     assert_eq!(report["partition"], "isolated");
@@ -487,9 +527,12 @@ fn hotplug_restart_takes_each_cpu_offline_and_online_before_the_partition() {
         (&note["component"], &note["cpus"]),
         (&"hotplug".into(), &"2-3".into())
     );
-    assert_eq!(
-        note["text"],
-        "--hotplug-restart: CPUs 2-3 are taken offline and online again before the cpusets are created"
+    assert!(
+        note["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("CPUs 2-3 are taken offline and online again once the shield's cgroups stand: that takes them out of the kernel's idle-balance mask"),
+        "{note}"
     );
     assert_eq!(
         sys.read_cpulist("sys/devices/system/cpu/online").unwrap(),
@@ -507,12 +550,48 @@ fn hotplug_restart_takes_each_cpu_offline_and_online_before_the_partition() {
             .unwrap(),
         cpus("2-3")
     );
-    // The IRQ was moved before its CPU went offline: nothing broke it.
+    // The IRQ was moved before its CPU went offline: nothing broke it;
+    // the bound one was bound after its CPU came back.
     assert_eq!(
         sys.read_cpulist("proc/irq/24/smp_affinity_list").unwrap(),
         cpus("0-1")
     );
+    assert!(sys
+        .read_cpulist("proc/irq/9/smp_affinity_list")
+        .unwrap()
+        .is_subset(&cpus("2-3")));
     off_restores(dir.path(), &before, tree_without_effective);
+}
+
+/// A CPU that is the only one a task may run on is not taken offline
+/// (the kernel would break the task's affinity for good): it is left in
+/// the idle-balance mask, and `on` says so; `--hotplug-restart` refuses.
+#[test]
+fn a_cpu_a_task_is_pinned_to_alone_stays_online_and_on_says_what_that_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(dir.path(), &["on", "2-3", "--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report = json(&o);
+    assert!(
+        !report["plan"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["path"].as_str().is_some_and(|p| p.ends_with("/online"))),
+        "{report}"
+    );
+    let notes = report["notes"].as_array().unwrap();
+    let left = notes.iter().find(|n| n["kind"] == "hotplug_left");
+    let left = left.unwrap_or_else(|| panic!("no hotplug_left note: {report}"));
+    let text_of = left["text"].as_str().unwrap();
+    assert!(
+        text_of.contains("pinned-inside") && text_of.contains("idle-balance mask"),
+        "{left}"
+    );
+    let o = cpushield(dir.path(), &["on", "2-3", "--hotplug-restart"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("add --force"), "{}", text(&o));
 }
 
 #[test]
@@ -628,7 +707,7 @@ fn hotplug_restart_is_refused_for_cpus_that_cannot_go_offline() {
 fn v2_hotplug_restart_killed_at_every_write_then_off_restores_and_all_cpus_are_online() {
     killed_at_every_write_then_off_restores_with(
         CgroupLayout::V2,
-        &["--hotplug-restart"],
+        &["--hotplug-restart", "--force"],
         tree_without_effective,
     );
 }
@@ -637,7 +716,7 @@ fn v2_hotplug_restart_killed_at_every_write_then_off_restores_and_all_cpus_are_o
 fn v1_hotplug_restart_killed_at_every_write_then_off_restores() {
     killed_at_every_write_then_off_restores_with(
         CgroupLayout::V1,
-        &["--hotplug-restart"],
+        &["--hotplug-restart", "--force"],
         tree_without_effective,
     );
 }
@@ -654,7 +733,10 @@ fn hotplug_restart_moves_irqs_a_driver_spread_again_when_the_cpus_came_back() {
         },
     );
     let before = tree_without_effective(dir.path());
-    let o = cpushield(dir.path(), &["on", "2-3", "--hotplug-restart", "--json"]);
+    let o = cpushield(
+        dir.path(),
+        &["on", "2-3", "--hotplug-restart", "--force", "--json"],
+    );
     assert!(o.status.success(), "{}", text(&o));
     let report = json(&o);
     assert_eq!(
@@ -1180,5 +1262,43 @@ fn status_names_the_workqueue_mask_put_back_on_the_shield() {
         .as_str()
         .unwrap()
         .contains("reads 0-3 again"));
+    assert!(cpushield(dir.path(), &["off"]).status.success());
+}
+
+/// A change in place restarts only the CPUs it adds, both writes though
+/// the second writes what the file read before, and every CPU ends online.
+#[test]
+fn a_change_in_place_takes_only_the_added_cpus_offline_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    assert!(cpushield(dir.path(), &["on", "2", "--force"])
+        .status
+        .success());
+    let o = cpushield(dir.path(), &["on", "2-3", "--force", "--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let plan = json(&o)["plan"].as_array().unwrap().clone();
+    let online: Vec<(String, String)> = plan
+        .iter()
+        .filter(|s| s["path"].as_str().is_some_and(|p| p.ends_with("/online")))
+        .map(|s| {
+            (
+                s["path"].as_str().unwrap().into(),
+                s["value"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let cpu3 = "sys/devices/system/cpu/cpu3/online".to_string();
+    assert_eq!(
+        online,
+        vec![(cpu3.clone(), "0".into()), (cpu3, "1".into())],
+        "{plan:#?}"
+    );
+    assert!(cpushield(dir.path(), &["on", "2-3", "--force"])
+        .status
+        .success());
+    assert_eq!(
+        sys.read_cpulist("sys/devices/system/cpu/online").unwrap(),
+        cpus("0-3")
+    );
     assert!(cpushield(dir.path(), &["off"]).status.success());
 }

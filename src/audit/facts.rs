@@ -13,6 +13,7 @@ use crate::cpulist::CpuSet;
 use crate::shield::change::Action;
 use crate::shield::journal;
 use crate::shield::snapshot::{self, Irq};
+use crate::sys::kicks;
 use crate::sys::procfs::{self, Hierarchy, Thread};
 use crate::sys::Sys;
 
@@ -33,6 +34,9 @@ pub struct Facts {
     pub interrupts: Vec<Delta>,
     /// Softirqs that ran on the targets in the window.
     pub softirqs: Vec<Delta>,
+    /// Idle-balance kicks in the window, for each target the kernel runs
+    /// without a sched domain.
+    pub kicks: Vec<crate::sys::kicks::Rate>,
     /// IRQs the shield bound to the targets on request (`on --irq`).
     pub wanted_irqs: Vec<u32>,
     /// Every IRQ with its affinity.
@@ -134,7 +138,9 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         });
     }
     let read = |rel: &str| sys.read_trimmed(rel).ok();
-    let (interrupts, softirqs) = count_interrupts(sys, &targets, window);
+    let no_domain =
+        kicks::read_without_domain(sys, &targets, shield.as_ref().unwrap_or(&CpuSet::new()));
+    let (interrupts, softirqs, kicks) = count_interrupts(sys, (&targets, &no_domain), window);
     let running_guard = crate::guard::read_state(sys).filter(|s| crate::guard::alive(sys, s));
     let (protection, stalld) = kernel_work(sys, running_guard.as_ref());
     let threads = read_threads(sys)?;
@@ -144,6 +150,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         window_s: window.as_secs_f64(),
         interrupts,
         softirqs,
+        kicks,
         wanted_irqs: irqs_bound_to(&entries, &targets),
         irqs: crate::sys::irq::read(sys)?,
         default_irq_affinity: sys.read_cpumask(snapshot::DEFAULT_IRQ_AFFINITY).ok(),
@@ -193,10 +200,15 @@ fn kernel_work(
 }
 
 /// Interrupts and softirqs on `targets` over `window`: two reads of the
-/// counters with a sleep between.
-fn count_interrupts(sys: &Sys, targets: &CpuSet, window: Duration) -> (Vec<Delta>, Vec<Delta>) {
+/// counters with a sleep between; and from the same reads, the kicks on
+/// the targets without a sched domain (`no_domain`).
+fn count_interrupts(
+    sys: &Sys,
+    (targets, no_domain): (&CpuSet, &CpuSet),
+    window: Duration,
+) -> (Vec<Delta>, Vec<Delta>, Vec<kicks::Rate>) {
     if window.is_zero() {
-        return (Vec::new(), Vec::new());
+        return (Vec::new(), Vec::new(), Vec::new());
     }
     let counters = || {
         (
@@ -211,7 +223,19 @@ fn count_interrupts(sys: &Sys, targets: &CpuSet, window: Duration) -> (Vec<Delta
         (Some(a), Some(b)) => parse::interrupt_deltas(a, b, targets),
         _ => Vec::new(),
     };
-    (delta(&before.0, &after.0), delta(&before.1, &after.1))
+    let kicked = match (&before, &after) {
+        ((Some(ia), Some(sa)), (Some(ib), Some(sb))) if !no_domain.is_empty() => kicks::rates(
+            &kicks::parse(sa, ia, no_domain),
+            &kicks::parse(sb, ib, no_domain),
+            window.as_secs_f64(),
+        ),
+        _ => Vec::new(),
+    };
+    (
+        delta(&before.0, &after.0),
+        delta(&before.1, &after.1),
+        kicked,
+    )
 }
 
 /// IRQs the journal bound to `targets` (`on --irq`): wanted there.

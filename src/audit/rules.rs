@@ -121,6 +121,9 @@ fn interrupt_findings(f: &Facts, out: &mut Findings) {
             "RES/CAL/TLB come from other CPUs waking or flushing the targets: keep other tasks and mm-sharing threads off them (cpushield status)".into(),
         );
     }
+    if !f.kicks.is_empty() {
+        out.0.push(crate::sys::kicks::finding(&f.kicks, secs));
+    }
     let soft_noise: Vec<Delta> = soft.iter().filter(|d| d.label != "HI").cloned().collect();
     if soft_noise.is_empty() {
         out.add(

@@ -366,7 +366,7 @@ pub fn balancer_note(phases: &[PhaseRecord], nohz_full: Option<&str>) -> Option<
         return None;
     }
     Some(format!(
-        "{} in the shielded phase: the kernel's idle load balancer kicks (kick_ilb: an IPI, then SCHED_SOFTIRQ) from the busy housekeeping CPUs. A CPU that was idle, its tick stopped, when the partition took its sched domain away stays in the kernel's idle-balance mask (nothing takes it out but a busy tick with a domain, or CPU hotplug), so the way the shield was made leaves it there; taking each shielded CPU offline and online once the partition stands clears it, as does booting with nohz_full= for the shielded CPUs (cpushield boot-args); docs/shield.md, 'Idle-balance kicks'",
+        "{} reached the measured CPUs in the shielded phase, as idle-balance kicks do (kick_ilb: an IPI, then SCHED_SOFTIRQ, from the busy housekeeping CPUs). The shield takes each CPU offline and back once its partition stands, which takes it out of the kernel's idle-balance mask; a CPU that could not go offline (on's notes: hotplug_left) stays kicked unless booted with nohz_full= for it (cpushield boot-args); docs/shield.md, 'Idle-balance kicks'",
         kicked.join(", ")
     ))
 }
@@ -403,12 +403,14 @@ mod tests {
         let phases = vec![record(Phase::Idle, 2000), shielded];
         let note = balancer_note(&phases, None).unwrap();
         assert!(
-            note.starts_with("CPU 2: 95 function-call IPIs and 92 SCHED softirqs a second in the shielded phase: the kernel's idle load balancer"),
+            note.starts_with("CPU 2: 95 function-call IPIs and 92 SCHED softirqs a second reached the measured CPUs in the shielded phase, as idle-balance kicks do"),
             "{note}"
         );
         // The cause and what clears it, not "only the boot line".
         assert!(
-            note.contains("idle-balance mask") && note.contains("offline and online"),
+            note.contains("idle-balance mask")
+                && note.contains("offline and back")
+                && note.contains("hotplug_left"),
             "{note}"
         );
         assert_eq!(

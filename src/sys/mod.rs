@@ -18,6 +18,7 @@ pub mod cpuidle;
 pub mod fixture;
 pub mod irq;
 pub mod irqbalance;
+pub mod kicks;
 pub mod pci;
 pub mod procfs;
 pub mod resctrl;

@@ -1,6 +1,12 @@
-//! CPU hotplug (`--hotplug-restart`): each shielded CPU taken offline and
-//! back, so that what the kernel placed on it by CPU (timers, per-CPU
-//! work) goes elsewhere; refused up front where a CPU cannot go offline.
+//! CPU hotplug: each newly shielded CPU taken offline and back once the
+//! cgroups took its sched domain. A CPU that was idle, its tick stopped,
+//! when its domain went stays in the kernel's idle-balance mask
+//! (`nohz.idle_cpus_mask`), and the busy CPUs kick it to balance for them
+//! up to once a tick; going offline is what takes it out (docs/shield.md,
+//! "Idle-balance kicks"). It also sends elsewhere what the kernel placed
+//! on the CPU by CPU (timers, per-CPU work). Done wherever a CPU can go
+//! offline; `--hotplug-restart` makes it required (refused up front where
+//! a CPU cannot, rolled back where one refuses).
 
 use serde::{Deserialize, Serialize};
 
@@ -12,21 +18,55 @@ use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::journal::State;
 use crate::shield::note::OwnNote;
-use crate::shield::parts::{Line, OwnFacts, PartReport};
+use crate::shield::parts::{Line, Metric, OwnFacts, PartReport};
 use crate::shield::plan_error::PlanError;
 use crate::shield::request::Request;
-use crate::sys::{procfs, Sys};
+use crate::shield::snapshot::Snapshot;
+use crate::sys::{kicks, procfs, Sys};
 use std::collections::HashSet;
+
+/// How long `status` counts the kicks on the shielded CPUs.
+const KICKS_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// The shielded CPUs' SCHED softirq and function-call IPI counters, for
+/// Prometheus to take the rate of.
+fn kick_metrics(counts: &kicks::Counts) -> Vec<Metric> {
+    let samples = |pick: fn(&(u64, u64)) -> u64| {
+        (counts.per_cpu.iter())
+            .map(|(cpu, c)| (vec![("cpu", cpu.to_string())], pick(c) as f64))
+            .collect()
+    };
+    vec![
+        Metric {
+            name: "sched_softirqs_total",
+            kind: "counter",
+            help: "SCHED softirqs served by each shielded CPU without a sched domain: each is an idle-balance kick.",
+            samples: samples(|c| c.0),
+        },
+        Metric {
+            name: "function_call_ipis_total",
+            kind: "counter",
+            help: "Function-call IPIs served by each shielded CPU without a sched domain (an idle-balance kick is one).",
+            samples: samples(|c| c.1),
+        },
+    ]
+}
 
 /// CPU hotplug's own notes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum HotplugNote {
-    /// `--hotplug-restart`: the CPUs go offline and online again before
-    /// the cpusets are created.
+    /// The CPUs go offline and online again once the cgroups stand.
     HotplugRestart {
         /// The CPUs restarted.
         cpus: CpuSet,
+    },
+    /// Shielded CPUs that do not go offline, why, and what that leaves.
+    HotplugLeft {
+        /// The CPUs left as they are.
+        cpus: CpuSet,
+        /// Why they cannot go offline.
+        reason: String,
     },
 }
 
@@ -36,8 +76,14 @@ impl OwnNote for HotplugNote {
     }
 
     fn text(&self) -> String {
-        let HotplugNote::HotplugRestart { cpus } = self;
-        format!("--hotplug-restart: CPUs {cpus} are taken offline and online again before the cpusets are created")
+        match self {
+            HotplugNote::HotplugRestart { cpus } => format!(
+                "CPUs {cpus} are taken offline and online again once the shield's cgroups stand: that takes them out of the kernel's idle-balance mask (docs/shield.md, 'Idle-balance kicks')"
+            ),
+            HotplugNote::HotplugLeft { cpus, reason } => format!(
+                "CPUs {cpus} stay in the kernel's idle-balance mask ({reason}): while idle they are woken up to once a tick to balance for the busy CPUs; boot with nohz_full={cpus} (cpushield boot-args), or shield CPUs that can go offline"
+            ),
+        }
     }
 }
 
@@ -126,6 +172,77 @@ impl Holds for OnlineHold {
     }
 }
 
+/// Which of the shield's CPUs go offline and online again, and those
+/// left as they are, with why.
+#[derive(Debug, Default, PartialEq)]
+pub(in crate::shield) struct Restart {
+    /// The CPUs to take offline and back.
+    pub cpus: CpuSet,
+    /// CPUs that cannot go offline, each group with why.
+    pub left: Vec<(CpuSet, String)>,
+}
+
+/// The CPUs of `shield` to restart: each with a writable hotplug switch,
+/// but those isolated at boot (no sched domain since boot: never in the
+/// mask) and, unless `force` moves such tasks off, the only CPU a user
+/// task may run on (hotplug would break its affinity for good).
+pub(in crate::shield) fn choose(
+    (facts, snap): (&Facts, &Snapshot),
+    shield: &CpuSet,
+    force: bool,
+) -> Restart {
+    let wanted = shield.difference(&snap.boot_isolated);
+    let mut left = Vec::new();
+    let missing = wanted.difference(&facts.files);
+    if !missing.is_empty() {
+        left.push((
+            missing,
+            "no hotplug switch /sys/devices/system/cpu/cpuN/online".to_string(),
+        ));
+    }
+    let readonly = wanted
+        .intersection(&facts.files)
+        .difference(&facts.writable);
+    if !readonly.is_empty() {
+        left.push((readonly, "their online file is read-only".to_string()));
+    }
+    let mut sole = CpuSet::new();
+    let mut tasks = Vec::new();
+    // Kept on the shield, as the tasks' plan keeps them: on v2 only a
+    // process whose every thread asked for shielded CPUs alone (the others
+    // move to the housekeeping CPUs before the hotplug).
+    let v2 = matches!(snap.cgroup, crate::shield::snapshot::CgroupSetup::V2 { .. });
+    let whole_inside = |pid: i32| {
+        (snap.threads.iter())
+            .filter(|o| o.pid == pid)
+            .all(|o| o.cpus_allowed.is_subset(shield))
+    };
+    let kept =
+        |t: &crate::sys::procfs::Thread| !force && !t.is_kthread() && (!v2 || whole_inside(t.pid));
+    for t in &snap.threads {
+        let only = &t.cpus_allowed;
+        let restarted = only.is_subset(&facts.writable) && only.is_subset(&wanted);
+        if only.len() == 1 && restarted && kept(t) {
+            only.iter().for_each(|c| sole.insert(c));
+            tasks.push(match t.name.is_empty() {
+                true => t.tid.to_string(),
+                false => format!("{} ({})", t.tid, t.name),
+            });
+        }
+    }
+    if !sole.is_empty() {
+        tasks.sort();
+        tasks.dedup();
+        let named = crate::input::brief_to(&tasks.join(", "), 80);
+        left.push((
+            sole.clone(),
+            format!("the only CPU of task {named}, whose affinity hotplug would break"),
+        ));
+    }
+    let cpus = wanted.intersection(&facts.writable).difference(&sole);
+    Restart { cpus, left }
+}
+
 /// Refuses `--hotplug-restart` when a shielded CPU cannot be taken offline:
 /// no `cpuN/online` file (x86 CPU 0, kernels without CPU hotplug), or one
 /// that may not be written.
@@ -169,15 +286,21 @@ pub(in crate::shield) fn check(
     }
 }
 
-/// Offline then online again, for each shielded CPU in turn. Undoing an
-/// offline is writing 1: after a crash between the two writes, `off`
-/// brings the CPU back. Both are fatal: a CPU that refuses to go offline
-/// (EBUSY) or to come back aborts the shield and rolls it back.
-pub(in crate::shield) fn steps(shield: &CpuSet) -> Vec<Step> {
+/// Offline then online again, for each CPU in turn. Undoing an offline is
+/// writing 1: after a crash between the two writes, `off` brings the CPU
+/// back. When `required` (`--hotplug-restart`) both are fatal: a CPU that
+/// refuses to go offline (EBUSY) or to come back aborts the shield and
+/// rolls it back; otherwise a refusal is reported and the shield stands.
+pub(in crate::shield) fn steps(cpus: &CpuSet, required: bool) -> Vec<Step> {
+    let step = if required {
+        Step::fatal
+    } else {
+        Step::optional
+    };
     let mut out = Vec::new();
-    for cpu in shield.iter() {
+    for cpu in cpus.iter() {
         let path = cpu_online_file(cpu);
-        out.push(Step::fatal(
+        out.push(step(
             OWNER,
             Action::Write {
                 path: path.clone(),
@@ -186,7 +309,7 @@ pub(in crate::shield) fn steps(shield: &CpuSet) -> Vec<Step> {
                 undo: Undo::Value("1".into()),
             },
         ));
-        out.push(Step::fatal(
+        out.push(step(
             OWNER,
             Action::Write {
                 path,
@@ -209,9 +332,7 @@ impl Component for Part {
     }
 
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
-        if req.flag(KEY) {
-            facts.put(NAME, &read(sys, &req.cpus));
-        }
+        facts.put(NAME, &read(sys, &req.cpus));
         Ok(())
     }
 
@@ -220,43 +341,81 @@ impl Component for Part {
             return Ok(());
         }
         let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
-        check((&facts.files, &facts.writable), cx.shield)
+        check((&facts.files, &facts.writable), cx.shield)?;
+        let restart = choose((&facts, cx.snap), cx.shield, cx.req.force);
+        match restart.left.first() {
+            None => Ok(()),
+            Some((cpus, why)) => Err(PlanError::Part {
+                option: "--hotplug-restart",
+                message: format!(
+                    "--hotplug-restart: CPUs {cpus} cannot go offline: {why}; leave out --hotplug-restart (the shield then restarts only the CPUs that can), or add --force to move such tasks off"
+                ),
+            }),
+        }
     }
 
-    /// The shielded CPUs someone took offline since `on`, when any.
+    /// The shielded CPUs someone took offline since `on`, when any; and
+    /// the idle-balance kicks that reach those without a sched domain
+    /// (sampled for [`KICKS_WINDOW`]: a line when above the bar, the rates
+    /// in the data, the counters as metrics; `audit` makes it a finding).
     fn status(&self, cx: &Looking) -> Option<PartReport> {
         let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
         let online = procfs::online_cpus(sys).ok()?;
         let hold = read_hold(&online, &state.shield);
         let findings = hold.lost(state, repair);
-        (!findings.is_empty()).then(|| PartReport {
+        let up = state.shield.intersection(&online);
+        let no_domain = kicks::read_without_domain(sys, &up, &up);
+        let sampled = kicks::sample(sys, &no_domain, KICKS_WINDOW);
+        let mut lines = Line::under(NAME, findings.iter().map(|f| f.reason.clone()).collect());
+        let mut metrics = Vec::new();
+        if let Some((rates, counts)) = &sampled {
+            // A line, not a finding: the shield holds (a CPU that cannot
+            // go offline stays kicked, as on said); audit judges it.
+            let kicked = kicks::finding(rates, KICKS_WINDOW.as_secs_f64());
+            if kicked.severity != Severity::Ok {
+                lines.push(Line::new("idle-balance kicks", kicked.reason.clone()));
+            }
+            metrics = kick_metrics(counts);
+        }
+        let kicked = sampled.map(|(rates, _)| rates).unwrap_or_default();
+        (!findings.is_empty() || !metrics.is_empty()).then(|| PartReport {
             component: NAME.into(),
-            lines: Line::under(NAME, findings.iter().map(|f| f.reason.clone()).collect()),
-            data: serde_json::json!({ "offline": hold.offline.to_string() }),
+            lines,
+            data: serde_json::json!({ "offline": hold.offline.to_string(), "kicks": kicked }),
             findings,
-            metrics: Vec::new(),
+            metrics,
             details: Vec::new(),
         })
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        if cx.req.flag(KEY) {
-            d.add(Slot::Hotplug, steps(cx.shield));
-            let cpus = cx.shield.clone();
+        let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
+        let restart = choose((&facts, cx.snap), cx.shield, cx.req.force);
+        let required = cx.req.flag(KEY);
+        d.add(Slot::Hotplug, steps(&restart.cpus, required));
+        if !restart.cpus.is_empty() {
+            let cpus = restart.cpus;
             d.plan
                 .notes
                 .push(HotplugNote::HotplugRestart { cpus }.note());
         }
+        for (cpus, reason) in restart.left {
+            d.plan
+                .notes
+                .push(HotplugNote::HotplugLeft { cpus, reason }.note());
+        }
         Ok(())
     }
 
-    /// The old shield's CPUs went offline and online already.
+    /// The old shield's CPUs went offline and online already. The new
+    /// ones go offline and back whatever the machine holds now: both
+    /// writes, though the second writes what the file reads before.
     fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
         let old: HashSet<String> = cx.state.shield.iter().map(cpu_online_file).collect();
         for (slot, step) in mine {
             match &step.action {
                 Action::Write { path, .. } if old.contains(path) => {}
-                _ => out.unless_held(cx, slot, step),
+                _ => out.add(slot, [step]),
             }
         }
     }

@@ -30,11 +30,6 @@ use crate::sys::Sys;
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("irqs");
 
-/// The request's flag that the shielded CPUs go offline and online again
-/// (CPU hotplug) before the cpusets: IRQs leave first and are swept again
-/// after (a driver spreads its queues anew as the CPUs come back).
-const CPUS_RESTART: &str = "hotplug_restart";
-
 /// Its option's config key (`--irq`, repeated): the IRQs, by number or
 /// name, to bind to the shield.
 pub const KEY: &str = "irqs";
@@ -85,8 +80,8 @@ pub enum IrqsNote {
         /// The IRQs moved off again.
         irqs: Vec<u32>,
     },
-    /// `--hotplug-restart`: IRQs whose driver set them on the shield again
-    /// when its CPUs came online: moved off again.
+    /// IRQs whose driver set them on the shield again when its CPUs came
+    /// back online (CPU hotplug): moved off again.
     IrqsBackAfterHotplug {
         /// The IRQs moved off again.
         irqs: Vec<u32>,
@@ -105,7 +100,7 @@ impl OwnNote for IrqsNote {
                 irqs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
             ),
             IrqsNote::IrqsBackAfterHotplug { irqs } => format!(
-                "--hotplug-restart: IRQs {} came back onto the shield when the CPUs came online (their driver sets them on CPU hotplug); moved off again",
+                "IRQs {} came back onto the shield when its CPUs came back online (their driver sets them on CPU hotplug); moved off again",
                 irqs.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
             ),
         }
@@ -534,25 +529,24 @@ impl Component for Part {
     }
 
     /// IRQs the kernel placed anew while the plan was applied, moved off
-    /// the shield again: with `--hotplug-restart`, as the shield's CPUs
-    /// came back online; for a change in place, as they came back onto it
-    /// while it changed (irqbalance placing IRQs anew at its restart, seen
-    /// on Debian 13). The IRQs of the machine after are read again when
-    /// any moved.
+    /// the shield again: as the shield's CPUs came back online (a driver
+    /// spreads its queues anew on CPU hotplug), or for a change in place as
+    /// they came back onto it while it changed (irqbalance placing IRQs
+    /// anew at its restart, seen on Debian 13). The IRQs of the machine
+    /// after are read again when any moved.
     fn settle(&self, cx: &mut Settling) -> Result<(), ApplyError> {
         let plan = cx.plan;
         let cpus = (&plan.shield, &plan.housekeeping);
         let fx = (cx.sys, cx.fx);
-        let mut sweep_skipping =
-            |skip: &[u32]| sweep(fx, cpus, skip, cx.journal, cx.stop, cx.applied);
         let bound = to_shield(plan);
-        let respread = match cx.req.flag(CPUS_RESTART) {
-            true => sweep_skipping(&bound)?,
-            false => Vec::new(),
+        let skip = match cx.in_place {
+            Some(state) => [bound, kept(state)].concat(),
+            None => bound,
         };
-        let came_back = match cx.in_place {
-            Some(state) => sweep_skipping(&[bound.clone(), kept(state)].concat())?,
-            None => Vec::new(),
+        let swept = sweep(fx, cpus, &skip, cx.journal, cx.stop, cx.applied)?;
+        let (came_back, respread) = match cx.in_place {
+            Some(_) => (swept, Vec::new()),
+            None => (Vec::new(), swept),
         };
         if !came_back.is_empty() {
             let note = IrqsNote::IrqsBackAfterChange {
@@ -647,9 +641,9 @@ impl Component for Part {
         let to = to_shield(&d.plan);
         let planned = plan(facts, cx.shield, cx.housekeeping, &to);
         for (to_shield, step) in planned {
-            let away_first = cx.req.flag(CPUS_RESTART) && !to_shield;
-            let slot = if away_first {
-                Slot::BeforeHotplug
+            // Bound after the CPUs' hotplug, which would take them back.
+            let slot = if to_shield {
+                Slot::AfterHotplug
             } else {
                 Slot::Irqs
             };

@@ -33,7 +33,7 @@ pub(in crate::shield) struct Settled {
 /// unless a component did.
 pub(in crate::shield) fn settle(
     sys: &Sys,
-    (snap, plan, req): (&Snapshot, &Plan, &Request),
+    (snap, plan, _): (&Snapshot, &Plan, &Request),
     in_place: Option<&State>,
     journal: &mut Journal,
     stop: &AtomicBool,
@@ -44,7 +44,6 @@ pub(in crate::shield) fn settle(
         fx: EFFECTS,
         before: snap,
         plan,
-        req,
         in_place,
         journal,
         stop,

@@ -221,12 +221,6 @@ pub(in crate::shield) fn written(steps: &[(Slot, Step)]) -> impl Iterator<Item =
 pub(in crate::shield) enum Slot {
     /// Every thread's affinity, recorded for undo.
     Record,
-    /// With `--hotplug-restart`: IRQs leave the shield before its CPUs go
-    /// offline (an IRQ with no other online CPU loses its affinity, and the
-    /// kernel does not give it back).
-    BeforeHotplug,
-    /// Each shielded CPU offline and online again.
-    Hotplug,
     /// irqbalance's ban, before the IRQs move: irqbalance restarted with
     /// the ban does not move them back meanwhile (SYSTEMD-NOTES 10).
     Ban,
@@ -237,8 +231,17 @@ pub(in crate::shield) enum Slot {
     Cgroups,
     /// Threads moved off the shield, or kept on it.
     Tasks,
-    /// IRQs off the shield, or bound to it on request.
+    /// IRQs off the shield, before its CPUs go offline (an IRQ with no
+    /// other online CPU loses its affinity, and the kernel does not give
+    /// it back).
     Irqs,
+    /// Each newly shielded CPU offline and online again, once the cgroups
+    /// took its sched domain: that takes it out of the kernel's
+    /// idle-balance mask (docs/shield.md, "Idle-balance kicks").
+    Hotplug,
+    /// What a CPU's hotplug undid, made again: a v1 cpuset's CPUs, IRQs
+    /// bound onto the shield on request.
+    AfterHotplug,
     /// The unbound workqueues' mask.
     Workqueues,
     /// The shield's share of the L3 cache (resctrl).
@@ -268,8 +271,6 @@ pub(in crate::shield) struct Settling<'a> {
     pub before: &'a Snapshot,
     /// The plan applied.
     pub plan: &'a Plan,
-    /// The request it was made for.
-    pub req: &'a Request,
     /// The shield before, for a change in place.
     pub in_place: Option<&'a State>,
     /// The journal every move goes through.

@@ -299,6 +299,18 @@ fn cgroup_v1(
     }
 }
 
+/// The v1 shield cpuset's CPUs written again after the shield's CPUs went
+/// offline and back: v1 takes an offline CPU out of every cpuset and gives
+/// it back to the root only. Undone by the step that first wrote them.
+fn v1_cpus_again(dir: &str, shield: &CpuSet) -> Step {
+    fatal(Action::Write {
+        path: format!("{dir}/cpuset.cpus"),
+        value: shield.to_string(),
+        check: Check::CpuList,
+        undo: Undo::Nothing,
+    })
+}
+
 /// The mechanism's name for reports: the cgroup mechanism, and whether
 /// systemd holds it.
 pub fn name(m: Facts) -> String {
@@ -466,6 +478,12 @@ impl Component for Part {
         d.plan.partition = cgroup.partition;
         d.plan.shield_dir = cgroup.shield_dir;
         d.add(Slot::Cgroups, cgroup.steps);
+        if let CgroupSetup::V1 { .. } = &facts.cgroup {
+            d.add(
+                Slot::AfterHotplug,
+                [v1_cpus_again(&d.plan.shield_dir, cx.shield)],
+            );
+        }
         Ok(())
     }
 
@@ -485,7 +503,14 @@ impl Component for Part {
     fn change(&self, cx: &InPlace, _: Vec<(Slot, Step)>, out: &mut Changing) {
         let to = (&cx.fresh.shield, &cx.fresh.housekeeping);
         let cpus = (to.0, to.1, cx.fresh.partition.as_ref());
-        let resized = resize(cx.live.mechanism(), cx.state, cpus, &cx.read);
+        let live = cx.live.mechanism();
+        let resized = resize(live, cx.state, cpus, &cx.read);
         out.add(Slot::Cgroups, resized);
+        if let (CgroupSetup::V1 { .. }, true) = (&live.cgroup, cx.state.shield != *to.0) {
+            out.add(
+                Slot::AfterHotplug,
+                [v1_cpus_again(&cx.state.shield_dir, to.0)],
+            );
+        }
     }
 }
