@@ -149,6 +149,8 @@ pub enum Checked {
         policy: RunPolicy,
         /// The user to run as.
         user: Option<nix::unistd::User>,
+        /// What of root's environment the command keeps as that user.
+        preserve: cpushield::run_user::Preserve,
         /// The command and its arguments (at least the command).
         command: Vec<String>,
         /// Say where and how it would run only.
@@ -281,6 +283,7 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                     _ => RunPolicy::Inherit,
                 },
                 user: a.user.as_deref().map(user).transpose()?,
+                preserve: cpushield::run_user::Preserve::from_option(a.preserve_env.as_deref()),
                 command: a.command,
                 dry_run: a.dry_run,
             },

@@ -554,9 +554,16 @@ pub struct RunArgs {
     /// Run with SCHED_RR at this priority (1-99).
     #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(i32).range(1..=99))]
     pub rr: Option<i32>,
-    /// Run as this user, with all privileges dropped.
+    /// Run as this user, with all privileges dropped, in a session of its
+    /// own (a terminal of its own when run from one), with the
+    /// environment reset as sudo does.
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
+    /// With --user: keep root's whole environment, or only the variables
+    /// named (`--preserve-env=A,B`) besides the terminal's and locale's.
+    #[arg(long, value_name = "LIST", requires = "user", num_args = 0..=1, require_equals = true,
+          default_missing_value = "", value_delimiter = ',')]
+    pub preserve_env: Option<Vec<String>>,
     /// Show where and how the command would run; run nothing.
     #[arg(long)]
     pub dry_run: bool,

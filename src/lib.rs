@@ -24,6 +24,7 @@ pub mod input;
 pub mod load;
 pub mod measure;
 pub mod report;
+pub mod run_user;
 pub mod shield;
 pub mod sys;
 

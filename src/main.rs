@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Parser;
 use cpushield::boot;
 use cpushield::cpulist::CpuSet;
@@ -276,9 +276,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cpu,
             policy,
             user,
+            preserve,
             command,
             dry_run,
-        } => run_command(&sys, cpu, policy, user, &command, dry_run, out),
+        } => run_command(&sys, cpu, policy, (user, &preserve), &command, dry_run, out),
         Checked::Compare {
             options,
             dry_run,
@@ -578,7 +579,7 @@ fn run_command(
     sys: &Sys,
     cpu: Option<u32>,
     policy: RunPolicy,
-    user: Option<nix::unistd::User>,
+    (user, preserve): (Option<nix::unistd::User>, &cpushield::run_user::Preserve),
     command: &[String],
     dry_run: bool,
     out: &mut impl Write,
@@ -612,24 +613,29 @@ fn run_command(
         )?;
         return Ok(ExitCode::SUCCESS);
     }
+    if let Some(u) = user {
+        // The command gets a session of its own: it forks, enters the
+        // shield, drops to the user and execs; this process relays. What
+        // can be checked first is, here, with its own exit code.
+        shield::run_target(sys, cpu)?;
+        let enter = || {
+            let entered = shield::enter_shield(sys, cpu, policy, &waiting_for_lock)
+                .map_err(|e| e.to_string())?;
+            for note in &entered.notes {
+                eprintln!("cpushield: {}", report::note::text(note));
+            }
+            Ok(())
+        };
+        let code = cpushield::run_user::run_as(&u, command, preserve, enter)
+            .with_context(|| format!("running {program} as user {}", u.name))?;
+        return Ok(ExitCode::from(code.clamp(0, 255) as u8));
+    }
     let entered = shield::enter_shield(sys, cpu, policy, &waiting_for_lock)?;
     for note in &entered.notes {
         eprintln!("cpushield: {}", report::note::text(note));
     }
     let mut cmd = std::process::Command::new(program);
     cmd.args(args);
-    if let Some(u) = user {
-        // Supplementary groups first, then gid, then uid: after setuid we
-        // could no longer change the others.
-        let name = std::ffi::CString::new(u.name.clone())?;
-        nix::unistd::initgroups(&name, u.gid).context("dropping supplementary groups")?;
-        nix::unistd::setgid(u.gid).context("dropping group privileges")?;
-        nix::unistd::setuid(u.uid).context("dropping user privileges")?;
-        if nix::unistd::setuid(nix::unistd::Uid::from_raw(0)).is_ok() && !u.uid.is_root() {
-            bail!("privileges could not be dropped for user {}", u.name);
-        }
-        cmd.env("USER", &u.name).env("HOME", &u.dir);
-    }
     let error = cmd.exec();
     Err(CannotExec {
         program: program.clone(),

@@ -644,6 +644,73 @@ pub fn set_thread_name(name: &str) -> io::Result<()> {
     nix::sys::prctl::set_name(&c).map_err(to_io)
 }
 
+/// `fork`: `Ok(None)` in the child, `Ok(Some(pid))` in the parent. Only
+/// for a process with one thread (`run`), where the child may do anything
+/// the parent could.
+pub fn fork_single_threaded() -> io::Result<Option<i32>> {
+    // SAFETY: called by `run` before it starts any thread, so the child
+    // is a whole copy of a single-threaded process: no lock is held by a
+    // thread that does not exist in the child.
+    match unsafe { nix::unistd::fork() }.map_err(to_io)? {
+        nix::unistd::ForkResult::Child => Ok(None),
+        nix::unistd::ForkResult::Parent { child } => Ok(Some(child.as_raw())),
+    }
+}
+
+/// Makes the terminal `fd` the controlling terminal of the calling
+/// session leader (`TIOCSCTTY`, without stealing it from another session).
+pub fn set_controlling_terminal(fd: &impl std::os::fd::AsRawFd) -> io::Result<()> {
+    // SAFETY: TIOCSCTTY takes an int argument, passed by value; the fd is
+    // borrowed for the call.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSCTTY, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A terminal's size in characters and pixels (`struct winsize`).
+pub type WindowSize = libc::winsize;
+
+/// The size of the terminal `fd` (`TIOCGWINSZ`).
+pub fn window_size(fd: &impl std::os::fd::AsRawFd) -> io::Result<WindowSize> {
+    let mut size = WindowSize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one struct winsize to the pointer, which
+    // points at a live, writable one.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut size) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(size)
+}
+
+/// Sets the size of the terminal `fd` (`TIOCSWINSZ`): its foreground
+/// process group gets SIGWINCH.
+pub fn set_window_size(fd: &impl std::os::fd::AsRawFd, size: &WindowSize) -> io::Result<()> {
+    // SAFETY: TIOCSWINSZ reads one struct winsize from the pointer, which
+    // points at a live one.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, size) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The calling thread's securebits (`prctl(PR_GET_SECUREBITS)`).
+pub fn securebits() -> io::Result<u32> {
+    // SAFETY: PR_GET_SECUREBITS takes no pointer and returns the bits.
+    let r = unsafe { libc::prctl(libc::PR_GET_SECUREBITS, 0, 0, 0, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
