@@ -1302,3 +1302,51 @@ fn a_change_in_place_takes_only_the_added_cpus_offline_and_back() {
     );
     assert!(cpushield(dir.path(), &["off"]).status.success());
 }
+
+/// `status` reads the kicks from the kernel's counters of the shielded
+/// CPUs that `/proc/schedstat` lists without a sched domain: their rates
+/// in `--json`, their counters in `metrics`.
+#[test]
+fn status_and_metrics_read_the_idle_balance_counters_of_cpus_without_a_domain() {
+    let dir = tempfile::tempdir().unwrap();
+    standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    assert!(cpushield(dir.path(), &["on", "2-3", "--force"])
+        .status
+        .success());
+    let proc = dir.path().join("proc");
+    std::fs::write(
+        proc.join("softirqs"),
+        "                    CPU0       CPU1       CPU2       CPU3\n       SCHED:        100        100         40          7\n",
+    )
+    .unwrap();
+    let interrupts = std::fs::read_to_string(proc.join("interrupts")).unwrap();
+    std::fs::write(
+        proc.join("interrupts"),
+        format!("{interrupts} CAL:          5          5         41          8   Function call interrupts\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        proc.join("schedstat"),
+        "version 15\ntimestamp 1\ncpu0 0\ndomain0 03 0\ncpu1 0\ndomain0 03 0\ncpu2 0\ncpu3 0\n",
+    )
+    .unwrap();
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    let report = json(&o);
+    let parts = report["parts"].as_array().unwrap();
+    let hotplug = parts.iter().find(|p| p["component"] == "hotplug");
+    let hotplug = hotplug.unwrap_or_else(|| panic!("no hotplug part: {report}"));
+    let kicks = hotplug["data"]["kicks"].as_array().unwrap();
+    assert_eq!(kicks.len(), 2, "{hotplug}");
+    assert_eq!(kicks[0]["cpu"], 2, "{hotplug}");
+    assert_eq!(kicks[0]["sched_per_s"], 0.0, "{hotplug}");
+    let o = cpushield(dir.path(), &["metrics"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("cpushield_sched_softirqs_total{cpu=\"2\"} 40\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cpushield_function_call_ipis_total{cpu=\"3\"} 8\n"),
+        "{text}"
+    );
+}

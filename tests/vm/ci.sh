@@ -123,7 +123,7 @@ lane_b() {
     # offline (23).
     echo "== real-kernel scenarios on 7.x"
     t0=$(date +%s)
-    tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel 7 01 17 18 19 23 || rc=$?
+    tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel 7 01 17 18 19 23 27 || rc=$?
     echo "== 7.x took $(( $(date +%s) - t0 ))s"
     [ $rc = 0 ] || return $rc
     # The bus on PCI Express: the q35 machine (the default pc machine ran

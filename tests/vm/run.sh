@@ -112,6 +112,8 @@ else
     done
 fi
 # header: "# vm: cgroup=v1 cpus=4 kernels=6.1 boot=isolated"
+# kernels= the kernels (as --kernel names them) the scenario runs on: where
+# the others add nothing but time.
 # boot=isolated boots with the line 'cpushield boot-args 2-3' prints,
 # boot=domain with the older one that has isolcpus' domain flag.
 hdr() { sed -n 's/^# vm: //p' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1; }
@@ -219,6 +221,11 @@ declare -a BOOT_K BOOT_CPUS BOOT_CG BOOT_SCEN BOOT_LINE
 for k in $KERNELS; do
     for f in "${scenario_files[@]}"; do
         name=$(basename "$f" .sh)
+        ks=$(hdr "$f" kernels)
+        if [ -n "$ks" ] && [[ ",$ks," != *",$k,"* ]]; then
+            log "$name runs on kernels $ks only: not on $k"
+            continue
+        fi
         c=$(hdr "$f" cpus); c=${c:-$CPUS}
         g=$(hdr "$f" cgroup); g=${g:-v2}
         b=$(hdr "$f" boot)

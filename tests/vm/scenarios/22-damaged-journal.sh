@@ -33,6 +33,8 @@ for at in 50 400 half; do
     seg=$(ls $J/0*.json | tail -n 1)
     size=$(wc -c <"$seg")
     n=$at; [ "$at" = half ] && n=$((size / 2))
+    # A last segment shorter than the offset is cut at three quarters.
+    [ "$n" -lt "$size" ] || n=$((size * 3 / 4))
     head -c $n "$seg" >/tmp/seg.cut && cat /tmp/seg.cut >"$seg"
     cs off
     info "segment $(basename "$seg") of $size bytes cut at $n: off exit $CS_RC"
