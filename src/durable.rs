@@ -64,6 +64,38 @@ impl Dir {
     /// Replaces the file `name` of this directory with `data`, of mode
     /// `mode` (see the module). `name` is one file name, no `/`.
     pub fn write(&self, name: &str, data: &[u8], mode: u32) -> Result<PathBuf, DurableError> {
+        self.write_with(name, data, &|file| {
+            rustix::fs::fchmod(file, Mode::from_raw_mode(mode))?;
+            Ok(())
+        })
+    }
+
+    /// Replaces the file `name` of this directory with `data` as
+    /// [`Dir::write`] does, the new file taking the replaced one's mode,
+    /// owner and extended attributes (its ACLs, its SELinux label): a
+    /// configuration file of the system's (the bootloader's) stays as its
+    /// owner made it. A file that was not there is made 0644.
+    pub fn replace(&self, name: &str, data: &[u8]) -> Result<PathBuf, DurableError> {
+        let old = rustix::fs::openat(
+            &self.fd,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok();
+        self.write_with(name, data, &|file| match &old {
+            None => Ok(rustix::fs::fchmod(file, Mode::from_raw_mode(0o644))?),
+            Some(old) => copy_metadata(old, file),
+        })
+    }
+
+    /// [`Dir::write`] with `setup` making the temporary file's metadata.
+    fn write_with(
+        &self,
+        name: &str,
+        data: &[u8],
+        setup: &dyn Fn(&File) -> io::Result<()>,
+    ) -> Result<PathBuf, DurableError> {
         let target = self.path.join(name);
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             let e = io::Error::new(io::ErrorKind::InvalidInput, "not a file name");
@@ -71,7 +103,7 @@ impl Dir {
         }
         let (tmp, file) = self.fresh(name)?;
         let tmp_path = self.path.join(&tmp);
-        let written = write_whole(file, data, mode).map_err(at(&tmp_path));
+        let written = write_whole(file, data, setup).map_err(at(&tmp_path));
         let renamed = written.and_then(|()| {
             rustix::fs::renameat(&self.fd, &tmp, &self.fd, name).map_err(at(&target))
         });
@@ -101,11 +133,41 @@ impl Dir {
     }
 }
 
-/// Writes `data` to `file`, sets its mode, and syncs it.
-fn write_whole(mut file: File, data: &[u8], mode: u32) -> io::Result<()> {
+/// Writes `data` to `file`, makes its metadata with `setup`, and syncs it.
+fn write_whole(
+    mut file: File,
+    data: &[u8],
+    setup: &dyn Fn(&File) -> io::Result<()>,
+) -> io::Result<()> {
     file.write_all(data)?;
-    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+    setup(&file)?;
     file.sync_all()
+}
+
+/// Gives `to` the owner, mode and extended attributes of `from`.
+fn copy_metadata(from: &OwnedFd, to: &File) -> io::Result<()> {
+    let st = rustix::fs::fstat(from)?;
+    use std::os::fd::AsRawFd;
+    nix::unistd::fchown(
+        to.as_raw_fd(),
+        Some(nix::unistd::Uid::from_raw(st.st_uid)),
+        Some(nix::unistd::Gid::from_raw(st.st_gid)),
+    )?;
+    rustix::fs::fchmod(to, Mode::from_raw_mode(st.st_mode & 0o7777))?;
+    let mut names = vec![0u8; 4096];
+    let n = match rustix::fs::flistxattr(from, &mut names) {
+        Ok(n) => n,
+        // A file system without extended attributes has none to copy.
+        Err(rustix::io::Errno::OPNOTSUPP) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    for name in names[..n].split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let name = std::ffi::CString::new(name).map_err(io::Error::other)?;
+        let mut value = vec![0u8; 65536];
+        let len = rustix::fs::fgetxattr(from, &name, &mut value)?;
+        rustix::fs::fsetxattr(to, &name, &value[..len], rustix::fs::XattrFlags::empty())?;
+    }
+    Ok(())
 }
 
 /// The error of an operation on `p`.
@@ -213,6 +275,44 @@ mod tests {
         let meta = fs::symlink_metadata(out.join("cpushield.prom")).unwrap();
         assert!(meta.is_file(), "the link itself was replaced");
         assert_eq!(fs::read(out.join("cpushield.prom")).unwrap(), b"new");
+    }
+
+    /// A bootloader's file keeps its owner, mode and extended attributes
+    /// through `replace`, and nothing is left beside it.
+    #[test]
+    fn replace_keeps_the_owner_mode_and_extended_attributes() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("grub");
+        fs::write(&file, "old").unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o640)).unwrap();
+        let chowned =
+            nix::unistd::chown(&file, Some(nix::unistd::Uid::from_raw(65534)), None).is_ok();
+        let attr = c"user.cpushield-test";
+        let xattr =
+            rustix::fs::setxattr(&file, attr, b"kept", rustix::fs::XattrFlags::empty()).is_ok();
+        let d = Dir::open(dir.path()).unwrap();
+        d.replace("grub", b"new").unwrap();
+        let meta = fs::metadata(&file).unwrap();
+        assert_eq!(fs::read_to_string(&file).unwrap(), "new");
+        assert_eq!(meta.mode() & 0o7777, 0o640);
+        if chowned {
+            assert_eq!(meta.uid(), 65534);
+        }
+        if xattr {
+            let mut value = [0u8; 16];
+            let n = rustix::fs::getxattr(&file, attr, &mut value).unwrap();
+            assert_eq!(&value[..n], b"kept");
+        }
+        d.replace("new-entry", b"x").unwrap();
+        let new = fs::metadata(dir.path().join("new-entry")).unwrap();
+        assert_eq!(new.mode() & 0o7777, 0o644);
+        let left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left.len(), 2, "{left:?}");
     }
 
     #[test]

@@ -578,31 +578,31 @@ impl Sys {
         Err(run_dir_error(&dir, e))
     }
 
-    /// Writes a configuration file (a unit drop-in): created or replaced
-    /// atomically (a temporary file, then rename), mode 0644, making its
-    /// directory first when `make_dir`. Not for kernel files: see [`Sys::write`].
+    /// Writes a configuration file (a unit drop-in, GRUB's, a boot entry):
+    /// created or replaced whole through [`crate::durable::Dir::replace`]
+    /// (a temporary file of a random name, removed on any failure; renamed
+    /// over the file; the directory synced), keeping the replaced file's
+    /// mode, owner and extended attributes (0644 for a new one), making
+    /// its directory first when `make_dir`. Not for kernel files: see
+    /// [`Sys::write`].
     pub fn write_config(&self, rel: &str, content: &str, make_dir: bool) -> Result<()> {
-        use std::os::unix::fs::OpenOptionsExt;
         count_write!(self);
         let path = self.path(rel);
         let err = |e| SysError::new("write", rel, Some(content), e);
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
+        else {
+            return Err(err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a file path",
+            )));
+        };
         if make_dir {
-            if let Some(dir) = path.parent() {
-                fs::create_dir_all(dir).map_err(err)?;
-            }
+            fs::create_dir_all(dir).map_err(err)?;
         }
-        let tmp = path.with_extension("cpushield-tmp");
-        let _ = fs::remove_file(&tmp);
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&tmp)
-            .map_err(err)?;
-        f.write_all(content.as_bytes()).map_err(err)?;
-        f.sync_all().map_err(err)?;
-        fs::rename(&tmp, &path).map_err(err)
+        let dir = crate::durable::Dir::open(dir).map_err(|e| err(e.source))?;
+        dir.replace(name, content.as_bytes())
+            .map(drop)
+            .map_err(|e| err(e.source))
     }
 
     /// Removes a configuration file written by [`Sys::write_config`], and its
