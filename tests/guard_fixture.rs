@@ -575,3 +575,62 @@ fn stalld_asked_for_where_none_is_installed_is_refused_and_nothing_changes() {
         Vec::<String>::new()
     );
 }
+
+/// A boosted thread exits and another takes its id: the guard's FIFO
+/// windows are not opened on the newcomer (it is known by its start time),
+/// and the boost ends there.
+#[test]
+fn a_thread_that_took_a_boosted_threads_id_is_never_boosted() {
+    let mut m = Machine::new("950000");
+    let mut guard = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
+        .arg("--root")
+        .arg(m.root())
+        .args([
+            "guard",
+            "--cpus",
+            "2-3",
+            "--guard-threshold=200",
+            "--guard-runtime=50",
+            "--guard-period=10000",
+            "--guard-duration=5000",
+        ])
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while m.guard_state()["active"][0]["kind"] != "fifo" && t.elapsed() < Duration::from_secs(10) {
+        m.tick();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        m.guard_state()["active"][0]["kind"],
+        "fifo",
+        "{}",
+        m.guard_state()
+    );
+    // The kworker exits; a new thread of the same id starts, SCHED_OTHER,
+    // and no longer starves (it ran).
+    let newcomer = stat(501, "kworker/3:1", 'S', 3, 0, 0).replace(" 500 0 0 ", " 900 0 0 ");
+    for rel in ["proc/501/stat", "proc/501/task/501/stat"] {
+        fs::write(m.root().join(rel), &newcomer).unwrap();
+    }
+    fs::write(m.root().join("proc/501/task/501/.sched"), r#"{"policy":0,"flags":0,"nice":0,"priority":0,"runtime_ns":0,"deadline_ns":0,"period_ns":0}"#).unwrap();
+    put(m.root(), "proc/501/task/501/schedstat", "90000000 0 30\n");
+    let mut policies = Vec::new();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(600) {
+        m.tick();
+        policies.push(m.kworker_policy());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(guard.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(guard.wait().unwrap().success());
+    assert!(
+        policies.iter().all(|p| *p == Some(0)),
+        "the newcomer was given SCHED_FIFO (policy 1): {policies:?}"
+    );
+    assert_eq!(m.kworker_policy(), Some(0));
+}

@@ -356,6 +356,10 @@ impl Guard<'_> {
             previous,
             kind: BoostKind::Deadline,
         };
+        // The thread the watch saw, not another that took its id since.
+        if procfs::start_ticks(self.sys, s.tid) != Some(s.start_ticks) {
+            return false;
+        }
         // The record goes to the state file first: a guard killed right
         // after the change leaves what undoes it.
         self.state.active.push(record.clone());
@@ -400,9 +404,18 @@ impl Guard<'_> {
     fn step_boosts(&mut self, now: u64) -> bool {
         let runtime_ns = self.settings.runtime_us * 1_000;
         let mut due = Vec::new();
+        let sys = self.sys;
         for (tid, b) in self.boosts.iter_mut() {
             let period_ns = b.period_ns;
             if now >= b.ends_ns {
+                due.push(*tid);
+                continue;
+            }
+            // The thread exited and its id may name another now: the
+            // window is neither opened nor closed on that one.
+            let window_due = matches!(b.window, Some((true, close)) if now >= close)
+                || matches!(b.window, Some((false, open)) if now >= open);
+            if window_due && procfs::start_ticks(sys, *tid) != Some(b.record.start_ticks) {
                 due.push(*tid);
                 continue;
             }
