@@ -110,10 +110,10 @@ impl Machine {
             .unwrap_or_default()
     }
 
-    /// Runs the guard until its state shows the kworker boosted as `kind`,
-    /// then stops it with SIGTERM; the state it left.
-    fn guard_until_boosted(&mut self, kind: &str) -> serde_json::Value {
-        let mut guard = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
+    /// The guard on CPUs 2-3: a 200 us threshold, 50 us slices every
+    /// 10 ms, boosts of `duration_ms`.
+    fn spawn_guard(&self, duration_ms: &str) -> std::process::Child {
+        std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
             .arg("--root")
             .arg(self.root())
             .args([
@@ -123,10 +123,16 @@ impl Machine {
                 "--guard-threshold=200",
                 "--guard-runtime=50",
                 "--guard-period=10000",
-                "--guard-duration=2000",
             ])
+            .arg(format!("--guard-duration={duration_ms}"))
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Runs the guard until its state shows the kworker boosted as `kind`,
+    /// then stops it with SIGTERM; the state it left.
+    fn guard_until_boosted(&mut self, kind: &str) -> serde_json::Value {
+        let mut guard = self.spawn_guard("2000");
         let t = Instant::now();
         let mut seen = None;
         while t.elapsed() < Duration::from_secs(10) {
@@ -582,20 +588,7 @@ fn stalld_asked_for_where_none_is_installed_is_refused_and_nothing_changes() {
 #[test]
 fn a_thread_that_took_a_boosted_threads_id_is_never_boosted() {
     let mut m = Machine::new("950000");
-    let mut guard = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
-        .arg("--root")
-        .arg(m.root())
-        .args([
-            "guard",
-            "--cpus",
-            "2-3",
-            "--guard-threshold=200",
-            "--guard-runtime=50",
-            "--guard-period=10000",
-            "--guard-duration=5000",
-        ])
-        .spawn()
-        .unwrap();
+    let mut guard = m.spawn_guard("5000");
     let t = Instant::now();
     while m.guard_state()["active"][0]["kind"] != "fifo" && t.elapsed() < Duration::from_secs(10) {
         m.tick();
