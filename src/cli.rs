@@ -270,7 +270,7 @@ pub struct CompareArgs {
     /// unshielded, affinity, shielded, and cache-share with --cache-ways.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub phases: Option<Vec<cpushield::compare::Phase>>,
-    /// A fourth, last phase: shielded again, the shield with WAYS ways of
+    /// A last phase (cache-share) after the default four: shielded again, the shield with WAYS ways of
     /// each L3 cache it sits in for itself (on --cache-ways; refused where
     /// the CPUs or the kernel cannot, before any phase runs).
     #[arg(long, value_name = "WAYS")]

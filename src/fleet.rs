@@ -94,6 +94,18 @@ pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, S
         Some(s) => differences.extend(request_differences(&s.shield, s.request.as_ref(), want)),
     }
     differences.extend(boot_differences(sys, want, boot.as_ref()));
+    // `apply` reads the default config unless told which: name the one
+    // verified, or following the advice applies another.
+    if !config.ends_with(crate::config::DEFAULT_PATH) {
+        let apply = format!(
+            "cpushield apply --config {}",
+            crate::escape::terminal(config)
+        );
+        for d in &mut differences {
+            d.next = d.next.replace("cpushield apply", &apply);
+            d.reason = d.reason.replace("'cpushield apply'", &format!("'{apply}'"));
+        }
+    }
     Ok(VerifyReport {
         boot,
         config: config.to_string(),

@@ -526,3 +526,24 @@ fn a_failing_update_grub_puts_the_files_back_and_an_unknown_bootloader_changes_n
         text(&o)
     );
 }
+
+/// `verify --config FILE` advises applying that file, not the default one.
+#[test]
+fn verify_of_another_config_advises_applying_that_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    systemd_host(root);
+    let other = root.join("other.toml");
+    std::fs::write(&other, "cpus = \"2-3\"\n").unwrap();
+    let path = other.to_str().unwrap();
+    let o = cpushield(root, &["verify", "--config", path, "--json"]);
+    assert_eq!(code(&o), 7, "{}", text(&o));
+    let next = json(&o)["differences"][0]["next"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(next, format!("cpushield apply --config {path}"));
+    write_config(root, "cpus = \"2-3\"\n");
+    let o = cpushield(root, &["verify", "--json"]);
+    assert_eq!(json(&o)["differences"][0]["next"], "cpushield apply");
+}

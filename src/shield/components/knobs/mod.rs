@@ -720,7 +720,7 @@ impl Component for Part {
                     component: OWNER.name().into(),
                     what: format!("{}: {write}", k.name),
                     without: format!(
-                        "leave {} out: --tune=NAME,... names only the knobs wanted (a bare --tune takes every knob of tune --list marked all)",
+                        "leave {} out: --tune=NAME,... names only the knobs wanted (a bare --tune takes every knob of tune --list but those marked only by name)",
                         k.name
                     ),
                 }),
