@@ -44,7 +44,7 @@ fn interrupt_findings(f: &Facts, out: &mut Findings) {
     if f.window_s == 0.0 {
         return;
     }
-    let (irqs, soft, secs) = (&f.interrupts, &f.softirqs, f.window_s);
+    let (irqs, secs) = (&f.interrupts, f.window_s);
     let list = f.list();
     let device: Vec<Delta> = irqs
         .iter()
@@ -121,6 +121,13 @@ fn interrupt_findings(f: &Facts, out: &mut Findings) {
             "RES/CAL/TLB come from other CPUs waking or flushing the targets: keep other tasks and mm-sharing threads off them (cpushield status)".into(),
         );
     }
+    softirq_findings(f, out);
+}
+
+/// The idle-balance kicks on targets without a sched domain, and the
+/// softirqs that ran on the targets.
+fn softirq_findings(f: &Facts, out: &mut Findings) {
+    let (soft, secs, list) = (&f.softirqs, f.window_s, f.list());
     if !f.kicks.is_empty() {
         out.0.push(crate::sys::kicks::finding(&f.kicks, secs));
     }

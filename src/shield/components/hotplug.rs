@@ -206,40 +206,48 @@ pub(in crate::shield) fn choose(
     if !readonly.is_empty() {
         left.push((readonly, "their online file is read-only".to_string()));
     }
-    let mut sole = CpuSet::new();
-    let mut tasks = Vec::new();
-    // Kept on the shield, as the tasks' plan keeps them: on v2 only a
-    // process whose every thread asked for shielded CPUs alone (the others
-    // move to the housekeeping CPUs before the hotplug).
+    // A user task inside the shield with CPUs of its own there: kept by
+    // the tasks' plan (on v2 only a process whose every thread asked for
+    // shielded CPUs alone; the others move off before the hotplug), or
+    // already in the shield's cgroup (a change in place). A CPU of the
+    // partition going offline and back gives such a task all the
+    // partition's CPUs (6.1 resets the affinity of a cpuset's tasks), and
+    // its own CPU going offline breaks its affinity for good: the shield's
+    // CPUs are then left as they are.
     let v2 = matches!(snap.cgroup, crate::shield::snapshot::CgroupSetup::V2 { .. });
     let whole_inside = |pid: i32| {
         (snap.threads.iter())
             .filter(|o| o.pid == pid)
             .all(|o| o.cpus_allowed.is_subset(shield))
     };
-    let kept =
-        |t: &crate::sys::procfs::Thread| !force && !t.is_kthread() && (!v2 || whole_inside(t.pid));
-    for t in &snap.threads {
-        let only = &t.cpus_allowed;
-        let restarted = only.is_subset(&facts.writable) && only.is_subset(&wanted);
-        if only.len() == 1 && restarted && kept(t) {
-            only.iter().for_each(|c| sole.insert(c));
-            tasks.push(match t.name.is_empty() {
-                true => t.tid.to_string(),
-                false => format!("{} ({})", t.tid, t.name),
-            });
-        }
-    }
-    if !sole.is_empty() {
+    let pinned = |t: &crate::sys::procfs::Thread| {
+        let own = &t.cpus_allowed;
+        let narrower = own.is_subset(shield) && (own != shield || shield.len() == 1);
+        let inside = crate::shield::snapshot::in_shield_cgroup(&t.cgroup);
+        !t.is_kthread() && narrower && (inside || (!force && (!v2 || whole_inside(t.pid))))
+    };
+    let mut tasks: Vec<String> = (snap.threads.iter())
+        .filter(|t| pinned(t))
+        .map(|t| match t.name.is_empty() {
+            true => t.tid.to_string(),
+            false => format!("{} ({})", t.tid, t.name),
+        })
+        .collect();
+    let able = wanted.intersection(&facts.writable);
+    if !tasks.is_empty() && !able.is_empty() {
         tasks.sort();
         tasks.dedup();
         let named = crate::input::brief_to(&tasks.join(", "), 80);
         left.push((
-            sole.clone(),
-            format!("the only CPU of task {named}, whose affinity hotplug would break"),
+            able,
+            format!("task {named} keeps CPUs of its own on the shield, which hotplug would take from it; --force moves it off first"),
         ));
+        return Restart {
+            cpus: CpuSet::new(),
+            left,
+        };
     }
-    let cpus = wanted.intersection(&facts.writable).difference(&sole);
+    let cpus = able;
     Restart { cpus, left }
 }
 
