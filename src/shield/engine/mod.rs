@@ -17,5 +17,6 @@ pub mod plan;
 pub(in crate::shield) mod plan_error;
 pub mod request;
 pub mod reshape;
+mod segment;
 pub(in crate::shield) mod timings;
 pub mod undo;
