@@ -265,3 +265,51 @@ fn a_record_altered_after_it_was_written_fails_its_checksum_and_is_named() {
     );
     assert_eq!(read(root, IRQ25), "0-1\n", "left as the shield made it");
 }
+
+#[test]
+fn a_forged_boot_record_deletes_nothing_the_boot_half_did_not_make() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // Debian's GRUB, the config asking for the boot half of CPUs 2-3.
+    systemd_host(root);
+    plant_shadow(root);
+    for (rel, text) in [
+        (
+            "etc/cpushield/cpushield.toml",
+            "cpus = \"2-3\"\nboot = true\n",
+        ),
+        (
+            "proc/cmdline",
+            "BOOT_IMAGE=/boot/vmlinuz root=/dev/vda1 ro quiet\n",
+        ),
+        ("proc/sys/kernel/random/boot_id", "boot-1\n"),
+        ("etc/default/grub", "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n"),
+        ("usr/sbin/update-grub", "#!/bin/sh\n"),
+    ] {
+        std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(root.join(rel), text).unwrap();
+    }
+    std::fs::create_dir_all(root.join("etc/default/grub.d")).unwrap();
+    std::fs::create_dir_all(root.join("var/lib")).unwrap();
+    let o = cpushield(root, &["apply"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let dropin = "etc/default/grub.d/zz-cpushield.cfg";
+    assert!(root.join(dropin).exists());
+    // The record now says the boot half made /etc/shadow: removal would
+    // delete it.
+    let record = root.join("var/lib/cpushield/boot.json");
+    let mut r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    r["made"] = serde_json::json!([{"path": SHADOW, "sha256": "", "made_dir": false}]);
+    std::fs::write(&record, serde_json::to_vec(&r).unwrap()).unwrap();
+    let o = cpushield(root, &["boot", "--remove"]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(
+        text(&o).contains("/etc/shadow: no file made for it the boot half manages")
+            && text(&o).contains("nothing was changed"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(read(root, SHADOW), SHADOW_TEXT);
+    assert!(root.join(dropin).exists(), "nothing was changed");
+}
