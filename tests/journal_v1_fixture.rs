@@ -3,7 +3,8 @@
 //! its component) is still undone exactly: an upgrade in the middle of a
 //! shield must still `off`. The journal `on` writes is turned into the
 //! version 1 layout, entry by entry, as the older binary wrote it: no
-//! `by`, a component's own action at the top level under its own tag.
+//! `by`, no checksum, a component's own action at the top level under its
+//! own tag.
 
 mod common;
 
@@ -11,6 +12,7 @@ use std::fs;
 use std::path::Path;
 
 use common::{cpushield, diff, standard, systemd_host, text, tree};
+use cpushield::shield::journal::SUM_KEY;
 use cpushield::sys::fixture::{CgroupLayout, FixtureConfig, ResctrlModel};
 use serde_json::Value;
 
@@ -50,6 +52,12 @@ fn to_version_1(root: &Path) -> Vec<String> {
                 assert!(
                     map.remove("by").is_some(),
                     "every entry names its component"
+                );
+                // Nor had a record a checksum before version 3 (it is
+                // optional there: records without one are still read).
+                assert!(
+                    map.remove(SUM_KEY).is_some(),
+                    "every entry carries its checksum"
                 );
                 if map["action"] != "own" {
                     return entry;

@@ -32,6 +32,9 @@ pub(super) struct Given {
 /// `/etc/kernel/cmdline` lose cpushield's words too, and get back the
 /// user's words that file lost.
 pub(super) fn taken_out(sys: &Sys, record: &Record) -> Result<Vec<Given>, BootError> {
+    // Every path and the command a removal acts on, as the boot half
+    // manages them, before any is read or written.
+    super::managed::check(sys, record)?;
     let mut files = record.files.clone();
     if matches!(record.backend, Backend::Bls | Backend::SystemdBoot) {
         let dirs: Vec<String> = record

@@ -23,6 +23,7 @@ pub mod edit;
 mod files;
 pub mod grub;
 pub mod loader;
+mod managed;
 mod record;
 mod remove;
 mod status;

@@ -1,5 +1,6 @@
 //! `off` for people: what was undone, what could not be, the real-time
-//! tasks kept on their CPUs, and a damaged journal's unread records.
+//! tasks kept on their CPUs, and a damaged journal's unread or refused
+//! records.
 
 use std::io::{Result, Write};
 
@@ -148,14 +149,16 @@ fn shield_cpus(r: &OffReport) -> String {
     }
 }
 
-/// What of a damaged journal could not be read, and what that means.
+/// What of a damaged journal could not be read or was refused (a record
+/// altered after it was written, one naming what no shield changes), and
+/// what that means.
 fn unreadable(w: &mut dyn Write, r: &OffReport, meaning: &str) -> Result<()> {
     if r.unreadable.is_empty() {
         return Ok(());
     }
     writeln!(
         w,
-        "  could not read ({}; what those records changed is {meaning}):",
+        "  could not read, or refused ({}; what those records changed is {meaning}):",
         r.unreadable.len()
     )?;
     for u in &r.unreadable {

@@ -19,7 +19,7 @@ mod engine;
 mod off;
 mod on;
 
-pub use engine::{apply, change, journal, plan, request, reshape, undo};
+pub use engine::{apply, change, journal, plan, reach, request, reshape, undo};
 use engine::{component, error, holds, note, parts, plan_error, timings};
 
 pub use change::TaskRef;

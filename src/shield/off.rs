@@ -16,6 +16,7 @@ use super::change::{self, Action};
 use super::components::{self, KeptRealtime, EFFECTS};
 use super::error::{require_root, ShieldError};
 use super::journal::{self, Journal, State, Unreadable};
+use super::reach;
 use super::timings::Timings;
 use super::undo::{self, KeepOnCpus, Undone};
 use crate::cpulist::CpuSet;
@@ -32,8 +33,10 @@ pub struct OffReport {
     /// What undo did.
     #[serde(flatten)]
     pub undone: Undone,
-    /// The journal was damaged: what of it could not be read. What those
-    /// records changed was not undone (`off` exits 5).
+    /// The journal was damaged: what of it could not be read, and the
+    /// records refused (altered after they were written, or naming what
+    /// no shield changes). What those records changed was not undone
+    /// (`off` exits 5).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<Unreadable>,
     /// Where the damaged journal was moved once everything its readable
@@ -68,13 +71,23 @@ pub struct OffReport {
     pub took: Timings,
 }
 
+/// Undoes the journal of an `on` that was interrupted, before a new one
+/// starts. A record naming what no shield changes makes it a damaged
+/// journal, which `off` restores from (naming that record).
 pub(super) fn undo_journal(
     sys: &Sys,
     timings: &mut Timings,
 ) -> Result<(Option<State>, Undone), ShieldError> {
     let t = Instant::now();
     let state = journal::read_state(sys)?;
-    let entries = journal::read_entries(sys)?;
+    let (entries, refused) = screened(sys, state.as_ref(), journal::read_entries(sys)?);
+    if let Some(first) = refused.first() {
+        return Err(journal::JournalError::DamagedJournal {
+            path: Journal::dir_of(sys),
+            reason: format!("{}: {}", first.target, first.reason),
+        }
+        .into());
+    }
     timings.read_journal += t.elapsed();
     let undone = undo::undo_timed(sys, EFFECTS, &entries, &KeepOnCpus::default(), timings);
     if undone.failed.is_empty() {
@@ -117,7 +130,8 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
     // Read as far as it can be: an intact journal whole, a damaged one
     // up to what cannot be read, each record whole or not at all.
     let t = Instant::now();
-    let journal = journal::salvage(sys)?;
+    let mut journal = journal::salvage(sys)?;
+    keep_within(sys, &mut journal);
     timings.read_journal += t.elapsed();
     let (realtime, keep) = match &journal.state {
         Some(state) => components::keep_realtime(sys, state),
@@ -171,6 +185,51 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
     })
 }
 
+/// The records of `entries` (of the journal whose state is `state`) that
+/// name only what a shield changes ([`reach::screen`]), and each other
+/// one as a refusal (`record N` of the journal: what and why), not acted
+/// on. For the undo of a journal just written (a rollback, an
+/// interrupted `on`).
+pub(super) fn screened(
+    sys: &Sys,
+    state: Option<&State>,
+    entries: Vec<journal::Entry>,
+) -> (Vec<journal::Entry>, Vec<change::Refusal>) {
+    let (kept, refused) = reach::screen(sys, EFFECTS, state, entries);
+    let refused = (refused.into_iter())
+        .map(|(i, why)| change::Refusal {
+            target: format!("journal record {}", i + 1),
+            reason: why,
+        })
+        .collect();
+    (kept, refused)
+}
+
+/// Takes out of a salvaged `journal` the records that name what no shield
+/// changes ([`reach::screen`]): each is named, with its segment and
+/// place, among what `off` could not read, and is not acted on.
+fn keep_within(sys: &Sys, journal: &mut journal::Salvage) {
+    let entries = std::mem::take(&mut journal.entries);
+    let (kept, refused) = reach::screen(sys, EFFECTS, journal.state.as_ref(), entries);
+    let mut out: HashSet<usize> = HashSet::new();
+    for (i, why) in refused {
+        let Some(origin) = journal.origins.get(i) else {
+            continue;
+        };
+        out.insert(i);
+        journal.unreadable.push(Unreadable {
+            file: origin.file.clone(),
+            reason: format!("record {}: {why}", origin.record),
+        });
+    }
+    let mut i = 0;
+    journal.origins.retain(|_| {
+        i += 1;
+        !out.contains(&(i - 1))
+    });
+    journal.entries = kept;
+}
+
 /// The cgroups the shield of `state` made (its own directory, and on v1
 /// the one the rest of the system went to) that still exist.
 fn own_cgroups_left(sys: &Sys, state: &State) -> Vec<String> {
@@ -190,11 +249,12 @@ fn own_cgroups_left(sys: &Sys, state: &State) -> Vec<String> {
 /// What `off` would undo, read from the journal (a damaged one as far as
 /// it can be read, naming what cannot); changes nothing.
 pub fn off_plan(sys: &Sys) -> Result<OffReport, ShieldError> {
-    let journal = if Journal::exists(sys) {
+    let mut journal = if Journal::exists(sys) {
         journal::salvage(sys)?
     } else {
         journal::Salvage::default()
     };
+    keep_within(sys, &mut journal);
     let (state, entries) = (journal.state, journal.entries);
     let changes = entries
         .iter()

@@ -11,7 +11,7 @@ use super::components::settle::{settle, Settled};
 use super::components::{self, read, EFFECTS};
 use super::error::{boot_isolation_conflict, require_root, ShieldError};
 use super::journal::{self, Journal, State};
-use super::off::undo_journal;
+use super::off::{screened, undo_journal};
 use super::parts::OwnFacts;
 use super::plan::Plan;
 use super::request::Request;
@@ -150,16 +150,24 @@ fn transaction(
         Ok(settled) => return Ok((settled, journal)),
         Err(error) => error,
     };
+    // What a rollback reads back is screened as `off` screens it.
+    let undo = |entries: Vec<journal::Entry>, state: Option<&State>| {
+        let (entries, refused) = screened(sys, state, entries);
+        let mut undone = undo::undo(sys, EFFECTS, &entries);
+        undone.failed.extend(refused);
+        undone
+    };
     let undone = match rollback {
         Rollback::Fresh => {
-            let undone = undo::undo(sys, EFFECTS, &journal::read_entries(sys)?);
+            let state = journal::read_state(sys)?;
+            let undone = undo(journal::read_entries(sys)?, state.as_ref());
             if undone.failed.is_empty() {
                 journal.remove()?;
             }
             undone
         }
         Rollback::ToKept { segments, state } => {
-            let undone = undo::undo(sys, EFFECTS, &journal::read_entries_from(sys, segments)?);
+            let undone = undo(journal::read_entries_from(sys, segments)?, Some(state));
             if undone.failed.is_empty() {
                 journal.truncate(segments)?;
                 journal.write_state(state)?;

@@ -13,6 +13,7 @@
 //! handle differently: permission denied, not found (or the task exited),
 //! and the kernel refusing a value (EIO, EPERM, EINVAL, ...).
 
+pub mod beneath;
 pub mod cpuidle;
 #[cfg(feature = "fixture")]
 pub mod fixture;

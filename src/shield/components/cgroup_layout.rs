@@ -30,7 +30,7 @@ pub const SYSTEM_CGROUP_V1: &str = "cpushield-system";
 /// cpushield's own run directory.
 pub const CGROUP2_FALLBACK: &str = "run/cpushield/cgroup2";
 /// Where cgroup2 is normally mounted.
-const CGROUP2_MOUNT: &str = "sys/fs/cgroup";
+pub const CGROUP2_MOUNT: &str = "sys/fs/cgroup";
 
 /// How this machine offers cpusets.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -305,6 +305,14 @@ impl Effects for Components {
     fn describe(&self, action: &Action) -> Option<String> {
         ORDER.iter().find_map(|part| part.describe(action))
     }
+
+    fn reach(&self) -> super::reach::Reach {
+        reach::reach()
+    }
+
+    fn within(&self, action: &Action, bounds: &super::reach::Bounds) -> Option<Result<(), String>> {
+        ORDER.iter().find_map(|part| part.within(action, bounds))
+    }
 }
 
 pub mod cgroup_layout;
@@ -325,6 +333,7 @@ pub mod irqs;
 pub mod knobs;
 pub(in crate::shield) mod mechanism;
 pub mod owners;
+mod reach;
 pub mod read;
 pub mod report;
 pub(in crate::shield) mod resctrl;

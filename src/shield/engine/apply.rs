@@ -83,6 +83,12 @@ pub trait Effects: Sync {
     /// Short description of `action`'s target for reports, when the
     /// action's own fields do not say it.
     fn describe(&self, action: &Action) -> Option<String>;
+    /// What the components change, as a journal record may name it
+    /// (see [`super::reach`]).
+    fn reach(&self) -> super::reach::Reach;
+    /// Whether a component's own `action` names only what its component
+    /// changes (why not); `None` when no component claims it.
+    fn within(&self, action: &Action, bounds: &super::reach::Bounds) -> Option<Result<(), String>>;
 }
 
 /// Applies steps in order, journaling each batch before making it.

@@ -20,6 +20,7 @@ use super::journal::{Entry, Journal, State};
 use super::note::Note;
 use super::parts::{MachineWide, OwnFacts, PartReport};
 use super::plan::{Plan, PlanError};
+use super::reach::Bounds;
 use super::request::Request;
 use super::reshape::{Originals, Reshape};
 use crate::cpulist::CpuSet;
@@ -180,6 +181,14 @@ pub(in crate::shield) trait Component: Sync {
     /// Whether `action` must be undone after every other entry.
     fn undone_last(&self, _action: &Action) -> bool {
         false
+    }
+
+    /// Whether its own `action`, read from the journal, names only what
+    /// this component changes (why not, for `off`'s report); `None` when
+    /// it is not one of its own. A component with own actions answers for
+    /// them: `off` refuses an own action no component vouches for.
+    fn within(&self, _action: &Action, _bounds: &Bounds) -> Option<Result<(), String>> {
+        None
     }
 
     /// Short description of its own `action`'s target for reports.

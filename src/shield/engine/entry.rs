@@ -1,6 +1,13 @@
 //! One record of the journal, as it is written and read: the change, its
-//! component, the value it replaced, when; and the layout of version 1,
-//! still read.
+//! component, the value it replaced, when; its checksum; and the layout of
+//! version 1, still read.
+//!
+//! Each record this cpushield writes carries a checksum of itself under
+//! [`SUM_KEY`] (an optional field: a cpushield without it reads the record
+//! as before, and records written before it, without one, are read and
+//! undone as they were). A record whose checksum does not match what it
+//! holds was altered or torn after it was written: it is not read as
+//! written, and `off` names it (exit 5).
 
 use serde::{Deserialize, Serialize};
 
@@ -45,7 +52,49 @@ const VERSION_1_OWN_TAGS: [&str; 4] = [
     "guard",
 ];
 
+/// The key of a record's checksum: the CRC-32 (IEEE) of the record's
+/// JSON as this cpushield serialises it without the key (compact, its
+/// fields in their order), as 8 lower-case hex digits. Not a seal against
+/// whoever may write the journal (they could compute it too; the run
+/// directory being root's alone is that): it tells a record altered by
+/// hand, garbled or torn from the one written.
+pub const SUM_KEY: &str = "crc32";
+
+/// How the error of a record whose checksum does not match begins.
+pub(super) const ALTERED: &str = "altered after it was written";
+
+/// The bytes of `entry` as the journal writes them: its JSON, with its
+/// checksum under [`SUM_KEY`] as its last field.
+pub(super) fn sealed<E: Serialize>(entry: &E) -> Vec<u8> {
+    let mut body = serde_json::to_vec(entry).expect("entries serialise");
+    let sum = crc32fast::hash(&body);
+    if body.last() == Some(&b'}') {
+        body.pop();
+        if body.len() > 1 {
+            body.push(b',');
+        }
+        body.extend_from_slice(format!("\"{SUM_KEY}\":\"{sum:08x}\"}}").as_bytes());
+    }
+    body
+}
+
+/// A record as read: the entry, and whether it carried a checksum (that
+/// matched: one that does not is an error).
+#[derive(Debug)]
+pub(super) struct Read {
+    /// The entry.
+    pub(super) entry: Entry,
+    /// It carried a checksum.
+    pub(super) sealed: bool,
+}
+
 impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Read::deserialize(d).map(|r| r.entry)
+    }
+}
+
+impl<'de> Deserialize<'de> for Read {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         use serde_json::Value;
@@ -61,6 +110,7 @@ impl<'de> Deserialize<'de> for Entry {
         };
         let previous = text("prior")?;
         let owner = text("by")?;
+        let sum = text(SUM_KEY)?;
         let at = match map.remove("at") {
             None | Some(Value::Null) => None,
             Some(v) => Some(
@@ -80,11 +130,27 @@ impl<'de> Deserialize<'de> for Entry {
             },
             _ => serde_json::from_value(value).map_err(D::Error::custom)?,
         };
-        Ok(Entry {
+        let entry = Entry {
             action,
             owner,
             previous,
             at,
+        };
+        if let Some(sum) = &sum {
+            // What was read, serialised as it was written, must be what
+            // the checksum was made of.
+            let body = serde_json::to_vec(&entry).map_err(D::Error::custom)?;
+            let now = format!("{:08x}", crc32fast::hash(&body));
+            if &now != sum {
+                return Err(D::Error::custom(format!(
+                    "{ALTERED} (its {SUM_KEY} is {}, its content's {now})",
+                    crate::input::brief_to(sum, 16)
+                )));
+            }
+        }
+        Ok(Read {
+            entry,
+            sealed: sum.is_some(),
         })
     }
 }

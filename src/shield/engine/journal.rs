@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
-pub use super::entry::{Entry, EntryRef, VERSION};
+pub use super::entry::{Entry, EntryRef, SUM_KEY, VERSION};
 use super::parts::OwnFacts;
+use super::segment::{parse_numbered, parse_segment};
 use crate::cpulist::CpuSet;
 use crate::input::brief_to;
 use crate::sys::Sys;
@@ -374,7 +375,15 @@ impl Journal {
             return Ok(());
         }
         let t = Instant::now();
-        let data = serde_json::to_vec(entries).expect("entries serialise");
+        // Each record with its checksum ([`super::entry::SUM_KEY`]).
+        let mut data = vec![b'['];
+        for (i, e) in entries.iter().enumerate() {
+            if i > 0 {
+                data.push(b',');
+            }
+            data.extend(super::entry::sealed(e));
+        }
+        data.push(b']');
         let path = self.dir.join(format!("{:06}.json", self.next_segment));
         let r = write_atomic(&path, &data);
         self.spent += t.elapsed();
@@ -465,7 +474,7 @@ pub fn read_state(sys: &Sys) -> Result<Option<State>, JournalError> {
 
 /// At most this many bytes of a parser's message are shown (a garbled
 /// record can make it quote anything).
-const REASON_BYTES: usize = 160;
+pub(super) const REASON_BYTES: usize = 160;
 
 /// Part of a damaged journal that could not be read: a file, or records
 /// of a segment. What those records changed is not undone.
@@ -484,8 +493,19 @@ pub struct Salvage {
     pub state: Option<State>,
     /// Every record that parses whole, oldest first.
     pub entries: Vec<Entry>,
+    /// Where each of `entries` was read, in the same order.
+    pub origins: Vec<Origin>,
     /// What could not be read; empty for an intact journal.
     pub unreadable: Vec<Unreadable>,
+}
+
+/// Where a record was read: its segment and its place in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// The segment file.
+    pub file: String,
+    /// The record's number in it, from 1.
+    pub record: usize,
 }
 
 /// Reads the journal as far as it can be read: the state when it parses,
@@ -548,12 +568,16 @@ pub fn salvage(sys: &Sys) -> Result<Salvage, JournalError> {
             format!("{} more segments are missing", missing.len() - 5),
         );
     }
-    let mut entries = Vec::new();
+    let (mut entries, mut origins) = (Vec::new(), Vec::new());
     for path in &files {
         match fs::read(path) {
             Ok(data) => {
-                let (mut readable, problem) = parse_segment(&data);
-                entries.append(&mut readable);
+                let (readable, problem) = parse_numbered(&data);
+                for (record, entry) in readable {
+                    let file = path.display().to_string();
+                    origins.push(Origin { file, record });
+                    entries.push(entry);
+                }
                 if let Some(reason) = problem {
                     lost(path, reason);
                 }
@@ -563,121 +587,13 @@ pub fn salvage(sys: &Sys) -> Result<Salvage, JournalError> {
     }
     out.state = state;
     out.entries = entries;
+    out.origins = origins;
     Ok(out)
 }
 
 /// The number of a segment file (`000003.json`: 3).
 fn segment_number(path: &Path) -> Option<usize> {
     path.file_stem()?.to_str()?.parse().ok()
-}
-
-/// The records of one segment that parse whole, in order, and what could
-/// not be read of it (`None` for an intact segment).
-fn parse_segment(data: &[u8]) -> (Vec<Entry>, Option<String>) {
-    if let Ok(entries) = serde_json::from_slice::<Vec<Entry>>(data) {
-        return (entries, None);
-    }
-    let mut lenient = Lenient::default();
-    let mut de = serde_json::Deserializer::from_slice(data);
-    let whole = serde::Deserializer::deserialize_seq(&mut de, &mut lenient).and_then(|()| de.end());
-    let mut reasons = Vec::new();
-    if !lenient.foreign.is_empty() {
-        let shown: Vec<String> = lenient
-            .foreign
-            .iter()
-            .take(5)
-            .map(|n| n.to_string())
-            .collect();
-        reasons.push(format!(
-            "{} {}{} of {} {} ({})",
-            if lenient.foreign.len() == 1 {
-                "record"
-            } else {
-                "records"
-            },
-            shown.join(", "),
-            if lenient.foreign.len() > 5 {
-                format!(" and {} more", lenient.foreign.len() - 5)
-            } else {
-                String::new()
-            },
-            lenient.read,
-            if lenient.foreign.len() == 1 {
-                "is not a cpushield record"
-            } else {
-                "are not cpushield records"
-            },
-            brief_to(&lenient.first_foreign, REASON_BYTES),
-        ));
-    }
-    match (&lenient.cut, whole) {
-        (Some(reason), _) => reasons.push(format!(
-            "record {} and every record after it cannot be read ({})",
-            lenient.read + 1,
-            brief_to(reason, REASON_BYTES)
-        )),
-        (None, Err(e)) if lenient.read == 0 => reasons.push(format!(
-            "every record: the file does not parse ({})",
-            brief_to(&e.to_string(), REASON_BYTES)
-        )),
-        (None, Err(e)) => reasons.push(format!(
-            "bytes after its {} records do not parse ({})",
-            lenient.read,
-            brief_to(&e.to_string(), REASON_BYTES)
-        )),
-        (None, Ok(())) => {}
-    }
-    let reason = (!reasons.is_empty()).then(|| reasons.join("; "));
-    (lenient.entries, reason)
-}
-
-/// Reads a segment's list one element at a time: an element that is JSON
-/// but no record is skipped, the first that is not JSON ends the list.
-#[derive(Default)]
-struct Lenient {
-    entries: Vec<Entry>,
-    /// Elements read whole (records or not).
-    read: usize,
-    /// 1-based numbers of the elements that are JSON but no record.
-    foreign: Vec<usize>,
-    /// Why the first of them is not a record.
-    first_foreign: String,
-    /// Why the list could not be read on after `read` elements.
-    cut: Option<String>,
-}
-
-impl<'de> serde::de::Visitor<'de> for &mut Lenient {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a list of journal records")
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        loop {
-            match seq.next_element::<serde_json::Value>() {
-                Ok(Some(value)) => {
-                    self.read += 1;
-                    match serde_json::from_value::<Entry>(value) {
-                        Ok(entry) => self.entries.push(entry),
-                        Err(e) => {
-                            if self.foreign.is_empty() {
-                                self.first_foreign = e.to_string();
-                            }
-                            self.foreign.push(self.read);
-                        }
-                    }
-                }
-                Ok(None) => return Ok(()),
-                Err(e) => {
-                    // What follows cannot be told apart from the damage:
-                    // none of it is used.
-                    self.cut = Some(e.to_string());
-                    return Ok(());
-                }
-            }
-        }
-    }
 }
 
 /// Reads every entry, oldest first.
@@ -843,10 +759,11 @@ mod tests {
         ];
         assert_eq!(read_entries(&sys).unwrap(), owned);
         let data = fs::read(Journal::dir_of(&sys).join("000001.json")).unwrap();
+        let sealed: Vec<Vec<u8>> = owned.iter().map(super::super::entry::sealed).collect();
         assert_eq!(
             data,
-            serde_json::to_vec(&owned).unwrap(),
-            "same bytes as owned entries"
+            [b"[".to_vec(), sealed.join(&b","[..]), b"]".to_vec()].concat(),
+            "same bytes as owned entries, each with its checksum"
         );
         assert_eq!(j.segments(), 1);
     }
@@ -942,12 +859,77 @@ mod tests {
         );
     }
 
+    /// The segment `sample_entries` make when this cpushield writes them,
+    /// each record with its checksum.
+    fn sealed_sample(sys: &Sys) -> Vec<u8> {
+        let mut j = Journal::create(sys, &state()).unwrap();
+        j.append(&sample_entries()).unwrap();
+        fs::read(Journal::dir_of(sys).join("000001.json")).unwrap()
+    }
+
+    #[test]
+    fn each_record_carries_its_checksum_and_an_altered_one_is_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = Sys::at(tmp.path());
+        let data = sealed_sample(&sys);
+        let values: Vec<serde_json::Value> = serde_json::from_slice(&data).unwrap();
+        assert!(values
+            .iter()
+            .all(|v| v[SUM_KEY].as_str().is_some_and(|s| s.len() == 8)));
+        assert_eq!(parse_segment(&data), (sample_entries(), None));
+        // The value irq 25 had, altered by hand: that record is not read.
+        let text = String::from_utf8(data).unwrap();
+        let needle = r#""path":"proc/irq/25/smp_affinity_list","value":"0-1""#;
+        let altered = text.replace(needle, &needle.replace("0-1", "0-3"));
+        assert_ne!(altered, text);
+        let (entries, problem) = parse_segment(altered.as_bytes());
+        assert_eq!(entries, sample_entries()[..3]);
+        assert_eq!(
+            problem.unwrap(),
+            "record 4 of 4: altered after it was written (the checksum does not match)"
+        );
+        // Its checksum taken away, beside records that carry theirs: not
+        // read either. A segment whose records carry none (written before
+        // checksums) is read whole.
+        let mut values: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        values[1].as_object_mut().unwrap().remove(SUM_KEY);
+        let (entries, problem) = parse_segment(&serde_json::to_vec(&values).unwrap());
+        assert_eq!(entries.len(), 3);
+        assert!(problem.unwrap().starts_with("record 2 of 4: no checksum"));
+        for v in &mut values {
+            v.as_object_mut().unwrap().remove(SUM_KEY);
+        }
+        let unsealed = serde_json::to_vec(&values).unwrap();
+        assert_eq!(parse_segment(&unsealed), (sample_entries(), None));
+    }
+
+    proptest::proptest! {
+        /// A segment this cpushield wrote, a random byte changed: whatever
+        /// is read is a record as written (the checksum tells every
+        /// changed byte), and the damage is said.
+        #[test]
+        fn a_sealed_record_is_read_as_written_or_not_at_all(
+            at in 0usize..1000,
+            byte in proptest::num::u8::ANY,
+        ) {
+            let tmp = tempfile::tempdir().unwrap();
+            let mut data = sealed_sample(&Sys::at(tmp.path()));
+            let at = at % data.len();
+            proptest::prop_assume!(data[at] != byte);
+            data[at] = byte;
+            let (entries, problem) = parse_segment(&data);
+            let all = sample_entries();
+            proptest::prop_assert!(entries.iter().all(|e| all.contains(e)));
+            proptest::prop_assert!(problem.is_some() || entries == all);
+        }
+    }
+
     proptest::proptest! {
         /// Random bytes, and a real segment with a random byte changed:
         /// no panic, a short reason, and at most the one record that
         /// byte is in reads otherwise than written (a byte changed
-        /// inside a value can still read as a record: segments carry no
-        /// checksum).
+        /// inside a value of a record without a checksum, as written
+        /// before records carried one, can still read as a record).
         #[test]
         fn damage_never_panics_and_is_said_briefly(
             junk in proptest::collection::vec(proptest::num::u8::ANY, 0..300),

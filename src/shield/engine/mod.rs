@@ -1,8 +1,8 @@
 //! The engine of the shield, which names no component: the vocabulary of
 //! changes (`change`), what a component is (`component`), the plan and its
 //! refusals, the journal, apply and undo, the change in place (`reshape`),
-//! what the user asked (`request`) and what the reports say of it
-//! (`note`, `timings`, `error`).
+//! what the user asked (`request`), what a journal record may name
+//! (`reach`) and what the reports say of it (`note`, `timings`, `error`).
 
 pub mod apply;
 pub mod change;
@@ -15,7 +15,9 @@ pub(in crate::shield) mod note;
 pub(in crate::shield) mod parts;
 pub mod plan;
 pub(in crate::shield) mod plan_error;
+pub mod reach;
 pub mod request;
 pub mod reshape;
+mod segment;
 pub(in crate::shield) mod timings;
 pub mod undo;

@@ -18,6 +18,7 @@ use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Pla
 use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, MachineWide, Metric, OwnFacts, PartReport};
 use crate::shield::plan::Plan;
+use crate::shield::reach::Bounds;
 use crate::shield::snapshot::Snapshot;
 use crate::shield::OnReport;
 use std::time::{Duration, Instant};
@@ -700,6 +701,12 @@ impl Component for Part {
             unit,
         } = own_of(action)?;
         Some(start(sys, &cpus, &settings, unit.as_deref()).map_err(ApplyError::from))
+    }
+
+    /// A guard stopped through its own unit only.
+    fn within(&self, action: &Action, bounds: &Bounds) -> Option<Result<(), String>> {
+        let Own::Guard { unit, .. } = own_of(action)?;
+        Some(unit.as_deref().map_or(Ok(()), |u| bounds.unit(u)))
     }
 
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {

@@ -146,6 +146,42 @@ pub fn dropin(banned: &CpuSet) -> String {
     )
 }
 
+/// Whether a journaled ban writes back, on undo, only what a drop-in and
+/// an environment file of cpushield's hold: its files are cpushield's
+/// own, at fixed paths; what they held before (a drop-in left by an
+/// earlier shield) is written back, and systemd runs irqbalance with it.
+/// Only comments, `[Service]`, cpushield's `EnvironmentFile=` and the ban's
+/// variables pass: nothing another line could make systemd run or set.
+pub fn ban_within(own: &Own) -> Result<(), String> {
+    let Own::IrqbalanceBan {
+        previous_dropin,
+        previous_env,
+        ..
+    } = own;
+    let environment_file = format!("EnvironmentFile=/{IRQBALANCE_ENV}");
+    let dropin_line = |l: &str| l == "[Service]" || l == environment_file;
+    let env_line = |l: &str| {
+        l.split_once('=')
+            .is_some_and(|(name, _)| ["IRQBALANCE_BANNED_CPUS", BANNED_CPULIST].contains(&name))
+    };
+    let check = |text: &Option<String>, path: &str, ours: &dyn Fn(&str) -> bool| {
+        let other = text.as_deref().and_then(|t| {
+            t.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#') && !ours(l))
+        });
+        match other {
+            None => Ok(()),
+            Some(line) => Err(format!(
+                "/{path} would be written back with {}, which no file of cpushield's holds",
+                crate::input::quote_to(line, 80)
+            )),
+        }
+    };
+    check(previous_dropin, IRQBALANCE_DROPIN, &dropin_line)?;
+    check(previous_env, IRQBALANCE_ENV, &env_line)
+}
+
 /// Makes the ban: in systemd's environment, then the running irqbalance
 /// told through its control socket (restarted where none answers); or
 /// the drop-in and its environment file, a reload and a restart.

@@ -246,6 +246,14 @@ impl Component for Part {
         Some(ban(sys, &banned, make_dir, manager_env).map_err(ApplyError::from))
     }
 
+    fn within(
+        &self,
+        action: &Action,
+        _: &crate::shield::reach::Bounds,
+    ) -> Option<Result<(), String>> {
+        ban_of(action).map(|own| ban_within(&own))
+    }
+
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
         if ban_of(&entry.action).is_none() {
             return false;
@@ -310,6 +318,32 @@ mod tests {
     use super::*;
     use crate::shield::components::plan as shield_plan;
     use crate::shield::components::test_machine::{req, snap, v2};
+
+    #[test]
+    fn a_ban_writes_back_only_what_a_file_of_cpushields_holds() {
+        let cpus = CpuSet::parse_list("2-3").unwrap();
+        let ban = |dropin: Option<String>, env: Option<String>| Own::IrqbalanceBan {
+            banned: cpus.clone(),
+            make_dir: false,
+            previous_dropin: dropin,
+            previous_env: env,
+            manager_env: false,
+        };
+        assert_eq!(ban_within(&ban(None, None)), Ok(()));
+        let ours = ban(Some(dropin(&cpus)), Some(env_file(&cpus)));
+        assert_eq!(ban_within(&ours), Ok(()), "an earlier shield's files");
+        let forged = ban(
+            Some(format!("{}ExecStartPre=/bin/sh -c id\n", dropin(&cpus))),
+            None,
+        );
+        let err = ban_within(&forged).unwrap_err();
+        assert!(
+            err.contains("50-cpushield.conf") && err.contains("ExecStartPre"),
+            "{err}"
+        );
+        let forged = ban(None, Some("LD_PRELOAD=/tmp/x.so\n".into()));
+        assert!(ban_within(&forged).unwrap_err().contains("LD_PRELOAD"));
+    }
 
     /// A systemd host with irqbalance running as its unit.
     fn systemd_host(own_ban: &str) -> Snapshot {

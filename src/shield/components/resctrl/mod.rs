@@ -19,6 +19,7 @@ use crate::shield::change::Subject;
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
 };
+use crate::shield::reach::Bounds;
 use crate::shield::request::Request;
 use crate::shield::reshape::Originals;
 use std::collections::{BTreeMap, BTreeSet};
@@ -668,6 +669,13 @@ impl Component for Part {
             None => return false,
         }
         true
+    }
+
+    fn within(&self, action: &Action, bounds: &Bounds) -> Option<Result<(), String>> {
+        Some(match own_of(action)? {
+            Own::MountResctrl { target } => bounds.mount(&target),
+            Own::ResctrlSchemata { path, .. } | Own::ResctrlMode { path, .. } => bounds.file(&path),
+        })
     }
 
     fn describe(&self, action: &Action) -> Option<String> {
