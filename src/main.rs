@@ -157,6 +157,14 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if let Some(cpushield::fleet::MetricsError::UnknownPhase { .. }) = cause.downcast_ref() {
             return exit::REFUSED;
         }
+        // Bad input, as `on` and `measure` answer it: no target, or CPUs
+        // that are not online.
+        if let Some(
+            cpushield::audit::AuditError::Offline { .. } | cpushield::audit::AuditError::NoTarget,
+        ) = cause.downcast_ref()
+        {
+            return exit::REFUSED;
+        }
         if cause.downcast_ref::<CannotExec>().is_some() {
             return exit::CANNOT_EXEC;
         }

@@ -969,3 +969,16 @@ fn off_writes_a_busy_sysctl_back_once_the_partition_is_gone() {
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "off left {d:#?}");
 }
+
+/// `audit` answers CPUs that are not online, and a missing target, as bad
+/// input: exit 2, as `on` and `measure` do.
+#[test]
+fn audit_of_cpus_not_online_or_of_nothing_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(dir.path(), &["audit", "--cpus", "9", "--window", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("CPUs 9 are not online"), "{}", text(&o));
+    let o = cpushield(dir.path(), &["audit", "--window", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+}
