@@ -31,6 +31,25 @@ pub(crate) fn certify(
     if dry_run {
         let plan = cpushield::compare::dry_run(sys, &exe, &opts.compare)?;
         let terms: Vec<&str> = opts.budget.iter().map(|t| t.text.as_str()).collect();
+        if json {
+            let preflight =
+                cpushield::certify::preflight::read(sys, &opts.compare.cpus, &opts.budget)
+                    .map_err(|e| e.to_string());
+            let report = serde_json::json!({
+                "schema_version": cpushield::report::JSON_SCHEMA_VERSION,
+                "dry_run": true,
+                "budget": terms,
+                "confidence": opts.confidence,
+                "duration_s": opts.compare.duration_s,
+                "feasibility": opts.feasibility,
+                "preflight": preflight.as_ref().ok(),
+                "preflight_error": preflight.as_ref().err(),
+                "plan": plan,
+            });
+            serde_json::to_writer_pretty(&mut *out, &report)?;
+            writeln!(out)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         writeln!(
             out,
             "certify (dry run): budget {} at {}% confidence, measured for {} s",
@@ -141,7 +160,17 @@ pub(crate) fn compare(
     let exe = std::env::current_exe().context("finding our own executable")?;
     if dry_run {
         let plan = compare::dry_run(sys, &exe, opts)?;
-        report::compare::dry_run(&plan, out)?;
+        if json {
+            let report = serde_json::json!({
+                "schema_version": cpushield::report::JSON_SCHEMA_VERSION,
+                "dry_run": true,
+                "plan": plan,
+            });
+            serde_json::to_writer_pretty(&mut *out, &report)?;
+            writeln!(out)?;
+        } else {
+            report::compare::dry_run(&plan, out)?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let results = with_experiment(sys, exe, "compare", |ctx| compare::run(ctx, opts))?;

@@ -517,3 +517,52 @@ fn the_preflight_audits_the_shield_as_it_will_stand() {
         "the machine before the shield has something the shield fixes: {audit}"
     );
 }
+
+/// `--dry-run --json` prints JSON, for certify and for compare alike:
+/// the plan, and for certify what the run can decide; nothing changes.
+#[test]
+fn dry_runs_print_json_when_asked() {
+    let root = tempfile::tempdir().unwrap();
+    let _sys = standard(root.path(), CgroupLayout::V2, FixtureConfig::default());
+    let before = tree(root.path());
+    let certify = cpushield(
+        root.path(),
+        &[
+            "certify",
+            "--cpus",
+            "2-3",
+            "--budget",
+            "max<=1ms",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    assert_eq!(certify.status.code(), Some(0), "{}", text(&certify));
+    let c: serde_json::Value = serde_json::from_slice(&certify.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&certify)));
+    assert_eq!(
+        (c["dry_run"].as_bool(), c["budget"][0].as_str()),
+        (Some(true), Some("max<=1ms")),
+        "{c}"
+    );
+    assert!(
+        c["feasibility"].as_array().is_some_and(|f| !f.is_empty()),
+        "{c}"
+    );
+    assert!(
+        c["plan"]["phases"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty()),
+        "{c}"
+    );
+    let compare = cpushield(
+        root.path(),
+        &["compare", "--cpus", "2-3", "--dry-run", "--json"],
+    );
+    assert_eq!(compare.status.code(), Some(0), "{}", text(&compare));
+    let p: serde_json::Value = serde_json::from_slice(&compare.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&compare)));
+    assert_eq!(p["plan"]["cpus"], "2-3", "{p}");
+    assert!(p["schema_version"].is_number(), "{p}");
+    assert_eq!(before, tree(root.path()));
+}
