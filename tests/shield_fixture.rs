@@ -1350,3 +1350,28 @@ fn status_and_metrics_read_the_idle_balance_counters_of_cpus_without_a_domain() 
         "{text}"
     );
 }
+
+/// An IRQ that was off the shield before `on`, which a driver spreads
+/// over every CPU again when the shield's CPUs come back online, goes
+/// back where it was, and `off` leaves it there: the machine before `on`.
+#[test]
+fn an_irq_a_driver_spread_onto_the_shield_at_its_hotplug_goes_back_where_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(
+        dir.path(),
+        CgroupLayout::V2,
+        FixtureConfig {
+            respread_on_online: vec![41],
+            ..Default::default()
+        },
+    );
+    cpushield::sys::fixture::add_irq(&sys, 41, "virtio0-input.1", "1").unwrap();
+    let before = tree_without_effective(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--force", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        sys.read_cpulist("proc/irq/41/smp_affinity_list").unwrap(),
+        cpus("1")
+    );
+    off_restores(dir.path(), &before, tree_without_effective);
+}

@@ -368,7 +368,7 @@ pub(in crate::shield) fn resolve(irqs: &[Irq], wanted: &[String]) -> Result<Vec<
 /// the IRQs moved. IRQs in `skip` (bound to the shield, or refused) stay.
 pub(in crate::shield) fn sweep(
     (sys, fx): (&Sys, &dyn Effects),
-    (shield, housekeeping): (&CpuSet, &CpuSet),
+    (shield, housekeeping, before): (&CpuSet, &CpuSet, &[Irq]),
     skip: &[u32],
     journal: &mut Journal,
     stop: &AtomicBool,
@@ -381,11 +381,25 @@ pub(in crate::shield) fn sweep(
         if skip.contains(&irq.irq) || !irq.affinity.intersects(shield) {
             continue;
         }
+        // An IRQ that was off the shield before `on` and that a driver set
+        // on it anew (CPU hotplug) goes back where it was, and `off` puts
+        // it there too: what `off` reads back is the machine before `on`.
+        let was = (before.iter())
+            .find(|b| b.irq == irq.irq)
+            .map(|b| &b.affinity)
+            .filter(|b| !b.is_empty() && !b.intersects(shield));
+        let (value, undo) = match was {
+            Some(was) => (was.to_string(), change::Undo::Value(was.to_string())),
+            None => (
+                irq.affinity.away_from(shield, housekeeping).to_string(),
+                change::Undo::Previous,
+            ),
+        };
         let action = Action::Write {
             path: irq_affinity_file(irq.irq),
-            value: irq.affinity.away_from(shield, housekeeping).to_string(),
+            value,
             check: change::Check::CpuList,
-            undo: change::Undo::Previous,
+            undo,
         };
         if refused.contains(&Subject::Irq(irq.irq)) {
             continue;
@@ -543,6 +557,7 @@ impl Component for Part {
             Some(state) => [bound, kept(state)].concat(),
             None => bound,
         };
+        let cpus = (cpus.0, cpus.1, &cx.before.irqs[..]);
         let swept = sweep(fx, cpus, &skip, cx.journal, cx.stop, cx.applied)?;
         let (came_back, respread) = match cx.in_place {
             Some(_) => (swept, Vec::new()),
