@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 use cpushield::shield::change::Action;
@@ -30,16 +30,6 @@ fn shielded(root: &Path, again: &[&[&str]]) -> BTreeMap<String, String> {
         assert_eq!(code(&o), 0, "{args:?}: {}", text(&o));
     }
     before
-}
-
-fn segments(root: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(Journal::dir_of(&Sys::at(root)))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_str().unwrap() != "state.json")
-        .collect();
-    files.sort();
-    files
 }
 
 /// What a lost record's change may have left as the shield made it, as

@@ -9,7 +9,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::*;
 use cpushield::shield::change::Action;
@@ -51,16 +51,6 @@ fn shielded(root: &Path) -> BTreeMap<String, String> {
 fn plant_shadow(root: &Path) {
     std::fs::create_dir_all(root.join("etc")).unwrap();
     std::fs::write(root.join(SHADOW), SHADOW_TEXT).unwrap();
-}
-
-fn segments(root: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(Journal::dir_of(&Sys::at(root)))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_str().unwrap() != "state.json")
-        .collect();
-    files.sort();
-    files
 }
 
 /// Rewrites the journal's records through `forge`, written again by the

@@ -242,3 +242,15 @@ pub fn full_snapshot(sys: &Sys) -> cpushield::shield::snapshot::Snapshot {
     cpushield::sys::procfs::read_stats(sys, &mut snap.threads, |_| true);
     snap
 }
+
+/// The journal's segment files under `root`, in order (not its state).
+pub fn segments(root: &Path) -> Vec<std::path::PathBuf> {
+    let dir = cpushield::shield::journal::Journal::dir_of(&Sys::at(root));
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap() != "state.json")
+        .collect();
+    files.sort();
+    files
+}
