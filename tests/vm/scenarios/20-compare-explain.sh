@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: compare --explain on 4 vCPUs under full load: unshielded, the load's threads are among the causes of slow samples; shielded, they are not; the causes are in summary.txt, results.json and report.html; tracefs and the machine as before
-# vm: cpus=4
+# vm: cpus=4 kernels=6.12
 . /guest/lib.sh "$1"
 has_cpushield || { bad "cpushield binary in the guest"; result; }
 TH=200
