@@ -188,14 +188,10 @@ pub enum Checked {
     },
 }
 
-/// `--kthreads-above`: a real-time priority that leaves room above it.
-fn checked_kthreads_above(prio: u32) -> Result<u32> {
-    cpushield::shield::components::rt_kthreads::check_above(prio)
-        .map_err(|e| Refusal(format!("--kthreads-above {e}")).into())
-}
-
 /// The guard's settings, each in its range.
-fn checked_guard_settings(a: &GuardSettingsArgs) -> Result<cpushield::guard::Settings> {
+fn checked_guard_settings(
+    a: &cpushield::guard::SettingsArgs,
+) -> Result<cpushield::guard::Settings> {
     let settings = a.settings();
     settings.check().map_err(|e| Refusal(e.to_string()))?;
     Ok(settings)
@@ -297,15 +293,12 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
     )
 }
 
-/// `on`: the request, its guard settings, `--kthreads-above` and the
-/// cache share each in their range.
+/// `on`: the request, each component's options checked by its
+/// declaration (ranges, one option against another).
 fn on(a: OnArgs) -> Result<Checked> {
-    cpushield::shield::components::check_cache_share(a.cache_ways, a.others_bandwidth)
-        .map_err(Refusal)?;
-    let guard = cpushield::guard::GuardRequest {
-        mode: a.guard,
-        settings: checked_guard_settings(&a.guard_settings)?,
-    };
+    a.options
+        .check()
+        .map_err(|e| Refusal(format!("{e}; nothing was changed")))?;
     Ok(Checked::On {
         request: Request {
             cpus: a.cpus,
@@ -314,17 +307,7 @@ fn on(a: OnArgs) -> Result<Checked> {
             boot: None,
             options: Default::default(),
         }
-        .with_option("irqs", (!a.irqs.is_empty()).then_some(a.irqs))
-        .with_option("guard", (guard != Default::default()).then_some(guard))
-        .with_option("max_idle_latency", a.max_idle_latency)
-        .with_option("tune", a.tune.filter(|t| !t.is_empty()))
-        .with_option("hotplug_restart", a.hotplug_restart.then_some(true))
-        .with_option(
-            "kthreads_above",
-            a.kthreads_above.map(checked_kthreads_above).transpose()?,
-        )
-        .with_option("cache_ways", a.cache_ways)
-        .with_option("others_bandwidth", a.others_bandwidth),
+        .with_declared(&a.options),
         dry_run: a.dry_run,
         json: a.json,
     })

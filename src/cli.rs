@@ -139,53 +139,13 @@ pub enum Command {
     Guard(GuardArgs),
 }
 
-/// The starvation guard's settings, shared by `on` and `guard`.
-#[derive(Args, Debug, Clone, Copy)]
-pub struct GuardSettingsArgs {
-    /// A thread runnable this long without running is starving (`1s`,
-    /// `500ms`; a bare number is in ms).
-    #[arg(long, value_name = "DURATION", default_value_t = cpushield::guard::Settings::default().threshold_ms, value_parser = millis)]
-    pub guard_threshold: u64,
-    /// CPU time a boost gives per period (`20us`; a bare number is in µs):
-    /// each is an interruption of the real-time task.
-    #[arg(long, value_name = "DURATION", default_value_t = cpushield::guard::Settings::default().runtime_us, value_parser = micros)]
-    pub guard_runtime: u64,
-    /// The boost's period (`1ms`; a bare number is in µs).
-    #[arg(long, value_name = "DURATION", default_value_t = cpushield::guard::Settings::default().period_us, value_parser = micros)]
-    pub guard_period: u64,
-    /// How long a boost lasts (`3s`; a bare number is in ms).
-    #[arg(long, value_name = "DURATION", default_value_t = cpushield::guard::Settings::default().duration_ms, value_parser = millis)]
-    pub guard_duration: u64,
-    /// What boosts: `auto` takes stalld where it is installed and RT
-    /// throttling is off already or turned off by `--tune=rt-throttling`, else the
-    /// guard's own loop; `cpushield` always its own; `stalld` stalld,
-    /// refused where it is not installed, and it turns RT throttling off
-    /// (stalld runs only without it). stalld gets the settings in its own
-    /// units and ranges (whole seconds; a period of 200 ms to 4 s).
-    #[arg(long, value_name = "ENGINE", default_value = "auto", value_parser = clap::value_parser!(cpushield::guard::Engine))]
-    pub guard_engine: cpushield::guard::Engine,
-}
-
-impl GuardSettingsArgs {
-    /// The settings.
-    pub fn settings(&self) -> cpushield::guard::Settings {
-        cpushield::guard::Settings {
-            threshold_ms: self.guard_threshold,
-            runtime_us: self.guard_runtime,
-            period_us: self.guard_period,
-            duration_ms: self.guard_duration,
-            engine: self.guard_engine,
-        }
-    }
-}
-
 #[derive(Args, Debug)]
 pub struct GuardArgs {
     /// CPUs to watch (the shielded ones).
     #[arg(long, value_name = "CPULIST", value_parser = parse_cpus)]
     pub cpus: CpuSet,
     #[command(flatten)]
-    pub settings: GuardSettingsArgs,
+    pub settings: cpushield::guard::SettingsArgs,
 }
 
 #[derive(Args, Debug)]
@@ -471,9 +431,6 @@ pub struct OnArgs {
     /// CPUs to shield: a cpulist such as `2-3` or `1,3,5-7`, or a hex mask such as `0xc`.
     #[arg(value_name = "CPULIST", value_parser = parse_cpus)]
     pub cpus: CpuSet,
-    /// IRQ to bind to the shield (number, or name as in /proc/interrupts); repeatable.
-    #[arg(long = "irq", value_name = "IRQ")]
-    pub irqs: Vec<String>,
     /// Show what would change; change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -483,61 +440,9 @@ pub struct OnArgs {
     /// Allow shielding one hyper-thread sibling of a core but not the other.
     #[arg(long)]
     pub allow_split_siblings: bool,
-    /// Also apply tuning knobs, undone by `off`: `--tune=KNOB,...`, or a
-    /// bare `--tune` (= `all`) for every knob `tune --list` does not mark
-    /// "only by name". The safety nets go only when named
-    /// (`--tune=all,rt-throttling,watchdog,nmi-watchdog`), as do turbo,
-    /// huge pages and overcommit. `--dry-run` lists each machine-wide
-    /// change with how to do without it.
-    #[arg(long, value_name = "KNOBS", num_args = 0..=1, require_equals = true,
-          default_missing_value = "all", value_delimiter = ',')]
-    pub tune: Option<Vec<String>>,
-    /// Require what `on` does wherever it can: each shielded CPU offline
-    /// and online again once the partition stands, which takes it out of
-    /// the kernel's idle-balance mask and pushes per-CPU timers off it.
-    /// With this flag a CPU that cannot go offline (CPU 0 on most x86
-    /// machines, the only CPU of a pinned task) is refused up front, and
-    /// one that refuses rolls the shield back.
-    #[arg(long)]
-    pub hotplug_restart: bool,
-    /// The starvation guard: `auto` starts it where a real-time task that
-    /// never sleeps can starve the shielded CPUs' kernel work (PREEMPT_RT;
-    /// RT throttling off on a kernel without the fair server), `on` always,
-    /// `off` never (the shield then warns where that work can starve).
-    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = clap::value_parser!(cpushield::guard::GuardMode))]
-    pub guard: cpushield::guard::GuardMode,
+    /// The components' options, each declared by its component.
     #[command(flatten)]
-    pub guard_settings: GuardSettingsArgs,
-    /// Raise the shielded CPUs' own softirq, timer and RCU threads
-    /// (`ksoftirqd/N`, and on PREEMPT_RT `ktimers/N` and `rcuc/N`) to
-    /// SCHED_FIFO PRIO+1, +2 and +3, and the threads of the IRQs bound by
-    /// --irq (`irq/N-name`) to PRIO+1: set PRIO to your real-time task's
-    /// priority so that they preempt it for their few microseconds of work
-    /// (1 to 95; undone by `off`).
-    #[arg(long, value_name = "PRIO")]
-    pub kthreads_above: Option<u32>,
-    /// Give the shielded CPUs WAYS ways of each L3 cache they sit in for
-    /// themselves (Intel RDT, AMD PQoS, through resctrl): a resctrl group
-    /// of their own gets one run of WAYS ways, away from the ways I/O also
-    /// fills (shareable_bits), everything else keeps the rest (undone by
-    /// `off`; refused where the CPUs cannot, or where another program's
-    /// group holds those ways).
-    #[arg(long, value_name = "WAYS")]
-    pub cache_ways: Option<u32>,
-    /// With --cache-ways: limit the memory bandwidth of everything
-    /// outside the shield (memory bandwidth allocation) to BW, in the
-    /// machine's terms: a percentage on Intel (`50`, rounded up to the
-    /// kernel's step), a rate on AMD and where resctrl is mounted with
-    /// mba_MBps (`6GB/s`, `4000MiB/s`); the other kind is refused there.
-    #[arg(long, value_name = "BW", requires = "cache_ways")]
-    pub others_bandwidth: Option<cpushield::sys::resctrl::Bandwidth>,
-    /// Keep the shielded CPUs out of idle states whose exit latency is
-    /// over LATENCY (`10us`, `1ms`, or a number of µs; `0`: polling only),
-    /// through each CPU's PM QoS resume latency (or the slow states'
-    /// `disable` files where the kernel has none); the housekeeping CPUs
-    /// keep every idle state (undone by `off`).
-    #[arg(long, value_name = "LATENCY", value_parser = cpushield::shield::components::idle_states::parse_bound)]
-    pub max_idle_latency: Option<u32>,
+    pub options: cpushield::shield::Options,
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -595,11 +500,6 @@ pub struct MoveArgs {
     /// Print JSON for machines instead of a table.
     #[arg(long)]
     pub json: bool,
-}
-
-/// A duration option kept in ms (a bare number is ms).
-fn millis(s: &str) -> Result<u64, String> {
-    cpushield::input::duration_in(s, cpushield::input::TimeUnit::Millis)
 }
 
 /// A duration option kept in µs (a bare number is µs).

@@ -35,6 +35,7 @@
 //! out = "/var/lib/cpushield/certify"
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -42,8 +43,10 @@ use toml::Spanned;
 
 use crate::cpulist::CpuSet;
 use crate::input::{brief_to, quote, read_file, FileError, CONFIG_LIMIT};
-use crate::shield::components::check_cache_share;
 use crate::shield::request::Request;
+
+mod keys;
+pub use keys::documentation as components_documentation;
 
 /// Where `apply` and `verify` look by default, relative to the root.
 pub const DEFAULT_PATH: &str = "etc/cpushield/cpushield.toml";
@@ -71,17 +74,11 @@ pub enum ConfigError {
     },
 }
 
-/// The keys of the file.
+/// The keys of the file: its own, and the components' (each read as
+/// its flag is: [`keys`]).
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct File {
     cpus: Spanned<String>,
-    #[serde(default)]
-    irqs: Vec<String>,
-    #[serde(default)]
-    tune: Option<Spanned<Tune>>,
-    #[serde(default)]
-    hotplug_restart: bool,
     #[serde(default)]
     force: bool,
     #[serde(default)]
@@ -89,27 +86,10 @@ struct File {
     #[serde(default)]
     boot: Option<Spanned<Boot>>,
     #[serde(default)]
-    guard: Option<Spanned<String>>,
-    #[serde(default)]
-    guard_engine: Option<Spanned<String>>,
-    #[serde(default)]
-    guard_threshold: Option<Spanned<Duration>>,
-    #[serde(default)]
-    guard_runtime: Option<Spanned<Duration>>,
-    #[serde(default)]
-    guard_period: Option<Spanned<Duration>>,
-    #[serde(default)]
-    guard_duration: Option<Spanned<Duration>>,
-    #[serde(default)]
-    kthreads_above: Option<Spanned<u32>>,
-    #[serde(default)]
-    cache_ways: Option<Spanned<u32>>,
-    #[serde(default)]
-    others_bandwidth: Option<Spanned<crate::sys::resctrl::Bandwidth>>,
-    #[serde(default)]
-    max_idle_latency: Option<Spanned<Duration>>,
-    #[serde(default)]
     certify: Option<CertifyKeys>,
+    /// Every other key: the components'.
+    #[serde(flatten)]
+    components: BTreeMap<String, toml::Value>,
 }
 
 /// The keys of the `[certify]` table, as read.
@@ -212,98 +192,8 @@ enum Boot {
     Extra(Vec<String>),
 }
 
-/// `tune = "all"` or `tune = ["knob", ...]`.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum Tune {
-    One(String),
-    Many(Vec<String>),
-}
-
-const KEYS: &str =
-    "valid keys: cpus (required), irqs, tune, hotplug_restart, force, allow_split_siblings, boot, guard, guard_engine, guard_threshold, guard_runtime, guard_period, guard_duration, kthreads_above, cache_ways, others_bandwidth, max_idle_latency, [certify]";
-
 const CERTIFY_KEYS: &str =
     "valid keys of [certify]: budget, duration, load, probe, confidence, explain, baseline, regression, out";
-
-/// `max_idle_latency` in µs; an error comes with the offset of the value.
-fn idle_bound(value: Spanned<Duration>) -> Result<u32, (usize, String)> {
-    let start = value.span().start;
-    let text = value.into_inner().into_text();
-    crate::shield::components::idle_states::parse_bound(&text)
-        .map_err(|e| (start, format!("max_idle_latency: {e}")))
-}
-
-/// The guard's settings from its engine and its four duration keys
-/// (threshold, runtime, period, duration, in the units of the `--guard-*`
-/// options a bare number is in); an error comes with the offset of the
-/// value.
-fn guard_settings(
-    engine: crate::guard::Engine,
-    keys: [Option<Spanned<Duration>>; 4],
-) -> Result<crate::guard::Settings, (usize, String)> {
-    use crate::input::{duration_in, TimeUnit};
-    const NAMES: [(&str, TimeUnit); 4] = [
-        ("guard_threshold", TimeUnit::Millis),
-        ("guard_runtime", TimeUnit::Micros),
-        ("guard_period", TimeUnit::Micros),
-        ("guard_duration", TimeUnit::Millis),
-    ];
-    let defaults = crate::guard::Settings::default();
-    let mut values = [
-        defaults.threshold_ms,
-        defaults.runtime_us,
-        defaults.period_us,
-        defaults.duration_ms,
-    ];
-    let mut first = None;
-    for (k, key) in keys.into_iter().enumerate() {
-        let Some(v) = key else { continue };
-        let at = v.span().start;
-        first.get_or_insert(at);
-        let text = v.into_inner().into_text();
-        let (name, unit) = NAMES[k];
-        values[k] = duration_in(&text, unit).map_err(|e| (at, format!("{name}: {e}")))?;
-    }
-    let [threshold_ms, runtime_us, period_us, duration_ms] = values;
-    let settings = crate::guard::Settings {
-        engine,
-        threshold_ms,
-        runtime_us,
-        period_us,
-        duration_ms,
-    };
-    settings.check().map_err(|e| {
-        (
-            first.unwrap_or(0),
-            e.to_string().replace("--guard-", "guard_"),
-        )
-    })?;
-    Ok(settings)
-}
-
-/// `kthreads_above`, checked; an error comes with the offset of the value.
-fn kthreads_above(key: Option<Spanned<u32>>) -> Result<Option<u32>, (usize, String)> {
-    let Some(k) = key else { return Ok(None) };
-    let start = k.span().start;
-    crate::shield::components::rt_kthreads::check_above(k.into_inner())
-        .map(Some)
-        .map_err(|e| (start, format!("kthreads_above: {e}")))
-}
-
-/// A string key parsed as `T` (its default when absent); an error comes
-/// with the offset of the value.
-fn parse_or_default<T: std::str::FromStr<Err = String> + Default>(
-    value: Option<Spanned<String>>,
-) -> Result<T, (usize, String)> {
-    match value {
-        None => Ok(T::default()),
-        Some(v) => {
-            let start = v.span().start;
-            v.into_inner().parse().map_err(|e| (start, e))
-        }
-    }
-}
 
 /// Reads and validates the config file at `path`: a regular file of at
 /// most 1 MiB, else refused before it is read whole.
@@ -337,7 +227,11 @@ fn keys(text: &str, path: &Path) -> Result<File, ConfigError> {
             .unwrap_or(text)
             .lines()
             .any(|l| l.trim() == "[certify]");
-        let keys = if in_certify { CERTIFY_KEYS } else { KEYS };
+        let keys = if in_certify {
+            CERTIFY_KEYS.to_string()
+        } else {
+            keys::valid()
+        };
         if message.starts_with("unknown field") {
             // The parser lists the keys after the key; said once, below.
             let key = e.span().and_then(|s| text.get(s)).unwrap_or_default();
@@ -372,21 +266,6 @@ pub fn parse_with_certify(
             "cpus is empty: give a cpulist such as \"2-3\" or a hex mask such as \"0xc\"".into(),
         ));
     }
-    let tune = match file.tune {
-        None => Vec::new(),
-        Some(t) => {
-            let start = t.span().start;
-            let names = match t.into_inner() {
-                Tune::One(name) => vec![name],
-                Tune::Many(names) => names,
-            };
-            if !names.is_empty() {
-                crate::shield::components::knobs::resolve(&names)
-                    .map_err(|e| invalid(start, format!("tune: {e}")))?;
-            }
-            names
-        }
-    };
     let boot = match file.boot {
         None => None,
         Some(b) => {
@@ -402,25 +281,8 @@ pub fn parse_with_certify(
             }
         }
     };
-    let max_idle_latency = match file.max_idle_latency {
-        None => None,
-        Some(v) => Some(idle_bound(v).map_err(|(at, e)| invalid(at, e))?),
-    };
-    let ways = file.cache_ways.as_ref().map(|v| *v.get_ref());
-    let others_bandwidth = file.others_bandwidth.as_ref().map(|v| *v.get_ref());
-    let guard = crate::guard::GuardRequest {
-        mode: parse_or_default(file.guard).map_err(|(at, e)| invalid(at, e))?,
-        settings: guard_settings(
-            parse_or_default(file.guard_engine).map_err(|(at, e)| invalid(at, e))?,
-            [
-                file.guard_threshold,
-                file.guard_runtime,
-                file.guard_period,
-                file.guard_duration,
-            ],
-        )
-        .map_err(|(at, e)| invalid(at, e))?,
-    };
+    let options = keys::options(&file.components)
+        .map_err(|(key, message)| invalid(key_offset(text, &key), message))?;
     let request = Request {
         boot,
         options: Default::default(),
@@ -428,31 +290,35 @@ pub fn parse_with_certify(
         force: file.force,
         allow_split_siblings: file.allow_split_siblings,
     }
-    .with_option("irqs", (!file.irqs.is_empty()).then_some(file.irqs))
-    .with_option("guard", (guard != Default::default()).then_some(guard))
-    .with_option("max_idle_latency", max_idle_latency)
-    .with_option("tune", (!tune.is_empty()).then_some(tune))
-    .with_option("hotplug_restart", file.hotplug_restart.then_some(true))
-    .with_option(
-        "kthreads_above",
-        kthreads_above(file.kthreads_above).map_err(|(at, e)| invalid(at, e))?,
-    )
-    .with_option("cache_ways", ways)
-    .with_option("others_bandwidth", others_bandwidth);
-    let at = |span: Option<std::ops::Range<usize>>| span.map_or(0, |s| s.start);
-    check_cache_share(ways, others_bandwidth).map_err(|e| {
-        let offset = match e.contains("--others-bandwidth") {
-            true => at(file.others_bandwidth.as_ref().map(Spanned::span)),
-            false => at(file.cache_ways.as_ref().map(Spanned::span)),
-        };
-        let e = e.replace("--cache-ways", "cache_ways");
-        invalid(offset, e.replace("--others-bandwidth", "others_bandwidth"))
-    })?;
+    .with_declared(&options);
     let certify = file
         .certify
         .map(|keys| CertifySection::read(keys, text))
         .unwrap_or_default();
     Ok((request, certify))
+}
+
+/// Where the top-level `key` (or the table `[key]`) is written in `text`,
+/// as an offset; 0 when not found.
+fn key_offset(text: &str, key: &str) -> usize {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let l = line.trim_start();
+        if l.starts_with('[') && l.trim_end() != format!("[{key}]") {
+            break;
+        }
+        let name = l
+            .split('=')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .trim_matches('"');
+        if name == key || l.trim_end() == format!("[{key}]") {
+            return offset;
+        }
+        offset += line.len();
+    }
+    0
 }
 
 /// At most this many bytes of a parser's message are shown: it may quote
@@ -467,6 +333,11 @@ fn line_of(text: &str, offset: usize) -> usize {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The components' options of `r`, typed.
+    fn opts(r: &Request) -> crate::shield::Options {
+        r.declared().unwrap()
+    }
 
     fn err(text: &str) -> (usize, String) {
         match parse(text, Path::new("/etc/cpushield/cpushield.toml")) {
@@ -483,12 +354,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.cpus, CpuSet::parse_list("2-3").unwrap());
-        assert_eq!(r.option::<Vec<String>>("irqs").unwrap(), ["eth0", "45"]);
-        assert_eq!(r.option::<Vec<String>>("tune").unwrap(), ["all"]);
-        assert!(r.flag("hotplug_restart") && r.force && r.allow_split_siblings);
-        assert_eq!(r.option::<u32>("kthreads_above"), None);
+        assert_eq!(opts(&r).irqs.irqs, ["eth0", "45"]);
+        assert_eq!(opts(&r).knobs.tune.unwrap(), ["all"]);
+        assert!(opts(&r).hotplug.hotplug_restart && r.force && r.allow_split_siblings);
+        assert_eq!(opts(&r).rt_kthreads.kthreads_above, None);
         let r = parse("cpus = \"3\"\nkthreads_above = 80\n", Path::new("c")).unwrap();
-        assert_eq!(r.option::<u32>("kthreads_above"), Some(80));
+        assert_eq!(opts(&r).rt_kthreads.kthreads_above, Some(80));
         let (line, msg) = err("cpus = \"3\"\nkthreads_above = 97\n");
         assert_eq!(line, 2, "{msg}");
         assert!(
@@ -496,7 +367,7 @@ mod tests {
             "{msg}"
         );
         let r = parse("cpus = \"3\"\nguard_engine = \"stalld\"\n", Path::new("c")).unwrap();
-        let guard: crate::guard::GuardRequest = r.option("guard").unwrap();
+        let guard = opts(&r).guard.request();
         assert_eq!(guard.settings.engine, crate::guard::Engine::Stalld);
         assert_eq!(guard.settings.threshold_ms, 1_000);
         let r = parse(
@@ -504,10 +375,7 @@ mod tests {
             Path::new("c"),
         )
         .unwrap();
-        let g = r
-            .option::<crate::guard::GuardRequest>("guard")
-            .unwrap()
-            .settings;
+        let g = opts(&r).guard.request().settings;
         assert_eq!(
             (g.threshold_ms, g.runtime_us, g.period_us, g.duration_ms),
             (2_000, 20, 1_000, 3_000)
@@ -530,12 +398,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.cpus, CpuSet::parse_list("2-3").unwrap());
-        assert!(!r.force && r.option::<Vec<String>>("irqs").is_none());
-        assert_eq!(r.option::<u32>("max_idle_latency"), None);
+        assert!(!r.force && opts(&r).irqs.irqs.is_empty());
+        assert_eq!(opts(&r).idle_states.max_idle_latency, None);
         for (value, us) in [("10", 10), ("\"10us\"", 10), ("\"1ms\"", 1000), ("0", 0)] {
             let text = format!("cpus = \"3\"\nmax_idle_latency = {value}\n");
             let r = parse(&text, Path::new("c")).unwrap();
-            assert_eq!(r.option::<u32>("max_idle_latency"), Some(us), "{value}");
+            assert_eq!(opts(&r).idle_states.max_idle_latency, Some(us), "{value}");
         }
         let (line, msg) = err("cpus = \"3\"\nmax_idle_latency = \"fast\"\n");
         assert_eq!(line, 2, "{msg}");
@@ -560,11 +428,12 @@ mod tests {
         assert_eq!(r.cpus.to_string(), "2-3");
         assert!(
             r.boot.is_some()
-                && r.option::<u32>("kthreads_above").is_some()
-                && r.option::<u32>("max_idle_latency").is_some()
+                && opts(&r).rt_kthreads.kthreads_above.is_some()
+                && opts(&r).idle_states.max_idle_latency.is_some()
         );
         assert!(c.budget.is_some());
-        let valid = KEYS.trim_start_matches("valid keys: ");
+        let valid = keys::valid();
+        let valid = valid.trim_start_matches("valid keys: ");
         for key in valid.split(", ").map(|k| k.trim_end_matches(" (required)")) {
             let key = key.trim_matches(|c| c == '[' || c == ']');
             assert!(
@@ -580,10 +449,7 @@ mod tests {
     fn the_certify_table_reaches_its_section_with_each_line() {
         let text = "cpus = \"2-3\"\ntune = \"all\"\n\n[certify]\nbudget = \"max<=100us\"\nduration = 7200\nload = \"cpu\"\nprobe = \"rtc\"\nconfidence = 99\nexplain = 50\nbaseline = \"/b\"\nregression = 10.5\nout = \"/o\"\n";
         let (request, c) = parse_with_certify(text, Path::new("c.toml")).unwrap();
-        assert_eq!(
-            request.option::<Vec<String>>("tune"),
-            Some(vec!["all".to_string()])
-        );
+        assert_eq!(opts(&request).knobs.tune, Some(vec!["all".to_string()]));
         assert_eq!(
             c.budget,
             Some(AtLine {
@@ -677,7 +543,11 @@ mod tests {
                 .to_string();
             // the long value is cut to a short prefix; the rest is at most
             // the list of valid keys
-            assert!(e.len() < 160 + KEYS.len(), "{} bytes: {e}", e.len());
+            assert!(
+                e.len() < 160 + keys::valid().len(),
+                "{} bytes: {e}",
+                e.len()
+            );
             assert!(!e.contains(&long[..200]), "{e}");
             assert!(
                 e.starts_with("config /etc/cpushield/cpushield.toml:"),

@@ -182,59 +182,21 @@ fn request_differences(shield: &CpuSet, had: Option<&Request>, want: &Request) -
             ));
         }
     };
-    let list = |v: &[String]| {
-        let mut v = v.to_vec();
-        v.sort();
-        if v.is_empty() {
-            "none".to_string()
-        } else {
-            v.join(", ")
-        }
-    };
-    let irqs = |r: &Request| r.option::<Vec<String>>("irqs").unwrap_or_default();
-    field("irqs", list(&irqs(had)), list(&irqs(want)));
-    let tune = |r: &Request| r.option::<Vec<String>>("tune").unwrap_or_default();
-    field("tune", list(&tune(had)), list(&tune(want)));
     field("force", had.force.to_string(), want.force.to_string());
     field(
         "allow_split_siblings",
         had.allow_split_siblings.to_string(),
         want.allow_split_siblings.to_string(),
     );
-    // The components' options, each under its config key.
-    let keys: std::collections::BTreeSet<&String> =
-        had.options.keys().chain(want.options.keys()).collect();
-    // The IRQs and the knobs are lists, compared above; the guard's
-    // settings are its own to judge (`status`).
-    let own = ["irqs", "tune", "guard"];
-    for key in keys.into_iter().filter(|k| !own.contains(&k.as_str())) {
-        let (mut now, mut wanted) = (option_text(had, key), option_text(want, key));
-        // A flag not given is a flag not set (older journals wrote `false`).
-        if [&now, &wanted]
-            .iter()
-            .any(|t| *t == "true" || *t == "false")
-        {
-            for t in [&mut now, &mut wanted] {
-                if t == "none" {
-                    *t = "false".into();
-                }
-            }
-        }
-        field(key, now, wanted);
+    // The components' options, each compared as its declaration says.
+    let compared = |r: &Request| {
+        let options = r.declared::<crate::shield::Options>().unwrap_or_default();
+        options.compared()
+    };
+    for ((key, now), (_, wanted)) in compared(had).into_iter().zip(compared(want)) {
+        field(&key, now, wanted);
     }
     out
-}
-
-/// A component's option of `req` as `verify` words it: a flag `true` or
-/// `false`, a value as written, `none` when not given.
-fn option_text(req: &Request, key: &str) -> String {
-    use serde_json::Value;
-    match req.options.get(key) {
-        Some(Value::Bool(set)) => set.to_string(),
-        None | Some(Value::Null) => "none".into(),
-        Some(Value::String(s)) => crate::input::brief_to(s, 60),
-        Some(other) => crate::input::brief_to(&other.to_string(), 60),
-    }
 }
 
 /// The figures of a `compare` results file that `metrics` exports.
@@ -718,6 +680,12 @@ mod tests {
         }
     }
 
+    /// `r` with the option `key` as a journal keeps it.
+    fn opt(mut r: Request, key: &str, value: serde_json::Value) -> Request {
+        r.options.insert(key.to_string(), value);
+        r
+    }
+
     #[test]
     fn a_request_reads_back_as_its_on_command() {
         let r = Request {
@@ -740,10 +708,10 @@ mod tests {
             mode: crate::guard::GuardMode::Off,
             ..Default::default()
         };
-        let r = r.with_option("guard", Some(guard));
+        let r = opt(r, "guard", serde_json::to_value(guard).unwrap());
         assert_eq!(
             crate::shield::components::command_line(&r),
-            "cpushield on 2-3 --guard=off --irq eth0 --tune=vmstat,watchdog --force"
+            "cpushield on 2-3 --irq eth0 --tune=vmstat,watchdog --guard=off --force"
         );
     }
 
@@ -772,10 +740,9 @@ mod tests {
 
     #[test]
     fn the_components_options_are_compared_and_a_flag_not_given_is_not_set() {
-        let had = req("2-3")
-            .with_option("kthreads_above", Some(80u32))
-            .with_option("hotplug_restart", Some(false));
-        let want = req("2-3").with_option("max_idle_latency", Some(10u32));
+        let had = opt(req("2-3"), "kthreads_above", 80.into());
+        let had = opt(had, "hotplug_restart", false.into());
+        let want = opt(req("2-3"), "max_idle_latency", 10.into());
         let d = request_differences(&cpus("2-3"), Some(&had), &want);
         let ids: Vec<&str> = d.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(ids, ["config.kthreads_above", "config.max_idle_latency"]);
@@ -787,7 +754,7 @@ mod tests {
             d[1].reason,
             "max_idle_latency: the shield has none, the config asks for 10"
         );
-        let restart = req("2-3").with_option("hotplug_restart", Some(true));
+        let restart = opt(req("2-3"), "hotplug_restart", true.into());
         let d = request_differences(&cpus("2-3"), Some(&req("2-3")), &restart);
         assert_eq!(
             d[0].reason,

@@ -197,8 +197,9 @@ impl Options {
         let req = self.shield_request();
         match phase {
             Phase::CacheShare => {
-                let ways = self.cache_ways.or(req.option("cache_ways"));
-                req.with_option("cache_ways", ways)
+                let mut options = req.declared::<crate::shield::Options>().unwrap_or_default();
+                options.resctrl.cache_ways = self.cache_ways.or(options.resctrl.cache_ways);
+                req.with_declared(&options)
             }
             _ => req,
         }

@@ -215,6 +215,81 @@ impl std::fmt::Display for GuardMode {
     }
 }
 
+/// The starvation guard's settings, shared by `on` and `guard`.
+#[derive(clap::Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingsArgs {
+    /// A thread runnable this long without running is starving (`1s`,
+    /// `500ms`; a bare number is in ms).
+    #[arg(long, value_name = "DURATION", default_value_t = Settings::default().threshold_ms, value_parser = millis)]
+    pub guard_threshold: u64,
+    /// CPU time a boost gives per period (`20us`; a bare number is in µs):
+    /// each is an interruption of the real-time task.
+    #[arg(long, value_name = "DURATION", default_value_t = Settings::default().runtime_us, value_parser = micros)]
+    pub guard_runtime: u64,
+    /// The boost's period (`1ms`; a bare number is in µs).
+    #[arg(long, value_name = "DURATION", default_value_t = Settings::default().period_us, value_parser = micros)]
+    pub guard_period: u64,
+    /// How long a boost lasts (`3s`; a bare number is in ms).
+    #[arg(long, value_name = "DURATION", default_value_t = Settings::default().duration_ms, value_parser = millis)]
+    pub guard_duration: u64,
+    /// What boosts: `auto` takes stalld where it is installed and RT
+    /// throttling is off already or turned off by `--tune=rt-throttling`, else the
+    /// guard's own loop; `cpushield` always its own; `stalld` stalld,
+    /// refused where it is not installed, and it turns RT throttling off
+    /// (stalld runs only without it). stalld gets the settings in its own
+    /// units and ranges (whole seconds; a period of 200 ms to 4 s).
+    #[arg(long, value_name = "ENGINE", default_value = "auto", value_parser = clap::value_parser!(Engine))]
+    pub guard_engine: Engine,
+}
+
+impl SettingsArgs {
+    /// The settings.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            threshold_ms: self.guard_threshold,
+            runtime_us: self.guard_runtime,
+            period_us: self.guard_period,
+            duration_ms: self.guard_duration,
+            engine: self.guard_engine,
+        }
+    }
+}
+
+impl Default for SettingsArgs {
+    fn default() -> Self {
+        let s = Settings::default();
+        SettingsArgs {
+            guard_threshold: s.threshold_ms,
+            guard_runtime: s.runtime_us,
+            guard_period: s.period_us,
+            guard_duration: s.duration_ms,
+            guard_engine: s.engine,
+        }
+    }
+}
+
+impl From<Settings> for SettingsArgs {
+    fn from(s: Settings) -> Self {
+        SettingsArgs {
+            guard_threshold: s.threshold_ms,
+            guard_runtime: s.runtime_us,
+            guard_period: s.period_us,
+            guard_duration: s.duration_ms,
+            guard_engine: s.engine,
+        }
+    }
+}
+
+/// A duration option kept in ms (a bare number is ms).
+fn millis(s: &str) -> Result<u64, String> {
+    crate::input::duration_in(s, crate::input::TimeUnit::Millis)
+}
+
+/// A duration option kept in µs (a bare number is µs).
+fn micros(s: &str) -> Result<u64, String> {
+    crate::input::duration_in(s, crate::input::TimeUnit::Micros)
+}
+
 /// What a shield asks of the guard.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuardRequest {

@@ -19,7 +19,7 @@ mod engine;
 mod off;
 mod on;
 
-pub use engine::{apply, change, journal, plan, reach, request, reshape, undo};
+pub use engine::{apply, change, facts, journal, options, plan, reach, request, reshape, undo};
 use engine::{component, error, holds, note, parts, plan_error, timings};
 
 pub use change::TaskRef;
@@ -27,7 +27,7 @@ pub use component::Audited;
 pub use components::report::OnReport;
 pub use components::status::{status, StatusReport};
 pub use components::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
-pub use components::{owners, plan_line, realtime_below, snapshot};
+pub use components::{owners, plan_line, realtime_below, snapshot, Options};
 pub use components::{task_table, Direction, KeptRealtime};
 pub use components::{unprotected_kernel_work, IrqPlacement, IrqRefusal, TuneList, GUARD_BOOSTS};
 pub(crate) use error::require_root;

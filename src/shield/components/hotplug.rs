@@ -90,8 +90,31 @@ impl OwnNote for HotplugNote {
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("hotplug");
 
-/// Its option's config key (`--hotplug-restart`), a flag.
-pub const KEY: &str = "hotplug_restart";
+/// Its option, as `on` and the config file take it.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[group(skip)]
+pub struct Options {
+    /// Require what `on` does wherever it can: each shielded CPU offline
+    /// and online again once the partition stands, which takes it out of
+    /// the kernel's idle-balance mask and pushes per-CPU timers off it.
+    /// With this flag a CPU that cannot go offline (CPU 0 on most x86
+    /// machines, the only CPU of a pinned task) is refused up front, and
+    /// one that refuses rolls the shield back.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "crate::shield::options::is_false")]
+    pub hotplug_restart: bool,
+}
+
+impl crate::shield::options::Declared for Options {
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[("hotplug_restart", "true")];
+}
+
+/// Whether `req` requires every shielded CPU's restart.
+fn required(req: &Request) -> bool {
+    req.declared::<Options>()
+        .unwrap_or_default()
+        .hotplug_restart
+}
 
 /// Its name among the facts components read for themselves.
 const NAME: &str = "hotplug";
@@ -345,7 +368,7 @@ impl Component for Part {
     }
 
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
-        if !cx.req.flag(KEY) {
+        if !required(cx.req) {
             return Ok(());
         }
         let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
@@ -399,7 +422,7 @@ impl Component for Part {
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
         let restart = choose((&facts, cx.snap), cx.shield, cx.req.force);
-        let required = cx.req.flag(KEY);
+        let required = required(cx.req);
         d.add(Slot::Hotplug, steps(&restart.cpus, required));
         if !restart.cpus.is_empty() {
             let cpus = restart.cpus;

@@ -28,6 +28,7 @@ use crate::shield::component::{
 };
 use crate::shield::error::ShieldError;
 use crate::shield::journal::Entry;
+use crate::shield::options::Declared;
 use crate::shield::parts::{Line, OwnFacts, PartReport};
 use crate::shield::plan::PlanError;
 use crate::shield::request::Request;
@@ -41,9 +42,28 @@ pub const OWNER: Owner = Owner("idle-states");
 /// The component's name, in reports and under which its facts are kept.
 const NAME: &str = "idle-states";
 
-/// Its option: the config key, and `on`'s `--max-idle-latency` (the
-/// bound in µs).
-pub const KEY: &str = "max_idle_latency";
+/// Its option, as `on` and the config file take it.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[group(skip)]
+pub struct Options {
+    /// Keep the shielded CPUs out of idle states whose exit latency is
+    /// over LATENCY (`10us`, `1ms`, or a number of µs; `0`: polling only),
+    /// through each CPU's PM QoS resume latency (or the slow states'
+    /// `disable` files where the kernel has none); the housekeeping CPUs
+    /// keep every idle state (undone by `off`).
+    #[arg(long, value_name = "LATENCY", value_parser = parse_bound)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_idle_latency: Option<u32>,
+}
+
+impl Declared for Options {
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[("max_idle_latency", "\"10us\"")];
+}
+
+/// The bound `req` asks for, µs.
+fn bound_of(req: &Request) -> Option<u32> {
+    req.declared::<Options>().ok()?.max_idle_latency
+}
 
 /// The largest bound accepted, µs (1 s: any idle state is faster).
 pub const MAX_BOUND_US: u32 = 1_000_000;
@@ -352,14 +372,14 @@ impl Component for Part {
     }
 
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
-        if req.option::<u32>(KEY).is_some() {
+        if bound_of(req).is_some() {
             facts.put(NAME, &read(sys, &req.cpus));
         }
         Ok(())
     }
 
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
-        let Some(bound) = cx.req.option::<u32>(KEY) else {
+        let Some(bound) = bound_of(cx.req) else {
             return Ok(());
         };
         let refuse = |reason: String| PlanError::Part {
@@ -381,7 +401,7 @@ impl Component for Part {
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        let Some(bound) = cx.req.option::<u32>(KEY) else {
+        let Some(bound) = bound_of(cx.req) else {
             return Ok(());
         };
         let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
@@ -447,7 +467,7 @@ impl Component for Part {
 
     fn status(&self, cx: &Looking) -> Option<PartReport> {
         let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
-        let bound = state.request.as_ref()?.option::<u32>(KEY)?;
+        let bound = bound_of(state.request.as_ref()?)?;
         let out = outcome(&read(sys, &state.shield), bound);
         let findings = lost(&out, repair);
         Some(report(&out, false, findings))

@@ -30,13 +30,24 @@ use crate::sys::Sys;
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("irqs");
 
-/// Its option's config key (`--irq`, repeated): the IRQs, by number or
-/// name, to bind to the shield.
-pub const KEY: &str = "irqs";
+/// Its option, as `on` and the config file take it.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[group(skip)]
+pub struct Options {
+    /// IRQ to bind to the shield (number, or name as in /proc/interrupts); repeatable.
+    #[arg(long = "irq", value_name = "IRQ")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub irqs: Vec<String>,
+}
+
+impl crate::shield::options::Declared for Options {
+    const EXAMPLES: &'static [(&'static str, &'static str)] =
+        &[("irqs", r#"["eth0-TxRx-0", "45"]"#)];
+}
 
 /// The IRQs `req` asks to bind to the shield.
 fn asked(req: &crate::shield::request::Request) -> Vec<String> {
-    req.option(KEY).unwrap_or_default()
+    req.declared::<Options>().unwrap_or_default().irqs
 }
 
 /// What the IRQs' plan keeps beyond its steps, under their name in the
@@ -516,17 +527,6 @@ impl Component for Part {
         OWNER
     }
 
-    /// `--irq N` once for each.
-    fn option_arg(&self, key: &str, value: &serde_json::Value) -> Option<String> {
-        let irqs: Vec<String> =
-            (key == KEY).then(|| serde_json::from_value(value.clone()).ok())??;
-        Some(
-            irqs.iter()
-                .map(|irq| format!(" --irq {}", crate::shield::request::arg_word(irq)))
-                .collect(),
-        )
-    }
-
     fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
         let irqs = (f.irqs, f.wanted_irqs, f.default_irq_affinity);
         judge(irqs, f.targets, f.housekeeping)
@@ -642,6 +642,9 @@ impl Component for Part {
 
     fn check(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         let to_shield = resolve(&cx.snap.irqs, &asked(cx.req))?;
+        d.plan
+            .facts
+            .publish(&crate::shield::facts::BoundIrqs(to_shield.clone()));
         d.plan.parts.put(OWNER.name(), &Planned { to_shield });
         Ok(())
     }
@@ -845,7 +848,9 @@ mod tests {
 
     #[test]
     fn irqs_named_go_to_the_shield() {
-        let r = req("2-3").with_option(KEY, Some(["eth0", "25"]));
+        let r = req("2-3").with_declared(&Options {
+            irqs: vec!["eth0".into(), "25".into()],
+        });
         let p = shield_plan(&snap(v2()), &r).unwrap();
         assert_eq!(to_shield(&p), vec![24, 25]);
         assert_eq!(
@@ -856,7 +861,9 @@ mod tests {
             write_to(&p, "proc/irq/25/smp_affinity_list").as_deref(),
             Some("2-3")
         );
-        let bad = req("2").with_option(KEY, Some(["nope"]));
+        let bad = req("2").with_declared(&Options {
+            irqs: vec!["nope".into()],
+        });
         assert_eq!(
             shield_plan(&snap(v2()), &bad).unwrap_err(),
             unknown_irq("nope")

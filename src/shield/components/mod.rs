@@ -19,6 +19,7 @@ use super::component::{
     written, AuditReading, Audited, Changing, Component, Draft, InPlace, Planning, Slot,
 };
 use super::journal::{Entry, State};
+use super::options::Declared;
 use super::parts::OwnFacts;
 use super::plan::{self, Plan, PlanError};
 use super::request::Request;
@@ -28,23 +29,78 @@ use super::undo::{KeepOnCpus, Undone};
 use crate::cpulist::CpuSet;
 use crate::sys::Sys;
 
-/// The components in the order they plan (each part's steps go in their
-/// slots): irqbalance, the cgroups and the tasks first, as their notes are
-/// read; the knobs before the guard, which must know whether they turn RT
-/// throttling off.
-pub(super) const ORDER: [&dyn Component; 11] = [
-    &irqbalance::Part,
-    &mechanism::Part,
-    &tasks::Part,
-    &irqs::Part,
-    &hotplug::Part,
-    &workqueues::Part,
-    &resctrl::Part,
-    &knobs::Part,
-    &guard::Part,
-    &rt_kthreads::Part,
-    &idle_states::Part,
-];
+/// The registry: from one line per component (its module, and `options`
+/// when it declares options of its own), the order they plan in
+/// ([`ORDER`]) and every component's options flattened into one struct
+/// ([`Options`]), which `on`, the config file and `verify` take whole.
+macro_rules! registry {
+    ($( $module:ident $(: $has:ident)? ),* $(,)?) => {
+        /// The components in the order they plan (each part's steps go in
+        /// their slots): irqbalance, the cgroups and the tasks first, as
+        /// their notes are read; the knobs before the guard, which must
+        /// know whether they turn RT throttling off.
+        pub(super) const ORDER: &[&dyn Component] = &[$( &$module::Part ),*];
+
+        /// Every component's options, each declared in its component
+        /// (its flags, parsers, help and config keys); the request keeps
+        /// them at its top level, each under its config key.
+        #[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+        #[group(skip)]
+        pub struct Options {
+            $($(
+                #[doc = concat!("The ", stringify!($has), " of ", stringify!($module), ".")]
+                #[command(flatten)]
+                #[serde(flatten)]
+                pub $module: $module::Options,
+            )?)*
+        }
+
+        impl Options {
+            /// Checks each component's options beyond their parsers; the
+            /// first refusal, naming its option.
+            pub fn check(&self) -> Result<(), String> {
+                $($( let _ = stringify!($has); Declared::check(&self.$module)?; )?)*
+                Ok(())
+            }
+
+            /// Each option as `verify` compares it: `(config key, text)`.
+            pub fn compared(&self) -> Vec<(String, String)> {
+                let mut out = Vec::new();
+                $($( let _ = stringify!($has); out.extend(Declared::compared(&self.$module)); )?)*
+                out
+            }
+
+            /// The `cpushield on` words that give them.
+            pub fn words(&self) -> Vec<String> {
+                let mut out = Vec::new();
+                $($( let _ = stringify!($has); out.extend(Declared::words(&self.$module)); )?)*
+                out
+            }
+
+            /// Each config key with an example value, for the config
+            /// file's documentation, in the components' order.
+            pub fn examples() -> Vec<(&'static str, &'static str)> {
+                let mut out = Vec::new();
+                $($( let _ = stringify!($has); out.extend_from_slice(<$module::Options as Declared>::EXAMPLES); )?)*
+                out
+            }
+        }
+    };
+}
+
+registry! {
+    irqbalance,
+    mechanism,
+    tasks,
+    irqs: options,
+    hotplug: options,
+    workqueues,
+    resctrl: options,
+    knobs: options,
+    guard: options,
+    rt_kthreads: options,
+    idle_states: options,
+}
 
 /// The step that writes back a file the old shield wrote, owned by the
 /// component that claims the file (a file no other claims is a knob's).
@@ -83,10 +139,10 @@ fn draft(snap: &Snapshot, req: &Request) -> Result<Draft, PlanError> {
         plan: Plan::new(&valid),
         steps: Vec::new(),
     };
-    for part in &ORDER {
+    for part in ORDER {
         part.check(&cx, &mut draft)?;
     }
-    for part in &ORDER {
+    for part in ORDER {
         part.plan(&cx, &mut draft)?;
     }
     Ok(draft)
@@ -106,7 +162,7 @@ pub fn change(
 ) -> Result<Reshape, PlanError> {
     let originals = reshape::originals(entries);
     let mut before = live.clone();
-    for part in &ORDER {
+    for part in ORDER {
         part.before(&originals, entries, &mut before);
     }
     let fresh = draft(&before, req)?;
@@ -127,7 +183,7 @@ pub fn change(
         originals: &originals,
         read,
     };
-    for part in &ORDER {
+    for part in ORDER {
         let mine = (fresh.steps.iter())
             .filter(|(_, s)| s.owner == part.owner())
             .cloned()
@@ -151,7 +207,7 @@ pub fn change(
 /// made from `plan`, as `out` reports it.
 pub(super) fn records(plan: &Plan, out: &report::OnReport) -> OwnFacts {
     let mut records = OwnFacts::default();
-    for part in &ORDER {
+    for part in ORDER {
         if let Some(record) = part.record(plan, out) {
             records.put(part.owner().name(), &record);
         }
@@ -182,7 +238,8 @@ pub(super) fn stop_left_running(
 /// The `cpushield on` command line that makes `req`, each component's
 /// option in its own words.
 pub fn command_line(req: &Request) -> String {
-    req.command_line_with(&|key, value| ORDER.iter().find_map(|part| part.option_arg(key, value)))
+    let options = req.declared::<Options>().unwrap_or_default();
+    req.command_line_with(&options.words())
 }
 
 /// What the components' audit rules read beyond the audit's shared

@@ -25,7 +25,7 @@ pub(in crate::shield) fn snapshot_for(sys: &Sys, req: &Request) -> Result<Snapsh
     procfs::read_stats(sys, &mut snap.threads, |t| {
         in_shield_cgroup(&t.cgroup) || (t.cpus_allowed.intersects(shield) && !left.contains(&t.tid))
     });
-    for part in &super::ORDER {
+    for part in super::ORDER {
         part.read(sys, req, &mut snap.parts)?;
     }
     Ok(snap)

@@ -52,7 +52,7 @@ pub(in crate::shield) fn settle(
         moved: OwnFacts::default(),
         notes: Vec::new(),
     };
-    for part in &ORDER {
+    for part in ORDER {
         part.settle(&mut cx)?;
     }
     let after = match cx.after.take() {

@@ -86,13 +86,6 @@ pub(in crate::shield) trait Component: Sync {
         Ok(())
     }
 
-    /// Its option `key` of value `value` in the words of `cpushield on`
-    /// (` --irq 24 --irq eth0`), when it words its own; `None` leaves it
-    /// ` --key=value`.
-    fn option_arg(&self, _key: &str, _value: &serde_json::Value) -> Option<String> {
-        None
-    }
-
     /// For `audit`: reads what its audit rules judge beyond the audit's
     /// shared facts, into `facts` under its name (see [`AuditReading`]).
     /// Nothing by default.

@@ -35,6 +35,10 @@ pub struct Plan {
     /// bound to the shield, the idle states' bound, ...
     #[serde(default, skip_serializing_if = "super::parts::OwnFacts::is_empty")]
     pub parts: super::parts::OwnFacts,
+    /// What components publish for each other while they plan (see
+    /// [`super::facts`]); not kept.
+    #[serde(skip)]
+    pub facts: super::facts::Facts,
 }
 
 impl Plan {
@@ -49,6 +53,7 @@ impl Plan {
             steps: Vec::new(),
             notes: valid.notes.clone(),
             parts: Default::default(),
+            facts: Default::default(),
         }
     }
 }

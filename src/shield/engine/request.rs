@@ -32,38 +32,41 @@ pub struct Request {
 }
 
 impl Request {
-    /// The option `key` a component reads, when given (and of its type).
-    pub fn option<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
-        serde_json::from_value(self.options.get(key)?.clone()).ok()
+    /// The options a component declares (its [`Declared`] struct), read
+    /// from the request; an option of the wrong type (a damaged journal's)
+    /// is an error naming it, not an option not given.
+    pub fn declared<T: DeserializeOwned>(&self) -> Result<T, String> {
+        let of = |keys: &mut dyn Iterator<Item = (&String, &serde_json::Value)>| {
+            let map = keys.map(|(k, v)| (k.clone(), v.clone())).collect();
+            serde_json::from_value::<T>(serde_json::Value::Object(map))
+        };
+        of(&mut self.options.iter()).map_err(|e| {
+            // The option at fault, tried alone.
+            let bad = (self.options.iter()).find(|kv| of(&mut std::iter::once(*kv)).is_err());
+            match bad {
+                Some((key, _)) => format!("the request's option {}: {e}", arg_word(key)),
+                None => format!("the request's options: {e}"),
+            }
+        })
     }
 
-    /// The request with the option `key` (its config key) given `value`,
-    /// or without it when `None`.
-    pub fn with_option<T: Serialize>(mut self, key: &str, value: Option<T>) -> Request {
-        match value.and_then(|v| serde_json::to_value(v).ok()) {
-            Some(v) => self.options.insert(key.to_string(), v),
-            None => self.options.remove(key),
-        };
+    /// The request with the options of `declared` as given there: every
+    /// key the struct declares is replaced (left out when not given).
+    pub fn with_declared<T: clap::Args + Serialize>(mut self, declared: &T) -> Request {
+        for arg in super::options::flags::<T>() {
+            self.options.remove(arg.get_id().as_str());
+        }
+        self.options.extend(super::options::to_map(declared));
         self
     }
 
-    /// Whether the flag option `key` is given and set.
-    pub fn flag(&self, key: &str) -> bool {
-        self.option::<bool>(key).unwrap_or(false)
-    }
-
-    /// The `cpushield on` command line that makes this request, each
-    /// option in the words of its own (` --key=value` where `own` has none
-    /// for it).
-    pub fn command_line_with(
-        &self,
-        own: &dyn Fn(&str, &serde_json::Value) -> Option<String>,
-    ) -> String {
+    /// The `cpushield on` command line that makes this request, its
+    /// options in the `words` their declarations give.
+    pub fn command_line_with(&self, words: &[String]) -> String {
         let mut out = format!("cpushield on {}", self.cpus);
-        for (key, value) in &self.options {
-            if let Some(arg) = own(key, value).or_else(|| option_arg(key, value)) {
-                out.push_str(&arg);
-            }
+        for word in words {
+            out.push(' ');
+            out.push_str(word);
         }
         for (set, flag) in [
             (self.force, " --force"),
@@ -89,90 +92,118 @@ pub fn arg_word(text: &str) -> String {
     }
 }
 
-/// ` --key-name=value` for the option `key`, its value bounded and quoted
-/// where it is not a plain word; `None` for a key that is no option's
-/// (a damaged journal's), which the command line must not carry.
-fn option_arg(key: &str, value: &serde_json::Value) -> Option<String> {
-    let is_key =
-        (1..=40).contains(&key.len()) && key.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
-    if !is_key {
-        return None;
-    }
-    let flag = format!(" --{}", key.replace('_', "-"));
-    let text = match value {
-        // A flag: given when set, never `=true`.
-        serde_json::Value::Bool(set) => return set.then_some(flag),
-        serde_json::Value::String(s) => s.clone(),
-        // A list (`--tune=a,b`): its words, none when empty.
-        serde_json::Value::Array(items) if items.is_empty() => return None,
-        serde_json::Value::Array(items) => (items.iter())
-            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-            .collect::<Vec<_>>()
-            .join(","),
-        other => other.to_string(),
-    };
-    Some(format!("{flag}={}", arg_word(&text)))
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::options::{is_false, Declared};
     use super::*;
 
-    /// The command line with every option as ` --key=value`.
-    fn generic(req: &Request) -> String {
-        req.command_line_with(&|_, _| None)
+    /// Options as a component declares them.
+    #[derive(clap::Args, Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+    #[group(skip)]
+    struct Sample {
+        /// A bound.
+        #[arg(long)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bound: Option<u32>,
+        /// A switch.
+        #[arg(long)]
+        #[serde(default, skip_serializing_if = "is_false")]
+        restart: bool,
+        /// Names, repeated.
+        #[arg(long = "name")]
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        names: Vec<String>,
+        /// Knobs, a list.
+        #[arg(long, value_delimiter = ',')]
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        knobs: Vec<String>,
+    }
+
+    impl Declared for Sample {
+        const EXAMPLES: &'static [(&'static str, &'static str)] = &[];
+    }
+
+    fn line(req: &Request) -> String {
+        req.command_line_with(&req.declared::<Sample>().unwrap().words())
     }
 
     #[test]
     fn a_components_option_sits_at_the_top_of_the_request_as_the_field_it_was() {
+        let given = Sample {
+            bound: Some(10),
+            ..Default::default()
+        };
         let req = Request {
             cpus: CpuSet::parse_list("2-3").unwrap(),
             ..Default::default()
         }
-        .with_option("max_idle_latency", Some(10u32));
+        .with_declared(&given);
         let json = serde_json::to_value(&req).unwrap();
-        assert_eq!(json["max_idle_latency"], 10, "{json}");
+        assert_eq!(json["bound"], 10, "{json}");
+        assert!(
+            json.get("restart").is_none(),
+            "a switch not set is left out: {json}"
+        );
         // As a journal of an older cpushield wrote it, field and all.
         let back: Request = serde_json::from_value(json).unwrap();
         assert_eq!(back, req);
-        assert_eq!(back.option::<u32>("max_idle_latency"), Some(10));
-        assert_eq!(back.option::<u32>("cache_ways"), None);
-        assert_eq!(generic(&back), "cpushield on 2-3 --max-idle-latency=10");
-        let none = back.with_option::<u32>("max_idle_latency", None);
+        assert_eq!(back.declared::<Sample>().unwrap(), given);
+        assert_eq!(line(&back), "cpushield on 2-3 --bound=10");
+        let none = back.with_declared(&Sample::default());
         assert!(none.options.is_empty());
     }
 
     #[test]
-    fn the_fields_an_older_journal_wrote_are_options_and_its_flags_flags() {
+    fn the_fields_an_older_journal_wrote_are_options_and_a_wrong_type_is_named() {
         let json = serde_json::json!({
-            "cpus": "2-3", "irqs": [], "force": false, "allow_split_siblings": false,
-            "tune": [], "hotplug_restart": false, "kthreads_above": 80,
-            "cache_ways": 4, "others_bandwidth": 50,
+            "cpus": "2-3", "names": [], "force": true, "allow_split_siblings": false,
+            "knobs": ["b", "a"], "restart": false, "bound": 80, "other": 4,
         });
         let req: Request = serde_json::from_value(json).unwrap();
-        assert!(!req.flag("hotplug_restart"));
-        assert_eq!(req.option::<u32>("kthreads_above"), Some(80));
+        let s = req.declared::<Sample>().unwrap();
+        assert_eq!((s.bound, s.restart, s.knobs.len()), (Some(80), false, 2));
         assert_eq!(
-            generic(&req),
-            "cpushield on 2-3 --cache-ways=4 --kthreads-above=80 --others-bandwidth=50"
+            line(&req),
+            "cpushield on 2-3 --bound=80 --knobs=b,a --force"
         );
-        let restart = req.with_option("hotplug_restart", Some(true));
-        assert!(restart.flag("hotplug_restart"));
-        assert!(generic(&restart)
-            .ends_with(" --hotplug-restart --kthreads-above=80 --others-bandwidth=50"));
+        let restart = req.with_declared(&Sample {
+            restart: true,
+            names: vec!["eth0".into(), "25".into()],
+            ..s
+        });
+        assert_eq!(
+            line(&restart),
+            "cpushield on 2-3 --bound=80 --restart --name eth0 --name 25 --knobs=b,a --force"
+        );
+        let compared = restart.declared::<Sample>().unwrap().compared();
+        assert_eq!(
+            compared,
+            [
+                ("bound".to_string(), "80".to_string()),
+                ("restart".into(), "true".into()),
+                ("names".into(), "25, eth0".into()),
+                ("knobs".into(), "a, b".into()),
+            ]
+        );
+        let damaged: Request = serde_json::from_value(serde_json::json!({
+            "cpus": "2", "force": false, "allow_split_siblings": false, "bound": "ten",
+        }))
+        .unwrap();
+        let e = damaged.declared::<Sample>().unwrap_err();
+        assert!(e.starts_with("the request's option bound: "), "{e}");
     }
 
     #[test]
     fn a_damaged_option_never_reaches_the_command_line_as_it_was_written() {
         let json = serde_json::json!({
-            "cpus": "3", "irqs": [], "force": false, "allow_split_siblings": false,
-            "bad\nkey": 1, "note": "a\u{1b}[2Jb; rm -rf /", "long": "x".repeat(5000),
+            "cpus": "3", "force": false, "allow_split_siblings": false,
+            "bad\nkey": 1, "names": ["a\u{1b}[2Jb; rm -rf /"], "knobs": ["x".repeat(5000)],
         });
         let req: Request = serde_json::from_value(json).unwrap();
-        let line = generic(&req);
+        let line = line(&req);
         assert!(!line.contains("bad"), "{line}");
         assert!(!line.contains('\u{1b}') && !line.contains('\n'), "{line}");
-        assert!(line.contains("--note=\"a\\u{1b}[2Jb; rm -rf /\""), "{line}");
+        assert!(line.contains("--name \"a\\u{1b}[2Jb; rm -rf /\""), "{line}");
         assert!(line.len() < 300, "{} bytes", line.len());
     }
 }

@@ -42,13 +42,13 @@ use crate::sys::{ErrorKind, Sys, SysError};
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("guard");
 
-/// Its option's config key (`--guard` and its settings, `--guard-*`).
-pub const KEY: &str = "guard";
+mod options;
+pub use options::Options;
 
 /// What `req` asks of the guard (`auto` with the default settings when
 /// it asks nothing).
 fn asked(req: &crate::shield::request::Request) -> GuardRequest {
-    req.option(KEY).unwrap_or_default()
+    (req.declared::<Options>()).map_or_else(|_| GuardRequest::default(), |o| o.request())
 }
 
 /// The guard's transient unit on systemd hosts.
@@ -650,24 +650,6 @@ impl Component for Part {
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         Ok(())
-    }
-
-    /// `--guard=MODE` unless `auto`, and each setting not the default.
-    fn option_arg(&self, key: &str, value: &serde_json::Value) -> Option<String> {
-        let guard: GuardRequest =
-            (key == KEY).then(|| serde_json::from_value(value.clone()).ok())??;
-        let mut out = String::new();
-        if guard.mode != GuardMode::Auto {
-            out.push_str(&format!(" --guard={}", guard.mode));
-        }
-        let default_args = crate::guard::Settings::default().args();
-        for arg in guard.settings.args() {
-            if !default_args.contains(&arg) {
-                out.push(' ');
-                out.push_str(&arg);
-            }
-        }
-        Some(out)
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {

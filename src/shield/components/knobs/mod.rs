@@ -113,12 +113,49 @@ pub use crate::guard::kernel::RT_RUNTIME;
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("knobs");
 
-/// Its option's config key (`--tune`): the knobs asked, by name or `all`.
-pub const KEY: &str = "tune";
+/// Its option, as `on` and the config file take it.
+#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[group(skip)]
+pub struct Options {
+    /// Also apply tuning knobs, undone by `off`: `--tune=KNOB,...`, or a
+    /// bare `--tune` (= `all`) for every knob `tune --list` does not mark
+    /// "only by name". The safety nets go only when named
+    /// (`--tune=all,rt-throttling,watchdog,nmi-watchdog`), as do turbo,
+    /// huge pages and overcommit. `--dry-run` lists each machine-wide
+    /// change with how to do without it.
+    #[arg(long, value_name = "KNOBS", num_args = 0..=1, require_equals = true,
+          default_missing_value = "all", value_delimiter = ',')]
+    #[serde(default, skip_serializing_if = "none_or_empty")]
+    pub tune: Option<Vec<String>>,
+}
+
+fn none_or_empty(tune: &Option<Vec<String>>) -> bool {
+    tune.as_ref().is_none_or(Vec::is_empty)
+}
+
+impl crate::shield::options::Declared for Options {
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[("tune", r#"["all"]"#)];
+
+    /// Every name a knob's or `all`; no empty name (`--tune=a,,b`).
+    fn check(&self) -> Result<(), String> {
+        let names = self.tune.as_deref().unwrap_or_default();
+        if names.len() > 1 && names.iter().any(|n| n.trim().is_empty()) {
+            return Err(format!(
+                "--tune={}: an empty knob name; give names separated by single commas, or a bare --tune for all",
+                crate::input::brief_to(&names.join(","), 60)
+            ));
+        }
+        resolve(names)
+            .map(|_| ())
+            .map_err(|e| format!("--tune: {e}"))
+    }
+}
 
 /// The knobs `req` asks for, by name (none when it asks none).
 pub(super) fn asked(req: &Request) -> Vec<String> {
-    req.option(KEY).unwrap_or_default()
+    (req.declared::<Options>().ok())
+        .and_then(|o| o.tune)
+        .unwrap_or_default()
 }
 /// Automatic NUMA balancing: `0` is off.
 pub const NUMA_BALANCING: &str = "proc/sys/kernel/numa_balancing";

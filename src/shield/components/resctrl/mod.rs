@@ -49,11 +49,39 @@ use share::{cache_share, mount, previous, set_mode, undo_mode, undo_share, unmou
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("resctrl");
 
-/// The config key of the ways of the L3 cache (`--cache-ways`).
-pub const WAYS: &str = "cache_ways";
-/// The config key of the bandwidth left to the others
-/// (`--others-bandwidth`).
-pub const OTHERS_BANDWIDTH: &str = "others_bandwidth";
+/// Its options, as `on` and the config file take them.
+#[derive(
+    clap::Args, Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize,
+)]
+#[group(skip)]
+pub struct Options {
+    /// Give the shielded CPUs WAYS ways of each L3 cache they sit in for
+    /// themselves (Intel RDT, AMD PQoS, through resctrl): a resctrl group
+    /// of their own gets one run of WAYS ways, away from the ways I/O also
+    /// fills (shareable_bits), everything else keeps the rest (undone by
+    /// `off`; refused where the CPUs cannot, or where another program's
+    /// group holds those ways).
+    #[arg(long, value_name = "WAYS")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ways: Option<u32>,
+    /// With --cache-ways: limit the memory bandwidth of everything
+    /// outside the shield (memory bandwidth allocation) to BW, in the
+    /// machine's terms: a percentage on Intel (`50`, rounded up to the
+    /// kernel's step), a rate on AMD and where resctrl is mounted with
+    /// mba_MBps (`6GB/s`, `4000MiB/s`); the other kind is refused there.
+    #[arg(long, value_name = "BW", requires = "cache_ways")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_bandwidth: Option<Bandwidth>,
+}
+
+impl crate::shield::options::Declared for Options {
+    const EXAMPLES: &'static [(&'static str, &'static str)] =
+        &[("cache_ways", "4"), ("others_bandwidth", "50")];
+
+    fn check(&self) -> Result<(), String> {
+        check_share(self.cache_ways, self.others_bandwidth)
+    }
+}
 
 /// The shield's resctrl group.
 pub const GROUP: &str = "sys/fs/resctrl/cpushield";
@@ -525,10 +553,11 @@ pub fn check_share(ways: Option<u32>, others_bandwidth: Option<Bandwidth>) -> Re
 }
 
 /// The cache share a request asks for.
-fn ask(req: &Request) -> Option<Ask> {
-    req.option::<u32>(WAYS).map(|ways| Ask {
+pub(super) fn ask(req: &Request) -> Option<Ask> {
+    let options = req.declared::<Options>().ok()?;
+    options.cache_ways.map(|ways| Ask {
         ways,
-        others_bandwidth: req.option(OTHERS_BANDWIDTH),
+        others_bandwidth: options.others_bandwidth,
     })
 }
 
@@ -540,7 +569,7 @@ impl Component for Part {
     /// resctrl as it is, for a request that asks a cache share or a
     /// machine where the shield's group exists.
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
-        if req.option::<u32>(WAYS).is_some() || sys.exists(GROUP) {
+        if ask(req).is_some() || sys.exists(GROUP) {
             let online = procfs::online_cpus(sys)?;
             facts.put(OWNER.name(), &read(sys, &online));
         }

@@ -139,7 +139,7 @@ pub struct Status {
 /// The cache share of the shield `state` for `status`, when it has one
 /// and its group exists.
 pub(super) fn status(sys: &Sys, state: &State) -> Option<Status> {
-    let ways = state.request.as_ref().and_then(|r| r.option::<u32>(WAYS))?;
+    let ways = state.request.as_ref().and_then(super::ask)?.ways;
     sys.exists(GROUP).then(|| Status {
         share: read_outcome(sys, ways),
         monitored: kernel::read_monitoring(sys, GROUP),
@@ -228,12 +228,7 @@ pub struct Hold {
 
 /// Reads back whether the cache share of the shield `state` holds.
 pub(super) fn read_hold(sys: &Sys, state: &State) -> Hold {
-    let ask = state.request.as_ref().and_then(|r| {
-        r.option::<u32>(WAYS).map(|ways| Ask {
-            ways,
-            others_bandwidth: r.option(OTHERS_BANDWIDTH),
-        })
-    });
+    let ask = state.request.as_ref().and_then(super::ask);
     let Some(ask) = ask else {
         return Hold::default();
     };

@@ -39,18 +39,41 @@ use crate::sys::{ErrorKind, Sys};
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("kthreads");
 
-/// Its option's config key (`--kthreads-above PRIO`).
-pub const KEY: &str = "kthreads_above";
+/// Its option, as `on` and the config file take it.
+#[derive(
+    clap::Args, Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize,
+)]
+#[group(skip)]
+pub struct Options {
+    /// Raise the shielded CPUs' own softirq, timer and RCU threads
+    /// (`ksoftirqd/N`, and on PREEMPT_RT `ktimers/N` and `rcuc/N`) to
+    /// SCHED_FIFO PRIO+1, +2 and +3, and the threads of the IRQs bound by
+    /// --irq (`irq/N-name`) to PRIO+1: set PRIO to your real-time task's
+    /// priority so that they preempt it for their few microseconds of work
+    /// (1 to 95; undone by `off`).
+    #[arg(long, value_name = "PRIO")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kthreads_above: Option<u32>,
+}
 
-/// The IRQs the plan binds to the shield on request: the IRQs component's
-/// planned `to_shield`, under its name in the plan's parts (the IRQs plan
-/// before the kernel threads).
-fn irqs_bound(plan: &crate::shield::plan::Plan) -> Vec<u32> {
-    #[derive(serde::Deserialize)]
-    struct IrqsPlanned {
-        to_shield: Vec<u32>,
+impl crate::shield::options::Declared for Options {
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[("kthreads_above", "80")];
+
+    fn check(&self) -> Result<(), String> {
+        match self.kthreads_above {
+            Some(prio) => check_above(prio)
+                .map(|_| ())
+                .map_err(|e| format!("--kthreads-above {e}")),
+            None => Ok(()),
+        }
     }
-    (plan.parts.get::<IrqsPlanned>("irqs")).map_or_else(Vec::new, |p| p.to_shield)
+}
+
+/// The IRQs the plan binds to the shield on request (the IRQs plan
+/// before the kernel threads and publish them).
+fn irqs_bound(plan: &crate::shield::plan::Plan) -> Vec<u32> {
+    let bound = plan.facts.get::<crate::shield::facts::BoundIrqs>();
+    bound.unwrap_or_default().0
 }
 
 /// Each kind of thread and how far above the user's priority it goes:
@@ -696,7 +719,7 @@ impl Component for Part {
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        if let Some(above) = cx.req.option::<u32>(KEY) {
+        if let Some(above) = (cx.req.declared::<Options>().ok()).and_then(|o| o.kthreads_above) {
             let bound = irqs_bound(&d.plan);
             let steps = plan(&cx.snap.threads, cx.shield, above, &bound);
             d.add(Slot::Kthreads, steps);
