@@ -19,7 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::snapshot::Snapshot;
+use crate::shield::snapshot::Snapshot;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};

@@ -2,7 +2,7 @@
 //! (and the default affinity new IRQs get), which the user binds to the
 //! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
 
-use super::snapshot::Snapshot;
+use crate::shield::snapshot::Snapshot;
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Settling, Slot,
 };

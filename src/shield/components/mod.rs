@@ -24,7 +24,7 @@ use super::parts::OwnFacts;
 use super::plan::{self, Plan, PlanError};
 use super::request::Request;
 use super::reshape::{self, Reshape};
-use super::snapshot::Snapshot;
+use crate::shield::snapshot::Snapshot;
 use super::undo::{KeepOnCpus, Undone};
 use crate::cpulist::CpuSet;
 use crate::sys::Sys;
@@ -205,7 +205,7 @@ pub fn change(
 
 /// What every component keeps in the journal's state of the shield `on`
 /// made from `plan`, as `out` reports it.
-pub(super) fn records(plan: &Plan, out: &report::OnReport) -> OwnFacts {
+pub(super) fn records(plan: &Plan, out: &crate::shield::report::OnReport) -> OwnFacts {
     let mut records = OwnFacts::default();
     for part in ORDER {
         if let Some(record) = part.record(plan, out) {
@@ -275,7 +275,7 @@ pub(super) fn keep_realtime(
     sys: &Sys,
     state: &State,
 ) -> (Vec<tasks::realtime::RealtimeThread>, KeepOnCpus) {
-    let Ok(cgroup) = snapshot::detect_cgroup(sys) else {
+    let Ok(cgroup) = crate::shield::cgroup_layout::detect_cgroup(sys) else {
         return (Vec::new(), KeepOnCpus::default());
     };
     if !sys.exists(&state.shield_dir) {
@@ -372,7 +372,6 @@ impl Effects for Components {
     }
 }
 
-pub mod cgroup_layout;
 // What the components offer the commands, the reports and the audit.
 pub use guard::{unprotected_kernel_work, BOOSTS_METRIC as GUARD_BOOSTS};
 pub use irqs::{IrqPlacement, IrqRefusal};
@@ -389,14 +388,12 @@ pub mod irqbalance;
 pub mod irqs;
 pub mod knobs;
 pub(in crate::shield) mod mechanism;
-pub mod owners;
 mod reach;
 pub mod read;
 pub mod report;
 pub(in crate::shield) mod resctrl;
 pub mod rt_kthreads;
 pub mod settle;
-pub mod snapshot;
 pub mod status;
 pub(in crate::shield) mod tasks;
 pub mod workqueues;

@@ -2,67 +2,14 @@
 //! programs left it (read back), composed; and what the journal's state
 //! keeps of it.
 
-use serde::{Deserialize, Serialize};
-
-use crate::cpulist::CpuSet;
-use crate::shield::change::{Refusal, Step, Subject};
+use crate::shield::change::{Step, Subject};
 use crate::shield::component::Reporting;
 use crate::shield::journal::State;
-use crate::shield::note::Note;
-use crate::shield::parts::{MachineWide, PartReport};
 use crate::shield::plan::Plan;
+use crate::shield::report::OnReport;
 use crate::shield::snapshot::{CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use crate::shield::timings::Timings;
 use crate::sys::Sys;
-
-/// The result of `on`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OnReport {
-    /// Only planned, nothing changed.
-    pub dry_run: bool,
-    /// Shielded CPUs.
-    pub shield: CpuSet,
-    /// Housekeeping CPUs.
-    pub housekeeping: CpuSet,
-    /// Mechanism.
-    pub mechanism: String,
-    /// The partition as it reads back (v2).
-    pub partition: Option<String>,
-    /// Number of planned changes.
-    pub planned: usize,
-    /// Changes made.
-    pub changed: usize,
-    /// Non-fatal refusals no component reports as its own (the workqueue
-    /// mask, a knob's file, ...).
-    pub other_refused: Vec<Refusal>,
-    /// What the user should know.
-    pub notes: Vec<Note>,
-    /// The shield before, when an active shield was changed in place.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub changed_from: Option<CpuSet>,
-    /// What the plan changes machine-wide, beyond the shielded CPUs, each
-    /// with how to do without it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub machine_wide: Vec<MachineWide>,
-    /// What each component did, read back (planned, for a dry run), in the
-    /// order they plan: irqbalance's ban, the threads and IRQs moved off
-    /// the shield, the kernel threads raised, the cache share, ...
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub parts: Vec<PartReport>,
-    /// The plan, with `--dry-run` (printed, not read back from a report).
-    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<Vec<Step>>,
-    /// How long it took, by phase (filled in by [`crate::shield::on`]).
-    #[serde(default)]
-    pub took: Timings,
-}
-
-impl OnReport {
-    /// What `component` said of what it did, when it said anything.
-    pub fn part(&self, component: &str) -> Option<&PartReport> {
-        self.parts.iter().find(|p| p.component == component)
-    }
-}
 
 /// The journal's state for a fresh shield of `plan` on `cgroup`, not yet
 /// complete.

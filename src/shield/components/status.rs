@@ -12,7 +12,7 @@ use crate::shield::journal::{self, State};
 use crate::shield::note::Note;
 use crate::shield::parts::PartReport;
 use crate::shield::plan;
-use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot};
+use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup};
 use crate::sys::procfs;
 use crate::sys::Sys;
 
@@ -96,7 +96,7 @@ fn repair(state: &State) -> String {
 
 /// Reports the shield (or its absence). Read-only.
 pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
-    let mut snap = Snapshot::read(sys)?;
+    let mut snap = super::read::observed(sys)?;
     let state = journal::read_state(sys)?;
     let unsupported = match &snap.cgroup {
         CgroupSetup::Unsupported { reason } => Some(reason.clone()),

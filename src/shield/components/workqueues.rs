@@ -1,7 +1,7 @@
 //! The unbound workqueues' CPU mask: kept off the shield, so that no
 //! unbound kernel work item runs there.
 
-use super::snapshot::{Snapshot, WORKQUEUE_MASK, WRITEBACK_MASK};
+use crate::shield::snapshot::{Snapshot, WORKQUEUE_MASK, WRITEBACK_MASK};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Findings, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};

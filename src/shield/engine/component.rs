@@ -24,8 +24,8 @@ use super::reach::Bounds;
 use super::request::Request;
 use super::reshape::{Originals, Reshape};
 use crate::cpulist::CpuSet;
-use crate::shield::snapshot::Snapshot;
-use crate::shield::OnReport;
+use super::snapshot::Snapshot;
+use super::report::OnReport;
 use crate::sys::Sys;
 
 /// What a component's audit reads from.

@@ -126,7 +126,7 @@ impl<'de> Deserialize<'de> for Read {
         let action = match tag {
             Some(tag) if VERSION_1_OWN_TAGS.contains(&tag.as_str()) => Action::Own {
                 owner: String::new(),
-                payload: crate::shield::change::Payload(value),
+                payload: super::change::Payload(value),
             },
             _ => serde_json::from_value(value).map_err(D::Error::custom)?,
         };

@@ -105,7 +105,7 @@ pub struct State {
     pub writes_refused: Vec<String>,
     /// The request the shield was last brought to (`on`, `apply`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<crate::shield::request::Request>,
+    pub request: Option<super::request::Request>,
     /// What each component keeps of the shield, its own type under its
     /// name (see [`crate::shield::component::Component::record`]): the
     /// IRQs kept on the shield, irqbalance's ban, the starvation guard.
@@ -628,7 +628,7 @@ pub fn state_age(sys: &Sys) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shield::change::Action;
+    use crate::shield::engine::change::Action;
     use std::os::unix::fs::PermissionsExt;
 
     fn state() -> State {
@@ -724,8 +724,8 @@ mod tests {
             Action::Write {
                 path: "proc/irq/9/smp_affinity_list".into(),
                 value: "0-1".into(),
-                check: crate::shield::change::Check::CpuList,
-                undo: crate::shield::change::Undo::Previous,
+                check: crate::shield::engine::change::Check::CpuList,
+                undo: crate::shield::engine::change::Undo::Previous,
             },
         ];
         let refs = [
@@ -774,8 +774,8 @@ mod tests {
             action: Action::Write {
                 path: format!("proc/irq/{irq}/smp_affinity_list"),
                 value: "0-1".into(),
-                check: crate::shield::change::Check::CpuList,
-                undo: crate::shield::change::Undo::Previous,
+                check: crate::shield::engine::change::Check::CpuList,
+                undo: crate::shield::engine::change::Undo::Previous,
             },
             previous: Some("0-3".into()),
             at: Some(7),

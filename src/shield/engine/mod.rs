@@ -5,6 +5,7 @@
 //! (`reach`) and what the reports say of it (`note`, `timings`, `error`).
 
 pub mod apply;
+pub mod cgroup_layout;
 pub mod change;
 pub(in crate::shield) mod component;
 mod entry;
@@ -13,13 +14,16 @@ pub mod facts;
 pub(in crate::shield) mod holds;
 pub mod journal;
 pub(in crate::shield) mod note;
+pub mod owners;
 pub mod options;
 pub(in crate::shield) mod parts;
 pub mod plan;
 pub(in crate::shield) mod plan_error;
 pub mod reach;
+pub mod report;
 pub mod request;
 pub mod reshape;
 mod segment;
+pub mod snapshot;
 pub(in crate::shield) mod timings;
 pub mod undo;

@@ -72,7 +72,7 @@ pub struct PartNote {
 /// internally tagged enum), worded by itself.
 pub trait OwnNote: Serialize {
     /// The component it is of.
-    fn owner(&self) -> crate::shield::change::Owner;
+    fn owner(&self) -> super::change::Owner;
 
     /// What it says, for people.
     fn text(&self) -> String;
@@ -133,8 +133,8 @@ mod tests {
     }
 
     impl OwnNote for Mine {
-        fn owner(&self) -> crate::shield::change::Owner {
-            crate::shield::change::Owner("mine")
+        fn owner(&self) -> crate::shield::engine::change::Owner {
+            crate::shield::engine::change::Owner("mine")
         }
 
         fn text(&self) -> String {

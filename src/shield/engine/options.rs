@@ -128,20 +128,20 @@ pub fn words_from_serde<T: Declared>(value: &T) -> Vec<String> {
                     let joined = items.iter().map(word_of).collect::<Vec<_>>();
                     out.push(format!(
                         "--{long}={}",
-                        super::request::arg_word(&joined.join(&d.to_string()))
+                        arg_word(&joined.join(&d.to_string()))
                     ));
                 }
                 _ => {
                     for item in items {
                         out.push(format!("--{long}"));
-                        out.push(super::request::arg_word(&word_of(item)));
+                        out.push(arg_word(&word_of(item)));
                     }
                 }
             },
             serde_json::Value::Null => {}
             other => out.push(format!(
                 "--{long}={}",
-                super::request::arg_word(&word_of(other))
+                arg_word(&word_of(other))
             )),
         }
     }
@@ -152,4 +152,16 @@ pub fn words_from_serde<T: Declared>(value: &T) -> Vec<String> {
 /// `skip_serializing_if` on a flag.
 pub fn is_false(set: &bool) -> bool {
     !*set
+}
+
+/// `text` as one word of a command line: as it is when a plain word of up
+/// to 40 bytes, else bounded and quoted (a damaged journal's bytes are
+/// never printed as written).
+pub fn arg_word(text: &str) -> String {
+    let plain = (1..=40).contains(&text.len())
+        && (text.bytes()).all(|b| b.is_ascii_alphanumeric() || b".,:/%-_".contains(&b));
+    match plain {
+        true => text.to_string(),
+        false => crate::input::quote(text),
+    }
 }

@@ -10,8 +10,8 @@ use super::note::Note;
 pub use super::plan_error::PlanError;
 use super::request::Request;
 use crate::cpulist::CpuSet;
-use crate::shield::owners::Owners;
-use crate::shield::snapshot::Snapshot;
+use super::owners::Owners;
+use super::snapshot::Snapshot;
 
 /// The full plan of a shield.
 #[derive(Debug, Clone, Serialize)]

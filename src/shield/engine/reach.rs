@@ -377,9 +377,9 @@ pub fn screen(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shield::change::{Check, Undo};
+    use crate::shield::engine::change::{Check, Undo};
     use crate::shield::components::EFFECTS;
-    use crate::shield::journal::State;
+    use crate::shield::engine::journal::State;
 
     /// A root whose mount table has cgroup2 at /sys/fs/cgroup.
     fn root() -> tempfile::TempDir {

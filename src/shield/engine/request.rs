@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::options::arg_word;
 use crate::cpulist::CpuSet;
 
 /// What the user asked for.
@@ -77,18 +78,6 @@ impl Request {
             }
         }
         out
-    }
-}
-
-/// `text` as one word of a command line: as it is when a plain word of up
-/// to 40 bytes, else bounded and quoted (a damaged journal's bytes are
-/// never printed as written).
-pub fn arg_word(text: &str) -> String {
-    let plain = (1..=40).contains(&text.len())
-        && (text.bytes()).all(|b| b.is_ascii_alphanumeric() || b".,:/%-_".contains(&b));
-    match plain {
-        true => text.to_string(),
-        false => crate::input::quote(text),
     }
 }
 

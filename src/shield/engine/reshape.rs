@@ -33,7 +33,7 @@ use super::parts::OwnFacts;
 use super::plan::Plan;
 use super::undo::original_affinities;
 use crate::cpulist::CpuSet;
-use crate::shield::snapshot::Snapshot;
+use super::snapshot::Snapshot;
 
 /// The plan of an in-place change, and what it does to the tasks inside.
 #[derive(Debug, Clone)]

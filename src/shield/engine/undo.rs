@@ -79,7 +79,7 @@ pub fn undo(sys: &Sys, fx: &dyn Effects, entries: &[Entry]) -> Undone {
         fx,
         entries,
         &KeepOnCpus::default(),
-        &mut crate::shield::Timings::default(),
+        &mut super::timings::Timings::default(),
     )
 }
 
@@ -90,7 +90,7 @@ pub fn undo_timed(
     fx: &dyn Effects,
     entries: &[Entry],
     keep: &KeepOnCpus,
-    timings: &mut crate::shield::Timings,
+    timings: &mut super::timings::Timings,
 ) -> Undone {
     let mut out = Undone::default();
     let t = Instant::now();

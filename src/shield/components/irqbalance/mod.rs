@@ -17,7 +17,7 @@ pub use facts::*;
 pub use hold::*;
 pub use notes::IrqbalanceNote;
 
-use super::snapshot::Snapshot;
+use crate::shield::snapshot::Snapshot;
 use crate::shield::apply::ApplyError;
 use crate::shield::component::AuditReading;
 use crate::shield::component::{

@@ -14,7 +14,7 @@
 //! read back and undone; in [`report`] what reads back for `on` and
 //! `status` and whether it still holds.
 
-use super::snapshot::Snapshot;
+use crate::shield::snapshot::Snapshot;
 use crate::shield::change::Subject;
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,

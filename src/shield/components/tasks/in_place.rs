@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
+use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use super::{set_affinity, TaskRef};
 use crate::cpulist::CpuSet;
 use crate::shield::change::{Action, Step};

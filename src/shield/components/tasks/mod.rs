@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1};
+use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Owner, Step};

@@ -59,26 +59,22 @@ pub struct Snapshot {
     #[serde(default)]
     pub kernel_work: crate::guard::kernel::KernelWork,
     /// The facts of the components that read their own (see
-    /// [`crate::shield::component::Component::read`]).
+    /// `Component::read`).
     #[serde(default)]
-    pub parts: crate::shield::parts::OwnFacts,
+    pub parts: super::parts::OwnFacts,
 }
 
 impl Snapshot {
-    /// Reads the machine. The name and flags of threads other than each
-    /// process's first are left unread (see [`procfs::read_threads_lazily`]):
-    /// callers read them for the threads they report or change
-    /// ([`procfs::read_stats`]).
+    /// Reads the machine, but for what the components observe for
+    /// themselves (`components::read`). The name and flags of threads
+    /// other than each process's first are left unread (see
+    /// [`procfs::read_threads_lazily`]): callers read them for the threads
+    /// they report or change ([`procfs::read_stats`]).
     pub fn read(sys: &Sys) -> Result<Snapshot> {
         let mut snap = Snapshot::read_without_threads(sys)?;
         snap.threads = procfs::read_threads_lazily(sys, snap.cgroup.thread_source())?;
         snap.owners = super::owners::Owners::read(sys, &snap.threads);
         snap.cgroup_cpus = read_cgroup_cpus(sys, &snap.cgroup, &snap.threads);
-        let mut observed = crate::shield::parts::OwnFacts::default();
-        for part in super::ORDER {
-            part.observe(sys, &snap, &mut observed);
-        }
-        snap.parts.extend(observed);
         Ok(snap)
     }
 
