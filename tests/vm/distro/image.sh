@@ -2,9 +2,14 @@
 # Builds (once, cached) a Debian system booted by systemd for the test bed:
 # the distribution as users run it, with systemd, udev, dbus, irqbalance and
 # tuned enabled as Debian ships them, plus rt-tests and stress-ng.
-#   tests/vm/distro/image.sh [--grub | --uefi KIND] SUITE [EXTRA]   (bookworm | trixie | trixie-rt | forky)
+#   tests/vm/distro/image.sh [--grub | --uefi KIND] SUITE [EXTRA]   (bookworm | trixie | trixie-rt | trixie-k8s | forky)
 # trixie-rt: Debian 13 with its PREEMPT_RT kernel (linux-image-rt-amd64)
 # in place of the cloud kernel.
+# trixie-k8s: Debian 13 as a Kubernetes node (issue #60): containerd 1.7
+# (Debian's; CRI with the systemd cgroup driver, NRI on), kubelet and
+# crictl built from Go modules by tests/vm/k8s/build-kubelet.sh (called
+# here, cached), kubelet standalone with the static CPU manager, busybox
+# and pause OCI images imported at boot (tests/vm/k8s/customize.sh).
 # EXTRA: more packages, comma-separated (the scale benchmark's tuna, cpuset
 # and strace): a separate cached image, the test bed's own stays as it is.
 # Prints the directory holding root.img (ext4, made with mke2fs -d: nothing
@@ -48,20 +53,30 @@ if [ "${1:-}" = --uefi ]; then
     UEFI=${2:?usage: image.sh --uefi sdboot|uki|grub-efi SUITE [EXTRA]}; shift 2
     case $UEFI in sdboot|uki|grub-efi) ;; *) die "--uefi $UEFI: sdboot, uki or grub-efi" ;; esac
 fi
-SUITE=${1:?usage: image.sh [--grub | --uefi KIND] bookworm|trixie|trixie-rt|forky [EXTRA]}
+SUITE=${1:?usage: image.sh [--grub | --uefi KIND] bookworm|trixie|trixie-rt|trixie-k8s|forky [EXTRA]}
 MMOPTS=()
 DIST=$SUITE
 KERNEL_PKG=linux-image-cloud-amd64
 case $SUITE in
     bookworm|trixie) ;;
     trixie-rt) DIST=trixie; KERNEL_PKG=linux-image-rt-amd64 ;;
+    trixie-k8s) DIST=trixie ;;
     # Debian 14 (testing): the mirror's Release file may be past its Valid-Until
     forky) MMOPTS=(--aptopt='Acquire::Check-Valid-Until "false"') ;;
-    *) die "suite '$SUITE': bookworm, trixie, trixie-rt or forky" ;;
+    *) die "suite '$SUITE': bookworm, trixie, trixie-rt, trixie-k8s or forky" ;;
 esac
 need_cmd mmdebstrap mke2fs
 PKGS=systemd-sysv,udev,dbus,kmod,procps,util-linux,iproute2,irqbalance,tuned,rt-tests,stress-ng,python3,initramfs-tools,$KERNEL_PKG,man-db
 [ $GRUB = 1 ] && PKGS=$PKGS,grub-pc
+# trixie-k8s: the node's packages, and the hook that puts kubelet, its
+# configuration and the OCI images in (tests/vm/k8s/customize.sh)
+K8S_HOOK=()
+if [ "$SUITE" = trixie-k8s ]; then
+    PKGS=$PKGS,containerd,runc,busybox-static
+    K8S_BIN=$(bash "$VM_DIR/k8s/build-kubelet.sh" | tail -n1)
+    [ -x "$K8S_BIN/kubelet" ] || die "no kubelet (tests/vm/k8s/build-kubelet.sh)"
+    K8S_HOOK=(--customize-hook="bash '$VM_DIR/k8s/customize.sh' \"\$1\" '$K8S_BIN'")
+fi
 case $UEFI in
     sdboot) PKGS=$PKGS,systemd-boot,systemd-boot-efi,dosfstools,efibootmgr ;;
     uki) PKGS=$PKGS,systemd-boot,systemd-boot-efi,systemd-ukify,dosfstools,efibootmgr ;;
@@ -194,6 +209,7 @@ echo CPUSHIELD-UEFI-INSTALLED
 UEFI_SETUP_EOF
 HASH_IN=$(printf '%s\n' "$PKGS" "$UNIT" "$JOB" 3 "${MMOPTS[@]}")
 [ $GRUB = 1 ] && HASH_IN=$(printf '%s\n' "$HASH_IN" grub "$GRUB_SETUP")
+[ ${#K8S_HOOK[@]} -gt 0 ] && HASH_IN=$(printf '%s\n' "$HASH_IN" k8s "$(cat "$K8S_BIN/versions.txt" "$VM_DIR"/k8s/*.sh "$VM_DIR"/k8s/node/* | sha256sum)")
 [ -n "$UEFI" ] && HASH_IN=$(printf '%s\n' "$HASH_IN" uefi "$UEFI" "$UEFI_SETUP")
 HASH=$(printf '%s\n' "$HASH_IN" | sha256sum | cut -c1-12)
 OUT=$CACHE_DIR/distro/$SUITE-$HASH
@@ -219,6 +235,7 @@ mmdebstrap --quiet --variant=minbase --include="$PKGS" "${MMOPTS[@]}" "${PRESEED
     --customize-hook='chmod 755 "$1/usr/local/sbin/cpushield-job"' \
     --customize-hook='chroot "$1" systemctl enable cpushield-job.service' \
     --customize-hook='chroot "$1" systemctl mask serial-getty@ttyS0.service getty@tty1.service systemd-timesyncd.service apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer 2>/dev/null || true' \
+    "${K8S_HOOK[@]}" \
     "$DIST" "$ROOTFS" >"$OUT/mmdebstrap.log" 2>&1 || { tail -20 "$OUT/mmdebstrap.log" >&2; die "mmdebstrap $SUITE failed (log: $OUT/mmdebstrap.log)"; }
 cp "$(ls "$ROOTFS"/boot/vmlinuz-* | head -n1)" "$OUT/vmlinuz"
 cp "$(ls "$ROOTFS"/boot/initrd.img-* | head -n1)" "$OUT/initrd.img"

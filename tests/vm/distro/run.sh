@@ -7,9 +7,11 @@
 #
 #   tests/vm/distro/run.sh [options] [SCENARIO...]   (default: all)
 # Options:
-#   --suite bookworm|trixie|trixie-rt|forky|all  (default all: bookworm and trixie;
-#                                trixie-rt, Debian 13 with PREEMPT_RT, and
-#                                forky, Debian 14, run only when named)
+#   --suite bookworm|trixie|trixie-rt|trixie-k8s|forky|all  (default all: bookworm
+#                                and trixie; trixie-rt, Debian 13 with PREEMPT_RT,
+#                                trixie-k8s, Debian 13 as a Kubernetes node
+#                                (kubelet, containerd; ../k8s/), and forky,
+#                                Debian 14, run only when named)
 #   --binary PATH                static cpushield (default: the release build)
 #   --deb PATH                   the package (packaging/build-deb.sh; default:
 #                                the newest under target/debian)
@@ -21,7 +23,8 @@
 #   --packages LIST              more packages in the image, comma-separated
 #                                (a separate cached image; see image.sh)
 #   --timeout SEC                limit per QEMU run (default 200 + 240 per
-#                                scenario, + 300 per reboot a scenario asks for)
+#                                scenario (or its header's time=SEC), + 300 per
+#                                reboot a scenario asks for)
 #   --tcg single|multi           QEMU's TCG threading (default single: every
 #                                vCPU on one host thread, see ../README.md).
 #                                With nohz_full on the command line and a
@@ -45,6 +48,8 @@
 # warm resets under TCG; CPUSHIELD_UEFI_WARM_REBOOT=1 reboots inside QEMU)
 # (cgroup v2 only; the machine type is CPUSHIELD_UEFI_MACHINE, default pc).
 # Without suites=, a scenario is for any suite.
+# time=SEC: the seconds the scenario's boot may take beyond 200 (default 240;
+# the Kubernetes node's boot alone takes 3-4 minutes under TCG).
 # default=no: the scenario runs only when named (not in the default set,
 # so not in tests/vm/ci.sh either).
 # Exit status: 0 all passed (or skipped), 1 a scenario failed, 3 a boot failed
@@ -134,14 +139,14 @@ boot() {
     # A guest reboots only when a scenario asks for it (reboot=yes);
     # otherwise a reboot (a panic) ends QEMU.
     # 300 s more for each boot after the first.
-    local reboot=-no-reboot more=0 f b
+    local reboot=-no-reboot more=0 f b per=0 t
     for s in $scen; do
         f=$(ls "$D_DIR"/scenarios/$s.sh "$D_DIR"/probes/$s.sh 2>/dev/null | head -n1 || true)
+        t=$(hdr "$f" time); per=$(( per + ${t:-240} ))
         [ "$(hdr "$f" reboot)" = yes ] || continue
         reboot=""; b=$(hdr "$f" boots); more=$(( more + ${b:-2} - 1 ))
     done
-    n=$(echo "$scen" | wc -w)
-    limit=${TIMEOUT:-$(( 200 + 240 * n + 300 * more ))}
+    limit=${TIMEOUT:-$(( 200 + per + 300 * more ))}
     logf=$RUN_DIR/$suite-$cg.log
     # -snapshot keeps the guest's changes to its disk across its reboots,
     # until QEMU exits; through GRUB, SeaBIOS boots the root disk (bootindex)

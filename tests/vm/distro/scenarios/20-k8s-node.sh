@@ -1,0 +1,213 @@
+#!/bin/sh
+# summary: the Kubernetes node test bed (issue #60), proved without
+#   shielding anything: on Debian 13 with containerd 1.7 (CRI, systemd
+#   cgroup driver, NRI on) and kubelet standalone (static pods, static CPU
+#   manager, reservedSystemCPUs 0-1), kubelet is active and healthy; a
+#   Guaranteed static pod (requests = limits, cpu "2") gets CPUs 2-3 for
+#   itself: cpu_manager_state's entry, the container's cgroup under
+#   kubepods.slice (cpuset.cpus.effective) and the container's own
+#   Cpus_allowed_list all say 2-3; a BestEffort pod's container runs on the
+#   shared pool (defaultCpuSet, 0-1: the reserved CPUs, strict-cpu-
+#   reservation being off); kubelet and containerd themselves may run on
+#   2-3, and system.slice is not confined (printed). cpushield runs
+#   read-only: status, audit --cpus 2-3, and on 2-3 --dry-run (printed as
+#   info; `on` itself is not run: its plan takes the Guaranteed
+#   container's process out of its scope into cpushield.slice and puts an
+#   isolated partition beside kubepods.slice, which issue #60 is about).
+#   Recorded: kubelet's, containerd's, runc's and crictl's versions, and
+#   whether NRI's socket exists.
+# distro: suites=trixie-k8s time=900
+# skip-why: needs the Kubernetes node image (run.sh --suite trixie-k8s 20)
+# Settings: K8S_WAIT (seconds to wait for kubelet and each pod, default 300).
+. /job/lib.sh "$1"
+WAIT=${K8S_WAIT:-300}
+STATE=/var/lib/kubelet/cpu_manager_state
+M=/etc/kubernetes/manifests
+# wait_for SECONDS DESCRIPTION COMMAND...: runs COMMAND every 2 s until it
+# succeeds or SECONDS passed; says how long it took
+wait_for() {
+    w=$1; d=$2; shift 2
+    t=$(cut -d. -f1 /proc/uptime)
+    while :; do
+        "$@" >/dev/null 2>&1 && { info "$d after $(( $(cut -d. -f1 /proc/uptime) - t ))s"; return 0; }
+        [ $(( $(cut -d. -f1 /proc/uptime) - t )) -ge "$w" ] && { info "$d: not within ${w}s"; return 1; }
+        sleep 2
+    done
+}
+healthz() { python3 -c 'import urllib.request,sys; sys.exit(0 if urllib.request.urlopen("http://127.0.0.1:10248/healthz", timeout=5).read() == b"ok" else 1)'; }
+# cid NAME: the id of the running container NAME (crictl)
+cid() { crictl ps --state running --name "^$1\$" -q 2>/dev/null | head -n1; }
+running() { [ -n "$(cid "$1")" ]; }
+# cgroup_of CONTAINER-ID: the container's cgroup directory (its init's)
+cgroup_of() {
+    pid=$(crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null)
+    [ -n "$pid" ] && echo "/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$pid/cgroup")"
+}
+pid_of() { crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null; }
+state() { # state PYTHON-EXPRESSION-OF-j: a field of cpu_manager_state
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($1)" "$STATE" 2>/dev/null
+}
+
+# 0. What the node is.
+info "kernel $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup), $(nproc) CPUs online ($(cat /sys/devices/system/cpu/online))"
+info "kubelet: $(kubelet --version 2>&1)"
+info "containerd: $(containerd --version 2>&1)"
+info "runc: $(runc --version 2>&1 | head -n1)"
+info "crictl: $(crictl --version 2>&1)"
+info "images built by the test bed: $(tr '\n' ';' </var/lib/cpushield-k8s/versions.txt)"
+note "k8s node: $(kubelet --version 2>&1), $(containerd --version 2>&1 | awk '{print $1, $3}'), $(runc --version 2>&1 | head -n1)"
+# the boot: kubelet and containerd start before multi-user.target
+for u in containerd k8s-images kubelet multi-user.target; do
+    info "$u active $(systemctl show -p ActiveEnterTimestampMonotonic --value $u | awk '{printf "%.1f s", $1 / 1e6}') after boot"
+done
+info "this job started $(systemctl show -p ExecMainStartTimestampMonotonic --value cpushield-job | awk '{printf "%.1f s", $1 / 1e6}') after boot"
+info "slowest units: $(systemd-analyze blame --no-pager 2>/dev/null | head -n 6 | awk '{$1=$1; print}' | tr '\n' ';')"
+check "containerd is active" systemctl is-active --quiet containerd
+check "the OCI images were imported (k8s-images.service)" systemctl is-active --quiet k8s-images
+info "images in containerd (k8s.io): $(ctr -n k8s.io images ls -q 2>&1 | tr '\n' ' ')"
+wait_for "$WAIT" "kubelet healthz ok" healthz
+check "kubelet is active" systemctl is-active --quiet kubelet
+check "kubelet's healthz says ok" healthz
+info "kubelet's start in the journal: $(journalctl -b -u kubelet -o cat --no-pager 2>/dev/null | grep -m3 -i 'cpu manager\|cpu_manager\|static policy' | cut -c1-200 | tr '\n' '|')"
+if [ -S /var/run/nri/nri.sock ]; then
+    info "NRI socket /var/run/nri/nri.sock: present"; note "k8s node: containerd 1.7's NRI on (config): /var/run/nri/nri.sock exists"
+else
+    info "NRI socket /var/run/nri/nri.sock: absent"; note "k8s node: NRI switched on in containerd's config, yet no /var/run/nri/nri.sock"
+fi
+check "NRI's socket exists (NRI switched on in containerd's config)" [ -S /var/run/nri/nri.sock ]
+crictl info >"$OUT/crictl-info.json" 2>&1 || true
+info "CRI: $(grep -o '"SystemdCgroup": *[a-z]*\|"sandboxImage": *"[^"]*"\|"NetworkReady"[^}]*' "$OUT/crictl-info.json" | tr '\n' ' ')"
+check "CRI uses the systemd cgroup driver (crictl info)" grep -q '"SystemdCgroup": *true' "$OUT/crictl-info.json"
+check "cpu_manager_state says policy static" [ "$(state "j['policyName']")" = static ]
+info "cpu_manager_state before any pod: $(cat "$STATE")"
+
+# 1. The pods: one Guaranteed (2 whole CPUs), one BestEffort. Host network:
+# no CNI on this node, and pods on the host network need none.
+cat >"$OUT/rt.yaml" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: rt-guaranteed
+  namespace: default
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: rt
+    image: localhost/busybox:cpushield
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 2147483647"]
+    resources:
+      requests: {cpu: "2", memory: 32Mi}
+      limits: {cpu: "2", memory: 32Mi}
+EOF
+cat >"$OUT/be.yaml" <<'EOF'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: be-shared
+  namespace: default
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: be
+    image: localhost/busybox:cpushield
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 2147483647"]
+EOF
+cp "$OUT/rt.yaml" "$OUT/be.yaml" "$M/"
+wait_for "$WAIT" "the Guaranteed pod's container rt running" running rt
+wait_for "$WAIT" "the BestEffort pod's container be running" running be
+check "the Guaranteed pod's container runs" running rt
+check "the BestEffort pod's container runs" running be
+crictl pods >"$OUT/pods.txt" 2>&1; crictl ps -a >"$OUT/containers.txt" 2>&1
+sed 's/^/    | /' "$OUT/pods.txt" "$OUT/containers.txt"
+# the CPU manager writes its state at admission; its reconcile loop (5 s
+# here) writes the cgroups
+sleep 6
+info "cpu_manager_state: $(cat "$STATE")"
+cp "$STATE" "$OUT/cpu_manager_state"
+RT_UID=$(crictl inspectp -o go-template --template '{{.status.metadata.uid}}' "$(crictl pods --name rt-guaranteed -q | head -n1)" 2>/dev/null)
+info "the Guaranteed pod's uid: $RT_UID"
+check "cpu_manager_state gives container rt CPUs 2-3" [ "$(state "j['entries']['$RT_UID']['rt']")" = 2-3 ]
+check "cpu_manager_state's shared pool (defaultCpuSet) is 0-1" [ "$(state "j['defaultCpuSet']")" = 0-1 ]
+check "cpu_manager_state has no entry for the BestEffort container" \
+    [ "$(state "sum(1 for p in j.get('entries', {}).values() for c in p if c == 'be')")" = 0 ]
+
+# 2. The cgroups the kernel enforces.
+RT=$(cid rt); BE=$(cid be)
+RT_CG=$(cgroup_of "$RT"); BE_CG=$(cgroup_of "$BE")
+info "rt's cgroup: $RT_CG"
+info "be's cgroup: $BE_CG"
+check "rt's cgroup is under kubepods.slice (systemd driver)" sh -c "echo '$RT_CG' | grep -q '^/sys/fs/cgroup/kubepods.slice/kubepods-pod.*\.slice/cri-containerd-.*\.scope$'"
+check "be's cgroup is under kubepods-besteffort.slice" sh -c "echo '$BE_CG' | grep -q '^/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/'"
+RT_EFF=$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null); BE_EFF=$(cat "$BE_CG/cpuset.cpus.effective" 2>/dev/null)
+info "rt: cpuset.cpus '$(cat "$RT_CG/cpuset.cpus" 2>/dev/null)' effective '$RT_EFF'; be: cpuset.cpus '$(cat "$BE_CG/cpuset.cpus" 2>/dev/null)' effective '$BE_EFF'"
+check "rt's cgroup cpuset.cpus.effective is 2-3" [ "$RT_EFF" = 2-3 ]
+check "be's cgroup cpuset.cpus.effective is the shared pool 0-1" [ "$BE_EFF" = 0-1 ]
+RT_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$(pid_of "$RT")/status")
+BE_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$(pid_of "$BE")/status")
+check "rt's process is allowed 2-3 only ($RT_ALLOWED)" [ "$RT_ALLOWED" = 2-3 ]
+check "be's process is allowed 0-1 only ($BE_ALLOWED)" [ "$BE_ALLOWED" = 0-1 ]
+info "rt's own first line: $(crictl logs "$RT" 2>&1 | head -n1); be's: $(crictl logs "$BE" 2>&1 | head -n1)"
+for d in /sys/fs/cgroup/kubepods.slice /sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice; do
+    info "${d#/sys/fs/cgroup/}: cpuset.cpus '$(cat "$d/cpuset.cpus" 2>/dev/null)' effective '$(cat "$d/cpuset.cpus.effective" 2>/dev/null)' partition '$(cat "$d/cpuset.cpus.partition" 2>/dev/null)'"
+done
+
+# 3. The rest of the machine: nothing keeps it off the exclusive CPUs today.
+info "root cgroup.subtree_control: $(cat /sys/fs/cgroup/cgroup.subtree_control)"
+for u in system.slice user.slice init.scope; do
+    d=/sys/fs/cgroup/$u
+    [ -d "$d" ] || { info "$u: no cgroup"; continue; }
+    info "$u: cpuset.cpus '$(cat "$d/cpuset.cpus" 2>/dev/null)' effective '$(cat "$d/cpuset.cpus.effective" 2>/dev/null)'; $(systemctl show -p AllowedCPUs -p EffectiveCPUs -- "$u" | tr '\n' ' ')"
+done
+SYS_EFF=$(cat /sys/fs/cgroup/system.slice/cpuset.cpus.effective 2>/dev/null)
+note "k8s node: system.slice cpuset.cpus.effective '$SYS_EFF' with a Guaranteed pod on 2-3 (kubelet confines only pods)"
+KPID=$(systemctl show -p MainPID --value kubelet); CPID=$(systemctl show -p MainPID --value containerd)
+K_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$KPID/status")
+C_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$CPID/status")
+info "kubelet (pid $KPID) allowed $K_ALLOWED in $(sed -n 's/^0:://p' "/proc/$KPID/cgroup"); containerd (pid $CPID) allowed $C_ALLOWED"
+check "kubelet itself may run on the exclusive CPUs 2-3 (KUBERNETES.md: reservedSystemCPUs keeps only pods off)" meets "$K_ALLOWED" 2-3
+check "containerd may run on 2-3 as well" meets "$C_ALLOWED" 2-3
+check "system.slice is not confined today ('$SYS_EFF' meets 2-3)" meets "${SYS_EFF:-0-3}" 2-3
+thread_leaks 2-3 | grep -v ':/kubepods' >"$OUT/leaks" || true
+info "threads outside kubepods.slice allowed on 2-3 (per-CPU kthreads not counted): $(wc -l <"$OUT/leaks"), most: $(awk '{print $2}' "$OUT/leaks" | sort | uniq -c | sort -rn | head -n 8 | awk '{printf "%s x%s, ", $2, $1}')"
+
+# 4. cpushield, read-only (no `on`: today it would confine kubepods.slice's
+# CPUs too, and kubelet's pods with them; issue #60).
+snap before
+cs status
+check "status with no shield exits 0 ($CS_RC)" [ "$CS_RC" = 0 ]
+cs audit --cpus 2-3
+info "audit --cpus 2-3 exited $CS_RC"
+cs on 2-3 --dry-run
+cp "$OUT/cs.out" "$OUT/dry-run.txt"
+info "on 2-3 --dry-run exited $CS_RC: what on would do to this node today is above (issue #60)"
+RT_PID=$(pid_of "$RT")
+grep -q "cri-containerd-$RT" "$OUT/dry-run.txt" \
+    && info "the dry run would keep rt's process (pid $RT_PID, on 2-3 by kubelet's cpuset) on the shield but take it out of its container's scope into a scope of cpushield.slice" \
+    || info "the dry run does not name rt's container scope"
+grep -q 'kubepods' "$OUT/dry-run.txt" \
+    && info "the dry run names kubepods.slice" \
+    || info "the dry run does not name kubepods.slice (not run here: an isolated partition of 2-3 in a sibling of kubepods.slice leaves kubepods.slice 0-1 effective under cgroup v2, issue #60)"
+# the read-only commands changed nothing of what a shield touches (pods,
+# kubelet and containerd keep running: their threads come and go, their
+# cgroups stay)
+snap after
+check "kubelet still active after the read-only commands" systemctl is-active --quiet kubelet
+check "rt still running with 2-3" [ "$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null)" = 2-3 ]
+check "cpu_manager_state unchanged" cmp -s "$STATE" "$OUT/cpu_manager_state"
+if ! sh /job/compare.sh "$OUT/snap.before" "$OUT/snap.after" >"$OUT/diff.before.after"; then
+    info "snapshot differences across the read-only commands (threads of kubelet/containerd come and go):"
+    grep -v '^only \(before\|after\): *task' "$OUT/diff.before.after" | head -n 20 | sed 's/^/    /'
+fi
+
+# 5. The pods go; kubelet takes them down.
+rm -f "$M/rt.yaml" "$M/be.yaml"
+wait_for 120 "both pods' containers gone" sh -c "! crictl ps -q --state running | grep -q ."
+check "no container left running after the manifests were removed" sh -c "! crictl ps -q --state running | grep -q ."
+journalctl -b -u kubelet -o short-monotonic --no-pager >"$OUT/kubelet.journal" 2>&1
+journalctl -b -u containerd -o short-monotonic --no-pager >"$OUT/containerd.journal" 2>&1
+[ "$FAILS" = 0 ] || { info "kubelet's journal, last lines:"; tail -n 40 "$OUT/kubelet.journal" | cut -c1-300 | sed 's/^/    /'; }
+result

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# mmdebstrap customize hook of the trixie-k8s image (distro/image.sh):
+# puts the Kubernetes node into the root file system ROOT on this machine,
+# without running anything of it here:
+#   customize.sh ROOT BIN-DIR
+# BIN-DIR holds kubelet and crictl (tests/vm/k8s/build-kubelet.sh). The OCI
+# images (busybox, pause) are made from the image's own busybox-static and
+# imported in the guest at every boot (k8s-images.service, before kubelet).
+set -euo pipefail
+R=${1:?usage: customize.sh ROOT BIN-DIR}
+BIN=${2:?bin dir}
+N=$(cd "$(dirname "$0")" && pwd)/node
+install -m 0755 "$BIN/kubelet" "$BIN/crictl" "$R/usr/local/bin/"
+install -m 0755 "$N/k8s-images-import" "$R/usr/local/sbin/"
+install -m 0644 "$N/kubelet.service" "$N/k8s-images.service" "$R/etc/systemd/system/"
+mkdir -p "$R/etc/containerd" "$R/etc/kubernetes/manifests" "$R/var/lib/kubelet" \
+    "$R/var/lib/cpushield-k8s/images" "$R/etc/nri/conf.d" "$R/opt/nri/plugins"
+install -m 0644 "$N/containerd-config.toml" "$R/etc/containerd/config.toml"
+install -m 0644 "$N/kubelet-config.yaml" "$R/etc/kubernetes/kubelet-config.yaml"
+install -m 0644 "$N/crictl.yaml" "$R/etc/crictl.yaml"
+bb=$R/usr/bin/busybox
+[ -f "$bb" ] || bb=$R/bin/busybox
+# the workload image and the sandbox image: one layer (static busybox)
+# each; the pause stand-in sleeps (as PID 1 it ignores SIGTERM: containerd
+# stops a sandbox with SIGKILL)
+bash "$(dirname "$0")/oci-image.sh" "$bb" localhost/busybox:cpushield \
+    "$R/var/lib/cpushield-k8s/images/busybox.tar" '["/bin/sh"]'
+bash "$(dirname "$0")/oci-image.sh" "$bb" localhost/pause:cpushield \
+    "$R/var/lib/cpushield-k8s/images/pause.tar" '["/bin/sleep","2147483647"]'
+cp "$BIN/versions.txt" "$R/var/lib/cpushield-k8s/versions.txt"
+chroot "$R" systemctl enable kubelet.service k8s-images.service containerd.service
