@@ -188,6 +188,49 @@ pub enum Checked {
     },
 }
 
+/// `--histfile`: a file in a directory that exists, checked before the
+/// measurement rather than after it.
+fn writable_place(path: PathBuf) -> Result<PathBuf, Refusal> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    match std::fs::metadata(&dir) {
+        Ok(m) if m.is_dir() => Ok(path),
+        _ => Err(Refusal(format!(
+            "--histfile {}: no directory {} to write it in; give a file in an existing directory",
+            quote(&path.to_string_lossy()),
+            quote(&dir.to_string_lossy())
+        ))),
+    }
+}
+
+/// `boot-args`: CPUs of this machine that leave one online CPU for
+/// housekeeping, as `on` asks (advice that cannot boot a usable machine
+/// is refused).
+fn bootable(sys: &Sys, cpus: CpuSet) -> Result<CpuSet> {
+    use cpushield::sys::procfs::{online_cpus, present_cpus};
+    let present = present_cpus(sys)?;
+    let missing = cpus.difference(&present);
+    if !missing.is_empty() {
+        return Err(Refusal(format!(
+            "CPU list {}: CPUs {} do not exist (present CPUs: {present})",
+            cpus.brief(),
+            missing.brief()
+        ))
+        .into());
+    }
+    let online = online_cpus(sys)?;
+    if online.difference(&cpus).is_empty() {
+        return Err(Refusal(format!(
+            "CPU list {}: no CPU would be left for housekeeping (online CPUs: {online}); keep at least one CPU out of the list",
+            cpus.brief()
+        ))
+        .into());
+    }
+    Ok(cpus)
+}
+
 /// The guard's settings, each in its range.
 fn checked_guard_settings(
     a: &cpushield::guard::SettingsArgs,
@@ -257,12 +300,12 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
             Command::Measure(a) if a.clean_up => Checked::MeasureCleanUp,
             Command::Measure(a) => Checked::Measure {
                 config: Box::new(MeasureConfig::from_args(&a, sys)?),
-                histfile: a.histfile,
+                histfile: a.histfile.map(writable_place).transpose()?,
                 json: a.json,
             },
             Command::Tune(a) => Checked::Tune { json: a.json },
             Command::BootArgs(a) => Checked::BootArgs {
-                cpus: a.cpus,
+                cpus: bootable(sys, a.cpus)?,
                 json: a.json,
             },
             Command::Boot(a) => Checked::Boot {

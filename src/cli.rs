@@ -478,12 +478,13 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("direction").required(true).args(["into", "out"])))]
 pub struct MoveArgs {
     /// Process ids (or thread ids with --thread).
     #[arg(required = true, value_name = "PID")]
     pub pids: Vec<i32>,
     /// Move into the shield.
-    #[arg(long = "in", conflicts_with = "out", required_unless_present = "out")]
+    #[arg(long = "in")]
     pub into: bool,
     /// Move out to the housekeeping CPUs.
     #[arg(long)]

@@ -47,7 +47,10 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some(cpushield::load::WORKER_SUBCOMMAND) {
         std::process::exit(cpushield::load::worker_main(&args[2..]));
     }
-    let cli = Cli::try_parse().unwrap_or_else(|e| bounded(e).exit());
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return parse_error(bounded(e)),
+    };
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -59,6 +62,29 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code(&err))
         }
     }
+}
+
+/// A command line clap refused, as every refusal is: one line,
+/// `cpushield: ` and what is wrong, exit 2; `--help` and `--version` as
+/// clap prints them.
+fn parse_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit()
+    }
+    let rendered = e.render().to_string();
+    let said: Vec<&str> = (rendered.lines().map(str::trim))
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
+        .map(|l| l.trim_start_matches("error: "))
+        .collect();
+    let mut stderr = cpushield::escape::Terminal::new(std::io::stderr());
+    let _ = writeln!(stderr, "cpushield: {} (see --help)", said.join(" "));
+    ExitCode::from(2)
 }
 
 /// `e` with every value it quotes from the command line cut to a short

@@ -20,17 +20,17 @@ mod off;
 mod on;
 
 pub use engine::{apply, cgroup_layout, change, facts, journal, options, owners, plan, reach};
-pub use engine::{report, request, reshape, snapshot, undo};
 use engine::{component, error, holds, note, parts, plan_error, timings};
+pub use engine::{report, request, reshape, snapshot, undo};
 
 pub use change::TaskRef;
 pub use component::Audited;
-pub use engine::report::OnReport;
 pub use components::status::{status, StatusReport};
 pub use components::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use components::{plan_line, realtime_below, Options};
 pub use components::{task_table, Direction, KeptRealtime};
 pub use components::{unprotected_kernel_work, IrqPlacement, IrqRefusal, TuneList, GUARD_BOOSTS};
+pub use engine::report::OnReport;
 pub(crate) use error::require_root;
 pub use error::ShieldError;
 pub use note::{Note, OwnNote, PartNote};

@@ -19,7 +19,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::shield::snapshot::Snapshot;
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
@@ -33,6 +32,7 @@ use crate::shield::parts::{Line, OwnFacts, PartReport};
 use crate::shield::plan::PlanError;
 use crate::shield::request::Request;
 use crate::shield::reshape::Originals;
+use crate::shield::snapshot::Snapshot;
 use crate::sys::cpuidle::{read_states, IdleState};
 use crate::sys::Sys;
 

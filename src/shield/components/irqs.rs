@@ -2,7 +2,6 @@
 //! (and the default affinity new IRQs get), which the user binds to the
 //! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
 
-use crate::shield::snapshot::Snapshot;
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Settling, Slot,
 };
@@ -10,6 +9,7 @@ use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, Metric, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::reshape::Originals;
+use crate::shield::snapshot::Snapshot;
 use crate::shield::OnReport;
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;

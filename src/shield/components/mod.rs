@@ -24,9 +24,9 @@ use super::parts::OwnFacts;
 use super::plan::{self, Plan, PlanError};
 use super::request::Request;
 use super::reshape::{self, Reshape};
-use crate::shield::snapshot::Snapshot;
 use super::undo::{KeepOnCpus, Undone};
 use crate::cpulist::CpuSet;
+use crate::shield::snapshot::Snapshot;
 use crate::sys::Sys;
 
 /// The registry: from one line per component (its module, and `options`

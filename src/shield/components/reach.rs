@@ -10,12 +10,12 @@ use crate::guard::stalld::SCHED_FEATURES;
 use crate::shield::reach::Reach;
 use crate::sys::resctrl::RESCTRL;
 
+use super::knobs::{Scope, KNOBS};
+use super::{guard, resctrl};
 use crate::shield::cgroup_layout::{
     CGROUP2_FALLBACK, CGROUP2_MOUNT, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1,
 };
-use super::knobs::{Scope, KNOBS};
 use crate::shield::snapshot::{DEFAULT_IRQ_AFFINITY, WORKQUEUE_MASK};
-use super::{guard, resctrl};
 
 /// The IRQs' affinity files ([`crate::sys::irq::irq_affinity_file`]).
 const IRQ_AFFINITY: &str = "proc/irq/*/smp_affinity_list";

@@ -1,7 +1,6 @@
 //! The unbound workqueues' CPU mask: kept off the shield, so that no
 //! unbound kernel work item runs there.
 
-use crate::shield::snapshot::{Snapshot, WORKQUEUE_MASK, WRITEBACK_MASK};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Findings, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
@@ -13,6 +12,7 @@ use crate::shield::parts::OwnFacts;
 use crate::shield::parts::{Line, PartReport};
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
+use crate::shield::snapshot::{Snapshot, WORKQUEUE_MASK, WRITEBACK_MASK};
 use crate::sys::Sys;
 
 /// This component, as it names itself in the journal and in reports.

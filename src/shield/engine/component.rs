@@ -21,11 +21,11 @@ use super::note::Note;
 use super::parts::{MachineWide, OwnFacts, PartReport};
 use super::plan::{Plan, PlanError};
 use super::reach::Bounds;
+use super::report::OnReport;
 use super::request::Request;
 use super::reshape::{Originals, Reshape};
-use crate::cpulist::CpuSet;
 use super::snapshot::Snapshot;
-use super::report::OnReport;
+use crate::cpulist::CpuSet;
 use crate::sys::Sys;
 
 /// What a component's audit reads from.

@@ -139,10 +139,7 @@ pub fn words_from_serde<T: Declared>(value: &T) -> Vec<String> {
                 }
             },
             serde_json::Value::Null => {}
-            other => out.push(format!(
-                "--{long}={}",
-                arg_word(&word_of(other))
-            )),
+            other => out.push(format!("--{long}={}", arg_word(&word_of(other)))),
         }
     }
     out

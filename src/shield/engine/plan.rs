@@ -7,11 +7,11 @@ use serde::Serialize;
 
 use super::change::Step;
 use super::note::Note;
+use super::owners::Owners;
 pub use super::plan_error::PlanError;
 use super::request::Request;
-use crate::cpulist::CpuSet;
-use super::owners::Owners;
 use super::snapshot::Snapshot;
+use crate::cpulist::CpuSet;
 
 /// The full plan of a shield.
 #[derive(Debug, Clone, Serialize)]

@@ -377,8 +377,8 @@ pub fn screen(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shield::engine::change::{Check, Undo};
     use crate::shield::components::EFFECTS;
+    use crate::shield::engine::change::{Check, Undo};
     use crate::shield::engine::journal::State;
 
     /// A root whose mount table has cgroup2 at /sys/fs/cgroup.

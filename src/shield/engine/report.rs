@@ -58,4 +58,3 @@ impl OnReport {
         self.parts.iter().find(|p| p.component == component)
     }
 }
-

@@ -31,9 +31,9 @@ use super::journal::{Entry, State};
 use super::note::Note;
 use super::parts::OwnFacts;
 use super::plan::Plan;
+use super::snapshot::Snapshot;
 use super::undo::original_affinities;
 use crate::cpulist::CpuSet;
-use super::snapshot::Snapshot;
 
 /// The plan of an in-place change, and what it does to the tasks inside.
 #[derive(Debug, Clone)]

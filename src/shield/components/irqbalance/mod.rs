@@ -17,7 +17,6 @@ pub use facts::*;
 pub use hold::*;
 pub use notes::IrqbalanceNote;
 
-use crate::shield::snapshot::Snapshot;
 use crate::shield::apply::ApplyError;
 use crate::shield::component::AuditReading;
 use crate::shield::component::{
@@ -27,6 +26,7 @@ use crate::shield::parts::{Line, MachineWide, OwnFacts, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
+use crate::shield::snapshot::Snapshot;
 use crate::shield::undo::Undone;
 use crate::shield::OnReport;
 use serde::{Deserialize, Serialize};

@@ -106,9 +106,9 @@ pub const WATCHDOG: &str = "proc/sys/kernel/watchdog";
 pub const NMI_WATCHDOG: &str = "proc/sys/kernel/nmi_watchdog";
 /// Path of the soft-lockup-only watchdog switch (never written; never read while off).
 pub const SOFT_WATCHDOG: &str = "proc/sys/kernel/soft_watchdog";
-pub use crate::shield::snapshot::WRITEBACK_MASK;
 /// RT throttling's runtime per period, µs: `-1` is off.
 pub use crate::guard::kernel::RT_RUNTIME;
+pub use crate::shield::snapshot::WRITEBACK_MASK;
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("knobs");

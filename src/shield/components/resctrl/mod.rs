@@ -14,7 +14,6 @@
 //! read back and undone; in [`report`] what reads back for `on` and
 //! `status` and whether it still holds.
 
-use crate::shield::snapshot::Snapshot;
 use crate::shield::change::Subject;
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
@@ -22,6 +21,7 @@ use crate::shield::component::{
 use crate::shield::reach::Bounds;
 use crate::shield::request::Request;
 use crate::shield::reshape::Originals;
+use crate::shield::snapshot::Snapshot;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};

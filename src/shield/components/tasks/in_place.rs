@@ -5,11 +5,11 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use super::{set_affinity, TaskRef};
 use crate::cpulist::CpuSet;
 use crate::shield::change::{Action, Step};
 use crate::shield::journal::{Entry, State};
+use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SYSTEM_CGROUP_V1};
 use crate::sys::procfs::Thread;
 use crate::sys::systemd::SystemdCall;
 

@@ -25,7 +25,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::shield::snapshot::{in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Owner, Step};
@@ -33,6 +32,9 @@ use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::journal::State;
 use crate::shield::note::{Note, OwnNote};
+use crate::shield::snapshot::{
+    in_shield_cgroup, CgroupSetup, Snapshot, SHIELD_SLICE, SYSTEM_CGROUP_V1,
+};
 use crate::sys::procfs::{self, Thread};
 use crate::sys::systemd::SystemdCall;
 
