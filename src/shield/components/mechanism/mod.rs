@@ -455,6 +455,23 @@ struct Status {
     partition: Option<String>,
 }
 
+/// What shows that kubelet runs here: its process, or tasks in the
+/// cgroups it makes for pods (`/kubepods.slice/...` with the systemd
+/// driver, `/kubepods/...` with cgroupfs).
+fn kubelet_node(threads: &[crate::sys::procfs::Thread]) -> Option<String> {
+    let kubelet = threads.iter().find(|t| t.tid == t.pid && t.name == "kubelet");
+    let pods = threads.iter().filter(|t| t.cgroup.starts_with("/kubepods")).count();
+    match (kubelet, pods) {
+        (None, 0) => None,
+        (Some(k), 0) => Some(format!("kubelet runs, pid {}", k.pid)),
+        (None, n) => Some(format!("{n} threads in kubelet's pod cgroups")),
+        (Some(k), n) => Some(format!(
+            "kubelet runs, pid {}; {n} threads in its pod cgroups",
+            k.pid
+        )),
+    }
+}
+
 /// The cgroups, as a component of the shield.
 pub(in crate::shield) struct Part;
 
@@ -463,8 +480,20 @@ impl Component for Part {
         OWNER
     }
 
-    fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
-        Ok(())
+    /// Refuses a Kubernetes node: kubelet hands out every CPU but its
+    /// reserved ones to pods and keeps their cgroups (`kubepods`); a
+    /// partition or slice of the shield's own would take containers out
+    /// of them and make pod creation fail.
+    fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        match kubelet_node(&cx.snap.threads) {
+            None => Ok(()),
+            Some(seen) => Err(PlanError::Part {
+                option: "CPULIST",
+                message: format!(
+                    "this is a Kubernetes node ({seen}): a shield of cpushield's own would take pods' containers out of their cgroups and make pod creation fail, and cpushield's Kubernetes mode is not built yet; give kubelet the CPUs to keep with cpuManagerPolicy static and reservedSystemCPUs"
+                ),
+            }),
+        }
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
