@@ -94,8 +94,15 @@ off_with_loops() {
     pids=""
     for c in "$@"; do pids="$pids $(loop_pid "$c")"; done
     t0=$(now_ds)
+    since=$(( $(date +%s) - 1 ))
     cs off
     t=$(( $(now_ds) - t0 ))
+    # where off's time went: systemd's own account of the units it
+    # stopped and restarted meanwhile (uptime in s, as /proc/uptime)
+    info "$m: off started at $((t0 / 10)).$((t0 % 10)) s of uptime; systemd meanwhile:"
+    journalctl --no-pager -q -o short-monotonic --since "@$since" 2>/dev/null |
+        grep -E 'Stopp|Stopped|Starting|Started|Deactivated|Reloading|Reloaded|Consumed|cpushield|irqbalance' |
+        grep -v CPUSHIELD | cut -c1-200 | head -n 30 | sed 's/^/    journal| /'
     check "$m: off with the loops still running exits 0 within 10 s ($((t / 10)).$((t % 10)) s)" sh -c "[ '$CS_RC' = 0 ] && [ $t -le 100 ]"
     note "$m, kernel $(uname -r): off with the loops running took $((t / 10)).$((t % 10)) s"
     for c in "$@"; do
