@@ -53,5 +53,9 @@ fn pods_in_kubelets_cgroups_are_seen_without_kubelet() {
     }
     add_process(&sys, 7000, &[task("sleep", 0, "2-3")]).unwrap();
     sys.write(&format!("{pod}/cgroup.procs"), "7000").unwrap();
-    refused(dir.path(), &["on", "2-3"], "1 threads in kubelet's pod cgroups");
+    refused(
+        dir.path(),
+        &["on", "2-3"],
+        "1 threads in kubelet's pod cgroups",
+    );
 }

@@ -459,8 +459,13 @@ struct Status {
 /// cgroups it makes for pods (`/kubepods.slice/...` with the systemd
 /// driver, `/kubepods/...` with cgroupfs).
 fn kubelet_node(threads: &[crate::sys::procfs::Thread]) -> Option<String> {
-    let kubelet = threads.iter().find(|t| t.tid == t.pid && t.name == "kubelet");
-    let pods = threads.iter().filter(|t| t.cgroup.starts_with("/kubepods")).count();
+    let kubelet = threads
+        .iter()
+        .find(|t| t.tid == t.pid && t.name == "kubelet");
+    let pods = threads
+        .iter()
+        .filter(|t| t.cgroup.starts_with("/kubepods"))
+        .count();
     match (kubelet, pods) {
         (None, 0) => None,
         (Some(k), 0) => Some(format!("kubelet runs, pid {}", k.pid)),
