@@ -87,7 +87,7 @@ guard_use() {
     fi
 }
 # off_with_loops MODE CPU...: off with the loops on CPU... still running:
-# within 10 s, the guard stopped, throttling back, each loop kept on its
+# within 20 s, the guard stopped, throttling back, each loop kept on its
 # CPU and named in off's report; then the loops are ended
 off_with_loops() {
     m=$1; shift
@@ -103,7 +103,11 @@ off_with_loops() {
     journalctl --no-pager -q -o short-monotonic --since "@$since" 2>/dev/null |
         grep -E 'Stopp|Stopped|Starting|Started|Deactivated|Reloading|Reloaded|Consumed|cpushield|irqbalance' |
         grep -v CPUSHIELD | cut -c1-200 | head -n 30 | sed 's/^/    journal| /'
-    check "$m: off with the loops still running exits 0 within 10 s ($((t / 10)).$((t % 10)) s)" sh -c "[ '$CS_RC' = 0 ] && [ $t -le 100 ]"
+    # 20 s: under TCG, with two FIFO 99 loops and the guard at its cap on
+    # the other two vCPUs of one host thread, each systemd call of off
+    # takes 1.3-1.5 s (off took 9.8 and 10.4 s in two runs); off starved
+    # behind a loop (throttling's 50 ms a second) takes a minute or more.
+    check "$m: off with the loops still running exits 0 within 20 s ($((t / 10)).$((t % 10)) s)" sh -c "[ '$CS_RC' = 0 ] && [ $t -le 200 ]"
     note "$m, kernel $(uname -r): off with the loops running took $((t / 10)).$((t % 10)) s"
     for c in "$@"; do
         p=$(loop_pid "$c")
