@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Undo};
+use crate::shield::component::Looks;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
@@ -385,6 +386,44 @@ impl Component for Part {
         }
     }
 
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
+        let restart = choose((&facts, cx.snap), cx.shield, cx.req.force);
+        let required = required(cx.req);
+        d.add(Slot::Hotplug, steps(&restart.cpus, required));
+        if !restart.cpus.is_empty() {
+            let cpus = restart.cpus;
+            d.plan
+                .notes
+                .push(HotplugNote::HotplugRestart { cpus }.note());
+        }
+        for (cpus, reason) in restart.left {
+            d.plan
+                .notes
+                .push(HotplugNote::HotplugLeft { cpus, reason }.note());
+        }
+        Ok(())
+    }
+
+    /// The old shield's CPUs went offline and online already. The new
+    /// ones go offline and back whatever the machine holds now: both
+    /// writes, though the second writes what the file reads before.
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        let old: HashSet<String> = cx.state.shield.iter().map(cpu_online_file).collect();
+        for (slot, step) in mine {
+            match &step.action {
+                Action::Write { path, .. } if old.contains(path) => {}
+                _ => out.add(slot, [step]),
+            }
+        }
+    }
+
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+}
+
+impl Looks for Part {
     /// The shielded CPUs someone took offline since `on`, when any; and
     /// the idle-balance kicks that reach those without a sched domain
     /// (sampled for [`KICKS_WINDOW`]: a line when above the bar, the rates
@@ -417,37 +456,5 @@ impl Component for Part {
             metrics,
             details: Vec::new(),
         })
-    }
-
-    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
-        let restart = choose((&facts, cx.snap), cx.shield, cx.req.force);
-        let required = required(cx.req);
-        d.add(Slot::Hotplug, steps(&restart.cpus, required));
-        if !restart.cpus.is_empty() {
-            let cpus = restart.cpus;
-            d.plan
-                .notes
-                .push(HotplugNote::HotplugRestart { cpus }.note());
-        }
-        for (cpus, reason) in restart.left {
-            d.plan
-                .notes
-                .push(HotplugNote::HotplugLeft { cpus, reason }.note());
-        }
-        Ok(())
-    }
-
-    /// The old shield's CPUs went offline and online already. The new
-    /// ones go offline and back whatever the machine holds now: both
-    /// writes, though the second writes what the file reads before.
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
-        let old: HashSet<String> = cx.state.shield.iter().map(cpu_online_file).collect();
-        for (slot, step) in mine {
-            match &step.action {
-                Action::Write { path, .. } if old.contains(path) => {}
-                _ => out.add(slot, [step]),
-            }
-        }
     }
 }

@@ -25,6 +25,7 @@ use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::{
     unless_held, Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
 };
+use crate::shield::component::{Looks, Reports};
 use crate::shield::error::ShieldError;
 use crate::shield::journal::Entry;
 use crate::shield::options::Declared;
@@ -446,6 +447,26 @@ impl Component for Part {
         ours.then(|| Subject::File(path.to_string()))
     }
 
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+
+    fn reports(&self) -> Option<&dyn Reports> {
+        Some(self)
+    }
+}
+
+impl Looks for Part {
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
+        let bound = bound_of(state.request.as_ref()?)?;
+        let out = outcome(&read(sys, &state.shield), bound);
+        let findings = lost(&out, repair);
+        Some(report(&out, false, findings))
+    }
+}
+
+impl Reports for Part {
     fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
         let (sys, plan, dry_run) = (cx.sys, cx.plan, cx.dry_run);
         let planned: Planned = plan.parts.get(NAME)?;
@@ -463,14 +484,6 @@ impl Component for Part {
             dry_run,
             Vec::new(),
         ))
-    }
-
-    fn status(&self, cx: &Looking) -> Option<PartReport> {
-        let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
-        let bound = bound_of(state.request.as_ref()?)?;
-        let out = outcome(&read(sys, &state.shield), bound);
-        let findings = lost(&out, repair);
-        Some(report(&out, false, findings))
     }
 }
 

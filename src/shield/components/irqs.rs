@@ -5,6 +5,7 @@
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Settling, Slot,
 };
+use crate::shield::component::{Looks, Reports, Settles};
 use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, Metric, PartReport};
 use crate::shield::plan::Plan;
@@ -527,11 +528,6 @@ impl Component for Part {
         OWNER
     }
 
-    fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
-        let irqs = (f.irqs, f.wanted_irqs, f.default_irq_affinity);
-        judge(irqs, f.targets, f.housekeeping)
-    }
-
     /// The IRQs kept on the shield: bound there on request, or refusing a
     /// new affinity.
     fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
@@ -540,104 +536,6 @@ impl Component for Part {
             .chain(mine.to_shield.iter().copied())
             .collect();
         (!kept.is_empty()).then(|| serde_json::json!(kept))
-    }
-
-    /// IRQs the kernel placed anew while the plan was applied, moved off
-    /// the shield again: as the shield's CPUs came back online (a driver
-    /// spreads its queues anew on CPU hotplug), or for a change in place as
-    /// they came back onto it while it changed (irqbalance placing IRQs
-    /// anew at its restart, seen on Debian 13). The IRQs of the machine
-    /// after are read again when any moved.
-    fn settle(&self, cx: &mut Settling) -> Result<(), ApplyError> {
-        let plan = cx.plan;
-        let cpus = (&plan.shield, &plan.housekeeping);
-        let fx = (cx.sys, cx.fx);
-        let bound = to_shield(plan);
-        let skip = match cx.in_place {
-            Some(state) => [bound, kept(state)].concat(),
-            None => bound,
-        };
-        let cpus = (cpus.0, cpus.1, &cx.before.irqs[..]);
-        let swept = sweep(fx, cpus, &skip, cx.journal, cx.stop, cx.applied)?;
-        let (came_back, respread) = match cx.in_place {
-            Some(_) => (swept, Vec::new()),
-            None => (Vec::new(), swept),
-        };
-        if !came_back.is_empty() {
-            let note = IrqsNote::IrqsBackAfterChange {
-                irqs: came_back.clone(),
-            };
-            cx.notes.push(note.note());
-        }
-        if !respread.is_empty() {
-            let note = IrqsNote::IrqsBackAfterHotplug {
-                irqs: respread.clone(),
-            };
-            cx.notes.push(note.note());
-        }
-        let moved = [came_back, respread].concat();
-        if let (Some(after), false) = (cx.after.as_mut(), moved.is_empty()) {
-            after.irqs = read(cx.sys)?;
-        }
-        cx.moved.put(OWNER.name(), &moved);
-        Ok(())
-    }
-
-    /// The IRQs moved off the shield (by the plan, and after it as they
-    /// came back), bound to it on request, refusing, and still effective
-    /// on it, read back.
-    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
-        let plan = cx.plan;
-        let bound = to_shield(plan);
-        let planned = (&plan.steps[..], &bound[..], &plan.shield);
-        let mut out = outcome(planned, &cx.after.irqs, cx.refused());
-        let swept: Vec<u32> = cx.settled.get(OWNER.name()).unwrap_or_default();
-        out.moved.extend(swept);
-        let still = cx.change.map_or(&[][..], |c| &c.still_refused[..]);
-        out.refused.extend(still.iter().map(|&irq| IrqRefusal {
-            irq,
-            name: name(&cx.before.irqs, irq),
-            reason: "refused before; not tried again".into(),
-        }));
-        Some(outcome_report(out, cx.dry_run))
-    }
-
-    /// The IRQs allowed or effective on the shield, those that drifted
-    /// there judged, and where new IRQs land.
-    fn status(&self, cx: &Looking) -> Option<PartReport> {
-        let (state, snap) = (cx.state, cx.snap);
-        let on_shield = on_shield(&snap.irqs, &state.shield, &kept(state));
-        let default = snap.default_irq_affinity.clone();
-        let drifted = on_shield
-            .iter()
-            .filter(|i| i.drifted(&state.shield))
-            .count();
-        let findings = on_shield.lost(state, cx.repair);
-        let default_text = default
-            .as_ref()
-            .map_or_else(|| "n/a".into(), CpuSet::to_string);
-        let on_text = format!("{} of {}", on_shield.len(), snap.irqs.len());
-        let details = placement_table(&on_shield);
-        let mut part = PartReport::new(
-            OWNER.name(),
-            &Status {
-                on_shield,
-                default_affinity: default,
-            },
-        );
-        part.lines = vec![
-            Line::new("default IRQ affinity", default_text),
-            Line::new("IRQs on the shield", on_text),
-        ];
-        part.findings = findings;
-        part.metrics = vec![Metric {
-            name: "leaked_irqs",
-            kind: "gauge",
-            help: "IRQs whose affinity allows shielded CPUs and that the shield neither bound there nor failed to move.",
-            samples: vec![(Vec::new(), drifted as f64)],
-        }];
-        part.details = details;
-        Some(part)
     }
 
     fn check(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
@@ -692,6 +590,127 @@ impl Component for Part {
 
     fn claims(&self, path: &str) -> Option<Subject> {
         claims(path)
+    }
+
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+
+    fn reports(&self) -> Option<&dyn Reports> {
+        Some(self)
+    }
+
+    fn settles(&self) -> Option<&dyn Settles> {
+        Some(self)
+    }
+}
+
+impl Looks for Part {
+    fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
+        let irqs = (f.irqs, f.wanted_irqs, f.default_irq_affinity);
+        judge(irqs, f.targets, f.housekeeping)
+    }
+
+    /// The IRQs allowed or effective on the shield, those that drifted
+    /// there judged, and where new IRQs land.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let (state, snap) = (cx.state, cx.snap);
+        let on_shield = on_shield(&snap.irqs, &state.shield, &kept(state));
+        let default = snap.default_irq_affinity.clone();
+        let drifted = on_shield
+            .iter()
+            .filter(|i| i.drifted(&state.shield))
+            .count();
+        let findings = on_shield.lost(state, cx.repair);
+        let default_text = default
+            .as_ref()
+            .map_or_else(|| "n/a".into(), CpuSet::to_string);
+        let on_text = format!("{} of {}", on_shield.len(), snap.irqs.len());
+        let details = placement_table(&on_shield);
+        let mut part = PartReport::new(
+            OWNER.name(),
+            &Status {
+                on_shield,
+                default_affinity: default,
+            },
+        );
+        part.lines = vec![
+            Line::new("default IRQ affinity", default_text),
+            Line::new("IRQs on the shield", on_text),
+        ];
+        part.findings = findings;
+        part.metrics = vec![Metric {
+            name: "leaked_irqs",
+            kind: "gauge",
+            help: "IRQs whose affinity allows shielded CPUs and that the shield neither bound there nor failed to move.",
+            samples: vec![(Vec::new(), drifted as f64)],
+        }];
+        part.details = details;
+        Some(part)
+    }
+}
+
+impl Reports for Part {
+    /// The IRQs moved off the shield (by the plan, and after it as they
+    /// came back), bound to it on request, refusing, and still effective
+    /// on it, read back.
+    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
+        let plan = cx.plan;
+        let bound = to_shield(plan);
+        let planned = (&plan.steps[..], &bound[..], &plan.shield);
+        let mut out = outcome(planned, &cx.after.irqs, cx.refused());
+        let swept: Vec<u32> = cx.settled.get(OWNER.name()).unwrap_or_default();
+        out.moved.extend(swept);
+        let still = cx.change.map_or(&[][..], |c| &c.still_refused[..]);
+        out.refused.extend(still.iter().map(|&irq| IrqRefusal {
+            irq,
+            name: name(&cx.before.irqs, irq),
+            reason: "refused before; not tried again".into(),
+        }));
+        Some(outcome_report(out, cx.dry_run))
+    }
+}
+
+impl Settles for Part {
+    /// IRQs the kernel placed anew while the plan was applied, moved off
+    /// the shield again: as the shield's CPUs came back online (a driver
+    /// spreads its queues anew on CPU hotplug), or for a change in place as
+    /// they came back onto it while it changed (irqbalance placing IRQs
+    /// anew at its restart, seen on Debian 13). The IRQs of the machine
+    /// after are read again when any moved.
+    fn settle(&self, cx: &mut Settling) -> Result<(), ApplyError> {
+        let plan = cx.plan;
+        let cpus = (&plan.shield, &plan.housekeeping);
+        let fx = (cx.sys, cx.fx);
+        let bound = to_shield(plan);
+        let skip = match cx.in_place {
+            Some(state) => [bound, kept(state)].concat(),
+            None => bound,
+        };
+        let cpus = (cpus.0, cpus.1, &cx.before.irqs[..]);
+        let swept = sweep(fx, cpus, &skip, cx.journal, cx.stop, cx.applied)?;
+        let (came_back, respread) = match cx.in_place {
+            Some(_) => (swept, Vec::new()),
+            None => (Vec::new(), swept),
+        };
+        if !came_back.is_empty() {
+            let note = IrqsNote::IrqsBackAfterChange {
+                irqs: came_back.clone(),
+            };
+            cx.notes.push(note.note());
+        }
+        if !respread.is_empty() {
+            let note = IrqsNote::IrqsBackAfterHotplug {
+                irqs: respread.clone(),
+            };
+            cx.notes.push(note.note());
+        }
+        let moved = [came_back, respread].concat();
+        if let (Some(after), false) = (cx.after.as_mut(), moved.is_empty()) {
+            after.irqs = read(cx.sys)?;
+        }
+        cx.moved.put(OWNER.name(), &moved);
+        Ok(())
     }
 }
 

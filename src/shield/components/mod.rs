@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use super::apply::{ApplyError, Effects, Refusal};
 use super::change::{Action, Step};
 use super::component::{
-    written, AuditReading, Audited, Changing, Component, Draft, InPlace, Planning, Slot,
+    written, AuditReading, Audited, Changing, Component, Draft, InPlace, Planning, Slot, Undoes,
 };
 use super::journal::{Entry, State};
 use super::options::Declared;
@@ -252,7 +252,7 @@ pub fn read_for_audit(sys: &Sys, targets: &CpuSet, entries: &[Entry]) -> OwnFact
         entries,
     };
     let mut facts = OwnFacts::default();
-    for part in ORDER {
+    for part in ORDER.iter().filter_map(|p| p.looks()) {
         part.audit_read(&cx, &mut facts);
     }
     facts
@@ -260,12 +260,14 @@ pub fn read_for_audit(sys: &Sys, targets: &CpuSet, entries: &[Entry]) -> OwnFact
 
 /// The components' audit findings, in their order.
 pub fn audit(facts: &Audited) -> Vec<crate::finding::Finding> {
-    ORDER.iter().flat_map(|part| part.audit(facts)).collect()
+    (ORDER.iter().filter_map(|p| p.looks()))
+        .flat_map(|part| part.audit(facts))
+        .collect()
 }
 
 /// A component's own `action` as `on --dry-run` prints it in the plan.
 pub fn plan_line(action: &Action) -> Option<String> {
-    ORDER.iter().find_map(|part| part.plan_line(action))
+    undoers().find_map(|part| part.plan_line(action))
 }
 
 /// The real-time tasks on the shield of `state` that `off` keeps on their
@@ -332,6 +334,11 @@ pub fn realtime_below(
     rt_kthreads::below(sys, cpus, priority)
 }
 
+/// The components that make and undo changes of their own.
+fn undoers() -> impl Iterator<Item = &'static dyn Undoes> {
+    ORDER.iter().filter_map(|p| p.undoes())
+}
+
 /// Every component, for the engine.
 pub(super) struct Components;
 
@@ -340,27 +347,27 @@ pub(super) const EFFECTS: &Components = &Components;
 
 impl Effects for Components {
     fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
-        ORDER.iter().find_map(|part| part.make(sys, action))
+        undoers().find_map(|part| part.make(sys, action))
     }
 
     fn previous(&self, sys: &Sys, action: &Action) -> Option<String> {
-        ORDER.iter().find_map(|part| part.previous(sys, action))
+        undoers().find_map(|part| part.previous(sys, action))
     }
 
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
-        ORDER.iter().any(|part| part.undo(sys, entry, out))
+        undoers().any(|part| part.undo(sys, entry, out))
     }
 
     fn undone_first(&self, action: &Action) -> bool {
-        ORDER.iter().any(|part| part.undone_first(action))
+        undoers().any(|part| part.undone_first(action))
     }
 
     fn undone_last(&self, action: &Action) -> bool {
-        ORDER.iter().any(|part| part.undone_last(action))
+        undoers().any(|part| part.undone_last(action))
     }
 
     fn describe(&self, action: &Action) -> Option<String> {
-        ORDER.iter().find_map(|part| part.describe(action))
+        undoers().find_map(|part| part.describe(action))
     }
 
     fn reach(&self) -> super::reach::Reach {
@@ -368,7 +375,7 @@ impl Effects for Components {
     }
 
     fn within(&self, action: &Action, bounds: &super::reach::Bounds) -> Option<Result<(), String>> {
-        ORDER.iter().find_map(|part| part.within(action, bounds))
+        undoers().find_map(|part| part.within(action, bounds))
     }
 }
 

@@ -83,7 +83,7 @@ pub(in crate::shield) fn report(cx: &Reporting) -> OnReport {
             })
             .collect(),
         parts: (super::ORDER.iter())
-            .filter_map(|part| part.outcome(cx))
+            .filter_map(|part| part.reports()?.outcome(cx))
             .collect(),
         plan: cx.dry_run.then(|| plan.steps.clone()),
         took: Timings::default(),

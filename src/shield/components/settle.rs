@@ -53,7 +53,9 @@ pub(in crate::shield) fn settle(
         notes: Vec::new(),
     };
     for part in ORDER {
-        part.settle(&mut cx)?;
+        if let Some(part) = part.settles() {
+            part.settle(&mut cx)?;
+        }
     }
     let after = match cx.after.take() {
         Some(after) => after,

@@ -118,7 +118,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
                 repair: &repair,
             };
             (super::ORDER.iter())
-                .filter_map(|part| part.status(&cx))
+                .filter_map(|part| part.looks()?.status(&cx))
                 .collect()
         }
         None => Vec::new(),

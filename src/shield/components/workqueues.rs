@@ -6,6 +6,7 @@ use crate::finding::{Finding, Findings, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::unless_held;
 use crate::shield::component::AuditReading;
+use crate::shield::component::Looks;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::journal::Entry;
 use crate::shield::parts::OwnFacts;
@@ -65,6 +66,36 @@ impl Component for Part {
         OWNER
     }
 
+    fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        Ok(())
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        let facts = (cx.snap.workqueue_mask.as_ref(), cx.snap.mask_bits());
+        d.add(Slot::Workqueues, plan(facts, cx.shield, cx.housekeeping));
+        Ok(())
+    }
+
+    fn before(&self, orig: &Originals, _: &[Entry], snap: &mut Snapshot) {
+        before_shield(&mut snap.workqueue_mask, &|path| {
+            orig.file(path).map(str::to_string)
+        })
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        unless_held(cx, mine, out)
+    }
+
+    fn claims(&self, path: &str) -> Option<Subject> {
+        claims(path)
+    }
+
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+}
+
+impl Looks for Part {
     fn audit_read(&self, cx: &AuditReading, facts: &mut OwnFacts) {
         facts.put(OWNER.name(), &read_masks(cx.sys));
     }
@@ -72,10 +103,6 @@ impl Component for Part {
     fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
         let masks: Vec<(String, String, CpuSet)> = f.own.get(OWNER.name()).unwrap_or_default();
         judge(&masks, f.targets)
-    }
-
-    fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
-        Ok(())
     }
 
     /// The mask as it reads now, and whether it reaches the shield again
@@ -101,26 +128,6 @@ impl Component for Part {
             )];
         }
         Some(part)
-    }
-
-    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        let facts = (cx.snap.workqueue_mask.as_ref(), cx.snap.mask_bits());
-        d.add(Slot::Workqueues, plan(facts, cx.shield, cx.housekeeping));
-        Ok(())
-    }
-
-    fn before(&self, orig: &Originals, _: &[Entry], snap: &mut Snapshot) {
-        before_shield(&mut snap.workqueue_mask, &|path| {
-            orig.file(path).map(str::to_string)
-        })
-    }
-
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
-        unless_held(cx, mine, out)
-    }
-
-    fn claims(&self, path: &str) -> Option<Subject> {
-        claims(path)
     }
 }
 

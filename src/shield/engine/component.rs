@@ -56,7 +56,11 @@ pub struct Audited<'a> {
     pub own: &'a OwnFacts,
 }
 
-/// One part of the shield.
+/// One part of the shield: what it plans (its part of a request checked,
+/// planned for a fresh shield and changed in place; the three required
+/// methods) and what it keeps of the shield; its other capabilities are
+/// the small traits beside, each handed out by an accessor (`None` when
+/// it has none).
 pub(in crate::shield) trait Component: Sync {
     /// Who it is, in reports and in every step it plans.
     fn owner(&self) -> Owner;
@@ -73,37 +77,6 @@ pub(in crate::shield) trait Component: Sync {
     /// threads, systemd, the boot-isolated CPUs). Every snapshot calls it
     /// (`on`, a change in place, `status`). Nothing by default.
     fn observe(&self, _sys: &Sys, _snap: &Snapshot, _facts: &mut OwnFacts) {}
-
-    /// What it did, read back after `on` (or planned, for a dry run; see
-    /// [`Reporting`]): `None` when it did nothing worth a line.
-    fn outcome(&self, _cx: &Reporting) -> Option<PartReport> {
-        None
-    }
-
-    /// Settles what moved while the plan was applied (see [`Settling`]):
-    /// threads forked meanwhile, IRQs placed anew. Nothing by default.
-    fn settle(&self, _cx: &mut Settling) -> Result<(), ApplyError> {
-        Ok(())
-    }
-
-    /// For `audit`: reads what its audit rules judge beyond the audit's
-    /// shared facts, into `facts` under its name (see [`AuditReading`]).
-    /// Nothing by default.
-    fn audit_read(&self, _cx: &AuditReading, _facts: &mut OwnFacts) {}
-
-    /// Its `audit` findings, judged from the facts alone (no I/O): the
-    /// audit's shared facts and what [`Component::audit_read`] kept in
-    /// `facts.own` (see [`Audited`]). None by default.
-    fn audit(&self, _facts: &Audited) -> Vec<crate::finding::Finding> {
-        Vec::new()
-    }
-
-    /// For `status`: what it reads back of the active shield and what no
-    /// longer holds, as findings (see [`Looking`]). `None` when the shield
-    /// did not ask for it.
-    fn status(&self, _cx: &Looking) -> Option<PartReport> {
-        None
-    }
 
     /// Checks its part of the request against the machine, before any
     /// component plans: a refusal here leaves the machine untouched.
@@ -148,6 +121,36 @@ pub(in crate::shield) trait Component: Sync {
         None
     }
 
+    /// What its `steps` (its own, of a plan) change machine-wide, each with
+    /// how to do without it. None by default.
+    fn machine_wide(&self, _steps: &[Step]) -> Vec<MachineWide> {
+        Vec::new()
+    }
+
+    /// Its `Undoes` capability, when it has one.
+    fn undoes(&self) -> Option<&dyn Undoes> {
+        None
+    }
+
+    /// Its `Looks` capability, when it has one.
+    fn looks(&self) -> Option<&dyn Looks> {
+        None
+    }
+
+    /// Its `Reports` capability, when it has one.
+    fn reports(&self) -> Option<&dyn Reports> {
+        None
+    }
+
+    /// Its `Settles` capability, when it has one.
+    fn settles(&self) -> Option<&dyn Settles> {
+        None
+    }
+}
+
+/// A component that makes changes only it knows (not plain file writes,
+/// moves, affinities or systemd calls) and undoes them.
+pub(in crate::shield) trait Undoes: Sync {
     /// Makes `action`, read back; `None` when it is not one of this
     /// component's own actions (the engine makes plain writes, moves and
     /// affinities itself).
@@ -189,15 +192,50 @@ pub(in crate::shield) trait Component: Sync {
         None
     }
 
-    /// What its `steps` (its own, of a plan) change machine-wide, each with
-    /// how to do without it. None by default.
-    fn machine_wide(&self, _steps: &[Step]) -> Vec<MachineWide> {
-        Vec::new()
-    }
-
     /// Its own `action` as `on --dry-run` prints it in the plan.
     fn plan_line(&self, _action: &Action) -> Option<String> {
         None
+    }
+}
+
+/// A component that reads back whether its part still holds (`status`)
+/// and judges it in `audit`.
+pub(in crate::shield) trait Looks: Sync {
+    /// For `audit`: reads what its audit rules judge beyond the audit's
+    /// shared facts, into `facts` under its name (see [`AuditReading`]).
+    /// Nothing by default.
+    fn audit_read(&self, _cx: &AuditReading, _facts: &mut OwnFacts) {}
+
+    /// Its `audit` findings, judged from the facts alone (no I/O): the
+    /// audit's shared facts and what [`Component::audit_read`] kept in
+    /// `facts.own` (see [`Audited`]). None by default.
+    fn audit(&self, _facts: &Audited) -> Vec<crate::finding::Finding> {
+        Vec::new()
+    }
+
+    /// For `status`: what it reads back of the active shield and what no
+    /// longer holds, as findings (see [`Looking`]). `None` when the shield
+    /// did not ask for it.
+    fn status(&self, _cx: &Looking) -> Option<PartReport> {
+        None
+    }
+}
+
+/// A component that says what it did in `on`'s report.
+pub(in crate::shield) trait Reports: Sync {
+    /// What it did, read back after `on` (or planned, for a dry run; see
+    /// [`Reporting`]): `None` when it did nothing worth a line.
+    fn outcome(&self, _cx: &Reporting) -> Option<PartReport> {
+        None
+    }
+}
+
+/// A component that settles what moved while the plan was applied.
+pub(in crate::shield) trait Settles: Sync {
+    /// Settles what moved while the plan was applied (see [`Settling`]):
+    /// threads forked meanwhile, IRQs placed anew. Nothing by default.
+    fn settle(&self, _cx: &mut Settling) -> Result<(), ApplyError> {
+        Ok(())
     }
 }
 

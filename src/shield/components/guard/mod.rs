@@ -15,6 +15,7 @@ pub use notes::GuardNote;
 
 use crate::shield::apply::ApplyError;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{Looks, Undoes};
 use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, MachineWide, Metric, OwnFacts, PartReport};
 use crate::shield::plan::Plan;
@@ -465,8 +466,19 @@ impl Holds for Hold {
                 repair,
             ));
         }
-        if !self.starving.is_empty() {
-            let names = crate::guard::watch::describe(&self.starving);
+        // A wait the running guard handles (it boosts a thread once the
+        // threshold passes, for its duration) is no broken shield; one it
+        // did not end by then is.
+        let handled_ns = (self.state.as_ref().filter(|_| self.alive)).map(|s| {
+            let settings = s.settings.unwrap_or_default();
+            (settings.threshold_ms + settings.duration_ms) * 1_000_000
+        });
+        let unhandled: Vec<Starving> = (self.starving.iter())
+            .filter(|s| handled_ns.is_none_or(|limit| s.waited_ns > limit))
+            .cloned()
+            .collect();
+        if !unhandled.is_empty() {
+            let names = crate::guard::watch::describe(&unhandled);
             out.push(Finding::new(
                 "starving",
                 Severity::Bad,
@@ -476,7 +488,7 @@ impl Holds for Hold {
                     names
                 ),
                 if self.alive {
-                    "the guard boosts them; if they keep waiting, lower --guard-threshold or raise --guard-runtime".to_string()
+                    "the guard did not end their wait within its threshold and a boost; lower --guard-threshold or raise --guard-runtime".to_string()
                 } else {
                     "run 'cpushield on' again without --guard=off (it starts the starvation guard), or let the real-time task sleep".to_string()
                 },
@@ -617,21 +629,6 @@ impl Component for Part {
         OWNER
     }
 
-    /// The guard and the shielded CPUs' kernel work as they read back,
-    /// and what no longer holds.
-    fn status(&self, cx: &Looking) -> Option<PartReport> {
-        let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
-        let hold = read_hold(sys, state);
-        Some(PartReport {
-            component: OWNER.name().into(),
-            lines: hold.lines(),
-            data: serde_json::to_value(&hold).unwrap_or_default(),
-            findings: hold.lost(state, repair),
-            metrics: hold.metrics(),
-            details: Vec::new(),
-        })
-    }
-
     /// That it started the guard, when its step did.
     fn record(&self, plan: &Plan, _: &OnReport) -> Option<serde_json::Value> {
         planned(&plan.steps).then_some(serde_json::Value::Bool(true))
@@ -676,29 +673,6 @@ impl Component for Part {
         }
     }
 
-    fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
-        let Own::Guard {
-            cpus,
-            settings,
-            unit,
-        } = own_of(action)?;
-        Some(start(sys, &cpus, &settings, unit.as_deref()).map_err(ApplyError::from))
-    }
-
-    /// A guard stopped through its own unit only.
-    fn within(&self, action: &Action, bounds: &Bounds) -> Option<Result<(), String>> {
-        let Own::Guard { unit, .. } = own_of(action)?;
-        Some(unit.as_deref().map_or(Ok(()), |u| bounds.unit(u)))
-    }
-
-    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
-        let Some(Own::Guard { unit, .. }) = own_of(&entry.action) else {
-            return false;
-        };
-        undo(sys, unit.as_deref(), out);
-        true
-    }
-
     /// The guard itself, and the two settings stalld needs.
     fn machine_wide(&self, steps: &[Step]) -> Vec<MachineWide> {
         let entry = |what: String, without: &str| MachineWide {
@@ -735,6 +709,39 @@ impl Component for Part {
         out
     }
 
+    fn undoes(&self) -> Option<&dyn Undoes> {
+        Some(self)
+    }
+
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+}
+
+impl Undoes for Part {
+    fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
+        let Own::Guard {
+            cpus,
+            settings,
+            unit,
+        } = own_of(action)?;
+        Some(start(sys, &cpus, &settings, unit.as_deref()).map_err(ApplyError::from))
+    }
+
+    /// A guard stopped through its own unit only.
+    fn within(&self, action: &Action, bounds: &Bounds) -> Option<Result<(), String>> {
+        let Own::Guard { unit, .. } = own_of(action)?;
+        Some(unit.as_deref().map_or(Ok(()), |u| bounds.unit(u)))
+    }
+
+    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
+        let Some(Own::Guard { unit, .. }) = own_of(&entry.action) else {
+            return false;
+        };
+        undo(sys, unit.as_deref(), out);
+        true
+    }
+
     /// The guard stays until everything else is back: a real-time task
     /// still on the shield keeps running through `off` (see
     /// the tasks component's `realtime.rs`).
@@ -761,6 +768,23 @@ impl Component for Part {
         Some(format!(
             "start the starvation guard of CPUs {cpus} ({unit}{args})"
         ))
+    }
+}
+
+impl Looks for Part {
+    /// The guard and the shielded CPUs' kernel work as they read back,
+    /// and what no longer holds.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
+        let hold = read_hold(sys, state);
+        Some(PartReport {
+            component: OWNER.name().into(),
+            lines: hold.lines(),
+            data: serde_json::to_value(&hold).unwrap_or_default(),
+            findings: hold.lost(state, repair),
+            metrics: hold.metrics(),
+            details: Vec::new(),
+        })
     }
 }
 
@@ -1049,5 +1073,43 @@ mod tests {
             ..Hold::default()
         };
         assert!(fine.lost(&state, "repair").is_empty());
+    }
+
+    #[test]
+    fn a_wait_the_running_guard_handles_is_no_broken_shield_one_it_did_not_end_is() {
+        let state = State::default();
+        let waiting = |waited_s: f64| Starving {
+            pid: 40,
+            tid: 40,
+            start_ticks: 7,
+            name: "ksoftirqd/3".into(),
+            cpu: 3,
+            waited_ns: (waited_s * 1e9) as u64,
+            exec_ns: 0,
+            hog_priority: 80,
+        };
+        let guard = |alive: bool, waited_s: f64| Hold {
+            expected: true,
+            alive,
+            starving: vec![waiting(waited_s)],
+            state: Some(GuardState {
+                settings: Some(Settings::default()),
+                ..GuardState::default()
+            }),
+            ..Hold::default()
+        };
+        // The default threshold (1 s) and boost (1 s): 0.3 s and 1.5 s are
+        // waits the guard is ending, 2.5 s one it did not end.
+        for handled in [0.3, 1.5] {
+            let found = guard(true, handled).lost(&state, "repair");
+            assert!(found.is_empty(), "{handled} s: {found:?}");
+        }
+        let found = guard(true, 2.5).lost(&state, "repair");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].id, "starving");
+        assert!(found[0].reason.contains("ksoftirqd/3"), "{found:?}");
+        // No guard running: any wait status sees is a starvation.
+        let found = guard(false, 0.3).lost(&state, "repair");
+        assert!(found.iter().any(|f| f.id == "starving"), "{found:?}");
     }
 }

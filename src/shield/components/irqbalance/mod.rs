@@ -22,6 +22,7 @@ use crate::shield::component::AuditReading;
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
 };
+use crate::shield::component::{Looks, Reports, Undoes};
 use crate::shield::parts::{Line, MachineWide, OwnFacts, PartReport};
 use crate::shield::plan::Plan;
 use crate::shield::plan_error::PlanError;
@@ -147,56 +148,9 @@ impl Component for Part {
         }
     }
 
-    fn audit_read(&self, cx: &AuditReading, facts: &mut OwnFacts) {
-        if let Some(running) = running(cx.sys) {
-            facts.put(OWNER.name(), &running);
-        }
-    }
-
-    fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
-        judge(f.own.get::<Running>(OWNER.name()).as_ref(), f.targets)
-    }
-
     /// The ban set, as read back.
     fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
         out.part(OWNER.name())?.data.get("ban").cloned()
-    }
-
-    /// The ban set (or planned, or kept by a change in place), and what
-    /// became of irqbalance's process meanwhile.
-    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
-        let kept = || cx.change?.records.get(OWNER.name());
-        let ban = ban_made(&cx.plan.steps, cx.refused()).or_else(kept)?;
-        let before = observed(cx.before);
-        let before = before.as_ref();
-        let process = (cx.applied.is_some() && !cx.dry_run)
-            .then(|| process_after(cx.sys, before, &cx.after.threads));
-        let text = hold::outcome_line(&ban, process.as_ref(), cx.dry_run);
-        let mut part = PartReport::new(OWNER.name(), &BanOutcome { ban, process });
-        part.lines = vec![Line::new(OWNER.name(), text)];
-        Some(part)
-    }
-
-    /// Whether the ban still holds, read back from irqbalance's process.
-    fn status(&self, cx: &Looking) -> Option<PartReport> {
-        let ban = hold::ban_of(cx.state)?;
-        let hold = read_hold(cx.sys, cx.state, observed(cx.snap).as_ref());
-        let findings = hold.lost(cx.state, cx.repair);
-        // No hold read: `on` did not finish, and `status` says only that.
-        let (text, pid) = match hold? {
-            BanHold::Unset => (format!("the ban of CPUs {ban} is gone"), None),
-            BanHold::NotRunning => (format!("CPUs {ban} banned (not running)"), None),
-            BanHold::Running { pid, .. } if !findings.is_empty() => (
-                format!("pid {pid} runs without the ban of CPUs {ban}"),
-                Some(pid),
-            ),
-            BanHold::Running { pid, .. } => (format!("CPUs {ban} banned (pid {pid})"), Some(pid)),
-        };
-        let holds = findings.is_empty();
-        let mut part = PartReport::new(OWNER.name(), &BanStatus { ban, pid, holds });
-        part.lines = vec![Line::new(OWNER.name(), text)];
-        part.findings = findings;
-        Some(part)
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
@@ -236,6 +190,37 @@ impl Component for Part {
         }
     }
 
+    fn machine_wide(&self, steps: &[Step]) -> Vec<MachineWide> {
+        (steps.iter())
+            .filter_map(|s| ban_of(&s.action))
+            .map(|Own::IrqbalanceBan { banned, manager_env, .. }| MachineWide {
+                component: OWNER.name().into(),
+                what: format!(
+                    "irqbalance: CPUs {banned} banned ({})",
+                    match manager_env {
+                        true => "systemd's environment",
+                        false => "a runtime drop-in",
+                    }
+                ),
+                without: "none that keeps the shield (irqbalance would move IRQs back onto it): stop irqbalance instead".into(),
+            })
+            .collect()
+    }
+
+    fn undoes(&self) -> Option<&dyn Undoes> {
+        Some(self)
+    }
+
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+
+    fn reports(&self) -> Option<&dyn Reports> {
+        Some(self)
+    }
+}
+
+impl Undoes for Part {
     fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
         let Own::IrqbalanceBan {
             banned,
@@ -277,23 +262,6 @@ impl Component for Part {
         Some(describe(manager_env))
     }
 
-    fn machine_wide(&self, steps: &[Step]) -> Vec<MachineWide> {
-        (steps.iter())
-            .filter_map(|s| ban_of(&s.action))
-            .map(|Own::IrqbalanceBan { banned, manager_env, .. }| MachineWide {
-                component: OWNER.name().into(),
-                what: format!(
-                    "irqbalance: CPUs {banned} banned ({})",
-                    match manager_env {
-                        true => "systemd's environment",
-                        false => "a runtime drop-in",
-                    }
-                ),
-                without: "none that keeps the shield (irqbalance would move IRQs back onto it): stop irqbalance instead".into(),
-            })
-            .collect()
-    }
-
     fn plan_line(&self, action: &Action) -> Option<String> {
         let Own::IrqbalanceBan {
             banned,
@@ -308,6 +276,57 @@ impl Component for Part {
                 "irqbalance: runtime drop-in {BANNED_CPULIST}={banned}, daemon-reload, try-restart"
             ),
         })
+    }
+}
+
+impl Looks for Part {
+    fn audit_read(&self, cx: &AuditReading, facts: &mut OwnFacts) {
+        if let Some(running) = running(cx.sys) {
+            facts.put(OWNER.name(), &running);
+        }
+    }
+
+    fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
+        judge(f.own.get::<Running>(OWNER.name()).as_ref(), f.targets)
+    }
+
+    /// Whether the ban still holds, read back from irqbalance's process.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let ban = hold::ban_of(cx.state)?;
+        let hold = read_hold(cx.sys, cx.state, observed(cx.snap).as_ref());
+        let findings = hold.lost(cx.state, cx.repair);
+        // No hold read: `on` did not finish, and `status` says only that.
+        let (text, pid) = match hold? {
+            BanHold::Unset => (format!("the ban of CPUs {ban} is gone"), None),
+            BanHold::NotRunning => (format!("CPUs {ban} banned (not running)"), None),
+            BanHold::Running { pid, .. } if !findings.is_empty() => (
+                format!("pid {pid} runs without the ban of CPUs {ban}"),
+                Some(pid),
+            ),
+            BanHold::Running { pid, .. } => (format!("CPUs {ban} banned (pid {pid})"), Some(pid)),
+        };
+        let holds = findings.is_empty();
+        let mut part = PartReport::new(OWNER.name(), &BanStatus { ban, pid, holds });
+        part.lines = vec![Line::new(OWNER.name(), text)];
+        part.findings = findings;
+        Some(part)
+    }
+}
+
+impl Reports for Part {
+    /// The ban set (or planned, or kept by a change in place), and what
+    /// became of irqbalance's process meanwhile.
+    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
+        let kept = || cx.change?.records.get(OWNER.name());
+        let ban = ban_made(&cx.plan.steps, cx.refused()).or_else(kept)?;
+        let before = observed(cx.before);
+        let before = before.as_ref();
+        let process = (cx.applied.is_some() && !cx.dry_run)
+            .then(|| process_after(cx.sys, before, &cx.after.threads));
+        let text = hold::outcome_line(&ban, process.as_ref(), cx.dry_run);
+        let mut part = PartReport::new(OWNER.name(), &BanOutcome { ban, process });
+        part.lines = vec![Line::new(OWNER.name(), text)];
+        Some(part)
     }
 }
 

@@ -15,6 +15,7 @@
 
 use crate::shield::component::{unless_held, written, AuditReading};
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{Looks, Undoes};
 use crate::shield::error::ShieldError;
 use crate::shield::parts::{Line, MachineWide, OwnFacts, PartReport};
 use crate::shield::plan_error::PlanError;
@@ -664,6 +665,83 @@ impl Component for Part {
         read::read(sys, req, facts)
     }
 
+    fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        let names = asked(cx.req);
+        if names.is_empty() {
+            return Ok(());
+        }
+        resolve(&names).map(drop).map_err(PlanError::from)
+    }
+
+    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
+        let state: Option<TuneState> = cx.snap.parts.get(OWNER.name());
+        let names = asked(cx.req);
+        let (Some(state), false) = (&state, names.is_empty()) else {
+            return Ok(());
+        };
+        let wanted = resolve(&names)?;
+        // Files the shield itself writes are left to it.
+        let already: Vec<String> = written(&d.steps).map(str::to_string).collect();
+        let (cpus, bits) = ((cx.shield, cx.housekeeping), cx.snap.mask_bits());
+        let tuned = plan(state, &wanted, cpus.0, cpus.1, bits, &already);
+        d.add(Slot::Knobs, tuned.steps);
+        d.plan.notes.extend(tuned.notes);
+        Ok(())
+    }
+
+    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+        unless_held(cx, mine, out)
+    }
+
+    /// Every knob whose files are the machine's (not one per shielded CPU).
+    fn machine_wide(&self, steps: &[Step]) -> Vec<MachineWide> {
+        let mut out: Vec<MachineWide> = Vec::new();
+        for step in steps {
+            let Action::Write { path, value, .. } = &step.action else {
+                continue;
+            };
+            let Some(k) = KNOBS.iter().find(|k| match k.scope {
+                Scope::Global { files } => files.contains(&path.as_str()),
+                Scope::NetQueues => path.starts_with("sys/class/net/"),
+                Scope::PerShieldCpu { .. } => false,
+            }) else {
+                continue;
+            };
+            let write = format!("/{path} {value}");
+            match out.iter_mut().find(|m| m.what.starts_with(&format!("{}: ", k.name))) {
+                Some(m) => {
+                    m.what.push_str(", ");
+                    m.what.push_str(&write);
+                }
+                None => out.push(MachineWide {
+                    component: OWNER.name().into(),
+                    what: format!("{}: {write}", k.name),
+                    without: format!(
+                        "leave {} out: --tune=NAME,... names only the knobs wanted (a bare --tune takes every knob of tune --list but those marked only by name)",
+                        k.name
+                    ),
+                }),
+            }
+        }
+        out
+    }
+
+    fn undoes(&self) -> Option<&dyn Undoes> {
+        Some(self)
+    }
+
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+}
+
+impl Undoes for Part {
+    fn undone_first(&self, action: &Action) -> bool {
+        undone_first(action)
+    }
+}
+
+impl Looks for Part {
     fn audit_read(&self, cx: &AuditReading, facts: &mut OwnFacts) {
         facts.put(OWNER.name(), &audit::read_audit(cx));
     }
@@ -699,71 +777,6 @@ impl Component for Part {
         part.lines = vec![Line::new("knobs", text)];
         part.findings = findings;
         Some(part)
-    }
-
-    fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
-        let names = asked(cx.req);
-        if names.is_empty() {
-            return Ok(());
-        }
-        resolve(&names).map(drop).map_err(PlanError::from)
-    }
-
-    fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        let state: Option<TuneState> = cx.snap.parts.get(OWNER.name());
-        let names = asked(cx.req);
-        let (Some(state), false) = (&state, names.is_empty()) else {
-            return Ok(());
-        };
-        let wanted = resolve(&names)?;
-        // Files the shield itself writes are left to it.
-        let already: Vec<String> = written(&d.steps).map(str::to_string).collect();
-        let (cpus, bits) = ((cx.shield, cx.housekeeping), cx.snap.mask_bits());
-        let tuned = plan(state, &wanted, cpus.0, cpus.1, bits, &already);
-        d.add(Slot::Knobs, tuned.steps);
-        d.plan.notes.extend(tuned.notes);
-        Ok(())
-    }
-
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
-        unless_held(cx, mine, out)
-    }
-
-    fn undone_first(&self, action: &Action) -> bool {
-        undone_first(action)
-    }
-
-    /// Every knob whose files are the machine's (not one per shielded CPU).
-    fn machine_wide(&self, steps: &[Step]) -> Vec<MachineWide> {
-        let mut out: Vec<MachineWide> = Vec::new();
-        for step in steps {
-            let Action::Write { path, value, .. } = &step.action else {
-                continue;
-            };
-            let Some(k) = KNOBS.iter().find(|k| match k.scope {
-                Scope::Global { files } => files.contains(&path.as_str()),
-                Scope::NetQueues => path.starts_with("sys/class/net/"),
-                Scope::PerShieldCpu { .. } => false,
-            }) else {
-                continue;
-            };
-            let write = format!("/{path} {value}");
-            match out.iter_mut().find(|m| m.what.starts_with(&format!("{}: ", k.name))) {
-                Some(m) => {
-                    m.what.push_str(", ");
-                    m.what.push_str(&write);
-                }
-                None => out.push(MachineWide {
-                    component: OWNER.name().into(),
-                    what: format!("{}: {write}", k.name),
-                    without: format!(
-                        "leave {} out: --tune=NAME,... names only the knobs wanted (a bare --tune takes every knob of tune --list but those marked only by name)",
-                        k.name
-                    ),
-                }),
-            }
-        }
-        out
     }
 }
 

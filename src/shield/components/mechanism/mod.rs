@@ -9,6 +9,7 @@ mod notes;
 
 pub use notes::MechanismNote;
 
+use crate::shield::component::Looks;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
 use crate::shield::parts::{Line, PartReport};
 use std::collections::HashMap;
@@ -521,18 +522,6 @@ impl Component for Part {
         Ok(())
     }
 
-    /// The partition as it reads back, and what the kernel would refuse.
-    fn status(&self, cx: &Looking) -> Option<PartReport> {
-        let hold = hold::read_hold(cx.sys, cx.state, &cx.snap.cgroup);
-        let partition = hold.partition().map(str::to_string);
-        let mut part = PartReport::new(OWNER.name(), &Status { partition });
-        part.lines = (hold.partition().iter())
-            .map(|p| Line::new("partition", *p))
-            .collect();
-        part.findings = hold.lost(cx.state, cx.repair);
-        Some(part)
-    }
-
     /// Resized instead of made.
     fn change(&self, cx: &InPlace, _: Vec<(Slot, Step)>, out: &mut Changing) {
         let to = (&cx.fresh.shield, &cx.fresh.housekeeping);
@@ -546,5 +535,23 @@ impl Component for Part {
                 [v1_cpus_again(&cx.state.shield_dir, to.0)],
             );
         }
+    }
+
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+}
+
+impl Looks for Part {
+    /// The partition as it reads back, and what the kernel would refuse.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let hold = hold::read_hold(cx.sys, cx.state, &cx.snap.cgroup);
+        let partition = hold.partition().map(str::to_string);
+        let mut part = PartReport::new(OWNER.name(), &Status { partition });
+        part.lines = (hold.partition().iter())
+            .map(|p| Line::new("partition", *p))
+            .collect();
+        part.findings = hold.lost(cx.state, cx.repair);
+        Some(part)
     }
 }

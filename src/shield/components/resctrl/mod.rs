@@ -18,6 +18,7 @@ use crate::shield::change::Subject;
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
 };
+use crate::shield::component::{Looks, Reports, Undoes};
 use crate::shield::reach::Bounds;
 use crate::shield::request::Request;
 use crate::shield::reshape::Originals;
@@ -576,39 +577,6 @@ impl Component for Part {
         Ok(())
     }
 
-    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
-        let (sys, plan, dry_run) = (cx.sys, cx.plan, cx.dry_run);
-        let out = outcome(sys, &plan.steps).filter(|_| !dry_run)?;
-        Some(PartReport {
-            component: OWNER.name().into(),
-            lines: Line::under(OWNER.name(), share_lines(&out)),
-            data: serde_json::to_value(&out).unwrap_or_default(),
-            findings: Vec::new(),
-            metrics: Vec::new(),
-            details: Vec::new(),
-        })
-    }
-
-    /// The share and its monitoring as they read, and what no longer
-    /// holds, when the shield asked for a share.
-    fn status(&self, cx: &Looking) -> Option<PartReport> {
-        let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
-        let hold = read_hold(sys, state);
-        hold.ask?;
-        let now = status(sys, state);
-        Some(PartReport {
-            component: OWNER.name().into(),
-            lines: Line::under(
-                OWNER.name(),
-                now.as_ref().map(status_lines).unwrap_or_default(),
-            ),
-            data: serde_json::to_value(&now).unwrap_or_default(),
-            findings: hold.lost(state, repair),
-            metrics: now.as_ref().map(metrics).unwrap_or_default(),
-            details: Vec::new(),
-        })
-    }
-
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         match ask(cx.req) {
             Some(ask) => check(&facts(cx.snap), ask, cx.shield),
@@ -668,6 +636,20 @@ impl Component for Part {
         claims(path)
     }
 
+    fn undoes(&self) -> Option<&dyn Undoes> {
+        Some(self)
+    }
+
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+
+    fn reports(&self) -> Option<&dyn Reports> {
+        Some(self)
+    }
+}
+
+impl Undoes for Part {
     fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
         Some(match own_of(action)? {
             Own::MountResctrl { target } => mount(sys, &target),
@@ -720,6 +702,43 @@ impl Component for Part {
             Own::MountResctrl { target } => format!("mount -t resctrl resctrl /{target}"),
             Own::ResctrlSchemata { path, share } => format!("{} > /{path}", cache_share(&share)),
             Own::ResctrlMode { path, mode, .. } => format!("echo {mode} > /{path}"),
+        })
+    }
+}
+
+impl Looks for Part {
+    /// The share and its monitoring as they read, and what no longer
+    /// holds, when the shield asked for a share.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let (sys, state, repair) = (cx.sys, cx.state, cx.repair);
+        let hold = read_hold(sys, state);
+        hold.ask?;
+        let now = status(sys, state);
+        Some(PartReport {
+            component: OWNER.name().into(),
+            lines: Line::under(
+                OWNER.name(),
+                now.as_ref().map(status_lines).unwrap_or_default(),
+            ),
+            data: serde_json::to_value(&now).unwrap_or_default(),
+            findings: hold.lost(state, repair),
+            metrics: now.as_ref().map(metrics).unwrap_or_default(),
+            details: Vec::new(),
+        })
+    }
+}
+
+impl Reports for Part {
+    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
+        let (sys, plan, dry_run) = (cx.sys, cx.plan, cx.dry_run);
+        let out = outcome(sys, &plan.steps).filter(|_| !dry_run)?;
+        Some(PartReport {
+            component: OWNER.name().into(),
+            lines: Line::under(OWNER.name(), share_lines(&out)),
+            data: serde_json::to_value(&out).unwrap_or_default(),
+            findings: Vec::new(),
+            metrics: Vec::new(),
+            details: Vec::new(),
         })
     }
 }

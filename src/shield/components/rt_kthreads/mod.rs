@@ -17,6 +17,7 @@
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
 };
+use crate::shield::component::{Looks, Reports, Undoes};
 use crate::shield::error::ShieldError;
 use crate::shield::journal::Entry;
 use crate::shield::note::{Note, OwnNote};
@@ -673,51 +674,6 @@ impl Component for Part {
         Ok(())
     }
 
-    /// The threads raised, as their scheduling reads back (planned, for a
-    /// dry run).
-    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
-        let (sys, plan, dry_run) = (cx.sys, cx.plan, cx.dry_run);
-        let read = |tid| sys.sched_attr(tid).ok();
-        let raised = report(&plan.steps, (!dry_run).then_some(&read as _));
-        if raised.is_empty() {
-            return None;
-        }
-        let label = match dry_run {
-            true => "kernel threads to raise",
-            false => "kernel threads raised",
-        };
-        let text = (raised.iter())
-            .map(|k| format!("{} {}", crate::escape::terminal(&k.name), k.scheduling))
-            .collect::<Vec<_>>()
-            .join(", ");
-        Some(PartReport {
-            component: OWNER.name().into(),
-            lines: vec![Line::new(label, text)],
-            data: serde_json::to_value(Outcome { raised }).unwrap_or_default(),
-            findings: Vec::new(),
-            metrics: Vec::new(),
-            details: Vec::new(),
-        })
-    }
-
-    /// On PREEMPT_RT: per shielded CPU, what keeps RCU going beside the
-    /// user's real-time tasks.
-    fn status(&self, cx: &Looking) -> Option<PartReport> {
-        if !crate::guard::kernel::running_preempt_rt(cx.sys) {
-            return None;
-        }
-        let highest = highest_task_priority(cx.sys, cx.snap);
-        let rcu = rcu_on(cx.sys, &cx.state.shield, &highest);
-        Some(PartReport {
-            component: OWNER.name().into(),
-            lines: rcu.iter().map(rcu_line).collect(),
-            data: serde_json::to_value(Status { rcu }).unwrap_or_default(),
-            findings: Vec::new(),
-            metrics: Vec::new(),
-            details: Vec::new(),
-        })
-    }
-
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         if let Some(above) = (cx.req.declared::<Options>().ok()).and_then(|o| o.kthreads_above) {
             let bound = irqs_bound(&d.plan);
@@ -742,6 +698,20 @@ impl Component for Part {
         }
     }
 
+    fn undoes(&self) -> Option<&dyn Undoes> {
+        Some(self)
+    }
+
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+
+    fn reports(&self) -> Option<&dyn Reports> {
+        Some(self)
+    }
+}
+
+impl Undoes for Part {
     fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
         let Action::SetScheduler {
             tid,
@@ -776,6 +746,55 @@ impl Component for Part {
     /// which on PREEMPT_RT need the shielded CPUs' `rcuc/N` to run.
     fn undone_last(&self, action: &Action) -> bool {
         matches!(action, Action::SetScheduler { .. })
+    }
+}
+
+impl Looks for Part {
+    /// On PREEMPT_RT: per shielded CPU, what keeps RCU going beside the
+    /// user's real-time tasks.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        if !crate::guard::kernel::running_preempt_rt(cx.sys) {
+            return None;
+        }
+        let highest = highest_task_priority(cx.sys, cx.snap);
+        let rcu = rcu_on(cx.sys, &cx.state.shield, &highest);
+        Some(PartReport {
+            component: OWNER.name().into(),
+            lines: rcu.iter().map(rcu_line).collect(),
+            data: serde_json::to_value(Status { rcu }).unwrap_or_default(),
+            findings: Vec::new(),
+            metrics: Vec::new(),
+            details: Vec::new(),
+        })
+    }
+}
+
+impl Reports for Part {
+    /// The threads raised, as their scheduling reads back (planned, for a
+    /// dry run).
+    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
+        let (sys, plan, dry_run) = (cx.sys, cx.plan, cx.dry_run);
+        let read = |tid| sys.sched_attr(tid).ok();
+        let raised = report(&plan.steps, (!dry_run).then_some(&read as _));
+        if raised.is_empty() {
+            return None;
+        }
+        let label = match dry_run {
+            true => "kernel threads to raise",
+            false => "kernel threads raised",
+        };
+        let text = (raised.iter())
+            .map(|k| format!("{} {}", crate::escape::terminal(&k.name), k.scheduling))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(PartReport {
+            component: OWNER.name().into(),
+            lines: vec![Line::new(label, text)],
+            data: serde_json::to_value(Outcome { raised }).unwrap_or_default(),
+            findings: Vec::new(),
+            metrics: Vec::new(),
+            details: Vec::new(),
+        })
     }
 }
 

@@ -17,6 +17,7 @@ use crate::shield::apply::ApplyError;
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Settling, Slot,
 };
+use crate::shield::component::{Looks, Reports, Settles};
 use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, Metric, PartReport};
 use crate::shield::plan_error::PlanError;
@@ -575,51 +576,6 @@ impl Component for Part {
         OWNER
     }
 
-    /// The threads inside the shield, the kernel's per-CPU threads on it,
-    /// and those outside it allowed on it, judged.
-    fn status(&self, cx: &Looking) -> Option<PartReport> {
-        let threads = on_shield(cx.snap, &cx.state.shield);
-        let mut part = PartReport::new(OWNER.name(), &threads);
-        part.findings = threads.lost(cx.state, cx.repair);
-        part.lines = vec![
-            Line::new("tasks inside", threads.inside.len().to_string()),
-            Line::new("kthreads the kernel pins", kinds(&threads.per_cpu_kthreads)),
-            Line::new(
-                "tasks that should leave",
-                threads.intruders.len().to_string(),
-            ),
-        ];
-        part.metrics = vec![Metric {
-            name: "leaked_threads",
-            kind: "gauge",
-            help: "Threads outside the shield that may run on shielded CPUs.",
-            samples: vec![(Vec::new(), threads.intruders.len() as f64)],
-        }];
-        part.details = [
-            table("inside the shield", &threads.inside, 20),
-            table("should not be on the shield", &threads.intruders, 20),
-        ]
-        .concat();
-        Some(part)
-    }
-
-    /// Tasks forked while the shield went up, moved off it; the machine
-    /// read after.
-    fn settle(&self, cx: &mut Settling) -> Result<(), ApplyError> {
-        let plan = cx.plan;
-        let kept = planned(plan).kept;
-        let tasks = (&plan.shield, &plan.housekeeping, &kept[..]);
-        let fx = (cx.sys, cx.fx);
-        let after = forked::sweep_forked(fx, cx.before, tasks, cx.journal, cx.stop, cx.applied)?;
-        cx.after = Some(after);
-        Ok(())
-    }
-
-    /// The threads moved off the shield, kept on it, left it, refused.
-    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
-        Some(report::outcome_report(report::outcome(cx), cx.dry_run))
-    }
-
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         Ok(())
     }
@@ -657,6 +613,69 @@ impl Component for Part {
         }
         out.change.staying = t.staying;
         out.change.leaving = t.leaving;
+    }
+
+    fn looks(&self) -> Option<&dyn Looks> {
+        Some(self)
+    }
+
+    fn reports(&self) -> Option<&dyn Reports> {
+        Some(self)
+    }
+
+    fn settles(&self) -> Option<&dyn Settles> {
+        Some(self)
+    }
+}
+
+impl Looks for Part {
+    /// The threads inside the shield, the kernel's per-CPU threads on it,
+    /// and those outside it allowed on it, judged.
+    fn status(&self, cx: &Looking) -> Option<PartReport> {
+        let threads = on_shield(cx.snap, &cx.state.shield);
+        let mut part = PartReport::new(OWNER.name(), &threads);
+        part.findings = threads.lost(cx.state, cx.repair);
+        part.lines = vec![
+            Line::new("tasks inside", threads.inside.len().to_string()),
+            Line::new("kthreads the kernel pins", kinds(&threads.per_cpu_kthreads)),
+            Line::new(
+                "tasks that should leave",
+                threads.intruders.len().to_string(),
+            ),
+        ];
+        part.metrics = vec![Metric {
+            name: "leaked_threads",
+            kind: "gauge",
+            help: "Threads outside the shield that may run on shielded CPUs.",
+            samples: vec![(Vec::new(), threads.intruders.len() as f64)],
+        }];
+        part.details = [
+            table("inside the shield", &threads.inside, 20),
+            table("should not be on the shield", &threads.intruders, 20),
+        ]
+        .concat();
+        Some(part)
+    }
+}
+
+impl Reports for Part {
+    /// The threads moved off the shield, kept on it, left it, refused.
+    fn outcome(&self, cx: &Reporting) -> Option<PartReport> {
+        Some(report::outcome_report(report::outcome(cx), cx.dry_run))
+    }
+}
+
+impl Settles for Part {
+    /// Tasks forked while the shield went up, moved off it; the machine
+    /// read after.
+    fn settle(&self, cx: &mut Settling) -> Result<(), ApplyError> {
+        let plan = cx.plan;
+        let kept = planned(plan).kept;
+        let tasks = (&plan.shield, &plan.housekeeping, &kept[..]);
+        let fx = (cx.sys, cx.fx);
+        let after = forked::sweep_forked(fx, cx.before, tasks, cx.journal, cx.stop, cx.applied)?;
+        cx.after = Some(after);
+        Ok(())
     }
 }
 
