@@ -711,7 +711,7 @@ mod tests {
         let r = opt(r, "guard", serde_json::to_value(guard).unwrap());
         assert_eq!(
             crate::shield::components::command_line(&r),
-            "cpushield on 2-3 --irq eth0 --tune=vmstat,watchdog --guard=off --force"
+            "cpushield on 2-3 --irq eth0 --guard=off --tune=vmstat,watchdog --force"
         );
     }
 

@@ -14,7 +14,7 @@ use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Undo};
 use crate::shield::component::Looks;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Phase, Planning};
 use crate::shield::error::ShieldError;
 use crate::shield::holds::Holds;
 use crate::shield::journal::State;
@@ -390,7 +390,7 @@ impl Component for Part {
         let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
         let restart = choose((&facts, cx.snap), cx.shield, cx.req.force);
         let required = required(cx.req);
-        d.add(Slot::Hotplug, steps(&restart.cpus, required));
+        d.add(Phase::Shield, steps(&restart.cpus, required));
         if !restart.cpus.is_empty() {
             let cpus = restart.cpus;
             d.plan
@@ -408,7 +408,7 @@ impl Component for Part {
     /// The old shield's CPUs went offline and online already. The new
     /// ones go offline and back whatever the machine holds now: both
     /// writes, though the second writes what the file reads before.
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
         let old: HashSet<String> = cx.state.shield.iter().map(cpu_online_file).collect();
         for (slot, step) in mine {
             match &step.action {

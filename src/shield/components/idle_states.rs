@@ -23,7 +23,7 @@ use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::{
-    unless_held, Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
+    unless_held, Changing, Component, Draft, InPlace, Looking, Phase, Planning, Reporting,
 };
 use crate::shield::component::{Looks, Reports};
 use crate::shield::error::ShieldError;
@@ -408,7 +408,7 @@ impl Component for Part {
         let facts: Facts = cx.snap.parts.get(NAME).unwrap_or_default();
         let mut via_cpu = Vec::new();
         for cpu in facts.cpus.iter().filter(|c| cx.shield.contains(c.cpu)) {
-            d.add(Slot::Knobs, steps(cpu, bound));
+            d.add(Phase::Tuning, steps(cpu, bound));
             via_cpu.push((cpu.cpu, via(cpu, bound)));
         }
         let planned = Planned {
@@ -436,7 +436,7 @@ impl Component for Part {
         snap.parts.put(NAME, &facts);
     }
 
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
         unless_held(cx, mine, out)
     }
 

@@ -16,7 +16,8 @@ use std::collections::HashSet;
 use super::apply::{ApplyError, Effects, Refusal};
 use super::change::{Action, Step};
 use super::component::{
-    written, AuditReading, Audited, Changing, Component, Draft, InPlace, Planning, Slot, Undoes,
+    in_order, written, AuditReading, Audited, Changing, Component, Draft, InPlace, Phase, Planning,
+    Undoes,
 };
 use super::journal::{Entry, State};
 use super::options::Declared;
@@ -35,10 +36,13 @@ use crate::sys::Sys;
 /// ([`Options`]), which `on`, the config file and `verify` take whole.
 macro_rules! registry {
     ($( $module:ident $(: $has:ident)? ),* $(,)?) => {
-        /// The components in the order they plan (each part's steps go in
-        /// their slots): irqbalance, the cgroups and the tasks first, as
-        /// their notes are read; the knobs before the guard, which must
-        /// know whether they turn RT throttling off.
+        /// The components in the one order there is: the order they check
+        /// and plan in, and within each phase of the shield's changes the
+        /// order those are made in (see [`Phase`]): irqbalance's ban, the
+        /// cgroups, the tasks, the IRQs, the CPUs' restart, then the
+        /// workqueues, the cache, the guard (before the knobs turn RT
+        /// throttling off, which the knobs tell it when they check), the
+        /// kernel threads, the knobs and the idle states.
         pub(super) const ORDER: &[&dyn Component] = &[$( &$module::Part ),*];
 
         /// Every component's options, each declared in its component
@@ -96,10 +100,16 @@ registry! {
     hotplug: options,
     workqueues,
     resctrl: options,
-    knobs: options,
     guard: options,
     rt_kthreads: options,
+    knobs: options,
     idle_states: options,
+}
+
+/// A component's place in the registry, by its name in the steps it
+/// plans: the order its steps are made in within their phase.
+fn rank(owner: &super::change::Owner) -> usize {
+    (ORDER.iter().position(|part| part.owner() == *owner)).unwrap_or(ORDER.len())
 }
 
 /// The step that writes back a file the old shield wrote, owned by the
@@ -123,7 +133,7 @@ fn owned_restore(write: Action) -> Step {
 /// Checks the request against the machine and plans the shield: every
 /// part checks its part of the request, then plans its part, in [`ORDER`].
 pub fn plan(snap: &Snapshot, req: &Request) -> Result<Plan, PlanError> {
-    draft(snap, req).map(Draft::finish)
+    draft(snap, req).map(|d| d.finish(&rank))
 }
 
 /// [`plan`], its steps still in their slots.
@@ -174,7 +184,7 @@ pub fn change(
         notes: Vec::new(),
     };
     let restore = reshape::restore_files(live, &originals, &written, read);
-    out.add(Slot::Restore, restore.into_iter().map(owned_restore));
+    out.add(Phase::Restore, restore.into_iter().map(owned_restore));
     let cx = InPlace {
         live,
         state,
@@ -190,7 +200,7 @@ pub fn change(
             .collect();
         part.change(&cx, mine, &mut out);
     }
-    out.steps.sort_by_key(|(slot, _)| *slot);
+    in_order(&mut out.steps, &rank);
     let mut steps: Vec<Step> = out.steps.into_iter().map(|(_, s)| s).collect();
     if let (Some(record), false) = (out.record, steps.is_empty()) {
         // Undo puts back the affinity every thread has now (the kernel of

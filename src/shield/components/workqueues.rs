@@ -7,7 +7,7 @@ use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::unless_held;
 use crate::shield::component::AuditReading;
 use crate::shield::component::Looks;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Phase, Planning};
 use crate::shield::journal::Entry;
 use crate::shield::parts::OwnFacts;
 use crate::shield::parts::{Line, PartReport};
@@ -72,7 +72,7 @@ impl Component for Part {
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         let facts = (cx.snap.workqueue_mask.as_ref(), cx.snap.mask_bits());
-        d.add(Slot::Workqueues, plan(facts, cx.shield, cx.housekeeping));
+        d.add(Phase::Tuning, plan(facts, cx.shield, cx.housekeeping));
         Ok(())
     }
 
@@ -82,7 +82,7 @@ impl Component for Part {
         })
     }
 
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
         unless_held(cx, mine, out)
     }
 

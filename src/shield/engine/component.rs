@@ -82,12 +82,12 @@ pub(in crate::shield) trait Component: Sync {
     /// component plans: a refusal here leaves the machine untouched.
     fn check(&self, cx: &Planning, draft: &mut Draft) -> Result<(), PlanError>;
 
-    /// Plans its part of a fresh shield, its steps in their [`Slot`]s.
+    /// Plans its part of a fresh shield, its steps in their [`Phase`]s.
     fn plan(&self, cx: &Planning, draft: &mut Draft) -> Result<(), PlanError>;
 
     /// Plans its part of a change of the active shield in place, given its
-    /// steps of the fresh plan (`mine`) in their slots.
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing);
+    /// steps of the fresh plan (`mine`) in their phases.
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing);
 
     /// What it keeps in the journal's state of the shield `on` made from
     /// `plan`, as `out` reports it (read back): `None` when nothing. A
@@ -241,63 +241,57 @@ pub(in crate::shield) trait Settles: Sync {
 
 /// The part of a change in place of a component whose steps are simply
 /// left out where the machine holds them already.
-pub(in crate::shield) fn unless_held(cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
-    for (slot, step) in mine {
-        out.unless_held(cx, slot, step);
+pub(in crate::shield) fn unless_held(cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
+    for (phase, step) in mine {
+        out.unless_held(cx, phase, step);
     }
 }
 
 /// The files `steps` write.
-pub(in crate::shield) fn written(steps: &[(Slot, Step)]) -> impl Iterator<Item = &str> {
+pub(in crate::shield) fn written(steps: &[(Phase, Step)]) -> impl Iterator<Item = &str> {
     steps.iter().filter_map(|(_, s)| match &s.action {
         Action::Write { path, .. } => Some(path.as_str()),
         _ => None,
     })
 }
 
-/// Where a step goes in the order the shield's changes are made; `off`
-/// undoes them in reverse.
+/// Where a step goes in the order the shield's changes are made, which
+/// `off` undoes in reverse: its phase, then its component's place in the
+/// registry (the one order of the components), then the order planned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(in crate::shield) enum Slot {
+pub(in crate::shield) enum Phase {
     /// Every thread's affinity, recorded for undo.
     Record,
-    /// irqbalance's ban, before the IRQs move: irqbalance restarted with
-    /// the ban does not move them back meanwhile (SYSTEMD-NOTES 10).
-    Ban,
-    /// A change in place: tasks whose CPUs all leave go before the shield
-    /// shrinks.
-    Leaving,
-    /// The cgroups made, or resized in place.
-    Cgroups,
-    /// Threads moved off the shield, or kept on it.
-    Tasks,
-    /// IRQs off the shield, before its CPUs go offline (an IRQ with no
-    /// other online CPU loses its affinity, and the kernel does not give
-    /// it back).
-    Irqs,
-    /// Each newly shielded CPU offline and online again, once the cgroups
-    /// took its sched domain: that takes it out of the kernel's
-    /// idle-balance mask (docs/shield.md, "Idle-balance kicks").
-    Hotplug,
-    /// What a CPU's hotplug undid, made again: a v1 cpuset's CPUs, IRQs
+    /// What must hold before the CPUs change hands: irqbalance's ban
+    /// before the IRQs move (restarted with the ban, it does not move them
+    /// back meanwhile: SYSTEMD-NOTES 10); in a change in place, tasks
+    /// whose CPUs all leave, before the shield shrinks.
+    Prepare,
+    /// The shield itself: the cgroups made or resized, threads moved off
+    /// or kept, IRQs off (before a CPU goes offline: an IRQ with no other
+    /// online CPU loses its affinity for good), then each newly shielded
+    /// CPU offline and online again once the cgroups took its sched domain
+    /// (docs/shield.md, "Idle-balance kicks").
+    Shield,
+    /// What a CPU's restart undid, made again: a v1 cpuset's CPUs, IRQs
     /// bound onto the shield on request.
-    AfterHotplug,
-    /// The unbound workqueues' mask.
-    Workqueues,
-    /// The shield's share of the L3 cache (resctrl).
-    Cache,
-    /// The starvation guard: started before the knobs turn throttling off,
-    /// and stopped by `off` only after throttling is back.
-    Guard,
-    /// Kernel threads raised.
-    Kthreads,
-    /// The tuning knobs.
-    Knobs,
+    AfterCpuRestart,
+    /// The rest of the machine's tuning once the shield stands: the
+    /// workqueues' mask, the cache share, the guard (started before the
+    /// knobs turn throttling off, stopped by `off` after it is back), the
+    /// kernel threads raised, the knobs, the idle states.
+    Tuning,
     /// A change in place: the affinities of the tasks that stay inside.
-    Settled,
+    Finish,
     /// A change in place: what the old shield changed and the new one does
     /// not, written back.
     Restore,
+}
+
+/// Sorts `steps` into the order they are made: by phase, then by the
+/// `rank` of their component (its place in the registry), then as planned.
+pub(in crate::shield) fn in_order(steps: &mut [(Phase, Step)], rank: &dyn Fn(&Owner) -> usize) {
+    steps.sort_by_key(|(phase, step)| (*phase, rank(&step.owner)));
 }
 
 /// What every part is given to settle what moved while a plan was
@@ -386,23 +380,23 @@ pub(in crate::shield) struct Planning<'a> {
     pub housekeeping: &'a CpuSet,
 }
 
-/// A plan as the parts draft it: the plan's facts, and its steps in slots.
+/// A plan as the parts draft it: the plan's facts, and its steps in phases.
 pub(in crate::shield) struct Draft {
     /// The plan, but for its steps.
     pub plan: Plan,
-    /// The steps, each in its slot, in the order planned.
-    pub steps: Vec<(Slot, Step)>,
+    /// The steps, each in its phase, in the order planned.
+    pub steps: Vec<(Phase, Step)>,
 }
 
 impl Draft {
-    /// Adds `steps` to `slot`.
-    pub fn add(&mut self, slot: Slot, steps: impl IntoIterator<Item = Step>) {
-        self.steps.extend(steps.into_iter().map(|s| (slot, s)));
+    /// Adds `steps` to `phase`.
+    pub fn add(&mut self, phase: Phase, steps: impl IntoIterator<Item = Step>) {
+        self.steps.extend(steps.into_iter().map(|s| (phase, s)));
     }
 
-    /// The plan, its steps in slot order (in planning order within a slot).
-    pub fn finish(mut self) -> Plan {
-        self.steps.sort_by_key(|(slot, _)| *slot);
+    /// The plan, its steps in the order they are made (see [`in_order`]).
+    pub fn finish(mut self, rank: &dyn Fn(&Owner) -> usize) -> Plan {
+        in_order(&mut self.steps, rank);
         self.plan.steps = self.steps.into_iter().map(|(_, s)| s).collect();
         self.plan
     }
@@ -430,8 +424,8 @@ pub(in crate::shield) struct InPlace<'a> {
 pub(in crate::shield) struct Changing {
     /// The change, but for its plan's steps and notes.
     pub change: Reshape,
-    /// The steps, each in its slot.
-    pub steps: Vec<(Slot, Step)>,
+    /// The steps, each in its phase.
+    pub steps: Vec<(Phase, Step)>,
     /// The record of every thread's affinity, made first if anything changes.
     pub record: Option<Step>,
     /// The components' notes of the change, after the fresh plan's.
@@ -439,14 +433,14 @@ pub(in crate::shield) struct Changing {
 }
 
 impl Changing {
-    /// Adds `steps` to `slot`.
-    pub fn add(&mut self, slot: Slot, steps: impl IntoIterator<Item = Step>) {
-        self.steps.extend(steps.into_iter().map(|s| (slot, s)));
+    /// Adds `steps` to `phase`.
+    pub fn add(&mut self, phase: Phase, steps: impl IntoIterator<Item = Step>) {
+        self.steps.extend(steps.into_iter().map(|s| (phase, s)));
     }
 
     /// Keeps the fresh `step` unless the machine holds it already (a file
     /// that reads as it would write).
-    pub fn unless_held(&mut self, cx: &InPlace, slot: Slot, step: Step) {
+    pub fn unless_held(&mut self, cx: &InPlace, phase: Phase, step: Step) {
         if let Action::Write {
             path, value, check, ..
         } = &step.action
@@ -455,6 +449,6 @@ impl Changing {
                 return;
             }
         }
-        self.steps.push((slot, step));
+        self.steps.push((phase, step));
     }
 }

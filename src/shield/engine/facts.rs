@@ -22,6 +22,18 @@ impl Fact for BoundIrqs {
     const KEY: &'static str = "bound_irqs";
 }
 
+/// What the plan writes to RT throttling's runtime
+/// (`/proc/sys/kernel/sched_rt_runtime_us`, `-1`: off), when it writes it:
+/// published by whoever plans that write when it checks, read by whoever
+/// must know whether throttling goes off (the guard plans before the
+/// knobs that write it are made, and must be started before them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RtRuntimeWritten(pub i64);
+
+impl Fact for RtRuntimeWritten {
+    const KEY: &'static str = "rt_runtime_written";
+}
+
 /// The facts of one plan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts(OwnFacts);

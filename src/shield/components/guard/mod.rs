@@ -14,7 +14,7 @@ mod notes;
 pub use notes::GuardNote;
 
 use crate::shield::apply::ApplyError;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Phase, Planning};
 use crate::shield::component::{Looks, Undoes};
 use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, MachineWide, Metric, OwnFacts, PartReport};
@@ -84,21 +84,6 @@ fn own_of(action: &Action) -> Option<Own> {
 /// Whether `steps` start the guard.
 pub(in crate::shield) fn planned(steps: &[Step]) -> bool {
     steps.iter().any(|s| own_of(&s.action).is_some())
-}
-
-/// Throttling as the shield leaves it: the value its steps write to
-/// `sched_rt_runtime_us`, else the kernel's now.
-pub(in crate::shield) fn rt_runtime_after<'a>(
-    kernel: &KernelWork,
-    steps: impl DoubleEndedIterator<Item = &'a Step>,
-) -> Option<i64> {
-    steps
-        .rev()
-        .find_map(|s| match &s.action {
-            Action::Write { path, value, .. } if path == RT_RUNTIME => value.trim().parse().ok(),
-            _ => None,
-        })
-        .or(kernel.rt_runtime_us)
 }
 
 /// The steps that start the guard on `shield`, when `req` and the kernel
@@ -652,15 +637,17 @@ impl Component for Part {
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         let kernel = &cx.snap.kernel_work;
         // Whoever planned it (the knobs, before the guard in the order).
-        let rt_after = rt_runtime_after(kernel, d.steps.iter().map(|(_, s)| s));
+        // The knobs, checked before anything planned, say what they write.
+        let written = d.plan.facts.get::<crate::shield::facts::RtRuntimeWritten>();
+        let rt_after = written.map(|w| w.0).or(kernel.rt_runtime_us);
         let systemd = cx.snap.owners.systemd;
         let (steps, notes) = plan(kernel, &asked(cx.req), rt_after, cx.shield, systemd)?;
-        d.add(Slot::Guard, steps);
+        d.add(Phase::Tuning, steps);
         d.plan.notes.extend(notes.iter().map(OwnNote::note));
         Ok(())
     }
 
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
         if mine.iter().any(|(_, s)| own_of(&s.action).is_some()) {
             out.change.records.put(OWNER.name(), &true);
         }
@@ -1029,24 +1016,6 @@ mod tests {
         assert!(plan1(&k, &req(GuardMode::On), Some(-1), &shield(), false)
             .0
             .is_some());
-    }
-
-    #[test]
-    fn throttling_after_the_shield_is_what_its_steps_write() {
-        let k = kernel(false, FairServer::Absent, 950_000);
-        let write = |value: &str| {
-            Step::optional(
-                OWNER,
-                Action::Write {
-                    path: RT_RUNTIME.into(),
-                    value: value.into(),
-                    check: crate::shield::change::Check::Text,
-                    undo: crate::shield::change::Undo::Previous,
-                },
-            )
-        };
-        assert_eq!(rt_runtime_after(&k, [].iter()), Some(950_000));
-        assert_eq!(rt_runtime_after(&k, [write("-1")].iter()), Some(-1));
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub use notes::IrqbalanceNote;
 use crate::shield::apply::ApplyError;
 use crate::shield::component::AuditReading;
 use crate::shield::component::{
-    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
+    Changing, Component, Draft, InPlace, Looking, Phase, Planning, Reporting,
 };
 use crate::shield::component::{Looks, Reports, Undoes};
 use crate::shield::parts::{Line, MachineWide, OwnFacts, PartReport};
@@ -165,7 +165,7 @@ impl Component for Part {
             cx.shield,
             &mut d.plan.notes,
         );
-        d.add(Slot::Ban, ban);
+        d.add(Phase::Prepare, ban);
         Ok(())
     }
 
@@ -176,7 +176,7 @@ impl Component for Part {
         }
     }
 
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
         let live = observed(cx.live);
         let live = live.as_ref();
         let steps: Vec<Step> = mine.iter().map(|(_, s)| s.clone()).collect();

@@ -14,7 +14,7 @@
 //! shield has them off.
 
 use crate::shield::component::{unless_held, written, AuditReading};
-use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Phase, Planning};
 use crate::shield::component::{Looks, Undoes};
 use crate::shield::error::ShieldError;
 use crate::shield::parts::{Line, MachineWide, OwnFacts, PartReport};
@@ -665,12 +665,26 @@ impl Component for Part {
         read::read(sys, req, facts)
     }
 
-    fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+    /// Resolves the knobs asked, and tells the rest of the plan what RT
+    /// throttling's runtime they write.
+    fn check(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         let names = asked(cx.req);
         if names.is_empty() {
             return Ok(());
         }
-        resolve(&names).map(drop).map_err(PlanError::from)
+        let knobs = resolve(&names).map_err(PlanError::from)?;
+        let rt_runtime = knobs.iter().find_map(|k| match (&k.scope, &k.value) {
+            (Scope::Global { files }, Value::Const(v)) if files.contains(&RT_RUNTIME) => {
+                v.parse().ok()
+            }
+            _ => None,
+        });
+        if let Some(runtime) = rt_runtime {
+            d.plan
+                .facts
+                .publish(&crate::shield::facts::RtRuntimeWritten(runtime));
+        }
+        Ok(())
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
@@ -684,12 +698,12 @@ impl Component for Part {
         let already: Vec<String> = written(&d.steps).map(str::to_string).collect();
         let (cpus, bits) = ((cx.shield, cx.housekeeping), cx.snap.mask_bits());
         let tuned = plan(state, &wanted, cpus.0, cpus.1, bits, &already);
-        d.add(Slot::Knobs, tuned.steps);
+        d.add(Phase::Tuning, tuned.steps);
         d.plan.notes.extend(tuned.notes);
         Ok(())
     }
 
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
         unless_held(cx, mine, out)
     }
 

@@ -10,7 +10,7 @@ mod notes;
 pub use notes::MechanismNote;
 
 use crate::shield::component::Looks;
-use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Planning, Slot};
+use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Phase, Planning};
 use crate::shield::parts::{Line, PartReport};
 use std::collections::HashMap;
 
@@ -512,10 +512,10 @@ impl Component for Part {
         d.plan.mechanism = name(facts);
         d.plan.partition = cgroup.partition;
         d.plan.shield_dir = cgroup.shield_dir;
-        d.add(Slot::Cgroups, cgroup.steps);
+        d.add(Phase::Shield, cgroup.steps);
         if let CgroupSetup::V1 { .. } = &facts.cgroup {
             d.add(
-                Slot::AfterHotplug,
+                Phase::AfterCpuRestart,
                 [v1_cpus_again(&d.plan.shield_dir, cx.shield)],
             );
         }
@@ -523,15 +523,15 @@ impl Component for Part {
     }
 
     /// Resized instead of made.
-    fn change(&self, cx: &InPlace, _: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, _: Vec<(Phase, Step)>, out: &mut Changing) {
         let to = (&cx.fresh.shield, &cx.fresh.housekeeping);
         let cpus = (to.0, to.1, cx.fresh.partition.as_ref());
         let live = cx.live.mechanism();
         let resized = resize(live, cx.state, cpus, &cx.read);
-        out.add(Slot::Cgroups, resized);
+        out.add(Phase::Shield, resized);
         if let (CgroupSetup::V1 { .. }, true) = (&live.cgroup, cx.state.shield != *to.0) {
             out.add(
-                Slot::AfterHotplug,
+                Phase::AfterCpuRestart,
                 [v1_cpus_again(&cx.state.shield_dir, to.0)],
             );
         }

@@ -16,7 +16,7 @@
 
 use crate::shield::change::Subject;
 use crate::shield::component::{
-    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
+    Changing, Component, Draft, InPlace, Looking, Phase, Planning, Reporting,
 };
 use crate::shield::component::{Looks, Reports, Undoes};
 use crate::shield::reach::Bounds;
@@ -586,7 +586,7 @@ impl Component for Part {
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         if let Some(ask) = ask(cx.req) {
-            d.add(Slot::Cache, plan(&facts(cx.snap), ask, cx.shield));
+            d.add(Phase::Tuning, plan(&facts(cx.snap), ask, cx.shield));
         }
         Ok(())
     }
@@ -597,20 +597,20 @@ impl Component for Part {
         snap.parts.put(OWNER.name(), &facts);
     }
 
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
         let exclusive_now =
             (cx.read)(&format!("{GROUP}/mode")).is_some_and(|m| m.trim() == EXCLUSIVE);
         if mine.is_empty() {
             // An exclusive group's ways may not be given back while it is.
             if exclusive_now {
-                out.add(Slot::Cache, [group_mode(SHAREABLE, Some(EXCLUSIVE))]);
+                out.add(Phase::Tuning, [group_mode(SHAREABLE, Some(EXCLUSIVE))]);
             }
-            out.add(Slot::Cache, give_back(cx.entries, cx.read));
+            out.add(Phase::Tuning, give_back(cx.entries, cx.read));
             return;
         }
         let live = facts(cx.live);
         let planned_exclusive = (mine.iter()).any(|(_, s)| sets_mode(s, EXCLUSIVE));
-        let changing: Vec<(Slot, Step)> = (mine.into_iter())
+        let changing: Vec<(Phase, Step)> = (mine.into_iter())
             .filter(|(_, s)| !sets_mode(s, EXCLUSIVE))
             .filter(|(_, step)| !in_place(&live, cx.read, &step.action))
             .collect();
@@ -620,7 +620,7 @@ impl Component for Part {
         let rewrites = (changing.iter()).any(|(_, s)| own_of(&s.action).is_some());
         let toggled = exclusive_now && (rewrites || !planned_exclusive);
         if toggled {
-            out.add(Slot::Cache, [group_mode(SHAREABLE, Some(EXCLUSIVE))]);
+            out.add(Phase::Tuning, [group_mode(SHAREABLE, Some(EXCLUSIVE))]);
         }
         for (slot, step) in changing {
             out.unless_held(cx, slot, step);
@@ -628,7 +628,7 @@ impl Component for Part {
         if planned_exclusive && (rewrites || !exclusive_now) {
             let before = if toggled { SHAREABLE } else { "" };
             let before = Some(before).filter(|b| !b.is_empty());
-            out.add(Slot::Cache, [group_mode(EXCLUSIVE, before)]);
+            out.add(Phase::Tuning, [group_mode(EXCLUSIVE, before)]);
         }
     }
 

@@ -15,7 +15,7 @@
 //! thread started later.
 
 use crate::shield::component::{
-    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Slot,
+    Changing, Component, Draft, InPlace, Looking, Phase, Planning, Reporting,
 };
 use crate::shield::component::{Looks, Reports, Undoes};
 use crate::shield::error::ShieldError;
@@ -678,12 +678,12 @@ impl Component for Part {
         if let Some(above) = (cx.req.declared::<Options>().ok()).and_then(|o| o.kthreads_above) {
             let bound = irqs_bound(&d.plan);
             let steps = plan(&cx.snap.threads, cx.shield, above, &bound);
-            d.add(Slot::Kthreads, steps);
+            d.add(Phase::Tuning, steps);
         }
         Ok(())
     }
 
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
         for (slot, step) in mine {
             match &step.action {
                 Action::SetScheduler {

@@ -15,7 +15,7 @@ pub use report::{kinds, table};
 
 use crate::shield::apply::ApplyError;
 use crate::shield::component::{
-    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Settling, Slot,
+    Changing, Component, Draft, InPlace, Looking, Phase, Planning, Reporting, Settling,
 };
 use crate::shield::component::{Looks, Reports, Settles};
 use crate::shield::journal::Entry;
@@ -581,9 +581,9 @@ impl Component for Part {
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        d.add(Slot::Record, [remember_affinities(cx.snap)]);
+        d.add(Phase::Record, [remember_affinities(cx.snap)]);
         let tasks = plan_tasks(cx.snap, cx.shield, cx.housekeeping, cx.req.force, |_| true);
-        d.add(Slot::Tasks, tasks.steps);
+        d.add(Phase::Shield, tasks.steps);
         let planned = tasks.planned;
         let notes = task_notes(cx.snap, &planned.kept, &planned.split_off);
         d.plan.notes.extend(notes);
@@ -595,15 +595,15 @@ impl Component for Part {
         in_place::before_shield(snap, (&orig.affinities, &orig.set_by_shield))
     }
 
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
         let recorded = (&cx.originals.affinities, &cx.originals.set_by_shield);
         let journal = (cx.state, cx.entries);
         let t = in_place::change(cx.live, journal, &cx.fresh.shield, recorded, mine);
         out.record = t.record;
         out.steps.extend(t.steps);
-        out.add(Slot::Leaving, t.leaving_moves);
-        out.add(Slot::Settled, t.settled);
-        out.add(Slot::Restore, t.restored);
+        out.add(Phase::Prepare, t.leaving_moves);
+        out.add(Phase::Finish, t.settled);
+        out.add(Phase::Restore, t.restored);
         if !t.leaving.is_empty() {
             let note = TasksNote::TasksLeftShield {
                 tasks: t.leaving.len(),

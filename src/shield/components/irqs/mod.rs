@@ -3,7 +3,7 @@
 //! shield (`--irq`), and the sweep for IRQs a driver put back meanwhile.
 
 use crate::shield::component::{
-    Changing, Component, Draft, InPlace, Looking, Planning, Reporting, Settling, Slot,
+    Changing, Component, Draft, InPlace, Looking, Phase, Planning, Reporting, Settling,
 };
 use crate::shield::component::{Looks, Reports, Settles};
 use crate::shield::journal::Entry;
@@ -31,25 +31,9 @@ use crate::sys::Sys;
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("irqs");
 
-/// Its option, as `on` and the config file take it.
-#[derive(clap::Args, Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[group(skip)]
-pub struct Options {
-    /// IRQ to bind to the shield (number, or name as in /proc/interrupts); repeatable.
-    #[arg(long = "irq", value_name = "IRQ")]
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub irqs: Vec<String>,
-}
-
-impl crate::shield::options::Declared for Options {
-    const EXAMPLES: &'static [(&'static str, &'static str)] =
-        &[("irqs", r#"["eth0-TxRx-0", "45"]"#)];
-}
-
-/// The IRQs `req` asks to bind to the shield.
-fn asked(req: &crate::shield::request::Request) -> Vec<String> {
-    req.declared::<Options>().unwrap_or_default().irqs
-}
+mod options;
+use options::asked;
+pub use options::Options;
 
 /// What the IRQs' plan keeps beyond its steps, under their name in the
 /// plan's parts.
@@ -559,9 +543,9 @@ impl Component for Part {
         for (to_shield, step) in planned {
             // Bound after the CPUs' hotplug, which would take them back.
             let slot = if to_shield {
-                Slot::AfterHotplug
+                Phase::AfterCpuRestart
             } else {
-                Slot::Irqs
+                Phase::Shield
             };
             d.add(slot, [step]);
         }
@@ -573,7 +557,7 @@ impl Component for Part {
         before_shield(&mut snap.irqs, &mut snap.default_irq_affinity, &recorded);
     }
 
-    fn change(&self, cx: &InPlace, mine: Vec<(Slot, Step)>, out: &mut Changing) {
+    fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
         // Read once: the record is decoded from the journal's state.
         let kept = kept(cx.state);
         for (slot, step) in mine {
