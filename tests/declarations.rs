@@ -91,7 +91,16 @@ fn every_documented_example_parses_and_verify_compares_every_option() {
         })
         .map(|l| format!("{l}\n"))
         .collect();
-    let request = cpushield::config::parse(&uncommented, std::path::Path::new("example")).unwrap();
+    let path = std::path::Path::new("example");
+    let (request, certify) = cpushield::config::parse_with_certify(&uncommented, path).unwrap();
+    assert_eq!(request.cpus.to_string(), "2-3");
+    assert!(request.boot.is_some() && certify.budget.is_some());
+    // The file's own keys are documented beside the components'.
+    for own in ["cpus", "force", "allow_split_siblings", "boot"] {
+        let line = format!("{own} = ");
+        assert!(uncommented.lines().any(|l| l.starts_with(&line)), "{own}");
+    }
+    assert!(uncommented.lines().any(|l| l == "[certify]"));
     let options: Options = request.declared().unwrap();
     // ... whose options differ from the defaults, each compared by verify.
     let compared = options.compared();

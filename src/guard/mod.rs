@@ -257,14 +257,7 @@ impl SettingsArgs {
 
 impl Default for SettingsArgs {
     fn default() -> Self {
-        let s = Settings::default();
-        SettingsArgs {
-            guard_threshold: s.threshold_ms,
-            guard_runtime: s.runtime_us,
-            guard_period: s.period_us,
-            guard_duration: s.duration_ms,
-            guard_engine: s.engine,
-        }
+        Settings::default().into()
     }
 }
 
