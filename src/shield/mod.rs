@@ -29,7 +29,7 @@ pub use components::status::{status, StatusReport};
 pub use components::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use components::{plan_line, realtime_below, Options};
 pub use components::{task_table, Direction, KeptRealtime};
-pub use components::{unprotected_kernel_work, IrqPlacement, IrqRefusal, TuneList, GUARD_BOOSTS};
+pub use components::{unprotected_kernel_work, TuneList, GUARD_BOOSTS};
 pub use engine::report::OnReport;
 pub(crate) use error::require_root;
 pub use error::ShieldError;

@@ -391,9 +391,7 @@ impl Effects for Components {
 
 // What the components offer the commands, the reports and the audit.
 pub use guard::{unprotected_kernel_work, BOOSTS_METRIC as GUARD_BOOSTS};
-pub use irqs::{IrqPlacement, IrqRefusal};
 pub use knobs::List as TuneList;
-pub use resctrl::check_share as check_cache_share;
 pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use tasks::realtime::KeptRealtime;
 pub use tasks::{table as task_table, Direction};
