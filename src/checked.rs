@@ -209,24 +209,28 @@ fn writable_place(path: PathBuf) -> Result<PathBuf, Refusal> {
 /// housekeeping, as `on` asks (advice that cannot boot a usable machine
 /// is refused).
 fn bootable(sys: &Sys, cpus: CpuSet) -> Result<CpuSet> {
+    use cpushield::shield::plan::PlanError;
     use cpushield::sys::procfs::{online_cpus, present_cpus};
     let present = present_cpus(sys)?;
     let missing = cpus.difference(&present);
-    if !missing.is_empty() {
-        return Err(Refusal(format!(
-            "CPU list {}: CPUs {} do not exist (present CPUs: {present})",
-            cpus.brief(),
-            missing.brief()
-        ))
-        .into());
-    }
     let online = online_cpus(sys)?;
-    if online.difference(&cpus).is_empty() {
-        return Err(Refusal(format!(
-            "CPU list {}: no CPU would be left for housekeeping (online CPUs: {online}); keep at least one CPU out of the list",
-            cpus.brief()
-        ))
-        .into());
+    // The planner's own refusals, so that both say the same.
+    let refusal = if !missing.is_empty() {
+        Some(PlanError::NotPresent {
+            cpus: cpus.clone(),
+            missing,
+            present,
+        })
+    } else if online.difference(&cpus).is_empty() {
+        Some(PlanError::NoHousekeeping {
+            cpus: cpus.clone(),
+            online,
+        })
+    } else {
+        None
+    };
+    if let Some(refused) = refusal {
+        return Err(Refusal(refused.to_string()).into());
     }
     Ok(cpus)
 }

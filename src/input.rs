@@ -236,6 +236,17 @@ fn check(meta: &std::fs::Metadata, limit: u64) -> Result<(), FileError> {
     Ok(())
 }
 
+/// What a clap error says, on one line: its lines joined by `; `,
+/// without the `error: ` prefix, the usage and the pointer to `--help`.
+pub fn clap_said(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let said: Vec<&str> = (rendered.lines().map(str::trim))
+        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
+        .map(|l| l.trim_start_matches("error: "))
+        .collect();
+    said.join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -77,13 +77,9 @@ fn parse_error(e: clap::Error) -> ExitCode {
     ) {
         e.exit()
     }
-    let rendered = e.render().to_string();
-    let said: Vec<&str> = (rendered.lines().map(str::trim))
-        .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
-        .map(|l| l.trim_start_matches("error: "))
-        .collect();
+    let said = cpushield::input::clap_said(&e);
     let mut stderr = cpushield::escape::Terminal::new(std::io::stderr());
-    let _ = writeln!(stderr, "cpushield: {} (see --help)", said.join(" "));
+    let _ = writeln!(stderr, "cpushield: {said} (see --help)");
     ExitCode::from(2)
 }
 

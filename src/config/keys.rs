@@ -63,7 +63,7 @@ fn unknown(key: &str) -> String {
 /// `on`'s words for `key = value`.
 fn words(key: &str, arg: &clap::Arg, value: &toml::Value) -> Result<Vec<String>, KeyError> {
     let long = arg.get_long().unwrap_or(key);
-    let switch = matches!(arg.get_action(), clap::ArgAction::SetTrue);
+    let switch = crate::shield::options::is_switch(arg);
     let bad = |what: &str| Err((key.to_string(), format!("{key}: {what}")));
     let text = |v: &toml::Value| match v {
         toml::Value::String(s) => Some(s.clone()),
@@ -117,15 +117,7 @@ fn message(key: &str, e: &clap::Error) -> String {
             };
             format!("needs {}", as_keys(&missing))
         }
-        _ => {
-            let text = e.to_string();
-            let lines = text.lines().map(str::trim);
-            let kept: Vec<&str> = lines
-                .filter(|l| !l.is_empty() && !l.starts_with("For more") && !l.starts_with("Usage"))
-                .map(|l| l.trim_start_matches("error: "))
-                .collect();
-            as_keys(&kept.join("; "))
-        }
+        _ => as_keys(&crate::input::clap_said(e)),
     };
     let said = said.trim_start_matches(&format!("{key}: ")).to_string();
     brief_to(&format!("{key}: {said}"), super::MESSAGE_BYTES)

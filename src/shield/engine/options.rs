@@ -100,7 +100,7 @@ pub fn compared_from_serde<T: Declared>(value: &T) -> Vec<(String, String)> {
 }
 
 /// Whether `arg` is a flag that takes no value.
-fn is_switch(arg: &clap::Arg) -> bool {
+pub fn is_switch(arg: &clap::Arg) -> bool {
     matches!(
         arg.get_action(),
         clap::ArgAction::SetTrue | clap::ArgAction::SetFalse
