@@ -43,6 +43,22 @@ fn a_node_where_kubelet_runs_is_refused_and_left_as_it_was() {
 }
 
 #[test]
+fn a_users_process_named_kubelet_does_not_make_a_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let session = "sys/fs/cgroup/user.slice/user-1000.slice/session-1.scope";
+    std::fs::create_dir_all(sys.path(session)).unwrap();
+    for file in ["cgroup.procs", "cgroup.threads"] {
+        std::fs::write(sys.path(&format!("{session}/{file}")), "").unwrap();
+    }
+    add_process(&sys, 8000, &[task("kubelet", 0, "0-3")]).unwrap();
+    sys.write(&format!("{session}/cgroup.procs"), "8000")
+        .unwrap();
+    let o = cpushield(dir.path(), &["on", "2-3", "--dry-run"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
 fn pods_in_kubelets_cgroups_are_seen_without_kubelet() {
     let dir = tempfile::tempdir().unwrap();
     let sys = standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());

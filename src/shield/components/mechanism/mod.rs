@@ -456,13 +456,14 @@ struct Status {
     partition: Option<String>,
 }
 
-/// What shows that kubelet runs here: its process, or tasks in the
+/// What shows that kubelet runs here: its process (outside a user's
+/// session, where anyone may name a process `kubelet`), or tasks in the
 /// cgroups it makes for pods (`/kubepods.slice/...` with the systemd
-/// driver, `/kubepods/...` with cgroupfs).
+/// driver, `/kubepods/...` with cgroupfs), which only root makes.
 fn kubelet_node(threads: &[crate::sys::procfs::Thread]) -> Option<String> {
     let kubelet = threads
         .iter()
-        .find(|t| t.tid == t.pid && t.name == "kubelet");
+        .find(|t| t.tid == t.pid && t.name == "kubelet" && !t.cgroup.starts_with("/user.slice"));
     let pods = threads
         .iter()
         .filter(|t| t.cgroup.starts_with("/kubepods"))
