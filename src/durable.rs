@@ -89,6 +89,17 @@ impl Dir {
         })
     }
 
+    /// Swaps the entries `a` and `b` of this directory in one step
+    /// (`renameat2` with `RENAME_EXCHANGE`), then syncs the directory:
+    /// after a crash each name holds either what it held or what the
+    /// other held, never neither. Both must exist; file systems without
+    /// the exchange (EINVAL) say so in the error.
+    pub fn exchange(&self, a: &str, b: &str) -> Result<(), DurableError> {
+        rustix::fs::renameat_with(&self.fd, a, &self.fd, b, rustix::fs::RenameFlags::EXCHANGE)
+            .map_err(at(&self.path.join(b)))?;
+        rustix::fs::fsync(&self.fd).map_err(at(&self.path))
+    }
+
     /// [`Dir::write`] with `setup` making the temporary file's metadata.
     fn write_with(
         &self,

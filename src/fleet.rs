@@ -369,6 +369,20 @@ fn shield_metrics(out: &mut String, status: &StatusReport, boot: Option<&BootSta
             &one(f64::from(u8::from(b.state == boot::BootState::Active))),
         );
     }
+    if let Some(j) = &status.journal {
+        gauge(
+            out,
+            "journal_records",
+            "Records in the active shield's journal (folded as tasks exit and changes supersede each other).",
+            &one(j.records as f64),
+        );
+        gauge(
+            out,
+            "journal_bytes",
+            "Bytes of the active shield's journal files under /run/cpushield/journal.",
+            &one(j.bytes as f64),
+        );
+    }
     gauge(
         out,
         "broken_checks",

@@ -110,6 +110,18 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
         row(w, "isolated at boot", &r.boot_isolated)?;
     }
     boot_rows(boot, Some(shield), w)?;
+    if let Some(j) = &r.journal {
+        row(
+            w,
+            "journal",
+            format!(
+                "{} records, {} files, {:.1} kB",
+                j.records,
+                j.files,
+                j.bytes as f64 / 1000.0
+            ),
+        )?;
+    }
     part_rows(&r.parts, w)?;
     details(&r.parts, w)
 }

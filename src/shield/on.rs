@@ -333,8 +333,16 @@ fn reshape_timed(
     });
     out.other_refused.extend(stop_refused);
     state.writes_refused = refused_files(&applied);
-    let journal = (&mut state, &mut journal);
-    finish(sys, plan, settled, req, journal, &mut out, timings)?;
+    finish(
+        sys,
+        plan,
+        settled,
+        req,
+        (&mut state, &mut journal),
+        &mut out,
+        timings,
+    )?;
+    journal.fold(sys)?;
     Ok(out)
 }
 

@@ -55,6 +55,9 @@ pub struct StatusReport {
     /// plan, with what no longer holds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<PartReport>,
+    /// How large the shield's journal is (`None` without one).
+    #[serde(default)]
+    pub journal: Option<journal::Size>,
 }
 
 impl StatusReport {
@@ -141,6 +144,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         broken,
         notes: plan::tuned_notes(&snap.owners),
         parts,
+        journal: journal::size(sys),
     })
 }
 

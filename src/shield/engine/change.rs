@@ -32,7 +32,7 @@ pub enum Check {
 }
 
 /// What to write back on undo.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Undo {
     /// The value read just before the write.

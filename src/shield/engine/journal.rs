@@ -71,7 +71,7 @@ pub enum JournalError {
     RunDir(crate::sys::SysError),
 }
 
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
+pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> JournalError + '_ {
     move |source| JournalError::Io {
         path: path.to_path_buf(),
         source,
@@ -271,18 +271,37 @@ pub fn write_durable(path: &Path, data: &[u8]) -> Result<(), JournalError> {
 }
 
 /// Writes `data` to `path` atomically and durably ([`crate::durable`]).
-fn write_atomic(path: &Path, data: &[u8]) -> Result<(), JournalError> {
-    crate::durable::write_atomic(path, data).map_err(|e| JournalError::Io {
+pub(super) fn write_atomic(path: &Path, data: &[u8]) -> Result<(), JournalError> {
+    crate::durable::write_atomic(path, data).map_err(durable_err)
+}
+
+/// A durable file operation's error as the journal's.
+pub(super) fn durable_err(e: crate::durable::DurableError) -> JournalError {
+    JournalError::Io {
         path: e.path,
         source: e.source,
-    })
+    }
+}
+
+/// A segment's bytes: the list of `entries`, each with its checksum
+/// ([`super::entry::SUM_KEY`]).
+pub(super) fn segment_bytes<E: Serialize>(entries: &[E]) -> Vec<u8> {
+    let mut data = vec![b'['];
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            data.push(b',');
+        }
+        data.extend(super::entry::sealed(e));
+    }
+    data.push(b']');
+    data
 }
 
 /// An open journal, appending segments.
 #[derive(Debug)]
 pub struct Journal {
-    dir: PathBuf,
-    next_segment: usize,
+    pub(super) dir: PathBuf,
+    pub(super) next_segment: usize,
     spent: Duration,
 }
 
@@ -375,15 +394,7 @@ impl Journal {
             return Ok(());
         }
         let t = Instant::now();
-        // Each record with its checksum ([`super::entry::SUM_KEY`]).
-        let mut data = vec![b'['];
-        for (i, e) in entries.iter().enumerate() {
-            if i > 0 {
-                data.push(b',');
-            }
-            data.extend(super::entry::sealed(e));
-        }
-        data.push(b']');
+        let data = segment_bytes(entries);
         let path = self.dir.join(format!("{:06}.json", self.next_segment));
         let r = write_atomic(&path, &data);
         self.spent += t.elapsed();
@@ -405,6 +416,9 @@ impl Journal {
     /// first, so that a removal cut short never leaves some of its
     /// segments where `off` would take them for a damaged journal.
     pub fn remove(self) -> Result<(), JournalError> {
+        if let Some(run) = self.dir.parent() {
+            super::fold::remove_folding(run)?;
+        }
         let gone = self.dir.with_file_name(".journal.removing");
         let _ = fs::remove_dir_all(&gone);
         fs::rename(&self.dir, &gone).map_err(io_err(&self.dir))?;
@@ -614,6 +628,42 @@ pub fn read_entries_from(sys: &Sys, skip: usize) -> Result<Vec<Entry>, JournalEr
         }
     }
     Ok(out)
+}
+
+/// How large the journal of a shield is: what `status` shows and the
+/// metrics export, to see that it stays as large as what is in effect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Size {
+    /// Records that parse, in every segment.
+    pub records: usize,
+    /// Files (the state and the segments).
+    pub files: usize,
+    /// Bytes of those files.
+    pub bytes: u64,
+}
+
+/// The size of the journal, `None` without one.
+pub fn size(sys: &Sys) -> Option<Size> {
+    let dir = Journal::dir_of(sys);
+    let segments = segment_files(&dir).ok()?;
+    let state = dir.join("state.json");
+    if segments.is_empty() && !state.exists() {
+        return None;
+    }
+    let records = (segments.iter())
+        .filter_map(|p| fs::read(p).ok())
+        .map(|data| parse_segment(&data).0.len())
+        .sum();
+    let files = segments.len() + usize::from(state.exists());
+    let bytes = (segments.iter().chain([&state]))
+        .filter_map(|p| fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    Some(Size {
+        records,
+        files,
+        bytes,
+    })
 }
 
 /// Seconds since the shield's state was last written (when `on` finished),

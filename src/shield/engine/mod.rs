@@ -11,6 +11,7 @@ pub(in crate::shield) mod component;
 mod entry;
 pub(in crate::shield) mod error;
 pub mod facts;
+pub mod fold;
 pub(in crate::shield) mod holds;
 pub mod journal;
 pub(in crate::shield) mod note;

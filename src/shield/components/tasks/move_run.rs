@@ -79,6 +79,8 @@ pub fn move_tasks(
     }
     if !dry_run {
         apply_journaled(sys, &steps)?;
+        // What earlier moves and runs left that no longer matters goes.
+        Journal::open(sys)?.fold(sys)?;
     }
     Ok(report)
 }
