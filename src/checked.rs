@@ -31,6 +31,15 @@ pub struct Refusal(pub String);
 /// A command and its checked request.
 #[derive(Debug)]
 pub enum Checked {
+    /// `repair`.
+    Repair {
+        /// Why.
+        reason: String,
+        /// JSON output.
+        json: bool,
+    },
+    /// `heal`.
+    Heal,
     /// `on`.
     On {
         /// The shield asked for.
@@ -336,6 +345,11 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                 cpus: a.cpus,
                 settings: checked_guard_settings(&a.settings)?,
             },
+            Command::Repair(a) => Checked::Repair {
+                reason: a.reason,
+                json: a.json,
+            },
+            Command::Heal => Checked::Heal,
         },
     )
 }

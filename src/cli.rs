@@ -137,6 +137,30 @@ pub enum Command {
     /// sleeps can starve the shielded CPUs' kernel work (see `on --guard`),
     /// and `off` stops it; run it yourself only without a shield.
     Guard(GuardArgs),
+    /// Repair the active shield in place: the change `on` with the
+    /// shield's own request makes (what the kernel or another program
+    /// undid of it). Nothing changes when it holds.
+    ///
+    /// The healer (`on --heal on`) runs it when the kernel undoes part of
+    /// the shield (a CPU online, a device added, a new IRQ or kernel
+    /// thread).
+    Repair(RepairArgs),
+    /// The healer: while the shield lives, listen to the kernel's uevents
+    /// and look for new IRQs and kernel threads, and run `repair` when the
+    /// kernel undid part of the shield. `on --heal on` starts it and `off`
+    /// stops it; it ends by itself when the shield is gone.
+    Heal,
+}
+
+#[derive(Args, Debug)]
+pub struct RepairArgs {
+    /// Why, in the log and the healer's counts (`cpu-online`, `new-irq`,
+    /// ...).
+    #[arg(long, value_name = "REASON", default_value = "by-hand")]
+    pub reason: String,
+    /// Print JSON for machines instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

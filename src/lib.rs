@@ -20,6 +20,7 @@ pub mod exit;
 pub mod finding;
 pub mod fleet;
 pub mod guard;
+pub mod heal;
 pub mod input;
 pub mod load;
 pub mod measure;

@@ -322,12 +322,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
             new_out,
         } => certify(&sys, options, (dry_run, new_out), json, out),
-        Checked::Guard { cpus, settings } => {
-            let stop = stop_flag()?;
-            cpushield::guard::run(&sys, &cpus, settings, &stop)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Checked::Guard { cpus, settings } => daemon(&sys, Some((&cpus, settings))),
+        Checked::Repair { reason, json } => repair_command(&sys, &reason, json, out),
+        Checked::Heal => daemon(&sys, None),
     }
+}
+
+/// Runs a daemon of cpushield's until SIGTERM or Ctrl-C: the guard of
+/// `guard`'s CPUs with its settings, else the healer.
+fn daemon(
+    sys: &Sys,
+    guard: Option<(&cpushield::CpuSet, cpushield::guard::Settings)>,
+) -> Result<ExitCode> {
+    let stop = stop_flag()?;
+    match guard {
+        Some((cpus, settings)) => cpushield::guard::run(sys, cpus, settings, &stop)?,
+        None => cpushield::heal::run(sys, &stop, &|t| run_repair(sys, t))?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `audit`: the findings; exit 9 with `--fail-on` when one is that bad.
@@ -366,6 +378,55 @@ fn on_command(
     let report = shield::on(sys, request, dry_run, &stop)?;
     emit(out, json, &report, report::shield::on)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `repair`: the active shield brought back to its own request in place.
+fn repair_command(sys: &Sys, reason: &str, json: bool, out: &mut impl Write) -> Result<ExitCode> {
+    let state = shield::journal::read_state(sys)?;
+    let Some(request) = state.filter(|s| s.complete).and_then(|s| s.request) else {
+        anyhow::bail!(
+            "no complete shield to repair (run 'cpushield status'; 'cpushield on' or 'apply' makes one)"
+        );
+    };
+    let stop = stop_flag()?;
+    let report = shield::on(sys, &request, false, &stop)?;
+    if json {
+        let mut v = serde_json::to_value(&report)?;
+        v["reason"] = reason.into();
+        v["schema_version"] = report::JSON_SCHEMA_VERSION.into();
+        serde_json::to_writer_pretty(&mut *out, &v)?;
+        writeln!(out)?;
+    } else if report.changed == 0 {
+        writeln!(
+            out,
+            "the shield on CPUs {} holds: nothing to repair ({reason})",
+            report.shield
+        )?;
+    } else {
+        writeln!(
+            out,
+            "repaired the shield on CPUs {} ({reason}): {} changes",
+            report.shield, report.changed
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `cpushield repair --reason R` for the healer (a process of its
+/// own, at ordinary priority, so that the healer keeps listening) and
+/// says whether it exited 0.
+fn run_repair(sys: &Sys, trigger: &cpushield::heal::Trigger) -> bool {
+    let Ok(exe) = std::env::current_exe() else {
+        return false;
+    };
+    let mut cmd = std::process::Command::new(exe);
+    if let Some(root) = sys.root_arg() {
+        cmd.arg("--root").arg(root);
+    }
+    cmd.args(["repair", "--reason", trigger.reason])
+        .stdin(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// `off`: undoes the shield (`--dry-run`: what it would undo).

@@ -260,6 +260,22 @@ impl Sys {
     /// the caller to read back. On an emulated kernel the process is
     /// emulated: an entry under `proc/` and the state the guard would write.
     pub fn start_guard(&self, args: &[String], unit: Option<&str>) -> Result<()> {
+        self.start_daemon(
+            args,
+            unit,
+            "cpushield: starvation guard of the shielded CPUs",
+        )
+    }
+
+    /// Starts `cpushield ARGS` as a daemon: the transient service `unit`
+    /// (described as `description`) on systemd hosts, else a process in a
+    /// process group of its own, its output discarded.
+    pub fn start_daemon(
+        &self,
+        args: &[String],
+        unit: Option<&str>,
+        description: &str,
+    ) -> Result<()> {
         count_write!(self);
         emulated!(self, fx => fx.start_guard(self, args));
         let exe = std::env::current_exe()
@@ -267,12 +283,10 @@ impl Sys {
         let mut argv = vec![exe.to_string_lossy().into_owned()];
         argv.extend(args.iter().cloned());
         match unit {
-            Some(unit) => systemd::run_client(&systemd::start_service_command(
-                unit,
-                "cpushield: starvation guard of the shielded CPUs",
-                &argv,
-            ))
-            .map(drop),
+            Some(unit) => {
+                systemd::run_client(&systemd::start_service_command(unit, description, &argv))
+                    .map(drop)
+            }
             None => {
                 use std::os::unix::process::CommandExt;
                 std::process::Command::new(&argv[0])

@@ -36,6 +36,11 @@ use crate::sys::Sys;
 /// ([`Options`]), which `on`, the config file and `verify` take whole.
 macro_rules! registry {
     ($( $module:ident $(: $has:ident)? ),* $(,)?) => {
+        $(
+            #[doc = concat!("The component `", stringify!($module), "`: its file says what it is.")]
+            pub mod $module;
+        )*
+
         /// The components in the one order there is: the order they check
         /// and plan in, and within each phase of the shield's changes the
         /// order those are made in (see [`Phase`]): irqbalance's ban, the
@@ -104,6 +109,7 @@ registry! {
     rt_kthreads: options,
     knobs: options,
     idle_states: options,
+    healer: options,
 }
 
 /// A component's place in the registry, by its name in the steps it
@@ -396,22 +402,11 @@ pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunP
 pub use tasks::realtime::KeptRealtime;
 pub use tasks::{table as task_table, Direction};
 
-pub(in crate::shield) mod guard;
-pub(in crate::shield) mod hotplug;
-pub mod idle_states;
-pub mod irqbalance;
-pub mod irqs;
-pub mod knobs;
-pub(in crate::shield) mod mechanism;
 mod reach;
 pub mod read;
 pub mod report;
-pub(in crate::shield) mod resctrl;
-pub mod rt_kthreads;
 pub mod settle;
 pub mod status;
-pub(in crate::shield) mod tasks;
-pub mod workqueues;
 
 #[cfg(test)]
 mod change_tests;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# summary: someone else takes a shielded CPU offline: status says the shield no longer holds and names the CPU (exit 3); brought back online, status reads what the kernel made of the partition; off gives back exactly the snapshot before on; off while the CPU is still offline restores the rest, names the CPU and exits 5, and once it is online again a second off finishes exactly
+# summary: someone else takes a shielded CPU offline: status says the shield no longer holds and names the CPU (exit 3); brought back online, status reads what the kernel made of the partition; off gives back exactly the snapshot before on; off while the CPU is still offline restores the rest, names the CPU and exits 5, and once it is online again a second off finishes exactly; with --heal on, the healer repairs what the kernel undid when the CPU comes back (status exit 0 within 2 s, no command run) and off stops it
 # vm: cpus=4
 . /guest/lib.sh "$1"
 SH=2-3
@@ -37,5 +37,33 @@ echo 1 >$ONLINE; check "CPU 3 online once more" [ "$(cat $ONLINE)" = 1 ]
 cs off; check "off again, CPU 3 online: exit 0" [ "$CS_RC" -eq 0 ]
 snap after2
 snap_equal before after2 "off while CPU 3 was offline, then online and off again: the snapshot equals the one before on"
+# 3. The healer: CPU 3 offline and back under a shield made with --heal on;
+# the healer repairs what the kernel undid when it came back, without a
+# command run by a person, and off stops it.
+cs on $SH --heal on; check "on $SH --heal on exits 0" [ "$CS_RC" -eq 0 ]
+HPID=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' /run/cpushield/heal.json)
+check "the healer runs (pid $HPID, cpushield-heal)" grep -q cpushield-heal "/proc/$HPID/comm"
+cs status; check "status with the healer: exit 0" [ "$CS_RC" -eq 0 ]
+check "status shows the healer running" grep -q "running (pid $HPID)" "$OUT/cs.out"
+echo 0 >$ONLINE; sleep 1; echo 1 >$ONLINE
+t0=$(cut -d' ' -f1 /proc/uptime)
+i=0; rc=3
+while [ $i -lt 40 ]; do
+    cpushield status >/dev/null 2>&1; rc=$?
+    [ $rc -eq 0 ] && break
+    sleep 0.1; i=$((i + 1))
+done
+t1=$(cut -d' ' -f1 /proc/uptime)
+took=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")
+check "status exits 0 within 2 s of CPU 3 coming back online, with no command but status run ($rc after $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 2.0) }"
+cat /run/cpushield/heal.json >"$OUT/heal.json"
+info "healer state: $(cat "$OUT/heal.json")"
+check "the healer counted a repair for cpu-online" grep -Eq '"cpu-online": *[1-9]' "$OUT/heal.json"
+note "healer: status held again $took s after CPU 3 came online; its repair: $(sed -n 's/.*"last": *\({[^}]*}\).*/\1/p' "$OUT/heal.json")"
+cs status; check "status shows the repair" grep -q "cpu-online 1" "$OUT/cs.out"
+cs off; check "off with the healer: exit 0" [ "$CS_RC" -eq 0 ]
+check "off stopped the healer" [ ! -d "/proc/$HPID" ]
+snap after3
+snap_equal before after3 "the healer's shield, CPU 3 offline and back, then off: the snapshot equals the one before on"
 custom_state_end
 result

@@ -1,0 +1,353 @@
+//! The healer: while a shield lives, it repairs what the kernel itself
+//! undoes of it, without a person.
+//!
+//! The kernel resets part of a shield on its own: a CPU that comes online
+//! widens the per-node kernel threads (`kcompactd0`) to every CPU of the
+//! node; a device added or a module loaded brings IRQs on every CPU; a
+//! new unbound workqueue or kernel thread may land on the shielded CPUs.
+//! The healer (`cpushield heal`, kept alive by systemd as
+//! [`UNIT`] where systemd runs) listens to the kernel's uevents (a CPU
+//! online, a device, a module, a workqueue added) and, where no event
+//! exists, looks every [`PERIOD`] for IRQs and kernel threads that are new
+//! and allowed on the shield. On either it runs `cpushield repair --reason
+//! R`, the same change in place that `on` with the shield's own request
+//! makes (journaled like any change), and counts the repair by its reason
+//! in [`STATE_FILE`], which `status` and the metrics read.
+//!
+//! Drift that another program makes (someone's `taskset` onto the shield)
+//! is not the kernel's: `status` reports it, and the healer leaves it.
+
+use std::collections::{BTreeMap, HashSet};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::CpuSet;
+use crate::sys::procfs::{self, PF_KTHREAD, PF_NO_SETAFFINITY};
+use crate::sys::{syscalls, Sys, SysError};
+
+/// The healer's state, relative to the root.
+pub const STATE_FILE: &str = "run/cpushield/heal.json";
+/// The healer's transient unit on systemd hosts.
+pub const UNIT: &str = "cpushield-heal.service";
+/// The healer's process name.
+pub const PROCESS_NAME: &str = "cpushield-heal";
+/// How often it looks for new IRQs and kernel threads, which send no event.
+pub const PERIOD: Duration = Duration::from_millis(500);
+/// Events that come together (a CPU online brings several) make one repair:
+/// it waits this long after the first.
+const GATHER: Duration = Duration::from_millis(100);
+/// How many times one trigger's repair is tried.
+const RETRIES: usize = 3;
+
+/// The healer's state file: who it is, and what it repaired.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HealState {
+    /// Its process id.
+    pub pid: i32,
+    /// Its start time (ticks since boot), which tells it from a later
+    /// process with the same id.
+    pub start_ticks: u64,
+    /// The shielded CPUs it watches.
+    pub cpus: CpuSet,
+    /// Repairs made, by reason.
+    #[serde(default)]
+    pub repairs: BTreeMap<String, u64>,
+    /// Repairs that failed, by reason.
+    #[serde(default)]
+    pub failed: BTreeMap<String, u64>,
+    /// The last repair.
+    #[serde(default)]
+    pub last: Option<Repair>,
+}
+
+/// One repair the healer ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repair {
+    /// Why: the event or what was found.
+    pub reason: String,
+    /// What exactly (the uevent's device path, the IRQ, the thread).
+    pub what: String,
+    /// When it finished (Unix seconds).
+    pub at_unix: u64,
+    /// From the event to the repair's end, ms.
+    pub took_ms: u64,
+    /// Whether `repair` exited 0.
+    pub ok: bool,
+}
+
+/// Reads the healer's state file.
+pub fn read_state(sys: &Sys) -> Option<HealState> {
+    serde_json::from_str(&sys.read(STATE_FILE).ok()?).ok()
+}
+
+/// Whether the process `state` names still runs (the same process).
+pub fn alive(sys: &Sys, state: &HealState) -> bool {
+    state.pid > 0 && procfs::start_ticks(sys, state.pid) == Some(state.start_ticks)
+}
+
+/// Why the healer would repair: the kernel's event, or what it found new.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Trigger {
+    /// The reason's name (`cpu-online`, `device-added`, `module-loaded`,
+    /// `workqueue-added`, `new-irq`, `kernel-thread`).
+    pub reason: &'static str,
+    /// What exactly.
+    pub what: String,
+}
+
+/// The trigger a uevent (`ACTION@DEVPATH\0KEY=VALUE\0...`) is, when it is
+/// one the kernel undoes part of a shield by.
+pub fn trigger_of(message: &[u8]) -> Option<Trigger> {
+    let mut fields = message.split(|b| *b == 0).map(String::from_utf8_lossy);
+    let head = fields.next()?;
+    // Messages of udev (`libudev` header) are not the kernel's.
+    let (action, devpath) = head.split_once('@')?;
+    let mut subsystem = String::new();
+    for f in fields {
+        if let Some(v) = f.strip_prefix("SUBSYSTEM=") {
+            subsystem = v.to_string();
+        }
+    }
+    let reason = match (action, subsystem.as_str()) {
+        ("online", "cpu") | ("add", "cpu") => "cpu-online",
+        ("add", "module") => "module-loaded",
+        ("add", "workqueue") => "workqueue-added",
+        ("add", "pci" | "virtio" | "net" | "msi_irqs" | "platform" | "usb") => "device-added",
+        _ => return None,
+    };
+    Some(Trigger {
+        reason,
+        what: devpath.to_string(),
+    })
+}
+
+/// What the healer has seen of the IRQs and kernel threads, to tell new
+/// ones.
+#[derive(Debug, Default)]
+pub struct Seen {
+    irqs: HashSet<u32>,
+    pids: HashSet<i32>,
+}
+
+impl Seen {
+    /// What runs now.
+    pub fn now(sys: &Sys) -> Seen {
+        Seen {
+            irqs: irq_numbers(sys),
+            pids: procfs::list_pids(sys)
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+        }
+    }
+
+    /// Looks again: the first IRQ or kernel thread that is new and allowed
+    /// on `shield` (a per-CPU kernel thread of a shielded CPU is the
+    /// kernel's own, and stays).
+    pub fn look(&mut self, sys: &Sys, shield: &CpuSet) -> Option<Trigger> {
+        let now = Seen::now(sys);
+        let mut found = None;
+        for irq in now.irqs.difference(&self.irqs) {
+            let list = sys.read_trimmed(&format!("proc/irq/{irq}/smp_affinity_list"));
+            let on_shield = list.ok().and_then(|l| CpuSet::parse_list(&l).ok());
+            if on_shield.is_some_and(|cpus| cpus.intersects(shield)) && found.is_none() {
+                found = Some(Trigger {
+                    reason: "new-irq",
+                    what: format!("IRQ {irq}"),
+                });
+            }
+        }
+        for pid in now.pids.difference(&self.pids) {
+            if found.is_some() {
+                break;
+            }
+            let Ok(Some(t)) = procfs::read_thread(sys, *pid, *pid, procfs::Hierarchy::Unified)
+            else {
+                continue;
+            };
+            let kernel = t.flags & PF_KTHREAD != 0;
+            let per_cpu = t.flags & PF_NO_SETAFFINITY != 0 || t.cpus_allowed.len() == 1;
+            if kernel && !per_cpu && t.cpus_allowed.intersects(shield) {
+                found = Some(Trigger {
+                    reason: "kernel-thread",
+                    what: format!("{} (pid {pid})", t.name),
+                });
+            }
+        }
+        *self = now;
+        found
+    }
+}
+
+/// The IRQ numbers under `/proc/irq`.
+fn irq_numbers(sys: &Sys) -> HashSet<u32> {
+    sys.list("proc/irq")
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// A healer problem.
+#[derive(Debug, thiserror::Error)]
+pub enum HealError {
+    /// The kernel layer.
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    /// The uevent socket.
+    #[error("the kernel's uevent socket: {0}")]
+    Uevents(nix::errno::Errno),
+}
+
+/// The kernel's uevents, as a socket (`NETLINK_KOBJECT_UEVENT`, group 1).
+fn uevents() -> Result<OwnedFd, nix::errno::Errno> {
+    use nix::sys::socket::SockType;
+    use nix::sys::socket::{bind, socket, AddressFamily, NetlinkAddr, SockFlag, SockProtocol};
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Raw,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        SockProtocol::NetlinkKObjectUEvent,
+    )?;
+    bind(fd.as_raw_fd(), &NetlinkAddr::new(0, 1))?;
+    Ok(fd)
+}
+
+/// Reads every uevent waiting on `fd`: the first trigger among them.
+fn drain(fd: &OwnedFd) -> Option<Trigger> {
+    let mut buf = vec![0u8; 16384];
+    let mut found = None;
+    while let Ok(n) = nix::sys::socket::recv(
+        fd.as_raw_fd(),
+        &mut buf,
+        nix::sys::socket::MsgFlags::empty(),
+    ) {
+        if n == 0 {
+            break;
+        }
+        if found.is_none() {
+            found = trigger_of(&buf[..n]);
+        }
+    }
+    found
+}
+
+/// Waits up to `timeout` for a uevent on `fd`.
+fn wait(fd: &OwnedFd, timeout: Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::from(ms)).is_ok_and(|n| n > 0)
+}
+
+/// Runs the healer until `stop` is set or the shield is gone: each
+/// trigger runs `repair` (see the module), counted in its state file.
+/// `repair` runs one repair for a trigger and says whether it succeeded.
+pub fn run(
+    sys: &Sys,
+    stop: &AtomicBool,
+    repair: &dyn Fn(&Trigger) -> bool,
+) -> Result<(), HealError> {
+    sys.run_dir()?;
+    let shield = match crate::shield::journal::read_state(sys) {
+        Ok(Some(s)) => s,
+        _ => return Ok(()),
+    };
+    let _ = syscalls::set_thread_name(PROCESS_NAME);
+    let _ = sys.set_affinity(0, &shield.housekeeping);
+    let me = std::process::id() as i32;
+    let mut state = HealState {
+        pid: me,
+        start_ticks: procfs::start_ticks(sys, me).unwrap_or_default(),
+        cpus: shield.shield.clone(),
+        ..read_state(sys).unwrap_or_default()
+    };
+    write_state(sys, &state)?;
+    let events = uevents().map_err(HealError::Uevents)?;
+    let mut seen = Seen::now(sys);
+    while !stop.load(Ordering::Relaxed) {
+        let event = wait(&events, PERIOD).then(|| drain(&events)).flatten();
+        if !crate::shield::journal::Journal::exists(sys) {
+            break;
+        }
+        let Some(trigger) = event.or_else(|| seen.look(sys, &state.cpus)) else {
+            continue;
+        };
+        let t = Instant::now();
+        // What comes with it is part of the same repair.
+        std::thread::sleep(GATHER);
+        let _ = drain(&events);
+        // Another cpushield command may hold the lock for a while (a
+        // `run` starting, an `apply`): tried again a little later.
+        let ok = (0..RETRIES).any(|i| {
+            if i > 0 {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            repair(&trigger)
+        });
+        seen = Seen::now(sys);
+        let counts = if ok {
+            &mut state.repairs
+        } else {
+            &mut state.failed
+        };
+        *counts.entry(trigger.reason.to_string()).or_default() += 1;
+        state.last = Some(Repair {
+            reason: trigger.reason.to_string(),
+            what: trigger.what,
+            at_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            took_ms: t.elapsed().as_millis() as u64,
+            ok,
+        });
+        write_state(sys, &state)?;
+    }
+    Ok(())
+}
+
+/// Writes the state file atomically.
+fn write_state(sys: &Sys, state: &HealState) -> Result<(), SysError> {
+    let text = serde_json::to_string(state).expect("the state serialises");
+    sys.write_config(STATE_FILE, &text, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uevent(parts: &[&str]) -> Vec<u8> {
+        parts.join("\0").into_bytes()
+    }
+
+    #[test]
+    fn the_kernels_events_that_undo_part_of_a_shield_are_triggers() {
+        let online = uevent(&[
+            "online@/devices/system/cpu/cpu3",
+            "ACTION=online",
+            "DEVPATH=/devices/system/cpu/cpu3",
+            "SUBSYSTEM=cpu",
+            "SEQNUM=2101",
+        ]);
+        assert_eq!(
+            trigger_of(&online),
+            Some(Trigger {
+                reason: "cpu-online",
+                what: "/devices/system/cpu/cpu3".into()
+            })
+        );
+        let module = uevent(&["add@/module/virtio_net", "ACTION=add", "SUBSYSTEM=module"]);
+        assert_eq!(trigger_of(&module).unwrap().reason, "module-loaded");
+        let pci = uevent(&["add@/devices/pci0000:00/0000:00:05.0", "SUBSYSTEM=pci"]);
+        assert_eq!(trigger_of(&pci).unwrap().reason, "device-added");
+        // A CPU going offline, a device removed, udev's own messages: none.
+        let offline = uevent(&["offline@/devices/system/cpu/cpu3", "SUBSYSTEM=cpu"]);
+        assert_eq!(trigger_of(&offline), None);
+        let remove = uevent(&["remove@/devices/pci0000:00/0000:00:05.0", "SUBSYSTEM=pci"]);
+        assert_eq!(trigger_of(&remove), None);
+        assert_eq!(trigger_of(b"libudev\0\xfe\xed\xca\xfe"), None);
+    }
+}

@@ -1,0 +1,115 @@
+//! The healer and `repair`: what the kernel undoes of a living shield is
+//! repaired in place by the same change `on` makes; `--heal on` starts the
+//! healer with the shield, `status` shows it, `off` stops it first.
+
+mod common;
+
+use common::*;
+use cpushield::sys::fixture::{CgroupLayout, FixtureConfig};
+use cpushield::CpuSet;
+
+/// What the kernel does to a per-node kernel thread when a CPU of its
+/// node comes online: its allowed CPUs become the node's, whatever its
+/// cgroup (the fixture's status file, as the kernel shows it).
+fn widen(root: &std::path::Path, tid: i32, list: &str) {
+    let path = root.join(format!("proc/{tid}/task/{tid}/status"));
+    let cpus = CpuSet::parse_list(list).unwrap();
+    let text: String = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| match l.split_once(':') {
+            Some(("Cpus_allowed", _)) => format!("Cpus_allowed:\t{}\n", cpus.to_mask(1)),
+            Some(("Cpus_allowed_list", _)) => format!("Cpus_allowed_list:\t{cpus}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&path, text).unwrap();
+}
+
+#[test]
+fn repair_puts_back_what_the_kernel_widened_and_changes_nothing_when_the_shield_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    standard(root, CgroupLayout::V2, FixtureConfig::default());
+    let before = tree(root);
+    let o = cpushield(root, &["repair"]);
+    assert_eq!(o.status.code(), Some(1), "no shield: {}", text(&o));
+    assert!(
+        text(&o).contains("no complete shield to repair"),
+        "{}",
+        text(&o)
+    );
+    assert!(cpushield(root, &["on", "2-3"]).status.success());
+    let o = cpushield(root, &["repair", "--reason", "cpu-online"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("nothing to repair (cpu-online)"),
+        "{}",
+        text(&o)
+    );
+    // A CPU came online: the kernel gave kthreadd every CPU of the node.
+    widen(root, 3, "0-3");
+    let o = cpushield(root, &["status"]);
+    assert_eq!(o.status.code(), Some(3), "widened: {}", text(&o));
+    let o = cpushield(root, &["repair", "--reason", "cpu-online", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(v["reason"], "cpu-online", "{v}");
+    assert!(v["changed"].as_u64().unwrap() >= 1, "{v}");
+    let o = cpushield(root, &["status"]);
+    assert!(o.status.success(), "repaired: {}", text(&o));
+    assert!(cpushield(root, &["off"]).status.success());
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}
+
+#[test]
+fn heal_on_starts_the_healer_status_shows_it_and_off_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    standard(root, CgroupLayout::V2, FixtureConfig::default());
+    let before = tree(root);
+    let o = cpushield(root, &["on", "2-3", "--heal", "on", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let state: serde_json::Value =
+        serde_json::from_str(&read(root, "run/cpushield/heal.json")).unwrap();
+    let pid = state["pid"].as_i64().unwrap();
+    assert!(root.join(format!("proc/{pid}")).exists(), "{state}");
+    let o = cpushield(root, &["status"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("running (pid {pid}), 0 repairs")),
+        "{}",
+        text(&o)
+    );
+    // The same request again (what `repair` runs) keeps the healer that runs.
+    let o = cpushield(root, &["repair"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let again: serde_json::Value =
+        serde_json::from_str(&read(root, "run/cpushield/heal.json")).unwrap();
+    assert_eq!(again["pid"], state["pid"]);
+    // Gone behind the shield's back: status says so.
+    std::fs::remove_dir_all(root.join(format!("proc/{pid}"))).unwrap();
+    let o = cpushield(root, &["status"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        text(&o).contains("the healer the shield started is not running"),
+        "{}",
+        text(&o)
+    );
+    // A repair starts it again.
+    let o = cpushield(root, &["repair"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(cpushield(root, &["status"]).status.success());
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let last: serde_json::Value =
+        serde_json::from_str(&read(root, "run/cpushield/heal.json")).unwrap();
+    let last_pid = last["pid"].as_i64().unwrap();
+    assert!(
+        !root.join(format!("proc/{last_pid}")).exists(),
+        "off stops the healer"
+    );
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}
