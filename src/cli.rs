@@ -146,7 +146,7 @@ pub enum Command {
     /// thread).
     Repair(RepairArgs),
     /// The healer: while the shield lives, listen to the kernel's uevents
-    /// and look for new IRQs and kernel threads, and run `repair` when the
+    /// and look for new IRQs and kernel threads, and repair as `repair` does when the
     /// kernel undid part of the shield. `on --heal on` starts it and `off`
     /// stops it; it ends by itself when the shield is gone.
     Heal,

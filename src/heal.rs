@@ -9,10 +9,11 @@
 //! [`UNIT`] where systemd runs) listens to the kernel's uevents (a CPU
 //! online, a device, a module, a workqueue added) and, where no event
 //! exists, looks every [`PERIOD`] for IRQs and kernel threads that are new
-//! and allowed on the shield. On either it runs `cpushield repair --reason
-//! R`, the same change in place that `on` with the shield's own request
-//! makes (journaled like any change), and counts the repair by its reason
-//! in [`STATE_FILE`], which `status` and the metrics read.
+//! and allowed on the shield. On either it makes, in its own process, the
+//! repair `cpushield repair` makes: the same change in place that `on`
+//! with the shield's own request makes (journaled like any change). It
+//! counts each repair by its reason in [`STATE_FILE`], which `status` and
+//! the metrics read.
 //!
 //! Drift that another program makes (someone's `taskset` onto the shield)
 //! is not the kernel's: `status` reports it, and the healer leaves it.
@@ -38,12 +39,12 @@ pub const PROCESS_NAME: &str = "cpushield-heal";
 pub const PERIOD: Duration = Duration::from_millis(500);
 /// Events that come together (a CPU online brings several) make one repair:
 /// it waits this long after the first.
-const GATHER: Duration = Duration::from_millis(100);
+const GATHER: Duration = Duration::from_millis(50);
 /// How many times one trigger's repair is tried.
 const RETRIES: usize = 3;
 
 /// The healer's state file: who it is, and what it repaired.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HealState {
     /// Its process id.
     pub pid: i32,
@@ -64,7 +65,7 @@ pub struct HealState {
 }
 
 /// One repair the healer ran.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Repair {
     /// Why: the event or what was found.
     pub reason: String,
@@ -76,6 +77,30 @@ pub struct Repair {
     pub took_ms: u64,
     /// Whether `repair` exited 0.
     pub ok: bool,
+    /// What the repair changed (kernel writes, moves), as `repair --json`
+    /// said.
+    #[serde(default)]
+    pub changed: usize,
+    /// How long `repair` itself took, ms (its `took.total`); the rest of
+    /// `took_ms` is the wait for the events that came with it.
+    #[serde(default)]
+    pub repair_ms: u64,
+    /// Its phases, ms, as `repair --json` gave them (`took`).
+    #[serde(default)]
+    pub phases: BTreeMap<String, f64>,
+}
+
+/// What one `repair` run said of itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RepairRun {
+    /// It exited 0.
+    pub ok: bool,
+    /// What it changed.
+    pub changed: usize,
+    /// Its own time, ms.
+    pub repair_ms: u64,
+    /// Its phases, ms.
+    pub phases: BTreeMap<String, f64>,
 }
 
 /// Reads the healer's state file.
@@ -245,11 +270,11 @@ fn wait(fd: &OwnedFd, timeout: Duration) -> bool {
 
 /// Runs the healer until `stop` is set or the shield is gone: each
 /// trigger runs `repair` (see the module), counted in its state file.
-/// `repair` runs one repair for a trigger and says whether it succeeded.
+/// `repair` runs one repair for a trigger and says what became of it.
 pub fn run(
     sys: &Sys,
     stop: &AtomicBool,
-    repair: &dyn Fn(&Trigger) -> bool,
+    repair: &dyn Fn(&Trigger) -> RepairRun,
 ) -> Result<(), HealError> {
     sys.run_dir()?;
     let shield = match crate::shield::journal::read_state(sys) {
@@ -282,12 +307,17 @@ pub fn run(
         let _ = drain(&events);
         // Another cpushield command may hold the lock for a while (a
         // `run` starting, an `apply`): tried again a little later.
-        let ok = (0..RETRIES).any(|i| {
+        let mut done = RepairRun::default();
+        for i in 0..RETRIES {
             if i > 0 {
                 std::thread::sleep(Duration::from_secs(1));
             }
-            repair(&trigger)
-        });
+            done = repair(&trigger);
+            if done.ok {
+                break;
+            }
+        }
+        let ok = done.ok;
         seen = Seen::now(sys);
         let counts = if ok {
             &mut state.repairs
@@ -303,6 +333,9 @@ pub fn run(
                 .map_or(0, |d| d.as_secs()),
             took_ms: t.elapsed().as_millis() as u64,
             ok,
+            changed: done.changed,
+            repair_ms: done.repair_ms,
+            phases: done.phases,
         });
         write_state(sys, &state)?;
     }

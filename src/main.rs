@@ -412,21 +412,41 @@ fn repair_command(sys: &Sys, reason: &str, json: bool, out: &mut impl Write) -> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs `cpushield repair --reason R` for the healer (a process of its
-/// own, at ordinary priority, so that the healer keeps listening) and
-/// says whether it exited 0.
-fn run_repair(sys: &Sys, trigger: &cpushield::heal::Trigger) -> bool {
-    let Ok(exe) = std::env::current_exe() else {
-        return false;
+/// One repair for the healer, in its own process (no program to start
+/// under emulation, where that alone takes longer than the repair): the
+/// change in place `repair` makes, its outcome on the healer's standard
+/// error (the journal of its unit, on systemd hosts).
+fn run_repair(sys: &Sys, trigger: &cpushield::heal::Trigger) -> cpushield::heal::RepairRun {
+    let mut done = cpushield::heal::RepairRun::default();
+    let state = shield::journal::read_state(sys).ok().flatten();
+    let Some(request) = state.filter(|s| s.complete).and_then(|s| s.request) else {
+        return done;
     };
-    let mut cmd = std::process::Command::new(exe);
-    if let Some(root) = sys.root_arg() {
-        cmd.arg("--root").arg(root);
+    match shield::on(sys, &request, false, &AtomicBool::new(false)) {
+        Ok(report) => {
+            eprintln!(
+                "cpushield heal: {} ({}): repaired, {} changes in {:.0} ms",
+                trigger.reason,
+                trigger.what,
+                report.changed,
+                report.took.total.as_secs_f64() * 1e3
+            );
+            done.ok = true;
+            done.changed = report.changed;
+            done.repair_ms = report.took.total.as_millis() as u64;
+            if let Ok(serde_json::Value::Object(took)) = serde_json::to_value(&report.took) {
+                done.phases = (took.into_iter())
+                    .filter_map(|(k, v)| Some((k, v.as_f64()?)))
+                    .filter(|(_, ms)| *ms > 0.0)
+                    .collect();
+            }
+        }
+        Err(e) => eprintln!(
+            "cpushield heal: {} ({}): repair failed: {e}",
+            trigger.reason, trigger.what
+        ),
     }
-    cmd.args(["repair", "--reason", trigger.reason])
-        .stdin(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    done
 }
 
 /// `off`: undoes the shield (`--dry-run`: what it would undo).

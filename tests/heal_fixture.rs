@@ -113,3 +113,18 @@ fn heal_on_starts_the_healer_status_shows_it_and_off_stops_it() {
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "not restored: {d:#?}");
 }
+
+#[test]
+fn on_a_systemd_host_the_healer_is_a_unit_off_may_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    systemd_host(root);
+    let before = tree(root);
+    let o = cpushield(root, &["on", "2-3", "--heal", "on"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = cpushield(root, &["off", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("not acted on"), "{}", text(&o));
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}

@@ -61,8 +61,8 @@ pub struct Options {
     /// (a CPU that comes online widens per-node kernel threads; a device
     /// added or a module loaded brings IRQs; new kernel threads), within
     /// a second and without a person: `on` starts the healer (`cpushield
-    /// heal`, a systemd service where systemd runs), which runs `cpushield
-    /// repair` on each such event; `off` stops it.
+    /// heal`, a systemd service where systemd runs), which repairs as
+    /// `cpushield repair` does on each such event; `off` stops it.
     #[arg(long, value_name = "MODE", default_value = "off")]
     #[serde(default, skip_serializing_if = "is_off")]
     pub heal: HealMode,
@@ -213,6 +213,10 @@ impl Component for Part {
             }
             out.unless_held(cx, phase, step);
         }
+    }
+
+    fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
+        reach.units.push(heal::UNIT.to_string());
     }
 
     fn undoes(&self) -> Option<&dyn Undoes> {

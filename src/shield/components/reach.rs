@@ -65,7 +65,7 @@ pub(super) fn reach() -> Reach {
     );
     files.push(format!("{RESCTRL}/schemata"));
     let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    Reach {
+    let mut reach = Reach {
         files,
         dirs: vec![resctrl::GROUP.into()],
         mounts: strings(&[CGROUP2_MOUNT, CGROUP2_FALLBACK, RESCTRL]),
@@ -84,7 +84,11 @@ pub(super) fn reach() -> Reach {
         // The mechanism asks systemd for an `isolated` partition only;
         // `root` is what an older plan could ask.
         partitions: strings(&["isolated", "root"]),
+    };
+    for part in super::ORDER {
+        part.reaches(&mut reach);
     }
+    reach
 }
 
 #[cfg(test)]
@@ -114,6 +118,10 @@ mod tests {
             assert!(!r.files.iter().any(|p| matches(p, outside)), "{outside}");
         }
         assert!(r.units.iter().any(|u| matches(u, "cpushield-run-30.scope")));
+        assert!(
+            r.units.iter().any(|u| u == crate::heal::UNIT),
+            "the healer declares its unit"
+        );
         assert!(!r.units.iter().any(|u| matches(u, "ssh.service")));
     }
 }

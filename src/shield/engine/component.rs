@@ -121,6 +121,11 @@ pub(in crate::shield) trait Component: Sync {
         None
     }
 
+    /// Adds what it changes, as a journal record may name it, to `reach`
+    /// (`off` acts on no record that names anything else). Nothing by
+    /// default: most components' files are in `components/reach.rs`.
+    fn reaches(&self, _reach: &mut crate::shield::reach::Reach) {}
+
     /// What its `steps` (its own, of a plan) change machine-wide, each with
     /// how to do without it. None by default.
     fn machine_wide(&self, _steps: &[Step]) -> Vec<MachineWide> {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: on + off with 10,000 more threads (100 processes x 100): every one leaves the shield and gets its CPUs back; notes the times
-# vm: cpus=4
+# vm: cpus=4 kernels=6.12
 . /guest/lib.sh "$1"
 SH=2-3
 HK=$(cpus_minus "$(all_cpus)" $SH)

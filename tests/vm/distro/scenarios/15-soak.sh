@@ -1,0 +1,73 @@
+#!/bin/sh
+# summary: a shield that lives (issue 64), by hand, about 30 minutes: a
+#   shield made by on 2-3 --tune=all,rt-throttling --heal on kept through
+#   ROUNDS rounds (default 50) of a 1 kHz FIFO 80 sleeper through run on
+#   CPU 3, a FIFO 80 busy poller through run on CPU 2 every other round,
+#   transient services, daemon-reload, a journald restart every third
+#   round and a change in place 2-3 <-> 1-3 every fourth; then RUNS runs of
+#   true (default 1000); then CPU 3 offline and online. Prints per round
+#   the journal's size and records, the guard's and the healer's RSS and
+#   open files; checks status exit 0 every round, /run/cpushield after it
+#   all at most 10 % larger than after 5 rounds, the healer's repair of
+#   CPU 3 within 3 s, and off giving back exactly what was before
+# distro: suites=bookworm,trixie default=no time=2400
+. /job/lib.sh "$1"
+ROUNDS=${CPUSHIELD_SOAK_ROUNDS:-50}
+RUNS=${CPUSHIELD_SOAK_RUNS:-1000}
+OPTS="--tune=all,rt-throttling --heal on"
+irqbalance_settle
+snap before
+cs on 2-3 $OPTS
+check "on 2-3 $OPTS exits 0" [ "$CS_RC" = 0 ]
+size() { du -sb /run/cpushield | cut -f1; }
+records() { /job/cpushield status --json 2>/dev/null | sed -n 's/.*"records": *\([0-9]*\).*/\1/p' | head -n1; }
+proc_of() { pid=$(systemctl show -p MainPID --value "$1" 2>/dev/null); [ "${pid:-0}" -gt 0 ] && echo "rss $(awk '/VmRSS/ {print $2}' /proc/$pid/status) kB fds $(ls /proc/$pid/fd | wc -l)" || echo none; }
+held=0; cpus=2-3; size5=""
+r=1
+while [ $r -le "$ROUNDS" ]; do
+    /job/cpushield run --cpu 3 --fifo 80 -- timeout 3 sh -c 'while :; do sleep 0.001; done' >/dev/null 2>&1 &
+    sleeper=$!
+    if [ $((r % 2)) = 0 ]; then
+        /job/cpushield run --cpu 2 --fifo 80 -- timeout 2 sh -c 'while :; do :; done' >/dev/null 2>&1 &
+        poller=$!
+    else poller=""; fi
+    systemd-run --quiet --unit "soak-$r" sleep 1 >/dev/null 2>&1
+    systemctl daemon-reload
+    [ $((r % 3)) = 0 ] && systemctl restart systemd-journald
+    wait $sleeper; [ -n "$poller" ] && wait $poller
+    if [ $((r % 4)) = 0 ]; then
+        if [ $cpus = 2-3 ]; then cpus=1-3; else cpus=2-3; fi
+        /job/cpushield on $cpus $OPTS >"$OUT/change.$r" 2>&1 || check "round $r: on $cpus in place exits 0" false
+    fi
+    /job/cpushield status >"$OUT/status.$r" 2>&1 && held=$((held + 1)) || info "round $r: status exit $? ($(grep -m1 broken "$OUT/status.$r"))"
+    info "round $r: /run/cpushield $(size) bytes, journal $(records) records; guard $(proc_of cpushield-guard.service); healer $(proc_of cpushield-heal.service)"
+    [ $r = 5 ] && size5=$(size)
+    r=$((r + 1))
+done
+check "status exit 0 in $held of $ROUNDS rounds" [ "$held" = "$ROUNDS" ]
+[ $cpus = 2-3 ] || { cs on 2-3 $OPTS; check "back to 2-3 in place" [ "$CS_RC" = 0 ]; }
+t0=$(date +%s)
+n=0; failed=0
+while [ $n -lt "$RUNS" ]; do /job/cpushield run --cpu 3 -- true || failed=$((failed + 1)); n=$((n + 1)); done
+info "$RUNS runs of true took $(( $(date +%s) - t0 )) s, $failed failed"
+check "$RUNS runs of true: none failed" [ "$failed" = 0 ]
+end=$(size)
+note "kernel $(uname -r): soak: /run/cpushield after 5 rounds $size5 bytes, after $ROUNDS rounds and $RUNS runs $end bytes ($(records) records)"
+check "/run/cpushield after it all ($end bytes) at most 10 % over its size after 5 rounds ($size5)" awk "BEGIN { exit !($end <= 1.1 * $size5) }"
+echo 0 >/sys/devices/system/cpu/cpu3/online; sleep 1; echo 1 >/sys/devices/system/cpu/cpu3/online
+t0=$(cut -d' ' -f1 /proc/uptime); i=0; rc=3
+while [ $i -lt 60 ]; do
+    t1=$(cut -d' ' -f1 /proc/uptime)
+    /job/cpushield status >/dev/null 2>&1; rc=$?
+    [ $rc = 0 ] && break
+    sleep 0.1; i=$((i + 1))
+done
+took=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")
+note "kernel $(uname -r): soak: CPU 3 offline and online: status exit $rc $took s after; healer $(sed -n 's/.*"last": *\({.*}\)}$/\1/p' /run/cpushield/heal.json)"
+check "status exits 0 within 3 s of CPU 3 coming back ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 3.0) }"
+cs off
+check "off exits 0" [ "$CS_RC" = 0 ]
+irqbalance_settle
+snap after
+snap_equal_after_irqbalance before after "after the soak, off: everything as before"
+result
