@@ -363,6 +363,11 @@ impl Component for Part {
         OWNER
     }
 
+    /// Each CPU's hotplug switch ([`cpu_online_file`]).
+    fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
+        reach.files.push("sys/devices/system/cpu/cpu*/online".into());
+    }
+
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
         facts.put(NAME, &read(sys, &req.cpus));
         Ok(())

@@ -372,6 +372,12 @@ impl Component for Part {
         OWNER
     }
 
+    /// Each CPU's PM QoS file ([`qos_file`]) and each idle state's switch.
+    fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
+        reach.files.push("sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us".into());
+        reach.files.push("sys/devices/system/cpu/cpu*/cpuidle/state*/disable".into());
+    }
+
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {
         if bound_of(req).is_some() {
             facts.put(NAME, &read(sys, &req.cpus));

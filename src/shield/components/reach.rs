@@ -5,26 +5,13 @@
 //! to its pattern, and every fixture test's `off` holds the whole (a path
 //! a component writes that is missing here makes `off` refuse its record).
 
-use crate::guard::kernel::RT_RUNTIME;
-use crate::guard::stalld::SCHED_FEATURES;
 use crate::shield::reach::Reach;
-use crate::sys::resctrl::RESCTRL;
 
 use super::knobs::{Scope, KNOBS};
-use super::{guard, resctrl};
 use crate::shield::cgroup_layout::{
     CGROUP2_FALLBACK, CGROUP2_MOUNT, SHIELD_CGROUP, SHIELD_SLICE, SYSTEM_CGROUP_V1,
 };
-use crate::shield::snapshot::{DEFAULT_IRQ_AFFINITY, WORKQUEUE_MASK};
 
-/// The IRQs' affinity files ([`crate::sys::irq::irq_affinity_file`]).
-const IRQ_AFFINITY: &str = "proc/irq/*/smp_affinity_list";
-/// A CPU's hotplug switch (the hotplug component's `cpu_online_file`).
-const CPU_ONLINE: &str = "sys/devices/system/cpu/cpu*/online";
-/// A CPU's PM QoS file (the idle states' `qos_file`).
-const CPU_QOS: &str = "sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us";
-/// An idle state's switch (the idle states' `disable_file`).
-const IDLE_DISABLE: &str = "sys/devices/system/cpu/cpu*/cpuidle/state*/disable";
 /// The network queues the `net-queues` knob writes.
 const NET_QUEUES: [&str; 2] = [
     "sys/class/net/*/queues/rx-*/rps_cpus",
@@ -34,7 +21,9 @@ const NET_QUEUES: [&str; 2] = [
 /// `scope_action`: `cpushield-run-PID.scope`, `cpushield-out-PID.scope`).
 const SCOPES: [&str; 2] = ["cpushield-run-*.scope", "cpushield-out-*.scope"];
 
-/// Everything the components change, as [`Reach`] says it.
+/// Everything the components change, as [`Reach`] says it: the cgroups'
+/// and the knobs' here, each other component's from its own
+/// [`crate::shield::component::Component::reaches`].
 pub(super) fn reach() -> Reach {
     let mut files: Vec<String> = Vec::new();
     for knob in KNOBS {
@@ -44,31 +33,11 @@ pub(super) fn reach() -> Reach {
             Scope::NetQueues => files.extend(NET_QUEUES.iter().map(|f| f.to_string())),
         }
     }
-    files.extend(
-        [
-            IRQ_AFFINITY,
-            DEFAULT_IRQ_AFFINITY,
-            WORKQUEUE_MASK,
-            CPU_ONLINE,
-            CPU_QOS,
-            IDLE_DISABLE,
-        ]
-        .iter()
-        .map(|f| f.to_string()),
-    );
-    files.extend(SCHED_FEATURES.iter().map(|f| f.to_string()));
-    files.push(RT_RUNTIME.into());
-    files.extend(
-        ["cpus_list", "schemata", "mode"]
-            .iter()
-            .map(|f| format!("{}/{f}", resctrl::GROUP)),
-    );
-    files.push(format!("{RESCTRL}/schemata"));
     let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let mut reach = Reach {
         files,
-        dirs: vec![resctrl::GROUP.into()],
-        mounts: strings(&[CGROUP2_MOUNT, CGROUP2_FALLBACK, RESCTRL]),
+        dirs: Vec::new(),
+        mounts: strings(&[CGROUP2_MOUNT, CGROUP2_FALLBACK]),
         cgroup_files: strings(&[
             "cgroup.subtree_control",
             "cgroup.procs",
@@ -80,7 +49,7 @@ pub(super) fn reach() -> Reach {
             "cpuset.sched_load_balance",
         ]),
         cgroup_dirs: strings(&[SHIELD_CGROUP, SYSTEM_CGROUP_V1]),
-        units: strings(&[SHIELD_SLICE, SCOPES[0], SCOPES[1], guard::UNIT]),
+        units: strings(&[SHIELD_SLICE, SCOPES[0], SCOPES[1]]),
         // The mechanism asks systemd for an `isolated` partition only;
         // `root` is what an older plan could ask.
         partitions: strings(&["isolated", "root"]),
@@ -101,7 +70,7 @@ mod tests {
         let r = reach();
         let file = |path: &str| assert!(r.files.iter().any(|p| matches(p, path)), "{path}");
         file(&crate::sys::irq::irq_affinity_file(24));
-        file(DEFAULT_IRQ_AFFINITY);
+        file(crate::shield::snapshot::DEFAULT_IRQ_AFFINITY);
         file(&super::super::hotplug::cpu_online_file(3));
         file(&super::super::idle_states::qos_file(2));
         file("sys/devices/system/cpu/cpu2/cpuidle/state3/disable");

@@ -66,6 +66,11 @@ impl Component for Part {
         OWNER
     }
 
+    /// The unbound workqueues' CPU mask.
+    fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
+        reach.files.push(crate::shield::snapshot::WORKQUEUE_MASK.into());
+    }
+
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         Ok(())
     }

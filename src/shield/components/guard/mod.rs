@@ -614,6 +614,13 @@ impl Component for Part {
         OWNER
     }
 
+    /// Its unit, and the two settings stalld needs.
+    fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
+        reach.units.push(UNIT.into());
+        reach.files.extend(crate::guard::stalld::SCHED_FEATURES.iter().map(|f| f.to_string()));
+        reach.files.push(RT_RUNTIME.into());
+    }
+
     /// That it started the guard, when its step did.
     fn record(&self, plan: &Plan, _: &OnReport) -> Option<serde_json::Value> {
         planned(&plan.steps).then_some(serde_json::Value::Bool(true))

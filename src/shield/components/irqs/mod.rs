@@ -512,8 +512,11 @@ impl Component for Part {
         OWNER
     }
 
-    /// The IRQs kept on the shield: bound there on request, or refusing a
-    /// new affinity.
+    fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
+        reach.files.extend(["proc/irq/*/smp_affinity_list", DEFAULT_IRQ_AFFINITY].map(String::from));
+    }
+
+    /// The IRQs kept on the shield: bound there on request, or refusing a new affinity.
     fn record(&self, _: &Plan, out: &OnReport) -> Option<serde_json::Value> {
         let mine: Outcome = serde_json::from_value(out.part(OWNER.name())?.data.clone()).ok()?;
         let kept: Vec<u32> = (mine.refused.iter().map(|r| r.irq))

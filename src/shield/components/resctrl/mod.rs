@@ -567,6 +567,15 @@ impl Component for Part {
         OWNER
     }
 
+    /// Its group's files, the default group's schemata, and the mount.
+    fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
+        use crate::sys::resctrl::RESCTRL;
+        reach.files.extend(["cpus_list", "schemata", "mode"].iter().map(|f| format!("{GROUP}/{f}")));
+        reach.files.push(format!("{RESCTRL}/schemata"));
+        reach.dirs.push(GROUP.into());
+        reach.mounts.push(RESCTRL.into());
+    }
+
     /// resctrl as it is, for a request that asks a cache share or a
     /// machine where the shield's group exists.
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {

@@ -88,6 +88,19 @@ irq_on() {
 # snapshot), plus what systemd and irqbalance hold: unit properties, the
 # irqbalance environment, runtime files. Units the scenarios start and stop
 # themselves (cs-*, run-u*) are left out.
+# status_holds_after T0: runs status every 0.1 s (for up to 6 s) until it
+# exits 0; sets HELD_RC (its last exit) and HELD_AFTER (seconds from T0, a
+# /proc/uptime reading, to the start of the status that held).
+status_holds_after() {
+    i=0; HELD_RC=3; t1=$1
+    while [ $i -lt 60 ]; do
+        t1=$(cut -d' ' -f1 /proc/uptime)
+        /job/cpushield status >/dev/null 2>&1; HELD_RC=$?
+        [ $HELD_RC = 0 ] && break
+        sleep 0.1; i=$((i + 1))
+    done
+    HELD_AFTER=$(awk "BEGIN { printf \"%.1f\", $t1 - $1 }")
+}
 snap() { # snap NAME
     f=$OUT/snap.$1
     {

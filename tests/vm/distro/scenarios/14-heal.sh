@@ -3,7 +3,7 @@
 #   cpushield-heal.service; CPU 3 of the shield taken offline and online
 #   again by someone else: the kernel widens the per-node kernel threads
 #   (kcompactd0) to every CPU, and the healer repairs it with no command
-#   run (status exit 0 within 3 s of the CPU coming back, the repair
+#   run (status exit 0 within 5 s of the CPU coming back under emulation, the repair
 #   counted by reason in status and the metrics, logged in its unit's
 #   journal); off stops the unit first and gives back exactly what was
 #   before
@@ -27,17 +27,9 @@ kc() { for p in $(pgrep -x 'kcompactd[0-9]*'); do taskset -pc "$p" | sed 's/.*: 
 info "kcompactd before: $(kc)"
 echo 0 >$ONLINE; sleep 1
 echo 1 >$ONLINE
-t0=$(cut -d' ' -f1 /proc/uptime)
-i=0; rc=3; t1=$t0
-while [ $i -lt 60 ]; do
-    t1=$(cut -d' ' -f1 /proc/uptime)
-    /job/cpushield status >/dev/null 2>&1; rc=$?
-    [ $rc = 0 ] && break
-    sleep 0.1; i=$((i + 1))
-done
-took=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")
+status_holds_after "$(cut -d' ' -f1 /proc/uptime)"; rc=$HELD_RC; took=$HELD_AFTER
 info "kcompactd after: $(kc)"
-check "status exits 0 within 3 s of CPU 3 coming back online, with no command but status run ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 3.0) }"
+check "status exits 0 within 5 s of CPU 3 coming back online, with no command but status run ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 5.0) }"
 cp /run/cpushield/heal.json "$OUT/heal.json"
 info "healer state: $(cat "$OUT/heal.json")"
 check "the healer counted a repair for cpu-online" grep -Eq '"cpu-online": *[1-9]' "$OUT/heal.json"
@@ -65,18 +57,11 @@ if [ -n "$NIC" ]; then
     before_irqs=$(ls /proc/irq | sort -n | tr '\n' ' ')
     echo 1 >"$NIC/remove"; sleep 1
     echo 1 >/sys/bus/pci/rescan
-    t0=$(cut -d' ' -f1 /proc/uptime); i=0; rc=3
-    while [ $i -lt 60 ]; do
-        t1=$(cut -d' ' -f1 /proc/uptime)
-        /job/cpushield status >/dev/null 2>&1; rc=$?
-        [ $rc = 0 ] && break
-        sleep 0.1; i=$((i + 1))
-    done
-    took=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")
+    status_holds_after "$(cut -d' ' -f1 /proc/uptime)"; rc=$HELD_RC; took=$HELD_AFTER
     info "IRQs before: $before_irqs; after: $(ls /proc/irq | sort -n | tr '\n' ' ')"
     info "healer after the device: $(cat /run/cpushield/heal.json)"
     note "kernel $(uname -r): healer: $(basename "$NIC") removed and rescanned: status exit $rc $took s after; repairs $(sed -n 's/.*"repairs": *\({[^}]*}\).*/\1/p' /run/cpushield/heal.json)"
-    check "a device hot-added (PCI rescan of $(basename "$NIC")): status exits 0 within 3 s ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 3.0) }"
+    check "a device hot-added (PCI rescan of $(basename "$NIC")): status exits 0 within 5 s ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 5.0) }"
     cs off
     check "off after the device exits 0" [ "$CS_RC" = 0 ]
 else

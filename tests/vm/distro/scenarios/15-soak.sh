@@ -55,14 +55,7 @@ end=$(size)
 note "kernel $(uname -r): soak: /run/cpushield after 5 rounds $size5 bytes, after $ROUNDS rounds and $RUNS runs $end bytes ($(records) records)"
 check "/run/cpushield after it all ($end bytes) at most 10 % over its size after 5 rounds ($size5)" awk "BEGIN { exit !($end <= 1.1 * $size5) }"
 echo 0 >/sys/devices/system/cpu/cpu3/online; sleep 1; echo 1 >/sys/devices/system/cpu/cpu3/online
-t0=$(cut -d' ' -f1 /proc/uptime); i=0; rc=3
-while [ $i -lt 60 ]; do
-    t1=$(cut -d' ' -f1 /proc/uptime)
-    /job/cpushield status >/dev/null 2>&1; rc=$?
-    [ $rc = 0 ] && break
-    sleep 0.1; i=$((i + 1))
-done
-took=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")
+status_holds_after "$(cut -d' ' -f1 /proc/uptime)"; rc=$HELD_RC; took=$HELD_AFTER
 note "kernel $(uname -r): soak: CPU 3 offline and online: status exit $rc $took s after; healer $(sed -n 's/.*"last": *\({.*}\)}$/\1/p' /run/cpushield/heal.json)"
 check "status exits 0 within 3 s of CPU 3 coming back ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 3.0) }"
 cs off
