@@ -627,3 +627,58 @@ fn a_thread_that_took_a_boosted_threads_id_is_never_boosted() {
     );
     assert_eq!(m.kworker_policy(), Some(0));
 }
+
+/// A change in place restarts the guard on the new CPUs; when a later step
+/// of that change fails, the rollback starts the old guard again, as it
+/// ran (the Debian 12 soak lost it, and with it the protection of a busy
+/// poller's CPU).
+#[test]
+fn a_change_in_place_rolled_back_after_the_guard_restarted_leaves_the_old_guard_running() {
+    let m = Machine::new("950000");
+    let root = m.root();
+    for cpu in 0..4 {
+        put(
+            root,
+            &format!("sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"),
+            "0\n",
+        );
+    }
+    let bound = ["--tune=rt-throttling", "--max-idle-latency", "10us"];
+    let o = cpushield(root, &[&["on", "2-3"][..], &bound].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let old = m.guard_state();
+    assert_eq!(old["cpus"], "2-3");
+    // CPU 1's PM QoS file refuses: the change to 1-3 fails after the guard
+    // restarted on 1-3 (the idle states come after the guard).
+    let marker = root.join(cpushield::sys::fixture::MARKER);
+    let mut config: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(&marker).unwrap()).unwrap();
+    config["refuse"]["sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us"] = "EIO".into();
+    fs::write(&marker, config.to_string()).unwrap();
+    let o = cpushield(root, &[&["on", "1-3"][..], &bound].concat());
+    assert!(!o.status.success(), "the change should fail: {}", text(&o));
+    assert!(text(&o).contains("rolled back"), "{}", text(&o));
+    let now = m.guard_state();
+    let pid = now["pid"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no guard: {now}; {}", text(&o)));
+    assert!(
+        root.join(format!("proc/{pid}")).exists(),
+        "no guard runs: {now}"
+    );
+    assert_eq!(now["cpus"], "2-3", "the old shield's guard: {now}");
+    // (What else the fixture's rollback could not give back, the
+    // affinities its emulation refuses, status names; not the guard.)
+    let o = cpushield(root, &["status"]);
+    let said = text(&o);
+    assert!(
+        !said.contains("guard the shield started is not running"),
+        "{said}"
+    );
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        !root.join(format!("proc/{pid}")).exists(),
+        "off stops the guard"
+    );
+}

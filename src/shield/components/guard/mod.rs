@@ -10,16 +10,14 @@
 //! `off` finds it, stops it and checks that it is gone.
 
 mod notes;
+mod undoes;
 
 pub use notes::GuardNote;
 
-use crate::shield::apply::ApplyError;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Phase, Planning};
 use crate::shield::component::{Looks, Undoes};
-use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, MachineWide, Metric, OwnFacts, PartReport};
 use crate::shield::plan::Plan;
-use crate::shield::reach::Bounds;
 use crate::shield::snapshot::Snapshot;
 use crate::shield::OnReport;
 use std::time::{Duration, Instant};
@@ -712,58 +710,6 @@ impl Component for Part {
     }
 }
 
-impl Undoes for Part {
-    fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), ApplyError>> {
-        let Own::Guard {
-            cpus,
-            settings,
-            unit,
-        } = own_of(action)?;
-        Some(start(sys, &cpus, &settings, unit.as_deref()).map_err(ApplyError::from))
-    }
-
-    /// A guard stopped through its own unit only.
-    fn within(&self, action: &Action, bounds: &Bounds) -> Option<Result<(), String>> {
-        let Own::Guard { unit, .. } = own_of(action)?;
-        Some(unit.as_deref().map_or(Ok(()), |u| bounds.unit(u)))
-    }
-
-    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
-        let Some(Own::Guard { unit, .. }) = own_of(&entry.action) else {
-            return false;
-        };
-        undo(sys, unit.as_deref(), out);
-        true
-    }
-
-    /// The guard stays until everything else is back: a real-time task
-    /// still on the shield keeps running through `off` (see
-    /// the tasks component's `realtime.rs`).
-    fn undone_last(&self, action: &Action) -> bool {
-        own_of(action).is_some()
-    }
-
-    fn describe(&self, action: &Action) -> Option<String> {
-        let Own::Guard { cpus, .. } = own_of(action)?;
-        Some(format!("the starvation guard of CPUs {cpus}"))
-    }
-
-    fn plan_line(&self, action: &Action) -> Option<String> {
-        let Own::Guard {
-            cpus,
-            settings,
-            unit,
-        } = own_of(action)?;
-        let unit = match unit {
-            Some(unit) => format!("systemd unit {}, ", crate::escape::terminal(&unit)),
-            None => String::new(),
-        };
-        let args = settings.args().join(" ");
-        Some(format!(
-            "start the starvation guard of CPUs {cpus} ({unit}{args})"
-        ))
-    }
-}
 
 impl Looks for Part {
     /// The guard and the shielded CPUs' kernel work as they read back,
