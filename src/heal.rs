@@ -268,26 +268,25 @@ fn wait(fd: &OwnedFd, timeout: Duration) -> bool {
     poll(&mut fds, PollTimeout::from(ms)).is_ok_and(|n| n > 0)
 }
 
-/// Runs the healer until `stop` is set or the shield is gone: each
-/// trigger runs `repair` (see the module), counted in its state file.
-/// `repair` runs one repair for a trigger and says what became of it.
+/// Runs the healer of the shield of `(shielded, housekeeping)` CPUs until
+/// `stop` is set or the shield is gone (`lives` says no): each trigger
+/// runs `repair` (see the module), which says what became of it, counted
+/// in the state file.
 pub fn run(
     sys: &Sys,
     stop: &AtomicBool,
+    (shielded, housekeeping): (&CpuSet, &CpuSet),
+    lives: &dyn Fn() -> bool,
     repair: &dyn Fn(&Trigger) -> RepairRun,
 ) -> Result<(), HealError> {
     sys.run_dir()?;
-    let shield = match crate::shield::journal::read_state(sys) {
-        Ok(Some(s)) => s,
-        _ => return Ok(()),
-    };
     let _ = syscalls::set_thread_name(PROCESS_NAME);
-    let _ = sys.set_affinity(0, &shield.housekeeping);
+    let _ = sys.set_affinity(0, housekeeping);
     let me = std::process::id() as i32;
     let mut state = HealState {
         pid: me,
         start_ticks: procfs::start_ticks(sys, me).unwrap_or_default(),
-        cpus: shield.shield.clone(),
+        cpus: shielded.clone(),
         ..read_state(sys).unwrap_or_default()
     };
     write_state(sys, &state)?;
@@ -295,7 +294,7 @@ pub fn run(
     let mut seen = Seen::now(sys);
     while !stop.load(Ordering::Relaxed) {
         let event = wait(&events, PERIOD).then(|| drain(&events)).flatten();
-        if !crate::shield::journal::Journal::exists(sys) {
+        if !lives() {
             break;
         }
         let Some(trigger) = event.or_else(|| seen.look(sys, &state.cpus)) else {

@@ -337,7 +337,15 @@ fn daemon(
     let stop = stop_flag()?;
     match guard {
         Some((cpus, settings)) => cpushield::guard::run(sys, cpus, settings, &stop)?,
-        None => cpushield::heal::run(sys, &stop, &|t| run_repair(sys, t))?,
+        None => {
+            // The healer of the shield there is; none without one.
+            let Some(state) = shield::journal::read_state(sys)? else {
+                return Ok(ExitCode::SUCCESS);
+            };
+            let cpus = (&state.shield, &state.housekeeping);
+            let lives = || shield::journal::Journal::exists(sys);
+            cpushield::heal::run(sys, &stop, cpus, &lives, &|t| run_repair(sys, t))?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

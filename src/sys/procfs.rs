@@ -579,6 +579,16 @@ pub fn start_ticks(sys: &Sys, tid: i32) -> Option<u64> {
     stat_field(&split_stat(&text)?.1, 22)
 }
 
+/// Whether thread id `tid`, journaled at `at` (ticks since boot), now
+/// names a thread that started later: the recorded one exited and the id
+/// was reused. Unknown times (an entry or a kernel without them) say no.
+pub fn recycled(sys: &Sys, tid: i32, at: Option<u64>) -> bool {
+    match (at, start_ticks(sys, tid)) {
+        (Some(at), Some(start)) => start > at,
+        _ => false,
+    }
+}
+
 /// Parses `/proc/interrupts` (also works for `/proc/softirqs`): the header
 /// gives the CPU columns; returns the CPU numbers of the columns and the lines.
 pub fn parse_interrupts(text: &str) -> (Vec<u32>, Vec<InterruptLine>) {

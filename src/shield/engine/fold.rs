@@ -29,7 +29,8 @@ use std::os::unix::fs::DirBuilderExt;
 use serde::Serialize;
 
 use super::change::{Action, Undo};
-use super::journal::{read_entries, read_state, Entry, Journal, JournalError, VERSION};
+use super::journal::{read_entries, read_state, remove_folding, Entry, Journal, JournalError};
+use super::journal::{FOLDING, VERSION};
 use crate::sys::systemd::SystemdCall;
 use crate::sys::{ErrorKind, Sys};
 
@@ -46,10 +47,6 @@ pub struct Folded {
     pub bytes_after: u64,
 }
 
-/// The journal's directory name while a folded journal is written; after
-/// the exchange, the old journal's until it is removed.
-const FOLDING: &str = "journal.fold";
-
 /// What the folding asks of the machine now.
 pub(super) trait Alive {
     /// Whether thread `tid`, journaled at `at` (ticks since boot), still
@@ -63,7 +60,7 @@ impl Alive for Sys {
     fn thread(&self, tid: i32, at: Option<u64>) -> bool {
         match self.affinity(tid) {
             Err(e) if e.kind == ErrorKind::NotFound => false,
-            _ => !super::undo::recycled(self, tid, at),
+            _ => !crate::sys::procfs::recycled(self, tid, at),
         }
     }
 
@@ -164,17 +161,6 @@ impl Journal {
         step(5);
         remove_folding(run)?;
         Ok(true)
-    }
-}
-
-/// Removes what a fold left beside the journal (the old journal after
-/// the exchange, or a folded one a kill cut short before it).
-pub(super) fn remove_folding(run: &std::path::Path) -> Result<(), JournalError> {
-    let folding = run.join(FOLDING);
-    match fs::remove_dir_all(&folding) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(super::journal::io_err(&folding)(e)),
     }
 }
 

@@ -417,7 +417,7 @@ impl Journal {
     /// segments where `off` would take them for a damaged journal.
     pub fn remove(self) -> Result<(), JournalError> {
         if let Some(run) = self.dir.parent() {
-            super::fold::remove_folding(run)?;
+            remove_folding(run)?;
         }
         let gone = self.dir.with_file_name(".journal.removing");
         let _ = fs::remove_dir_all(&gone);
@@ -439,6 +439,21 @@ impl Journal {
         }
         fs::rename(&dir, &aside).map_err(io_err(&dir))?;
         Ok(aside)
+    }
+}
+
+/// The journal's directory name while a folded journal is written; after
+/// the exchange, the old journal's until it is removed.
+pub(super) const FOLDING: &str = "journal.fold";
+
+/// Removes what a fold left beside the journal (the old journal after
+/// the exchange, or a folded one a kill cut short before it).
+pub(super) fn remove_folding(run: &Path) -> Result<(), JournalError> {
+    let folding = run.join(FOLDING);
+    match fs::remove_dir_all(&folding) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_err(&folding)(e)),
     }
 }
 

@@ -12,7 +12,7 @@ use super::change::{Action, Undo};
 use super::journal::Entry;
 use crate::cpulist::CpuSet;
 use crate::input::{quote, quote_to};
-use crate::sys::procfs::{self, Hierarchy};
+use crate::sys::procfs::{self, recycled, Hierarchy};
 use crate::sys::systemd::SystemdCall;
 use crate::sys::{ErrorKind, Sys};
 
@@ -248,16 +248,6 @@ pub(crate) fn original_affinities(entries: &[Entry]) -> Vec<(i32, &CpuSet, Optio
         }
     }
     original
-}
-
-/// Whether thread id `tid`, journaled at `at` (ticks since boot), now
-/// names a thread that started later: the recorded one exited and the id
-/// was reused. Unknown times (an entry or a kernel without them) say no.
-pub(in crate::shield) fn recycled(sys: &Sys, tid: i32, at: Option<u64>) -> bool {
-    match (at, procfs::start_ticks(sys, tid)) {
-        (Some(at), Some(start)) => start > at,
-        _ => false,
-    }
 }
 
 /// Moves a task back to the cgroup it was in before a journaled move (a

@@ -581,7 +581,7 @@ pub(in crate::shield) fn undo(
         }
         _ => {}
     }
-    if crate::shield::undo::recycled(sys, tid, at) {
+    if crate::sys::procfs::recycled(sys, tid, at) {
         out.recycled.push(tid);
         return;
     }

@@ -9,7 +9,7 @@
 #   the journal's size and records, the guard's and the healer's RSS and
 #   open files; checks status exit 0 every round, /run/cpushield after it
 #   all at most 10 % larger than after 5 rounds, the healer's repair of
-#   CPU 3 within 3 s, and off giving back exactly what was before
+#   CPU 3 within 5 s under emulation, and off giving back exactly what was before
 # distro: suites=bookworm,trixie default=no time=2400
 . /job/lib.sh "$1"
 ROUNDS=${CPUSHIELD_SOAK_ROUNDS:-50}
@@ -57,7 +57,7 @@ check "/run/cpushield after it all ($end bytes) at most 10 % over its size after
 echo 0 >/sys/devices/system/cpu/cpu3/online; sleep 1; echo 1 >/sys/devices/system/cpu/cpu3/online
 status_holds_after "$(cut -d' ' -f1 /proc/uptime)"; rc=$HELD_RC; took=$HELD_AFTER
 note "kernel $(uname -r): soak: CPU 3 offline and online: status exit $rc $took s after; healer $(sed -n 's/.*"last": *\({.*}\)}$/\1/p' /run/cpushield/heal.json)"
-check "status exits 0 within 3 s of CPU 3 coming back ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 3.0) }"
+check "status exits 0 within 5 s of CPU 3 coming back under emulation ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 5.0) }"
 cs off
 check "off exits 0" [ "$CS_RC" = 0 ]
 irqbalance_settle
