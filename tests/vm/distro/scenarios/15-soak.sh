@@ -22,13 +22,18 @@ check "on 2-3 $OPTS exits 0" [ "$CS_RC" = 0 ]
 size() { du -sb /run/cpushield | cut -f1; }
 records() { /job/cpushield status --json 2>/dev/null | sed -n 's/.*"records": *\([0-9]*\).*/\1/p' | head -n1; }
 proc_of() { pid=$(systemctl show -p MainPID --value "$1" 2>/dev/null); [ "${pid:-0}" -gt 0 ] && echo "rss $(awk '/VmRSS/ {print $2}' /proc/$pid/status) kB fds $(ls /proc/$pid/fd | wc -l)" || echo none; }
+# A loop of $1 seconds by /proc/uptime, sleeping 1 ms a turn or not.
+SLEEPER='end=$(( $(cut -d. -f1 /proc/uptime) + $1 )); while read -r u _ </proc/uptime && [ "${u%.*}" -lt "$end" ]; do sleep 0.001; done'
+POLLER='end=$(( $(cut -d. -f1 /proc/uptime) + $1 )); while read -r u _ </proc/uptime && [ "${u%.*}" -lt "$end" ]; do :; done'
 held=0; cpus=2-3; size5=""
 r=1
 while [ $r -le "$ROUNDS" ]; do
-    /job/cpushield run --cpu 3 --fifo 80 -- timeout 3 sh -c 'while :; do sleep 0.001; done' >/dev/null 2>&1 &
+    # Each loop ends by itself (the shell's builtins only): a timeout
+    # process beside a FIFO 80 busy loop on its CPU would never run.
+    /job/cpushield run --cpu 3 --fifo 80 -- sh -c "$SLEEPER" sleeper 3 >/dev/null 2>&1 &
     sleeper=$!
     if [ $((r % 2)) = 0 ]; then
-        /job/cpushield run --cpu 2 --fifo 80 -- timeout 2 sh -c 'while :; do :; done' >/dev/null 2>&1 &
+        /job/cpushield run --cpu 2 --fifo 80 -- sh -c "$POLLER" poller 2 >/dev/null 2>&1 &
         poller=$!
     else poller=""; fi
     systemd-run --quiet --unit "soak-$r" sleep 1 >/dev/null 2>&1
