@@ -35,7 +35,7 @@ fn lives_and_folds(layout: CgroupLayout) {
     // A service that outlives the rounds: moved in late, given back by off.
     fixture::add_process(&sys, 500, &[task("service", 0, "0-3")]).unwrap();
     let before = tree(root);
-    let o = cpushield(root, &["on", "2-3", "--tune=vmstat"]);
+    let o = cpushield(root, &["on", "2-3", "--tune=all,rt-throttling"]);
     assert!(o.status.success(), "{}", text(&o));
     let mut sizes = Vec::new();
     for round in 0..40 {
@@ -45,10 +45,11 @@ fn lives_and_folds(layout: CgroupLayout) {
             assert!(o.status.success(), "{}", text(&o));
         }
         // A change in place and back, every tenth round: the same files
-        // written again, every thread's affinity recorded again.
+        // written again, every thread's affinity recorded again, the
+        // starvation guard (RT throttling off) restarted on the new CPUs.
         if round % 10 == 0 {
             for cpus in ["1-3", "2-3"] {
-                let o = cpushield(root, &["on", cpus, "--tune=vmstat"]);
+                let o = cpushield(root, &["on", cpus, "--tune=all,rt-throttling"]);
                 assert!(o.status.success(), "on {cpus}: {}", text(&o));
             }
         }

@@ -342,7 +342,7 @@ fn reshape_timed(
         &mut out,
         timings,
     )?;
-    journal.fold(sys)?;
+    journal.fold(sys, EFFECTS)?;
     Ok(out)
 }
 

@@ -393,6 +393,10 @@ impl Effects for Components {
     fn within(&self, action: &Action, bounds: &super::reach::Bounds) -> Option<Result<(), String>> {
         undoers().find_map(|part| part.within(action, bounds))
     }
+
+    fn folds(&self, first: &Action, later: &Action) -> bool {
+        undoers().any(|part| part.folds(first, later))
+    }
 }
 
 // What the components offer the commands, the reports and the audit.

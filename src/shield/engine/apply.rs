@@ -89,6 +89,10 @@ pub trait Effects: Sync {
     /// Whether a component's own `action` names only what its component
     /// changes (why not); `None` when no component claims it.
     fn within(&self, action: &Action, bounds: &super::reach::Bounds) -> Option<Result<(), String>>;
+    /// Whether a component's own `later` action folds into its `first`
+    /// in the journal ([`super::fold`]): the first keeps its place and its
+    /// previous value and takes the later action.
+    fn folds(&self, first: &Action, later: &Action) -> bool;
 }
 
 /// Applies steps in order, journaling each batch before making it.

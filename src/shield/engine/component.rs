@@ -169,6 +169,12 @@ pub(in crate::shield) trait Undoes: Sync {
         None
     }
 
+    /// Whether its own `later` action folds into its `first` in the
+    /// journal (the same thing changed again); none by default.
+    fn folds(&self, _first: &Action, _later: &Action) -> bool {
+        false
+    }
+
     /// Undoes `entry` when it is one of its own; false otherwise.
     fn undo(&self, _sys: &Sys, _entry: &Entry, _out: &mut Undone) -> bool {
         false

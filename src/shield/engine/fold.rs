@@ -28,6 +28,7 @@ use std::os::unix::fs::DirBuilderExt;
 
 use serde::Serialize;
 
+use super::apply::Effects;
 use super::change::{Action, Undo};
 use super::journal::{read_entries, read_state, remove_folding, Entry, Journal, JournalError};
 use super::journal::{FOLDING, VERSION};
@@ -75,7 +76,7 @@ impl Journal {
     /// journal is not one to fold (a shield still being made, an older
     /// version's, a damaged one: `off` reads those as they are). Call
     /// with the lock held, after the command's own changes.
-    pub fn fold(&mut self, sys: &Sys) -> Result<Option<Folded>, JournalError> {
+    pub fn fold(&mut self, sys: &Sys, fx: &dyn Effects) -> Result<Option<Folded>, JournalError> {
         #[cfg(feature = "fixture")]
         if sys.fixture().is_some() && std::env::var_os(crate::sys::fixture::NO_FOLD_ENV).is_some() {
             return Ok(None);
@@ -92,7 +93,7 @@ impl Journal {
             Err(e) => return Err(e),
         };
         let records_before = entries.len();
-        let folded = fold_entries(entries, sys);
+        let folded = fold_entries(entries, sys, fx);
         if folded.len() == records_before && self.segments() <= 1 {
             return Ok(None);
         }
@@ -192,7 +193,7 @@ enum Thing {
 }
 
 /// `entries` folded (see the module), in their order.
-pub(super) fn fold_entries(entries: Vec<Entry>, alive: &dyn Alive) -> Vec<Entry> {
+pub(super) fn fold_entries(entries: Vec<Entry>, alive: &dyn Alive, fx: &dyn Effects) -> Vec<Entry> {
     let mut out: Vec<Entry> = Vec::with_capacity(entries.len());
     // Where the first change of each thing is in `out`.
     let mut first: HashMap<Thing, usize> = HashMap::new();
@@ -200,7 +201,20 @@ pub(super) fn fold_entries(entries: Vec<Entry>, alive: &dyn Alive) -> Vec<Entry>
     let mut recorded: HashSet<i32> = HashSet::new();
     // Where in `out` each file's last write went.
     let mut last_write: HashMap<String, usize> = HashMap::new();
+    // Where in `out` each component's last own action went.
+    let mut last_own: HashMap<String, usize> = HashMap::new();
     for mut e in entries {
+        if let Action::Own { owner, .. } = &e.action {
+            let owner = owner.clone();
+            match last_own.get(&owner) {
+                Some(&i) if fx.folds(&out[i].action, &e.action) => out[i].action = e.action,
+                _ => {
+                    last_own.insert(owner, out.len());
+                    out.push(e);
+                }
+            }
+            continue;
+        }
         let at = e.at;
         let live = |tid: i32| alive.thread(tid, at);
         let thing = match &mut e.action {
@@ -334,6 +348,9 @@ mod tests {
     use crate::cpulist::CpuSet;
     use crate::shield::engine::change::Check;
 
+    /// The components' own actions, as the shield knows them.
+    const FX: &dyn Effects = crate::shield::components::EFFECTS;
+
     /// The machine as the tests see it: the threads that run, the paths that exist.
     struct Machine {
         threads: HashSet<i32>,
@@ -413,7 +430,7 @@ mod tests {
             write("proc/sys/a", "2", "1"),
             write("proc/sys/a", "3", "2"),
         ];
-        let folded = fold_entries(entries, &machine(&[], &[]));
+        let folded = fold_entries(entries, &machine(&[], &[]), FX);
         assert_eq!(folded.len(), 2);
         assert_eq!(folded[0].previous.as_deref(), Some("orig-a"));
         assert!(
@@ -438,7 +455,7 @@ mod tests {
             fixed,
             write("proc/sys/a", "2", "1"),
         ];
-        let folded = fold_entries(entries.clone(), &machine(&[], &[]));
+        let folded = fold_entries(entries.clone(), &machine(&[], &[]), FX);
         assert_eq!(folded, entries);
     }
 
@@ -460,7 +477,7 @@ mod tests {
             // A change in place records every thread again.
             remember(&[(1, "0-1"), (2, "0-1"), (60, "2"), (70, "0-1")]),
         ];
-        let folded = fold_entries(entries, &machine(&[1, 3, 60, 70], &[]));
+        let folded = fold_entries(entries, &machine(&[1, 3, 60, 70], &[]), FX);
         let kinds: Vec<String> = folded
             .iter()
             .map(|e| match &e.action {
@@ -496,10 +513,13 @@ mod tests {
         let entries = vec![scope(50)];
         let dir = "sys/fs/cgroup/cpushield.slice/cpushield-run-50.scope";
         assert_eq!(
-            fold_entries(entries.clone(), &machine(&[], &[dir])).len(),
+            fold_entries(entries.clone(), &machine(&[], &[dir]), FX).len(),
             1
         );
-        assert_eq!(fold_entries(entries.clone(), &machine(&[50], &[])).len(), 1);
-        assert!(fold_entries(entries, &machine(&[], &[])).is_empty());
+        assert_eq!(
+            fold_entries(entries.clone(), &machine(&[50], &[]), FX).len(),
+            1
+        );
+        assert!(fold_entries(entries, &machine(&[], &[]), FX).is_empty());
     }
 }

@@ -38,6 +38,13 @@ impl Undoes for Part {
         serde_json::to_string(&Own::Guard { cpus: old.cpus, settings, unit }).ok()
     }
 
+    /// A guard restarted on other CPUs (a change in place) is the same
+    /// guard: `off` stops the one that runs and starts the one from before
+    /// the shield, if any.
+    fn folds(&self, first: &Action, later: &Action) -> bool {
+        own_of(first).is_some() && own_of(later).is_some()
+    }
+
     /// Stops it; a guard that ran before it (a change in place rolled
     /// back) is started again as it was.
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {

@@ -80,7 +80,7 @@ pub fn move_tasks(
     if !dry_run {
         apply_journaled(sys, &steps)?;
         // What earlier moves and runs left that no longer matters goes.
-        Journal::open(sys)?.fold(sys)?;
+        Journal::open(sys)?.fold(sys, EFFECTS)?;
     }
     Ok(report)
 }
