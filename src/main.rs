@@ -390,8 +390,7 @@ fn on_command(
 
 /// `repair`: the active shield brought back to its own request in place.
 fn repair_command(sys: &Sys, reason: &str, json: bool, out: &mut impl Write) -> Result<ExitCode> {
-    let state = shield::journal::read_state(sys)?;
-    let Some(request) = state.filter(|s| s.complete).and_then(|s| s.request) else {
+    let Some(request) = shield_request(sys)? else {
         anyhow::bail!(
             "no complete shield to repair (run 'cpushield status'; 'cpushield on' or 'apply' makes one)"
         );
@@ -420,14 +419,19 @@ fn repair_command(sys: &Sys, reason: &str, json: bool, out: &mut impl Write) -> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// The request of the complete shield there is (what `repair` repeats).
+fn shield_request(sys: &Sys) -> Result<Option<Request>, shield::journal::JournalError> {
+    let state = shield::journal::read_state(sys)?;
+    Ok(state.filter(|s| s.complete).and_then(|s| s.request))
+}
+
 /// One repair for the healer, in its own process (no program to start
 /// under emulation, where that alone takes longer than the repair): the
 /// change in place `repair` makes, its outcome on the healer's standard
 /// error (the journal of its unit, on systemd hosts).
 fn run_repair(sys: &Sys, trigger: &cpushield::heal::Trigger) -> cpushield::heal::RepairRun {
     let mut done = cpushield::heal::RepairRun::default();
-    let state = shield::journal::read_state(sys).ok().flatten();
-    let Some(request) = state.filter(|s| s.complete).and_then(|s| s.request) else {
+    let Ok(Some(request)) = shield_request(sys) else {
         return done;
     };
     match shield::on(sys, &request, false, &AtomicBool::new(false)) {
@@ -435,7 +439,7 @@ fn run_repair(sys: &Sys, trigger: &cpushield::heal::Trigger) -> cpushield::heal:
             eprintln!(
                 "cpushield heal: {} ({}): repaired, {} changes in {:.0} ms",
                 trigger.reason,
-                trigger.what,
+                cpushield::escape::terminal(&trigger.what),
                 report.changed,
                 report.took.total.as_secs_f64() * 1e3
             );
@@ -451,7 +455,8 @@ fn run_repair(sys: &Sys, trigger: &cpushield::heal::Trigger) -> cpushield::heal:
         }
         Err(e) => eprintln!(
             "cpushield heal: {} ({}): repair failed: {e}",
-            trigger.reason, trigger.what
+            trigger.reason,
+            cpushield::escape::terminal(&trigger.what)
         ),
     }
     done

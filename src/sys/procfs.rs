@@ -575,8 +575,12 @@ pub fn boot_ticks(sys: &Sys) -> Option<u64> {
 /// When thread `tid` started, in clock ticks since boot (field 22 of
 /// `/proc/TID/stat`); `None` when it is gone or the field is missing.
 pub fn start_ticks(sys: &Sys, tid: i32) -> Option<u64> {
-    let text = sys.read(&format!("proc/{tid}/stat")).ok()?;
-    stat_field(&split_stat(&text)?.1, 22)
+    stat_start_ticks(&sys.read(&format!("proc/{tid}/stat")).ok()?)
+}
+
+/// The start time (ticks since boot) a `/proc/PID/stat` line holds.
+pub fn stat_start_ticks(stat: &str) -> Option<u64> {
+    stat_field(&split_stat(stat)?.1, 22)
 }
 
 /// Whether thread id `tid`, journaled at `at` (ticks since boot), now

@@ -201,10 +201,7 @@ impl Component for Part {
             .and_then(|t| serde_json::from_str::<HealState>(&t).ok())
             .is_some_and(|s| {
                 (cx.read)(&format!("proc/{}/stat", s.pid))
-                    .and_then(|stat| {
-                        let (_, fields) = crate::sys::procfs::split_stat(&stat)?;
-                        crate::sys::procfs::stat_field::<u64>(&fields, 22)
-                    })
+                    .and_then(|stat| crate::sys::procfs::stat_start_ticks(&stat))
                     .is_some_and(|t| t == s.start_ticks)
             });
         for (phase, step) in mine {
@@ -279,7 +276,8 @@ impl Looks for Part {
             .map(|(r, n)| format!("{r} {n}"))
             .collect();
         let last = state.last.as_ref().map_or(String::new(), |l| {
-            format!("; last: {} ({}), {} ms after the event", l.reason, l.what, l.took_ms)
+            let what = crate::escape::terminal(&l.what);
+            format!("; last: {} ({what}), {} ms after the event", l.reason, l.took_ms)
         });
         part.lines.push(Line::new(
             "healer",

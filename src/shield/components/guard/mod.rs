@@ -359,10 +359,7 @@ pub(in crate::shield) fn in_place(
         return false;
     };
     let alive = read(&format!("proc/{}/stat", state.pid))
-        .and_then(|stat| {
-            let (_, fields) = crate::sys::procfs::split_stat(&stat)?;
-            crate::sys::procfs::stat_field::<u64>(&fields, 22)
-        })
+        .and_then(|stat| crate::sys::procfs::stat_start_ticks(&stat))
         .is_some_and(|t| t == state.start_ticks);
     alive && &state.cpus == cpus && state.settings.is_none_or(|s| &s == settings)
 }
