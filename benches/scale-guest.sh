@@ -26,10 +26,8 @@ TOOLS=${TOOLS:-cpushield cset tuna}
 CPUS=${CPUS:-4}
 TARGET=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release
 export RUSTFLAGS='-C target-feature=+crt-static'
-# the binary alone (with an example in the same call, the test-only
-# fixture feature would be built in through the dev-dependencies)
-cargo build --release --quiet --target x86_64-unknown-linux-gnu --bin cpushield
-cargo build --release --quiet --target x86_64-unknown-linux-gnu --example idle_tasks
+# the binary and the tools (tools/: idle_tasks) in one call
+cargo build --release --quiet --target x86_64-unknown-linux-gnu --workspace --bins
 
 timeout=$((900 + (120 + 2 * ${HOLD:-0}) * ROUNDS * $(echo "$TOOLS" | wc -w) + (300 + 6 * ${HOLD:-0}) * $(echo "$SIZES" | wc -w)))
 tests/vm/distro/run.sh --suite bookworm --cpus "$CPUS" --memory 3072 \

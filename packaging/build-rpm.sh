@@ -12,13 +12,13 @@
 # reproducible), DEB_NOSTRIP=1 (ship the binary with its debug info).
 # CPUSHIELD_BIN and CPUSHIELD_ASSETS package a binary and an assets
 # directory built elsewhere, as for build-deb.sh; CPUSHIELD_PACKAGE_RPM
-# names a built examples/package-rpm instead of building it here.
+# names a built package-rpm (tools/) instead of building it here.
 #
-# Why the rpm crate (examples/package-rpm.rs) and not rpmbuild or
+# Why the rpm crate (tools/src/bin/package-rpm.rs) and not rpmbuild or
 # cargo-generate-rpm: rpmbuild wants a spec file and a build root of its
 # own, and would stage the tree a second way; cargo-generate-rpm (built on
 # the same crate) would have to be compiled from crates.io on every fresh
-# CI machine. The example packs the tree staged here, with the dependencies
+# CI machine. package-rpm packs the tree staged here, with the dependencies
 # CI compiles anyway.
 set -euo pipefail
 
@@ -43,8 +43,8 @@ stage="$out/cpushield-$version-$release.x86_64"
 rpm="$out/cpushield-$version-$release.x86_64.rpm"
 mkdir -p "$out"
 
-# 1. The static binary, and the man pages and completions from the assets
-#    example.
+# 1. The static binary, and the man pages and completions from
+#    package-assets (tools/).
 stage_inputs "$out"
 
 # 2. The tree as installed (packaging/stage-tree.sh); the changelog is the
@@ -52,8 +52,8 @@ stage_inputs "$out"
 stage_tree rpm "$stage" "$out"
 find "$stage" -newermt "@$SOURCE_DATE_EPOCH" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 
-# 3. The package, by examples/package-rpm.rs (same target and RUSTFLAGS as
-#    the assets example, so the dependencies are shared).
+# 3. The package, by tools/src/bin/package-rpm.rs (same target and
+#    RUSTFLAGS as package-assets, so the dependencies are shared).
 rm -f "$rpm"
 args=("$stage" "$out" --source-date "$SOURCE_DATE_EPOCH" --commit "$commit"
     --release "$release" --packager "$packager")
@@ -61,7 +61,7 @@ if [[ -n ${CPUSHIELD_PACKAGE_RPM:-} ]]; then
     written=$("$CPUSHIELD_PACKAGE_RPM" "${args[@]}")
 else
     written=$(RUSTFLAGS='-C target-feature=+crt-static' \
-        cargo run --quiet --release --locked --target "$triple" --example package-rpm -- "${args[@]}")
+        cargo run --quiet --release --locked --target "$triple" -p cpushield-tools --bin package-rpm -- "${args[@]}")
 fi
 [[ $written == "$rpm" && -f $rpm ]] || die "package-rpm wrote '$written', not $rpm"
 if command -v rpm >/dev/null; then

@@ -18,8 +18,8 @@ version=$(sed -n '/^\[package\]/,/^\[/s/^version *= *"\([^"]*\)".*/\1/p' Cargo.t
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 
-# The static binary, and the man pages and completions from the assets
-# example. Same target and RUSTFLAGS for both, so the dependencies are
+# The static binary, and the man pages and completions from package-assets
+# (tools/). Same target and RUSTFLAGS for both, so the dependencies are
 # compiled once.
 stage_inputs() {
     local out=$1
@@ -36,7 +36,7 @@ stage_inputs() {
         assets="$out/assets"
         rm -rf "$assets"
         RUSTFLAGS='-C target-feature=+crt-static' \
-            cargo run --release --locked --target "$triple" --example package-assets -- "$assets"
+            cargo run --release --locked --target "$triple" -p cpushield-tools --bin package-assets -- "$assets"
     fi
     [[ -x $bin ]] || die "no binary at $bin"
     # No dependencies in either package: only while the binary needs no

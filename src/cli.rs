@@ -1,6 +1,6 @@
 //! The command line: every command, flag and help text. Shared by the
 //! binary and by the packaging example that generates the man pages and
-//! shell completions from it (examples/package-assets.rs).
+//! shell completions from it (tools/src/bin/package-assets.rs).
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! fixture files; the measurement (SCHED_OTHER unless root) and the load
 //! run on this machine's CPUs, unconfined. Each phase lasts 0.3 s.
 
-#[path = "../examples/check_compare_dir.rs"]
+#[path = "../tools/src/bin/check_compare_dir.rs"]
 mod check_compare_dir;
 mod common;
 

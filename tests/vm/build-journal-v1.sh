@@ -20,12 +20,26 @@ git cat-file -e "$COMMIT^{commit}" 2>/dev/null \
 SRC=$(mktemp -d)
 trap 'rm -rf "$SRC"' EXIT
 git archive "$COMMIT" | tar -x -C "$SRC"
-# A target directory of its own: in the current one, cargo takes the old
-# source's build for the current one (same crate, same hash) and keeps it.
-mkdir -p "${CARGO_TARGET_DIR:-target}/journal-v1"
-TARGET=$(cd "${CARGO_TARGET_DIR:-target}/journal-v1" && pwd)
+# Built in the current target directory, so the dependencies it shares
+# with the current build (same versions, target and RUSTFLAGS) are compiled
+# once. Its package is renamed (the library keeps its crate name, cpushield)
+# so that cargo tells it from the current one, and its binary is
+# cpushield-journal-v1 (the package's name), so that it never takes the
+# current one's place;
+# its dev-dependencies and benches, which name the old package, go.
+awk '
+    /^\[/ { skip = ($0 == "[dev-dependencies]" || $0 == "[[bench]]" || $0 == "[[example]]" || $0 == "[[test]]") }
+    skip { next }
+    /^name = "cpushield"$/ && !named { print "name = \"cpushield-journal-v1\""; named = 1; next }
+    /^default-run/ { next }
+    { print }
+    END { print "\n[lib]\nname = \"cpushield\"\npath = \"src/lib.rs\"" }
+' "$SRC/Cargo.toml" >"$SRC/Cargo.toml.new"
+mv "$SRC/Cargo.toml.new" "$SRC/Cargo.toml"
+mkdir -p "${CARGO_TARGET_DIR:-target}"
+TARGET=$(cd "${CARGO_TARGET_DIR:-target}" && pwd)
 (cd "$SRC" && RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" CARGO_TARGET_DIR="$TARGET" \
-    cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield)
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield-journal-v1)
 mkdir -p "$DIR"
-cp "$TARGET/x86_64-unknown-linux-gnu/release/cpushield" "$DIR/cpushield-journal-v1"
+cp "$TARGET/x86_64-unknown-linux-gnu/release/cpushield-journal-v1" "$DIR/cpushield-journal-v1"
 echo "$DIR/cpushield-journal-v1"

@@ -36,23 +36,25 @@ fi
 echo "== static cpushield for the guest"
 REL=${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release
 BIN=$REL/cpushield
+# The binary and the tools (tools/: the test bed's programs, the man
+# pages' and the .rpm's writers) in one cargo run: the tools use the
+# library as it ships, so the test-only `fixture` feature reaches neither.
+t0=$(date +%s)
+RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu --workspace --bins
+tests/shipped-binary-has-no-fixture.sh "$BIN"
 # The binary whose journal is of version 1, beside it (26-journal-v1
-# undoes its shield with the new one). Built from git history: where this
-# clone has none to build it from, 26-journal-v1 skips, and this says why.
+# undoes its shield with the new one), on the dependencies built above.
+# Built from git history: where this clone has none to build it from,
+# 26-journal-v1 skips, and this says why.
 if ! tests/vm/build-journal-v1.sh "$REL/previous"; then
     echo "== 26-journal-v1 will SKIP: the cpushield of journal version 1 could not be built from this clone's history (above)"
 fi
-RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield
-# Built alone: examples turn on the test-only `fixture` feature (through
-# the dev-dependencies), which must not reach the binary that ships.
-tests/shipped-binary-has-no-fixture.sh "$BIN"
-RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-    cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example check_compare_dir --example interfere --example package-assets --example package-rpm
+echo "== the release builds took $(( $(date +%s) - t0 ))s"
 
 echo "== the .deb, from that binary (packaging/build-deb.sh)"
-rm -rf "$REL/package-assets" && "$REL/examples/package-assets" "$REL/package-assets" >/dev/null
-DEB=$(CPUSHIELD_BIN=$BIN CPUSHIELD_ASSETS=$REL/package-assets packaging/build-deb.sh 2>"$REL/build-deb.log" | tail -n1) || true
+rm -rf "$REL/assets" && "$REL/package-assets" "$REL/assets" >/dev/null
+DEB=$(CPUSHIELD_BIN=$BIN CPUSHIELD_ASSETS=$REL/assets packaging/build-deb.sh 2>"$REL/build-deb.log" | tail -n1) || true
 [ -f "$DEB" ] || { cat "$REL/build-deb.log" >&2; echo "packaging/build-deb.sh made no .deb (output above)" >&2; exit 1; }
 echo "$DEB"
 
@@ -62,7 +64,7 @@ echo "$DEB"
 # the .deb's, or a scriptlet that changes more than it should fails CI.
 echo "== the .rpm, from that binary (packaging/build-rpm.sh)"
 t0=$(date +%s)
-RPM=$(CPUSHIELD_BIN=$BIN CPUSHIELD_ASSETS=$REL/package-assets CPUSHIELD_PACKAGE_RPM=$REL/examples/package-rpm \
+RPM=$(CPUSHIELD_BIN=$BIN CPUSHIELD_ASSETS=$REL/assets CPUSHIELD_PACKAGE_RPM=$REL/package-rpm \
     packaging/build-rpm.sh 2>"$REL/build-rpm.log" | tail -n1) || true
 [ -f "$RPM" ] || { cat "$REL/build-rpm.log" >&2; echo "packaging/build-rpm.sh made no .rpm (output above)" >&2; exit 1; }
 echo "$RPM"

@@ -88,8 +88,7 @@ if [ -z "$BINARY" ]; then
     if [ $BUILD = 1 ]; then
         log "building static cpushield (cargo build --release, crt-static)"
         (cd "$REPO_DIR" && export RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-            && cargo build --quiet --release --target x86_64-unknown-linux-gnu --bin cpushield \
-                && cargo build --quiet --release --target x86_64-unknown-linux-gnu --example idle_tasks --example check_compare_dir --example interfere) || die "cargo build failed"
+            && cargo build --quiet --release --target x86_64-unknown-linux-gnu --workspace --bins) || die "cargo build failed"
     fi
 fi
 [ -x "$BINARY" ] || die "no binary at $BINARY"

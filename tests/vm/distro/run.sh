@@ -50,6 +50,9 @@
 # Without suites=, a scenario is for any suite.
 # time=SEC: the seconds the scenario's boot may take beyond 200 (default 240;
 # the Kubernetes node's boot alone takes 3-4 minutes under TCG).
+# A guest line "CPUSHIELD-MONITOR: device_add ..." (or device_del) runs
+# that command in the guest's QEMU monitor (a device hot-added while a
+# scenario runs); each once, logged here.
 # default=no: the scenario runs only when named (not in the default set,
 # so not in tests/vm/ci.sh either).
 # Exit status: 0 all passed (or skipped), 1 a scenario failed, 3 a boot failed
@@ -109,6 +112,28 @@ for s in $BY_NAME; do printf '%-9s %-24s %s\n' - "$s" "SKIP $s (default=no: runs
 NOTES=$RUN_DIR/notes.txt; : >"$NOTES"
 status=0
 
+# monitor_requests LOG PORT: runs the QEMU monitor commands the guest asks
+# for (lines "CPUSHIELD-MONITOR: CMD" on its console), in order, once each;
+# only device_add and device_del with plain arguments. Ends when killed.
+monitor_requests() {
+    local logf=$1 port=$2 handled=0 n cmd
+    while sleep 0.2; do
+        n=$(grep -c '^CPUSHIELD-MONITOR: ' "$logf" 2>/dev/null) || n=0
+        while [ "$handled" -lt "$n" ]; do
+            handled=$((handled + 1))
+            cmd=$(grep '^CPUSHIELD-MONITOR: ' "$logf" | sed -n "${handled}s/^CPUSHIELD-MONITOR: //p")
+            if ! [[ $cmd =~ ^device_(add|del)\ [A-Za-z0-9,=_.-]+$ ]]; then
+                log "QEMU monitor: refused the guest's request '$cmd' (device_add or device_del only)"
+            elif exec 9<>"/dev/tcp/127.0.0.1/$port"; then
+                printf '%s\n' "$cmd" >&9; sleep 1; exec 9>&-
+                log "QEMU monitor: $cmd (asked by the guest)"
+            else
+                log "QEMU monitor: port $port unreachable for the guest's request '$cmd'"
+            fi
+        done
+    done
+}
+
 # boot SUITE CGROUP "SCENARIOS" -> one guest running them in order
 # (CGROUP v2, v1, or grub: v2, booted from the disk through GRUB)
 boot() {
@@ -127,9 +152,9 @@ boot() {
     for s in $scen; do cp "$(ls "$D_DIR"/scenarios/$s.sh "$D_DIR"/probes/$s.sh 2>/dev/null | head -n1)" "$job/scenarios/"; done
     echo "$scen" >"$job/order"
     printf '%s' "$SETTINGS" | sed -n "s/^\([A-Z_][A-Z0-9_]*\)=\(.*\)/export \1='\2'/p" >"$job/env"
-    local examples; examples=$(dirname "$BINARY")/examples
-    [ -x "$examples/idle_tasks" ] && cp "$examples/idle_tasks" "$job/"
-    [ -x "$examples/interfere" ] && cp "$examples/interfere" "$job/"
+    local tools; tools=$(dirname "$BINARY")
+    [ -x "$tools/idle_tasks" ] && cp "$tools/idle_tasks" "$job/"
+    [ -x "$tools/interfere" ] && cp "$tools/interfere" "$job/"
     tar -cf "$RUN_DIR/job.tar" -C "$job" .
     res=$RUN_DIR/results.img
     rm -f "$res"; truncate -s 64M "$res"
@@ -182,12 +207,15 @@ boot() {
             reboot=-no-reboot
         fi
     fi
+    # the QEMU monitor, for the devices a scenario hot-adds (monitor_requests)
+    local monport=$(( 20000 + RANDOM % 20000 ))
     local qemu=(qemu-system-x86_64 -accel "tcg,thread=$TCG_THREAD" -cpu max,-cx16
         -smp "$CPUS" -m "$MEMORY" -nographic $reboot -vga none "${firmware[@]}"
         "${kernel[@]}" "${rootdisk[@]}"
         -drive "file=$RUN_DIR/job.tar,if=virtio,format=raw,readonly=on"
         -drive "file=$res,if=virtio,format=raw,cache=unsafe"
-        -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=)
+        -netdev user,id=n0 -device virtio-net-pci,netdev=n0,romfile=
+        -monitor "tcp:127.0.0.1:$monport,server=on,wait=off")
     local how="cgroup $cg"
     [ -n "$grub" ] && how="through GRUB, cgroup v2"
     [ -n "$uefi" ] && how="through UEFI ($uefi), cgroup v2"
@@ -213,10 +241,17 @@ boot() {
             log "the guest rebooted after $(( $(date +%s) - t0 ))s: QEMU again on the same disk and NVRAM (boot $((run + 1)))"
             run=$((run + 1))
         done
-    elif [ $VERBOSE = 1 ]; then
-        timeout -k 5 "$limit" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' | tee "$logf"; rc=${PIPESTATUS[0]}
     else
-        timeout -k 5 "$limit" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' >"$logf"; rc=${PIPESTATUS[0]}
+        # line by line into the log, which monitor_requests reads as it grows
+        : >"$logf"
+        monitor_requests "$logf" "$monport" &
+        local watcher=$!
+        if [ $VERBOSE = 1 ]; then
+            timeout -k 5 "$limit" "${qemu[@]}" </dev/null 2>&1 | stdbuf -oL tr -d '\r' | tee "$logf"; rc=${PIPESTATUS[0]}
+        else
+            timeout -k 5 "$limit" "${qemu[@]}" </dev/null 2>&1 | stdbuf -oL tr -d '\r' >"$logf"; rc=${PIPESTATUS[0]}
+        fi
+        kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null
     fi
     set -e
     [ -n "$cold" ] && rm -f "$cold"

@@ -76,7 +76,7 @@ overlay_initramfs() {
         fi
         for tool in idle_tasks check_compare_dir interfere; do
             local built
-            built=$(dirname "$bin")/examples/$tool
+            built=$(dirname "$bin")/$tool
             if [ -x "$built" ]; then
                 strip -o "$root/usr/local/bin/$tool" "$built" 2>/dev/null || cp "$built" "$root/usr/local/bin/$tool"
             fi

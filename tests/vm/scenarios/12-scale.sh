@@ -7,7 +7,7 @@ HK=$(cpus_minus "$(all_cpus)" $SH)
 PROCS=100
 THREADS=100
 has_cpushield || { bad "cpushield binary in the guest"; result; }
-command -v idle_tasks >/dev/null 2>&1 || skip "no idle_tasks in the guest (cargo build --example idle_tasks)"
+command -v idle_tasks >/dev/null 2>&1 || skip "no idle_tasks in the guest (cargo build -p cpushield-tools --bin idle_tasks)"
 
 now() { cut -d' ' -f1 /proc/uptime; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }

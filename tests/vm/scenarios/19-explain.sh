@@ -3,7 +3,7 @@
 # vm: cpus=4
 . /guest/lib.sh "$1"
 has_cpushield || { bad "cpushield binary in the guest"; result; }
-command -v interfere >/dev/null 2>&1 || skip "no interfere in the guest (cargo build --example interfere)"
+command -v interfere >/dev/null 2>&1 || skip "no interfere in the guest (cargo build -p cpushield-tools --bin interfere)"
 CPU=3
 COL=$((CPU + 2))   # CPU 3's column in /proc/interrupts and /proc/softirqs
 E=.results[0].explain

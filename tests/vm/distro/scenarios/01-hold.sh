@@ -77,7 +77,7 @@ check "status says the shield holds (exit 0)" [ "$CS_RC" = 0 ]
 
 # measure --explain inside the shield, the load still running outside it,
 # and a SCHED_FIFO 60 thread of ours in the shield on CPU 3 that spins 5 ms
-# every 10 ms (examples/interfere): the kernel's trace of CPU 3 names that
+# every 10 ms (tools/src/bin/interfere.rs): the kernel's trace of CPU 3 names that
 # thread as the main cause of the slow samples, and none by the load. With
 # 2 ms the spinner held off about one wake-up in seven, and under TCG the
 # slow exits from idle in the other 80 % of the time could outnumber it
@@ -94,7 +94,7 @@ tf() {
     echo "instances: $(ls $TR/instances | tr '\n' ' ')"
 }
 tf >"$OUT/trace.before"
-check "interfere is in the job (cargo build --example interfere)" [ -x /job/interfere ]
+check "interfere is in the job (cargo build -p cpushield-tools --bin interfere)" [ -x /job/interfere ]
 # its standard input closes when sleep ends: the spinner then exits
 sleep 20 | /job/cpushield run --cpu 3 -- /job/interfere spin --cpu 3 --prio 60 --every-ms 10 --spin-us 5000 >"$OUT/spin.out" 2>&1 &
 SPIN=$!

@@ -2,14 +2,14 @@
 //! command-line definition (src/cli.rs), so they never disagree with
 //! `--help`:
 //!
-//!   cargo run --example package-assets -- OUTDIR
+//!   cargo run -p cpushield-tools --bin package-assets -- OUTDIR
 //!
 //! writes OUTDIR/man/cpushield.8 plus one page per command
 //! (cpushield-apply.8, ...), and OUTDIR/completions/{cpushield.bash,
 //! _cpushield, cpushield.fish}.
 
 #[allow(dead_code)]
-#[path = "../src/cli.rs"]
+#[path = "../../../src/cli.rs"]
 mod cli;
 
 use std::path::{Path, PathBuf};

@@ -13,7 +13,7 @@
 //!
 //! Build static for the guest:
 //! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release
-//! --example idle_tasks --target x86_64-unknown-linux-gnu`
+//! -p cpushield-tools --bin idle_tasks --target x86_64-unknown-linux-gnu`
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

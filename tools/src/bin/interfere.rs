@@ -23,7 +23,7 @@
 //! The real-kernel test bed uses it in tests/vm/scenarios/19-explain.sh.
 //! Build static for the guest:
 //! `RUSTFLAGS='-C target-feature=+crt-static' cargo build --release
-//! --example interfere --target x86_64-unknown-linux-gnu`
+//! -p cpushield-tools --bin interfere --target x86_64-unknown-linux-gnu`
 
 use std::io::{Read, Write};
 

@@ -2,7 +2,7 @@
 //! the .deb's, from `packaging/stage-tree.sh`) into cpushield's .rpm, with
 //! the rpm crate (rpm-rs) instead of rpmbuild and a spec file:
 //!
-//!   cargo run --example package-rpm -- STAGE OUTDIR --source-date EPOCH --commit HASH
+//!   cargo run -p cpushield-tools --bin package-rpm -- STAGE OUTDIR --source-date EPOCH --commit HASH
 //!
 //! writes OUTDIR/cpushield-VERSION-RELEASE.x86_64.rpm and prints its path.
 //! Every regular file under STAGE is packed with its mode, owned by root;
@@ -106,9 +106,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.source_date,
     )
     // No daemon-reload, preset, start, stop, or restart: see each script.
-    .post_install_script(scriptlet(include_str!("../packaging/rpm/post.sh")))
-    .pre_uninstall_script(scriptlet(include_str!("../packaging/rpm/preun.sh")))
-    .post_uninstall_script(scriptlet(include_str!("../packaging/rpm/postun.sh")));
+    .post_install_script(scriptlet(include_str!("../../../packaging/rpm/post.sh")))
+    .pre_uninstall_script(scriptlet(include_str!("../../../packaging/rpm/preun.sh")))
+    .post_uninstall_script(scriptlet(include_str!("../../../packaging/rpm/postun.sh")));
 
     // Cargo.toml names no home page yet; once it does, the package does too.
     let urls = [env!("CARGO_PKG_HOMEPAGE"), env!("CARGO_PKG_REPOSITORY")];
