@@ -288,7 +288,8 @@ fn hung_task(f: &Facts, out: &mut Findings) {
     };
     let next = match severity {
         Severity::Ok => String::new(),
-        _ => "sysctl kernel.hung_task_panic=0 kernel.hung_task_timeout_secs=600 (tuned's realtime profile), and keep the starvation guard on (cpushield on --guard auto)".to_string(),
+        _ if panics => "sysctl kernel.hung_task_panic=0, cpushield on --tune=hung-task (600 s, tuned's realtime value; undone by off), and keep the starvation guard on (--guard auto)".to_string(),
+        _ => "cpushield on --tune=hung-task (600 s, tuned's realtime value; undone by off), and keep the starvation guard on (--guard auto)".to_string(),
     };
     out.add("hung-task", severity, 30, reason, next);
 }
@@ -630,7 +631,7 @@ mod tests {
         let (sev, reason, next) = judged("120", "0");
         assert_eq!(sev, Severity::Warn, "{reason}");
         assert!(reason.contains("after 120 s"), "{reason}");
-        assert!(next.contains("hung_task_timeout_secs=600"), "{next}");
+        assert!(next.contains("--tune=hung-task"), "{next}");
         let (sev, reason, _) = judged("600", "1");
         assert_eq!(sev, Severity::Warn);
         assert!(reason.contains("panics the machine"), "{reason}");

@@ -33,6 +33,8 @@ use crate::shield::journal::{self, JournalError, State};
 use crate::shield::note::{Note, OwnNote};
 use crate::sys::Sys;
 pub use notes::{TuneNote, Unreadable, UnreadableFile};
+pub use value::{describe_value, sibling_of, Value};
+use value::{same_value, wanted};
 
 /// Which files a knob writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -50,35 +52,6 @@ pub enum Scope {
     },
     /// `rps_cpus` and `xps_cpus` of every queue of every network interface.
     NetQueues,
-}
-
-/// What a knob writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
-pub enum Value {
-    /// A fixed value.
-    Const(&'static str),
-    /// The housekeeping CPUs as a hex mask.
-    HousekeepingMask,
-    /// The current hex mask without the shielded CPUs (the housekeeping
-    /// CPUs when nothing would remain); left alone when it is 0 (off) or
-    /// does not include a shielded CPU.
-    MaskAwayFromShield,
-    /// What the file of this name in the same directory reads (a CPU's
-    /// `scaling_max_freq` for its `scaling_min_freq`); left alone where
-    /// that file is missing or unreadable.
-    Sibling(&'static str),
-    /// Turbo off: `1` in intel_pstate's `no_turbo`, `0` in cpufreq's
-    /// `boost` (the two files say it the opposite way round).
-    TurboOff,
-}
-
-/// The file named `name` beside `file`.
-pub fn sibling_of(file: &str, name: &str) -> String {
-    match file.rsplit_once('/') {
-        Some((dir, _)) => format!("{dir}/{name}"),
-        None => name.to_string(),
-    }
 }
 
 /// One tuning knob.
@@ -105,6 +78,8 @@ pub struct Knob {
 pub const WATCHDOG: &str = "proc/sys/kernel/watchdog";
 /// Path of the NMI (hard-lockup) watchdog switch.
 pub const NMI_WATCHDOG: &str = "proc/sys/kernel/nmi_watchdog";
+/// Path of the hung-task detector's timeout, seconds (0: off).
+pub use crate::audit::facts::HUNG_TASK_TIMEOUT;
 /// Path of the soft-lockup-only watchdog switch (never written; never read while off).
 pub const SOFT_WATCHDOG: &str = "proc/sys/kernel/soft_watchdog";
 /// RT throttling's runtime per period, µs: `-1` is off.
@@ -173,6 +148,7 @@ mod audit;
 mod notes;
 mod read;
 mod table;
+mod value;
 pub use table::KNOBS;
 
 /// The knobs as `tune --list --json` prints them.
@@ -291,52 +267,6 @@ pub struct TunePlan {
     pub steps: Vec<Step>,
     /// Skipped files (missing, read-only, unreadable), one note per knob and reason.
     pub notes: Vec<Note>,
-}
-
-fn same_value(a: &str, b: &str, mask: bool) -> bool {
-    if mask {
-        CpuSet::parse_mask(a).ok() == CpuSet::parse_mask(b).ok()
-    } else {
-        a.trim() == b.trim()
-    }
-}
-
-/// The value knob `k` wants in file `f` (reading `current`), and whether
-/// it is a CPU mask; `None` when the file needs no change (a mask already
-/// away from the shield); why not when `current` is not what the knob
-/// reads.
-fn wanted(
-    (k, f, current): (&Knob, &str, &str),
-    files: &BTreeMap<String, FileState>,
-    shield: &CpuSet,
-    housekeeping: &CpuSet,
-    mask_bits: u32,
-) -> Result<Option<(String, bool)>, Unreadable> {
-    Ok(Some(match k.value {
-        Value::Sibling(name) => match files.get(&sibling_of(f, name)) {
-            Some(FileState::Present { value, .. }) => (value.clone(), false),
-            _ => return Ok(None),
-        },
-        Value::TurboOff if f.ends_with("/no_turbo") => ("1".to_string(), false),
-        Value::TurboOff => ("0".to_string(), false),
-        Value::Const(v) if f.ends_with("/numa") => (v.to_string(), false),
-        Value::HousekeepingMask if f.ends_with("/numa") => ("0".to_string(), false),
-        Value::Const(v) => (v.to_string(), false),
-        Value::HousekeepingMask => (housekeeping.to_mask(mask_bits), true),
-        Value::MaskAwayFromShield => {
-            let cur = CpuSet::parse_mask(current).map_err(|_| Unreadable::NotAMask {
-                content: current.to_string(),
-            })?;
-            if cur.is_empty() || !cur.intersects(shield) {
-                return Ok(None);
-            }
-            let away = match cur.difference(shield) {
-                s if s.is_empty() => housekeeping.clone(),
-                s => s,
-            };
-            (away.to_mask(mask_bits), true)
-        }
-    }))
 }
 
 /// The notes for the files of knob `name` left alone.
@@ -627,17 +557,6 @@ pub fn describe_files(k: &Knob) -> String {
             .join(" "),
         Scope::PerShieldCpu { pattern } => format!("/{}", pattern.replace("{cpu}", "N")),
         Scope::NetQueues => "/sys/class/net/IF/queues/{rx-N/rps_cpus,tx-N/xps_cpus}".into(),
-    }
-}
-
-/// `cpushield tune --list`: the value a knob writes, for people.
-pub fn describe_value(k: &Knob) -> String {
-    match k.value {
-        Value::Const(v) => v.to_string(),
-        Value::HousekeepingMask => "housekeeping mask (numa: 0)".into(),
-        Value::MaskAwayFromShield => "current mask minus shield (0 stays 0)".into(),
-        Value::Sibling(name) => format!("its {name}"),
-        Value::TurboOff => "turbo off (no_turbo 1, boost 0)".into(),
     }
 }
 
@@ -1037,5 +956,34 @@ mod tests {
         let st = state(&[("watchdog", WATCHDOG, present("0"))]);
         let p = plan(&st, &knobs, &cpus("1"), &cpus("0"), 2, &[]);
         assert!(p.steps.is_empty());
+    }
+
+    #[test]
+    fn the_hung_task_timeout_is_raised_never_lowered_nor_switched_on() {
+        let knobs = resolve(&["hung-task".into()]).unwrap();
+        let planned = |now: &str| {
+            let st = state(&[("hung-task", HUNG_TASK_TIMEOUT, present(now))]);
+            plan(&st, &knobs, &cpus("1"), &cpus("0"), 2, &[])
+        };
+        assert_eq!(
+            writes(&planned("120")),
+            vec![(
+                HUNG_TASK_TIMEOUT.into(),
+                "600".into(),
+                Check::Text,
+                Undo::Previous
+            )]
+        );
+        for left_alone in ["0", "600", "86400"] {
+            assert!(planned(left_alone).steps.is_empty(), "{left_alone}");
+        }
+        let garbage = planned("soon");
+        assert!(garbage.steps.is_empty());
+        assert!(
+            (garbage.notes.iter()).any(|n| crate::report::note::text(n).contains("not a number: \"soon\"")),
+            "{:?}",
+            garbage.notes
+        );
+        assert!(!resolve(&["all".into()]).unwrap().iter().any(|k| k.name == "hung-task"));
     }
 }

@@ -62,6 +62,11 @@ pub enum Unreadable {
         /// What it holds.
         content: String,
     },
+    /// It holds something other than the number the knob expects.
+    NotANumber {
+        /// What it holds.
+        content: String,
+    },
 }
 
 impl OwnNote for TuneNote {
@@ -102,6 +107,7 @@ fn unreadable_file(f: &UnreadableFile) -> String {
     match &f.reason {
         Unreadable::ReadFailed { errno } => format!("/{path} ({errno})"),
         Unreadable::NotAMask { content } => format!("/{path} (not a mask: {content:?})"),
+        Unreadable::NotANumber { content } => format!("/{path} (not a number: {content:?})"),
     }
 }
 

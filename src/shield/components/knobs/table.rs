@@ -3,7 +3,7 @@
 //! and whether a bare `--tune` includes it.
 
 use super::{
-    Knob, Scope, Value, DIRTY_WRITEBACK, NMI_WATCHDOG, NUMA_BALANCING, RT_RUNTIME, STAT_INTERVAL,
+    Knob, Scope, Value, DIRTY_WRITEBACK, HUNG_TASK_TIMEOUT, NMI_WATCHDOG, NUMA_BALANCING, RT_RUNTIME, STAT_INTERVAL,
     TIMER_MIGRATION, WATCHDOG, WRITEBACK_MASK,
 };
 
@@ -74,6 +74,17 @@ pub const KNOBS: &[Knob] = &[
         risk: "hard lockups are no longer detected; frees a performance counter; a safety net, so only by name, not in --tune",
         in_all: false,
         captured: true,
+    },
+    Knob {
+        name: "hung-task",
+        scope: Scope::Global {
+            files: &[HUNG_TASK_TIMEOUT],
+        },
+        value: Value::AtLeast(600),
+        why: "a kernel thread bound to a shielded CPU that a real-time loop holds waits in D state and is reported hung after 120 s (tuned's realtime profile raises it to 600 s)",
+        risk: "a task really hung is reported later; 0 (off) stays off, hung_task_panic is left as it is; a safety net, so only by name, not in --tune",
+        in_all: false,
+        captured: false,
     },
     Knob {
         name: "machinecheck",

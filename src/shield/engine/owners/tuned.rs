@@ -51,7 +51,7 @@ const OVERLAPS: [(&str, &str, &str); 16] = [
     (
         "sysctl",
         "kernel.hung_task_timeout_secs",
-        "audit's hung-task",
+        "--tune=hung-task",
     ),
     ("vm", "transparent_hugepages", "--tune=thp"),
     ("vm", "transparent_hugepage", "--tune=thp"),
@@ -272,7 +272,7 @@ mod tests {
                 (
                     "realtime",
                     "[sysctl] kernel.hung_task_timeout_secs=600",
-                    Some("audit's hung-task")
+                    Some("--tune=hung-task")
                 ),
                 (
                     "realtime",
