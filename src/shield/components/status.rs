@@ -2,6 +2,8 @@
 //! refuses and what drifted: each component reads back its part and judges
 //! it ([`crate::shield::component::Component::status`]), composed here.
 
+use std::time::{Duration, Instant};
+
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
@@ -97,10 +99,38 @@ fn repair(state: &State) -> String {
     )
 }
 
-/// Reports the shield (or its absence). Read-only.
+/// How long `status` waits for a change that is being made (`on` in
+/// place, the healer's repair) to end: its journal reads as unfinished
+/// until then, which is no broken shield. `on` over 10,000 threads took up
+/// to 40 s in the emulated test guests.
+const CHANGE_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits while a live cpushield holds the journal's lock, at most
+/// [`CHANGE_WAIT`]; whether it waited. Read-only: the holder is read from
+/// `/proc/locks`, the lock is never taken (an `on` starting meanwhile must
+/// not find it taken).
+fn wait_for_change(sys: &Sys) -> bool {
+    let lock = sys.path(journal::LOCK_FILE);
+    let me = std::process::id() as i32;
+    let t = Instant::now();
+    let mut waited = false;
+    while procfs::flock_holder(sys, &lock).is_some_and(|pid| pid != me) && t.elapsed() < CHANGE_WAIT
+    {
+        waited = true;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    waited
+}
+
+/// Reports the shield (or its absence). Read-only. An `on` or repair
+/// being made is waited for (up to [`CHANGE_WAIT`]), so that the report
+/// is of what it left.
 pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
+    let mut state = journal::read_state(sys)?;
+    if state.as_ref().is_some_and(|s| !s.complete) && wait_for_change(sys) {
+        state = journal::read_state(sys)?;
+    }
     let mut snap = super::read::observed(sys)?;
-    let state = journal::read_state(sys)?;
     let unsupported = match &snap.cgroup {
         CgroupSetup::Unsupported { reason } => Some(reason.clone()),
         _ => None,

@@ -197,6 +197,10 @@ pub fn last_apply(sys: &Sys) -> Option<u64> {
         .ok()
 }
 
+/// The lock file under the root: a `flock` on it is held by the
+/// cpushield that changes the shield.
+pub const LOCK_FILE: &str = "run/cpushield/lock";
+
 /// Takes the lock without waiting.
 pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
     let path = run_dir(sys)?.join("lock");

@@ -90,13 +90,16 @@ irq_on() {
 # themselves (cs-*, run-u*) are left out.
 # status_holds_after T0: runs status every 0.1 s (for up to 6 s) until it
 # exits 0; sets HELD_RC (its last exit) and HELD_AFTER (seconds from T0, a
-# /proc/uptime reading, to the start of the status that held).
+# /proc/uptime reading, to the end of the status that held: status waits
+# for a repair being made); each status that did not hold says why, once,
+# in the scenario's output.
 status_holds_after() {
     i=0; HELD_RC=3; t1=$1
     while [ $i -lt 60 ]; do
+        /job/cpushield status >"$OUT/held.out" 2>&1; HELD_RC=$?
         t1=$(cut -d' ' -f1 /proc/uptime)
-        /job/cpushield status >/dev/null 2>&1; HELD_RC=$?
         [ $HELD_RC = 0 ] && break
+        info "status at +$(awk "BEGIN { printf \"%.1f\", $t1 - $1 }") s: exit $HELD_RC: $(grep -iE -m2 'broken|drift' "$OUT/held.out" | tr -s ' ' | tr '\n' ' ')"
         sleep 0.1; i=$((i + 1))
     done
     HELD_AFTER=$(awk "BEGIN { printf \"%.1f\", $t1 - $1 }")
