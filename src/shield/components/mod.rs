@@ -99,7 +99,7 @@ macro_rules! registry {
 
 registry! {
     irqbalance,
-    mechanism,
+    mechanism: options,
     tasks,
     irqs: options,
     hotplug: options,

@@ -6,8 +6,10 @@
 
 mod hold;
 mod notes;
+mod options;
 
 pub use notes::MechanismNote;
+pub use options::{Balance, Options};
 
 use crate::shield::component::Looks;
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Phase, Planning};
@@ -113,10 +115,19 @@ fn fatal(action: Action) -> Step {
 /// v1; cgroup2 mounted first when no hierarchy with cpuset is.
 pub(in crate::shield) fn plan(
     m: Facts,
-    shield: &CpuSet,
-    housekeeping: &CpuSet,
+    (shield, housekeeping): (&CpuSet, &CpuSet),
+    balance: Balance,
     notes: &mut Vec<Note>,
 ) -> Result<CgroupPlan, PlanError> {
+    let both = m.boot_isolated.intersection(shield);
+    if balance == Balance::Within && !both.is_empty() {
+        return Err(PlanError::Part {
+            option: "--balance",
+            message: format!(
+                "within: CPUs {both} are isolated at boot (isolcpus= with domain, /sys/devices/system/cpu/isolated): the kernel keeps them out of every scheduling domain, so nothing balances there, and refuses a root partition over them since 6.7; use --balance off, or boot without isolcpus=domain for them (cpushield boot-args)"
+            ),
+        });
+    }
     let mut steps = Vec::new();
     // No hierarchy with cpuset is mounted: mount cgroup2, whose fresh root
     // enables no controller for its children yet.
@@ -147,7 +158,7 @@ pub(in crate::shield) fn plan(
             mount,
             subtree_control,
             ..
-        } => Ok(cgroup_v2(m, mount, subtree_control, shield, steps, notes)),
+        } => Ok(cgroup_v2(m, mount, subtree_control, (shield, balance), steps, notes)),
         CgroupSetup::V1 {
             mount,
             mems,
@@ -156,7 +167,7 @@ pub(in crate::shield) fn plan(
             mount,
             mems,
             load_balance,
-            shield,
+            (shield, balance),
             housekeeping,
             steps,
         )),
@@ -177,18 +188,19 @@ fn cgroup_v2(
     m: Facts,
     mount: &str,
     subtree_control: &[String],
-    shield: &CpuSet,
+    (shield, balance): (&CpuSet, Balance),
     mut steps: Vec<Step>,
     notes: &mut Vec<Note>,
 ) -> CgroupPlan {
-    // Always `isolated`. The kernel's rule since 6.7 (cgroup-v2.rst, commit
-    // 4a74e418881f): CPUs isolated at boot (isolcpus=domain) may be in an
-    // `isolated` partition only; a `root` partition over one reads back
-    // "root invalid (partition config conflicts with housekeeping setup)".
-    // 6.1 has no such check, 7.x accepts any mix in an isolated partition,
-    // and Debian's 6.12 refuses every partition over such a CPU: `on`
-    // rolls back and says why (ShieldError::RolledBack's hint).
-    let kind = "isolated";
+    // `isolated`, or `root` to balance within (`plan` refused that over
+    // CPUs isolated at boot). The kernel's rule since 6.7 (cgroup-v2.rst,
+    // commit 4a74e418881f): CPUs isolated at boot (isolcpus=domain) may be
+    // in an `isolated` partition only; a `root` partition over one reads
+    // back "root invalid (partition config conflicts with housekeeping
+    // setup)". 6.1 has no such check, 7.x accepts any mix in an isolated
+    // partition, and Debian's 6.12 refuses every partition over such a
+    // CPU: `on` rolls back and says why (ShieldError::RolledBack's hint).
+    let kind = balance.partition();
     let by_systemd = systemd_makes_partition(m);
     let shield_dir = if m.systemd {
         // systemd enables in each subtree_control only what its own
@@ -250,13 +262,14 @@ fn cgroup_v2(
     }
 }
 
-/// cgroup v1: an exclusive cpuset for the shield without load balancing,
-/// a system cpuset for the rest, and no balancing across the root.
+/// cgroup v1: an exclusive cpuset for the shield (load balancing within
+/// it only when `balance` says so), a system cpuset for the rest, and no
+/// balancing across the root.
 fn cgroup_v1(
     mount: &str,
     mems: &str,
     load_balance: &str,
-    shield: &CpuSet,
+    (shield, balance): (&CpuSet, Balance),
     housekeeping: &CpuSet,
     mut steps: Vec<Step>,
 ) -> CgroupPlan {
@@ -264,7 +277,11 @@ fn cgroup_v1(
     let nrt = format!("{mount}/{SYSTEM_CGROUP_V1}");
     // A new cpuset has no memory nodes, and a task cannot join a
     // cpuset with none (ENOSPC): copy the root's.
-    for (dir, cpus, exclusive, balance) in [(&rt, shield, "1", "0"), (&nrt, housekeeping, "0", "1")]
+    let shield_balance = balance.v1_load_balance();
+    for (dir, cpus, exclusive, balance) in [
+        (&rt, shield, "1", shield_balance),
+        (&nrt, housekeeping, "0", "1"),
+    ]
     {
         steps.push(fatal(Action::Mkdir { path: dir.clone() }));
         for (file, value, check) in [
@@ -509,7 +526,9 @@ impl Component for Part {
             .notes
             .extend(crate::shield::plan::tuned_notes(&cx.snap.owners));
         let facts = cx.snap.mechanism();
-        let cgroup = plan(facts, cx.shield, cx.housekeeping, &mut d.plan.notes)?;
+        let balance = options::asked(cx.req);
+        let cpus = (cx.shield, cx.housekeeping);
+        let cgroup = plan(facts, cpus, balance, &mut d.plan.notes)?;
         d.plan.mechanism = name(facts);
         d.plan.partition = cgroup.partition;
         d.plan.shield_dir = cgroup.shield_dir;
@@ -523,12 +542,31 @@ impl Component for Part {
         Ok(())
     }
 
-    /// Resized instead of made.
-    fn change(&self, cx: &InPlace, _: Vec<(Phase, Step)>, out: &mut Changing) {
+    /// Resized instead of made; on v1 the shield cpuset's load balancing
+    /// written again when `--balance` changed it.
+    fn change(&self, cx: &InPlace, fresh: Vec<(Phase, Step)>, out: &mut Changing) {
         let to = (&cx.fresh.shield, &cx.fresh.housekeeping);
         let cpus = (to.0, to.1, cx.fresh.partition.as_ref());
         let live = cx.live.mechanism();
-        let resized = resize(live, cx.state, cpus, &cx.read);
+        let mut resized = resize(live, cx.state, cpus, &cx.read);
+        let balance_file = format!("{}/cpuset.sched_load_balance", cx.fresh.shield_dir);
+        let wanted = fresh.iter().find_map(|(_, step)| match &step.action {
+            Action::Write { path, value, .. } if *path == balance_file => Some(value.clone()),
+            _ => None,
+        });
+        if let (CgroupSetup::V1 { .. }, Some(value)) = (&live.cgroup, wanted) {
+            if (cx.read)(&balance_file).is_some_and(|now| now.trim() != value) {
+                resized.push(Step::fatal(
+                    OWNER,
+                    Action::Write {
+                        path: balance_file,
+                        value,
+                        check: Check::Text,
+                        undo: Undo::Previous,
+                    },
+                ));
+            }
+        }
         out.add(Phase::Shield, resized);
         if let (CgroupSetup::V1 { .. }, true) = (&live.cgroup, cx.state.shield != *to.0) {
             out.add(

@@ -1,0 +1,74 @@
+//! The cgroups' option: `--balance` (config key `balance`), how the
+//! scheduler balances load on the shielded CPUs.
+
+use serde::{Deserialize, Serialize};
+
+/// How the scheduler balances load on the shielded CPUs.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Balance {
+    /// Not at all: each task stays on the CPU it was placed on (an
+    /// `isolated` partition on cgroup v2; on v1 the shield's cpuset with
+    /// `sched_load_balance` 0). One real-time thread per CPU.
+    #[default]
+    Off,
+    /// Among the shielded CPUs only (a `root` partition on cgroup v2; on
+    /// v1 the shield's cpuset with `sched_load_balance` 1): a
+    /// multi-threaded real-time application on a shared set, as tuned's
+    /// `isolated_cores` beside `no_balance_cores`. Nothing else runs there.
+    Within,
+}
+
+impl Balance {
+    /// The cgroup v2 partition type that gives it.
+    pub fn partition(self) -> &'static str {
+        match self {
+            Balance::Off => "isolated",
+            Balance::Within => "root",
+        }
+    }
+
+    /// The v1 shield cpuset's `cpuset.sched_load_balance` that gives it.
+    pub fn v1_load_balance(self) -> &'static str {
+        match self {
+            Balance::Off => "0",
+            Balance::Within => "1",
+        }
+    }
+}
+
+impl std::fmt::Display for Balance {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(match self {
+            Balance::Off => "off",
+            Balance::Within => "within",
+        })
+    }
+}
+
+/// Its option, as `on` and the config file take it.
+#[derive(clap::Args, Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[group(skip)]
+pub struct Options {
+    /// How the scheduler balances load on the shielded CPUs: off (each
+    /// task stays where it is placed: one real-time thread per CPU) or
+    /// within (among the shielded CPUs only: a multi-threaded real-time
+    /// application on a shared set, like tuned's isolated_cores beside
+    /// no_balance_cores). Nothing from outside runs there either way.
+    #[arg(long, value_name = "MODE", default_value = "off")]
+    #[serde(default, skip_serializing_if = "is_off")]
+    pub balance: Balance,
+}
+
+fn is_off(balance: &Balance) -> bool {
+    *balance == Balance::Off
+}
+
+impl crate::shield::options::Declared for Options {
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[("balance", "\"within\"")];
+}
+
+/// The balance `req` asks for.
+pub(super) fn asked(req: &crate::shield::request::Request) -> Balance {
+    req.declared::<Options>().unwrap_or_default().balance
+}
