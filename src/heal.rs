@@ -18,7 +18,7 @@
 //! Drift that another program makes (someone's `taskset` onto the shield)
 //! is not the kernel's: `status` reports it, and the healer leaves it.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -37,9 +37,13 @@ pub const UNIT: &str = "cpushield-heal.service";
 pub const PROCESS_NAME: &str = "cpushield-heal";
 /// How often it looks for new IRQs and kernel threads, which send no event.
 pub const PERIOD: Duration = Duration::from_millis(500);
-/// Events that come together (a CPU online brings several) make one repair:
-/// it waits this long after the first.
-const GATHER: Duration = Duration::from_millis(50);
+/// Events that come together make one repair: it starts once none came for
+/// this long after the last (a CPU online brings several; a device added
+/// brings its bus's event, then its driver's and their IRQs as the driver
+/// binds, which took over 100 ms in the emulated test guests)...
+const GATHER_QUIET: Duration = Duration::from_millis(250);
+/// ... and this long after the first at the latest.
+const GATHER_MAX: Duration = Duration::from_secs(1);
 /// How many times one trigger's repair is tried.
 const RETRIES: usize = 3;
 
@@ -155,7 +159,14 @@ pub fn trigger_of(message: &[u8]) -> Option<Trigger> {
 pub struct Seen {
     irqs: HashSet<u32>,
     pids: HashSet<i32>,
+    /// IRQs that appeared lately, with when: a driver gives a new IRQ its
+    /// affinity (virtio's hints) a while after making it, so each is
+    /// looked at again for [`YOUNG`].
+    young: HashMap<u32, Instant>,
 }
+
+/// How long a new IRQ is looked at again for an affinity on the shield.
+const YOUNG: Duration = Duration::from_secs(5);
 
 impl Seen {
     /// What runs now.
@@ -166,23 +177,36 @@ impl Seen {
                 .unwrap_or_default()
                 .into_iter()
                 .collect(),
+            young: HashMap::new(),
         }
     }
 
     /// Looks again: the first IRQ or kernel thread that is new and allowed
     /// on `shield` (a per-CPU kernel thread of a shielded CPU is the
-    /// kernel's own, and stays).
+    /// kernel's own, and stays). A new IRQ is looked at again for
+    /// [`YOUNG`], and given one repair at most.
     pub fn look(&mut self, sys: &Sys, shield: &CpuSet) -> Option<Trigger> {
-        let now = Seen::now(sys);
-        let mut found = None;
+        let mut now = Seen::now(sys);
+        let at = Instant::now();
+        now.young = std::mem::take(&mut self.young);
         for irq in now.irqs.difference(&self.irqs) {
+            now.young.insert(*irq, at);
+        }
+        now.young
+            .retain(|irq, since| now.irqs.contains(irq) && at.duration_since(*since) <= YOUNG);
+        let mut found = None;
+        let mut young: Vec<u32> = now.young.keys().copied().collect();
+        young.sort_unstable();
+        for irq in young {
             let list = sys.read_trimmed(&format!("proc/irq/{irq}/smp_affinity_list"));
             let on_shield = list.ok().and_then(|l| CpuSet::parse_list(&l).ok());
-            if on_shield.is_some_and(|cpus| cpus.intersects(shield)) && found.is_none() {
+            if on_shield.is_some_and(|cpus| cpus.intersects(shield)) {
+                now.young.remove(&irq);
                 found = Some(Trigger {
                     reason: "new-irq",
                     what: format!("IRQ {irq}"),
                 });
+                break;
             }
         }
         for pid in now.pids.difference(&self.pids) {
@@ -302,8 +326,13 @@ pub fn run(
         };
         let t = Instant::now();
         // What comes with it is part of the same repair.
-        std::thread::sleep(GATHER);
-        let _ = drain(&events);
+        while t.elapsed() < GATHER_MAX && wait(&events, GATHER_QUIET) {
+            let _ = drain(&events);
+        }
+        // What is there now, the repair sees; what appears while it runs
+        // (a new device's IRQs, made after its uevent) is new at the next
+        // look, and repaired then.
+        let before = Seen::now(sys);
         // Another cpushield command may hold the lock for a while (a
         // `run` starting, an `apply`): tried again a little later.
         let mut done = RepairRun::default();
@@ -317,7 +346,7 @@ pub fn run(
             }
         }
         let ok = done.ok;
-        seen = Seen::now(sys);
+        seen = before;
         let counts = if ok {
             &mut state.repairs
         } else {
@@ -350,6 +379,36 @@ fn write_state(sys: &Sys, state: &HealState) -> Result<(), SysError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_irq_whose_driver_puts_it_on_the_shield_later_is_repaired_once() {
+        let root = tempfile::tempdir().unwrap();
+        let sys = Sys::at(root.path());
+        let irq = |n: u32, cpus: &str| {
+            let dir = root.path().join(format!("proc/irq/{n}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("smp_affinity_list"), format!("{cpus}\n")).unwrap();
+        };
+        let shield = CpuSet::parse_list("2-3").unwrap();
+        irq(10, "0-1");
+        let mut seen = Seen::now(&sys);
+        assert!(seen.look(&sys, &shield).is_none());
+        // made off the shield, then given a hint on it a look later
+        irq(42, "0-1");
+        assert!(seen.look(&sys, &shield).is_none());
+        irq(42, "0-3");
+        let trigger = seen.look(&sys, &shield).expect("the hint is seen");
+        assert_eq!(
+            (trigger.reason, trigger.what.as_str()),
+            ("new-irq", "IRQ 42")
+        );
+        // one repair each: an IRQ the kernel keeps on the shield (managed,
+        // or bound there by --irq) is no endless loop
+        assert!(seen.look(&sys, &shield).is_none());
+        // an old IRQ moved onto the shield is drift, not the healer's
+        irq(10, "2");
+        assert!(seen.look(&sys, &shield).is_none());
+    }
 
     fn uevent(parts: &[&str]) -> Vec<u8> {
         parts.join("\0").into_bytes()

@@ -106,7 +106,7 @@ fn repair(state: &State) -> String {
 const CHANGE_WAIT: Duration = Duration::from_secs(60);
 
 /// Waits while a live cpushield holds the journal's lock, at most
-/// [`CHANGE_WAIT`]; whether it waited. Read-only: the holder is read from
+/// [`CHANGE_WAIT`]. Read-only: the holder is read from
 /// `/proc/locks`, the lock is never taken (an `on` starting meanwhile must
 /// not find it taken).
 fn wait_for_change(sys: &Sys) -> bool {
@@ -122,14 +122,13 @@ fn wait_for_change(sys: &Sys) -> bool {
     waited
 }
 
-/// Reports the shield (or its absence). Read-only. An `on` or repair
-/// being made is waited for (up to [`CHANGE_WAIT`]), so that the report
-/// is of what it left.
+/// Reports the shield (or its absence). Read-only. A change being made
+/// (`on`, the healer's repair, `run`) is waited for (up to
+/// [`CHANGE_WAIT`]), so that the report is of what it left, not of a
+/// repair half made.
 pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
-    let mut state = journal::read_state(sys)?;
-    if state.as_ref().is_some_and(|s| !s.complete) && wait_for_change(sys) {
-        state = journal::read_state(sys)?;
-    }
+    wait_for_change(sys);
+    let state = journal::read_state(sys)?;
     let mut snap = super::read::observed(sys)?;
     let unsupported = match &snap.cgroup {
         CgroupSetup::Unsupported { reason } => Some(reason.clone()),
