@@ -9,7 +9,12 @@ set -euo pipefail
 . "$(dirname "$0")/lib/common.sh"
 . "$VM_DIR/lib/fetch.sh"
 t0=$(date +%s)
-for k in 6.1 6.12 7; do fetch_kernel "$k" >/dev/null; done
+# As run.sh calls it: in a command substitution (its helpers end on tests
+# that errexit would take for failures), then checked by its result.
+for k in 6.1 6.12 7; do
+    dir=$(fetch_kernel "$k")
+    [ -f "$dir/.done" ] || die "prefetch: kernel $k was not unpacked (in '$dir')"
+done
 bash "$VM_DIR/distro/image.sh" bookworm "" >/dev/null
 bash "$VM_DIR/distro/image.sh" trixie "" >/dev/null
 bash "$VM_DIR/distro/image.sh" --grub forky "" >/dev/null

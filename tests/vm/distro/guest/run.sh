@@ -27,7 +27,12 @@ for s in $(cat /job/order); do
         mkdir -p "/results/$s"
         echo "CPUSHIELD-SCENARIO-START: $s at $(cut -d' ' -f1 /proc/uptime)s"
     fi
-    timeout "${SCENARIO_TIMEOUT:-900}" sh "/job/scenarios/$s.sh" "$s" || echo "CPUSHIELD-RESULT: FAIL $s (the scenario script exited $?)"
+    # its limit: --set SCENARIO_TIMEOUT, else 900 s or its header's
+    # time= where that is longer (the soak's)
+    lim=${SCENARIO_TIMEOUT:-900}
+    t=$(sed -n 's/^# distro: //p' "/job/scenarios/$s.sh" | tr ' ' '\n' | sed -n 's/^time=//p' | head -n1)
+    [ -z "${SCENARIO_TIMEOUT:-}" ] && [ "${t:-0}" -gt "$lim" ] && lim=$t
+    timeout "$lim" sh "/job/scenarios/$s.sh" "$s" || echo "CPUSHIELD-RESULT: FAIL $s (the scenario script exited $?)"
     # a shield a failed scenario left behind must not spoil the next one
     /job/cpushield off >/dev/null 2>&1
 done

@@ -47,7 +47,9 @@ while [ $r -le "$ROUNDS" ]; do
     fi
     /job/cpushield status >"$OUT/status.$r" 2>&1 && held=$((held + 1)) || info "round $r: status exit $? ($(grep -m1 broken "$OUT/status.$r"))"
     info "round $r: /run/cpushield $(size) bytes, journal $(records) records; guard $(proc_of cpushield-guard.service); healer $(proc_of cpushield-heal.service)"
-    [ $r = 5 ] && size5=$(size)
+    # the journal itself at round 5 and at the end, for what grew
+    # (results/<suite>/15-soak/ on the host)
+    [ $r = 5 ] && size5=$(size) && cp -r /run/cpushield "$OUT/run-cpushield.5"
     r=$((r + 1))
 done
 check "status exit 0 in $held of $ROUNDS rounds" [ "$held" = "$ROUNDS" ]
@@ -58,6 +60,7 @@ while [ $n -lt "$RUNS" ]; do /job/cpushield run --cpu 3 -- true || failed=$((fai
 info "$RUNS runs of true took $(( $(date +%s) - t0 )) s, $failed failed"
 check "$RUNS runs of true: none failed" [ "$failed" = 0 ]
 end=$(size)
+cp -r /run/cpushield "$OUT/run-cpushield.end"
 note "kernel $(uname -r): soak: /run/cpushield after 5 rounds $size5 bytes, after $ROUNDS rounds and $RUNS runs $end bytes ($(records) records)"
 check "/run/cpushield after it all ($end bytes) at most 10 % over its size after 5 rounds ($size5)" awk "BEGIN { exit !($end <= 1.1 * $size5) }"
 echo 0 >/sys/devices/system/cpu/cpu3/online; sleep 1; echo 1 >/sys/devices/system/cpu/cpu3/online
