@@ -91,8 +91,8 @@ pub struct CpuPower {
 }
 
 /// Seconds a task may sleep uninterruptibly before the kernel reports it
-/// hung (CONFIG_DETECT_HUNG_TASK; 0: never).
-pub const HUNG_TASK_TIMEOUT: &str = "proc/sys/kernel/hung_task_timeout_secs";
+/// hung (the knob `hung-task` raises it).
+pub use crate::shield::components::knobs::HUNG_TASK_TIMEOUT;
 
 /// Whether a hung task panics the machine.
 pub const HUNG_TASK_PANIC: &str = "proc/sys/kernel/hung_task_panic";

@@ -78,8 +78,10 @@ pub struct Knob {
 pub const WATCHDOG: &str = "proc/sys/kernel/watchdog";
 /// Path of the NMI (hard-lockup) watchdog switch.
 pub const NMI_WATCHDOG: &str = "proc/sys/kernel/nmi_watchdog";
-/// Path of the hung-task detector's timeout, seconds (0: off).
-pub use crate::audit::facts::HUNG_TASK_TIMEOUT;
+/// Path of the hung-task detector's timeout: seconds a task may sleep
+/// uninterruptibly before the kernel reports it hung
+/// (CONFIG_DETECT_HUNG_TASK; 0: never).
+pub const HUNG_TASK_TIMEOUT: &str = "proc/sys/kernel/hung_task_timeout_secs";
 /// Path of the soft-lockup-only watchdog switch (never written; never read while off).
 pub const SOFT_WATCHDOG: &str = "proc/sys/kernel/soft_watchdog";
 /// RT throttling's runtime per period, µs: `-1` is off.
