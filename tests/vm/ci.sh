@@ -89,7 +89,8 @@ LANE_LOG=$REL/vm-lane-b.log
 # cgroup v1 and v2), the busybox scenarios on 7.x, then the bus on q35.
 # Lane B: Debian 13, then the boot half through GRUB on Debian 14. Measured
 # here one after another: Debian 13 802 s, Debian 14's GRUB 1678 s, 7.x
-# 386 s, q35 43 s; so each lane has about 42 minutes.
+# 386 s, q35 43 s; so each lane has about 42 minutes, less the images and
+# kernels .ci/run fetched and built beside cargo test (tests/vm/prefetch.sh).
 lane_a() {
     local rc=0 t0
     echo "== real-kernel scenarios (QEMU, software emulation)"
