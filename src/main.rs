@@ -390,13 +390,12 @@ fn on_command(
 
 /// `repair`: the active shield brought back to its own request in place.
 fn repair_command(sys: &Sys, reason: &str, json: bool, out: &mut impl Write) -> Result<ExitCode> {
-    let Some(request) = shield_request(sys)? else {
+    let stop = stop_flag()?;
+    let Some(report) = shield::repair(sys, &stop)? else {
         anyhow::bail!(
             "no complete shield to repair (run 'cpushield status'; 'cpushield on' or 'apply' makes one)"
         );
     };
-    let stop = stop_flag()?;
-    let report = shield::on(sys, &request, false, &stop)?;
     if json {
         let mut v = serde_json::to_value(&report)?;
         v["reason"] = reason.into();
@@ -419,23 +418,15 @@ fn repair_command(sys: &Sys, reason: &str, json: bool, out: &mut impl Write) -> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// The request of the complete shield there is (what `repair` repeats).
-fn shield_request(sys: &Sys) -> Result<Option<Request>, shield::journal::JournalError> {
-    let state = shield::journal::read_state(sys)?;
-    Ok(state.filter(|s| s.complete).and_then(|s| s.request))
-}
-
 /// One repair for the healer, in its own process (no program to start
 /// under emulation, where that alone takes longer than the repair): the
 /// change in place `repair` makes, its outcome on the healer's standard
 /// error (the journal of its unit, on systemd hosts).
 fn run_repair(sys: &Sys, trigger: &cpushield::heal::Trigger) -> cpushield::heal::RepairRun {
     let mut done = cpushield::heal::RepairRun::default();
-    let Ok(Some(request)) = shield_request(sys) else {
-        return done;
-    };
-    match shield::on(sys, &request, false, &AtomicBool::new(false)) {
-        Ok(report) => {
+    match shield::repair(sys, &AtomicBool::new(false)) {
+        Ok(None) => {}
+        Ok(Some(report)) => {
             eprintln!(
                 "cpushield heal: {} ({}): repaired, {} changes in {:.0} ms",
                 trigger.reason,

@@ -35,6 +35,6 @@ pub(crate) use error::require_root;
 pub use error::ShieldError;
 pub use note::{Note, OwnNote, PartNote};
 pub use off::{off, off_plan, off_timed, OffReport};
-pub use on::{on, on_timed};
+pub use on::{on, on_timed, repair};
 pub use parts::{Line, MachineWide, Metric, OwnFacts, PartReport};
 pub use timings::Timings;

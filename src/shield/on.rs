@@ -39,6 +39,28 @@ pub fn on(
     Ok(report)
 }
 
+/// A repair: the change in place `on` with the active shield's own request
+/// makes, that request read under the lock, so that a shield an `on`
+/// changed while the repair waited is repaired as it is now, never taken
+/// back to the request before (the healer's repair and a person's `on`
+/// meet). None without a complete shield that has a request.
+pub fn repair(sys: &Sys, stop: &AtomicBool) -> Result<Option<OnReport>, ShieldError> {
+    let started = Instant::now();
+    require_root(sys, "repair")?;
+    let _lock = journal::lock(sys)?;
+    let Some(state) = journal::read_state(sys)?.filter(|s| s.complete) else {
+        return Ok(None);
+    };
+    let Some(req) = state.request.clone() else {
+        return Ok(None);
+    };
+    let mut timings = Timings::default();
+    let mut report = reshape_timed(sys, &req, state, false, stop, &mut timings)?;
+    timings.total = started.elapsed();
+    report.took = timings;
+    Ok(Some(report))
+}
+
 /// [`on`], adding the time of each phase to `timings`.
 pub fn on_timed(
     sys: &Sys,
