@@ -87,7 +87,7 @@ pub fn on_timed(
         }));
     }
     require_root(sys, "on")?;
-    let _lock = journal::lock(sys)?;
+    let _lock = super::off::lock_past_healer(sys)?;
     if Journal::exists(sys) {
         match journal::read_state(sys)? {
             Some(state) if state.complete => {
