@@ -28,11 +28,10 @@ use crate::sys::{procfs, Sys};
 /// once as before. A shield being repaired is no reason for `on` to fail.
 pub(super) fn lock_past_healer(sys: &Sys) -> Result<journal::Lock, journal::JournalError> {
     let started = Instant::now();
-    let file = sys.path(journal::LOCK_FILE);
     loop {
         match journal::lock(sys) {
             Err(journal::JournalError::Locked(_))
-                if started.elapsed() < journal::LOCK_WAIT && healer_holds(sys, &file) =>
+                if started.elapsed() < journal::LOCK_WAIT && healer_holds(sys) =>
             {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -41,9 +40,9 @@ pub(super) fn lock_past_healer(sys: &Sys) -> Result<journal::Lock, journal::Jour
     }
 }
 
-/// Whether the holder of the lock `file` is the healer (its process name).
-fn healer_holds(sys: &Sys, file: &std::path::Path) -> bool {
-    procfs::flock_holder(sys, file)
+/// Whether the holder of the journal's lock is the healer (its process name).
+fn healer_holds(sys: &Sys) -> bool {
+    journal::holder(sys)
         .and_then(|pid| sys.read_trimmed(&format!("proc/{pid}/comm")).ok())
         .is_some_and(|comm| comm == crate::heal::PROCESS_NAME)
 }

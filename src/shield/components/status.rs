@@ -109,17 +109,12 @@ const CHANGE_WAIT: Duration = Duration::from_secs(60);
 /// [`CHANGE_WAIT`]. Read-only: the holder is read from
 /// `/proc/locks`, the lock is never taken (an `on` starting meanwhile must
 /// not find it taken).
-fn wait_for_change(sys: &Sys) -> bool {
-    let lock = sys.path(journal::LOCK_FILE);
+fn wait_for_change(sys: &Sys) {
     let me = std::process::id() as i32;
     let t = Instant::now();
-    let mut waited = false;
-    while procfs::flock_holder(sys, &lock).is_some_and(|pid| pid != me) && t.elapsed() < CHANGE_WAIT
-    {
-        waited = true;
+    while journal::holder(sys).is_some_and(|pid| pid != me) && t.elapsed() < CHANGE_WAIT {
         std::thread::sleep(Duration::from_millis(20));
     }
-    waited
 }
 
 /// Reports the shield (or its absence). Read-only. A change being made

@@ -201,6 +201,12 @@ pub fn last_apply(sys: &Sys) -> Option<u64> {
 /// cpushield that changes the shield.
 pub const LOCK_FILE: &str = "run/cpushield/lock";
 
+/// The pid of the cpushield that holds the lock now, as `/proc/locks`
+/// says; read without taking it.
+pub fn holder(sys: &Sys) -> Option<i32> {
+    crate::sys::procfs::flock_holder(sys, &sys.path(LOCK_FILE))
+}
+
 /// Takes the lock without waiting.
 pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
     let path = run_dir(sys)?.join("lock");
