@@ -394,8 +394,8 @@ impl Effects for Components {
         undoers().find_map(|part| part.within(action, bounds))
     }
 
-    fn folds(&self, first: &Action, later: &Action) -> bool {
-        undoers().any(|part| part.folds(first, later))
+    fn fold(&self, first: &Action, later: &Action) -> Option<Action> {
+        undoers().find_map(|part| part.fold(first, later))
     }
 }
 

@@ -89,10 +89,11 @@ pub trait Effects: Sync {
     /// Whether a component's own `action` names only what its component
     /// changes (why not); `None` when no component claims it.
     fn within(&self, action: &Action, bounds: &super::reach::Bounds) -> Option<Result<(), String>>;
-    /// Whether a component's own `later` action folds into its `first`
-    /// in the journal ([`super::fold`]): the first keeps its place and its
-    /// previous value and takes the later action.
-    fn folds(&self, first: &Action, later: &Action) -> bool;
+    /// A component's own `first` and `later` actions as one record of the
+    /// journal ([`super::fold`]), where undoing it does what undoing both
+    /// did; `None` when they do not fold. The record keeps the first's
+    /// place and its previous value.
+    fn fold(&self, first: &Action, later: &Action) -> Option<Action>;
 }
 
 /// Applies steps in order, journaling each batch before making it.

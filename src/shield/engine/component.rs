@@ -169,10 +169,11 @@ pub(in crate::shield) trait Undoes: Sync {
         None
     }
 
-    /// Whether its own `later` action folds into its `first` in the
-    /// journal (the same thing changed again); none by default.
-    fn folds(&self, _first: &Action, _later: &Action) -> bool {
-        false
+    /// Its own `first` and `later` actions (the same thing changed again)
+    /// as one journal record whose undo does what undoing both did; none
+    /// by default.
+    fn fold(&self, _first: &Action, _later: &Action) -> Option<Action> {
+        None
     }
 
     /// Undoes `entry` when it is one of its own; false otherwise.

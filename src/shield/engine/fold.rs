@@ -14,7 +14,10 @@
 //! - a later write of a file the shield wrote before, undone to the
 //!   earlier write's previous value: the first write keeps its place and
 //!   its previous value, and takes the latest value (what `status` reads
-//!   back); likewise a thread's later scheduling or affinity change;
+//!   back); likewise a thread's later scheduling or affinity change,
+//!   the `AllowedCPUs=` of systemd's slice set again (a change in place),
+//!   and a component's own change made again (irqbalance's ban, the
+//!   guard: the component says how the two fold);
 //! - a thread's affinity recorded again (`off` gives back the oldest).
 //!
 //! Folding is crash-safe: the folded journal is written whole beside the
@@ -190,6 +193,9 @@ enum Thing {
     /// A task moved to a cgroup file from another: moved again the same
     /// way, undo gives it back to the same place.
     Move(i32, String, String),
+    /// systemd's slice of the shield: started once (undone by stopping
+    /// it), its `AllowedCPUs=` changed at each change in place.
+    Slice(String),
 }
 
 /// `entries` folded (see the module), in their order.
@@ -207,8 +213,14 @@ pub(super) fn fold_entries(entries: Vec<Entry>, alive: &dyn Alive, fx: &dyn Effe
         if let Action::Own { owner, .. } = &e.action {
             let owner = owner.clone();
             match last_own.get(&owner) {
-                Some(&i) if fx.folds(&out[i].action, &e.action) => out[i].action = e.action,
-                _ => {
+                Some(&i) => match fx.fold(&out[i].action, &e.action) {
+                    Some(both) => out[i].action = both,
+                    None => {
+                        last_own.insert(owner, out.len());
+                        out.push(e);
+                    }
+                },
+                None => {
                     last_own.insert(owner, out.len());
                     out.push(e);
                 }
@@ -265,6 +277,17 @@ pub(super) fn fold_entries(entries: Vec<Entry>, alive: &dyn Alive, fx: &dyn Effe
                     },
                 ..
             } if !pids.iter().any(|p| live(*p)) && !alive.path(cgroup_dir) => continue,
+            Action::Systemd {
+                call: SystemdCall::StartSlice { unit, .. },
+                ..
+            } => {
+                first.insert(Thing::Slice(unit.clone()), out.len());
+                None
+            }
+            Action::Systemd {
+                call: SystemdCall::SetAllowedCpus { unit, .. },
+                ..
+            } => Some(Thing::Slice(unit.clone())),
             _ => None,
         };
         if let Some(Thing::File(path, _)) = &thing {
@@ -338,6 +361,36 @@ fn fold_into(first: &mut Entry, later: Entry) {
         }
         // The same move again: the first one's record is what undo needs.
         (Action::MoveTask { .. }, Action::MoveTask { .. }) => {}
+        // The slice started with the CPUs it has now: stopping it undoes both.
+        (
+            Action::Systemd {
+                call:
+                    SystemdCall::StartSlice {
+                        cpus, partition, ..
+                    },
+                ..
+            },
+            Action::Systemd {
+                call:
+                    SystemdCall::SetAllowedCpus {
+                        cpus: c,
+                        partition: p,
+                        ..
+                    },
+                ..
+            },
+        ) => {
+            *cpus = c;
+            *partition = p;
+        }
+        // The first change's undo gives back the CPUs from before both.
+        (
+            Action::Systemd { call, .. },
+            Action::Systemd {
+                call: later @ SystemdCall::SetAllowedCpus { .. },
+                ..
+            },
+        ) if matches!(call, SystemdCall::SetAllowedCpus { .. }) => *call = later,
         (_, other) => unreachable!("only changes of one thing fold: {other:?}"),
     }
 }

@@ -41,8 +41,8 @@ impl Undoes for Part {
     /// A guard restarted on other CPUs (a change in place) is the same
     /// guard: `off` stops the one that runs and starts the one from before
     /// the shield, if any.
-    fn folds(&self, first: &Action, later: &Action) -> bool {
-        own_of(first).is_some() && own_of(later).is_some()
+    fn fold(&self, first: &Action, later: &Action) -> Option<Action> {
+        (own_of(first).is_some() && own_of(later).is_some()).then(|| later.clone())
     }
 
     /// Stops it; a guard that ran before it (a change in place rolled

@@ -257,6 +257,35 @@ impl Undoes for Part {
         ban_of(action).is_some()
     }
 
+    /// A ban made again (a change in place) the same way as the first:
+    /// undoing the first alone gives irqbalance back what it had before
+    /// the shield, so the record keeps the first's previous files and
+    /// takes the CPUs banned now (what `status` checks).
+    fn fold(&self, first: &Action, later: &Action) -> Option<Action> {
+        let Own::IrqbalanceBan {
+            make_dir,
+            previous_dropin,
+            previous_env,
+            manager_env,
+            ..
+        } = ban_of(first)?;
+        let Own::IrqbalanceBan {
+            banned,
+            manager_env: later_manager_env,
+            ..
+        } = ban_of(later)?;
+        (manager_env == later_manager_env).then(|| {
+            let both = Own::IrqbalanceBan {
+                banned,
+                make_dir,
+                previous_dropin,
+                previous_env,
+                manager_env,
+            };
+            Action::own(OWNER, &both)
+        })
+    }
+
     fn describe(&self, action: &Action) -> Option<String> {
         let Own::IrqbalanceBan { manager_env, .. } = ban_of(action)?;
         Some(describe(manager_env))
