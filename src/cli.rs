@@ -241,14 +241,16 @@ pub struct CompareArgs {
     #[arg(long, default_value = "timer", value_parser = experiment_probe())]
     pub probe: cpushield::measure::ProbeKind,
     /// How long each phase measures: seconds, or with a unit (90s, 10m,
-    /// 2h) [default: 60].
+    /// 2h).
     #[arg(long, value_name = "DURATION", default_value = "60", value_parser = cpushield::input::positive_seconds)]
     pub duration: f64,
     /// Output directory (default: ./cpushield-compare-<unix time>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Over-threshold limits in µs (comma-separated).
-    #[arg(long, value_name = "US,...", value_delimiter = ',', default_values_t = cpushield::compare::summary::DEFAULT_THRESHOLDS_US)]
+    /// Over-threshold limits in µs (comma-separated) [default: 100,1000].
+    #[arg(long, value_name = "US,...", value_delimiter = ',', hide_default_value = true,
+          default_values_t = cpushield::compare::summary::DEFAULT_THRESHOLDS_US,
+          value_parser = cpushield::input::positive_micros)]
     pub threshold: Vec<f64>,
     /// Phases to run, in order (comma-separated). Default: idle,
     /// unshielded, affinity, shielded, and cache-share with --cache-ways.
@@ -269,7 +271,7 @@ pub struct CompareArgs {
     /// --explain): the causes per phase in the table, results.json and
     /// report.html, and for the shielded phase why each is left.
     #[arg(long, value_name = "US",
-          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+          value_parser = cpushield::input::explain_micros)]
     pub explain: Option<u64>,
     /// Cache probe: leave each working set idle this long between warming
     /// and timing it, as measure does (`10ms`, a bare number in ms).
@@ -344,7 +346,7 @@ pub struct CertifyArgs {
     /// Explain the samples slower than US µs (measure --explain): the
     /// causes and the threads that ran, in results.json and report.html.
     #[arg(long, value_name = "US",
-          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+          value_parser = cpushield::input::explain_micros)]
     pub explain: Option<u64>,
     /// An earlier certify's output directory: each term on each CPU
     /// compared, and a regression fails the budget.

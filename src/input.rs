@@ -196,6 +196,32 @@ pub fn duration_in(input: &str, unit: TimeUnit) -> Result<u64, String> {
     u64::try_from(nanos / unit.nanos()).map_err(|_| invalid("too long"))
 }
 
+/// A latency limit in µs as the user writes it: a number more than 0
+/// (`100`, `20.5`). The error names the input and what would be valid.
+pub fn positive_micros(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(us) if us.is_finite() && us > 0.0 => Ok(us),
+        _ => Err(format!(
+            "{}: not a number of µs more than 0 (such as 100 or 20.5)",
+            quote(text)
+        )),
+    }
+}
+
+/// A latency to explain, in whole µs from 1 µs to 10 s: a bare number in
+/// µs, or with a unit (`100`, `100us`, `2ms`).
+pub fn explain_micros(text: &str) -> Result<u64, String> {
+    let us = duration_in(text, TimeUnit::Micros)?;
+    if (1..=10_000_000).contains(&us) {
+        Ok(us)
+    } else {
+        Err(format!(
+            "{}: from 1 µs to 10 s (such as 100 or 2ms)",
+            quote(text)
+        ))
+    }
+}
+
 /// Reads the text file at `path`, named by the user, if it is a regular
 /// file of at most `limit` bytes. What it is and how large are checked
 /// before it is opened (opening a FIFO blocks; opening some devices acts)
@@ -240,11 +266,19 @@ fn check(meta: &std::fs::Metadata, limit: u64) -> Result<(), FileError> {
 /// without the `error: ` prefix, the usage and the pointer to `--help`.
 pub fn clap_said(e: &clap::Error) -> String {
     let rendered = e.render().to_string();
-    let said: Vec<&str> = (rendered.lines().map(str::trim))
+    let lines = (rendered.lines().map(str::trim))
         .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
-        .map(|l| l.trim_start_matches("error: "))
-        .collect();
-    said.join("; ")
+        .map(|l| l.trim_start_matches("error: "));
+    // A line that ends in a colon introduces the next ("not provided:
+    // <--in|--out>"): the two read as one.
+    let mut said = String::new();
+    for line in lines {
+        if !said.is_empty() {
+            said.push_str(if said.ends_with(':') { " " } else { "; " });
+        }
+        said.push_str(line);
+    }
+    said
 }
 
 #[cfg(test)]
@@ -270,6 +304,20 @@ mod tests {
             "{e}"
         );
         assert!(ms("-5").is_err());
+    }
+
+    #[test]
+    fn latency_limits_name_the_input_and_the_valid_forms() {
+        assert_eq!(positive_micros("20.5"), Ok(20.5));
+        let e = positive_micros("abc").unwrap_err();
+        assert!(e.starts_with("\"abc\": not a number of µs"), "{e}");
+        assert!(positive_micros("0").is_err() && positive_micros("NaN").is_err());
+        assert_eq!(explain_micros("100"), Ok(100));
+        assert_eq!(explain_micros("2ms"), Ok(2000));
+        let e = explain_micros("0x").unwrap_err();
+        assert!(e.contains("\"0x\": not a duration"), "{e}");
+        let e = explain_micros("0").unwrap_err();
+        assert!(e.contains("from 1 µs to 10 s"), "{e}");
     }
     use proptest::prelude::*;
 

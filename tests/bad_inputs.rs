@@ -25,6 +25,10 @@ const BAD: &[(&[&str], &str)] = &[
     (&["on", "2-3", "--max-idle-latency", "fast"], "fast"),
     (&["on", "2-3", "--guard", "maybe"], "maybe"),
     (
+        &["on", "2-3", "--guard-engine", "stalld"],
+        "no stalld is installed",
+    ),
+    (
         &[
             "on",
             "2-3",
@@ -37,7 +41,10 @@ const BAD: &[(&[&str], &str)] = &[
     ),
     (&["on", "2-3", "--irq", "nosuchirq"], "nosuchirq"),
     (&["on", "0xzz"], "0xzz"),
-    (&["move", "999999", "--dry-run"], "--in"),
+    (
+        &["move", "999999", "--dry-run"],
+        "not provided: <--in|--out>",
+    ),
     (&["move", "1", "--in", "--out"], "--out"),
     (&["move", "abc", "--in"], "abc"),
     (&["run", "--fifo", "100", "--", "true"], "100"),
@@ -45,9 +52,23 @@ const BAD: &[(&[&str], &str)] = &[
     (&["audit", "--cpus", "7"], "7"),
     (&["audit", "--window", "99999"], "--window"),
     (&["measure", "--cpus", "9"], "9"),
-    (&["measure", "--explain", "0x"], "0x"),
-    (&["compare", "--cpus", "1", "--threshold", "100,abc"], "abc"),
+    (&["measure", "--explain", "0x"], "\"0x\": not a duration"),
+    (
+        &["compare", "--cpus", "1", "--threshold", "100,abc"],
+        "\"abc\": not a number of µs",
+    ),
     (&["compare", "--cpus", "9", "--dry-run"], "9"),
+    (
+        &[
+            "certify",
+            "--cpus",
+            "1",
+            "--budget",
+            "max<=100us,",
+            "--dry-run",
+        ],
+        "term 2 is empty",
+    ),
     (&["status", "extra"], "extra"),
     (&["off", "--bogus"], "--bogus"),
     (&["tune", "--bogus"], "--bogus"),

@@ -912,6 +912,12 @@ fn the_dry_run_lists_every_machine_wide_change_with_how_to_do_without() {
     );
     let guard = find("the starvation guard (cpushield): a SCHED_FIFO 98 process");
     assert_eq!(guard["without"], "--guard=off");
+    // Nothing machine-wide: the key is there, empty.
+    let plain = json(&cpushield(
+        dir.path(),
+        &["on", "2-3", "--guard=off", "--dry-run", "--json"],
+    ));
+    assert_eq!(plain["machine_wide"], serde_json::json!([]), "{plain}");
     // The governor is the shielded CPUs' own: not machine-wide.
     assert!(
         !wide

@@ -97,15 +97,26 @@ const FORMS: &str = "terms like max<=100us, p99.99<=50us or p99.9999<=80us (unit
 /// Parses a budget: one or more terms separated by commas. The error
 /// names the term and what would be valid.
 pub fn parse(text: &str) -> Result<Vec<Term>, String> {
-    let terms: Vec<&str> = text
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .collect();
-    if terms.is_empty() {
+    if text.trim().is_empty() {
         return Err(format!("budget {text:?} has no term: expected {FORMS}"));
     }
-    terms.into_iter().map(parse_term).collect()
+    let mut terms: Vec<Term> = Vec::new();
+    for (i, written) in text.split(',').map(str::trim).enumerate() {
+        if written.is_empty() {
+            return Err(format!(
+                "budget {text:?}: term {} is empty (two commas, or one at an end); expected {FORMS}",
+                i + 1
+            ));
+        }
+        let term = parse_term(written)?;
+        if let Some(earlier) = terms.iter().find(|t| t.statistic == term.statistic) {
+            return Err(format!(
+                "budget {text:?}: {earlier} and {term} bound the same statistic; give each once"
+            ));
+        }
+        terms.push(term);
+    }
+    Ok(terms)
 }
 
 fn parse_term(term: &str) -> Result<Term, String> {
@@ -164,8 +175,9 @@ mod tests {
 
     #[test]
     fn every_written_form_of_a_term_is_read() {
-        let t = parse("max<=100us, p99.99<=50us,p99.9999<=0.08ms, P99<=2000ns, max<=7µs,max<=1s")
-            .unwrap();
+        let mut t = parse("max<=100us, p99.99<=50us,p99.9999<=0.08ms, P99<=2000ns").unwrap();
+        t.extend(parse("max<=7µs").unwrap());
+        t.extend(parse("max<=1s").unwrap());
         let got: Vec<(String, u64)> = t.iter().map(|t| (t.text.clone(), t.bound_ns)).collect();
         assert_eq!(
             got,
@@ -208,6 +220,14 @@ mod tests {
             ("max<=10min", "unit \"min\""),
             ("max<=0us", "at least 1 ns"),
             ("max<=1.2.3us", "not a number"),
+            ("max<=100us,", "term 2 is empty"),
+            ("max<=100us,,p99<=50us", "term 2 is empty"),
+            (",max<=100us", "term 1 is empty"),
+            ("max<=100us,max<=50us", "bound the same statistic"),
+            (
+                "max<=100us,p99<=5us,P99<=7us",
+                "p99<=5us and p99<=7us bound the same",
+            ),
         ] {
             let err = parse(bad).unwrap_err();
             assert!(

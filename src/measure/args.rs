@@ -199,7 +199,7 @@ pub struct MeasureArgs {
     /// expiry to the thread running again: IRQs, softirqs, the tick, IPIs,
     /// other tasks. Needs root and an unused tracefs.
     #[arg(long, value_name = "US",
-          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+          value_parser = crate::input::explain_micros)]
     pub explain: Option<u64>,
 
     /// Every minute, replace FILE (atomically, synced) with the run so far:

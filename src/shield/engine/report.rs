@@ -36,8 +36,8 @@ pub struct OnReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changed_from: Option<CpuSet>,
     /// What the plan changes machine-wide, beyond the shielded CPUs, each
-    /// with how to do without it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// with how to do without it (always in `--json`: empty when nothing).
+    #[serde(default)]
     pub machine_wide: Vec<MachineWide>,
     /// What each component did, read back (planned, for a dry run), in the
     /// order they plan: irqbalance's ban, the threads and IRQs moved off

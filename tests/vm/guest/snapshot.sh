@@ -67,7 +67,8 @@ files() {
     echo /sys/bus/workqueue/devices/*/cpumask /sys/bus/workqueue/devices/*/numa
     echo /proc/sys/kernel/sched_rt_runtime_us /proc/sys/kernel/sched_rt_period_us \
          /proc/sys/vm/stat_interval /proc/sys/vm/dirty_writeback_centisecs \
-         /proc/sys/kernel/timer_migration /proc/sys/vm/overcommit_memory
+         /proc/sys/kernel/timer_migration /proc/sys/vm/overcommit_memory \
+         /proc/sys/kernel/hung_task_timeout_secs
     # reading the watchdog knobs while the watchdog is off was seen to break
     # re-enabling it: only on request
     [ -n "${SNAP_WATCHDOG:-}" ] && echo /proc/sys/kernel/watchdog /proc/sys/kernel/nmi_watchdog

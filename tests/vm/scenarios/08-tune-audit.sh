@@ -118,7 +118,7 @@ after_off() {
 }
 
 # --- round 1: on --tune
-cs on $SH --tune=all,rt-throttling,watchdog,nmi-watchdog; check "tune: on $SH --tune=all,rt-throttling,watchdog,nmi-watchdog exits 0" [ "$CS_RC" -eq 0 ]
+cs on $SH --tune=all,rt-throttling,watchdog,nmi-watchdog,hung-task; check "tune: on $SH --tune=all,rt-throttling,watchdog,nmi-watchdog,hung-task exits 0" [ "$CS_RC" -eq 0 ]
 cp "$OUT/cs.out" "$OUT/on.tune"
 if [ -n "$NMI0" ] && [ "$NMI0" != 0 ]; then
     check "tune: nmi_watchdog ($NMI0, mode $NMI_MODE) that cannot be set is reported by on, not fatal" grep -q 'nmi_watchdog' "$OUT/on.tune"
@@ -145,7 +145,7 @@ if [ -w $SI ] && [ "$(cat $SI)" != 1 ]; then
     cs status
     check "tune: vm.stat_interval set back to 1: status exits 3" [ "$CS_RC" -eq 3 ]
     check "tune: status names the knob and what it reads" grep -q "broken: tune vmstat: $SI reads 1" "$OUT/cs.out"
-    cs on $SH --tune=all,rt-throttling,watchdog,nmi-watchdog; check "tune: on $SH --tune=all,rt-throttling,watchdog,nmi-watchdog again exits 0" [ "$CS_RC" -eq 0 ]
+    cs on $SH --tune=all,rt-throttling,watchdog,nmi-watchdog,hung-task; check "tune: on $SH --tune=all,rt-throttling,watchdog,nmi-watchdog,hung-task again exits 0" [ "$CS_RC" -eq 0 ]
     check "tune: vm.stat_interval set again ($(cat $SI))" [ "$(cat $SI)" != 1 ]
     cs status; check "tune: status holds again (exit $CS_RC)" [ "$CS_RC" -eq 0 ]
 fi
@@ -153,7 +153,7 @@ after_off tune
 
 # --- round 2: on --tune --hotplug-restart
 t0=$(cut -d' ' -f1 /proc/uptime)
-cs on $SH --tune=all,rt-throttling,watchdog,nmi-watchdog --hotplug-restart
+cs on $SH --tune=all,rt-throttling,watchdog,nmi-watchdog,hung-task --hotplug-restart
 t1=$(cut -d' ' -f1 /proc/uptime)
 cp "$OUT/cs.out" "$OUT/on.hotplug"
 check "hotplug: on $SH --tune --hotplug-restart exits 0" [ "$CS_RC" -eq 0 ]

@@ -109,7 +109,9 @@ pub(in crate::shield) fn plan(
         // One stalld runs already: a second would boost the same threads
         // and each would put back the other's boost as their policy.
         (Engine::Auto | Engine::Stalld, _) if kernel.stalld_running.is_some() => Engine::Cpushield,
-        (Engine::Stalld, None) if wanted => {
+        // Named where none is installed: refused whether or not the guard
+        // is needed now (a config that names it is wrong on this machine).
+        (Engine::Stalld, None) if req.mode != GuardMode::Off => {
             return Err(PlanError::Part {
                 option: "--guard-engine",
                 message: format!(
