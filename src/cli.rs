@@ -87,7 +87,8 @@ pub enum Command {
     /// Changes nothing of the machine's: it pins only its own threads, but
     /// runs them at SCHED_FIFO 99 with memory locked on the measured CPUs
     /// (every online CPU but the first unless --cpus says otherwise), which
-    /// puts them before other work there while it runs: pick the CPUs.
+    /// puts them before other work there while it runs (the noise probe
+    /// spins for the whole of each period by default): pick the CPUs.
     Measure(cpushield::measure::MeasureArgs),
     /// Document the tuning knobs that `on --tune` applies.
     Tune(TuneArgs),

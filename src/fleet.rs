@@ -49,6 +49,24 @@ impl VerifyReport {
     pub fn ok(&self) -> bool {
         self.matches && self.holds
     }
+
+    /// The `apply` that brings the machine to this config: `apply` reads
+    /// the default config unless told which.
+    pub fn apply_command(&self) -> String {
+        apply_command(&self.config)
+    }
+}
+
+/// The `apply` of the config at `config` (see [`VerifyReport::apply_command`]).
+fn apply_command(config: &str) -> String {
+    if config.ends_with(crate::config::DEFAULT_PATH) {
+        "cpushield apply".to_string()
+    } else {
+        format!(
+            "cpushield apply --config {}",
+            crate::escape::terminal(config)
+        )
+    }
 }
 
 /// `cpushield status`: the run-time shield's state and checks, and the
@@ -97,10 +115,7 @@ pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, S
     // `apply` reads the default config unless told which: name the one
     // verified, or following the advice applies another.
     if !config.ends_with(crate::config::DEFAULT_PATH) {
-        let apply = format!(
-            "cpushield apply --config {}",
-            crate::escape::terminal(config)
-        );
+        let apply = apply_command(config);
         for d in &mut differences {
             d.next = d.next.replace("cpushield apply", &apply);
             d.reason = d.reason.replace("'cpushield apply'", &format!("'{apply}'"));

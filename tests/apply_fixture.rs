@@ -543,6 +543,13 @@ fn verify_of_another_config_advises_applying_that_config() {
         .unwrap()
         .to_string();
     assert_eq!(next, format!("cpushield apply --config {path}"));
+    let people = text(&cpushield(root, &["verify", "--config", path]));
+    assert!(
+        people.contains(&format!(
+            "to bring the machine to the config: cpushield apply --config {path}\n"
+        )),
+        "{people}"
+    );
     write_config(root, "cpus = \"2-3\"\n");
     let o = cpushield(root, &["verify", "--json"]);
     assert_eq!(json(&o)["differences"][0]["next"], "cpushield apply");

@@ -22,7 +22,7 @@ pub enum ProbeKind {
     Timer,
     /// RTC periodic interrupt at 2048 Hz, realfeel's method (blocking read of /dev/rtc).
     Rtc,
-    /// OS noise: gaps in a tight loop reading the cycle counter (osnoise/oslat style).
+    /// OS noise: gaps in a tight loop reading the cycle counter (osnoise/oslat style); it spins at SCHED_FIFO 99 for the whole run unless --runtime says less.
     Noise,
     /// Back-to-back clock_gettime pairs.
     Gtod,

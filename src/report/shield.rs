@@ -344,7 +344,11 @@ pub fn verify(r: &crate::fleet::VerifyReport, w: &mut dyn Write) -> Result<()> {
         writeln!(w, "    repair: {}", b.next)?;
     }
     if !r.ok() {
-        writeln!(w, "  to bring the machine to the config: cpushield apply")?;
+        writeln!(
+            w,
+            "  to bring the machine to the config: {}",
+            r.apply_command()
+        )?;
     }
     Ok(())
 }

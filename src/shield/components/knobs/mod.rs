@@ -652,7 +652,7 @@ impl Component for Part {
                     component: OWNER.name().into(),
                     what: format!("{}: {write}", k.name),
                     without: format!(
-                        "leave {} out: --tune=NAME,... names only the knobs wanted (a bare --tune takes every knob of tune --list but those marked only by name)",
+                        "leave {} out: name only the knobs wanted, with --tune=NAME,... or the config's tune list (a bare --tune takes every knob of tune --list but those marked only by name)",
                         k.name
                     ),
                 }),
