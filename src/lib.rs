@@ -22,6 +22,7 @@ pub mod fleet;
 pub mod guard;
 pub mod heal;
 pub mod input;
+pub mod json_null;
 pub mod load;
 pub mod measure;
 pub mod report;

@@ -47,9 +47,10 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some(cpushield::load::WORKER_SUBCOMMAND) {
         std::process::exit(cpushield::load::worker_main(&args[2..]));
     }
+    let json = wants_json(&args);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => return parse_error(bounded(e)),
+        Err(e) => return parse_error(bounded(e), json),
     };
     match run(cli) {
         Ok(code) => code,
@@ -57,17 +58,42 @@ fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
+            let said = message(&err);
+            let code = exit_code(&err);
             let mut stderr = cpushield::escape::Terminal::new(std::io::stderr());
-            let _ = writeln!(stderr, "cpushield: {}", message(&err));
-            ExitCode::from(exit_code(&err))
+            let _ = writeln!(stderr, "cpushield: {said}");
+            if json {
+                print_json_error(&said, code);
+            }
+            ExitCode::from(code)
         }
     }
+}
+
+/// Whether the command line asks for `--json` (before a `--` that starts
+/// a command of `run`'s).
+fn wants_json(args: &[String]) -> bool {
+    args.iter()
+        .skip(1)
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--json")
+}
+
+/// An error under `--json`, on stdout as well as stderr's line: a program
+/// reading stdout gets an object, `{"schema_version": N, "error":
+/// {"message": ..., "exit_code": N}}`, not nothing.
+fn print_json_error(message: &str, exit_code: u8) {
+    let error = serde_json::json!({
+        "schema_version": report::JSON_SCHEMA_VERSION,
+        "error": {"message": message, "exit_code": exit_code},
+    });
+    println!("{error:#}");
 }
 
 /// A command line clap refused, as every refusal is: one line,
 /// `cpushield: ` and what is wrong, exit 2; `--help` and `--version` as
 /// clap prints them.
-fn parse_error(e: clap::Error) -> ExitCode {
+fn parse_error(e: clap::Error, json: bool) -> ExitCode {
     use clap::error::ErrorKind;
     if matches!(
         e.kind(),
@@ -80,6 +106,9 @@ fn parse_error(e: clap::Error) -> ExitCode {
     let said = cpushield::input::clap_said(&e);
     let mut stderr = cpushield::escape::Terminal::new(std::io::stderr());
     let _ = writeln!(stderr, "cpushield: {said} (see --help)");
+    if json {
+        print_json_error(&format!("{said} (see --help)"), 2);
+    }
     ExitCode::from(2)
 }
 

@@ -144,9 +144,9 @@ fn on_off_restores_exactly(layout: CgroupLayout, config: FixtureConfig) {
     );
 }
 
-/// `took` in a report: a total in ms that covers its phases, each measured.
+/// `took_ms` in a report: a total in ms that covers its phases, each measured.
 fn assert_took(report: &serde_json::Value, phases: &[&str]) {
-    let took = &report["took"];
+    let took = &report["took_ms"];
     let total = took["total"].as_f64().unwrap_or(-1.0);
     let parts: Vec<f64> = phases
         .iter()

@@ -439,7 +439,7 @@ fn audit_finds_noise_then_shield_and_tune_clear_it() {
         &["audit", "--cpus", "2-3", "--window", "0", "--json"],
     ));
     assert_eq!(j["cpus"], "2-3");
-    assert_eq!(j["schema_version"], 5);
+    assert_eq!(j["schema_version"], cpushield::report::JSON_SCHEMA_VERSION);
     // --fail-on: exit 9 on a finding that bad (BAD tasks above), 0 without.
     for (fail_on, code) in [("bad", 9), ("warn", 9)] {
         let o = cpushield(

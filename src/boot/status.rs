@@ -42,8 +42,10 @@ pub struct BootFacts {
     /// `/proc/sys/kernel/random/boot_id`.
     pub boot_id: String,
     /// `/sys/devices/system/cpu/isolated` (`isolcpus=` domain CPUs).
+    #[serde(with = "crate::json_null::cpus")]
     pub isolated: CpuSet,
     /// `/sys/devices/system/cpu/nohz_full`.
+    #[serde(with = "crate::json_null::cpus")]
     pub nohz_full: CpuSet,
 }
 
@@ -97,8 +99,10 @@ pub struct BootStatus {
     /// The isolation options of the running command line.
     pub running: Vec<String>,
     /// CPUs isolated at boot (`/sys/devices/system/cpu/isolated`).
+    #[serde(with = "crate::json_null::cpus")]
     pub isolated: CpuSet,
     /// CPUs without the tick (`/sys/devices/system/cpu/nohz_full`).
+    #[serde(with = "crate::json_null::cpus")]
     pub nohz_full: CpuSet,
     /// The first file written (the drop-in on Debian), when one is.
     pub file: Option<String>,

@@ -25,8 +25,12 @@
 /// labelled; the guard's and the kernel threads' fields became parts. 5:
 /// `status`'s fields of the cgroups, threads, IRQs and workqueues, and
 /// `on`'s of irqbalance, the threads and the IRQs, became parts
-/// (docs/operations.md lists where each went).
-pub const JSON_SCHEMA_VERSION: u32 = 5;
+/// (docs/operations.md lists where each went). 6: the JSON convention
+/// (docs/operations.md): a CPU set that is none is `null` (`off`'s
+/// `shield`, `status`'s `boot_isolated`, `boot`'s `isolated` and
+/// `nohz_full` were `""`), `on`'s `machine_wide` is always there, and an
+/// error under `--json` is an object on stdout.
+pub const JSON_SCHEMA_VERSION: u32 = 6;
 
 pub mod audit;
 pub mod boot;

@@ -51,6 +51,7 @@ fn healer_holds(sys: &Sys) -> bool {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OffReport {
     /// The shield that was removed.
+    #[serde(with = "crate::json_null::cpus")]
     pub shield: CpuSet,
     /// No shield was active: nothing was undone (and `off` succeeds).
     #[serde(default)]
@@ -91,8 +92,8 @@ pub struct OffReport {
     /// which was not given back (see the tasks component's `realtime.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kept_realtime: Vec<KeptRealtime>,
-    /// How long it took, by phase (filled in by [`off`]).
-    #[serde(default)]
+    /// How long it took, by phase, in ms (`took_ms` in JSON; filled in by [`off`]).
+    #[serde(default, rename = "took_ms", alias = "took")]
     pub took: Timings,
 }
 

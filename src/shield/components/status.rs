@@ -39,6 +39,7 @@ pub struct StatusReport {
     /// False when `on` was interrupted: run `cpushield off`.
     pub complete: bool,
     /// CPUs isolated at boot (isolcpus=).
+    #[serde(with = "crate::json_null::cpus")]
     pub boot_isolated: CpuSet,
     /// Number of IRQs in all.
     pub irqs_total: usize,

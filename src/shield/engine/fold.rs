@@ -212,19 +212,7 @@ pub(super) fn fold_entries(entries: Vec<Entry>, alive: &dyn Alive, fx: &dyn Effe
     for mut e in entries {
         if let Action::Own { owner, .. } = &e.action {
             let owner = owner.clone();
-            match last_own.get(&owner) {
-                Some(&i) => match fx.fold(&out[i].action, &e.action) {
-                    Some(both) => out[i].action = both,
-                    None => {
-                        last_own.insert(owner, out.len());
-                        out.push(e);
-                    }
-                },
-                None => {
-                    last_own.insert(owner, out.len());
-                    out.push(e);
-                }
-            }
+            fold_own(&mut out, &mut last_own, owner, e, fx);
             continue;
         }
         let at = e.at;
@@ -277,23 +265,20 @@ pub(super) fn fold_entries(entries: Vec<Entry>, alive: &dyn Alive, fx: &dyn Effe
                     },
                 ..
             } if !pids.iter().any(|p| live(*p)) && !alive.path(cgroup_dir) => continue,
-            Action::Systemd {
-                call: SystemdCall::StartSlice { unit, .. },
-                ..
-            } => {
-                first.insert(Thing::Slice(unit.clone()), out.len());
-                None
-            }
-            Action::Systemd {
-                call: SystemdCall::SetAllowedCpus { unit, .. },
-                ..
-            } => Some(Thing::Slice(unit.clone())),
+            Action::Systemd { call, .. } => match slice_call(call) {
+                Some((unit, true)) => {
+                    first.insert(Thing::Slice(unit.clone()), out.len());
+                    None
+                }
+                Some((unit, false)) => Some(Thing::Slice(unit.clone())),
+                None => None,
+            },
             _ => None,
         };
-        if let Some(Thing::File(path, _)) = &thing {
+        if let Some(file @ Thing::File(path, _)) = &thing {
             // Where this write ends (kept, or folded into the chain's first).
-            let at = match first.get(thing.as_ref().expect("a file")) {
-                Some(&i) if !undone_otherwise_since(&out[i + 1..], thing.as_ref().unwrap()) => i,
+            let at = match first.get(file) {
+                Some(&i) if !undone_otherwise_since(&out[i + 1..], file) => i,
                 _ => out.len(),
             };
             last_write.insert(path.clone(), at);
@@ -312,6 +297,36 @@ pub(super) fn fold_entries(entries: Vec<Entry>, alive: &dyn Alive, fx: &dyn Effe
         }
     }
     out
+}
+
+/// systemd's slice `call` starts (true) or changes (false).
+fn slice_call(call: &SystemdCall) -> Option<(&String, bool)> {
+    match call {
+        SystemdCall::StartSlice { unit, .. } => Some((unit, true)),
+        SystemdCall::SetAllowedCpus { unit, .. } => Some((unit, false)),
+        _ => None,
+    }
+}
+
+/// A component's own action `e`: folded into its last own action where
+/// the component says the two fold, else kept.
+fn fold_own(
+    out: &mut Vec<Entry>,
+    last_own: &mut HashMap<String, usize>,
+    owner: String,
+    e: Entry,
+    fx: &dyn Effects,
+) {
+    let both = last_own
+        .get(&owner)
+        .and_then(|&i| Some((i, fx.fold(&out[i].action, &e.action)?)));
+    match both {
+        Some((i, both)) => out[i].action = both,
+        None => {
+            last_own.insert(owner, out.len());
+            out.push(e);
+        }
+    }
 }
 
 /// Whether a file's chain of writes was broken by a write of it undone

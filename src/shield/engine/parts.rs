@@ -84,7 +84,8 @@ impl PartReport {
 /// row above) and its text beside it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Line {
-    /// What the line is about, or empty.
+    /// What the line is about, or empty (`null` in JSON).
+    #[serde(with = "crate::json_null::text")]
     pub label: String,
     /// What it says.
     pub text: String,

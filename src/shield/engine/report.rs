@@ -47,8 +47,8 @@ pub struct OnReport {
     /// The plan, with `--dry-run` (printed, not read back from a report).
     #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Vec<Step>>,
-    /// How long it took, by phase (filled in by [`crate::shield::on`]).
-    #[serde(default)]
+    /// How long it took, by phase, in ms (`took_ms` in JSON; filled in by [`crate::shield::on`]).
+    #[serde(default, rename = "took_ms", alias = "took")]
     pub took: Timings,
 }
 
