@@ -126,3 +126,63 @@ fn every_documented_example_parses_and_verify_compares_every_option() {
     };
     assert_eq!(on.options, options, "{argv:?}");
 }
+
+/// The long options of `cpushield SUB --help`, as the shipped binary
+/// prints them (the test build's hidden fixture flags are not listed).
+fn help_options(sub: &str) -> Vec<String> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
+        .args([sub, "--help"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{sub} --help");
+    let help = String::from_utf8(out.stdout).unwrap();
+    let mut options: Vec<String> = help
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .flat_map(|l| {
+            l.split([' ', ',', '=', '[', '<'])
+                .take(3)
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|w| w.starts_with("--") && w.len() > 2 && w != "--help" && w != "--version")
+        .collect();
+    options.dedup();
+    options
+}
+
+/// Every command `cpushield --help` lists has a man page, as the package
+/// renders them (tools/src/bin/package-assets.rs: one section 8 page per
+/// command, from the same CLI), and each page names every option that
+/// command's `--help` lists.
+#[test]
+fn every_command_has_a_man_page_naming_every_option_of_its_help() {
+    let mut cmd = cli::Cli::command();
+    cmd.build();
+    let mut pages = 0;
+    for sub in cmd.get_subcommands() {
+        if sub.is_hide_set() || sub.get_name() == "help" {
+            continue;
+        }
+        let mut page = Vec::new();
+        clap_mangen::Man::new(sub.clone())
+            .section("8")
+            .render(&mut page)
+            .unwrap();
+        // roff writes a dash as `\-`.
+        let page = String::from_utf8(page).unwrap().replace("\\-", "-");
+        let options = help_options(sub.get_name());
+        let missing: Vec<&String> = options
+            .iter()
+            .filter(|o| !page.contains(o.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "the man page of {} lacks {missing:?} of its --help",
+            sub.get_name()
+        );
+        pages += 1;
+    }
+    assert!(pages >= 18, "{pages} man pages");
+}
