@@ -234,8 +234,9 @@ pub struct CompareArgs {
     pub cpus: Option<CpuSet>,
     /// Background load: cpu, io, vm, hdd, stream (memory bandwidth), full,
     /// mix (rteval's kind: full, stream, a scheduler storm and network
-    /// loopback) or none. Default: full, and mix (streaming through
-    /// memory among the rest) with --probe cache.
+    /// loopback), hackbench (the storm and the loopback alone) or none.
+    /// Default: full, and mix (streaming through memory among the rest)
+    /// with --probe cache.
     #[arg(long, value_name = "SCENARIO")]
     pub load: Option<cpushield::load::Scenario>,
     /// Latency probe (pci is measure's alone: it needs a device).
@@ -319,8 +320,8 @@ pub struct CertifyArgs {
     pub duration: Option<String>,
     /// Background load on the housekeeping CPUs: mix (rteval's kind: a CPU
     /// and I/O load, memory and cache streaming, a scheduler storm and
-    /// network loopback), or cpu, io, vm, hdd, stream, full, none
-    /// [default: mix].
+    /// network loopback), or cpu, io, vm, hdd, stream, full, hackbench
+    /// (the storm and the loopback alone), none [default: mix].
     #[arg(long, value_name = "SCENARIO")]
     pub load: Option<cpushield::load::Scenario>,
     /// Latency probe (pci is measure's alone: it needs a device)

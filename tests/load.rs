@@ -154,7 +154,7 @@ fn run_scenario(scenario: Scenario, cpus: CpuSet, driver: Driver, expected: usiz
 
 /// Every scenario with its number of workers on one CPU (`full` runs the
 /// four kinds at once).
-const SCENARIOS: [(Scenario, usize); 7] = [
+const SCENARIOS: [(Scenario, usize); 8] = [
     (Scenario::Cpu, 1),
     (Scenario::Io, 1),
     (Scenario::Vm, 1),
@@ -162,6 +162,7 @@ const SCENARIOS: [(Scenario, usize); 7] = [
     (Scenario::Stream, 1),
     (Scenario::Full, 4),
     (Scenario::Mix, 7),
+    (Scenario::Hackbench, 2),
 ];
 
 #[test]

@@ -69,7 +69,7 @@ impl FromStr for Stressor {
 
 /// A name that is not a known scenario or stressor.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown load {} (expected cpu, io, vm, hdd, stream, full, mix or none)", crate::input::quote(.0))]
+#[error("unknown load {} (expected cpu, io, vm, hdd, stream, full, mix, hackbench or none)", crate::input::quote(.0))]
 pub struct UnknownName(pub String);
 
 /// A background-load scenario: N workers of one stressor, all four, or none
@@ -94,13 +94,17 @@ pub enum Scenario {
     /// load (cpu, io, hdd), memory and cache streaming (vm, stream), a
     /// scheduler storm (switch) and network loopback (sock).
     Mix,
+    /// rteval's second load, hackbench's pattern: messages passed between
+    /// tasks through pipes and local sockets, a scheduler and wake-up
+    /// storm (switch and sock, N workers each).
+    Hackbench,
     /// No load.
     None,
 }
 
 impl Scenario {
     /// Every scenario, in the order of the methodology.
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Cpu,
         Scenario::Io,
         Scenario::Vm,
@@ -108,6 +112,7 @@ impl Scenario {
         Scenario::Stream,
         Scenario::Full,
         Scenario::Mix,
+        Scenario::Hackbench,
         Scenario::None,
     ];
 
@@ -129,14 +134,17 @@ impl Scenario {
                 Stressor::Switch,
                 Stressor::Sock,
             ],
+            Scenario::Hackbench => &[Stressor::Switch, Stressor::Sock],
             Scenario::None => &[],
         }
     }
 
-    /// Its name: `cpu`, `io`, `vm`, `hdd`, `stream`, `full`, `mix`, `none`.
+    /// Its name: `cpu`, `io`, `vm`, `hdd`, `stream`, `full`, `mix`,
+    /// `hackbench`, `none`.
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Mix => "mix",
+            Scenario::Hackbench => "hackbench",
             Scenario::Stream => "stream",
             Scenario::Cpu => "cpu",
             Scenario::Io => "io",
