@@ -37,6 +37,8 @@ pub struct Facts {
     /// Idle-balance kicks in the window, for each target the kernel runs
     /// without a sched domain.
     pub kicks: Vec<crate::sys::kicks::Rate>,
+    /// System Management Interrupts the targets took in the window.
+    pub smis: Smis,
     /// IRQs the shield bound to the targets on request (`on --irq`).
     pub wanted_irqs: Vec<u32>,
     /// Every IRQ with its affinity.
@@ -140,7 +142,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
     let read = |rel: &str| sys.read_trimmed(rel).ok();
     let no_domain =
         kicks::read_without_domain(sys, &targets, shield.as_ref().unwrap_or(&CpuSet::new()));
-    let (interrupts, softirqs, kicks) = count_interrupts(sys, (&targets, &no_domain), window);
+    let counted = count_interrupts(sys, (&targets, &no_domain), window);
     let running_guard = crate::guard::read_state(sys).filter(|s| crate::guard::alive(sys, s));
     let (protection, stalld) = kernel_work(sys, running_guard.as_ref());
     let threads = read_threads(sys)?;
@@ -148,9 +150,10 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
     Ok(Facts {
         cmdline: parse::parse_cmdline(&sys.read("proc/cmdline").unwrap_or_default()),
         window_s: window.as_secs_f64(),
-        interrupts,
-        softirqs,
-        kicks,
+        interrupts: counted.interrupts,
+        softirqs: counted.softirqs,
+        kicks: counted.kicks,
+        smis: counted.smis,
         wanted_irqs: irqs_bound_to(&entries, &targets),
         irqs: crate::sys::irq::read(sys)?,
         default_irq_affinity: sys.read_cpumask(snapshot::DEFAULT_IRQ_AFFINITY).ok(),
@@ -199,16 +202,39 @@ fn kernel_work(
     (protection, kernel.stalld_running)
 }
 
+/// The SMIs of the audited CPUs in the window (`MSR_SMI_COUNT`): the
+/// firmware's, which no kernel counter shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Smis {
+    /// Each target whose counter read, with its SMIs in the window.
+    pub counted: Vec<(u32, u64)>,
+    /// Why a target's counter could not be read (the first such).
+    pub unreadable: Option<String>,
+}
+
+/// What was counted over the window.
+struct Counted {
+    interrupts: Vec<Delta>,
+    softirqs: Vec<Delta>,
+    kicks: Vec<kicks::Rate>,
+    smis: Smis,
+}
+
 /// Interrupts and softirqs on `targets` over `window`: two reads of the
 /// counters with a sleep between; and from the same reads, the kicks on
-/// the targets without a sched domain (`no_domain`).
+/// the targets without a sched domain (`no_domain`), and their SMIs.
 fn count_interrupts(
     sys: &Sys,
     (targets, no_domain): (&CpuSet, &CpuSet),
     window: Duration,
-) -> (Vec<Delta>, Vec<Delta>, Vec<kicks::Rate>) {
+) -> Counted {
     if window.is_zero() {
-        return (Vec::new(), Vec::new(), Vec::new());
+        return Counted {
+            interrupts: Vec::new(),
+            softirqs: Vec::new(),
+            kicks: Vec::new(),
+            smis: Smis::default(),
+        };
     }
     let counters = || {
         (
@@ -216,9 +242,24 @@ fn count_interrupts(
             sys.read("proc/softirqs").ok(),
         )
     };
-    let before = counters();
+    let smi_counts = || {
+        targets
+            .iter()
+            .map(|cpu| (cpu, sys.smi_count(cpu)))
+            .collect::<Vec<_>>()
+    };
+    let (smis_before, before) = (smi_counts(), counters());
     std::thread::sleep(window);
-    let after = counters();
+    let (after, smis_after) = (counters(), smi_counts());
+    let mut smis = Smis::default();
+    for ((cpu, b), (_, a)) in smis_before.into_iter().zip(smis_after) {
+        match (b, a) {
+            (Ok(b), Ok(a)) => smis.counted.push((cpu, u64::from(a.wrapping_sub(b)))),
+            (Err(why), _) | (_, Err(why)) => {
+                smis.unreadable.get_or_insert(why);
+            }
+        }
+    }
     let delta = |a: &Option<String>, b: &Option<String>| match (a, b) {
         (Some(a), Some(b)) => parse::interrupt_deltas(a, b, targets),
         _ => Vec::new(),
@@ -231,11 +272,12 @@ fn count_interrupts(
         ),
         _ => Vec::new(),
     };
-    (
-        delta(&before.0, &after.0),
-        delta(&before.1, &after.1),
-        kicked,
-    )
+    Counted {
+        interrupts: delta(&before.0, &after.0),
+        softirqs: delta(&before.1, &after.1),
+        kicks: kicked,
+        smis,
+    }
 }
 
 /// IRQs the journal bound to `targets` (`on --irq`): wanted there.

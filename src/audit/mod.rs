@@ -8,6 +8,7 @@ pub mod bus;
 pub mod facts;
 pub mod parse;
 pub mod rules;
+mod smi;
 
 use std::time::Duration;
 

@@ -73,6 +73,9 @@ pub struct CpuResult {
     pub threads_ran: Option<ThreadsRan>,
     /// The largest sample of each whole second, ns, in time order.
     pub per_second_max_ns: Vec<u64>,
+    /// System Management Interrupts this CPU took during the run
+    /// (`MSR_SMI_COUNT`); `None` where the counter cannot be read.
+    pub smis: Option<u64>,
 }
 
 /// Whether a probe ran.
@@ -344,6 +347,7 @@ pub fn run_probe(
         threads: threads::read(sys, own_pid).filter(|t| !t.is_empty()),
         irqs: read_counts(sys, "proc/interrupts"),
         softirqs: read_counts(sys, "proc/softirqs"),
+        smis: smi_counts(sys, &cpus),
     };
     let (outs, elapsed, per_second) = run_threads(cfg, (probe, width), jobs, &cpus, interrupted);
     // The instance goes whatever happened to the loops.
@@ -354,6 +358,7 @@ pub fn run_probe(
         threads: (before.threads.as_ref()).and_then(|_| threads::read(sys, own_pid)),
         irqs: read_counts(sys, "proc/interrupts"),
         softirqs: read_counts(sys, "proc/softirqs"),
+        smis: smi_counts(sys, &cpus),
     };
     let mut all = Histogram::new(cfg.buckets, width);
     let mut results = Vec::new();
@@ -523,6 +528,16 @@ struct Counters {
     threads: Option<threads::ThreadCounts>,
     irqs: Option<Counts>,
     softirqs: Option<Counts>,
+    /// Each measured CPU's SMI count, where it can be read.
+    smis: std::collections::BTreeMap<u32, u32>,
+}
+
+/// The SMI counts of `cpus` that can be read (read outside the loops: the
+/// kernel reads the register on the CPU itself).
+fn smi_counts(sys: &Sys, cpus: &[u32]) -> std::collections::BTreeMap<u32, u32> {
+    (cpus.iter())
+        .filter_map(|&cpu| Some((cpu, sys.smi_count(cpu).ok()?)))
+        .collect()
 }
 
 /// One CPU's result: its loop's output with what the kernel counted there
@@ -552,6 +567,8 @@ fn cpu_result(
             .zip(after.threads.as_ref())
             .map(|(b, a)| threads::ran_on(b, a, cpu)),
         per_second_max_ns: Vec::new(),
+        smis: (before.smis.get(&cpu).zip(after.smis.get(&cpu)))
+            .map(|(b, a)| u64::from(a.wrapping_sub(*b))),
     }
 }
 

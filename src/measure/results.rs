@@ -148,6 +148,12 @@ pub struct CpuReport {
     /// lasted less than a second.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_second_max_ns: Vec<u64>,
+    /// System Management Interrupts this CPU took during the run (the
+    /// firmware's, invisible to the kernel: `MSR_SMI_COUNT`, Intel);
+    /// `null` where the counter cannot be read (no `msr` module, another
+    /// vendor, not root).
+    #[serde(default)]
+    pub smis: Option<u64>,
 }
 
 /// The cache probe's results on one CPU.
@@ -314,6 +320,7 @@ impl ProbeReport {
                     threads_ran: c.threads_ran.clone(),
                     histogram: trimmed(&c.hist).to_vec(),
                     per_second_max_ns: c.per_second_max_ns.clone(),
+                    smis: c.smis,
                 })
                 .collect(),
             all: p.all.summary(),

@@ -50,6 +50,7 @@ pub fn cpu(cpu: u32, h: Histogram) -> CpuResult {
             }],
         }),
         per_second_max_ns: vec![],
+        smis: Some(u64::from(cpu == 2)),
     }
 }
 

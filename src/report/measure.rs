@@ -413,9 +413,11 @@ fn attribution(out: &mut String, c: &CpuResult) {
         .context_switches
         .map(|cs| format!("{} voluntary, {} involuntary", cs.voluntary, cs.involuntary))
         .unwrap_or_else(|| "unknown".into());
+    // SMIs are the firmware's: no kernel counter shows them.
+    let smis = c.smis.map(|n| format!("; SMIs {n}")).unwrap_or_default();
     let _ = writeln!(
         out,
-        "  CPU {}: irqs {}; softirqs {}; context switches {cs}",
+        "  CPU {}: irqs {}; softirqs {}; context switches {cs}{smis}",
         c.cpu,
         deltas_line(&c.interrupts, 6),
         deltas_line(&c.softirqs, 4),
@@ -610,6 +612,7 @@ mod tests {
         assert_eq!(c0["threads_ran"]["threads"], 1);
         assert_eq!(c0["threads_ran"]["busiest"][0]["name"], "kworker/1:1");
         assert_eq!(r["cpus"][1]["histogram"], serde_json::json!([1, 1]));
+        assert_eq!((&c0["smis"], &r["cpus"][1]["smis"]), (&0.into(), &1.into()));
         let s = &c0["stats"];
         assert_eq!(s["samples"], 5);
         assert_eq!(s["min_ns"], 1400);
@@ -656,6 +659,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("first overflows at samples 4"), "{text}");
+        assert!(text.contains("involuntary; SMIs 1\n"), "{text}");
     }
 
     /// A cache run on CPU 1: L1d loads at 2 ns (5 cycles), L3-share loads

@@ -20,6 +20,7 @@ pub mod fixture;
 pub mod irq;
 pub mod irqbalance;
 pub mod kicks;
+pub mod msr;
 pub mod pci;
 pub mod procfs;
 pub mod resctrl;
