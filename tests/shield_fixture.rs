@@ -1375,3 +1375,47 @@ fn an_irq_a_driver_spread_onto_the_shield_at_its_hotplug_goes_back_where_it_was(
     );
     off_restores(dir.path(), &before, tree_without_effective);
 }
+
+/// `--irq-spread` (tuna's --spread): the IRQs bound with `--irq` get one
+/// shielded CPU each, in turn; a change in place spreads them over the
+/// new CPUs; `off` gives back what they had; without `--irq` it is refused.
+#[test]
+fn irqs_bound_with_irq_spread_get_a_shielded_cpu_each_and_off_gives_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    cpushield::sys::fixture::add_irq(&sys, 26, "eth0-rx-1", "0-3").unwrap();
+    cpushield::sys::fixture::add_irq(&sys, 27, "eth0-rx-2", "0-3").unwrap();
+    let before = tree(root);
+    let affinity = |irq: u32| {
+        sys.read_trimmed(&format!("proc/irq/{irq}/smp_affinity_list"))
+            .unwrap()
+    };
+    let o = cpushield(root, &["on", "2-3", "--irq-spread"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let spread = [
+        "on",
+        "1-3",
+        "--irq",
+        "eth0",
+        "--irq",
+        "eth0-rx-1",
+        "--irq",
+        "eth0-rx-2",
+        "--irq-spread",
+    ];
+    let o = cpushield(root, &spread);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!([affinity(24), affinity(26), affinity(27)], ["1", "2", "3"]);
+    let status = cpushield(root, &["status"]);
+    assert!(status.status.success(), "{}", text(&status));
+    let mut in_place = spread;
+    in_place[1] = "2-3";
+    let o = cpushield(root, &in_place);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!([affinity(24), affinity(26), affinity(27)], ["2", "3", "2"]);
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}

@@ -283,13 +283,16 @@ impl Holds for Vec<IrqPlacement> {
 
 /// The IRQ writes, in IRQ order, each marked whether it binds an IRQ to
 /// the shield (`--irq`): the default affinity and every IRQ allowed on the
-/// shield go to the housekeeping CPUs.
+/// shield go to the housekeeping CPUs. Those bound to the shield get it
+/// whole, or with `spread` one of its CPUs each, in turn.
 pub(in crate::shield) fn plan(
     (irqs, default_affinity, mask_bits): (&[Irq], Option<&CpuSet>, u32),
-    shield: &CpuSet,
-    housekeeping: &CpuSet,
+    (shield, housekeeping): (&CpuSet, &CpuSet),
     irqs_to_shield: &[u32],
+    spread: bool,
 ) -> Vec<(bool, Step)> {
+    let shield_cpus: Vec<u32> = shield.iter().collect();
+    let mut bound = 0;
     let mut irq_steps = Vec::new();
     if let Some(default) = default_affinity {
         let target = default.away_from(shield, housekeeping);
@@ -310,7 +313,10 @@ pub(in crate::shield) fn plan(
     }
     for irq in irqs {
         let to_shield = irqs_to_shield.contains(&irq.irq);
-        let target = if to_shield {
+        let target = if to_shield && spread && !shield_cpus.is_empty() {
+            bound += 1;
+            CpuSet::from_iter([shield_cpus[(bound - 1) % shield_cpus.len()]])
+        } else if to_shield {
             shield.clone()
         } else {
             irq.affinity.away_from(shield, housekeeping)
@@ -526,7 +532,14 @@ impl Component for Part {
     }
 
     fn check(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        let to_shield = resolve(&cx.snap.irqs, &asked(cx.req))?;
+        let asked = asked(cx.req);
+        if asked.irq_spread && asked.irqs.is_empty() {
+            return Err(PlanError::Part {
+                option: "--irq-spread",
+                message: "--irq-spread spreads the IRQs bound with --irq over the shield: name them with --irq (config key irqs)".into(),
+            });
+        }
+        let to_shield = resolve(&cx.snap.irqs, &asked.irqs)?;
         d.plan
             .facts
             .publish(&crate::shield::facts::BoundIrqs(to_shield.clone()));
@@ -542,7 +555,8 @@ impl Component for Part {
             snap.mask_bits(),
         );
         let to = to_shield(&d.plan);
-        let planned = plan(facts, cx.shield, cx.housekeeping, &to);
+        let spread = asked(cx.req).irq_spread;
+        let planned = plan(facts, (cx.shield, cx.housekeeping), &to, spread);
         for (to_shield, step) in planned {
             // Bound after the CPUs' hotplug, which would take them back.
             let slot = if to_shield {

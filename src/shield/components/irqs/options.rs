@@ -10,14 +10,20 @@ pub struct Options {
     #[arg(long = "irq", value_name = "IRQ")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub irqs: Vec<String>,
+    /// Spread the IRQs bound with --irq over the shielded CPUs, one CPU
+    /// each in turn in IRQ order (tuna's --spread: a NIC queue per CPU),
+    /// rather than each allowed on every shielded CPU.
+    #[arg(long = "irq-spread", requires = "irqs")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub irq_spread: bool,
 }
 
 impl crate::shield::options::Declared for Options {
     const EXAMPLES: &'static [(&'static str, &'static str)] =
-        &[("irqs", r#"["eth0-TxRx-0", "45"]"#)];
+        &[("irqs", r#"["eth0-TxRx-0", "45"]"#), ("irq_spread", "true")];
 }
 
-/// The IRQs `req` asks to bind to the shield.
-pub(super) fn asked(req: &crate::shield::request::Request) -> Vec<String> {
-    req.declared::<Options>().unwrap_or_default().irqs
+/// The IRQs `req` asks to bind to the shield, and whether spread.
+pub(super) fn asked(req: &crate::shield::request::Request) -> Options {
+    req.declared::<Options>().unwrap_or_default()
 }
