@@ -870,6 +870,7 @@ mod tests {
     fn irqs_named_go_to_the_shield() {
         let r = req("2-3").with_declared(&Options {
             irqs: vec!["eth0".into(), "25".into()],
+            ..Options::default()
         });
         let p = shield_plan(&snap(v2()), &r).unwrap();
         assert_eq!(to_shield(&p), vec![24, 25]);
@@ -883,6 +884,7 @@ mod tests {
         );
         let bad = req("2").with_declared(&Options {
             irqs: vec!["nope".into()],
+            ..Options::default()
         });
         assert_eq!(
             shield_plan(&snap(v2()), &bad).unwrap_err(),
