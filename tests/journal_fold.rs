@@ -54,6 +54,16 @@ fn lives_and_folds(layout: &str, host: fn(&Path) -> cpushield::sys::Sys) {
     let mut sizes = Vec::new();
     for round in 0..40 {
         job_round(root, 1000 + 10 * round);
+        // A daemon restarted every third round (journald in the soak):
+        // a new long-lived thread each time, the old one gone.
+        if round % 3 == 0 {
+            let pid = 3000 + round as i32;
+            if round > 0 {
+                std::fs::remove_dir_all(root.join(format!("proc/{}", pid - 3))).unwrap();
+            }
+            // Started outside the shield: the kernel keeps it off the shield.
+            fixture::add_process(&sys, pid, &[task("daemon", 0, "0")]).unwrap();
+        }
         if round == 1 {
             let o = cpushield(root, &["move", "500", "--in", "--cpu", "2"]);
             assert!(o.status.success(), "{}", text(&o));
@@ -92,6 +102,8 @@ fn lives_and_folds(layout: &str, host: fn(&Path) -> cpushield::sys::Sys) {
         human.contains("journal") && human.contains(" records, "),
         "{human}"
     );
+    // The last daemon stops before off, as the first did not exist before on.
+    std::fs::remove_dir_all(root.join("proc/3039")).unwrap();
     let o = cpushield(root, &["off"]);
     assert!(o.status.success(), "{}", text(&o));
     let d = diff(&before, &tree(root));

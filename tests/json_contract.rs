@@ -79,6 +79,18 @@ fn a_cpu_set_that_is_none_is_null_and_no_report_has_an_empty_string() {
         &["boot", "--json"],
         &["boot-args", "2-3", "--json"],
         &["audit", "--cpus", "2-3", "--window", "0", "--json"],
+        &["tune", "--list", "--json"],
+        &["move", "1", "--in", "--dry-run", "--json"],
+        &["compare", "--cpus", "2-3", "--dry-run", "--json"],
+        &[
+            "certify",
+            "--cpus",
+            "2-3",
+            "--budget",
+            "max<=100us",
+            "--dry-run",
+            "--json",
+        ],
     ];
     for args in commands {
         let o = cpushield(root, args);
