@@ -57,7 +57,7 @@ fn lives_and_folds(layout: &str, host: fn(&Path) -> cpushield::sys::Sys) {
         // A daemon restarted every third round (journald in the soak):
         // a new long-lived thread each time, the old one gone.
         if round % 3 == 0 {
-            let pid = 3000 + round as i32;
+            let pid = 3000 + round;
             if round > 0 {
                 std::fs::remove_dir_all(root.join(format!("proc/{}", pid - 3))).unwrap();
             }

@@ -984,7 +984,7 @@ fn status_says_on_would_mount_cgroup2() {
     let dir = tempfile::tempdir().unwrap();
     standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
     let o = cpushield(dir.path(), &["status", "--json"]);
-    assert!(json(&o).get("mount_first").is_none());
+    assert!(json(&o)["mount_first"].is_null());
 }
 
 #[test]

@@ -63,34 +63,34 @@ pub struct OffReport {
     /// records refused (altered after they were written, or naming what
     /// no shield changes). What those records changed was not undone
     /// (`off` exits 5).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub unreadable: Vec<Unreadable>,
     /// Where the damaged journal was moved once everything its readable
     /// records hold was restored (`None`: removed when intact, or kept in
     /// place for another `off` when a restore failed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub damaged_journal: Option<String>,
     /// A damaged journal: the shield's own cgroups, as its state names
     /// them, still there after the undo (the records that made them could
     /// not be read); `off` leaves them, the report names them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub still_there: Vec<String>,
     /// `--dry-run`: nothing was undone; `would_undo` says what would be.
     #[serde(default)]
     pub dry_run: bool,
     /// `--dry-run`: the journaled changes undo would replay, newest first
     /// (irqbalance's ban first of all, thread affinities last).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub would_undo: Vec<String>,
     /// Shielded CPUs that were offline when `off` ran, as the kernel
     /// reads back. An affinity or IRQ mask naming only them cannot be
     /// written back (EINVAL) until they are online again.
-    #[serde(default, skip_serializing_if = "CpuSet::is_empty")]
+    #[serde(default, with = "crate::json_null::cpus")]
     pub offline: CpuSet,
     /// Real-time tasks that were still on the shield: kept on the CPUs
     /// they had (no longer shielded), with the affinity they had before,
     /// which was not given back (see the tasks component's `realtime.rs`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub kept_realtime: Vec<KeptRealtime>,
     /// How long it took, by phase, in ms (`took_ms` in JSON; filled in by [`off`]).
     #[serde(default, rename = "took_ms", alias = "took")]

@@ -27,10 +27,10 @@ pub struct StatusReport {
     pub mechanism: String,
     /// Where `on` would mount cgroup2 first (nothing with cpuset is
     /// mounted; `off` unmounts it again).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub mount_first: Option<String>,
     /// Why no mechanism is available.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub unsupported: Option<String>,
     /// Shielded CPUs, when a shield is up.
     pub shield: Option<CpuSet>,
@@ -56,7 +56,7 @@ pub struct StatusReport {
     /// What each component read back of the shield (the cgroups' partition,
     /// the threads and IRQs on it, the idle states, ...), in the order they
     /// plan, with what no longer holds.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub parts: Vec<PartReport>,
     /// How large the shield's journal is (`None` without one).
     #[serde(default)]

@@ -52,7 +52,7 @@ pub struct PartReport {
     /// The same as data (the component's own type, serialised).
     pub data: serde_json::Value,
     /// What no longer holds (`status` only).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub findings: Vec<Finding>,
     /// What it exports through `metrics` (`status` only; not in `--json`,
     /// whose `data` carries the same).

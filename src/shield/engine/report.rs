@@ -33,7 +33,7 @@ pub struct OnReport {
     /// What the user should know.
     pub notes: Vec<Note>,
     /// The shield before, when an active shield was changed in place.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub changed_from: Option<CpuSet>,
     /// What the plan changes machine-wide, beyond the shielded CPUs, each
     /// with how to do without it (always in `--json`: empty when nothing).
@@ -42,10 +42,10 @@ pub struct OnReport {
     /// What each component did, read back (planned, for a dry run), in the
     /// order they plan: irqbalance's ban, the threads and IRQs moved off
     /// the shield, the kernel threads raised, the cache share, ...
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub parts: Vec<PartReport>,
     /// The plan, with `--dry-run` (printed, not read back from a report).
-    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_deserializing)]
     pub plan: Option<Vec<Step>>,
     /// How long it took, by phase, in ms (`took_ms` in JSON; filled in by [`crate::shield::on`]).
     #[serde(default, rename = "took_ms", alias = "took")]
