@@ -229,7 +229,7 @@ pub(super) fn fold_entries(entries: Vec<Entry>, alive: &dyn Alive, fx: &dyn Effe
                 fold_into(&mut out[i], e);
                 continue;
             }
-            Action::Write { path, undo, .. } => Some(Thing::File(path.clone(), undo.clone())),
+            Action::Write { path, undo, .. } => Some(file_thing(path, undo)),
             Action::SetScheduler { tid, .. } if !live(*tid) => continue,
             Action::SetScheduler { tid, .. } => Some(Thing::Scheduling(*tid)),
             Action::SetAffinity { tid, .. } if !live(*tid) => continue,
@@ -329,12 +329,31 @@ fn fold_own(
     }
 }
 
+/// A write of `path` as a thing that folds. An IRQ's affinity file holds
+/// one whole value that no other record's undo depends on: whatever each
+/// write's undo, undoing them all in turn ends with the first's, so every
+/// write of it folds into the first (one undone by nothing stays a chain
+/// of its own: its undo must not become the others'). Another file's
+/// chain is broken by a
+/// write undone otherwise (`+cpuset` undone by `-cpuset` between two
+/// writes undone to their previous value).
+fn file_thing(path: &str, undo: &Undo) -> Thing {
+    if path.starts_with("proc/irq/") && *undo != Undo::Nothing {
+        Thing::File(path.to_string(), Undo::Previous)
+    } else {
+        Thing::File(path.to_string(), undo.clone())
+    }
+}
+
 /// Whether a file's chain of writes was broken by a write of it undone
 /// otherwise (one of `since`): a later write then folds into that one.
 fn undone_otherwise_since(since: &[Entry], thing: &Thing) -> bool {
     let Thing::File(file, undo) = thing else {
         return false;
     };
+    if file.starts_with("proc/irq/") && *undo != Undo::Nothing {
+        return false;
+    }
     since.iter().any(|e| {
         matches!(&e.action, Action::Write { path, undo: u, .. }
             if path == file && u != undo && *u != Undo::Nothing)
@@ -505,6 +524,31 @@ mod tests {
             matches!(&folded[0].action, Action::Write { path, value, .. } if path == "proc/sys/a" && value == "3")
         );
         assert!(matches!(&folded[1].action, Action::Write { path, .. } if path == "proc/sys/b"));
+    }
+
+    /// The soak's IRQ 40 on Debian 13: a change in place 2-3 <-> 1-3 moved
+    /// it between CPUs 0 and 1, the healer's sweep undoing its writes to
+    /// the value from before the shield, `on` to the previous one.
+    #[test]
+    fn an_irqs_affinity_written_again_folds_into_its_first_whatever_the_undo() {
+        let irq = |value: &str, undo: Undo, prior: Option<&str>| {
+            let action = Action::Write {
+                path: "proc/irq/40/smp_affinity_list".into(),
+                value: value.into(),
+                check: Check::CpuList,
+                undo,
+            };
+            entry(action, prior)
+        };
+        let mut entries = vec![irq("1", Undo::Value("1".into()), None)];
+        for _ in 0..6 {
+            entries.push(irq("0", Undo::Value("0".into()), None));
+            entries.push(irq("1", Undo::Previous, Some("0")));
+        }
+        let folded = fold_entries(entries, &machine(&[], &[]), FX);
+        assert_eq!(folded.len(), 1, "{folded:#?}");
+        assert!(matches!(&folded[0].action,
+            Action::Write { value, undo: Undo::Value(v), .. } if value == "1" && v == "1"));
     }
 
     #[test]
