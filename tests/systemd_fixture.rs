@@ -553,3 +553,42 @@ fn a_partition_systemd_could_not_make_rolls_on_back() {
     );
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }
+
+/// irqbalance restarted with the ban 2-3 (its socket asleep), then told
+/// 1-3 through its socket by a change in place: the journal keeps one ban
+/// record (banned 1-3), and `off` still restarts it, since the ban in its
+/// environment is the shield's whatever CPUs it names.
+#[test]
+fn irqbalance_started_with_an_earlier_ban_is_restarted_by_off_after_a_change_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    sys.mkdir("run/irqbalance").unwrap();
+    let sock = sys.path("run/irqbalance/irqbalance200.sock");
+    let asleep = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(sys
+        .read("proc/200/environ")
+        .unwrap()
+        .contains("IRQBALANCE_BANNED_CPULIST=2-3"));
+    drop(asleep);
+    std::fs::remove_file(&sock).unwrap();
+    let socket = FakeIrqbalanceSocket::serve(&sock);
+    let o = cpushield(dir.path(), &["on", "1-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // Told, not restarted: its environment still bans 2-3.
+    assert!(sys
+        .read("proc/200/environ")
+        .unwrap()
+        .contains("IRQBALANCE_BANNED_CPULIST=2-3"));
+    let journal = std::fs::read_to_string(sys.path("run/cpushield/journal/000001.json")).unwrap();
+    assert_eq!(journal.matches("irqbalance_ban").count(), 1, "{journal}");
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(sys.read("proc/200/environ").unwrap(), "", "{}", text(&o));
+    drop(socket);
+    std::fs::remove_file(&sock).ok();
+    let d = diff(&before, &tree(dir.path()));
+    assert!(d.iter().all(|l| l.contains("irqbalance200.sock")), "{d:#?}");
+}

@@ -278,16 +278,14 @@ pub(super) fn fold_entries(entries: Vec<Entry>, alive: &dyn Alive, fx: &dyn Effe
         if let Some(file @ Thing::File(path, _)) = &thing {
             // Where this write ends (kept, or folded into the chain's first).
             let at = match first.get(file) {
-                Some(&i) if !undone_otherwise_since(&out[i + 1..], file) => i,
+                Some(&i) if folds_into(&out[i..], file) => i,
                 _ => out.len(),
             };
             last_write.insert(path.clone(), at);
         }
         match thing {
             Some(thing) => match first.get(&thing) {
-                Some(&i) if !undone_otherwise_since(&out[i + 1..], &thing) => {
-                    fold_into(&mut out[i], e)
-                }
+                Some(&i) if folds_into(&out[i..], &thing) => fold_into(&mut out[i], e),
                 _ => {
                     first.insert(thing, out.len());
                     out.push(e);
@@ -343,6 +341,25 @@ fn file_thing(path: &str, undo: &Undo) -> Thing {
     } else {
         Thing::File(path.to_string(), undo.clone())
     }
+}
+
+/// Whether a later change of `thing` folds into `chain[0]`, its first
+/// change so far (`chain` runs from it to the end): not where a write of
+/// the file undone otherwise came between, nor into a write whose
+/// previous value could not be read (its undo restores nothing; the
+/// later write's undo would).
+fn folds_into(chain: &[Entry], thing: &Thing) -> bool {
+    let restores = !matches!(
+        (&chain[0].action, &chain[0].previous),
+        (
+            Action::Write {
+                undo: Undo::Previous,
+                ..
+            },
+            None
+        )
+    );
+    restores && !undone_otherwise_since(&chain[1..], thing)
 }
 
 /// Whether a file's chain of writes was broken by a write of it undone
@@ -549,6 +566,23 @@ mod tests {
         assert_eq!(folded.len(), 1, "{folded:#?}");
         assert!(matches!(&folded[0].action,
             Action::Write { value, undo: Undo::Value(v), .. } if value == "1" && v == "1"));
+    }
+
+    /// A write whose previous value could not be read restores nothing:
+    /// a later write keeps its own record, and those after fold into it.
+    #[test]
+    fn no_write_folds_into_one_whose_previous_value_was_not_read() {
+        let mut unread = write("proc/irq/41/smp_affinity_list", "0", "");
+        unread.previous = None;
+        let entries = vec![
+            unread,
+            write("proc/irq/41/smp_affinity_list", "1", "2-3"),
+            write("proc/irq/41/smp_affinity_list", "0", "1"),
+        ];
+        let folded = fold_entries(entries, &machine(&[], &[]), FX);
+        assert_eq!(folded.len(), 2, "{folded:#?}");
+        assert_eq!(folded[1].previous.as_deref(), Some("2-3"));
+        assert!(matches!(&folded[1].action, Action::Write { value, .. } if value == "0"));
     }
 
     #[test]

@@ -205,17 +205,17 @@ pub fn unban(sys: &Sys, action: &Action) -> (bool, Vec<Refusal>) {
         return (false, Vec::new());
     };
     let Own::IrqbalanceBan {
-        banned,
         make_dir,
         previous_dropin,
         previous_env,
         manager_env,
+        ..
     } = &own;
     if *manager_env {
         let unset = SystemdCall::UnsetEnvironment {
             names: vec![BANNED_CPULIST.to_string()],
         };
-        return match sys.systemd(&unset).and_then(|()| unban_running(sys, banned)) {
+        return match sys.systemd(&unset).and_then(|()| unban_running(sys)) {
             Ok(()) => (true, Vec::new()),
             Err(err) => (false, vec![Refusal {
                 target: "irqbalance".into(),
@@ -284,16 +284,18 @@ fn ban_running(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
 }
 
 /// Takes the ban out of the running irqbalance, whichever way `on` (or a
-/// restart since) gave it: an irqbalance started with the ban in its
+/// restart since) gave it: an irqbalance started with a ban in its
 /// environment is restarted (systemd's environment no longer has it);
 /// one told through its socket goes back to its environment's ban
-/// (`settings cpus NULL`); without an answering socket, a restart.
-fn unban_running(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
+/// (`settings cpus NULL`); without an answering socket, a restart. Any
+/// ban in its environment is the shield's: the manager environment
+/// carries the ban only where nothing else sets one, and it may be the
+/// ban of CPUs the shield had before a change in place (the journal
+/// keeps one ban record for both).
+fn unban_running(sys: &Sys) -> Result<(), SysError> {
     let pids = with_socket(sys);
     let started_with_ban = |pid: i32| {
-        procfs::environ_var(sys, pid, BANNED_CPULIST)
-            .and_then(|v| CpuSet::parse_list(&v).ok())
-            .is_some_and(|c| c == *banned)
+        procfs::environ_var(sys, pid, BANNED_CPULIST).is_some_and(|v| !v.trim().is_empty())
     };
     if pids.is_empty() || pids.iter().any(|&pid| started_with_ban(pid)) {
         return restart(sys);
