@@ -497,11 +497,11 @@ impl Sys {
         self.path("run/systemd/system").is_dir()
     }
 
-    /// The running systemd's version (`systemctl --version`); in a fixture
-    /// its config's.
+    /// The running systemd's version (that of the manager's own shared
+    /// library, else `systemctl --version`); in a fixture its config's.
     pub fn systemd_version(&self) -> Option<u32> {
         emulated!(self, fx => fx.config().systemd_version);
-        systemd::version_live()
+        systemd::version_live(self)
     }
 
     /// Makes a request to systemd and waits for its effect (see

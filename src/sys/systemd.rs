@@ -212,6 +212,19 @@ mod service_tests {
     use super::*;
 
     #[test]
+    fn the_managers_version_is_that_of_the_shared_library_it_has_mapped() {
+        let debian = "7f1c2a000000-7f1c2a0c8000 r--p 00000000 fe:01 1234 /usr/lib/x86_64-linux-gnu/systemd/libsystemd-shared-252.so\n";
+        assert_eq!(version_mapped(debian), Some(252));
+        let fedora =
+            "7f00-7f10 r-xp 0 0:0 1 /usr/lib64/systemd/libsystemd-shared-256.11-1.fc41.so\n";
+        assert_eq!(version_mapped(fedora), Some(256));
+        assert_eq!(
+            version_mapped("7f00-7f10 r-xp 0 0:0 1 /usr/lib/libc.so.6\n"),
+            None
+        );
+    }
+
+    #[test]
     fn a_service_command_line_keeps_its_dashes_away_from_busctl() {
         let argv: Vec<String> = ["/usr/bin/cpushield", "guard", "--cpus", "2-3"]
             .iter()
@@ -260,12 +273,35 @@ pub fn parse_version(text: &str) -> Option<u32> {
     text.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// The running systemd's version (`systemctl --version`).
-pub(super) fn version_live() -> Option<u32> {
-    run_client(&["systemctl".into(), "--version".into()])
+/// The running systemd's version: that of the `libsystemd-shared-N` the
+/// manager (PID 1) has mapped, read from `/proc/1/maps` with no client
+/// started (a repair reads it each time: a `systemctl` started under
+/// emulation costs a good part of a second), and the version of the
+/// manager that runs, not of a client upgraded since; else `systemctl
+/// --version`.
+pub(super) fn version_live(sys: &super::Sys) -> Option<u32> {
+    let mapped = sys
+        .read("proc/1/maps")
         .ok()
-        .as_deref()
-        .and_then(parse_version)
+        .and_then(|maps| version_mapped(&maps));
+    mapped.or_else(|| {
+        run_client(&["systemctl".into(), "--version".into()])
+            .ok()
+            .as_deref()
+            .and_then(parse_version)
+    })
+}
+
+/// The version in the name of the `libsystemd-shared` a process has
+/// mapped (`/proc/PID/maps`): `libsystemd-shared-252.so` (Debian),
+/// `libsystemd-shared-256.11-1.fc41.so` (Fedora).
+pub fn version_mapped(maps: &str) -> Option<u32> {
+    maps.lines().find_map(|line| {
+        let name = line.rsplit('/').next()?;
+        let rest = name.strip_prefix("libsystemd-shared-")?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    })
 }
 
 /// systemd's D-Bus form of a CPU set (`AllowedCPUs`, type `ay`): CPU n is
