@@ -6,6 +6,8 @@
 #[allow(dead_code)]
 #[path = "../src/cli.rs"]
 mod cli;
+#[path = "common/help.rs"]
+mod help_texts;
 
 use clap::CommandFactory;
 use cpushield::shield::options::flags;
@@ -127,31 +129,6 @@ fn every_documented_example_parses_and_verify_compares_every_option() {
     assert_eq!(on.options, options, "{argv:?}");
 }
 
-/// The long options of `cpushield SUB --help`, as the shipped binary
-/// prints them (the test build's hidden fixture flags are not listed).
-fn help_options(sub: &str) -> Vec<String> {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
-        .args([sub, "--help"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{sub} --help");
-    let help = String::from_utf8(out.stdout).unwrap();
-    let mut options: Vec<String> = help
-        .lines()
-        .map(str::trim_start)
-        .filter(|l| l.starts_with('-'))
-        .flat_map(|l| {
-            l.split([' ', ',', '=', '[', '<'])
-                .take(3)
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .filter(|w| w.starts_with("--") && w.len() > 2 && w != "--help" && w != "--version")
-        .collect();
-    options.dedup();
-    options
-}
-
 /// Every command `cpushield --help` lists has a man page, as the package
 /// renders them (tools/src/bin/package-assets.rs: one section 8 page per
 /// command, from the same CLI), and each page names every option that
@@ -172,7 +149,7 @@ fn every_command_has_a_man_page_naming_every_option_of_its_help() {
             .unwrap();
         // roff writes a dash as `\-`.
         let page = String::from_utf8(page).unwrap().replace("\\-", "-");
-        let options = help_options(sub.get_name());
+        let options = help_texts::options(&help_texts::help(&[sub.get_name()]));
         let missing: Vec<&String> = options
             .iter()
             .filter(|o| !page.contains(o.as_str()))

@@ -4,34 +4,11 @@
 //! and a row that does not end its synopsis with `...` names every option
 //! the help lists.
 
+#[path = "common/help.rs"]
+mod help_texts;
+
+use help_texts::{help, options};
 use std::collections::BTreeSet;
-use std::process::Command;
-
-fn help(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_cpushield"))
-        .args(args)
-        .arg("--help")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{args:?} --help");
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// The long options of a help text, as listed at the start of its lines.
-fn options(help: &str) -> BTreeSet<String> {
-    help.lines()
-        .map(str::trim_start)
-        .filter(|l| l.starts_with('-'))
-        .flat_map(|l| {
-            l.split([' ', ',', '=', '[', '<'])
-                .take(3)
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .filter(|w| w.starts_with("--") && w.len() > 2)
-        .filter(|w| w != "--help" && w != "--version")
-        .collect()
-}
 
 /// The README's rows: (command, synopsis).
 fn rows() -> Vec<(String, String)> {
