@@ -15,6 +15,10 @@ const BAD: &[(&[&str], &str)] = &[
     (&["on", "2-3", "--bogus"], "--bogus"),
     (&["on", "2-3", "--tune=nope"], "nope"),
     (&["on", "2-3", "--tune=vmstat,,governor"], "empty knob name"),
+    (
+        &["on", "2-3", "--tune=vmstat,vmstat"],
+        "\"vmstat\" named twice",
+    ),
     (&["on", "2-3", "--kthreads-above", "96"], "--kthreads-above"),
     (
         &["on", "2-3", "--kthreads-above", "abc"],

@@ -114,13 +114,22 @@ fn none_or_empty(tune: &Option<Vec<String>>) -> bool {
 impl crate::shield::options::Declared for Options {
     const EXAMPLES: &'static [(&'static str, &'static str)] = &[("tune", r#"["all"]"#)];
 
-    /// Every name a knob's or `all`; no empty name (`--tune=a,,b`).
+    /// Every name a knob's or `all`; no empty name (`--tune=a,,b`), none
+    /// twice.
     fn check(&self) -> Result<(), String> {
         let names = self.tune.as_deref().unwrap_or_default();
         if names.len() > 1 && names.iter().any(|n| n.trim().is_empty()) {
             return Err(format!(
                 "--tune={}: an empty knob name; give names separated by single commas, or a bare --tune for all",
                 crate::input::brief_to(&names.join(","), 60)
+            ));
+        }
+        let twice = (names.iter().enumerate()).find(|(i, n)| names[..*i].contains(n));
+        if let Some((_, name)) = twice {
+            return Err(format!(
+                "--tune={}: {} named twice; name each knob once",
+                crate::input::brief_to(&names.join(","), 60),
+                crate::input::quote(name)
             ));
         }
         resolve(names)
