@@ -242,24 +242,15 @@ fn count_interrupts(
             sys.read("proc/softirqs").ok(),
         )
     };
-    let smi_counts = || {
-        targets
-            .iter()
-            .map(|cpu| (cpu, sys.smi_count(cpu)))
-            .collect::<Vec<_>>()
-    };
-    let (smis_before, before) = (smi_counts(), counters());
+    let (smis_before, before) = (sys.smi_counts(targets.iter()), counters());
     std::thread::sleep(window);
-    let (after, smis_after) = (counters(), smi_counts());
-    let mut smis = Smis::default();
-    for ((cpu, b), (_, a)) in smis_before.into_iter().zip(smis_after) {
-        match (b, a) {
-            (Ok(b), Ok(a)) => smis.counted.push((cpu, u64::from(a.wrapping_sub(b)))),
-            (Err(why), _) | (_, Err(why)) => {
-                smis.unreadable.get_or_insert(why);
-            }
-        }
-    }
+    let (after, smis_after) = (counters(), sys.smi_counts(targets.iter()));
+    let smis = Smis {
+        counted: (targets.iter())
+            .filter_map(|cpu| Some((cpu, smis_after.taken(&smis_before, cpu)?)))
+            .collect(),
+        unreadable: smis_before.unreadable.or(smis_after.unreadable),
+    };
     let delta = |a: &Option<String>, b: &Option<String>| match (a, b) {
         (Some(a), Some(b)) => parse::interrupt_deltas(a, b, targets),
         _ => Vec::new(),

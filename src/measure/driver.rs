@@ -347,7 +347,7 @@ pub fn run_probe(
         threads: threads::read(sys, own_pid).filter(|t| !t.is_empty()),
         irqs: read_counts(sys, "proc/interrupts"),
         softirqs: read_counts(sys, "proc/softirqs"),
-        smis: smi_counts(sys, &cpus),
+        smis: sys.smi_counts(cpus.iter().copied()),
     };
     let (outs, elapsed, per_second) = run_threads(cfg, (probe, width), jobs, &cpus, interrupted);
     // The instance goes whatever happened to the loops.
@@ -358,7 +358,7 @@ pub fn run_probe(
         threads: (before.threads.as_ref()).and_then(|_| threads::read(sys, own_pid)),
         irqs: read_counts(sys, "proc/interrupts"),
         softirqs: read_counts(sys, "proc/softirqs"),
-        smis: smi_counts(sys, &cpus),
+        smis: sys.smi_counts(cpus.iter().copied()),
     };
     let mut all = Histogram::new(cfg.buckets, width);
     let mut results = Vec::new();
@@ -528,16 +528,9 @@ struct Counters {
     threads: Option<threads::ThreadCounts>,
     irqs: Option<Counts>,
     softirqs: Option<Counts>,
-    /// Each measured CPU's SMI count, where it can be read.
-    smis: std::collections::BTreeMap<u32, u32>,
-}
-
-/// The SMI counts of `cpus` that can be read (read outside the loops: the
-/// kernel reads the register on the CPU itself).
-fn smi_counts(sys: &Sys, cpus: &[u32]) -> std::collections::BTreeMap<u32, u32> {
-    (cpus.iter())
-        .filter_map(|&cpu| Some((cpu, sys.smi_count(cpu).ok()?)))
-        .collect()
+    /// Each measured CPU's SMI count (read outside the loops: the kernel
+    /// reads the register on the CPU itself).
+    smis: crate::sys::msr::SmiCounts,
 }
 
 /// One CPU's result: its loop's output with what the kernel counted there
@@ -567,8 +560,7 @@ fn cpu_result(
             .zip(after.threads.as_ref())
             .map(|(b, a)| threads::ran_on(b, a, cpu)),
         per_second_max_ns: Vec::new(),
-        smis: (before.smis.get(&cpu).zip(after.smis.get(&cpu)))
-            .map(|(b, a)| u64::from(a.wrapping_sub(*b))),
+        smis: after.smis.taken(&before.smis, cpu),
     }
 }
 

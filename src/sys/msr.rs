@@ -40,6 +40,44 @@ impl Sys {
     }
 }
 
+/// Each CPU's SMI count where it could be read, and why one could not
+/// (the first such): read before and after a run, [`SmiCounts::taken`]
+/// gives what each CPU took between.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SmiCounts {
+    /// CPU -> its count.
+    pub counts: std::collections::BTreeMap<u32, u32>,
+    /// Why a CPU's count could not be read.
+    pub unreadable: Option<String>,
+}
+
+impl SmiCounts {
+    /// The SMIs `cpu` took since `before` (the 32-bit counter may wrap);
+    /// `None` where either read failed.
+    pub fn taken(&self, before: &SmiCounts, cpu: u32) -> Option<u64> {
+        let (b, a) = (before.counts.get(&cpu)?, self.counts.get(&cpu)?);
+        Some(u64::from(a.wrapping_sub(*b)))
+    }
+}
+
+impl Sys {
+    /// The SMI counts of `cpus` ([`Sys::smi_count`]).
+    pub fn smi_counts(&self, cpus: impl IntoIterator<Item = u32>) -> SmiCounts {
+        let mut out = SmiCounts::default();
+        for cpu in cpus {
+            match self.smi_count(cpu) {
+                Ok(n) => {
+                    out.counts.insert(cpu, n);
+                }
+                Err(why) => {
+                    out.unreadable.get_or_insert(why);
+                }
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +93,16 @@ mod tests {
         std::fs::write(dir.path().join("dev/cpu/2/msr"), &file).unwrap();
         assert_eq!(sys.read_msr(2, SMI_COUNT).unwrap(), 0x1_0000_0007);
         assert_eq!(sys.smi_count(2), Ok(7));
+        let before = sys.smi_counts([2, 3]);
+        assert!(before.unreadable.as_deref().unwrap().contains("msr module"));
+        let after = SmiCounts {
+            counts: [(2, 2)].into(),
+            unreadable: None,
+        };
+        assert_eq!(
+            after.taken(&before, 2),
+            Some(u64::from(2u32.wrapping_sub(7)))
+        );
+        assert_eq!(after.taken(&before, 3), None);
     }
 }
