@@ -193,7 +193,7 @@ fn live_reads(rounds: usize, threads: i32) {
     let sys = Sys::live();
     for round in 1..=rounds {
         let t0 = Instant::now();
-        let snap = match Snapshot::read(&sys) {
+        let snap = match Snapshot::read(&sys, &cpushield::shield::tuned_overlap) {
             Ok(snap) => snap,
             Err(e) => {
                 println!("live kernel: cannot read a snapshot here ({e}); skipped");

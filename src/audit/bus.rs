@@ -442,9 +442,10 @@ fn label(d: &PciDevice, irqs: &[u32]) -> String {
 fn irqs(f: &Facts, out: &mut Findings) {
     let list = f.list();
     let (mut served, mut allowed, mut wanted) = (Vec::new(), Vec::new(), Vec::new());
+    let bound = f.wanted_irqs();
     for d in &f.pci.devices {
         let (s, a) = irqs_on(f, d);
-        let (w, s): (Vec<u32>, Vec<u32>) = s.into_iter().partition(|n| f.wanted_irqs.contains(n));
+        let (w, s): (Vec<u32>, Vec<u32>) = s.into_iter().partition(|n| bound.contains(n));
         if !w.is_empty() {
             wanted.push(label(d, &w));
         }
@@ -518,13 +519,14 @@ fn numa(f: &Facts, out: &mut Findings) {
     }
     let mut away: Vec<String> = Vec::new();
     let mut wanted_away = false;
+    let bound = f.wanted_irqs();
     let mut local = CpuSet::new();
     for d in placed {
         let node = d.numa_node.unwrap_or(0);
         if home.contains(&node) {
             continue;
         }
-        wanted_away |= d.irqs().iter().any(|n| f.wanted_irqs.contains(n));
+        wanted_away |= d.irqs().iter().any(|n| bound.contains(n));
         if let Some(c) = &d.local_cpus {
             local = local.union(c);
         }
@@ -1037,7 +1039,7 @@ mod tests {
             p.reason
         );
         assert!(!p.reason.contains("0000:00:04.0"), "{}", p.reason);
-        f.wanted_irqs = vec![24];
+        f.own.publish(&crate::shield::facts::BoundIrqs(vec![24]));
         let v = judge(&f);
         let p = find(&v, "pci.irq");
         assert_eq!(p.severity, Severity::Warn, "10 may still be served there");
@@ -1073,7 +1075,7 @@ mod tests {
             n.reason
         );
         assert!(n.next.contains("local_cpulist: 4-7"), "{}", n.next);
-        f.wanted_irqs = vec![40];
+        f.own.publish(&crate::shield::facts::BoundIrqs(vec![40]));
         assert_eq!(find(&judge(&f), "pci.numa").impact, 50);
         // numa_node -1 everywhere: nothing to say.
         let v = judge(&facts(vec![conventional("0000:00:03.0", true, 0)]));

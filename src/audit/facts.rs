@@ -10,7 +10,6 @@ use std::time::Duration;
 use super::parse::{self, Delta, IdleState};
 use super::AuditError;
 use crate::cpulist::CpuSet;
-use crate::shield::change::Action;
 use crate::shield::journal;
 use crate::shield::snapshot::{self, Irq};
 use crate::sys::kicks;
@@ -39,8 +38,6 @@ pub struct Facts {
     pub kicks: Vec<crate::sys::kicks::Rate>,
     /// System Management Interrupts the targets took in the window.
     pub smis: Smis,
-    /// IRQs the shield bound to the targets on request (`on --irq`).
-    pub wanted_irqs: Vec<u32>,
     /// Every IRQ with its affinity.
     pub irqs: Vec<Irq>,
     /// `/proc/irq/default_smp_affinity`.
@@ -66,8 +63,6 @@ pub struct Facts {
     /// the running guard's last scan, else two scans 1 s apart made here
     /// when a real-time task runs there.
     pub starving: Vec<crate::guard::watch::Starving>,
-    /// Sysctl values by path (absent: not there).
-    pub sysctls: BTreeMap<&'static str, String>,
     /// Per target CPU: its frequency governor and idle states.
     pub cpu_power: Vec<CpuPower>,
     /// Per target CPU: its hyper-thread siblings (itself included).
@@ -92,18 +87,15 @@ pub struct CpuPower {
     pub idle_states: Vec<IdleState>,
 }
 
-/// Seconds a task may sleep uninterruptibly before the kernel reports it
-/// hung (the knob `hung-task` raises it).
-pub use crate::shield::components::knobs::HUNG_TASK_TIMEOUT;
-
-/// Whether a hung task panics the machine.
-pub const HUNG_TASK_PANIC: &str = "proc/sys/kernel/hung_task_panic";
-
-/// The sysctls the rules here judge: the hung-task detector's (the knobs'
-/// own are read by the knobs component).
-pub const SYSCTLS: [&str; 2] = [HUNG_TASK_TIMEOUT, HUNG_TASK_PANIC];
-
 impl Facts {
+    /// The IRQs the shield bound to the targets on request (`on --irq`),
+    /// as the IRQs' own audit read published them.
+    pub fn wanted_irqs(&self) -> Vec<u32> {
+        (self.own.fact::<crate::shield::facts::BoundIrqs>())
+            .unwrap_or_default()
+            .0
+    }
+
     /// The targets as a list, for messages.
     pub fn list(&self) -> String {
         self.targets.to_string()
@@ -146,7 +138,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
     let running_guard = crate::guard::read_state(sys).filter(|s| crate::guard::alive(sys, s));
     let (protection, stalld) = kernel_work(sys, running_guard.as_ref());
     let threads = read_threads(sys)?;
-    let tuned = crate::shield::owners::read_tuned(sys, &threads);
+    let tuned = crate::shield::owners::read_tuned(sys, &threads, &crate::shield::tuned_overlap);
     Ok(Facts {
         cmdline: parse::parse_cmdline(&sys.read("proc/cmdline").unwrap_or_default()),
         window_s: window.as_secs_f64(),
@@ -154,7 +146,6 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         softirqs: counted.softirqs,
         kicks: counted.kicks,
         smis: counted.smis,
-        wanted_irqs: irqs_bound_to(&entries, &targets),
         irqs: crate::sys::irq::read(sys)?,
         default_irq_affinity: sys.read_cpumask(snapshot::DEFAULT_IRQ_AFFINITY).ok(),
         threads,
@@ -169,10 +160,6 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
             Some(g) => g.starving.clone(),
             None => crate::guard::starving_now(sys, &targets, Duration::from_secs(1)),
         },
-        sysctls: SYSCTLS
-            .into_iter()
-            .filter_map(|f| Some((f, read(f)?)))
-            .collect(),
         cpu_power: targets.iter().map(|cpu| cpu_power(sys, cpu)).collect(),
         siblings: targets
             .iter()
@@ -269,21 +256,6 @@ fn count_interrupts(
         kicks: kicked,
         smis,
     }
-}
-
-/// IRQs the journal bound to `targets` (`on --irq`): wanted there.
-fn irqs_bound_to(entries: &[journal::Entry], targets: &CpuSet) -> Vec<u32> {
-    entries
-        .iter()
-        .filter_map(|e| match &e.action {
-            Action::Write { path, value, .. }
-                if CpuSet::parse_list(value).is_ok_and(|v| v.is_subset(targets)) =>
-            {
-                snapshot::irq_of_affinity_file(path)
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 fn read_threads(sys: &Sys) -> Result<Vec<Thread>, AuditError> {

@@ -20,7 +20,6 @@ pub fn judge(f: &Facts) -> Vec<Finding> {
             targets: &f.targets,
             housekeeping: &housekeeping,
             irqs: &f.irqs,
-            wanted_irqs: &f.wanted_irqs,
             default_irq_affinity: f.default_irq_affinity.as_ref(),
             own: &f.own,
         }));
@@ -28,7 +27,6 @@ pub fn judge(f: &Facts) -> Vec<Finding> {
     preemption(f, &mut out);
     kernel_work(f, &mut out);
     boot_rules::boot_params(f, &mut out);
-    hung_task(f, &mut out);
     tuned(f, &mut out);
     stalld(f, &mut out);
     cpufreq_and_idle(f, &mut out);
@@ -267,32 +265,6 @@ fn kernel_work(f: &Facts, out: &mut Findings) {
             format!("cpushield on {list} (its starvation guard boosts them), or let the real-time task sleep"),
         );
     }
-}
-
-/// tuned's realtime profile raises the hung-task timeout to 600 s:
-/// a kernel thread or task bound to a shielded CPU that a busy real-time
-/// loop starves sleeps in D state until it runs again, and the detector
-/// reports it after the timeout (or, with `hung_task_panic`, panics the
-/// machine). The starvation guard prevents the starving; this is the net.
-fn hung_task(f: &Facts, out: &mut Findings) {
-    use super::facts::{HUNG_TASK_PANIC, HUNG_TASK_TIMEOUT};
-    let Some(timeout) = f.sysctls.get(HUNG_TASK_TIMEOUT) else {
-        return;
-    };
-    let panics = f.sysctls.get(HUNG_TASK_PANIC).is_some_and(|v| v != "0");
-    let secs = timeout.parse::<u64>().ok();
-    let (severity, reason) = match (secs, panics) {
-        (Some(0), _) => (Severity::Ok, "hung-task detector off (hung_task_timeout_secs 0)".to_string()),
-        (_, true) => (Severity::Warn, format!("a task starved for {timeout} s panics the machine (hung_task_panic on): a real-time loop that holds a shielded CPU that long takes the machine down")),
-        (Some(s), false) if s < 600 => (Severity::Warn, format!("hung-task reports after {timeout} s: a kernel thread bound to a shielded CPU that a real-time loop starves that long is reported hung")),
-        _ => (Severity::Ok, format!("hung-task reports after {timeout} s, no panic")),
-    };
-    let next = match severity {
-        Severity::Ok => String::new(),
-        _ if panics => "sysctl kernel.hung_task_panic=0, cpushield on --tune=hung-task (600 s, tuned's realtime value; undone by off), and keep the starvation guard on (--guard auto)".to_string(),
-        _ => "cpushield on --tune=hung-task (600 s, tuned's realtime value; undone by off), and keep the starvation guard on (--guard auto)".to_string(),
-    };
-    out.add("hung-task", severity, 30, reason, next);
 }
 
 /// tuned's active profile, read through its includes: one that pins CPUs
@@ -619,31 +591,6 @@ mod tests {
     }
 
     #[test]
-    fn the_hung_task_detector_is_judged_by_its_timeout_and_panic() {
-        use crate::audit::facts::{HUNG_TASK_PANIC, HUNG_TASK_TIMEOUT};
-        let judged = |timeout: &str, panic: &str| {
-            let mut f = quiet();
-            f.sysctls.insert(HUNG_TASK_TIMEOUT, timeout.into());
-            f.sysctls.insert(HUNG_TASK_PANIC, panic.into());
-            let v = judge(&f);
-            let h = find(&v, "hung-task");
-            (h.severity, h.reason.clone(), h.next.clone())
-        };
-        let (sev, reason, next) = judged("120", "0");
-        assert_eq!(sev, Severity::Warn, "{reason}");
-        assert!(reason.contains("after 120 s"), "{reason}");
-        assert!(next.contains("--tune=hung-task"), "{next}");
-        let (sev, reason, _) = judged("600", "1");
-        assert_eq!(sev, Severity::Warn);
-        assert!(reason.contains("panics the machine"), "{reason}");
-        assert_eq!(judged("600", "0").0, Severity::Ok);
-        let (sev, reason, next) = judged("0", "1");
-        assert_eq!((sev, next.as_str()), (Severity::Ok, ""), "{reason}");
-        // a kernel without the detector has no finding
-        assert!(judge(&quiet()).iter().all(|f| f.id != "hung-task"));
-    }
-
-    #[test]
     fn a_running_stalld_is_judged_by_what_it_watches_and_when_it_boosts() {
         use crate::guard::stalld::Foreign;
         let judged = |s: Foreign| {
@@ -802,7 +749,7 @@ mod tests {
         let mut f = quiet();
         f.shield = Some(cpus("2-3"));
         f.irqs[0].effective = Some(cpus("2"));
-        f.wanted_irqs = vec![24];
+        f.own.publish(&crate::shield::facts::BoundIrqs(vec![24]));
         f.threads.push(Thread {
             pid: 300,
             tid: 300,

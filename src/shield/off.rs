@@ -7,7 +7,7 @@
 //! `run/cpushield/journal.damaged`); `main` exits 5.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -21,31 +21,6 @@ use super::timings::Timings;
 use super::undo::{self, KeepOnCpus, Undone};
 use crate::cpulist::CpuSet;
 use crate::sys::{procfs, Sys};
-
-/// The journal's lock for a person's `on` or `off`: while the healer holds
-/// it (a repair takes a second or two), waited for, up to
-/// [`journal::LOCK_WAIT`]; while any other cpushield holds it, refused at
-/// once as before. A shield being repaired is no reason for `on` to fail.
-pub(super) fn lock_past_healer(sys: &Sys) -> Result<journal::Lock, journal::JournalError> {
-    let started = Instant::now();
-    loop {
-        match journal::lock(sys) {
-            Err(journal::JournalError::Locked(_))
-                if started.elapsed() < journal::LOCK_WAIT && healer_holds(sys) =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Whether the holder of the journal's lock is the healer (its process name).
-fn healer_holds(sys: &Sys) -> bool {
-    journal::holder(sys)
-        .and_then(|pid| sys.read_trimmed(&format!("proc/{pid}/comm")).ok())
-        .is_some_and(|comm| comm == crate::heal::PROCESS_NAME)
-}
 
 /// The result of `off`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,7 +110,7 @@ pub fn off(sys: &Sys) -> Result<OffReport, ShieldError> {
 /// [`off`], adding the time of each phase to `timings`.
 pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldError> {
     require_root(sys, "off")?;
-    let _lock = lock_past_healer(sys)?;
+    let _lock = journal::lock_past_repair(sys)?;
     // Nothing to undo is what `off` is asked to ensure (ExecStop=, a
     // playbook's clean-up): success, as `systemctl stop` of a stopped unit.
     if !Journal::exists(sys) {

@@ -47,7 +47,7 @@ pub fn on(
 pub fn repair(sys: &Sys, stop: &AtomicBool) -> Result<Option<OnReport>, ShieldError> {
     let started = Instant::now();
     require_root(sys, "repair")?;
-    let _lock = journal::lock(sys)?;
+    let _lock = journal::lock_for_repair(sys)?;
     let Some(state) = journal::read_state(sys)?.filter(|s| s.complete) else {
         return Ok(None);
     };
@@ -87,7 +87,7 @@ pub fn on_timed(
         }));
     }
     require_root(sys, "on")?;
-    let _lock = super::off::lock_past_healer(sys)?;
+    let _lock = journal::lock_past_repair(sys)?;
     if Journal::exists(sys) {
         match journal::read_state(sys)? {
             Some(state) if state.complete => {

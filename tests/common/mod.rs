@@ -238,7 +238,9 @@ pub fn killed_at_every_write_then_off_gives_back(
 /// The machine as `on` reads it, with every thread's name and flags read
 /// (`Snapshot::read` reads those of each process's first thread only).
 pub fn full_snapshot(sys: &Sys) -> cpushield::shield::snapshot::Snapshot {
-    let mut snap = cpushield::shield::snapshot::Snapshot::read(sys).unwrap();
+    let mut snap =
+        cpushield::shield::snapshot::Snapshot::read(sys, &cpushield::shield::tuned_overlap)
+            .unwrap();
     cpushield::sys::procfs::read_stats(sys, &mut snap.threads, |_| true);
     snap
 }

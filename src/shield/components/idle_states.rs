@@ -372,6 +372,10 @@ impl Component for Part {
         OWNER
     }
 
+    fn tuned_overlaps(&self) -> &'static [(&'static str, &'static str, &'static str)] {
+        &[("cpu", "force_latency", "--max-idle-latency (held for the whole machine)")]
+    }
+
     /// Each CPU's PM QoS file ([`qos_file`]) and each idle state's switch.
     fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
         reach.files.push("sys/devices/system/cpu/cpu*/power/pm_qos_resume_latency_us".into());

@@ -119,20 +119,22 @@ fn rank(owner: &super::change::Owner) -> usize {
 }
 
 /// The step that writes back a file the old shield wrote, owned by the
-/// component that claims the file (a file no other claims is a knob's).
+/// component that claims the file. Every file a journal record may name
+/// is one a component reaches, so one claims it; were none to, the
+/// engine writes it back as the shield's.
 fn owned_restore(write: Action) -> Step {
-    let Action::Write { path, .. } = &write else {
-        return Step::optional(knobs::OWNER, write);
+    let claimed = match &write {
+        Action::Write { path, .. } => ORDER
+            .iter()
+            .find_map(|part| part.claims(path).map(|subject| (part.owner(), subject))),
+        _ => None,
     };
-    let claimed = ORDER
-        .iter()
-        .find_map(|part| part.claims(path).map(|subject| (part.owner(), subject)));
     match claimed {
         Some((owner, subject)) => Step {
             subject,
             ..Step::optional(owner, write)
         },
-        None => Step::optional(knobs::OWNER, write),
+        None => Step::optional(super::change::Owner::SHIELD, write),
     }
 }
 
@@ -281,6 +283,14 @@ pub fn audit(facts: &Audited) -> Vec<crate::finding::Finding> {
         .collect()
 }
 
+/// Which of cpushield's options writes what tuned's `[section] key`
+/// writes too, as the component that owns it declares.
+pub fn tuned_overlap(section: &str, key: &str) -> Option<String> {
+    (ORDER.iter().flat_map(|part| part.tuned_overlaps()))
+        .find(|(s, k, _)| *s == section && *k == key)
+        .map(|(_, _, ours)| ours.to_string())
+}
+
 /// A component's own `action` as `on --dry-run` prints it in the plan.
 pub fn plan_line(action: &Action) -> Option<String> {
     undoers().find_map(|part| part.plan_line(action))
@@ -386,8 +396,14 @@ impl Effects for Components {
         undoers().find_map(|part| part.describe(action))
     }
 
+    /// Everything the components change, as a journal record may name it:
+    /// each declares its own ([`Component::reaches`]).
     fn reach(&self) -> super::reach::Reach {
-        reach::reach()
+        let mut reach = super::reach::Reach::default();
+        for part in ORDER {
+            part.reaches(&mut reach);
+        }
+        reach
     }
 
     fn within(&self, action: &Action, bounds: &super::reach::Bounds) -> Option<Result<(), String>> {
@@ -406,8 +422,9 @@ pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunP
 pub use tasks::realtime::KeptRealtime;
 pub use tasks::{table as task_table, Direction};
 
-mod reach;
 pub mod read;
+#[cfg(test)]
+mod registry_tests;
 pub mod report;
 pub mod settle;
 pub mod status;

@@ -13,7 +13,7 @@ use crate::sys::Sys;
 /// whatever the request (every snapshot of `on`, a change in place and
 /// `status`).
 pub(in crate::shield) fn observed(sys: &Sys) -> Result<Snapshot, ShieldError> {
-    let mut snap = Snapshot::read(sys)?;
+    let mut snap = Snapshot::read(sys, &super::tuned_overlap)?;
     let mut facts = crate::shield::parts::OwnFacts::default();
     for part in super::ORDER {
         part.observe(sys, &snap, &mut facts);

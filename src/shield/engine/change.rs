@@ -186,6 +186,9 @@ impl Action {
 pub struct Owner(pub &'static str);
 
 impl Owner {
+    /// The engine itself, for a step no component claims.
+    pub const SHIELD: Owner = Owner("shield");
+
     /// Its name, in the journal and in reports.
     pub fn name(self) -> &'static str {
         self.0

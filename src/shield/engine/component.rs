@@ -48,8 +48,6 @@ pub struct Audited<'a> {
     pub housekeeping: &'a CpuSet,
     /// Every IRQ with its affinity.
     pub irqs: &'a [crate::sys::irq::Irq],
-    /// IRQs the shield bound to the targets on request (`on --irq`).
-    pub wanted_irqs: &'a [u32],
     /// `/proc/irq/default_smp_affinity`.
     pub default_irq_affinity: Option<&'a CpuSet>,
     /// What each component read for itself, under its name.
@@ -116,15 +114,27 @@ pub(in crate::shield) trait Component: Sync {
     fn before(&self, _originals: &Originals, _entries: &[Entry], _snap: &mut Snapshot) {}
 
     /// What a file the journal recorded is about, when it is one this
-    /// component writes (a change in place writes it back as its owner).
-    fn claims(&self, _path: &str) -> Option<Subject> {
-        None
+    /// component writes (a change in place writes it back as its owner):
+    /// by default, a file among those it [`Component::reaches`].
+    fn claims(&self, path: &str) -> Option<Subject> {
+        let mut mine = crate::shield::reach::Reach::default();
+        self.reaches(&mut mine);
+        (mine.files.iter())
+            .any(|pattern| crate::shield::reach::matches(pattern, path))
+            .then(|| Subject::File(path.to_string()))
     }
 
     /// Adds what it changes, as a journal record may name it, to `reach`
     /// (`off` acts on no record that names anything else). Nothing by
-    /// default: most components' files are in `components/reach.rs`.
+    /// default.
     fn reaches(&self, _reach: &mut crate::shield::reach::Reach) {}
+
+    /// The tuned settings (`section`, `key` with `.` for `/`) that write
+    /// what it writes, each with its option that does (`--tune=thp`): a
+    /// profile that sets one owns it twice. None by default.
+    fn tuned_overlaps(&self) -> &'static [(&'static str, &'static str, &'static str)] {
+        &[]
+    }
 
     /// What its `steps` (its own, of a plan) change machine-wide, each with
     /// how to do without it. None by default.

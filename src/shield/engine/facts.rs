@@ -14,7 +14,9 @@ pub trait Fact: Serialize + DeserializeOwned {
 }
 
 /// The IRQs the plan binds to the shield on request (`--irq`), by number:
-/// published by the IRQs, read by whoever raises their threads.
+/// published by the IRQs, read by whoever raises their threads; in the
+/// audit, those the active shield bound to the audited CPUs (the IRQs'
+/// audit read publishes them, the rules that judge IRQs read them).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BoundIrqs(pub Vec<u32>);
 

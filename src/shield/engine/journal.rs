@@ -221,6 +221,8 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
         .map_err(io_err(&path))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(flock) => {
+            // Whatever an earlier holder said of itself is not said of this one.
+            let _ = flock.set_len(0);
             #[cfg(feature = "fixture")]
             let fixture = sys.fixture().cloned();
             #[cfg(feature = "fixture")]
@@ -235,6 +237,38 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
         }
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(JournalError::Locked(path)),
         Err((_, e)) => Err(io_err(&path)(io::Error::from_raw_os_error(e as i32))),
+    }
+}
+
+/// What the lock file says while a repair holds the lock.
+const REPAIRING: &[u8] = b"repair\n";
+
+/// Takes the lock without waiting, for a repair (a change in place to the
+/// shield's own request, which takes a second or two): the lock file says
+/// so while it is held, and [`lock_past_repair`] waits for it.
+pub fn lock_for_repair(sys: &Sys) -> Result<Lock, JournalError> {
+    use std::io::Write;
+    let lock = lock(sys)?;
+    let path = sys.path(LOCK_FILE);
+    (&*lock._flock)
+        .write_all(REPAIRING)
+        .map_err(io_err(&path))?;
+    Ok(lock)
+}
+
+/// The lock for a person's `on` or `off`: while a repair holds it, waited
+/// for, up to [`LOCK_WAIT`]; while anything else holds it, refused at once.
+/// A shield being repaired is no reason for `on` to fail.
+pub fn lock_past_repair(sys: &Sys) -> Result<Lock, JournalError> {
+    let started = Instant::now();
+    let repairing = || std::fs::read(sys.path(LOCK_FILE)).is_ok_and(|said| said == REPAIRING);
+    loop {
+        match lock(sys) {
+            Err(JournalError::Locked(_)) if started.elapsed() < LOCK_WAIT && repairing() => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -1078,6 +1112,33 @@ mod tests {
         assert!(matches!(lock(&sys), Err(JournalError::Locked(_))));
         drop(held);
         assert!(lock(&sys).is_ok());
+    }
+
+    #[test]
+    fn a_person_waits_for_a_repair_but_not_for_another_holder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let sys = Sys::at(tmp.path());
+        // Another command holds it: refused at once.
+        let held = lock(&sys).unwrap();
+        let t = Instant::now();
+        assert!(matches!(
+            lock_past_repair(&sys),
+            Err(JournalError::Locked(_))
+        ));
+        assert!(t.elapsed() < Duration::from_secs(5));
+        drop(held);
+        // A repair holds it: waited for until it lets go.
+        let repair = lock_for_repair(&sys).unwrap();
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(repair);
+        });
+        assert!(lock_past_repair(&sys).is_ok());
+        letting_go.join().unwrap();
+        // What the repair said of itself is gone with it.
+        let after = lock(&sys);
+        assert!(after.is_ok());
+        assert_eq!(std::fs::read(sys.path(LOCK_FILE)).unwrap(), b"");
     }
 
     #[test]

@@ -69,11 +69,12 @@ impl Snapshot {
     /// themselves (`components::read`). The name and flags of threads
     /// other than each process's first are left unread (see
     /// [`procfs::read_threads_lazily`]): callers read them for the threads
-    /// they report or change ([`procfs::read_stats`]).
-    pub fn read(sys: &Sys) -> Result<Snapshot> {
+    /// they report or change ([`procfs::read_stats`]). `ours` names what
+    /// of cpushield's a tuned setting writes too.
+    pub fn read(sys: &Sys, ours: super::owners::tuned::Ours) -> Result<Snapshot> {
         let mut snap = Snapshot::read_without_threads(sys)?;
         snap.threads = procfs::read_threads_lazily(sys, snap.cgroup.thread_source())?;
-        snap.owners = super::owners::Owners::read(sys, &snap.threads);
+        snap.owners = super::owners::Owners::read(sys, &snap.threads, ours);
         snap.cgroup_cpus = read_cgroup_cpus(sys, &snap.cgroup, &snap.threads);
         Ok(snap)
     }

@@ -8,6 +8,7 @@ use crate::shield::component::{
 use crate::shield::component::{Looks, Reports, Settles};
 use crate::shield::journal::Entry;
 use crate::shield::parts::{Line, Metric, PartReport};
+use crate::shield::facts::BoundIrqs;
 use crate::shield::plan::Plan;
 use crate::shield::reshape::Originals;
 use crate::shield::snapshot::Snapshot;
@@ -435,6 +436,21 @@ fn placement_table(irqs: &[IrqPlacement]) -> Vec<String> {
 /// IRQ affinities, as a component of the shield.
 pub(in crate::shield) struct Part;
 
+/// The IRQs the journal's `entries` bound to CPUs within `targets`: their
+/// affinity written to those CPUs only.
+fn bound_to(entries: &[Entry], targets: &CpuSet) -> Vec<u32> {
+    (entries.iter())
+        .filter_map(|e| match &e.action {
+            Action::Write { path, value, .. }
+                if CpuSet::parse_list(value).is_ok_and(|v| v.is_subset(targets)) =>
+            {
+                irq_of_affinity_file(path)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
@@ -529,8 +545,15 @@ impl Component for Part {
 }
 
 impl Looks for Part {
+    /// The IRQs the active shield bound to the audited CPUs on request,
+    /// published for every rule that judges IRQs.
+    fn audit_read(&self, cx: &crate::shield::component::AuditReading, facts: &mut crate::shield::OwnFacts) {
+        facts.publish(&BoundIrqs(bound_to(cx.entries, cx.targets)));
+    }
+
     fn audit(&self, f: &crate::shield::Audited) -> Vec<Finding> {
-        let irqs = (f.irqs, f.wanted_irqs, f.default_irq_affinity);
+        let wanted = f.own.fact::<BoundIrqs>().unwrap_or_default().0;
+        let irqs = (f.irqs, wanted.as_slice(), f.default_irq_affinity);
         judge(irqs, f.targets, f.housekeeping)
     }
 

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    held_by_journal, knob, knob_files, DIRTY_WRITEBACK, NMI_WATCHDOG, RT_RUNTIME, STAT_INTERVAL,
-    TIMER_MIGRATION, WATCHDOG,
+    held_by_journal, knob, knob_files, DIRTY_WRITEBACK, HUNG_TASK_TIMEOUT, NMI_WATCHDOG,
+    RT_RUNTIME, STAT_INTERVAL, TIMER_MIGRATION, WATCHDOG,
 };
 use crate::cpulist::CpuSet;
 use crate::finding::{Finding, Findings, Severity};
@@ -41,7 +41,14 @@ pub(super) fn read_audit(cx: &AuditReading) -> AuditFacts {
     let held = held_by_journal(cx.entries.iter().map(|e| &e.action));
     let files = |name: &str| knob(name).map_or_else(Vec::new, |k| knob_files(sys, k, cx.targets));
     AuditFacts {
-        sysctls: [RT_RUNTIME, TIMER_MIGRATION, STAT_INTERVAL, DIRTY_WRITEBACK]
+        sysctls: [
+            RT_RUNTIME,
+            TIMER_MIGRATION,
+            STAT_INTERVAL,
+            DIRTY_WRITEBACK,
+            HUNG_TASK_TIMEOUT,
+            HUNG_TASK_PANIC,
+        ]
             .into_iter()
             .filter_map(|f| Some((f.to_string(), read(f)?)))
             .collect(),
@@ -74,6 +81,7 @@ pub(super) fn judge(f: &AuditFacts, targets: &CpuSet) -> Vec<Finding> {
     sysctls(f, targets, &mut out);
     watchdogs(f, targets, &mut out);
     background_work(f, targets, &mut out);
+    hung_task(f, &mut out);
     out.0
 }
 
@@ -258,6 +266,35 @@ fn background_work(f: &AuditFacts, targets: &CpuSet, out: &mut Findings) {
     }
 }
 
+/// Whether a hung task panics the machine (read beside the timeout the
+/// knob `hung-task` raises).
+const HUNG_TASK_PANIC: &str = "proc/sys/kernel/hung_task_panic";
+
+/// tuned's realtime profile raises the hung-task timeout to 600 s:
+/// a kernel thread or task bound to a shielded CPU that a busy real-time
+/// loop starves sleeps in D state until it runs again, and the detector
+/// reports it after the timeout (or, with `hung_task_panic`, panics the
+/// machine). The starvation guard prevents the starving; this is the net.
+fn hung_task(f: &AuditFacts, out: &mut Findings) {
+    let Some(timeout) = f.sysctls.get(HUNG_TASK_TIMEOUT) else {
+        return;
+    };
+    let panics = f.sysctls.get(HUNG_TASK_PANIC).is_some_and(|v| v != "0");
+    let secs = timeout.parse::<u64>().ok();
+    let (severity, reason) = match (secs, panics) {
+        (Some(0), _) => (Severity::Ok, "hung-task detector off (hung_task_timeout_secs 0)".to_string()),
+        (_, true) => (Severity::Warn, format!("a task starved for {timeout} s panics the machine (hung_task_panic on): a real-time loop that holds a shielded CPU that long takes the machine down")),
+        (Some(s), false) if s < 600 => (Severity::Warn, format!("hung-task reports after {timeout} s: a kernel thread bound to a shielded CPU that a real-time loop starves that long is reported hung")),
+        _ => (Severity::Ok, format!("hung-task reports after {timeout} s, no panic")),
+    };
+    let next = match severity {
+        Severity::Ok => String::new(),
+        _ if panics => "sysctl kernel.hung_task_panic=0, cpushield on --tune=hung-task (600 s, tuned's realtime value; undone by off), and keep the starvation guard on (--guard auto)".to_string(),
+        _ => "cpushield on --tune=hung-task (600 s, tuned's realtime value; undone by off), and keep the starvation guard on (--guard auto)".to_string(),
+    };
+    out.add("hung-task", severity, 30, reason, next);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -364,5 +401,29 @@ mod tests {
         };
         let v = judge(&quiet, &cpus("2-3"));
         assert_eq!(find(&v, "net-queues").severity, Severity::Ok);
+    }
+
+    #[test]
+    fn the_hung_task_detector_is_judged_by_its_timeout_and_panic() {
+        let judged = |timeout: &str, panic: &str| {
+            let mut f = AuditFacts::default();
+            f.sysctls.insert(HUNG_TASK_TIMEOUT.into(), timeout.into());
+            f.sysctls.insert(HUNG_TASK_PANIC.into(), panic.into());
+            let v = judge(&f, &cpus("3"));
+            let h = find(&v, "hung-task");
+            (h.severity, h.reason.clone(), h.next.clone())
+        };
+        let (sev, reason, next) = judged("120", "0");
+        assert_eq!(sev, Severity::Warn, "{reason}");
+        assert!(reason.contains("after 120 s"), "{reason}");
+        assert!(next.contains("--tune=hung-task"), "{next}");
+        let (sev, reason, _) = judged("600", "1");
+        assert_eq!(sev, Severity::Warn);
+        assert!(reason.contains("panics the machine"), "{reason}");
+        assert_eq!(judged("600", "0").0, Severity::Ok);
+        let (sev, reason, next) = judged("0", "1");
+        assert_eq!((sev, next.as_str()), (Severity::Ok, ""), "{reason}");
+        // a kernel without the detector has no finding
+        assert!(judge(&AuditFacts::default(), &cpus("3")).iter().all(|f| f.id != "hung-task"));
     }
 }

@@ -586,9 +586,49 @@ pub(in crate::shield) fn undone_first(action: &Action) -> bool {
 /// The tuning knobs, as a component of the shield.
 pub(in crate::shield) struct Part;
 
+/// The tuned settings that write what a knob writes.
+const TUNED: [(&str, &str, &str); 15] = [
+    ("sysctl", "kernel.sched_rt_runtime_us", "--tune=rt-throttling"),
+    ("sysctl", "kernel.timer_migration", "--tune=timer-migration"),
+    ("sysctl", "vm.stat_interval", "--tune=vmstat"),
+    ("sysctl", "kernel.numa_balancing", "--tune=numa-balancing"),
+    ("sysctl", "vm.dirty_writeback_centisecs", "--tune=dirty-writeback"),
+    ("sysctl", "kernel.nmi_watchdog", "--tune=nmi-watchdog"),
+    ("sysctl", "kernel.watchdog", "--tune=watchdog"),
+    ("sysctl", "vm.overcommit_memory", "--tune=overcommit"),
+    ("sysctl", "kernel.hung_task_timeout_secs", "--tune=hung-task"),
+    ("vm", "transparent_hugepages", "--tune=thp"),
+    ("vm", "transparent_hugepage", "--tune=thp"),
+    ("cpu", "governor", "--tune=governor"),
+    ("cpu", "min_perf_pct", "--tune=freq-floor"),
+    ("cpu", "no_turbo", "--tune=turbo"),
+    ("cpu", "energy_perf_bias", "--tune=governor"),
+];
+
+/// The network queues the `net-queues` knob writes.
+const NET_QUEUES: [&str; 2] = [
+    "sys/class/net/*/queues/rx-*/rps_cpus",
+    "sys/class/net/*/queues/tx-*/xps_cpus",
+];
+
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    fn tuned_overlaps(&self) -> &'static [(&'static str, &'static str, &'static str)] {
+        &TUNED
+    }
+
+    /// Every knob's files (a per-CPU file's pattern, every CPU).
+    fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
+        for knob in KNOBS {
+            match knob.scope {
+                Scope::Global { files } => reach.files.extend(files.iter().map(|f| f.to_string())),
+                Scope::PerShieldCpu { pattern } => reach.files.push(pattern.replace("{cpu}", "*")),
+                Scope::NetQueues => reach.files.extend(NET_QUEUES.iter().map(|f| f.to_string())),
+            }
+        }
     }
 
     fn read(&self, sys: &Sys, req: &Request, facts: &mut OwnFacts) -> Result<(), ShieldError> {

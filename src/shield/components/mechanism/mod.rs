@@ -504,6 +504,28 @@ impl Component for Part {
         OWNER
     }
 
+    /// The cgroups it makes and their files, the mounts it may make, the
+    /// slice, and the partitions it asks for: `isolated`, `root` for
+    /// `--balance within` (and what an older plan could ask).
+    fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
+        use crate::shield::cgroup_layout::{CGROUP2_FALLBACK, CGROUP2_MOUNT};
+        let strings = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        reach.mounts.extend(strings(&[CGROUP2_MOUNT, CGROUP2_FALLBACK]));
+        reach.cgroup_files.extend(strings(&[
+            "cgroup.subtree_control",
+            "cgroup.procs",
+            "tasks",
+            "cpuset.cpus",
+            "cpuset.mems",
+            "cpuset.cpus.partition",
+            "cpuset.cpu_exclusive",
+            "cpuset.sched_load_balance",
+        ]));
+        reach.cgroup_dirs.extend(strings(&[SHIELD_CGROUP, SYSTEM_CGROUP_V1]));
+        reach.units.push(SHIELD_SLICE.to_string());
+        reach.partitions.extend(strings(&["isolated", "root"]));
+    }
+
     /// Refuses a Kubernetes node: kubelet hands out every CPU but its
     /// reserved ones to pods and keeps their cgroups (`kubepods`); a
     /// partition or slice of the shield's own would take containers out

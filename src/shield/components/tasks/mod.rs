@@ -248,7 +248,7 @@ fn plan_kept(
         }
         let back = format!("{mount}{}/cgroup.procs", cgroup_of(threads[0]));
         out.steps.push(step(if snap.owners.systemd {
-            scope_action(SHIELD_SLICE, &dir, "cpushield-run", pid, back)
+            scope_action(SHIELD_SLICE, &dir, SCOPES[0], pid, back)
         } else {
             Action::MoveTask {
                 pid,
@@ -267,6 +267,10 @@ fn plan_kept(
         }
     }
 }
+
+/// The prefixes of the scopes processes are put in: `run` and `move` into
+/// the shield (`cpushield-run-PID.scope`), `move --out` out of it.
+const SCOPES: [&str; 2] = ["cpushield-run", "cpushield-out"];
 
 /// Process `pid` as a transient scope `PREFIX-PID.scope` of `slice` (whose
 /// cgroup is `slice_dir`): systemd moves it and keeps it there through
@@ -455,11 +459,11 @@ pub(in crate::shield) fn destination(
     // shield's slice, or in system.slice when it leaves the shield.
     let by_systemd =
         (state.shield_dir.ends_with(SHIELD_SLICE) && !single_thread).then(|| match direction {
-            Direction::In => (SHIELD_SLICE, state.shield_dir.clone(), "cpushield-run"),
+            Direction::In => (SHIELD_SLICE, state.shield_dir.clone(), SCOPES[0]),
             Direction::Out => (
                 "system.slice",
                 format!("{mount}/system.slice"),
-                "cpushield-out",
+                SCOPES[1],
             ),
         });
     Ok(Destination {
@@ -574,6 +578,11 @@ pub(in crate::shield) struct Part;
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    /// The scopes `run` and `move` put processes in ([`scope_action`]).
+    fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
+        (reach.units).extend(SCOPES.iter().map(|prefix| format!("{prefix}-*.scope")));
     }
 
     fn check(&self, _: &Planning, _: &mut Draft) -> Result<(), PlanError> {

@@ -44,20 +44,22 @@ pub struct Tuned {
 
 impl Owners {
     /// Reads the owners; `threads` is the snapshot's thread list (for the
-    /// tuned process).
-    pub fn read(sys: &Sys, threads: &[Thread]) -> Owners {
+    /// tuned process), `ours` names what of cpushield's a tuned setting
+    /// writes too.
+    pub fn read(sys: &Sys, threads: &[Thread], ours: tuned::Ours) -> Owners {
         let systemd = sys.systemd_booted();
         Owners {
             systemd,
             systemd_version: systemd.then(|| sys.systemd_version()).flatten(),
-            tuned: read_tuned(sys, threads),
+            tuned: read_tuned(sys, threads, ours),
         }
     }
 }
 
 /// tuned's active profile and what its include chain sets that a shield
-/// cares about; `None` without an active profile.
-pub fn read_tuned(sys: &Sys, threads: &[Thread]) -> Option<Tuned> {
+/// cares about (`ours`: what of cpushield's a setting writes too); `None`
+/// without an active profile.
+pub fn read_tuned(sys: &Sys, threads: &[Thread], ours: tuned::Ours) -> Option<Tuned> {
     // a line of profile names: read only as a small regular file
     let path = sys.path("etc/tuned/active_profile");
     let profile = crate::input::read_file(&path, 4096)
@@ -67,7 +69,7 @@ pub fn read_tuned(sys: &Sys, threads: &[Thread]) -> Option<Tuned> {
     if profile.is_empty() {
         return None;
     }
-    let chain = tuned::read_chain(sys, &profile);
+    let chain = tuned::read_chain(sys, &profile, ours);
     let mut pins: Vec<String> = profile
         .split_whitespace()
         .filter(|name| name.contains("cpu-partitioning") || name.contains("realtime"))
@@ -75,7 +77,7 @@ pub fn read_tuned(sys: &Sys, threads: &[Thread]) -> Option<Tuned> {
         .collect();
     let mut overlaps = Vec::new();
     for s in &chain.settings {
-        match s.ours {
+        match &s.ours {
             None => pins.push(format!("{}: {}", s.profile, s.text)),
             Some(ours) => overlaps.push(format!("{}: {} ({ours})", s.profile, s.text)),
         }

@@ -29,42 +29,10 @@ const PINS: [(&str, &str); 4] = [
     ("scheduler", "cpu_affinity"),
 ];
 
-/// Settings that write what a cpushield knob or component writes, and
-/// which of ours it is.
-const OVERLAPS: [(&str, &str, &str); 16] = [
-    (
-        "sysctl",
-        "kernel.sched_rt_runtime_us",
-        "--tune=rt-throttling",
-    ),
-    ("sysctl", "kernel.timer_migration", "--tune=timer-migration"),
-    ("sysctl", "vm.stat_interval", "--tune=vmstat"),
-    ("sysctl", "kernel.numa_balancing", "--tune=numa-balancing"),
-    (
-        "sysctl",
-        "vm.dirty_writeback_centisecs",
-        "--tune=dirty-writeback",
-    ),
-    ("sysctl", "kernel.nmi_watchdog", "--tune=nmi-watchdog"),
-    ("sysctl", "kernel.watchdog", "--tune=watchdog"),
-    ("sysctl", "vm.overcommit_memory", "--tune=overcommit"),
-    (
-        "sysctl",
-        "kernel.hung_task_timeout_secs",
-        "--tune=hung-task",
-    ),
-    ("vm", "transparent_hugepages", "--tune=thp"),
-    ("vm", "transparent_hugepage", "--tune=thp"),
-    ("cpu", "governor", "--tune=governor"),
-    ("cpu", "min_perf_pct", "--tune=freq-floor"),
-    ("cpu", "no_turbo", "--tune=turbo"),
-    (
-        "cpu",
-        "force_latency",
-        "--max-idle-latency (held for the whole machine)",
-    ),
-    ("cpu", "energy_perf_bias", "--tune=governor"),
-];
+/// Which of cpushield's options writes what tuned's `[section] key` (its
+/// `/` spelt `.`) writes, if one does: each component declares its own
+/// (`Component::tuned_overlaps`).
+pub type Ours<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
 
 /// One setting of the profile chain that matters to a shield.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +42,7 @@ pub struct Setting {
     /// `[section] key=value`, as written.
     pub text: String,
     /// What of cpushield's it pins against or writes too; `None` for a pin.
-    pub ours: Option<&'static str>,
+    pub ours: Option<String>,
 }
 
 /// The profiles read, in the order tuned applies them, and the settings
@@ -92,17 +60,17 @@ pub struct Chain {
 }
 
 /// Follows `active` (tuned's active profile line) through every include.
-pub fn read_chain(sys: &Sys, active: &str) -> Chain {
+pub fn read_chain(sys: &Sys, active: &str, ours: Ours) -> Chain {
     let mut chain = Chain::default();
     for name in active.split_whitespace() {
-        follow(sys, name, &mut Vec::new(), &mut chain);
+        follow(sys, name, &mut Vec::new(), &mut chain, ours);
     }
     chain
 }
 
 /// Reads profile `name`, included by the last of `stack` (the profiles
 /// being read, outermost first), its includes first.
-fn follow(sys: &Sys, name: &str, stack: &mut Vec<String>, chain: &mut Chain) {
+fn follow(sys: &Sys, name: &str, stack: &mut Vec<String>, chain: &mut Chain, ours: Ours) {
     let done = chain
         .profiles
         .iter()
@@ -124,7 +92,7 @@ fn follow(sys: &Sys, name: &str, stack: &mut Vec<String>, chain: &mut Chain) {
             for inc in value.split([',', ' ']).filter(|s| !s.is_empty()) {
                 // `${...}` is a variable or a function tuned expands: not a name.
                 if !inc.contains('$') {
-                    follow(sys, inc.trim(), stack, chain);
+                    follow(sys, inc.trim(), stack, chain, ours);
                 }
             }
         }
@@ -136,17 +104,14 @@ fn follow(sys: &Sys, name: &str, stack: &mut Vec<String>, chain: &mut Chain) {
     });
     for (section, key, value) in entries {
         let norm = key.replace('/', ".");
-        let ours = if PINS.contains(&(section.as_str(), norm.as_str())) {
+        let which = if PINS.contains(&(section.as_str(), norm.as_str())) {
             Some(None)
         } else if section == "bootloader" && key.starts_with("cmdline") {
-            Some(Some("the boot half (config key boot)"))
+            Some(Some("the boot half (config key boot)".to_string()))
         } else {
-            OVERLAPS
-                .iter()
-                .find(|(s, k, _)| *s == section && *k == norm)
-                .map(|(_, _, ours)| Some(*ours))
+            ours(&section, &norm).map(Some)
         };
-        if let Some(ours) = ours {
+        if let Some(ours) = which {
             chain.settings.push(Setting {
                 profile: name.to_string(),
                 // the profile's own text, escaped and cut short
@@ -204,6 +169,19 @@ fn parse(conf: &str) -> Vec<(String, String, String)> {
 mod tests {
     use super::*;
 
+    /// Ours, as a registry might say it: the option named after the key.
+    fn ours(section: &str, key: &str) -> Option<String> {
+        let option = match (section, key) {
+            ("cpu", "governor") => "governor",
+            ("sysctl", "kernel.numa_balancing") => "numa-balancing",
+            ("vm", "transparent_hugepages") => "thp",
+            ("sysctl", "kernel.hung_task_timeout_secs") => "hung-task",
+            ("sysctl", "kernel.nmi_watchdog") => "nmi-watchdog",
+            _ => return None,
+        };
+        Some(format!("--tune={option}"))
+    }
+
     fn put(root: &std::path::Path, rel: &str, text: &str) {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -236,7 +214,7 @@ mod tests {
             "etc/tuned/profiles/latency-performance/tuned.conf",
             "[cpu]\ngovernor=performance\n",
         );
-        let c = read_chain(&Sys::at(r), "realtime-virtual-host");
+        let c = read_chain(&Sys::at(r), "realtime-virtual-host", &ours);
         assert_eq!(
             c.profiles,
             [
@@ -249,7 +227,7 @@ mod tests {
         let named: Vec<(&str, &str, Option<&str>)> = c
             .settings
             .iter()
-            .map(|s| (s.profile.as_str(), s.text.as_str(), s.ours))
+            .map(|s| (s.profile.as_str(), s.text.as_str(), s.ours.as_deref()))
             .collect();
         assert_eq!(
             named,
@@ -304,7 +282,7 @@ mod tests {
             "etc/tuned/b/tuned.conf",
             "[main]\ninclude=a, gone\n[irqbalance]\nbanned_cpus=2-3\n",
         );
-        let c = read_chain(&Sys::at(r), "a");
+        let c = read_chain(&Sys::at(r), "a", &ours);
         assert_eq!(c.profiles, ["b (included by a)", "a"]);
         assert_eq!(c.unread, ["gone (in no profile directory)"]);
         assert_eq!(c.settings[0].text, "[irqbalance] banned_cpus=2-3");
@@ -327,7 +305,7 @@ mod tests {
             "etc/tuned/big/tuned.conf",
             &format!("[main]\ninclude=stuck,../../secret\n[sysctl]\nkernel.numa_balancing={long}\x1b[2J\n"),
         );
-        let c = read_chain(&Sys::at(r), "big");
+        let c = read_chain(&Sys::at(r), "big", &ours);
         assert_eq!(c.profiles, ["big"]);
         assert!(
             c.unread[0].starts_with("stuck (") && c.unread[0].contains("FIFO"),
