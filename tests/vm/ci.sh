@@ -139,6 +139,10 @@ lane_b() {
     return $rc
 }
 
+# Every scenario that fails, with its failed checks, is also kept here and
+# printed last, so that a log cut to its tail still names it.
+export CPUSHIELD_FAILED_RECAP=$REL/failed-recap.txt
+: >"$CPUSHIELD_FAILED_RECAP"
 t0=$(date +%s)
 echo "== lane B runs beside lane A (its output follows lane A's)"
 lane_b >"$LANE_LOG" 2>&1 &
@@ -149,6 +153,10 @@ b_rc=0
 wait $lane_pid || b_rc=$?
 echo "==== lane B ($LANE_LOG)"
 cat "$LANE_LOG"
+if [ -s "$CPUSHIELD_FAILED_RECAP" ]; then
+    echo "==== what failed in the test bed (both lanes)"
+    cat "$CPUSHIELD_FAILED_RECAP"
+fi
 echo "== both lanes took $(( $(date +%s) - t0 ))s (lane A exit $a_rc, lane B exit $b_rc)"
 [ $a_rc = 0 ] || exit $a_rc
 exit $b_rc

@@ -246,6 +246,15 @@ declare -A KDIR CRASHED
 for k in $KERNELS; do KDIR[$k]=$(fetch_kernel "$k"); done
 
 SUMMARY=$RUN_DIR/summary.txt
+# failed_recap SCEN RESULT LOG: the result and the scenario's failed checks
+# (at most 12) kept for the recap printed last, where a log cut to its
+# tail still shows what failed (and appended to $CPUSHIELD_FAILED_RECAP
+# when set: CI prints it after both lanes)
+failed_recap() {
+    { echo "$1: $2"
+      awk -v s="$1" '$0 ~ "^CPUSHIELD-SCENARIO-START: " s {p=1} p && /^CPUSHIELD-CHECK: FAIL/ {print "  " $0} p && /^CPUSHIELD-RESULT:/ {exit}' "$3" | head -n 12
+    } | tee -a "${CPUSHIELD_FAILED_RECAP:-/dev/null}" >>"$RUN_DIR/failed.txt"
+}
 : >"$SUMMARY"
 NOTES=$RUN_DIR/notes.txt
 : >"$NOTES"
@@ -296,6 +305,7 @@ for i in "${!BOOT_K[@]}"; do
                 *) status=1
                    echo "---- guest output of $s on $k ($logf):"
                    awk -v s="$s" '$0 ~ "^CPUSHIELD-SCENARIO-START: " s {p=1} p {print} p && /^CPUSHIELD-RESULT:/ {exit}' "$logf" | sed 's/^/  /'
+               failed_recap "$s" "$k$([ "$MACHINE" = pc ] || echo "/$MACHINE") $r" "$logf"
                    echo "----" ;;
             esac
         done
@@ -309,6 +319,7 @@ for i in "${!BOOT_K[@]}"; do
         else
             for s in ${retry//,/ }; do
                 printf '%-5s %-22s %7s %s\n' "$k$([ "$MACHINE" = pc ] || echo "/$MACHINE")" "$s" - "BOOT FAILURE (the guest died before the scenario started, $ATTEMPTS times; see $logf)" | tee -a "$SUMMARY"
+                failed_recap "$s" "$k BOOT FAILURE (see $logf)" "$logf"
             done
             echo "---- tail of $logf:"; tail -n 30 "$logf" | sed 's/^/  /'
             [ $status = 0 ] && status=3
@@ -330,6 +341,7 @@ if [ -s "$NOTES" ]; then
     echo "==== kernel behaviour noted by the scenarios"
     sort -u "$NOTES"
 fi
+if [ -s "$RUN_DIR/failed.txt" ]; then echo "==== what failed (each scenario's failed checks)"; cat "$RUN_DIR/failed.txt"; fi
 npass=$(grep -c ' PASS ' "$SUMMARY" || true); nfail=$(grep -cv ' PASS \| SKIP ' "$SUMMARY" || true)
 nskip=$(grep -c ' SKIP ' "$SUMMARY" || true)
 echo "vm: $npass passed, $nfail failed, $nskip skipped"

@@ -108,6 +108,15 @@ fi
 mkdir -p "$WORK_DIR"
 RUN_DIR=$(mktemp -d "$WORK_DIR/distro-$(date +%Y%m%d-%H%M%S)-XXXX")
 SUMMARY=$RUN_DIR/summary.txt; : >"$SUMMARY"
+# failed_recap SCEN RESULT LOG: the result and the scenario's failed checks
+# (at most 12) kept for the recap printed last, where a log cut to its
+# tail still shows what failed (and appended to $CPUSHIELD_FAILED_RECAP
+# when set: CI prints it after both lanes)
+failed_recap() {
+    { echo "$1: $2"
+      awk -v s="$1" '$0 ~ "^CPUSHIELD-SCENARIO-START: " s {p=1} p && /^CPUSHIELD-CHECK: FAIL/ {print "  " $0} p && /^CPUSHIELD-RESULT:/ {exit}' "$3" | head -n 12
+    } | tee -a "${CPUSHIELD_FAILED_RECAP:-/dev/null}" >>"$RUN_DIR/failed.txt"
+}
 for s in $BY_NAME; do printf '%-9s %-24s %s\n' - "$s" "SKIP $s (default=no: runs when named, tests/vm/distro/run.sh $s)" >>"$SUMMARY"; done
 NOTES=$RUN_DIR/notes.txt; : >"$NOTES"
 status=0
@@ -306,6 +315,7 @@ for key in $(printf '%s\n' "${!GROUPS_[@]}" | sort); do
                case $r in BOOT*) status=3 ;; esac
                echo "---- guest output of $s ($logf):"
                awk -v s="$s" '$0 ~ "^CPUSHIELD-SCENARIO-START: " s {p=1} p {print} p && /^CPUSHIELD-RESULT:/ {exit}' "$logf" | sed 's/^/  /'
+               failed_recap "$s" "$suite/$cg $r" "$logf"
                echo "----" ;;
         esac
     done
@@ -315,6 +325,7 @@ ls -1d "$WORK_DIR"/distro-*/ 2>/dev/null | head -n -10 | xargs -r rm -rf
 echo "==== summary ($RUN_DIR)"
 cat "$SUMMARY"
 if [ -s "$NOTES" ]; then echo "==== systemd behaviour noted by the scenarios"; sort -u "$NOTES"; fi
+if [ -s "$RUN_DIR/failed.txt" ]; then echo "==== what failed (each scenario's failed checks)"; cat "$RUN_DIR/failed.txt"; fi
 npass=$(grep -c ' PASS ' "$SUMMARY" || true); nfail=$(grep -cv ' PASS \| SKIP ' "$SUMMARY" || true)
 nskip=$(grep -c ' SKIP ' "$SUMMARY" || true)
 echo "distro: $npass passed, $nfail failed, $nskip skipped"
