@@ -121,7 +121,17 @@ fn every_documented_example_parses_and_verify_compares_every_option() {
     // And `on` gets the same request from the words the options give.
     let words = options.words();
     let mut argv = vec!["cpushield".to_string(), "on".into(), "2-3".into()];
-    argv.extend(words);
+    // The words are a shell's: a value double-quoted (`--irq-priority="eth0*:85"`)
+    // is its text.
+    let unquoted = |w: String| {
+        let (flag, value) = w.split_once('=').map_or(("", w.as_str()), |(f, v)| (f, v));
+        match value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+            Some(inner) if !inner.contains(['"', '\\']) && flag.is_empty() => inner.to_string(),
+            Some(inner) if !inner.contains(['"', '\\']) => format!("{flag}={inner}"),
+            _ => w,
+        }
+    };
+    argv.extend(words.into_iter().map(unquoted));
     let cli = <cli::Cli as clap::Parser>::try_parse_from(&argv).unwrap();
     let Some(cli::Command::On(on)) = cli.command else {
         panic!("not on: {argv:?}")

@@ -239,3 +239,101 @@ fn the_thread_of_an_irq_bound_to_the_shield_goes_above_the_task_and_back() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(sched(root, 30), Some((1, 50)), "off puts FIFO 50 back");
 }
+
+/// The standard machine with threaded IRQs: `irq/24-eth0` and its
+/// secondary `irq/24-s-eth0` (pids 30, 32) and `irq/9-acpi` (31), each at
+/// SCHED_FIFO 50 as the kernel starts them.
+fn threaded_irqs() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    for (pid, name) in [
+        (30, "irq/24-eth0"),
+        (31, "irq/9-acpi"),
+        (32, "irq/24-s-eth0"),
+    ] {
+        fixture::add_process(
+            &sys,
+            pid,
+            &[task(name, PF_KTHREAD | PF_NO_SETAFFINITY, "0-3")],
+        )
+        .unwrap();
+        fs::write(
+            root.join(format!("proc/{pid}/task/{pid}/.sched")),
+            r#"{"policy":1,"priority":50,"nice":0,"runtime_ns":0,"deadline_ns":0,"period_ns":0,"flags":0}"#,
+        )
+        .unwrap();
+    }
+    dir
+}
+
+#[test]
+fn irq_priority_sets_any_irqs_threads_by_name_or_number_over_kthreads_above_and_off_puts_them_back()
+{
+    let dir = threaded_irqs();
+    let root = dir.path();
+    let args = [
+        "on",
+        "2-3",
+        "--irq",
+        "eth0",
+        "--kthreads-above",
+        "80",
+        "--irq-priority",
+        "eth*:90,9:60",
+        "--json",
+    ];
+    let o = cpushield(root, &args);
+    assert!(o.status.success(), "{}", text(&o));
+    // What the kernel holds: the name pattern over --kthreads-above's 81
+    // for both threads of IRQ 24; IRQ 9, not on the shield, by number.
+    assert_eq!(sched(root, 30), Some((1, 90)));
+    assert_eq!(sched(root, 32), Some((1, 90)));
+    assert_eq!(sched(root, 31), Some((1, 60)));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let raised = part(&report, "kthreads")["data"]["raised"].to_string();
+    assert!(
+        raised.contains("irq/9-acpi") && raised.contains("SCHED_FIFO 60"),
+        "{raised}"
+    );
+    let o = cpushield(root, &["status"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The same request again changes nothing.
+    let again = cpushield(root, &args[..args.len() - 1]);
+    assert!(again.status.success(), "{}", text(&again));
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for tid in [30, 31, 32] {
+        assert_eq!(
+            sched(root, tid),
+            Some((1, 50)),
+            "task {tid}: off puts FIFO 50 back"
+        );
+    }
+}
+
+#[test]
+fn irq_priority_that_names_no_irq_or_one_without_a_thread_is_refused_and_nothing_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    standard(root, CgroupLayout::V2, FixtureConfig::default());
+    for (spec, says) in [
+        ("eth0:85", "threadirqs"),
+        ("nosuch*:85", "matches no IRQ"),
+        ("eth0", "IRQ:PRIO"),
+        ("eth0:99", "1 to 98"),
+    ] {
+        let o = cpushield(root, &["on", "2-3", "--irq-priority", spec]);
+        assert_eq!(o.status.code(), Some(2), "{spec}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.starts_with("cpushield:") && err.contains(says),
+            "{spec}: {err}"
+        );
+        assert_eq!(err.trim_end().lines().count(), 1, "{spec}: one line: {err}");
+        assert!(
+            !root.join("run/cpushield/journal/state.json").exists(),
+            "{spec}"
+        );
+    }
+}

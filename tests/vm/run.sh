@@ -152,8 +152,9 @@ boot_line() {
     case $1 in
         isolated) echo "isolcpus=managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1" ;;
         domain) echo "isolcpus=nohz,domain,managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1" ;;
+        threadirqs) echo "threadirqs" ;;
         "") ;;
-        *) die "boot=$1: isolated or domain" ;;
+        *) die "boot=$1: isolated, domain or threadirqs" ;;
     esac
 }
 

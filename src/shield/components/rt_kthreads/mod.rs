@@ -22,7 +22,10 @@ use crate::shield::error::ShieldError;
 use crate::shield::journal::Entry;
 use crate::shield::note::{Note, OwnNote};
 
+mod irq_priority;
 mod notes;
+mod options;
+pub use options::Options;
 use crate::shield::parts::{Line, PartReport};
 use crate::shield::plan_error::PlanError;
 use crate::shield::snapshot::{in_shield_cgroup, Snapshot};
@@ -39,36 +42,6 @@ use crate::sys::{ErrorKind, Sys};
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("kthreads");
-
-/// Its option, as `on` and the config file take it.
-#[derive(
-    clap::Args, Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize,
-)]
-#[group(skip)]
-pub struct Options {
-    /// Raise the shielded CPUs' own softirq, timer and RCU threads
-    /// (`ksoftirqd/N`, and on PREEMPT_RT `ktimers/N` and `rcuc/N`) to
-    /// SCHED_FIFO PRIO+1, +2 and +3, and the threads of the IRQs bound by
-    /// --irq (`irq/N-name`) to PRIO+1: set PRIO to your real-time task's
-    /// priority so that they preempt it for their few microseconds of work
-    /// (1 to 95; undone by `off`).
-    #[arg(long, value_name = "PRIO")]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kthreads_above: Option<u32>,
-}
-
-impl crate::shield::options::Declared for Options {
-    const EXAMPLES: &'static [(&'static str, &'static str)] = &[("kthreads_above", "80")];
-
-    fn check(&self) -> Result<(), String> {
-        match self.kthreads_above {
-            Some(prio) => check_above(prio)
-                .map(|_| ())
-                .map_err(|e| format!("--kthreads-above {e}")),
-            None => Ok(()),
-        }
-    }
-}
 
 /// The IRQs the plan binds to the shield on request (the IRQs plan
 /// before the kernel threads and publish them).
@@ -675,11 +648,14 @@ impl Component for Part {
     }
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
-        if let Some(above) = (cx.req.declared::<Options>().ok()).and_then(|o| o.kthreads_above) {
-            let bound = irqs_bound(&d.plan);
-            let steps = plan(&cx.snap.threads, cx.shield, above, &bound);
-            d.add(Phase::Tuning, steps);
-        }
+        let options: Options = cx.req.declared().unwrap_or_default();
+        let mut steps = match options.kthreads_above {
+            Some(above) => plan(&cx.snap.threads, cx.shield, above, &irqs_bound(&d.plan)),
+            None => Vec::new(),
+        };
+        let (irqs, threads) = (&cx.snap.irqs, &cx.snap.threads);
+        irq_priority::plan(&options.irq_priority, irqs, threads, &mut steps)?;
+        d.add(Phase::Tuning, steps);
         Ok(())
     }
 
