@@ -70,6 +70,16 @@ pub fn explained(out: &mut String, e: &Explained) {
     if e.causes.len() > SHOWN {
         let _ = writeln!(out, "  ... {} more causes (--json)", e.causes.len() - SHOWN);
     }
+    if let Some(s) = &e.irq_thread {
+        let _ = writeln!(
+            out,
+            "  timer IRQ and thread (timerlat's split), {} samples: IRQ latency max {}, thread latency max {}; the IRQ itself late (over half the latency) in {}",
+            s.samples,
+            us(s.irq_max_ns),
+            us(s.thread_max_ns),
+            s.irq_late
+        );
+    }
     let _ = writeln!(out, "  slowest samples:");
     for c in e.worst.iter().take(SHOWN) {
         let _ = writeln!(out, "    {}", c.line());

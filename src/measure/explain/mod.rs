@@ -30,7 +30,7 @@ use crate::sys::{procfs, Sys, SysError};
 
 use chain::CpuState;
 pub use chain::{Cause, Piece, Sample};
-use trace::{Event, Line};
+use trace::{Event, Kind, Line};
 
 /// Why tracing could not start or end cleanly.
 #[derive(Debug, thiserror::Error)]
@@ -114,6 +114,11 @@ pub struct Chain {
     pub latency_ns: u64,
     /// When the timer was due, CLOCK_MONOTONIC ns (the trace's clock).
     pub deadline_ns: u64,
+    /// When its timer's interrupt woke the thread, ns after the deadline
+    /// (rtla timerlat's IRQ latency; `latency_ns` is its thread latency):
+    /// `None` when the wake-up was not traced.
+    #[serde(default)]
+    pub irq_ns: Option<u64>,
     /// The pieces, in time order; they add up to `latency_ns`.
     pub pieces: Vec<Piece>,
     /// The trace lines of the interval (and a little before it).
@@ -137,8 +142,11 @@ impl Chain {
             .iter()
             .map(|p| format!("{} {}", p.label, us(p.ns)))
             .collect();
+        let irq = (self.irq_ns)
+            .map(|ns| format!(" (its timer IRQ woke it at {})", us(ns)))
+            .unwrap_or_default();
         format!(
-            "{} on CPU {}: {}",
+            "{} on CPU {}{irq}: {}",
             us(self.latency_ns),
             self.cpu,
             parts.join(", ")
@@ -167,6 +175,32 @@ pub struct CauseTotal {
     pub max_ns: u64,
 }
 
+/// rtla timerlat's split of the slow samples' latency: how late the timer's
+/// interrupt woke the thread (IRQ latency) beside how late the thread ran
+/// (thread latency). An IRQ late by most of the latency points at
+/// interrupts held off or the timer's delivery (an idle state's exit, the
+/// hardware); a thread late after a timely IRQ at what ran before it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IrqThreadSplit {
+    /// Explained samples whose wake-up was traced.
+    pub samples: u64,
+    /// The largest IRQ latency among them, ns.
+    pub irq_max_ns: u64,
+    /// The largest thread latency among them, ns.
+    pub thread_max_ns: u64,
+    /// Samples whose IRQ came later than half their latency.
+    pub irq_late: u64,
+}
+
+impl IrqThreadSplit {
+    fn add(&mut self, irq_ns: u64, latency_ns: u64) {
+        self.samples += 1;
+        self.irq_max_ns = self.irq_max_ns.max(irq_ns);
+        self.thread_max_ns = self.thread_max_ns.max(latency_ns);
+        self.irq_late += u64::from(irq_ns * 2 > latency_ns);
+    }
+}
+
 /// What `--explain` found in one probe's run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Explained {
@@ -188,6 +222,10 @@ pub struct Explained {
     pub causes: Vec<CauseTotal>,
     /// The slowest samples with their chains, slowest first.
     pub worst: Vec<Chain>,
+    /// The IRQ and thread latency of the explained samples (timerlat's
+    /// split); none when no wake-up was traced.
+    #[serde(default)]
+    pub irq_thread: Option<IrqThreadSplit>,
     /// Events this kernel does not have (not traced).
     pub missing_events: Vec<String>,
     /// What a killed earlier run had left and this one removed.
@@ -349,6 +387,7 @@ struct Collected {
     events: u64,
     totals: BTreeMap<Cause, CauseTotal>,
     worst: Vec<Chain>,
+    split: IrqThreadSplit,
 }
 
 impl Collected {
@@ -380,6 +419,10 @@ impl Collected {
             }
         }
         let latency_ns = sample.wake_ns.saturating_sub(sample.deadline_ns);
+        let irq_ns = woken_at(window, sample).map(|at| at.saturating_sub(sample.deadline_ns));
+        if let Some(irq_ns) = irq_ns {
+            self.split.add(irq_ns, latency_ns);
+        }
         let slowest_kept = self.worst.last().map_or(0, |c| c.latency_ns);
         if self.worst.len() < KEEP_WORST || latency_ns > slowest_kept {
             let from = sample.deadline_ns.saturating_sub(LEAD_NS);
@@ -394,6 +437,7 @@ impl Collected {
                 cpu: sample.cpu,
                 latency_ns,
                 deadline_ns: sample.deadline_ns,
+                irq_ns,
                 pieces,
                 trace,
             });
@@ -425,10 +469,22 @@ impl Collected {
             events: self.events,
             causes,
             worst: self.worst,
+            irq_thread: (self.split.samples > 0).then_some(self.split),
             missing_events,
             cleaned,
         }
     }
+}
+
+/// When the measuring thread of `sample` was woken after its deadline, as
+/// its CPU's trace says (its timer's callback wakes it in the interrupt):
+/// trace times are cut to the µs, so a wake-up up to 1 µs before the
+/// deadline counts, as in [`chain::explain`].
+fn woken_at(window: &Window, sample: &Sample) -> Option<u64> {
+    (window.events.iter().map(|(e, _)| e))
+        .filter(|e| e.ts_ns + 1000 > sample.deadline_ns && e.ts_ns <= sample.wake_ns)
+        .find(|e| matches!(e.kind, Kind::Wakeup { pid } if pid == sample.tid))
+        .map(|e| e.ts_ns.max(sample.deadline_ns))
 }
 
 /// Explains `sample` from its CPU's window.
@@ -700,6 +756,33 @@ mod tests {
     }
 
     #[test]
+    fn the_timer_irq_is_split_from_the_thread_as_timerlat_does() {
+        // Woken by its timer 2 µs after the deadline, run 4.5 s later.
+        let (stream, sample) = spinner_run(b"usleep", b"spin");
+        let (tx, rx) = sync_channel(1);
+        tx.send(sample).unwrap();
+        drop(tx);
+        let c = read_trace(stream.as_slice(), rx, 1).unwrap();
+        assert_eq!(c.worst[0].irq_ns, Some(2_000));
+        assert!(c.worst[0]
+            .line()
+            .contains("(its timer IRQ woke it at 2.0 µs)"));
+        let split = c
+            .into_explained(String::new(), 0, Vec::new(), None)
+            .irq_thread;
+        let split = split.expect("the wake-up was traced");
+        assert_eq!(
+            (split.samples, split.irq_max_ns, split.irq_late),
+            (1, 2_000, 0)
+        );
+        assert!(split.thread_max_ns > 4_499_000_000, "{split:?}");
+        let mut late = IrqThreadSplit::default();
+        late.add(900, 1_000);
+        late.add(100, 1_000);
+        assert_eq!((late.samples, late.irq_late, late.irq_max_ns), (2, 1, 900));
+    }
+
+    #[test]
     fn a_spinner_named_with_a_newline_is_charged_its_own_time() {
         let (stream, sample) = spinner_run(b"usleep", b"qxhog\n");
         let pieces = explain_stream(&stream, sample);
@@ -812,6 +895,7 @@ mod tests {
             cpu: 3,
             latency_ns: 312_000,
             deadline_ns: 1,
+            irq_ns: None,
             pieces: vec![
                 piece(Cause::TimerDelivery { busy: None }, 40_000),
                 piece(

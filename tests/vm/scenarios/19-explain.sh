@@ -144,6 +144,14 @@ explain_run() {
               printf "%d %d%s\n", n, e, (e ? " the samples of" l " ms" : "") }' "$OUT/$name.flat" >"$OUT/$name.worst-all"
     read -r w_n w_empty w_why <"$OUT/$name.worst-all"
     check "$name: each of the $w_n worst samples has its trace lines ($w_empty have none${w_why:+: }$w_why)" [ "$w_n" -gt 0 -a "$w_empty" -eq 0 ]
+    # timerlat's split: the IRQ's latency within the thread's, the worst sample's too
+    local s_n s_irq s_thr w_irq
+    s_n=$(ex $name irq_thread.samples); s_irq=$(ex $name irq_thread.irq_max_ns); s_thr=$(ex $name irq_thread.thread_max_ns)
+    w_irq=$(awk -F '\t' -v p="$E.worst[0].irq_ns" '$1 == p { print $2; exit }' "$OUT/$name.flat")
+    info "$name: timer IRQ latency max ${s_irq:-?} ns, thread latency max ${s_thr:-?} ns over ${s_n:-?} samples; worst sample's IRQ at ${w_irq:-?} ns of $w_lat"
+    check "$name: the IRQ/thread split covers explained samples (${s_n:-none} of ${expl:-none}) with IRQ latency max (${s_irq:-none}) <= thread latency max (${s_thr:-none})" \
+        [ "${s_n:-0}" -gt 0 -a "${s_n:-0}" -le "${expl:-0}" -a "${s_irq:-1}" -le "${s_thr:-0}" ]
+    check "$name: the worst sample's IRQ came within its latency (${w_irq:-none} <= $w_lat ns)" [ "${w_irq:--1}" -ge 0 -a "${w_irq:-0}" -le "$w_lat" ]
     export_files "$OUT/$name.json"
     tsnap "$name"
     tsnap_equal before "$name" "$name: tracefs (top-level files, instances, mounts) as before the first run"
@@ -191,7 +199,8 @@ check "spinner: cs-spinner held a sample at least 500 µs (max ${mx:-none} ns; i
 # the text output, briefly, with the spinner still there
 CS_SHOW=12 cs measure --cpus $CPU --probe timer --interval 1000 --duration 5 --prio 50 --explain $SPIN_TH
 check "text: measure --explain exits 0" [ "$CS_RC" -eq 0 ]
-check "text: a line per worst sample ('N µs on CPU $CPU: ...')" grep -Eq "[0-9] µs on CPU $CPU: " "$OUT/cs.stdout"
+check "text: a line per worst sample ('N µs on CPU $CPU (its timer IRQ woke it at M µs): ...')" grep -Eq "[0-9] µs on CPU $CPU \(its timer IRQ woke it at [0-9.]+ µs\): " "$OUT/cs.stdout"
+check "text: timerlat's split of IRQ and thread latency" grep -Eq "timer IRQ and thread \(timerlat's split\), [1-9][0-9]* samples: IRQ latency max [0-9.]+ µs, thread latency max [0-9.]+ µs" "$OUT/cs.stdout"
 check "text: cs-spinner named" grep -q 'cs-spinner' "$OUT/cs.stdout"
 tsnap text
 tsnap_equal before text "text: tracefs as before the first run"
