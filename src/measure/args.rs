@@ -193,11 +193,14 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "N")]
     pub dma_latency: Option<u32>,
 
-    /// Explain every sample slower than US µs (timer and periodic probes):
-    /// trace the measured CPUs' kernel events (in a tracefs instance of its
-    /// own, removed at the end) and name what held the CPU from the timer's
-    /// expiry to the thread running again: IRQs, softirqs, the tick, IPIs,
-    /// other tasks. Needs root and an unused tracefs.
+    /// Explain every sample slower than US µs (timer, periodic and noise
+    /// probes): trace the measured CPUs' kernel events (in a tracefs
+    /// instance of its own, removed at the end) and name what held the CPU
+    /// from the timer's expiry to the thread running again, or through a
+    /// noise gap: IRQs, softirqs, the tick, IPIs, other tasks, and in a
+    /// gap with no kernel event the hardware (SMI, NMI, firmware,
+    /// hypervisor: osnoise's HW noise); timer samples also split their IRQ
+    /// and thread latency (timerlat's). Needs root and an unused tracefs.
     #[arg(long, value_name = "US",
           value_parser = crate::input::explain_micros)]
     pub explain: Option<u64>,
@@ -454,7 +457,7 @@ fn stop_of(args: &MeasureArgs) -> Result<Stop, MeasureError> {
 }
 
 /// The options that belong to one probe: `--runtime` within the noise
-/// period, `--explain` with the timer or periodic probe.
+/// period, `--explain` with the timer, periodic or noise probe.
 fn check_probe_options(args: &MeasureArgs) -> Result<(), MeasureError> {
     if let (Some(rt), true) = (args.runtime, args.probe.contains(&ProbeKind::Noise)) {
         let period = args
@@ -476,12 +479,13 @@ fn check_probe_options(args: &MeasureArgs) -> Result<(), MeasureError> {
     if let (Some(b), false) = (args.working_set, cache) {
         return invalid("--working-set", b.to_string(), "with --probe cache only");
     }
-    let explains = |p: &ProbeKind| matches!(p, ProbeKind::Timer | ProbeKind::Periodic);
+    let explains =
+        |p: &ProbeKind| matches!(p, ProbeKind::Timer | ProbeKind::Periodic | ProbeKind::Noise);
     if let (Some(us), false) = (args.explain, args.probe.iter().any(explains)) {
         return invalid(
             "--explain",
             us.to_string(),
-            "with the timer or periodic probe (a sample there has a deadline to explain from)",
+            "with the timer, periodic or noise probe (a sample there has a deadline, a gap its start, to explain from)",
         );
     }
     Ok(())

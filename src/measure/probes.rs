@@ -212,7 +212,12 @@ pub struct Job {
 
 /// Hands a slow sample to `--explain`'s reader, if any.
 #[inline]
-fn report_slow(slow: &Option<(u32, SlowSamples)>, tid: i32, deadline_ns: u64, wake_ns: u64) {
+fn report_slow(
+    slow: &Option<(u32, SlowSamples)>,
+    tid: i32,
+    (deadline_ns, wake_ns): (u64, u64),
+    spinning: bool,
+) {
     if let Some((cpu, s)) = slow {
         if wake_ns.saturating_sub(deadline_ns) > s.threshold_ns {
             s.report(Sample {
@@ -220,6 +225,7 @@ fn report_slow(slow: &Option<(u32, SlowSamples)>, tid: i32, deadline_ns: u64, wa
                 tid,
                 deadline_ns,
                 wake_ns,
+                spinning,
             });
         }
     }
@@ -365,7 +371,7 @@ fn timer(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Output,
             max = max.max(latency);
             progress.publish(n, max, latency);
             progress.offer(&job.hist);
-            report_slow(&job.slow, tid, next, now);
+            report_slow(&job.slow, tid, (next, now), false);
         }
         next += interval;
         while now > next {
@@ -431,7 +437,7 @@ fn periodic(mut job: Job, stop: &AtomicBool, progress: &Progress) -> Result<Outp
         max = max.max(latency);
         progress.publish(n, max, latency);
         progress.offer(&job.hist);
-        report_slow(&job.slow, tid, period_start, now);
+        report_slow(&job.slow, tid, (period_start, now), false);
     }
     Ok(Output {
         hist: job.hist,
@@ -498,12 +504,13 @@ fn noise(
     let (mut n, mut periods, mut max) = (0u64, 0u64, 0u64);
     let (mut noise_ticks, mut spun_ticks) = (0u64, 0u64);
     let mut next_period = syscalls::monotonic_ns();
+    let tid = syscalls::gettid();
     'periods: while !done(stop, job.loops, periods) {
         let start = read();
         let end = start.wrapping_add(runtime_ticks);
         let mut prev = start;
         while prev < end {
-            let now = read();
+            let mut now = read();
             let gap = now.wrapping_sub(prev);
             if gap > threshold_ticks {
                 let ns = (gap as f64 / ticks_per_ns) as u64;
@@ -512,6 +519,13 @@ fn noise(
                 noise_ticks += gap;
                 max = max.max(ns);
                 progress.publish(n, max, ns);
+                if job.slow.is_some() {
+                    // The gap in the trace's clock, ended by this read:
+                    // the counter's own clock drifts from it over a run.
+                    let end = syscalls::monotonic_ns();
+                    report_slow(&job.slow, tid, (end.saturating_sub(ns), end), true);
+                    now = read();
+                }
             }
             prev = now;
             if stop.load(Relaxed) {

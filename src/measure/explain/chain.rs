@@ -70,13 +70,17 @@ pub enum Cause {
     Switch,
     /// The measuring thread running, back to user space and its clock read.
     Return,
+    /// A spinning thread's gap with no kernel event on its CPU: it ran,
+    /// in no interrupt, and lost the time anyway (osnoise's hardware
+    /// noise: an SMI, an NMI, firmware or the hypervisor).
+    Hardware,
     /// No evidence: the CPU's state was not known or events were lost.
     Unexplained,
 }
 
 impl Cause {
     /// The cause's family: `timer`, `tick`, `hrtimer`, `ipi`, `irq`,
-    /// `softirq`, `task`, `switch`, `return`, `unexplained`.
+    /// `softirq`, `task`, `switch`, `return`, `hardware`, `unexplained`.
     pub fn kind(&self) -> &'static str {
         match self {
             Cause::TimerDelivery { .. } | Cause::TimerIrq => "timer",
@@ -88,6 +92,7 @@ impl Cause {
             Cause::Task { .. } => "task",
             Cause::Switch => "switch",
             Cause::Return => "return",
+            Cause::Hardware => "hardware",
             Cause::Unexplained => "unexplained",
         }
     }
@@ -116,6 +121,7 @@ impl fmt::Display for Cause {
             Cause::Task { comm } => write!(f, "task {comm}"),
             Cause::Switch => write!(f, "switch"),
             Cause::Return => write!(f, "return to user"),
+            Cause::Hardware => write!(f, "hardware (no kernel event)"),
             Cause::Unexplained => write!(f, "unexplained"),
         }
     }
@@ -203,7 +209,8 @@ impl CpuState {
         self.comm.clone().unwrap_or_else(|| unnamed(pid))
     }
 
-    fn cause(&self, tid: i32, woken: bool) -> Cause {
+    fn cause(&self, sample: &Sample, woken: bool) -> Cause {
+        let tid = sample.tid;
         if let Some(top) = self.stack.last() {
             return match top {
                 Context::Hrtimer(f) if f.starts_with("tick_") => Cause::Tick,
@@ -222,12 +229,16 @@ impl CpuState {
                 Context::Softirq(name) => Cause::Softirq { name: name.clone() },
             };
         }
+        // A spinning thread's gap has no timer to deliver: whatever ran
+        // instead of it took the time.
+        let ready = woken || sample.spinning;
         match self.pid {
             None => Cause::Unexplained,
+            Some(p) if p == tid && sample.spinning => Cause::Hardware,
             Some(p) if p == tid => Cause::Return,
-            Some(0) if woken => Cause::Switch,
+            Some(0) if ready => Cause::Switch,
             Some(0) => Cause::TimerDelivery { busy: None },
-            Some(p) if woken => Cause::Task { comm: self.name(p) },
+            Some(p) if ready => Cause::Task { comm: self.name(p) },
             Some(p) => Cause::TimerDelivery {
                 busy: Some(self.name(p)),
             },
@@ -258,6 +269,9 @@ pub struct Sample {
     pub deadline_ns: u64,
     /// When it read the clock after waking, CLOCK_MONOTONIC ns.
     pub wake_ns: u64,
+    /// A gap of a spinning thread (the noise probe): it ran throughout,
+    /// from `deadline_ns` (its last clock read) to `wake_ns`; no timer woke it.
+    pub spinning: bool,
 }
 
 /// Cuts `[deadline, wake]` of `sample` into pieces: `state` is the CPU's
@@ -285,7 +299,7 @@ pub fn explain<'a>(
         if e.ts_ns > at {
             // A task switched in unseen ran for some of this time.
             let cause = if st.agrees(e) {
-                st.cause(sample.tid, woken)
+                st.cause(sample, woken)
             } else {
                 Cause::Unexplained
             };
@@ -307,7 +321,7 @@ pub fn explain<'a>(
         }
     }
     if end > at {
-        push(&mut pieces, st.cause(sample.tid, woken), end - at);
+        push(&mut pieces, st.cause(sample, woken), end - at);
     }
     pieces
 }
@@ -354,6 +368,7 @@ mod tests {
             tid: TID,
             deadline_ns: 1_000_000_000 + from_us * 1000,
             wake_ns: 1_000_000_000 + to_us * 1000,
+            spinning: false,
         }
     }
 
@@ -382,6 +397,55 @@ mod tests {
         Kind::HrtimerEntry {
             function: function.into(),
         }
+    }
+
+    #[test]
+    fn a_spinning_threads_gap_is_the_interrupts_in_it_and_hardware_where_no_event_is() {
+        // The measuring thread spins on CPU 3 from 90 µs; its gap runs
+        // from 100 to 160 µs: an IRQ from 120 to 130, nothing else.
+        let events = [
+            at(90, 0, switch(0, TID, "cpushield-meas")),
+            at(
+                120,
+                TID,
+                Kind::IrqEntry {
+                    irq: 30,
+                    name: "eth0".into(),
+                },
+            ),
+            at(130, TID, Kind::IrqExit),
+        ];
+        let gap = Sample {
+            spinning: true,
+            ..sample(100, 160)
+        };
+        let pieces = explain(&CpuState::default(), &events, &gap, false);
+        assert_eq!(
+            summary(&pieces),
+            [
+                ("hardware (no kernel event)".to_string(), 20),
+                ("IRQ 30 eth0".to_string(), 10),
+                ("hardware (no kernel event)".to_string(), 30),
+            ]
+        );
+        // Another task that ran in the gap took its time as a task.
+        let preempted = [
+            at(90, 0, switch(0, TID, "cpushield-meas")),
+            at(110, TID, switch(TID, 77, "spin")),
+            at(150, 77, switch(77, TID, "cpushield-meas")),
+        ];
+        let pieces = explain(&CpuState::default(), &preempted, &gap, false);
+        assert_eq!(
+            summary(&pieces),
+            [
+                ("hardware (no kernel event)".to_string(), 10),
+                ("task spin".to_string(), 40),
+                ("hardware (no kernel event)".to_string(), 10),
+            ]
+        );
+        // The same interval of a timer sample is the thread's own return.
+        let pieces = explain(&CpuState::default(), &events, &sample(100, 160), false);
+        assert_eq!(pieces[0].cause, Cause::Return);
     }
 
     #[test]
@@ -592,11 +656,14 @@ mod tests {
             },
         ));
         st.apply(&at(0, 5, Kind::VectorEntry { name: "reschedule" }));
-        assert_eq!(st.cause(TID, true).to_string(), "IPI reschedule");
+        assert_eq!(st.cause(&sample(0, 1), true).to_string(), "IPI reschedule");
         st.apply(&at(0, 5, Kind::VectorExit));
-        assert_eq!(st.cause(TID, true).to_string(), "softirq TIMER");
+        assert_eq!(st.cause(&sample(0, 1), true).to_string(), "softirq TIMER");
         st.apply(&at(0, 5, Kind::SoftirqExit));
-        assert_eq!(st.cause(TID, true).to_string(), "task kworker/3:1");
+        assert_eq!(
+            st.cause(&sample(0, 1), true).to_string(),
+            "task kworker/3:1"
+        );
     }
 
     #[test]
@@ -604,7 +671,7 @@ mod tests {
         let mut st = CpuState::default();
         st.apply(&at(0, 1, switch(1, 5, "kworker/3:1")));
         st.apply(&at(1, 5, Kind::Unreadable));
-        assert_eq!(st.cause(TID, true), Cause::Unexplained);
+        assert_eq!(st.cause(&sample(0, 1), true), Cause::Unexplained);
         // An interrupt entered after it is known.
         st.apply(&at(
             2,
@@ -614,10 +681,10 @@ mod tests {
                 name: "acpi".into(),
             },
         ));
-        assert_eq!(st.cause(TID, true).to_string(), "IRQ 9 acpi");
+        assert_eq!(st.cause(&sample(0, 1), true).to_string(), "IRQ 9 acpi");
         st.apply(&at(3, 5, Kind::IrqExit));
-        assert_eq!(st.cause(TID, true), Cause::Unexplained);
+        assert_eq!(st.cause(&sample(0, 1), true), Cause::Unexplained);
         st.apply(&at(4, 5, switch(5, 6, "b")));
-        assert_eq!(st.cause(TID, true).to_string(), "task b");
+        assert_eq!(st.cause(&sample(0, 1), true).to_string(), "task b");
     }
 }

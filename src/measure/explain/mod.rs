@@ -1,6 +1,6 @@
 //! `measure --explain US`: what delayed each sample slower than US.
 //!
-//! While a timer or periodic probe runs, the kernel traces the measured
+//! While a timer, periodic or noise probe runs, the kernel traces the measured
 //! CPUs into an instance of our own ([`tracefs`]): switches, wake-ups,
 //! device IRQs, softirqs, the x86 timer and IPI vectors and hrtimer
 //! callbacks, into ring buffers sized for the run. A measuring loop hands
@@ -276,11 +276,20 @@ impl Explainer {
         let Some(threshold) = cfg.explain_ns else {
             return Ok(None);
         };
-        if !matches!(probe, ProbeKind::Timer | ProbeKind::Periodic) {
+        if !matches!(
+            probe,
+            ProbeKind::Timer | ProbeKind::Periodic | ProbeKind::Noise
+        ) {
             return Ok(None);
         }
         let ncpus = cfg.online.last().map_or(1, |c| c + 1);
         let traced: CpuSet = cpus.iter().copied().collect();
+        // The noise probe's samples are its gaps, not its periods: room
+        // for a gap every millisecond.
+        let interval_ns = match probe {
+            ProbeKind::Noise => Some(1_000_000),
+            _ => interval_ns,
+        };
         let interval_s = interval_ns.unwrap_or(1_000_000) as f64 / 1e9;
         let (seconds, samples) = match cfg.stop {
             Stop::Duration(d) => (d.as_secs_f64(), (d.as_secs_f64() / interval_s) as u64),
@@ -657,6 +666,10 @@ pub fn remedy(cause: &CauseTotal) -> Option<Remedy> {
             "another thread ran on the measured CPU",
             "cpushield status lists what runs inside the shield; cpushield move takes it out",
         ),
+        "hardware" => r(
+            "the measuring thread ran, in no interrupt, and lost the time anyway: an SMI (measure counts them per CPU where the MSR can be read), an NMI, firmware or the hypervisor",
+            "firmware settings (power management, SMI sources); on a virtual machine, the host's load and the vCPU's pinning",
+        ),
         "unexplained" => r(
             "no trace evidence for this time (events lost, or the CPU's state not yet known)",
             "run longer, or with fewer CPUs traced",
@@ -732,6 +745,7 @@ mod tests {
             tid: 900,
             deadline_ns: (t0 + 100) * 1000,
             wake_ns: (t0 + 4_500_005) * 1000,
+            spinning: false,
         };
         (s, sample)
     }

@@ -204,6 +204,25 @@ check "text: timerlat's split of IRQ and thread latency" grep -Eq "timer IRQ and
 check "text: cs-spinner named" grep -q 'cs-spinner' "$OUT/cs.stdout"
 tsnap text
 tsnap_equal before text "text: tracefs as before the first run"
+# The noise probe's gaps cut the same way (osnoise's sources): the spinner
+# at 60 preempts the spinning thread at 50; a gap is never the thread's
+# own return, and a gap with no kernel event in it is the hardware's.
+CS_SHOW=3 cs measure --cpus $CPU --probe noise --duration 5 --prio 50 --explain $SPIN_TH --json
+RUN_RC=$CS_RC
+cp "$OUT/cs.stdout" "$OUT/noise.json"
+json_flat "$OUT/noise.json" >"$OUT/noise.flat"
+check "noise: measure --probe noise --explain exits 0" [ "$RUN_RC" -eq 0 ]
+n_expl=$(ex noise explained)
+causes noise >"$OUT/noise.causes"
+check "noise: gaps over $SPIN_TH µs explained (${n_expl:-none})" [ "${n_expl:-0}" -gt 0 ]
+check "noise: 'task cs-spinner' is among the causes of the gaps" has_cause noise '^task cs-spinner$'
+check "noise: no gap is the thread's own return to user ($(causes noise | sed 's/^[^|]*|//' | tr '\n' ';'))" \
+    sh -c '! grep -q "|return to user$" "$1"' _ "$OUT/noise.causes"
+hw=$(cause_field noise "hardware (no kernel event)" 2)
+info "noise: causes: $(causes noise | sed 's/^[^|]*|//' | tr '\n' ';'); hardware (no kernel event) ${hw:-0} ns"
+note "noise probe --explain: hardware (no kernel event) ${hw:-0} ns of the gaps over $SPIN_TH µs in 5 s on CPU $CPU, beside the spinner's"
+tsnap noise
+tsnap_equal before noise "noise: tracefs as before the first run"
 exec 7>&-
 wait $SP 2>/dev/null
 
