@@ -60,6 +60,10 @@ const VERSION_1_OWN_TAGS: [&str; 4] = [
 /// hand, garbled or torn from the one written.
 pub const SUM_KEY: &str = "crc32";
 
+/// At most this many bytes of a parser's message are shown (a garbled
+/// record can make it quote anything).
+pub(super) const REASON_BYTES: usize = 160;
+
 /// How the error of a record whose checksum does not match begins.
 pub(super) const ALTERED: &str = "altered after it was written";
 

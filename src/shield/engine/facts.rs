@@ -36,6 +36,19 @@ impl Fact for RtRuntimeWritten {
     const KEY: &'static str = "rt_runtime_written";
 }
 
+impl OwnFacts {
+    /// Publishes a shared fact among a component's facts (the audit's),
+    /// under its type's key.
+    pub fn publish<F: Fact>(&mut self, fact: &F) {
+        self.put(F::KEY, fact);
+    }
+
+    /// The shared fact of type `F`, when one was published.
+    pub fn fact<F: Fact>(&self) -> Option<F> {
+        self.get(F::KEY)
+    }
+}
+
 /// The facts of one plan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facts(OwnFacts);

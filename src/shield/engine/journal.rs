@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
+use super::entry::REASON_BYTES;
 pub use super::entry::{Entry, EntryRef, SUM_KEY, VERSION};
 use super::parts::OwnFacts;
 use super::segment::{parse_numbered, parse_segment};
@@ -544,10 +545,6 @@ pub fn read_state(sys: &Sys) -> Result<Option<State>, JournalError> {
         Err(e) => Err(io_err(&path)(e)),
     }
 }
-
-/// At most this many bytes of a parser's message are shown (a garbled
-/// record can make it quote anything).
-pub(super) const REASON_BYTES: usize = 160;
 
 /// Part of a damaged journal that could not be read: a file, or records
 /// of a segment. What those records changed is not undone.

@@ -38,16 +38,6 @@ impl OwnFacts {
         let value = self.0.get(component)?;
         serde_json::from_value(value.clone()).ok()
     }
-
-    /// Publishes a shared fact (see [`super::facts`]), under its type's key.
-    pub fn publish<F: super::facts::Fact>(&mut self, fact: &F) {
-        self.put(F::KEY, fact);
-    }
-
-    /// The shared fact of type `F`, when one was published.
-    pub fn fact<F: super::facts::Fact>(&self) -> Option<F> {
-        self.get(F::KEY)
-    }
 }
 
 /// What a component says of itself in `on`'s report or in `status`: lines

@@ -4,8 +4,8 @@
 //! checksum does not match or was taken away). A record is used whole or
 //! not at all, so `off` never acts on part of one.
 
+use super::entry::{Entry, REASON_BYTES};
 use super::entry::{Read, ALTERED};
-use super::journal::{Entry, REASON_BYTES};
 use crate::input::brief_to;
 
 /// The records of one segment that parse whole, in order, and what could
