@@ -183,22 +183,8 @@ fn run_fifo_on_preempt_rt_names_the_kernel_threads_below_it_until_they_are_raise
 /// it back.
 #[test]
 fn the_thread_of_an_irq_bound_to_the_shield_goes_above_the_task_and_back() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = threaded_irqs();
     let root = dir.path();
-    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
-    for (pid, name) in [(30, "irq/24-eth0"), (31, "irq/9-acpi")] {
-        fixture::add_process(
-            &sys,
-            pid,
-            &[task(name, PF_KTHREAD | PF_NO_SETAFFINITY, "0-3")],
-        )
-        .unwrap();
-        fs::write(
-            root.join(format!("proc/{pid}/task/{pid}/.sched")),
-            r#"{"policy":1,"priority":50,"nice":0,"runtime_ns":0,"deadline_ns":0,"period_ns":0,"flags":0}"#,
-        )
-        .unwrap();
-    }
     let o = cpushield(
         root,
         &[

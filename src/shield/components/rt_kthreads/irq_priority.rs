@@ -10,12 +10,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::{irq_of_thread, HIGHEST, OWNER};
+use super::{irq_of_thread, raise, HIGHEST};
 use crate::shield::change::{Action, Step};
 use crate::shield::plan_error::PlanError;
 use crate::sys::irq::Irq;
 use crate::sys::procfs::Thread;
-use crate::sys::syscalls::SCHED_FIFO;
 
 /// One `IRQ:PRIO`: the IRQs it names (a number, or a name as in
 /// `/proc/interrupts` where `*` matches any characters) and the
@@ -142,17 +141,7 @@ pub(super) fn plan(
         }
         for t in served {
             planned.retain(|s| !matches!(&s.action, Action::SetScheduler { tid, .. } if *tid == t.tid));
-            planned.push(Step::optional(
-                OWNER,
-                Action::SetScheduler {
-                    pid: t.pid,
-                    tid: t.tid,
-                    name: t.name.clone(),
-                    policy: SCHED_FIFO,
-                    priority: spec.priority,
-                    reservation: None,
-                },
-            ));
+            planned.push(raise(t, spec.priority));
         }
     }
     Ok(())

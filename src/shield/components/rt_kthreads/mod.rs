@@ -118,19 +118,24 @@ pub(in crate::shield) fn plan(
                 None if per_cpu => priority(&t.kind(), above)?,
                 None => return None,
             };
-            Some(Step::optional(
-                OWNER,
-                Action::SetScheduler {
-                    pid: t.pid,
-                    tid: t.tid,
-                    name: t.name.clone(),
-                    policy: SCHED_FIFO,
-                    priority,
-                    reservation: None,
-                },
-            ))
+            Some(raise(t, priority))
         })
         .collect()
+}
+
+/// The step that sets kernel thread `t` to SCHED_FIFO `priority`.
+fn raise(t: &Thread, priority: u32) -> Step {
+    Step::optional(
+        OWNER,
+        Action::SetScheduler {
+            pid: t.pid,
+            tid: t.tid,
+            name: t.name.clone(),
+            policy: SCHED_FIFO,
+            priority,
+            reservation: None,
+        },
+    )
 }
 
 /// A thread's scheduling now, as the journal keeps it (JSON of
