@@ -121,6 +121,15 @@ HUNG=$T_PID
 if [ $FAIR = 0 ]; then
     check "without the guard stat_refresh hangs behind the loop" [ $T_DONE = 0 ]
     within 10 "cpushield status --json (no guard)" sh -c "cpushield status --json >$OUT/status2.json"
+    if [ $T_DONE = 0 ]; then
+        # Where it waits, as the kernel says, for the next look at why.
+        for p in $(cat /proc/$T_PID/task/*/children 2>/dev/null) $T_PID; do
+            for t in /proc/$p/task/*; do
+                info "status stuck: $(cat $t/comm 2>/dev/null) ${t#/proc/} wchan $(cat $t/wchan 2>/dev/null): $(tr '\n' ' ' <$t/stack 2>/dev/null | cut -c1-400)"
+            done
+        done
+        info "journal lock holder: $(cat /proc/locks | grep -c FLOCK) flocks; $(ls -l /proc/*/fd 2>/dev/null | grep -c 'run/cpushield/lock') open lock files"
+    fi
     check "status finishes while the work hangs" [ $T_DONE = 1 ]
     STARVING=$(json_flat "$OUT/status2.json" | awk -F '\t' '$1 ~ /^\.parts\[[0-9]+\]\.data\.starving\[[0-9]+\]\.name$/ { printf "%s ", $2 }')
     info "status names as starving: $STARVING"
