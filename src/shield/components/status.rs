@@ -107,9 +107,11 @@ fn repair(state: &State) -> String {
 const CHANGE_WAIT: Duration = Duration::from_secs(60);
 
 /// Waits while a live cpushield holds the journal's lock, at most
-/// [`CHANGE_WAIT`]. Read-only: the holder is read from
-/// `/proc/locks`, the lock is never taken (an `on` starting meanwhile must
-/// not find it taken).
+/// [`CHANGE_WAIT`]. Read-only: the holder is the one the lock file names
+/// while it has the file open ([`journal::holder`]; never `/proc/locks`,
+/// which waits for an RCU grace period that a real-time loop may hold up),
+/// and the lock is never taken (an `on` starting meanwhile must not find
+/// it taken).
 fn wait_for_change(sys: &Sys) {
     let me = std::process::id() as i32;
     let t = Instant::now();

@@ -13,8 +13,8 @@
 //! used whole or not at all, so `off` never acts on part of one.
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -202,10 +202,13 @@ pub fn last_apply(sys: &Sys) -> Option<u64> {
 /// cpushield that changes the shield.
 pub const LOCK_FILE: &str = "run/cpushield/lock";
 
-/// The pid of the cpushield that holds the lock now, as `/proc/locks`
-/// says; read without taking it.
+/// The pid of the cpushield that holds the lock now, read without taking
+/// it: the pid its holder wrote in the lock file, while that process has
+/// the file open (a holder killed meanwhile has not).
 pub fn holder(sys: &Sys) -> Option<i32> {
-    crate::sys::procfs::flock_holder(sys, &sys.path(LOCK_FILE))
+    let said = sys.read(LOCK_FILE).ok()?;
+    let pid: i32 = said.split_whitespace().next()?.parse().ok()?;
+    crate::sys::procfs::has_open(sys, pid, &sys.path(LOCK_FILE)).then_some(pid)
 }
 
 /// Takes the lock without waiting.
@@ -222,8 +225,10 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
         .map_err(io_err(&path))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(flock) => {
-            // Whatever an earlier holder said of itself is not said of this one.
+            // The holder says who it is (see `holder`), over whatever an
+            // earlier holder said.
             let _ = flock.set_len(0);
+            let _ = (&*flock).write_all(format!("{}\n", std::process::id()).as_bytes());
             #[cfg(feature = "fixture")]
             let fixture = sys.fixture().cloned();
             #[cfg(feature = "fixture")]
@@ -241,18 +246,24 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
     }
 }
 
-/// What the lock file says while a repair holds the lock.
-const REPAIRING: &[u8] = b"repair\n";
+/// What the lock file ends with while a repair holds the lock (after its
+/// holder's pid).
+const REPAIRING: &[u8] = b" repair\n";
 
 /// Takes the lock without waiting, for a repair (a change in place to the
 /// shield's own request, which takes a second or two): the lock file says
 /// so while it is held, and [`lock_past_repair`] waits for it.
 pub fn lock_for_repair(sys: &Sys) -> Result<Lock, JournalError> {
-    use std::io::Write;
     let lock = lock(sys)?;
     let path = sys.path(LOCK_FILE);
-    (&*lock._flock)
-        .write_all(REPAIRING)
+    let said = format!(
+        "{}{}",
+        std::process::id(),
+        String::from_utf8_lossy(REPAIRING)
+    );
+    lock._flock.set_len(0).map_err(io_err(&path))?;
+    lock._flock
+        .write_all_at(said.as_bytes(), 0)
         .map_err(io_err(&path))?;
     Ok(lock)
 }
@@ -262,7 +273,8 @@ pub fn lock_for_repair(sys: &Sys) -> Result<Lock, JournalError> {
 /// A shield being repaired is no reason for `on` to fail.
 pub fn lock_past_repair(sys: &Sys) -> Result<Lock, JournalError> {
     let started = Instant::now();
-    let repairing = || std::fs::read(sys.path(LOCK_FILE)).is_ok_and(|said| said == REPAIRING);
+    let repairing =
+        || std::fs::read(sys.path(LOCK_FILE)).is_ok_and(|said| said.ends_with(REPAIRING));
     loop {
         match lock(sys) {
             Err(JournalError::Locked(_)) if started.elapsed() < LOCK_WAIT && repairing() => {
@@ -1132,10 +1144,20 @@ mod tests {
         });
         assert!(lock_past_repair(&sys).is_ok());
         letting_go.join().unwrap();
-        // What the repair said of itself is gone with it.
-        let after = lock(&sys);
-        assert!(after.is_ok());
-        assert_eq!(std::fs::read(sys.path(LOCK_FILE)).unwrap(), b"");
+        // What the repair said of itself is gone with it: the next holder
+        // says who it is, and `holder` finds it while it holds the lock.
+        let after = lock(&sys).unwrap();
+        let me = std::process::id() as i32;
+        assert_eq!(
+            std::fs::read(sys.path(LOCK_FILE)).unwrap(),
+            format!("{me}\n").as_bytes()
+        );
+        // (`holder` reads the root's /proc: here the live one.)
+        let open = || crate::sys::procfs::has_open(&Sys::live(), me, &sys.path(LOCK_FILE));
+        assert!(open());
+        drop(after);
+        assert!(!open(), "the file closed, no holder");
+        assert_eq!(holder(&sys), None, "a fixture root's /proc has no holder");
     }
 
     #[test]
