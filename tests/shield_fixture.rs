@@ -1419,3 +1419,44 @@ fn irqs_bound_with_irq_spread_get_a_shielded_cpu_each_and_off_gives_back() {
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "not restored: {d:#?}");
 }
+
+/// A kernel thread caught while kthreadd was making it (still named
+/// `kthreadd`, not yet bound) is moved off the shield; by `off` the kernel
+/// has bound it (PF_NO_SETAFFINITY) and refuses its old affinity: that is
+/// the kernel's thread now, left as it is and said so, not a failure
+/// (seen in guest scenario 21 on 6.1: `off` exited 5 on it).
+#[test]
+fn off_leaves_a_thread_the_kernel_bound_since_on_and_says_so() {
+    use cpushield::sys::fixture;
+    use cpushield::sys::procfs::{PF_KTHREAD, PF_NO_SETAFFINITY};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    fixture::add_process(&sys, 60, &[task("kthreadd", PF_KTHREAD, "0-3")]).unwrap();
+    let o = cpushield(root, &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(sys.affinity(60).ok(), Some(cpus("0-1")));
+    // Made: the kernel binds it.
+    for rel in ["proc/60/stat", "proc/60/task/60/stat"] {
+        let path = root.join(rel);
+        let stat = std::fs::read_to_string(&path).unwrap();
+        let (head, tail) = stat.split_at(stat.rfind(')').unwrap() + 1);
+        let mut fields: Vec<String> = tail.split_whitespace().map(str::to_string).collect();
+        let flags: u64 = fields[6].parse().unwrap();
+        fields[6] = (flags | PF_NO_SETAFFINITY).to_string();
+        std::fs::write(&path, format!("{head} {}\n", fields.join(" "))).unwrap();
+    }
+    let o = cpushield(root, &["off", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let report = json(&o);
+    let left = report["left_in_use"].to_string();
+    assert!(
+        left.contains("task 60") && left.contains("PF_NO_SETAFFINITY"),
+        "{left}"
+    );
+    assert_eq!(
+        report["failed"].as_array().map(Vec::len),
+        Some(0),
+        "{report}"
+    );
+}

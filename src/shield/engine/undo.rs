@@ -292,6 +292,13 @@ fn keep_pinned(sys: &Sys, keep: &KeepOnCpus, pid: i32, out: &mut Undone) {
     }
 }
 
+/// Whether the kernel now forbids changing thread `tid`'s affinity.
+fn pinned_by_kernel(sys: &Sys, tid: i32) -> bool {
+    let stat = sys.read(&format!("proc/{tid}/stat")).unwrap_or_default();
+    crate::sys::procfs::parse_stat(&stat)
+        .is_some_and(|(_, flags)| flags & crate::sys::procfs::PF_NO_SETAFFINITY != 0)
+}
+
 /// Puts one thread's affinity back unless it already is what it was, or
 /// its id now names a newer thread (journaled at `at`, see [`recycled`]).
 fn restore_affinity(sys: &Sys, tid: i32, cpus: &CpuSet, at: Option<u64>, out: &mut Undone) {
@@ -316,6 +323,13 @@ fn restore_affinity(sys: &Sys, tid: i32, cpus: &CpuSet, at: Option<u64>, out: &m
     match sys.set_affinity(tid, cpus) {
         Ok(()) => out.restored += 1,
         Err(err) if err.kind == ErrorKind::NotFound => out.exited += 1,
+        // A kernel thread caught while being made (still named after
+        // kthreadd) is bound by the kernel once made: its affinity is the
+        // kernel's now, not ours to give back.
+        Err(_) if pinned_by_kernel(sys, tid) => out.left_in_use.push(Refusal {
+            target: format!("task {tid}"),
+            reason: format!("affinity {cpus} not given back: the kernel pins this thread now (PF_NO_SETAFFINITY)"),
+        }),
         Err(err) => out.failed.push(Refusal {
             target: format!("task {tid}"),
             reason: format!("could not restore affinity {cpus}: {}", err.errno_name()),
