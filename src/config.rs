@@ -4,25 +4,15 @@
 //! be valid, quoting at most a short prefix of a long value. The file must
 //! be a regular file of at most 1 MiB ([`crate::input::read_file`]).
 //!
-//! ```toml
-//! cpus = "2-3"                 # required: cpulist or hex mask
-//! irqs = ["eth0-rx-0", "45"]   # IRQs bound to the shield
-//! tune = ["all"]               # or knob names such as "timer-migration" (cpushield tune --list), or "all"
-//! hotplug_restart = false
-//! force = false
-//! allow_split_siblings = false
-//! boot = true                  # or extra options: ["skew_tick=1"]; the boot half (see cpushield::boot)
-//! guard = "auto"               # the starvation guard: "auto", "on" or "off" (see cpushield::guard)
-//! guard_engine = "auto"        # what boosts: "auto" (stalld where installed), "cpushield" or "stalld"
-//! guard_threshold = "1s"       # the guard's --guard-* durations, with units (a bare number in the option's unit)
-//! guard_runtime = "50us"
-//! guard_period = "100ms"
-//! guard_duration = "1s"
-//! kthreads_above = 80          # the shielded CPUs' softirq, timer and RCU threads above this priority
-//! cache_ways = 4               # the shield's own ways of each L3 it sits in (resctrl)
-//! others_bandwidth = 50        # with cache_ways: the rest's memory bandwidth, percent or "6GB/s"
-//! max_idle_latency = "10us"    # the shielded CPUs kept out of idle states slower than this (or 10, in µs)
+//! The file's own keys are `cpus` (required: a cpulist or a hex mask),
+//! `force`, `allow_split_siblings` and `boot` (`true`, or extra options
+//! such as `["skew_tick=1"]`: the boot half, see [`crate::boot`]); every
+//! other key is a component's option, declared with it (its flag's id, its
+//! parser, its help) and documented from that declaration
+//! (`keys::documentation`, which writes the packaged example
+//! `packaging/cpushield.toml`). Certify's own table:
 //!
+//! ```toml
 //! [certify]                    # `certify --config`: what its flags do not say
 //! budget = "max<=100us,p99.99<=50us"
 //! duration = "2h"              # or seconds

@@ -45,12 +45,12 @@ impl CycleClock {
 pub const CACHE_LOADS_PER_ROUND: u64 = 8192;
 
 /// One level of the cache probe on one CPU: its working set, its walk
-/// (built by [`prepare`] on the measuring thread) and its histograms.
+/// (built by [`super::probes::prepare`] on the measuring thread) and its histograms.
 #[derive(Debug)]
 pub struct CacheLevel {
     /// The working set: level, size, where the size came from.
     pub set: WorkingSet,
-    /// The walk through it (empty until [`prepare`], and again after the loop).
+    /// The walk through it (empty until [`super::probes::prepare`], and again after the loop).
     pub walk: Walk,
     /// Seed of the walk's random order.
     pub seed: u64,
@@ -74,7 +74,7 @@ pub struct CacheJob {
     /// Its frequency, measured against CLOCK_MONOTONIC_RAW at the start.
     pub clock: CycleClock,
     /// Ticks of the timing itself (the least of many empty timings, set
-    /// by [`prepare`]), taken off every sample.
+    /// by [`super::probes::prepare`]), taken off every sample.
     pub overhead_ticks: u64,
     /// L1d, L2, L3 share, in that order (or the one set given).
     pub levels: Vec<CacheLevel>,
@@ -89,7 +89,7 @@ impl CacheJob {
     /// every run, so that runs walk the same orders) and two histograms:
     /// `buckets` of `width_ns` ns, and 1-cycle buckets over the same time
     /// (at most 1,000,000). Allocates the histograms; the walks are built
-    /// by [`prepare`] on the measuring thread.
+    /// by [`super::probes::prepare`] on the measuring thread.
     pub fn new(
         cpu: u32,
         sets: Vec<WorkingSet>,
@@ -144,7 +144,7 @@ pub struct PciJob {
     pub tsc: Tsc,
     /// Its frequency, measured at the start.
     pub clock: CycleClock,
-    /// Ticks of an empty timing, set by [`prepare`], taken off every sample.
+    /// Ticks of an empty timing, set by [`super::probes::prepare`], taken off every sample.
     pub overhead_ticks: u64,
     /// The function and register.
     pub target: DeviceTarget,
