@@ -14,7 +14,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -213,6 +213,13 @@ pub fn holder(sys: &Sys) -> Option<i32> {
 
 /// Takes the lock without waiting.
 pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
+    take(sys, "\n")
+}
+
+/// Takes the lock without waiting; the lock file then says the holder's
+/// pid followed by `says` (see [`holder`]), over whatever an earlier
+/// holder said.
+fn take(sys: &Sys, says: &str) -> Result<Lock, JournalError> {
     let path = run_dir(sys)?.join("lock");
     let file = OpenOptions::new()
         .read(true)
@@ -225,10 +232,11 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
         .map_err(io_err(&path))?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(flock) => {
-            // The holder says who it is (see `holder`), over whatever an
-            // earlier holder said.
-            let _ = flock.set_len(0);
-            let _ = (&*flock).write_all(format!("{}\n", std::process::id()).as_bytes());
+            let said = format!("{}{says}", std::process::id());
+            flock.set_len(0).map_err(io_err(&path))?;
+            (&*flock)
+                .write_all(said.as_bytes())
+                .map_err(io_err(&path))?;
             #[cfg(feature = "fixture")]
             let fixture = sys.fixture().cloned();
             #[cfg(feature = "fixture")]
@@ -248,24 +256,13 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
 
 /// What the lock file ends with while a repair holds the lock (after its
 /// holder's pid).
-const REPAIRING: &[u8] = b" repair\n";
+const REPAIRING: &str = " repair\n";
 
 /// Takes the lock without waiting, for a repair (a change in place to the
 /// shield's own request, which takes a second or two): the lock file says
 /// so while it is held, and [`lock_past_repair`] waits for it.
 pub fn lock_for_repair(sys: &Sys) -> Result<Lock, JournalError> {
-    let lock = lock(sys)?;
-    let path = sys.path(LOCK_FILE);
-    let said = format!(
-        "{}{}",
-        std::process::id(),
-        String::from_utf8_lossy(REPAIRING)
-    );
-    lock._flock.set_len(0).map_err(io_err(&path))?;
-    lock._flock
-        .write_all_at(said.as_bytes(), 0)
-        .map_err(io_err(&path))?;
-    Ok(lock)
+    take(sys, REPAIRING)
 }
 
 /// The lock for a person's `on` or `off`: while a repair holds it, waited
@@ -273,8 +270,9 @@ pub fn lock_for_repair(sys: &Sys) -> Result<Lock, JournalError> {
 /// A shield being repaired is no reason for `on` to fail.
 pub fn lock_past_repair(sys: &Sys) -> Result<Lock, JournalError> {
     let started = Instant::now();
-    let repairing =
-        || std::fs::read(sys.path(LOCK_FILE)).is_ok_and(|said| said.ends_with(REPAIRING));
+    let repairing = || {
+        std::fs::read(sys.path(LOCK_FILE)).is_ok_and(|said| said.ends_with(REPAIRING.as_bytes()))
+    };
     loop {
         match lock(sys) {
             Err(JournalError::Locked(_)) if started.elapsed() < LOCK_WAIT && repairing() => {
