@@ -15,8 +15,14 @@
 //! counts each repair by its reason in [`STATE_FILE`], which `status` and
 //! the metrics read.
 //!
-//! Drift that another program makes (someone's `taskset` onto the shield)
-//! is not the kernel's: `status` reports it, and the healer leaves it.
+//! Drift that another program makes (an IRQ's affinity written, a knob
+//! set back, a thread put on the shield) is not the kernel's: `status`
+//! reports it, and the healer leaves it, unless the shield was made with
+//! `--heal drift` (config `heal = "drift"`). Then it also reads the shield
+//! back as `status` does every [`DRIFT_PERIOD`] and repairs what `status`
+//! finds broken, the reason `drift`; the same drift come back after its
+//! repair (a program that changes it back) waits twice as long each time,
+//! up to [`DRIFT_BACKOFF_MAX`], rather than a fight.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -44,6 +50,12 @@ pub const PERIOD: Duration = Duration::from_millis(500);
 const GATHER_QUIET: Duration = Duration::from_millis(250);
 /// ... and this long after the first at the latest.
 const GATHER_MAX: Duration = Duration::from_secs(1);
+/// How often the healer of a shield made with `--heal drift` reads it
+/// back as `status` does, for what other programs changed.
+pub const DRIFT_PERIOD: Duration = Duration::from_secs(2);
+/// The longest wait before the same drift, come back after its repair, is
+/// repaired again.
+pub const DRIFT_BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// How many times one trigger's repair is tried.
 const RETRIES: usize = 3;
 
@@ -231,6 +243,70 @@ impl Seen {
     }
 }
 
+/// When drift is looked for next, and how long the same drift come back
+/// after its repair waits.
+#[derive(Debug)]
+struct DriftWatch {
+    next: Instant,
+    wait: Duration,
+    last: Option<String>,
+}
+
+impl DriftWatch {
+    fn new(now: Instant) -> DriftWatch {
+        DriftWatch {
+            next: now,
+            wait: DRIFT_PERIOD,
+            last: None,
+        }
+    }
+
+    /// At `now`, when a look is due: what `find` finds drifted, as a
+    /// trigger. Drift found again as it was at the last look (repaired
+    /// since, and changed back) doubles the wait to the next look.
+    fn look(&mut self, now: Instant, find: impl FnOnce() -> Option<String>) -> Option<Trigger> {
+        if now < self.next {
+            return None;
+        }
+        let found = find();
+        self.wait = match &found {
+            Some(what) if self.last.as_ref() == Some(what) => {
+                (self.wait * 2).min(DRIFT_BACKOFF_MAX)
+            }
+            _ => DRIFT_PERIOD,
+        };
+        self.next = now + self.wait;
+        self.last.clone_from(&found);
+        found.map(|what| Trigger {
+            reason: "drift",
+            what,
+        })
+    }
+}
+
+/// What another program changed of the shield, read back as `status`
+/// does, when the shield was made with `--heal drift`: what `status`
+/// finds broken, one line. None when nothing is, drift is not the
+/// healer's to repair, or a change is being made now (its lock held).
+fn drift_found(sys: &Sys) -> Option<String> {
+    use crate::shield::components::healer::{HealMode, Options};
+    use crate::shield::journal;
+    if journal::holder(sys).is_some() {
+        return None;
+    }
+    let state = journal::read_state(sys).ok()??;
+    let mode = state.request.as_ref()?.declared::<Options>().ok()?.heal;
+    if mode != HealMode::Drift || !state.complete {
+        return None;
+    }
+    let report = crate::shield::status(sys).ok()?;
+    let broken: Vec<String> = (report.broken.iter())
+        .filter(|f| f.id != "healer")
+        .map(|f| f.reason.clone())
+        .collect();
+    (!broken.is_empty()).then(|| broken.join("; "))
+}
+
 /// The IRQ numbers under `/proc/irq`.
 fn irq_numbers(sys: &Sys) -> HashSet<u32> {
     sys.list("proc/irq")
@@ -316,14 +392,23 @@ pub fn run(
     write_state(sys, &state)?;
     let events = uevents().map_err(HealError::Uevents)?;
     let mut seen = Seen::now(sys);
+    let mut drift = DriftWatch::new(Instant::now());
     while !stop.load(Ordering::Relaxed) {
         let event = wait(&events, PERIOD).then(|| drain(&events)).flatten();
         if !lives() {
             break;
         }
-        let Some(trigger) = event.or_else(|| seen.look(sys, &state.cpus)) else {
+        let trigger = (event.or_else(|| seen.look(sys, &state.cpus)))
+            .or_else(|| drift.look(Instant::now(), || drift_found(sys)));
+        let Some(trigger) = trigger else {
             continue;
         };
+        if trigger.reason == "drift" && drift.wait > DRIFT_PERIOD {
+            eprintln!(
+                "cpushield heal: the same drift came back after its repair (does another program change it back?): looked for again in {} s",
+                drift.wait.as_secs()
+            );
+        }
         let t = Instant::now();
         // What comes with it is part of the same repair.
         while t.elapsed() < GATHER_MAX && wait(&events, GATHER_QUIET) {
@@ -408,6 +493,33 @@ mod tests {
         // an old IRQ moved onto the shield is drift, not the healer's
         irq(10, "2");
         assert!(seen.look(&sys, &shield).is_none());
+    }
+
+    #[test]
+    fn drift_is_repaired_at_once_and_the_same_drift_come_back_waits_ever_longer() {
+        let t0 = Instant::now();
+        let mut watch = DriftWatch::new(t0);
+        let irq = || Some("IRQs 24 are allowed on the shield again".to_string());
+        assert_eq!(watch.look(t0, irq).unwrap().reason, "drift");
+        // not looked for again before its period
+        assert!(watch
+            .look(t0 + DRIFT_PERIOD / 2, || panic!("looked early"))
+            .is_none());
+        // changed back at once by another program: 2 s, then 4, 8, ...
+        let mut at = t0 + DRIFT_PERIOD;
+        let mut waits = Vec::new();
+        for _ in 0..10 {
+            assert!(watch.look(at, irq).is_some());
+            waits.push(watch.wait.as_secs());
+            at += watch.wait;
+        }
+        assert_eq!(waits, [4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+        // once it holds, the next drift is repaired at once again
+        assert!(watch.look(at, || None).is_none());
+        at += DRIFT_PERIOD;
+        let knob = || Some("kernel.timer_migration is 1 again".to_string());
+        assert!(watch.look(at, knob).is_some());
+        assert_eq!(watch.wait, DRIFT_PERIOD);
     }
 
     fn uevent(parts: &[&str]) -> Vec<u8> {

@@ -42,6 +42,14 @@ pub enum HealMode {
     Off,
     /// The healer runs while the shield lives.
     On,
+    /// As `on`, and it also repairs what another program changed of the
+    /// shield (an IRQ's affinity, a knob, a thread put on the shield):
+    /// whatever `status` finds broken, looked for every
+    /// [`heal::DRIFT_PERIOD`], as kubelet's CPU manager reconciles its
+    /// cpusets. A program that changes it back at once is not fought:
+    /// the same drift after a repair waits ever longer, up to
+    /// [`heal::DRIFT_BACKOFF_MAX`].
+    Drift,
 }
 
 impl std::fmt::Display for HealMode {
@@ -49,6 +57,7 @@ impl std::fmt::Display for HealMode {
         f.write_str(match self {
             HealMode::Off => "off",
             HealMode::On => "on",
+            HealMode::Drift => "drift",
         })
     }
 }
@@ -63,6 +72,8 @@ pub struct Options {
     /// a second and without a person: `on` starts the healer (`cpushield
     /// heal`, a systemd service where systemd runs), which repairs as
     /// `cpushield repair` does on each such event; `off` stops it.
+    /// `drift`: the same, and what other programs changed of the shield
+    /// too (what `status` finds broken).
     #[arg(long, value_name = "MODE", default_value = "off")]
     #[serde(default, skip_serializing_if = "is_off")]
     pub heal: HealMode,
@@ -183,7 +194,7 @@ impl Component for Part {
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         let mode = cx.req.declared::<Options>().map(|o| o.heal).unwrap_or_default();
-        if mode == HealMode::On {
+        if mode != HealMode::Off {
             let unit = cx.snap.owners.systemd.then(|| heal::UNIT.to_string());
             let own = Own::Heal { unit };
             d.add(Phase::Finish, vec![Step::fatal(OWNER, Action::own(OWNER, &own))]);

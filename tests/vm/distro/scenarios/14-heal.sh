@@ -9,7 +9,8 @@
 #   before; then a virtio-net card hot-added through QEMU's monitor: its
 #   IRQs served off the shield (effective affinity) and status exit 0
 #   within 10 s of the guest seeing it (status waits for the repair being
-#   made; the time is to its exit)
+#   made; the time is to its exit); then --heal drift in place and an IRQ
+#   written onto the shield by hand: repaired, reason drift, within 10 s
 # distro: suites=bookworm,trixie
 . /job/lib.sh "$1"
 SH=2-3
@@ -83,6 +84,32 @@ else
         meets "$a" $SH && off_shield=no
     done
     check "the card's IRQs are served off CPUs 2-3 (effective affinity, as the kernel reads it back)" [ $off_shield = yes ]
+fi
+# Drift by another program: the shield changed in place to --heal drift;
+# an IRQ's affinity written onto the shield by hand, as a script would.
+# The healer reads the shield back as status does every 2 s and repairs
+# it (reason drift); without drift it left it (status said so).
+cs on $SH --heal drift
+check "on $SH --heal drift, in place, exits 0" [ "$CS_RC" = 0 ]
+HPID2=$(systemctl show -p MainPID --value cpushield-heal.service)
+drifted=""
+for d in /proc/irq/[0-9]*; do
+    a=$(cat "$d/smp_affinity_list" 2>/dev/null) || continue
+    meets "$a" $SH && continue
+    echo 3 >"$d/smp_affinity_list" 2>/dev/null || continue
+    drifted=${d#/proc/irq/}; break
+done
+if [ -z "$drifted" ]; then
+    check "an IRQ off the shield takes affinity 3 when written by hand" false
+else
+    status_holds_after "$(cut -d' ' -f1 /proc/uptime)"; rc=$HELD_RC; took=$HELD_AFTER
+    now=$(cat /proc/irq/$drifted/smp_affinity_list)
+    note "kernel $(uname -r): healer: IRQ $drifted written onto CPU 3 by hand under --heal drift: status exit $rc $took s after, its affinity $now; repairs $(sed -n 's/.*"repairs": *\({[^}]*}\).*/\1/p' /run/cpushield/heal.json)"
+    check "IRQ $drifted written onto CPU 3 by hand: status exits 0 within 10 s under emulation, no command run ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 10.0) }"
+    check "the healer counted a drift repair" grep -Eq '"drift": *[1-9]' /run/cpushield/heal.json
+    off_shield=yes; meets "$now" $SH && off_shield=no
+    check "IRQ $drifted is off CPUs 2-3 again (it reads $now)" [ $off_shield = yes ]
+    check "the healer kept running through the change to drift (pid $HPID2)" [ "$(systemctl show -p MainPID --value cpushield-heal.service)" = "$HPID2" ]
 fi
 cs off
 check "off after the device exits 0" [ "$CS_RC" = 0 ]
