@@ -23,6 +23,7 @@ pub mod guard;
 pub mod heal;
 pub mod input;
 pub mod json_null;
+pub mod kubelet;
 pub mod load;
 pub mod measure;
 pub mod report;

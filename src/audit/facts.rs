@@ -74,6 +74,8 @@ pub struct Facts {
     /// What the shield's components read for their own rules, each under
     /// its name (see `Component::audit_read`).
     pub own: crate::shield::OwnFacts,
+    /// kubelet as it runs, on a Kubernetes node.
+    pub kubelet: Option<crate::kubelet::Kubelet>,
 }
 
 /// Frequency and idle facts of one CPU.
@@ -168,6 +170,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         own: crate::shield::components::read_for_audit(sys, &targets, &entries),
         numa_nodes: numa_nodes(sys),
         pci: crate::sys::pci::read(sys),
+        kubelet: crate::kubelet::read(sys),
         targets,
         shield,
         online,

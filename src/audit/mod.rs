@@ -6,6 +6,7 @@
 mod boot_rules;
 pub mod bus;
 pub mod facts;
+mod kubelet_rules;
 pub mod parse;
 pub mod rules;
 mod smi;

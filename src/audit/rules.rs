@@ -34,6 +34,7 @@ pub fn judge(f: &Facts) -> Vec<Finding> {
     numa(f, &mut out);
     super::bus::findings(f, &mut out);
     super::smi::findings(f, &mut out);
+    super::kubelet_rules::findings(f, &mut out);
     let mut findings = out.0;
     findings.sort_by(|a, b| a.severity.cmp(&b.severity).then(b.impact.cmp(&a.impact)));
     findings

@@ -10,7 +10,9 @@
 #   shared pool (defaultCpuSet, 0-1: the reserved CPUs, strict-cpu-
 #   reservation being off); kubelet and containerd themselves may run on
 #   2-3, and system.slice is not confined (printed). cpushield: status and
-#   audit --cpus 2-3 read-only; `on 2-3` and its dry run refused, exit 2,
+#   audit --cpus 2-3 read-only, audit judging the CPUs against kubelet's
+#   own settings (reserved 0-1 ok, the pod's CPUs named, strict-cpu-
+#   reservation off said; --cpus 1-3 overlaps the reserved CPUs: bad); `on 2-3` and its dry run refused, exit 2,
 #   naming the Kubernetes node, nothing changed (a shield of its own would
 #   take the Guaranteed container out of its scope; issue #60's mode will
 #   work with kubelet instead).
@@ -179,8 +181,18 @@ info "threads outside kubepods.slice allowed on 2-3 (per-CPU kthreads not counte
 snap before
 cs status
 check "status with no shield exits 0 ($CS_RC)" [ "$CS_RC" = 0 ]
-cs audit --cpus 2-3
-info "audit --cpus 2-3 exited $CS_RC"
+# audit reads kubelet's own settings (its --config file and its
+# checkpoint): the reserved CPUs against the audited ones, the CPUs the
+# Guaranteed pod holds, the policy options that are off
+finding() { grep -A1 "\"id\": \"$1\"" "$OUT/cs.out" | grep -q "\"severity\": \"$2\""; }
+cs audit --cpus 2-3 --json
+info "audit --cpus 2-3 exited $CS_RC; kubelet's findings: $(grep -A2 '"id": "kubelet' "$OUT/cs.out" | sed -n 's/.*"reason": "\(.*\)",/\1/p' | tr '\n' '|')"
+check "audit --cpus 2-3: kubelet's reservedSystemCPUs 0-1 are the housekeeping CPUs (kubelet.reserved ok)" finding kubelet.reserved ok
+check "audit --cpus 2-3 names the Guaranteed pod's container holding 2-3 (kubelet.exclusive, from cpu_manager_state)" \
+    sh -c "grep -A2 '\"id\": \"kubelet.exclusive\"' '$OUT/cs.out' | grep -q 'container rt: 2-3'"
+check "audit --cpus 2-3: strict-cpu-reservation is off here, said (kubelet.strict-cpu-reservation warn)" finding kubelet.strict-cpu-reservation warn
+cs audit --cpus 1-3 --json
+check "audit --cpus 1-3: CPU 1 is one of kubelet's reserved CPUs (kubelet.reserved bad)" finding kubelet.reserved bad
 cs on 2-3 --dry-run
 check "on 2-3 --dry-run is refused on this Kubernetes node, exit 2 ($CS_RC)" [ "$CS_RC" = 2 ]
 check "the refusal says it is a Kubernetes node and names kubelet" \
