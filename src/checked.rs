@@ -28,6 +28,15 @@ use certify::certify;
 #[error("{0}")]
 pub struct Refusal(pub String);
 
+/// The monitor `verify` speaks to, one line and its exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plugin {
+    /// Nagios, Icinga and the other monitoring plugins' runners.
+    Nagios,
+    /// Kubernetes' node-problem-detector, as a custom plugin.
+    Npd,
+}
+
 /// A command and its checked request.
 #[derive(Debug)]
 pub enum Checked {
@@ -75,11 +84,11 @@ pub enum Checked {
         request: Request,
         /// Report as JSON.
         json: bool,
-        /// One line and the monitoring plugins' exit codes.
-        nagios: bool,
+        /// One line and a monitor's exit codes.
+        plugin: Option<Plugin>,
     },
-    /// `verify --nagios` whose config could not be read: UNKNOWN.
-    NagiosUnknown(String),
+    /// `verify --nagios` or `--npd` whose config could not be read: UNKNOWN.
+    PluginUnknown(Plugin, String),
     /// `metrics`.
     Metrics {
         /// A `compare` results.json to export.
@@ -282,15 +291,20 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
             }
             Command::Verify(a) => {
                 let config = config_path(sys, a.config);
-                match cpushield::config::load(&config) {
-                    Ok(request) => Checked::Verify {
+                let plugin = match (a.nagios, a.npd) {
+                    (true, _) => Some(Plugin::Nagios),
+                    (_, true) => Some(Plugin::Npd),
+                    _ => None,
+                };
+                match (cpushield::config::load(&config), plugin) {
+                    (Ok(request), _) => Checked::Verify {
                         request,
                         config,
                         json: a.json,
-                        nagios: a.nagios,
+                        plugin,
                     },
-                    Err(e) if a.nagios => Checked::NagiosUnknown(e.to_string()),
-                    Err(e) => return Err(e.into()),
+                    (Err(e), Some(plugin)) => Checked::PluginUnknown(plugin, e.to_string()),
+                    (Err(e), None) => return Err(e.into()),
                 }
             }
             Command::Metrics(a) => Checked::Metrics {

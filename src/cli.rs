@@ -424,15 +424,23 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Print JSON for machines instead of text.
-    #[arg(long, conflicts_with = "nagios")]
+    #[arg(long, conflicts_with_all = ["nagios", "npd"])]
     pub json: bool,
     /// For Nagios, Icinga and other monitoring plugins: one line
     /// (`CPUSHIELD OK - ...`) and their exit codes: 0 OK (holds and matches
     /// the config), 1 WARNING (differs from the config, or a reboot is
     /// pending), 2 CRITICAL (broken), 3 UNKNOWN (the config or the machine
     /// could not be read).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "npd")]
     pub nagios: bool,
+    /// For Kubernetes' node-problem-detector (a custom plugin monitor,
+    /// which makes a node condition of it): one line, the reason first,
+    /// and its exit codes: 0 OK (holds and matches the config; a boot half
+    /// waiting for a reboot is no problem), 1 a problem (broken, or
+    /// differs from the config), 2 unknown (the config or the machine
+    /// could not be read).
+    #[arg(long)]
+    pub npd: bool,
 }
 
 #[derive(Args, Debug)]

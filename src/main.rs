@@ -23,7 +23,7 @@ mod checked;
 mod cli;
 mod experiments;
 
-use checked::{Checked, Refusal};
+use checked::{Checked, Plugin, Refusal};
 use cli::Cli;
 use experiments::{certify, compare};
 
@@ -281,12 +281,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             config,
             request,
             json,
-            nagios,
-        } => match nagios {
-            true => Ok(nagios_verify(&sys, Ok((&config, &request)), out)?),
-            false => verify_command(&sys, &config, &request, json, out),
+            plugin,
+        } => match plugin {
+            Some(plugin) => Ok(plugin_verify(&sys, plugin, Ok((&config, &request)), out)?),
+            None => verify_command(&sys, &config, &request, json, out),
         },
-        Checked::NagiosUnknown(why) => Ok(nagios_verify(&sys, Err(&why), out)?),
+        Checked::PluginUnknown(plugin, why) => Ok(plugin_verify(&sys, plugin, Err(&why), out)?),
         Checked::Metrics { results, textfile } => {
             metrics_command(&sys, results.as_deref(), textfile.as_deref(), out)
         }
@@ -557,21 +557,28 @@ fn verify_command(
     ))
 }
 
-/// `verify --nagios`: one line and the monitoring plugins' exit codes
-/// ([`report::nagios`]); a machine that cannot be read is UNKNOWN, not an
-/// error. A config that could not be read (`Err`, why) is UNKNOWN too.
-fn nagios_verify(
+/// `verify --nagios` or `--npd`: one line and the monitor's exit codes
+/// ([`report::nagios`]); a machine that cannot be read is unknown, not an
+/// error. A config that could not be read (`Err`, why) is unknown too.
+fn plugin_verify(
     sys: &Sys,
+    plugin: Plugin,
     config: Result<(&Path, &Request), &str>,
     out: &mut impl Write,
 ) -> std::io::Result<ExitCode> {
+    use report::nagios;
+    let unknown = |why: &str| match plugin {
+        Plugin::Nagios => nagios::unknown(why),
+        Plugin::Npd => nagios::npd_unknown(why),
+    };
     let (code, line) = match config {
-        Err(why) => report::nagios::unknown(why),
+        Err(why) => unknown(why),
         Ok((config, request)) => {
             let config = config.display().to_string();
             match cpushield::fleet::verify(sys, request, &config) {
-                Ok(report) => report::nagios::verdict(&report, &config),
-                Err(e) => report::nagios::unknown(&e.to_string()),
+                Ok(report) if plugin == Plugin::Nagios => nagios::verdict(&report, &config),
+                Ok(report) => nagios::npd(&report, &config),
+                Err(e) => unknown(&e.to_string()),
             }
         }
     };

@@ -270,6 +270,47 @@ fn verify_speaks_the_monitoring_plugins_language() {
     assert!(cpushield(root, &["off"]).status.success());
 }
 
+/// `verify --npd`: node-problem-detector's custom plugin codes (0 OK, 1 a
+/// problem, 2 unknown) and one line with the reason first.
+#[test]
+fn verify_speaks_the_node_problem_detectors_language() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = systemd_host(root);
+    let line = |o: &std::process::Output| {
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert_eq!(out.lines().count(), 1, "one line: {out}");
+        out
+    };
+    let o = cpushield(root, &["verify", "--npd"]);
+    assert_eq!(code(&o), 2, "no config: unknown, {}", text(&o));
+    assert!(line(&o).starts_with("config "), "{}", text(&o));
+    write_config(root, "cpus = \"2-3\"\n");
+    let o = cpushield(root, &["verify", "--npd"]);
+    assert_eq!(code(&o), 1, "no shield yet: a problem, {}", text(&o));
+    assert!(line(&o).starts_with("the machine differs"), "{}", text(&o));
+    assert!(cpushield(root, &["apply"]).status.success());
+    let o = cpushield(root, &["verify", "--npd"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        line(&o).starts_with("the shield on CPUs 2-3 holds"),
+        "{}",
+        text(&o)
+    );
+    std::fs::remove_file(sys.path(cpushield::sys::fixture::MANAGER_ENVIRONMENT)).unwrap();
+    std::fs::write(sys.path("proc/200/environ"), "").unwrap();
+    let o = cpushield(root, &["verify", "--npd"]);
+    assert_eq!(code(&o), 1, "broken: a problem, {}", text(&o));
+    assert!(
+        line(&o).starts_with("the shield is broken: "),
+        "{}",
+        text(&o)
+    );
+    let both = cpushield(root, &["verify", "--npd", "--nagios"]);
+    assert_eq!(code(&both), 2, "one monitor at a time: {}", text(&both));
+    assert!(cpushield(root, &["off"]).status.success());
+}
+
 #[test]
 fn move_and_run_dry_runs_change_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -75,3 +75,29 @@ fn pods_in_kubelets_cgroups_are_seen_without_kubelet() {
         "1 threads in kubelet's pod cgroups",
     );
 }
+
+/// The node-problem-detector monitor shipped in packaging/kubernetes/ runs
+/// a command cpushield takes, and its condition follows `verify --npd`'s
+/// exit code: 2 (unknown) without a config, one line.
+#[test]
+fn the_shipped_node_problem_detector_monitor_runs_verify_npd() {
+    let text_of = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("packaging/kubernetes/cpushield-npd.json"),
+    )
+    .unwrap();
+    let monitor: serde_json::Value = serde_json::from_str(&text_of).unwrap();
+    assert_eq!(monitor["plugin"], "custom");
+    let rule = &monitor["rules"][0];
+    assert_eq!(rule["condition"], monitor["conditions"][0]["type"]);
+    assert_eq!(rule["type"], "permanent", "a node condition, not an event");
+    let args: Vec<&str> = (rule["args"].as_array().unwrap().iter())
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(rule["path"], "/usr/sbin/cpushield");
+    let dir = tempfile::tempdir().unwrap();
+    standard(dir.path(), CgroupLayout::V2, FixtureConfig::default());
+    let o = cpushield(dir.path(), &args);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1);
+}

@@ -1,7 +1,8 @@
 //! `verify --nagios` for the monitoring plugins (Nagios, Icinga, Sensu,
-//! Zabbix's agent): one line of text and their exit codes. The line
-//! carries the findings' reasons, which name what was read from the
-//! machine, so it goes through [`crate::escape::nagios`]: no control
+//! Zabbix's agent), and `verify --npd` for Kubernetes' node-problem-detector
+//! (a custom plugin monitor): one line of text and each one's exit codes.
+//! The line carries the findings' reasons, which name what was read from
+//! the machine, so it goes through [`crate::escape::nagios`]: no control
 //! character and no `|`, which would start forged performance data.
 
 use crate::fleet::VerifyReport;
@@ -22,45 +23,81 @@ pub fn unknown(why: &str) -> (u8, String) {
     (UNKNOWN, line(&format!("CPUSHIELD UNKNOWN - {why}")))
 }
 
-/// The exit code and line for `report`, the machine checked against
-/// `config` (the config file's name).
-pub fn verdict(report: &VerifyReport, config: &str) -> (u8, String) {
+/// What a monitor is told of the machine, worst first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// The shield is broken.
+    Broken,
+    /// The machine differs from its config.
+    Differs,
+    /// The boot half takes effect at the next reboot.
+    Pending,
+    /// It holds and matches.
+    Holds,
+}
+
+/// The level of `report`, the machine checked against `config` (the config
+/// file's name), and what to say of it.
+fn judge(report: &VerifyReport, config: &str) -> (Level, String) {
     let reasons = |findings: &[crate::finding::Finding]| {
         let all: Vec<&str> = findings.iter().map(|f| f.reason.as_str()).collect();
         all.join("; ")
     };
     let pending = report.boot.as_ref().is_some_and(|b| b.reboot_pending);
-    let (code, text) = if !report.holds {
-        (
-            CRITICAL,
-            format!(
-                "CPUSHIELD CRITICAL - the shield is broken: {}",
-                reasons(&report.broken)
-            ),
-        )
+    if !report.holds {
+        let why = reasons(&report.broken);
+        (Level::Broken, format!("the shield is broken: {why}"))
     } else if !report.matches {
+        let why = reasons(&report.differences);
         (
-            WARNING,
-            format!(
-                "CPUSHIELD WARNING - the machine differs from {config}: {}",
-                reasons(&report.differences)
-            ),
+            Level::Differs,
+            format!("the machine differs from {config}: {why}"),
         )
     } else if pending {
-        (
-            WARNING,
-            "CPUSHIELD WARNING - the boot half takes effect at the next reboot".to_string(),
-        )
+        let what = "the boot half takes effect at the next reboot";
+        (Level::Pending, what.to_string())
     } else {
-        (
-            0,
-            format!(
-                "CPUSHIELD OK - the shield on CPUs {} holds and matches {config}",
-                report.wanted
-            ),
-        )
+        let cpus = &report.wanted;
+        let what = format!("the shield on CPUs {cpus} holds and matches {config}");
+        (Level::Holds, what)
+    }
+}
+
+/// The exit code and line for `report`, the machine checked against
+/// `config` (the config file's name).
+pub fn verdict(report: &VerifyReport, config: &str) -> (u8, String) {
+    let (level, text) = judge(report, config);
+    let (code, word) = match level {
+        Level::Broken => (CRITICAL, "CRITICAL"),
+        Level::Differs | Level::Pending => (WARNING, "WARNING"),
+        Level::Holds => (0, "OK"),
+    };
+    (code, line(&format!("CPUSHIELD {word} - {text}")))
+}
+
+/// node-problem-detector's exit code for a problem (`NonOK`: the
+/// condition its rule names becomes true).
+pub const NPD_PROBLEM: u8 = 1;
+/// node-problem-detector's exit code when the state cannot be told.
+pub const NPD_UNKNOWN: u8 = 2;
+
+/// `verify --npd`: the exit code and line for node-problem-detector's
+/// custom plugin monitor: 0 OK (holds and matches, or only the boot half
+/// waits for a reboot, which is no broken node), 1 a problem (broken, or
+/// differs from the config). The reason comes first, as the monitor keeps
+/// only the start of the line (`max_output_length`, 80 bytes by default).
+pub fn npd(report: &VerifyReport, config: &str) -> (u8, String) {
+    let (level, text) = judge(report, config);
+    let code = match level {
+        Level::Broken | Level::Differs => NPD_PROBLEM,
+        Level::Pending | Level::Holds => 0,
     };
     (code, line(&text))
+}
+
+/// `verify --npd` when the config or the machine could not be read.
+pub fn npd_unknown(why: &str) -> (u8, String) {
+    (NPD_UNKNOWN, line(why))
 }
 
 /// `text` escaped for the plugins and cut to [`LINE_BYTES`].
@@ -97,6 +134,12 @@ mod tests {
         assert_eq!(code, CRITICAL);
         assert!(!line.contains('|') && !line.contains('\n'), "{line}");
         assert!(line.contains("x\\x7cshield_ok=1;;\\nOK"), "{line}");
+        let (code, npd_line) = npd(&report, "/etc/cpushield/cpushield.toml");
+        assert_eq!(code, NPD_PROBLEM);
+        assert!(
+            npd_line.starts_with("the shield is broken: task 9 x\\x7c"),
+            "{npd_line}"
+        );
         let (code, line) = unknown("config: a|b");
         assert_eq!(
             (code, line.as_str()),
