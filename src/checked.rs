@@ -289,24 +289,7 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                     json: a.json,
                 }
             }
-            Command::Verify(a) => {
-                let config = config_path(sys, a.config);
-                let plugin = match (a.nagios, a.npd) {
-                    (true, _) => Some(Plugin::Nagios),
-                    (_, true) => Some(Plugin::Npd),
-                    _ => None,
-                };
-                match (cpushield::config::load(&config), plugin) {
-                    (Ok(request), _) => Checked::Verify {
-                        request,
-                        config,
-                        json: a.json,
-                        plugin,
-                    },
-                    (Err(e), Some(plugin)) => Checked::PluginUnknown(plugin, e.to_string()),
-                    (Err(e), None) => return Err(e.into()),
-                }
-            }
+            Command::Verify(a) => verify(sys, a)?,
             Command::Metrics(a) => Checked::Metrics {
                 results: a.results,
                 textfile: a.textfile,
@@ -578,6 +561,27 @@ fn duration(text: &str, from: &str) -> Result<f64, Refusal> {
     } else {
         Err(bad())
     }
+}
+
+/// `verify`: its config read now; one that does not read is an error, or
+/// unknown to the monitor `--nagios` or `--npd` asks for.
+fn verify(sys: &Sys, a: crate::cli::VerifyArgs) -> Result<Checked> {
+    let config = config_path(sys, a.config);
+    let plugin = match (a.nagios, a.npd) {
+        (true, _) => Some(Plugin::Nagios),
+        (_, true) => Some(Plugin::Npd),
+        _ => None,
+    };
+    Ok(match (cpushield::config::load(&config), plugin) {
+        (Ok(request), _) => Checked::Verify {
+            request,
+            config,
+            json: a.json,
+            plugin,
+        },
+        (Err(e), Some(plugin)) => Checked::PluginUnknown(plugin, e.to_string()),
+        (Err(e), None) => return Err(e.into()),
+    })
 }
 
 #[cfg(test)]
