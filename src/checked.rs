@@ -28,6 +28,17 @@ use certify::certify;
 #[error("{0}")]
 pub struct Refusal(pub String);
 
+/// What `metrics` exports, and where it writes.
+#[derive(Debug)]
+pub struct MetricsOut {
+    /// A `compare` results.json to export.
+    pub results: Option<PathBuf>,
+    /// The textfile directory to write to (else stdout).
+    pub textfile: Option<PathBuf>,
+    /// node-feature-discovery's features directory to write to too.
+    pub nfd: Option<PathBuf>,
+}
+
 /// The monitor `verify` speaks to, one line and its exit codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plugin {
@@ -90,12 +101,7 @@ pub enum Checked {
     /// `verify --nagios` or `--npd` whose config could not be read: UNKNOWN.
     PluginUnknown(Plugin, String),
     /// `metrics`.
-    Metrics {
-        /// A `compare` results.json to export.
-        results: Option<PathBuf>,
-        /// The textfile directory to write to (else stdout).
-        textfile: Option<PathBuf>,
-    },
+    Metrics(MetricsOut),
     /// `status`.
     Status {
         /// Report as JSON.
@@ -290,10 +296,18 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                 }
             }
             Command::Verify(a) => verify(sys, a)?,
-            Command::Metrics(a) => Checked::Metrics {
+            Command::Metrics(a) if a.nfd.as_ref().is_some_and(|d| !d.is_dir()) => {
+                return Err(Refusal(format!(
+                    "--nfd {}: no such directory (node-feature-discovery's is /etc/kubernetes/node-feature-discovery/features.d)",
+                    a.nfd.unwrap_or_default().display()
+                ))
+                .into())
+            }
+            Command::Metrics(a) => Checked::Metrics(MetricsOut {
                 results: a.results,
                 textfile: a.textfile,
-            },
+                nfd: a.nfd,
+            }),
             Command::Status(a) => Checked::Status { json: a.json },
             Command::Move(a) => Checked::Move {
                 pids: a.pids,

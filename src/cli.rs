@@ -453,6 +453,14 @@ pub struct MetricsArgs {
     /// Also export the latency figures of this `compare` results.json.
     #[arg(long, value_name = "FILE")]
     pub results: Option<PathBuf>,
+    /// Also write DIR/cpushield atomically: node-feature-discovery's local
+    /// feature file (DIR is /etc/kubernetes/node-feature-discovery/features.d
+    /// on a Kubernetes node), the shield as node labels
+    /// (feature.node.kubernetes.io/cpushield-shield, -holds,
+    /// -shielded-cpus, -shielded-count, -boot-pending), expiring 10 minutes
+    /// after it was written.
+    #[arg(long, value_name = "DIR")]
+    pub nfd: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -287,9 +287,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             None => verify_command(&sys, &config, &request, json, out),
         },
         Checked::PluginUnknown(plugin, why) => Ok(plugin_verify(&sys, plugin, Err(&why), out)?),
-        Checked::Metrics { results, textfile } => {
-            metrics_command(&sys, results.as_deref(), textfile.as_deref(), out)
-        }
+        Checked::Metrics(m) => metrics_command(&sys, &m, out),
         Checked::Status { json } => status_command(&sys, json, out),
         Checked::Move {
             pids,
@@ -587,18 +585,20 @@ fn plugin_verify(
 }
 
 /// `metrics`: the Prometheus text, printed or written for the textfile collector.
-fn metrics_command(
-    sys: &Sys,
-    results: Option<&Path>,
-    textfile: Option<&Path>,
-    out: &mut impl Write,
-) -> Result<ExitCode> {
-    let text = cpushield::fleet::metrics(sys, results, unix_now())?;
-    match textfile {
+fn metrics_command(sys: &Sys, m: &checked::MetricsOut, out: &mut impl Write) -> Result<ExitCode> {
+    let text = cpushield::fleet::metrics(sys, m.results.as_deref(), unix_now())?;
+    match &m.textfile {
         Some(dir) => {
             cpushield::fleet::write_textfile(dir, &text)?;
         }
         None => out.write_all(text.as_bytes())?,
+    }
+    if let Some(dir) = &m.nfd {
+        let status = cpushield::fleet::status(sys)?;
+        let features = report::nfd::features(&status, std::time::SystemTime::now());
+        let path = dir.join(report::nfd::FILE);
+        cpushield::durable::write_file(&path, features.as_bytes(), 0o644)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {}", e.path.display(), e.source))?;
     }
     Ok(ExitCode::SUCCESS)
 }

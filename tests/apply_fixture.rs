@@ -132,6 +132,27 @@ fn apply_is_idempotent_changes_in_place_and_verify_and_metrics_tell() {
     );
     let age = sample(&s, "cpushield_last_apply_age_seconds").unwrap();
     assert!((0.0..60.0).contains(&age), "{age}");
+    // node-feature-discovery's feature file beside it: the shield as labels.
+    let features = tempfile::tempdir().unwrap();
+    let nfd = features.path().to_str().unwrap();
+    let o = cpushield(root, &["metrics", "--nfd", nfd]);
+    assert!(o.status.success(), "{}", text(&o));
+    let labels = std::fs::read_to_string(features.path().join("cpushield")).unwrap();
+    for line in [
+        "cpushield-shield=true",
+        "cpushield-holds=true",
+        "cpushield-shielded-cpus=2-3",
+    ] {
+        assert!(labels.lines().any(|l| l == line), "{line}: {labels}");
+    }
+    let o = cpushield(root, &["metrics", "--nfd", "/nonexistent/features.d"]);
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(o.stdout.is_empty(), "refused before anything is printed");
+    assert!(
+        text(&o).contains("--nfd /nonexistent/features.d: no such directory"),
+        "{}",
+        text(&o)
+    );
 
     // Break it: the irqbalance ban is removed. verify fails and names it.
     std::fs::remove_file(sys.path(cpushield::sys::fixture::MANAGER_ENVIRONMENT)).unwrap();

@@ -42,6 +42,7 @@ mod glyphs;
 pub mod html;
 pub mod measure;
 pub mod nagios;
+pub mod nfd;
 pub mod note;
 pub mod off;
 pub mod plot;
