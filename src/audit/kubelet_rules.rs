@@ -133,7 +133,7 @@ fn reserved(f: &Facts, k: &Kubelet, (who, file, restart): (&str, &str, &str), ou
             "kubelet.reserved",
             Severity::Bad,
             70,
-            format!("{who} reserves CPUs {reserved} for the OS, itself and the pods' shared pool, and {both} of them are audited ({}): kubelet, the runtime and every pod without exclusive CPUs run there", f.list()),
+            format!("{who} reserves CPUs {reserved} for the OS, itself and the pods' shared pool, and the audited CPUs {} take in {both} of them: kubelet, the runtime and every pod without exclusive CPUs run there", f.list()),
             format!("shield the CPUs kubelet hands to pods ({handed}), or reservedSystemCPUs: \"{housekeeping}\" in {file}; {restart}"),
         );
     } else if !left_out.is_empty() {
