@@ -5,13 +5,17 @@
 # guest checks between scenarios that none left the system changed) and
 # 7.x, and beside them the distribution scenarios in Debian 12, 13 and 14
 # guests booted by systemd (tests/vm/distro/run.sh).
-#   tests/vm/ci.sh [--install-only] [extra run.sh options]
+#   tests/vm/ci.sh [--install-only | --build-only] [extra run.sh options]
+# --build-only makes the static binaries and stops (.ci/run makes them
+# while tests/vm/prefetch.sh still boots its images on one core; the full
+# run's build then finds them made).
 # Nothing here changes this machine beyond installing Debian packages; all
 # shielding happens inside QEMU guests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-INSTALL_ONLY=0
+INSTALL_ONLY=0; BUILD_ONLY=0
 if [ "${1:-}" = --install-only ]; then INSTALL_ONLY=1; shift; fi
+if [ "${1:-}" = --build-only ]; then BUILD_ONLY=1; shift; fi
 
 # rpm and rpmlint check the .rpm (packaging/build-rpm.sh builds it without them).
 # ovmf and dosfstools: the UEFI guests (distro/image.sh --uefi: OVMF firmware,
@@ -51,6 +55,7 @@ if ! tests/vm/build-journal-v1.sh "$REL/previous"; then
     echo "== 26-journal-v1 will SKIP: the cpushield of journal version 1 could not be built from this clone's history (above)"
 fi
 echo "== the release builds took $(( $(date +%s) - t0 ))s"
+[ $BUILD_ONLY = 1 ] && exit 0
 
 echo "== the .deb, from that binary (packaging/build-deb.sh)"
 rm -rf "$REL/assets" && "$REL/package-assets" "$REL/assets" >/dev/null
