@@ -240,96 +240,78 @@ fn apply_is_idempotent_changes_in_place_and_verify_and_metrics_tell() {
     assert_eq!(diff(&was, &after), Vec::<String>::new());
 }
 
-/// `verify --nagios`: one line and the monitoring plugins' exit codes,
-/// for each state the machine can be in.
-#[test]
-fn verify_speaks_the_monitoring_plugins_language() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let sys = systemd_host(root);
-    let line = |o: &std::process::Output| {
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert_eq!(out.lines().count(), 1, "one line: {out}");
-        out
-    };
-    // No config: UNKNOWN (3), not cpushield's own 2.
-    let o = cpushield(root, &["verify", "--nagios"]);
-    assert_eq!(code(&o), 3, "{}", text(&o));
-    assert!(
-        line(&o).starts_with("CPUSHIELD UNKNOWN - config "),
-        "{}",
-        text(&o)
-    );
-    write_config(root, "cpus = \"2-3\"\n");
-    // No shield yet: WARNING (1), it differs.
-    let o = cpushield(root, &["verify", "--nagios"]);
-    assert_eq!(code(&o), 1, "{}", text(&o));
-    assert!(
-        line(&o).starts_with("CPUSHIELD WARNING - the machine differs"),
-        "{}",
-        text(&o)
-    );
-    assert!(cpushield(root, &["apply"]).status.success());
-    let o = cpushield(root, &["verify", "--nagios"]);
-    assert_eq!(code(&o), 0, "{}", text(&o));
-    assert!(
-        line(&o).starts_with("CPUSHIELD OK - the shield on CPUs 2-3 holds and matches"),
-        "{}",
-        text(&o)
-    );
-    // Broken: CRITICAL (2), naming what broke.
-    std::fs::remove_file(sys.path(cpushield::sys::fixture::MANAGER_ENVIRONMENT)).unwrap();
-    std::fs::write(sys.path("proc/200/environ"), "").unwrap();
-    let o = cpushield(root, &["verify", "--nagios"]);
-    assert_eq!(code(&o), 2, "{}", text(&o));
-    let out = line(&o);
-    assert!(
-        out.starts_with("CPUSHIELD CRITICAL - the shield is broken: ")
-            && out.contains("irqbalance"),
-        "{out}"
-    );
-    assert!(cpushield(root, &["off"]).status.success());
+/// What a monitor is told in each state the machine can be in: the exit
+/// code and the start of the one line, for each monitor.
+struct Monitor {
+    flag: &'static str,
+    /// No config; no shield yet (differs); holds; broken.
+    codes: [i32; 4],
+    starts: [&'static str; 4],
 }
 
-/// `verify --npd`: node-problem-detector's custom plugin codes (0 OK, 1 a
-/// problem, 2 unknown) and one line with the reason first.
+/// `verify --nagios` (the monitoring plugins' codes) and `verify --npd`
+/// (node-problem-detector's custom plugin codes, the reason first): one
+/// line, for each state the machine can be in.
 #[test]
-fn verify_speaks_the_node_problem_detectors_language() {
+fn verify_speaks_each_monitors_language() {
+    let monitors = [
+        Monitor {
+            flag: "--nagios",
+            codes: [3, 1, 0, 2],
+            starts: [
+                "CPUSHIELD UNKNOWN - config ",
+                "CPUSHIELD WARNING - the machine differs",
+                "CPUSHIELD OK - the shield on CPUs 2-3 holds and matches",
+                "CPUSHIELD CRITICAL - the shield is broken: ",
+            ],
+        },
+        Monitor {
+            flag: "--npd",
+            codes: [2, 1, 0, 1],
+            starts: [
+                "config ",
+                "the machine differs",
+                "the shield on CPUs 2-3 holds",
+                "the shield is broken: ",
+            ],
+        },
+    ];
+    for m in &monitors {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let sys = systemd_host(root);
+        let told = |state: usize| {
+            let o = cpushield(root, &["verify", m.flag]);
+            let out = String::from_utf8_lossy(&o.stdout).into_owned();
+            assert_eq!(out.lines().count(), 1, "{}: one line: {out}", m.flag);
+            assert_eq!(
+                code(&o),
+                m.codes[state],
+                "{} in state {state}: {}",
+                m.flag,
+                text(&o)
+            );
+            assert!(out.starts_with(m.starts[state]), "{}: {out}", m.flag);
+            out
+        };
+        told(0);
+        write_config(root, "cpus = \"2-3\"\n");
+        told(1);
+        assert!(cpushield(root, &["apply"]).status.success());
+        told(2);
+        std::fs::remove_file(sys.path(cpushield::sys::fixture::MANAGER_ENVIRONMENT)).unwrap();
+        std::fs::write(sys.path("proc/200/environ"), "").unwrap();
+        assert!(
+            told(3).contains("irqbalance"),
+            "{}: names what broke",
+            m.flag
+        );
+        assert!(cpushield(root, &["off"]).status.success());
+    }
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    let sys = systemd_host(root);
-    let line = |o: &std::process::Output| {
-        let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert_eq!(out.lines().count(), 1, "one line: {out}");
-        out
-    };
-    let o = cpushield(root, &["verify", "--npd"]);
-    assert_eq!(code(&o), 2, "no config: unknown, {}", text(&o));
-    assert!(line(&o).starts_with("config "), "{}", text(&o));
-    write_config(root, "cpus = \"2-3\"\n");
-    let o = cpushield(root, &["verify", "--npd"]);
-    assert_eq!(code(&o), 1, "no shield yet: a problem, {}", text(&o));
-    assert!(line(&o).starts_with("the machine differs"), "{}", text(&o));
-    assert!(cpushield(root, &["apply"]).status.success());
-    let o = cpushield(root, &["verify", "--npd"]);
-    assert_eq!(code(&o), 0, "{}", text(&o));
-    assert!(
-        line(&o).starts_with("the shield on CPUs 2-3 holds"),
-        "{}",
-        text(&o)
-    );
-    std::fs::remove_file(sys.path(cpushield::sys::fixture::MANAGER_ENVIRONMENT)).unwrap();
-    std::fs::write(sys.path("proc/200/environ"), "").unwrap();
-    let o = cpushield(root, &["verify", "--npd"]);
-    assert_eq!(code(&o), 1, "broken: a problem, {}", text(&o));
-    assert!(
-        line(&o).starts_with("the shield is broken: "),
-        "{}",
-        text(&o)
-    );
-    let both = cpushield(root, &["verify", "--npd", "--nagios"]);
+    systemd_host(dir.path());
+    let both = cpushield(dir.path(), &["verify", "--npd", "--nagios"]);
     assert_eq!(code(&both), 2, "one monitor at a time: {}", text(&both));
-    assert!(cpushield(root, &["off"]).status.success());
 }
 
 #[test]
