@@ -284,29 +284,6 @@ impl DriftWatch {
     }
 }
 
-/// What another program changed of the shield, read back as `status`
-/// does, when the shield was made with `--heal drift`: what `status`
-/// finds broken, one line. None when nothing is, drift is not the
-/// healer's to repair, or a change is being made now (its lock held).
-fn drift_found(sys: &Sys) -> Option<String> {
-    use crate::shield::components::healer::{HealMode, Options};
-    use crate::shield::journal;
-    if journal::holder(sys).is_some() {
-        return None;
-    }
-    let state = journal::read_state(sys).ok()??;
-    let mode = state.request.as_ref()?.declared::<Options>().ok()?.heal;
-    if mode != HealMode::Drift || !state.complete {
-        return None;
-    }
-    let report = crate::shield::status(sys).ok()?;
-    let broken: Vec<String> = (report.broken.iter())
-        .filter(|f| f.id != "healer")
-        .map(|f| f.reason.clone())
-        .collect();
-    (!broken.is_empty()).then(|| broken.join("; "))
-}
-
 /// The IRQ numbers under `/proc/irq`.
 fn irq_numbers(sys: &Sys) -> HashSet<u32> {
     sys.list("proc/irq")
@@ -368,16 +345,23 @@ fn wait(fd: &OwnedFd, timeout: Duration) -> bool {
     poll(&mut fds, PollTimeout::from(ms)).is_ok_and(|n| n > 0)
 }
 
+/// A repair of the shield for a trigger, as [`run`] makes it.
+pub type Repairer<'a> = dyn Fn(&Trigger) -> RepairRun + 'a;
+/// What other programs changed of the shield, when repairing it is asked.
+pub type DriftFinder<'a> = dyn Fn() -> Option<String> + 'a;
+
 /// Runs the healer of the shield of `(shielded, housekeeping)` CPUs until
 /// `stop` is set or the shield is gone (`lives` says no): each trigger
 /// runs `repair` (see the module), which says what became of it, counted
-/// in the state file.
+/// in the state file. `drift` says what other programs changed of the
+/// shield when it is the healer's to repair (`--heal drift`), looked at
+/// every [`DRIFT_PERIOD`].
 pub fn run(
     sys: &Sys,
     stop: &AtomicBool,
     (shielded, housekeeping): (&CpuSet, &CpuSet),
     lives: &dyn Fn() -> bool,
-    repair: &dyn Fn(&Trigger) -> RepairRun,
+    (repair, drift): (&Repairer<'_>, &DriftFinder<'_>),
 ) -> Result<(), HealError> {
     sys.run_dir()?;
     let _ = syscalls::set_thread_name(PROCESS_NAME);
@@ -392,21 +376,21 @@ pub fn run(
     write_state(sys, &state)?;
     let events = uevents().map_err(HealError::Uevents)?;
     let mut seen = Seen::now(sys);
-    let mut drift = DriftWatch::new(Instant::now());
+    let mut watch = DriftWatch::new(Instant::now());
     while !stop.load(Ordering::Relaxed) {
         let event = wait(&events, PERIOD).then(|| drain(&events)).flatten();
         if !lives() {
             break;
         }
         let trigger = (event.or_else(|| seen.look(sys, &state.cpus)))
-            .or_else(|| drift.look(Instant::now(), || drift_found(sys)));
+            .or_else(|| watch.look(Instant::now(), drift));
         let Some(trigger) = trigger else {
             continue;
         };
-        if trigger.reason == "drift" && drift.wait > DRIFT_PERIOD {
+        if trigger.reason == "drift" && watch.wait > DRIFT_PERIOD {
             eprintln!(
                 "cpushield heal: the same drift came back after its repair (does another program change it back?): looked for again in {} s",
-                drift.wait.as_secs()
+                watch.wait.as_secs()
             );
         }
         let t = Instant::now();

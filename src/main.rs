@@ -371,7 +371,9 @@ fn daemon(
             };
             let cpus = (&state.shield, &state.housekeeping);
             let lives = || shield::journal::Journal::exists(sys);
-            cpushield::heal::run(sys, &stop, cpus, &lives, &|t| run_repair(sys, t))?
+            let drift = || shield::components::healer::drift(sys);
+            let repair = |t: &cpushield::heal::Trigger| run_repair(sys, t);
+            cpushield::heal::run(sys, &stop, cpus, &lives, (&repair, &drift))?
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -160,6 +160,28 @@ fn stop(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
     out.restored += 1;
 }
 
+/// What another program changed of the shield, read back as `status`
+/// does, when the shield was made with `--heal drift`: what `status`
+/// finds broken, one line. None when nothing is, drift is not the
+/// healer's to repair, or a change is being made now (its lock held).
+pub fn drift(sys: &Sys) -> Option<String> {
+    use crate::shield::journal;
+    if journal::holder(sys).is_some() {
+        return None;
+    }
+    let state = journal::read_state(sys).ok()??;
+    let mode = state.request.as_ref()?.declared::<Options>().ok()?.heal;
+    if mode != HealMode::Drift || !state.complete {
+        return None;
+    }
+    let report = crate::shield::status(sys).ok()?;
+    let broken: Vec<String> = (report.broken.iter())
+        .filter(|f| f.id != "healer")
+        .map(|f| f.reason.clone())
+        .collect();
+    (!broken.is_empty()).then(|| broken.join("; "))
+}
+
 /// Whether the shield `state` started the healer.
 fn started(state: &State) -> bool {
     state.record(OWNER.name(), "healer").unwrap_or(false)
