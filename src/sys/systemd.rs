@@ -150,8 +150,16 @@ impl SystemdCall {
                 unit, slice, pids, ..
             } => {
                 out.extend(manager.iter().map(|s| s.to_string()));
-                out.extend([unit.clone(), "fail".into(), "2".into()]);
+                // CollectMode: a scope that ended failed is unloaded too
+                // (as `systemd-run --collect`), not kept loaded in its
+                // slice after `off` stopped it.
+                out.extend([unit.clone(), "fail".into(), "3".into()]);
                 out.extend(["Slice".into(), "s".into(), slice.clone()]);
+                out.extend([
+                    "CollectMode".into(),
+                    "s".into(),
+                    "inactive-or-failed".into(),
+                ]);
                 out.extend(["PIDs".into(), "au".into(), pids.len().to_string()]);
                 out.extend(pids.iter().map(i32::to_string));
                 out.push("0".into());
@@ -477,6 +485,22 @@ mod tests {
             "12".into(),
             "0".into()
         ]));
+    }
+
+    #[test]
+    fn a_scope_is_collected_even_when_it_ended_failed() {
+        let call = SystemdCall::StartScope {
+            unit: "cpushield-run-42.scope".into(),
+            slice: "cpushield.slice".into(),
+            cgroup_dir: "sys/fs/cgroup/cpushield.slice/cpushield-run-42.scope".into(),
+            pids: vec![42],
+        };
+        let argv = call.command_line();
+        let at = argv.iter().position(|a| a == "fail").unwrap();
+        assert_eq!(argv[at + 1], "3", "three properties: {argv:?}");
+        let collect = argv.iter().position(|a| a == "CollectMode").unwrap();
+        assert_eq!(argv[collect + 1..collect + 3], ["s", "inactive-or-failed"]);
+        assert!(argv.ends_with(&["42".to_string(), "0".into()]), "{argv:?}");
     }
 
     #[test]

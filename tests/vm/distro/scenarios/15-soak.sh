@@ -83,8 +83,12 @@ check "status exits 0 within 5 s of the card's arrival under emulation ($rc at $
 echo "CPUSHIELD-MONITOR: device_del soaknic"
 i=0; while [ "$(ndev)" != "$n0" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 check "the card is gone again (device_del)" [ "$(ndev)" = "$n0" ]
+units() { systemctl list-units --all --no-legend --plain 'cpushield.slice' 'cpushield-run-*' 'cpushield-out-*' 2>/dev/null | awk '{print $1 " " $3 "/" $4}' | tr '\n' ' '; }
+info "cpushield's units before off: $(units)"
 cs off
 check "off exits 0" [ "$CS_RC" = 0 ]
+left=$(units)
+check "no unit of the shield's is left loaded after off (${left:-none})" [ -z "$left" ]
 irqbalance_settle
 snap after
 snap_equal_after_irqbalance before after "after the soak, off: everything as before"
