@@ -246,8 +246,8 @@ pub enum MetricsError {
         /// The phases compare writes.
         known: String,
     },
-    /// The textfile could not be written.
-    #[error("textfile {path}: {source}")]
+    /// The textfile (or the feature file beside it) could not be written.
+    #[error("cannot write {path}: {source}")]
     Write {
         /// The file.
         path: String,
@@ -260,14 +260,19 @@ pub enum MetricsError {
 /// one of a 10-minute comparison is well under 1 MiB).
 const RESULTS_LIMIT: u64 = 64 << 20;
 
-/// The metrics in the Prometheus text format. `now` is the Unix time the
-/// ages are taken at; `results` a `compare` results.json: a regular file
+/// The metrics in the Prometheus text format, of `machine` as
+/// [`status`] read it. `now` is the Unix time the ages are taken at; `results` a `compare` results.json: a regular file
 /// of at most 64 MiB.
-pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, MetricsError> {
+pub fn metrics(
+    sys: &Sys,
+    machine: &MachineStatus,
+    results: Option<&Path>,
+    now: u64,
+) -> Result<String, MetricsError> {
     let MachineStatus {
         shield: status,
         boot,
-    } = status(sys)?;
+    } = machine;
     let figures = match results {
         None => None,
         Some(path) => {
@@ -288,7 +293,7 @@ pub fn metrics(sys: &Sys, results: Option<&Path>, now: u64) -> Result<String, Me
         .ok()
         .map(|t| procfs::parse_interrupts(&t));
     Ok(render(
-        &status,
+        status,
         boot.as_ref(),
         interrupts.as_ref(),
         journal::last_apply(sys),
@@ -558,7 +563,13 @@ fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {
 /// symlinks in it, and [`crate::durable`] follows none (a temporary file
 /// of a random name the collector ignores, then a rename).
 pub fn write_textfile(dir: &Path, text: &str) -> Result<std::path::PathBuf, MetricsError> {
-    crate::durable::write_file(&dir.join("cpushield.prom"), text.as_bytes(), 0o644).map_err(|e| {
+    write_in(dir, "cpushield.prom", text)
+}
+
+/// Writes `text` as `DIR/NAME`, mode 0644, as [`write_textfile`] does
+/// (node-feature-discovery's feature file too).
+pub fn write_in(dir: &Path, name: &str, text: &str) -> Result<std::path::PathBuf, MetricsError> {
+    crate::durable::write_file(&dir.join(name), text.as_bytes(), 0o644).map_err(|e| {
         MetricsError::Write {
             path: e.path.display().to_string(),
             source: e.source,

@@ -588,7 +588,9 @@ fn plugin_verify(
 
 /// `metrics`: the Prometheus text, printed or written for the textfile collector.
 fn metrics_command(sys: &Sys, m: &checked::MetricsOut, out: &mut impl Write) -> Result<ExitCode> {
-    let text = cpushield::fleet::metrics(sys, m.results.as_deref(), unix_now())?;
+    // Read once: the metrics and the feature file tell the same machine.
+    let machine = cpushield::fleet::status(sys)?;
+    let text = cpushield::fleet::metrics(sys, &machine, m.results.as_deref(), unix_now())?;
     match &m.textfile {
         Some(dir) => {
             cpushield::fleet::write_textfile(dir, &text)?;
@@ -596,11 +598,8 @@ fn metrics_command(sys: &Sys, m: &checked::MetricsOut, out: &mut impl Write) -> 
         None => out.write_all(text.as_bytes())?,
     }
     if let Some(dir) = &m.nfd {
-        let status = cpushield::fleet::status(sys)?;
-        let features = report::nfd::features(&status, std::time::SystemTime::now());
-        let path = dir.join(report::nfd::FILE);
-        cpushield::durable::write_file(&path, features.as_bytes(), 0o644)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {}", e.path.display(), e.source))?;
+        let features = report::nfd::features(&machine, std::time::SystemTime::now());
+        cpushield::fleet::write_in(dir, report::nfd::FILE, &features)?;
     }
     Ok(ExitCode::SUCCESS)
 }
