@@ -176,7 +176,7 @@ pub fn drift(sys: &Sys) -> Option<String> {
     }
     let report = crate::shield::status(sys).ok()?;
     let broken: Vec<String> = (report.broken.iter())
-        .filter(|f| f.id != "healer")
+        .filter(|f| f.id != OWNER.name())
         .map(|f| f.reason.clone())
         .collect();
     (!broken.is_empty()).then(|| broken.join("; "))
@@ -333,7 +333,7 @@ impl Looks for Part {
         });
         if !alive {
             part.findings.push(Finding::new(
-                "healer",
+                OWNER.name(),
                 Severity::Bad,
                 50,
                 "the healer the shield started is not running: what the kernel undoes stays undone",
