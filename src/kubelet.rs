@@ -169,20 +169,18 @@ fn rooted(path: &str) -> String {
     path.trim_start_matches('/').to_string()
 }
 
-/// The kubelet that runs on this node: a process named `kubelet` outside
-/// the users' sessions (a user's own `kubelet` binary is no node's).
-pub fn find(sys: &Sys) -> Option<i32> {
-    let pids = procfs::list_pids(sys).ok()?;
-    pids.into_iter().find(|pid| {
-        let comm = sys.read_trimmed(&format!("proc/{pid}/comm"));
-        let cgroup = sys.read(&format!("proc/{pid}/cgroup")).unwrap_or_default();
-        comm.is_ok_and(|c| c == "kubelet") && !cgroup.contains("/user.slice")
-    })
+/// The kubelet that runs on this node, among `threads`: a process named
+/// `kubelet` outside the users' sessions (where anyone may name a process
+/// `kubelet`, and no node's runs).
+pub fn pid_among(threads: &[procfs::Thread]) -> Option<i32> {
+    (threads.iter())
+        .find(|t| t.tid == t.pid && t.name == "kubelet" && !t.cgroup.starts_with("/user.slice"))
+        .map(|t| t.pid)
 }
 
-/// kubelet as it runs, when it does.
-pub fn read(sys: &Sys) -> Option<Kubelet> {
-    let pid = find(sys)?;
+/// kubelet as it runs, when one of `threads` is kubelet ([`pid_among`]).
+pub fn read(sys: &Sys, threads: &[procfs::Thread]) -> Option<Kubelet> {
+    let pid = pid_among(threads)?;
     let raw = sys.read(&format!("proc/{pid}/cmdline")).ok()?;
     let args: Vec<String> = (raw.split('\0'))
         .filter(|a| !a.is_empty())
@@ -368,22 +366,23 @@ reservedSystemCPUs: \"0-1\"
 
     #[test]
     fn kubelet_is_found_by_its_name_outside_the_users_sessions() {
-        let (_root, sys) = node(&[
-            ("proc/40/comm", "kubelet\n"),
-            (
-                "proc/40/cgroup",
-                "0::/user.slice/user-1000.slice/session-3.scope\n",
-            ),
-            ("proc/41/comm", "bash\n"),
-            ("proc/41/cgroup", "0::/system.slice/ssh.service\n"),
-        ]);
-        assert_eq!(find(&sys), None, "a user's own kubelet is no node's");
-        let (_root, sys) = node(&[
-            ("proc/52/comm", "kubelet\n"),
-            ("proc/52/cgroup", "0::/system.slice/kubelet.service\n"),
-            ("proc/52/cmdline", "/usr/bin/kubelet\0--reserved-cpus=0\0"),
-        ]);
-        let k = read(&sys).expect("the node's kubelet");
+        let thread = |pid: i32, name: &str, cgroup: &str| procfs::Thread {
+            pid,
+            tid: pid,
+            name: name.into(),
+            flags: 0,
+            cpus_allowed: CpuSet::parse_list("0-3").unwrap(),
+            cgroup: cgroup.into(),
+            stat_read: true,
+        };
+        let users = [
+            thread(40, "kubelet", "/user.slice/user-1000.slice/session-3.scope"),
+            thread(41, "bash", "/system.slice/ssh.service"),
+        ];
+        assert_eq!(pid_among(&users), None, "a user's own kubelet is no node's");
+        let (_root, sys) = node(&[("proc/52/cmdline", "/usr/bin/kubelet\0--reserved-cpus=0\0")]);
+        let node_threads = [thread(52, "kubelet", "/system.slice/kubelet.service")];
+        let k = read(&sys, &node_threads).expect("the node's kubelet");
         assert_eq!(
             (k.pid, k.reserved.unwrap().to_string()),
             (52, "0".to_string())

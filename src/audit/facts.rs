@@ -140,6 +140,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
     let running_guard = crate::guard::read_state(sys).filter(|s| crate::guard::alive(sys, s));
     let (protection, stalld) = kernel_work(sys, running_guard.as_ref());
     let threads = read_threads(sys)?;
+    let kubelet = crate::kubelet::read(sys, &threads);
     let tuned = crate::shield::owners::read_tuned(sys, &threads, &crate::shield::tuned_overlap);
     Ok(Facts {
         cmdline: parse::parse_cmdline(&sys.read("proc/cmdline").unwrap_or_default()),
@@ -170,7 +171,7 @@ pub fn read(sys: &Sys, cpus: Option<&CpuSet>, window: Duration) -> Result<Facts,
         own: crate::shield::components::read_for_audit(sys, &targets, &entries),
         numa_nodes: numa_nodes(sys),
         pci: crate::sys::pci::read(sys),
-        kubelet: crate::kubelet::read(sys),
+        kubelet,
         targets,
         shield,
         online,

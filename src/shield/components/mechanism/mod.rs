@@ -478,21 +478,16 @@ struct Status {
 /// cgroups it makes for pods (`/kubepods.slice/...` with the systemd
 /// driver, `/kubepods/...` with cgroupfs), which only root makes.
 fn kubelet_node(threads: &[crate::sys::procfs::Thread]) -> Option<String> {
-    let kubelet = threads
-        .iter()
-        .find(|t| t.tid == t.pid && t.name == "kubelet" && !t.cgroup.starts_with("/user.slice"));
+    let kubelet = crate::kubelet::pid_among(threads);
     let pods = threads
         .iter()
         .filter(|t| t.cgroup.starts_with("/kubepods"))
         .count();
     match (kubelet, pods) {
         (None, 0) => None,
-        (Some(k), 0) => Some(format!("kubelet runs, pid {}", k.pid)),
+        (Some(pid), 0) => Some(format!("kubelet runs, pid {pid}")),
         (None, n) => Some(format!("{n} threads in kubelet's pod cgroups")),
-        (Some(k), n) => Some(format!(
-            "kubelet runs, pid {}; {n} threads in its pod cgroups",
-            k.pid
-        )),
+        (Some(pid), n) => Some(format!("kubelet runs, pid {pid}; {n} threads in its pod cgroups")),
     }
 }
 
