@@ -395,6 +395,84 @@ pub(super) fn await_partition(sys: &Sys, call: &SystemdCall) -> super::Result<()
     }
 }
 
+/// After `systemctl stop UNIT`, read back that systemd let go of it. A
+/// transient unit that ended failed stays loaded until its failure is
+/// reset, and keeps its slice loaded with it (and so `+cpuset` in the
+/// root's `subtree_control`, seen on Debian 12): its failure is reset,
+/// then the unit must be unloaded within [`SETTLE`]. A unit from a unit
+/// file (a service we stopped) only has to be inactive; its failure is
+/// its owner's to read, not ours to reset.
+fn unload_stopped(unit: &str) -> super::Result<()> {
+    let show = || -> super::Result<UnitState> {
+        let argv: Vec<String> = [
+            "systemctl",
+            "show",
+            "--property=LoadState,ActiveState,Transient",
+            unit,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        Ok(UnitState::parse(&run_client(&argv)?))
+    };
+    let mut state = show()?;
+    if state.transient && state.active == "failed" {
+        run_client(&["systemctl".into(), "reset-failed".into(), unit.into()])?;
+    }
+    let start = Instant::now();
+    while !state.let_go() {
+        if start.elapsed() >= SETTLE {
+            return Err(SysError::new(
+                "run",
+                format!("systemctl stop {unit}"),
+                None,
+                io::Error::other(format!(
+                    "systemd still holds {unit} (LoadState={}, ActiveState={}) {} s after stopping it; `systemctl status {unit}` says why",
+                    state.load,
+                    state.active,
+                    SETTLE.as_secs()
+                )),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        state = show()?;
+    }
+    Ok(())
+}
+
+/// What `systemctl show` says of a unit, as far as a stop is concerned.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct UnitState {
+    load: String,
+    active: String,
+    transient: bool,
+}
+
+impl UnitState {
+    fn parse(text: &str) -> Self {
+        let mut state = UnitState::default();
+        for line in text.lines() {
+            match line.split_once('=') {
+                Some(("LoadState", v)) => state.load = v.trim().to_string(),
+                Some(("ActiveState", v)) => state.active = v.trim().to_string(),
+                Some(("Transient", v)) => state.transient = v.trim() == "yes",
+                _ => {}
+            }
+        }
+        state
+    }
+
+    /// Stopped for good: a transient unit unloaded (`not-found` once
+    /// collected), any other unit inactive or failed.
+    fn let_go(&self) -> bool {
+        if self.transient {
+            self.load != "loaded"
+        } else {
+            matches!(self.active.as_str(), "inactive" | "failed")
+        }
+    }
+}
+
 /// How long a started unit may take to show up in the cgroup tree.
 const SETTLE: Duration = Duration::from_secs(15);
 
@@ -434,6 +512,7 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
                         .all(|p| inside.contains(&p.to_string().as_str()))
                 })
         }),
+        SystemdCall::Stop { unit } => return unload_stopped(unit),
         _ => true,
     };
     if ok {
@@ -485,6 +564,26 @@ mod tests {
             "12".into(),
             "0".into()
         ]));
+    }
+
+    #[test]
+    fn a_stopped_transient_unit_is_let_go_only_once_systemd_unloaded_it() {
+        let failed = UnitState::parse("LoadState=loaded\nActiveState=failed\nTransient=yes\n");
+        assert!(!failed.let_go());
+        let inactive = UnitState::parse("LoadState=loaded\nActiveState=inactive\nTransient=yes\n");
+        assert!(!inactive.let_go(), "a slice kept loaded by a failed scope");
+        assert!(
+            UnitState::parse("LoadState=not-found\nActiveState=inactive\nTransient=no\n").let_go()
+        );
+        let service = UnitState::parse("LoadState=loaded\nActiveState=inactive\nTransient=no\n");
+        assert!(
+            service.let_go(),
+            "a unit file's service stays loaded, stopped"
+        );
+        assert!(
+            !UnitState::parse("LoadState=loaded\nActiveState=deactivating\nTransient=no\n")
+                .let_go()
+        );
     }
 
     #[test]
