@@ -746,7 +746,7 @@ fn run_command(
         if let (RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p), Ok((_, cpus))) =
             (policy, shield::run_target(sys, cpu))
         {
-            if let Some(note) = shield::realtime_below(sys, &cpus, p.unsigned_abs()) {
+            for note in shield::realtime_below(sys, &cpus, p.unsigned_abs()) {
                 eprintln!("cpushield: {}", report::note::text(&note));
             }
         }

@@ -5,9 +5,8 @@
 //! (`on`, `off`; `move` and `run` are the tasks component's own); `engine/`, which names no component (the
 //! vocabulary of changes, the `Component` trait, the plan, the journal,
 //! apply and undo, the change in place); and `components/`, one file (or
-//! folder) per component the shield drives (`mechanism`, `irqbalance`,
-//! `irqs`, `tasks`, `workqueues`, `hotplug`, `resctrl`, `knobs`, `guard`,
-//! `rt_kthreads`, `idle_states`), each implementing `Component`, beside
+//! folder) per component the shield drives, each implementing `Component`
+//! and the capabilities it has, beside
 //! their composition in `components/mod.rs` (the order table `ORDER`, the
 //! only registry) and its siblings (the snapshot, the settling after apply,
 //! `on`'s report and `status`). Touches the kernel only through
@@ -19,7 +18,9 @@ mod engine;
 mod off;
 mod on;
 
-pub use engine::{apply, cgroup_layout, change, facts, journal, options, owners, plan, reach};
+pub use engine::{
+    apply, cgroup_layout, change, facts, journal, kept, options, owners, plan, reach,
+};
 use engine::{component, error, holds, note, parts, plan_error, timings};
 pub use engine::{report, request, reshape, snapshot, undo};
 
@@ -28,11 +29,12 @@ pub use component::Audited;
 pub use components::status::{status, StatusReport};
 pub use components::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use components::{plan_line, realtime_below, tuned_overlap, Options};
-pub use components::{task_table, Direction, KeptRealtime};
+pub use components::{task_table, Direction};
 pub use components::{unprotected_kernel_work, TuneList, GUARD_BOOSTS};
 pub use engine::report::OnReport;
 pub(crate) use error::require_root;
 pub use error::ShieldError;
+pub use kept::KeptRealtime;
 pub use note::{Note, OwnNote, PartNote};
 pub use off::{off, off_plan, off_timed, OffReport};
 pub use on::{on, on_timed, repair};

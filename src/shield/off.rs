@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use super::apply::{self, Effects};
 use super::change::{self, Action};
-use super::components::{self, KeptRealtime, EFFECTS};
+use super::components::{self, EFFECTS};
 use super::error::{require_root, ShieldError};
 use super::journal::{self, Journal, State, Unreadable};
+use super::kept::{self, KeptRealtime};
 use super::reach;
 use super::timings::Timings;
 use super::undo::{self, KeepOnCpus, Undone};
@@ -64,7 +65,7 @@ pub struct OffReport {
     pub offline: CpuSet,
     /// Real-time tasks that were still on the shield: kept on the CPUs
     /// they had (no longer shielded), with the affinity they had before,
-    /// which was not given back (see the tasks component's `realtime.rs`).
+    /// which was not given back (see [`super::kept`]).
     #[serde(default)]
     pub kept_realtime: Vec<KeptRealtime>,
     /// How long it took, by phase, in ms (`took_ms` in JSON; filled in by [`off`]).
@@ -135,7 +136,7 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
     keep_within(sys, &mut journal);
     timings.read_journal += t.elapsed();
     let (realtime, keep) = match &journal.state {
-        Some(state) => components::keep_realtime(sys, state),
+        Some(state) => components::keep_through_off(sys, state),
         None => Default::default(),
     };
     let undone = undo::undo_timed(sys, EFFECTS, &journal.entries, &keep, timings);
@@ -146,7 +147,7 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
         .filter(|(tid, _, _)| keep.threads.contains_key(tid))
         .map(|(tid, cpus, _)| (tid, cpus.clone()))
         .collect();
-    let kept_realtime = components::kept_realtime(sys, &realtime, &recorded);
+    let kept_realtime = kept::as_read(sys, &realtime, &recorded);
     let shield = journal
         .state
         .as_ref()

@@ -290,7 +290,7 @@ fn reshape_timed(
     let t = Instant::now();
     let read = |p: &str| sys.read_trimmed(p).ok();
     let change = components::change(&snap, (&old, &entries), req, &read)?;
-    if let Some(why) = components::realtime_leaving(sys, &change.leaving, &req.cpus) {
+    if let Some(why) = components::refuse_leaving(sys, &change.leaving, &req.cpus) {
         return Err(ShieldError::Invalid(format!("{why}; nothing was changed")));
     }
     timings.plan += t.elapsed();

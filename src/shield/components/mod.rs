@@ -11,15 +11,16 @@
 //! they settle after a plan is applied ([`settle`]), `on`'s report
 //! ([`report`]) and `status` ([`status`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::apply::{ApplyError, Effects, Refusal};
 use super::change::{Action, Step};
 use super::component::{
-    in_order, written, AuditReading, Audited, Changing, Component, Draft, InPlace, Phase, Planning,
-    Undoes,
+    in_order, written, AuditReading, Audited, Changing, Component, Draft, InPlace, Keeps, Phase,
+    Planning, Undoes,
 };
 use super::journal::{Entry, State};
+use super::kept::KeptTask;
 use super::options::Declared;
 use super::parts::OwnFacts;
 use super::plan::{self, Plan, PlanError};
@@ -296,68 +297,59 @@ pub fn plan_line(action: &Action) -> Option<String> {
     undoers().find_map(|part| part.plan_line(action))
 }
 
-/// The real-time tasks on the shield of `state` that `off` keeps on their
-/// CPUs, and what the undo is told of them; with any, the shield's cgroups
-/// are readied for them to leave on their CPUs first.
-pub(super) fn keep_realtime(
-    sys: &Sys,
-    state: &State,
-) -> (Vec<tasks::realtime::RealtimeThread>, KeepOnCpus) {
-    let Ok(cgroup) = crate::shield::cgroup_layout::detect_cgroup(sys) else {
-        return (Vec::new(), KeepOnCpus::default());
-    };
-    if !sys.exists(&state.shield_dir) {
-        return (Vec::new(), KeepOnCpus::default());
+/// The tasks on the shield of `state` that `off` keeps on their CPUs, and
+/// what the undo is told of them; with any, the shield is readied for them
+/// to leave it on their CPUs first.
+pub(super) fn keep_through_off(sys: &Sys, state: &State) -> (Vec<KeptTask>, KeepOnCpus) {
+    let tasks: Vec<KeptTask> = keepers().flat_map(|k| k.kept(sys, state)).collect();
+    if tasks.is_empty() {
+        return (tasks, KeepOnCpus::default());
     }
-    let threads = tasks::realtime::inside(sys, &state.shield_dir, cgroup.hierarchy());
-    if threads.is_empty() {
-        return (threads, KeepOnCpus::default());
+    let mut redirect = HashMap::new();
+    for keeper in keepers() {
+        redirect.extend(keeper.release_for_kept(sys, state));
     }
-    let redirect = mechanism::release_for_kept(sys, state);
-    let keep = tasks::realtime::keep_on_cpus(&threads, redirect);
-    (threads, keep)
+    let keep = super::kept::on_cpus(&tasks, redirect);
+    (tasks, keep)
 }
 
-/// Why a change in place must not take the CPUs of the real-time tasks
-/// inside that it would move out (`leaving`), keeping `staying`.
-pub(super) fn realtime_leaving(
+/// Why a change in place must not move the tasks `leaving` out of the
+/// shield, keeping `staying`; `None` when no component keeps them.
+pub(super) fn refuse_leaving(
     sys: &Sys,
     leaving: &[super::change::TaskRef],
     staying: &crate::cpulist::CpuSet,
 ) -> Option<String> {
-    tasks::realtime::leaving_refusal(sys, leaving, staying)
-}
-
-/// The real-time tasks `off` kept, as they read back after it.
-pub(super) fn kept_realtime(
-    sys: &Sys,
-    threads: &[tasks::realtime::RealtimeThread],
-    recorded: &std::collections::HashMap<i32, crate::cpulist::CpuSet>,
-) -> Vec<KeptRealtime> {
-    tasks::realtime::kept_as_read(sys, threads, recorded)
+    keepers().find_map(|k| k.refuse_leaving(sys, leaving, staying))
 }
 
 /// For `run --fifo` and `--rr`: readies the shielded CPUs `cpus` for a
-/// task of real-time `priority` (the kernel threads that would starve
-/// behind it go above it, on PREEMPT_RT), making the steps through `make`;
-/// what the user should know.
+/// task of real-time `priority`, making the steps through `make`; what the
+/// user should know.
 pub(super) fn ready_for_realtime(
     sys: &Sys,
-    cpus: &crate::cpulist::CpuSet,
+    cpus: &CpuSet,
     priority: u32,
     make: &dyn Fn(&[Step]) -> Result<(), super::error::ShieldError>,
-) -> Result<Option<super::note::Note>, super::error::ShieldError> {
-    rt_kthreads::raise_for_run(sys, cpus, priority, make)
+) -> Result<Vec<super::note::Note>, super::error::ShieldError> {
+    let mut notes = Vec::new();
+    for part in ORDER.iter().filter_map(|p| p.readies_realtime()) {
+        notes.extend(part.ready(sys, cpus, priority, make)?);
+    }
+    Ok(notes)
 }
 
 /// For `run --dry-run` with a real-time policy: what would still run below
 /// a task of `priority` on `cpus`.
-pub fn realtime_below(
-    sys: &Sys,
-    cpus: &crate::cpulist::CpuSet,
-    priority: u32,
-) -> Option<super::note::Note> {
-    rt_kthreads::below(sys, cpus, priority)
+pub fn realtime_below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Vec<super::note::Note> {
+    (ORDER.iter().filter_map(|p| p.readies_realtime()))
+        .filter_map(|part| part.below(sys, cpus, priority))
+        .collect()
+}
+
+/// The components that keep tasks on their CPUs through `off`.
+fn keepers() -> impl Iterator<Item = &'static dyn Keeps> {
+    ORDER.iter().filter_map(|p| p.keeps())
 }
 
 /// The components that make and undo changes of their own.
@@ -419,7 +411,6 @@ impl Effects for Components {
 pub use guard::{unprotected_kernel_work, BOOSTS_METRIC as GUARD_BOOSTS};
 pub use knobs::List as TuneList;
 pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
-pub use tasks::realtime::KeptRealtime;
 pub use tasks::{table as task_table, Direction};
 
 pub mod read;

@@ -11,12 +11,14 @@
 //! make. Checking, planning and changing in place are required: a component
 //! that forgets one does not compile.
 
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 
 use super::apply::{reads_as, Applied, ApplyError, Effects, Refusal};
-use super::change::{Action, Owner, Refused, Step, Subject, Undone};
+use super::change::{Action, Owner, Refused, Step, Subject, TaskRef, Undone};
 use super::error::ShieldError;
 use super::journal::{Entry, Journal, State};
+use super::kept::KeptTask;
 use super::note::Note;
 use super::parts::{MachineWide, OwnFacts, PartReport};
 use super::plan::{Plan, PlanError};
@@ -159,6 +161,64 @@ pub(in crate::shield) trait Component: Sync {
 
     /// Its `Settles` capability, when it has one.
     fn settles(&self) -> Option<&dyn Settles> {
+        None
+    }
+
+    /// Its `Keeps` capability, when it has one.
+    fn keeps(&self) -> Option<&dyn Keeps> {
+        None
+    }
+
+    /// Its `ReadiesRealtime` capability, when it has one.
+    fn readies_realtime(&self) -> Option<&dyn ReadiesRealtime> {
+        None
+    }
+}
+
+/// A component that readies the shielded CPUs for a task `run` starts
+/// under a real-time policy (what would starve behind it goes above it).
+pub trait ReadiesRealtime: Sync {
+    /// Readies the shielded CPUs `cpus` for a task of real-time
+    /// `priority`, making its steps through `make`; what the user should
+    /// know.
+    fn ready(
+        &self,
+        sys: &Sys,
+        cpus: &CpuSet,
+        priority: u32,
+        make: &dyn Fn(&[Step]) -> Result<(), ShieldError>,
+    ) -> Result<Option<Note>, ShieldError>;
+
+    /// For a dry run: what would still run below a task of `priority` on
+    /// `cpus`.
+    fn below(&self, sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<Note>;
+}
+
+/// A component that keeps tasks on the CPUs they have when the shield goes
+/// or shrinks, rather than let them be moved onto the housekeeping CPUs (a
+/// real-time task left on the shield may never sleep), or that readies the
+/// shield for kept tasks to leave it.
+pub trait Keeps: Sync {
+    /// Before `off` undoes the shield of `state`: the tasks it keeps.
+    fn kept(&self, _sys: &Sys, _state: &State) -> Vec<KeptTask> {
+        Vec::new()
+    }
+
+    /// With tasks kept: readies the shield of `state` for them to leave it
+    /// on their CPUs; the cgroup files a kept task's move back goes to
+    /// instead of the one it names ([`super::undo::KeepOnCpus`]'s redirect).
+    fn release_for_kept(&self, _sys: &Sys, _state: &State) -> HashMap<String, String> {
+        HashMap::new()
+    }
+
+    /// Why a change in place must not move the tasks `leaving` out of the
+    /// shield (keeping the CPUs `staying`); `None` when it may.
+    fn refuse_leaving(
+        &self,
+        _sys: &Sys,
+        _leaving: &[TaskRef],
+        _staying: &CpuSet,
+    ) -> Option<String> {
         None
     }
 }

@@ -14,6 +14,7 @@ pub mod facts;
 pub mod fold;
 pub(in crate::shield) mod holds;
 pub mod journal;
+pub mod kept;
 pub(in crate::shield) mod note;
 pub mod options;
 pub mod owners;

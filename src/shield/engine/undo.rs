@@ -17,7 +17,7 @@ use crate::sys::systemd::SystemdCall;
 use crate::sys::{ErrorKind, Sys};
 
 /// Tasks the undo keeps on the CPUs they have (real-time tasks still on
-/// the shield when it goes, see the tasks component's `realtime.rs`):
+/// the shield when it goes, see [`super::kept`]):
 /// moved back to their cgroup, pinned again, their recorded affinity not
 /// given back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -11,7 +11,7 @@ mod options;
 pub use notes::MechanismNote;
 pub use options::{Balance, Options};
 
-use crate::shield::component::Looks;
+use crate::shield::component::{Keeps, Looks};
 use crate::shield::component::{Changing, Component, Draft, InPlace, Looking, Phase, Planning};
 use crate::shield::parts::{Line, PartReport};
 use std::collections::HashMap;
@@ -43,7 +43,7 @@ pub const OWNER: Owner = Owner("cgroups");
 /// housekeeping CPUs until undo removes it, so a kept task goes straight
 /// to the root cpuset it empties into. A write the kernel refuses here is
 /// left to undo, which makes it again and reports it.
-pub(in crate::shield) fn release_for_kept(sys: &Sys, state: &State) -> HashMap<String, String> {
+fn release_for_kept(sys: &Sys, state: &State) -> HashMap<String, String> {
     if state.partition.is_some() {
         let file = format!("{}/cpuset.cpus.partition", state.shield_dir);
         if sys.exists(&file) {
@@ -595,6 +595,17 @@ impl Component for Part {
 
     fn looks(&self) -> Option<&dyn Looks> {
         Some(self)
+    }
+
+    fn keeps(&self) -> Option<&dyn Keeps> {
+        Some(self)
+    }
+}
+
+/// Tasks kept through `off` leave the shield's cgroups on their CPUs.
+impl Keeps for Part {
+    fn release_for_kept(&self, sys: &Sys, state: &State) -> HashMap<String, String> {
+        release_for_kept(sys, state)
     }
 }
 

@@ -17,11 +17,11 @@
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Phase, Planning, Reporting,
 };
-use crate::shield::component::{Looks, Reports, Undoes};
-use crate::shield::error::ShieldError;
+use crate::shield::component::{Looks, ReadiesRealtime, Reports, Undoes};
 use crate::shield::journal::Entry;
-use crate::shield::note::{Note, OwnNote};
 
+
+mod for_run;
 mod irq_priority;
 mod notes;
 mod options;
@@ -365,67 +365,6 @@ pub(in crate::shield) fn raise_for_task(
     (steps, offloaded)
 }
 
-/// On PREEMPT_RT, for a task of real-time `priority` about to run on
-/// `cpus`: the note naming those CPUs' timer, RCU and softirq threads
-/// that run below it, else `None`.
-pub fn below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Option<Note> {
-    if !crate::guard::kernel::running_preempt_rt(sys) {
-        return None;
-    }
-    let threads: Vec<String> = per_cpu_threads(sys, cpus)
-        .into_iter()
-        .filter(|t| runs_below(&t.attr, priority))
-        .map(|t| format!("{} {}", crate::escape::terminal(&t.name), describe(&t.attr)))
-        .collect();
-    (!threads.is_empty()).then(|| {
-        KthreadsNote::KthreadsBelow {
-            priority,
-            cpus: cpus.clone(),
-            threads,
-            max_above: MAX_ABOVE,
-        }
-        .note()
-    })
-}
-
-/// For `run --fifo` and `--rr` on PREEMPT_RT: raises the softirq, timer
-/// and RCU threads of `cpus` that would starve behind a task of real-time
-/// `priority` above it, through `make` (journaled into the active
-/// shield); the note says which, or which stay below it when none could be
-/// raised.
-pub(in crate::shield) fn raise_for_run(
-    sys: &Sys,
-    cpus: &CpuSet,
-    priority: u32,
-    make: &dyn Fn(&[Step]) -> Result<(), ShieldError>,
-) -> Result<Option<Note>, ShieldError> {
-    let (steps, rcu_offloaded) = raise_for_task(sys, cpus, priority);
-    if steps.is_empty() {
-        // Nothing the kernel would take (throttling on, above every
-        // priority left): the threads still below the task are named.
-        return Ok(if priority > MAX_ABOVE {
-            below(sys, cpus, priority)
-        } else {
-            None
-        });
-    }
-    make(&steps)?;
-    let read = |tid: i32| sys.sched_attr(tid).ok();
-    let threads = report(&steps, Some(&read))
-        .into_iter()
-        .map(|r| format!("{} {}", crate::escape::terminal(&r.name), r.scheduling))
-        .collect();
-    Ok(Some(
-        KthreadsNote::KthreadsRaisedForTask {
-            priority,
-            threads,
-            rcu_offloaded,
-            reservation_ns: (priority > MAX_ABOVE).then_some(RESERVATION),
-        }
-        .note(),
-    ))
-}
-
 /// What keeps RCU going on one shielded CPU of a PREEMPT_RT kernel, as
 /// read now (`status`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -688,6 +627,10 @@ impl Component for Part {
     }
 
     fn reports(&self) -> Option<&dyn Reports> {
+        Some(self)
+    }
+
+    fn readies_realtime(&self) -> Option<&dyn ReadiesRealtime> {
         Some(self)
     }
 }

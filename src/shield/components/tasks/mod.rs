@@ -17,8 +17,9 @@ use crate::shield::apply::ApplyError;
 use crate::shield::component::{
     Changing, Component, Draft, InPlace, Looking, Phase, Planning, Reporting, Settling,
 };
-use crate::shield::component::{Looks, Reports, Settles};
+use crate::shield::component::{Keeps, Looks, Reports, Settles};
 use crate::shield::journal::Entry;
+use crate::shield::kept::KeptTask;
 use crate::shield::parts::{Line, Metric, PartReport};
 use crate::shield::plan_error::PlanError;
 use crate::shield::reshape::Originals;
@@ -38,6 +39,7 @@ use crate::shield::snapshot::{
 };
 use crate::sys::procfs::{self, Thread};
 use crate::sys::systemd::SystemdCall;
+use crate::sys::Sys;
 
 /// This component, as it names itself in the journal and in reports.
 pub const OWNER: Owner = Owner("tasks");
@@ -634,6 +636,22 @@ impl Component for Part {
 
     fn settles(&self) -> Option<&dyn Settles> {
         Some(self)
+    }
+
+    fn keeps(&self) -> Option<&dyn Keeps> {
+        Some(self)
+    }
+}
+
+/// The real-time tasks on the shield are kept on their CPUs through `off`,
+/// and a change in place that would move them out is refused.
+impl Keeps for Part {
+    fn kept(&self, sys: &Sys, state: &State) -> Vec<KeptTask> {
+        realtime::kept(sys, state)
+    }
+
+    fn refuse_leaving(&self, sys: &Sys, leaving: &[TaskRef], staying: &CpuSet) -> Option<String> {
+        realtime::leaving_refusal(sys, leaving, staying)
     }
 }
 

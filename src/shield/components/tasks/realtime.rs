@@ -12,39 +12,15 @@
 //! cgroup goes back to what it was, its affinity stays, and the report
 //! names it with the affinity it had before and how to give that back.
 
-use std::collections::{BTreeSet, HashMap};
-
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 use crate::cpulist::CpuSet;
-use crate::shield::undo::KeepOnCpus;
+use crate::shield::journal::State;
+use crate::shield::kept::KeptTask;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::Sys;
 
 use crate::shield::snapshot::in_shield_cgroup;
-
-/// A real-time task `off` kept on its CPUs, as read back after the undo.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeptRealtime {
-    /// Process id.
-    pub pid: i32,
-    /// Thread id.
-    pub tid: i32,
-    /// Command name.
-    pub name: String,
-    /// Its scheduling (`SCHED_FIFO 80`).
-    pub scheduling: String,
-    /// Its affinity after `off`, as the kernel reads it back: the CPUs it
-    /// ran on inside the shield, now unshielded.
-    pub cpus: CpuSet,
-    /// The affinity the journal recorded before the shield placed it, which
-    /// `off` did not give back (`None`: none recorded).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub before: Option<CpuSet>,
-    /// Whether it had exited by the time `off` read it back.
-    #[serde(default)]
-    pub exited: bool,
-}
 
 /// A thread inside the shield's cgroup running under a real-time policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,39 +86,23 @@ fn processes_below(sys: &Sys, dir: &str, out: &mut BTreeSet<i32>) {
     }
 }
 
-/// The undo's instructions for keeping `threads` on their CPUs, moved
-/// back through `redirect` where it names their cgroup file.
-pub(in crate::shield) fn keep_on_cpus(
-    threads: &[RealtimeThread],
-    redirect: HashMap<String, String>,
-) -> KeepOnCpus {
-    KeepOnCpus {
-        processes: threads.iter().map(|t| t.pid).collect(),
-        threads: threads.iter().map(|t| (t.tid, t.cpus.clone())).collect(),
-        redirect,
+/// The real-time user threads on the shield of `state`, which `off` keeps
+/// on their CPUs.
+pub(in crate::shield) fn kept(sys: &Sys, state: &State) -> Vec<KeptTask> {
+    let Ok(cgroup) = crate::shield::cgroup_layout::detect_cgroup(sys) else {
+        return Vec::new();
+    };
+    if !sys.exists(&state.shield_dir) {
+        return Vec::new();
     }
-}
-
-/// The kept tasks as they read back after the undo, with the affinity the
-/// journal recorded for each before (`before`).
-pub(in crate::shield) fn kept_as_read(
-    sys: &Sys,
-    threads: &[RealtimeThread],
-    before: &HashMap<i32, CpuSet>,
-) -> Vec<KeptRealtime> {
-    threads
-        .iter()
-        .map(|t| {
-            let now = sys.affinity(t.tid);
-            KeptRealtime {
-                pid: t.pid,
-                tid: t.tid,
-                name: t.name.clone(),
-                scheduling: t.scheduling.clone(),
-                exited: now.is_err(),
-                cpus: now.unwrap_or_else(|_| t.cpus.clone()),
-                before: before.get(&t.tid).cloned(),
-            }
+    inside(sys, &state.shield_dir, cgroup.hierarchy())
+        .into_iter()
+        .map(|t| KeptTask {
+            pid: t.pid,
+            tid: t.tid,
+            name: t.name,
+            scheduling: t.scheduling,
+            cpus: t.cpus,
         })
         .collect()
 }
