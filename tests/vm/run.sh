@@ -186,7 +186,7 @@ boot() {
         machine=(-machine q35 -device pcie-root-port,id=rp1,chassis=1,slot=1)
         nic_bus=",bus=rp1"
     fi
-    local qemu=(qemu-system-x86_64 "${machine[@]}" -accel "tcg,thread=$TCG_THREAD" -cpu max,-cx16
+    local qemu=(qemu-system-x86_64 "${machine[@]}" -accel "tcg,thread=$TCG_THREAD" -cpu "$QEMU_CPU"
         -smp "$cpus" -m "$MEM" -nographic -no-reboot -vga none
         -kernel "$kdir/vmlinuz" -initrd "$initrd" -append "$cmdline"
         -drive "file=$disk,if=none,id=d0,format=raw,cache=unsafe"

@@ -276,7 +276,7 @@ guest() {
     local jobdir=$1 logf=$2 limit=$3; shift 3
     tar -cf "$OUT/job.tar" -C "$jobdir" .
     rm -f "$OUT/results.img"; truncate -s 16M "$OUT/results.img"
-    timeout -k 5 "$limit" qemu-system-x86_64 -accel tcg,thread=single -cpu max,-cx16 -smp 2 -m 1536 \
+    timeout -k 5 "$limit" qemu-system-x86_64 -accel tcg,thread=single -cpu "$QEMU_CPU" -smp 2 -m 1536 \
         -nographic -no-reboot -vga none "$@" \
         -drive "file=$OUT/job.tar,if=virtio,format=raw,readonly=on" \
         -drive "file=$OUT/results.img,if=virtio,format=raw,cache=unsafe" \

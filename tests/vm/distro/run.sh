@@ -218,7 +218,7 @@ boot() {
     fi
     # the QEMU monitor, for the devices a scenario hot-adds (monitor_requests)
     local monport=$(( 20000 + RANDOM % 20000 ))
-    local qemu=(qemu-system-x86_64 -accel "tcg,thread=$TCG_THREAD" -cpu max,-cx16
+    local qemu=(qemu-system-x86_64 -accel "tcg,thread=$TCG_THREAD" -cpu "$QEMU_CPU"
         -smp "$CPUS" -m "$MEMORY" -nographic $reboot -vga none "${firmware[@]}"
         "${kernel[@]}" "${rootdisk[@]}"
         -drive "file=$RUN_DIR/job.tar,if=virtio,format=raw,readonly=on"

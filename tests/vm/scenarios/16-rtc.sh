@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: the rtc probe against the guest's CMOS RTC (/dev/rtc0), and the timer probe on the same CPU in the same boot; both run (not skipped) and fill cyclictest histogram files; the figures are printed (emulated timing: no limit asserted)
-# vm: cpus=4
+# vm: cpus=4 kernels=6.12
 . /guest/lib.sh "$1"
 has_cpushield || { bad "cpushield binary in the guest"; result; }
 CPU=$((NCPUS - 1))

@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: a damaged journal does not strand the machine: with state.json cut short, status refuses naming off, and off restores everything the records hold (exit 5, the machine equals the snapshot before on); with a segment cut at several offsets, off restores the records before the cut and names the rest; a garbled record is never acted on
-# vm: cpus=4
+# vm: cpus=4 kernels=6.12
 . /guest/lib.sh "$1"
 SH=2-3
 J=/run/cpushield/journal

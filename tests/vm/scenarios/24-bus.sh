@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: the bus audit and the pci probe on the guest's PCI functions (run.sh --machine pc and q35): audit --json agrees with sysfs and with config space read here by od (IDs, Latency Timer, bus master; on q35 port types, LnkCap exit latencies, LnkCtl ASPM); the conventional bus bound recomputed here (pc); measure --probe pci reads back the ISA/LPC bridge's IDs and class; a BAR read of the NIC's MSI-X table (or the kernel's refusal, named); bad input refused with exit 2
-# vm: cpus=2
+# vm: cpus=2 kernels=6.12
 . /guest/lib.sh "$1"
 has_cpushield || { bad "cpushield binary in the guest"; result; }
 D=/sys/bus/pci/devices

@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: on --max-idle-latency bounds the shielded CPUs' PM QoS resume latency on a real kernel (the housekeeping CPUs keep theirs), the kernel reads the bound back, status names a CPU someone freed and on repairs it, a bound of 0 is written as n/a (polling only) and comes back as 0; where the kernel exposes cpuidle states, the held-off states are not entered while the bound holds; off gives back exactly the snapshot before on
-# vm: cpus=4
+# vm: cpus=4 kernels=6.12
 . /guest/lib.sh "$1"
 SH=2-3
 QOS=/sys/devices/system/cpu/cpu%s/power/pm_qos_resume_latency_us

@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: an upgrade in the middle of a shield: the cpushield of journal version 1 makes a shield with the knobs and the starvation guard (a component's own change, written at the top level of its entry); the new cpushield reads that journal (status: it holds), then off undoes it exactly (the guard's process gone, the snapshot equals the one before on)
-# vm: cpus=4
+# vm: cpus=4 kernels=6.12
 . /guest/lib.sh "$1"
 SH=2-3
 OLD=/usr/local/bin/cpushield-journal-v1

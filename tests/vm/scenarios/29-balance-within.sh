@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: on --balance within (tuned's no_balance_cores) makes the shield a partition the kernel load-balances inside: two busy loops started on CPU 2 and allowed on 2-3 are spread over 2 and 3 by the kernel, where with --balance off (isolated) both stay on CPU 2; a change in place between the two, status exit 0 each time, off restores the snapshot
-# vm: cpus=4
+# vm: cpus=4 kernels=6.12
 . /guest/lib.sh "$1"
 SH=2-3
 has_cpushield || { bad "cpushield binary in the guest"; result; }

@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: on --irq-priority on a kernel booted with threadirqs (tuna's -q IRQ -p fifo:PRIO): the threads of the IRQs a name pattern names and of one named by number run at the SCHED_FIFO priority asked, read back from /proc/PID/stat, over --kthreads-above for an IRQ bound to the shield; the other IRQs' threads stay at 50; status exit 0; a change in place to other priorities; an IRQ the kernel never threads (the timer's) and a pattern that names nothing are refused by name, nothing changed; off puts every thread back at SCHED_FIFO 50 and gives back the snapshot before on
-# vm: cpus=4 boot=threadirqs
+# vm: cpus=4 boot=threadirqs kernels=6.12
 . /guest/lib.sh "$1"
 SH=2-3
 has_cpushield || { bad "cpushield binary in the guest"; result; }
