@@ -96,7 +96,8 @@ LANE_LOG=$REL/vm-lane-b.log
 # Debian 13, the busybox scenarios on 7.x, then the boot half through GRUB
 # on Debian 14. Measured here, the two lanes side by side as CI runs them
 # (QEMU_CPU qemu64): busybox 1233 s, Debian 12 738 s, q35 20 s; Debian 13
-# 795 s, 7.x 344 s, Debian 14's GRUB 969-1050 s: about 33 and 36 minutes
+# 795 s, 7.x 344 s (225 s without 19), Debian 14's GRUB 969-1050 s: about
+# 33 and 34 minutes
 # (they took 47 and 30 before the kernels= cut, the new CPU model and this
 # balance).
 lane_a() {
@@ -127,12 +128,14 @@ lane_b() {
     echo "== Debian 13 took $(( $(date +%s) - t0 ))s"
     [ $rc = 0 ] || return $rc
     # Kernel 7.x (Debian 14's series, from trixie-backports), where an isolated
-    # partition also moves timers and unbound kthreads at run time: the shield
-    # the boot-isolated scenarios, --explain (19), a shielded CPU taken
-    # offline with the healer (23) and the idle kicks (27).
+    # partition also moves timers and unbound kthreads at run time: the shield,
+    # the boot-isolated scenarios, a shielded CPU taken offline with the
+    # healer (23) and the idle kicks (27). --explain (19, 120 s) runs on 6.12
+    # only, for CI's time: it passed on 7.x when it last ran there (add 7 to
+    # its header's kernels= to run it there again).
     echo "== real-kernel scenarios on 7.x"
     t0=$(date +%s)
-    tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel 7 01 17 18 19 23 27 || rc=$?
+    tests/vm/run.sh --no-build --binary "$BIN" --batch --kernel 7 01 17 18 23 27 || rc=$?
     echo "== 7.x took $(( $(date +%s) - t0 ))s"
     [ $rc = 0 ] || return $rc
     # The boot half through a real bootloader: Debian 14 (kernel 7.x, systemd

@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: measure --explain names what delayed the timer probe on CPU 3: a FIFO 60 spinner (cs-spinner) is the top cause; the virtio-net input IRQ steered to CPU 3 with ping traffic shows as that IRQ and softirq NET_RX; under stress-ng no SCHED_OTHER task is the top cause; tracefs is left as found after every run, after Ctrl-C, and after a kill -9 once measure --clean-up or the next run has cleaned up
-# vm: cpus=4 kernels=6.12,7
+# vm: cpus=4 kernels=6.12
 . /guest/lib.sh "$1"
 has_cpushield || { bad "cpushield binary in the guest"; result; }
 command -v interfere >/dev/null 2>&1 || skip "no interfere in the guest (cargo build -p cpushield-tools --bin interfere)"
