@@ -22,7 +22,7 @@ pub use engine::{
     apply, cgroup_layout, change, facts, journal, kept, options, owners, plan, reach,
 };
 use engine::{component, error, holds, note, parts, plan_error, timings};
-pub use engine::{report, request, reshape, snapshot, undo};
+pub use engine::{report, request, reshape, screen, snapshot, undo};
 
 pub use change::TaskRef;
 pub use component::Audited;

@@ -17,7 +17,7 @@ use super::components::{self, EFFECTS};
 use super::error::{require_root, ShieldError};
 use super::journal::{self, Journal, State, Unreadable};
 use super::kept::{self, KeptRealtime};
-use super::reach;
+use super::screen;
 use super::timings::Timings;
 use super::undo::{self, KeepOnCpus, Undone};
 use crate::cpulist::CpuSet;
@@ -188,7 +188,7 @@ pub fn off_timed(sys: &Sys, timings: &mut Timings) -> Result<OffReport, ShieldEr
 }
 
 /// The records of `entries` (of the journal whose state is `state`) that
-/// name only what a shield changes ([`reach::screen`]), and each other
+/// name only what a shield changes ([`screen::screen`]), and each other
 /// one as a refusal (`record N` of the journal: what and why), not acted
 /// on. For the undo of a journal just written (a rollback, an
 /// interrupted `on`).
@@ -197,7 +197,7 @@ pub(super) fn screened(
     state: Option<&State>,
     entries: Vec<journal::Entry>,
 ) -> (Vec<journal::Entry>, Vec<change::Refusal>) {
-    let (kept, refused) = reach::screen(sys, EFFECTS, state, entries);
+    let (kept, refused) = screen::screen(sys, EFFECTS, state, entries);
     let refused = (refused.into_iter())
         .map(|(i, why)| change::Refusal {
             target: format!("journal record {}", i + 1),
@@ -208,11 +208,11 @@ pub(super) fn screened(
 }
 
 /// Takes out of a salvaged `journal` the records that name what no shield
-/// changes ([`reach::screen`]): each is named, with its segment and
+/// changes ([`screen::screen`]): each is named, with its segment and
 /// place, among what `off` could not read, and is not acted on.
 fn keep_within(sys: &Sys, journal: &mut journal::Salvage) {
     let entries = std::mem::take(&mut journal.entries);
-    let (kept, refused) = reach::screen(sys, EFFECTS, journal.state.as_ref(), entries);
+    let (kept, refused) = screen::screen(sys, EFFECTS, journal.state.as_ref(), entries);
     let mut out: HashSet<usize> = HashSet::new();
     for (i, why) in refused {
         let Some(origin) = journal.origins.get(i) else {

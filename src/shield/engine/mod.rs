@@ -25,6 +25,7 @@ pub mod reach;
 pub mod report;
 pub mod request;
 pub mod reshape;
+pub mod screen;
 mod segment;
 pub mod snapshot;
 pub(in crate::shield) mod timings;

@@ -10,15 +10,15 @@
 //! - every path plain (relative, no `..`) and resolved beneath the root
 //!   through no link but sysfs's own ([`crate::sys::beneath`]).
 //!
-//! A component's own actions are checked by their component
-//! ([`Effects::within`]); one no component vouches for is refused. The
-//! engine names no component: what they touch comes from
-//! [`Effects::reach`].
+//! A component's own actions are checked by their component (the
+//! components' `Effects::within`, handed to [`Bounds::entry`]); one no
+//! component vouches for is refused. The engine names no component: what
+//! they touch comes from `Effects::reach`. The screening of a journal's
+//! records with both is [`super::screen`].
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use super::apply::{describe, Effects};
 use super::change::Action;
 use super::journal::{Entry, State};
 use crate::input::brief_to;
@@ -68,6 +68,10 @@ fn part_matches(pattern: &str, part: &str) -> bool {
         }
     }
 }
+
+/// How a component's own action is judged within [`Bounds`]: `None` when
+/// no component claims it.
+pub type Within<'a> = dyn Fn(&Action, &Bounds) -> Option<Result<(), String>> + 'a;
 
 /// The [`Reach`] bound to one journal on one machine: the cgroup mount its
 /// state recorded, and the root to resolve paths beneath.
@@ -227,8 +231,10 @@ impl Bounds {
         }
     }
 
-    /// Whether `entry` names only what a shield changes; why not.
-    pub fn entry(&self, fx: &dyn Effects, entry: &Entry) -> Result<(), String> {
+    /// Whether `entry` names only what a shield changes; why not. A
+    /// component's own action is judged by `own` (the components'
+    /// `Effects::within`): `None` when no component claims it.
+    pub fn entry(&self, own: &Within, entry: &Entry) -> Result<(), String> {
         match &entry.action {
             Action::MountCgroup2 { target, .. } => self.mount(target),
             Action::Mkdir { path } => self.dir(path),
@@ -238,8 +244,7 @@ impl Bounds {
                 self.cgroup_file(back)
             }
             Action::Systemd { call, undo, back } => self.systemd(call, undo.as_ref(), back),
-            Action::Own { .. } => fx
-                .within(&entry.action, self)
+            Action::Own { .. } => own(&entry.action, self)
                 .unwrap_or_else(|| Err("no component of this cpushield vouches for it".into())),
             Action::Remember { .. } | Action::SetAffinity { .. } | Action::SetScheduler { .. } => {
                 Ok(())
@@ -303,7 +308,7 @@ impl Bounds {
 }
 
 /// A systemd request as its command line, briefly.
-fn shown(call: &SystemdCall) -> String {
+pub(super) fn shown(call: &SystemdCall) -> String {
     format!("systemd: {}", brief_to(&call.command_line().join(" "), 160))
 }
 
@@ -334,49 +339,10 @@ fn recorded_mount(reach: &Reach, table: &[String], shield_dir: &str) -> Result<S
     Ok(mount.to_string())
 }
 
-/// What undo would do with `action`, briefly, for a refusal.
-fn what(fx: &dyn Effects, action: &Action) -> String {
-    match action {
-        Action::Write { path, .. } => format!("write /{path}"),
-        Action::Mkdir { path } => format!("remove the directory /{path}"),
-        Action::MountCgroup2 { target, .. } => format!("unmount /{target}"),
-        Action::MoveTask { tid, back, .. } => format!("move task {tid} back to /{back}"),
-        Action::Systemd {
-            undo: Some(undo), ..
-        } => shown(undo),
-        other => describe(fx, other),
-    }
-}
-
-/// The records of `entries` a shield may act on, and for each other its
-/// index and why not (naming what the record would have changed).
-pub fn screen(
-    sys: &Sys,
-    fx: &dyn Effects,
-    state: Option<&State>,
-    entries: Vec<Entry>,
-) -> (Vec<Entry>, Vec<(usize, String)>) {
-    let bounds = Bounds::new(sys, fx.reach(), state);
-    let mut kept = Vec::with_capacity(entries.len());
-    let mut refused = Vec::new();
-    for (i, entry) in entries.into_iter().enumerate() {
-        match bounds.entry(fx, &entry) {
-            Ok(()) => kept.push(entry),
-            Err(why) => refused.push((
-                i,
-                format!(
-                    "{}: {why}; outside what a shield changes, not acted on",
-                    brief_to(&what(fx, &entry.action), 120)
-                ),
-            )),
-        }
-    }
-    (kept, refused)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shield::apply::Effects;
     use crate::shield::components::EFFECTS;
     use crate::shield::engine::change::{Check, Undo};
     use crate::shield::engine::journal::State;
@@ -430,9 +396,9 @@ mod tests {
         let sys = Sys::at(dir.path());
         let state = State::example();
         let b = Bounds::new(&sys, EFFECTS.reach(), Some(&state));
-        let ok = |e: Entry| assert_eq!(b.entry(EFFECTS, &e), Ok(()), "{e:?}");
+        let ok = |e: Entry| assert_eq!(b.entry(&|a, b| EFFECTS.within(a, b), &e), Ok(()), "{e:?}");
         let refused = |e: Entry, why: &str| {
-            let err = b.entry(EFFECTS, &e).unwrap_err();
+            let err = b.entry(&|a, b| EFFECTS.within(a, b), &e).unwrap_err();
             assert!(err.contains(why), "{e:?}: {err}");
         };
         ok(write("proc/irq/24/smp_affinity_list"));
@@ -496,7 +462,10 @@ mod tests {
         };
         let b = Bounds::new(&sys, EFFECTS.reach(), Some(&state));
         let err = b
-            .entry(EFFECTS, &write("etc/cpushield/cpuset.cpus"))
+            .entry(
+                &|a, b| EFFECTS.within(a, b),
+                &write("etc/cpushield/cpuset.cpus"),
+            )
             .unwrap_err();
         assert!(
             err.contains("/etc/cpushield, is not under a cgroup mount"),
@@ -505,7 +474,10 @@ mod tests {
         // Without a state (a damaged journal): the mount table's.
         let b = Bounds::new(&sys, EFFECTS.reach(), None);
         assert_eq!(
-            b.entry(EFFECTS, &write("sys/fs/cgroup/cpushield/cpuset.cpus")),
+            b.entry(
+                &|a, b| EFFECTS.within(a, b),
+                &write("sys/fs/cgroup/cpushield/cpuset.cpus")
+            ),
             Ok(())
         );
     }
