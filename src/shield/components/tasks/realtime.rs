@@ -22,27 +22,10 @@ use crate::sys::Sys;
 
 use crate::shield::snapshot::in_shield_cgroup;
 
-/// A thread inside the shield's cgroup running under a real-time policy.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(in crate::shield) struct RealtimeThread {
-    /// Process id.
-    pub pid: i32,
-    /// Thread id.
-    pub tid: i32,
-    /// Command name.
-    pub name: String,
-    /// Its scheduling (`SCHED_FIFO 80`).
-    pub scheduling: String,
-    /// Its real-time priority (SCHED_FIFO, SCHED_RR; 0 for SCHED_DEADLINE).
-    pub priority: u32,
-    /// Its affinity now.
-    pub cpus: CpuSet,
-}
-
 /// The real-time user threads in the cgroup `dir` (relative to the root)
 /// and the cgroups below it. Kernel threads are not counted: they are never
 /// moved by a shield.
-pub(in crate::shield) fn inside(sys: &Sys, dir: &str, hierarchy: Hierarchy) -> Vec<RealtimeThread> {
+fn inside(sys: &Sys, dir: &str, hierarchy: Hierarchy) -> Vec<KeptTask> {
     let mut pids = BTreeSet::new();
     processes_below(sys, dir, &mut pids);
     let mut out = Vec::new();
@@ -58,12 +41,11 @@ pub(in crate::shield) fn inside(sys: &Sys, dir: &str, hierarchy: Hierarchy) -> V
                 continue;
             };
             if attr.is_realtime() {
-                out.push(RealtimeThread {
+                out.push(KeptTask {
                     pid,
                     tid,
                     name: t.name,
                     scheduling: attr.label(),
-                    priority: attr.priority,
                     cpus: t.cpus_allowed,
                 });
             }
@@ -96,15 +78,6 @@ pub(in crate::shield) fn kept(sys: &Sys, state: &State) -> Vec<KeptTask> {
         return Vec::new();
     }
     inside(sys, &state.shield_dir, cgroup.hierarchy())
-        .into_iter()
-        .map(|t| KeptTask {
-            pid: t.pid,
-            tid: t.tid,
-            name: t.name,
-            scheduling: t.scheduling,
-            cpus: t.cpus,
-        })
-        .collect()
 }
 
 /// Why a change in place that takes all CPUs of a real-time task inside
