@@ -17,7 +17,7 @@ use super::apply::{ApplyError, Effects, Refusal};
 use super::change::{Action, Step};
 use super::component::{
     in_order, written, AuditReading, Audited, Changing, Component, Draft, InPlace, Keeps, Phase,
-    Planning, Undoes,
+    Planning, ReadiesRealtime, Undoes,
 };
 use super::journal::{Entry, State};
 use super::kept::KeptTask;
@@ -333,7 +333,7 @@ pub(super) fn ready_for_realtime(
     make: &dyn Fn(&[Step]) -> Result<(), super::error::ShieldError>,
 ) -> Result<Vec<super::note::Note>, super::error::ShieldError> {
     let mut notes = Vec::new();
-    for part in ORDER.iter().filter_map(|p| p.readies_realtime()) {
+    for part in readiers() {
         notes.extend(part.ready(sys, cpus, priority, make)?);
     }
     Ok(notes)
@@ -342,9 +342,14 @@ pub(super) fn ready_for_realtime(
 /// For `run --dry-run` with a real-time policy: what would still run below
 /// a task of `priority` on `cpus`.
 pub fn realtime_below(sys: &Sys, cpus: &CpuSet, priority: u32) -> Vec<super::note::Note> {
-    (ORDER.iter().filter_map(|p| p.readies_realtime()))
+    (readiers())
         .filter_map(|part| part.below(sys, cpus, priority))
         .collect()
+}
+
+/// The components that ready the shielded CPUs for a real-time task.
+fn readiers() -> impl Iterator<Item = &'static dyn ReadiesRealtime> {
+    ORDER.iter().filter_map(|p| p.readies_realtime())
 }
 
 /// The components that keep tasks on their CPUs through `off`.
