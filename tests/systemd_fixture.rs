@@ -454,6 +454,42 @@ fn irqbalance_whose_socket_does_not_answer_is_restarted_instead() {
     assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
 }
 
+/// A shield that leaves one housekeeping CPU (Debian 12's soak, shield
+/// 1-3): `off` undoes irqbalance's ban first, while the shield still
+/// holds, and the restart that takes the ban away is skipped by systemd
+/// (the unit's `ConditionCPUs=>1` fails while PID 1 may use one CPU), which
+/// stops irqbalance; `try-restart` starts no stopped unit. Once all is
+/// back, irqbalance must run again, as before `on`.
+#[test]
+fn irqbalance_skipped_by_systemd_under_a_one_cpu_housekeeping_set_runs_again_after_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = systemd_host(dir.path());
+    sys.mkdir("run/irqbalance").unwrap();
+    let _asleep =
+        std::os::unix::net::UnixListener::bind(sys.path("run/irqbalance/irqbalance200.sock"))
+            .unwrap();
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "1-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(sys
+        .read("proc/200/environ")
+        .unwrap()
+        .contains("IRQBALANCE_BANNED_CPULIST=1-3"));
+    assert_eq!(sys.affinity(1).unwrap(), CpuSet::parse_list("0").unwrap());
+    let (code, v) = status_code(dir.path());
+    assert_eq!(code, 0, "{v}");
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        sys.exists("proc/200"),
+        "irqbalance runs again: {}",
+        text(&o)
+    );
+    assert!(!sys.unit_skipped("irqbalance.service").unwrap());
+    assert_eq!(sys.read("proc/200/environ").unwrap(), "");
+    assert_eq!(diff(&before, &tree(dir.path())), Vec::<String>::new());
+}
+
 /// Sets fields of the fixture's config (its marker file).
 fn set_config(sys: &cpushield::sys::Sys, fields: &[(&str, serde_json::Value)]) {
     let marker = sys.path(fixture::MARKER);

@@ -535,6 +535,15 @@ impl Sys {
         )
     }
 
+    /// Whether systemd skipped `unit`'s last start because one of its
+    /// conditions failed (`ConditionResult=no`) and it is not running:
+    /// irqbalance's `ConditionCPUs=>1` while systemd itself may use one
+    /// CPU, as when a restart came while a shield left it one.
+    pub fn unit_skipped(&self, unit: &str) -> Result<bool> {
+        emulated!(self, fx => Ok(fx.unit_skipped(self, unit)));
+        systemd::unit_skipped_live(unit)
+    }
+
     /// systemd's manager environment (`NAME=value` lines): what units
     /// started from now on get, besides their own settings.
     pub fn manager_environment(&self) -> Result<String> {

@@ -87,6 +87,12 @@ pub enum SystemdCall {
         /// Unit name.
         unit: String,
     },
+    /// Start a unit (and wait for the job): one whose last start systemd
+    /// skipped on a failed condition, once what failed it is undone.
+    Start {
+        /// Unit name.
+        unit: String,
+    },
 }
 
 impl SystemdCall {
@@ -178,6 +184,9 @@ impl SystemdCall {
             }
             SystemdCall::TryRestart { unit } => {
                 out.extend(["systemctl".into(), "try-restart".into(), unit.clone()])
+            }
+            SystemdCall::Start { unit } => {
+                out.extend(["systemctl".into(), "start".into(), unit.clone()])
             }
         }
         out
@@ -440,12 +449,30 @@ fn unload_stopped(unit: &str) -> super::Result<()> {
     Ok(())
 }
 
-/// What `systemctl show` says of a unit, as far as a stop is concerned.
+/// Whether systemd skipped `unit`'s last start on a failed condition
+/// and it is not running, as `systemctl show` says.
+pub(super) fn unit_skipped_live(unit: &str) -> super::Result<bool> {
+    let argv: Vec<String> = [
+        "systemctl",
+        "show",
+        "--property=ActiveState,ConditionResult",
+        unit,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    Ok(UnitState::parse(&run_client(&argv)?).skipped())
+}
+
+/// What `systemctl show` says of a unit, as far as a stop or a skipped
+/// start is concerned.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct UnitState {
     load: String,
     active: String,
     transient: bool,
+    /// `ConditionResult=no`: the last start was skipped, a condition failed.
+    condition_failed: bool,
 }
 
 impl UnitState {
@@ -456,6 +483,7 @@ impl UnitState {
                 Some(("LoadState", v)) => state.load = v.trim().to_string(),
                 Some(("ActiveState", v)) => state.active = v.trim().to_string(),
                 Some(("Transient", v)) => state.transient = v.trim() == "yes",
+                Some(("ConditionResult", v)) => state.condition_failed = v.trim() == "no",
                 _ => {}
             }
         }
@@ -470,6 +498,13 @@ impl UnitState {
         } else {
             matches!(self.active.as_str(), "inactive" | "failed")
         }
+    }
+
+    /// Not running because systemd skipped its last start: a condition
+    /// failed (irqbalance's `ConditionCPUs=>1` while systemd itself may
+    /// use one CPU).
+    fn skipped(&self) -> bool {
+        self.condition_failed && matches!(self.active.as_str(), "inactive" | "failed")
     }
 }
 
@@ -583,6 +618,24 @@ mod tests {
         assert!(
             !UnitState::parse("LoadState=loaded\nActiveState=deactivating\nTransient=no\n")
                 .let_go()
+        );
+    }
+
+    #[test]
+    fn a_unit_is_skipped_only_when_its_condition_failed_and_it_is_not_running() {
+        let skipped = UnitState::parse("ActiveState=inactive\nConditionResult=no\n");
+        assert!(skipped.skipped());
+        assert!(!UnitState::parse("ActiveState=inactive\nConditionResult=yes\n").skipped());
+        assert!(
+            !UnitState::parse("ActiveState=active\nConditionResult=no\n").skipped(),
+            "started since the skipped start"
+        );
+        assert_eq!(
+            SystemdCall::Start {
+                unit: "irqbalance.service".into()
+            }
+            .command_line(),
+            ["systemctl", "start", "irqbalance.service"]
         );
     }
 

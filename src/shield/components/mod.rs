@@ -381,6 +381,12 @@ impl Effects for Components {
         undoers().any(|part| part.undo(sys, entry, out))
     }
 
+    fn after_undo(&self, sys: &Sys, entries: &[Entry], out: &mut Undone) {
+        for part in undoers() {
+            part.after_undo(sys, entries, out);
+        }
+    }
+
     fn undone_first(&self, action: &Action) -> bool {
         undoers().any(|part| part.undone_first(action))
     }

@@ -76,6 +76,9 @@ pub trait Effects: Sync {
     fn previous(&self, sys: &Sys, action: &Action) -> Option<String>;
     /// Undoes `entry`; false when it is not one of these.
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool;
+    /// Once every entry of `entries` is undone: what only the whole
+    /// machine given back allows.
+    fn after_undo(&self, sys: &Sys, entries: &[Entry], out: &mut Undone);
     /// Whether `action` is undone before every other entry.
     fn undone_first(&self, action: &Action) -> bool;
     /// Whether `action` is undone after every other entry.

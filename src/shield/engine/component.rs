@@ -251,6 +251,12 @@ pub(in crate::shield) trait Undoes: Sync {
         false
     }
 
+    /// Once every entry of `entries` is undone (affinities included): what
+    /// only the whole machine given back allows, such as a service
+    /// started that systemd would not start while the shield held.
+    /// Nothing by default.
+    fn after_undo(&self, _sys: &Sys, _entries: &[Entry], _out: &mut Undone) {}
+
     /// Whether `action` must be undone before every other entry.
     fn undone_first(&self, _action: &Action) -> bool {
         false

@@ -120,6 +120,7 @@ pub fn undo_timed(
         out.add(part);
     }
     timings.undo_affinities += t.elapsed();
+    fx.after_undo(sys, entries, &mut out);
     out
 }
 

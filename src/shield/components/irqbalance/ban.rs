@@ -251,6 +251,33 @@ pub fn unban(sys: &Sys, action: &Action) -> (bool, Vec<Refusal>) {
     }
 }
 
+/// Starts irqbalance again when systemd skipped its last start: its unit's
+/// `ConditionCPUs=>1` fails while PID 1 may use one CPU, so a restart made
+/// while a shield left the machine one housekeeping CPU (by `on`, a
+/// repair, or `off`'s unban, which comes before the shield's cgroups are
+/// undone) stopped it for good, and `off`'s `try-restart` does not start
+/// a stopped unit. Called once everything is undone; true when it was
+/// started, read back. Started and skipped again, PID 1 still has one CPU
+/// (as booted with `systemd.cpu_affinity=` of one): irqbalance is left as
+/// systemd had it before the shield.
+pub fn start_if_skipped(sys: &Sys) -> Result<bool, Refusal> {
+    let refusal = |reason: String| Refusal {
+        target: IRQBALANCE_UNIT.into(),
+        reason,
+    };
+    match sys.unit_skipped(IRQBALANCE_UNIT) {
+        Ok(true) => {}
+        Ok(false) => return Ok(false),
+        Err(err) => return Err(refusal(format!("could not ask systemd whether it skipped irqbalance: {err}"))),
+    }
+    let start = SystemdCall::Start {
+        unit: IRQBALANCE_UNIT.into(),
+    };
+    sys.systemd(&start)
+        .map_err(|err| refusal(format!("could not start irqbalance, which systemd skipped while the shield held: {err}")))?;
+    Ok(!sys.unit_skipped(IRQBALANCE_UNIT).unwrap_or(true))
+}
+
 fn reload_and_restart(sys: &Sys) -> Result<(), SysError> {
     sys.systemd(&SystemdCall::DaemonReload)?;
     restart(sys)

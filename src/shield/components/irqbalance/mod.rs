@@ -249,6 +249,19 @@ impl Undoes for Part {
         true
     }
 
+    /// irqbalance started again where a restart of the shield's left it
+    /// skipped (see [`ban::start_if_skipped`]).
+    fn after_undo(&self, sys: &Sys, entries: &[Entry], out: &mut Undone) {
+        if !entries.iter().any(|e| ban_of(&e.action).is_some()) {
+            return;
+        }
+        match start_if_skipped(sys) {
+            Ok(true) => out.restored += 1,
+            Ok(false) => {}
+            Err(refusal) => out.failed.push(refusal),
+        }
+    }
+
     /// irqbalance gets its environment back before anything else: a banned
     /// irqbalance still running while undo puts IRQs back moves them again
     /// within its 10 s cycle (SYSTEMD-NOTES 10). Its ban is the first change
