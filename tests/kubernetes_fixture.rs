@@ -1,13 +1,17 @@
-//! A Kubernetes node is refused until cpushield has its Kubernetes mode:
-//! kubelet keeps pods' containers in its `kubepods` cgroups and hands out
-//! every CPU but its reserved ones, and a shield of cpushield's own would
-//! take containers out of those cgroups. Refused in one line, exit 2,
-//! nothing changed: for `on`, its dry run and `apply`.
+//! A Kubernetes node: kubelet keeps pods' containers in its `kubepods`
+//! cgroups and hands out every CPU but its reserved ones, so a shield of
+//! cpushield's own would take containers out of those cgroups. With
+//! kubelet's static CPU manager and a reserved CPU list, the shield is
+//! made kubelet's way (the Kubernetes mode: the OS's systemd units
+//! confined to the reserved CPUs, `kubepods` untouched, undone exactly);
+//! any other node is refused in one line, exit 2, nothing changed: for
+//! `on`, its dry run and `apply`.
 
 mod common;
 
 use common::{cpushield, diff, standard, task, text, tree};
 use cpushield::sys::fixture::{add_process, CgroupLayout, FixtureConfig};
+use cpushield::CpuSet;
 
 fn refused(root: &std::path::Path, args: &[&str], seen: &str) {
     let before = tree(root);
@@ -33,6 +37,14 @@ fn a_node_where_kubelet_runs_is_refused_and_left_as_it_was() {
     add_process(&sys, 6000, &[task("kubelet", 0, "0-3")]).unwrap();
     refused(dir.path(), &["on", "2-3"], "kubelet runs, pid 6000");
     refused(dir.path(), &["on", "2-3", "--dry-run"], "pid 6000");
+    // A kubelet whose settings give nothing to shield: the CPU manager's
+    // default policy (none) shares every CPU among all pods.
+    std::fs::write(
+        sys.path("proc/6000/cmdline"),
+        "kubelet\0--reserved-cpus=0-1\0",
+    )
+    .unwrap();
+    refused(dir.path(), &["on", "2-3"], "cpuManagerPolicy none");
     std::fs::create_dir_all(dir.path().join("etc/cpushield")).unwrap();
     std::fs::write(
         dir.path().join("etc/cpushield/cpushield.toml"),
@@ -100,4 +112,153 @@ fn the_shipped_node_problem_detector_monitor_runs_verify_npd() {
     let o = cpushield(dir.path(), &args);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1);
+}
+
+/// A node as kubeadm and containerd leave it: kubelet (static CPU manager,
+/// reservedSystemCPUs 0-1) and containerd in system.slice, a login in
+/// user.slice, PID 1 in init.scope, and two pods under kubepods.slice: a
+/// Guaranteed container holding CPUs 2-3, a BestEffort one on every CPU.
+fn kubernetes_node(root: &std::path::Path, reserved: &str) -> cpushield::sys::Sys {
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    std::fs::create_dir_all(sys.path("run/systemd/system")).unwrap();
+    let config = "var/lib/kubelet/config.yaml";
+    std::fs::create_dir_all(sys.path("var/lib/kubelet")).unwrap();
+    std::fs::write(
+        sys.path(config),
+        format!("kind: KubeletConfiguration\ncpuManagerPolicy: static\nreservedSystemCPUs: \"{reserved}\"\n"),
+    )
+    .unwrap();
+    // kubelet's pod slices take the cpuset controller (systemd driver).
+    sys.write("sys/fs/cgroup/cgroup.subtree_control", "+cpuset")
+        .unwrap();
+    let cgroups = [
+        "sys/fs/cgroup/system.slice",
+        "sys/fs/cgroup/system.slice/kubelet.service",
+        "sys/fs/cgroup/user.slice",
+        "sys/fs/cgroup/init.scope",
+        "sys/fs/cgroup/kubepods.slice",
+    ];
+    for dir in cgroups {
+        sys.mkdir(dir).unwrap();
+    }
+    sys.write(
+        "sys/fs/cgroup/kubepods.slice/cgroup.subtree_control",
+        "+cpuset",
+    )
+    .unwrap();
+    for pod in ["kubepods-pod1.slice", "kubepods-besteffort.slice"] {
+        sys.mkdir(&format!("sys/fs/cgroup/kubepods.slice/{pod}"))
+            .unwrap();
+    }
+    // kubelet's CPU manager gives the Guaranteed pod CPUs 2-3.
+    sys.write(
+        "sys/fs/cgroup/kubepods.slice/kubepods-pod1.slice/cpuset.cpus",
+        "2-3",
+    )
+    .unwrap();
+    // kubelet's CPU manager gives the Guaranteed pod CPUs 2-3.
+    sys.write(
+        "sys/fs/cgroup/kubepods.slice/kubepods-pod1.slice/cpuset.cpus",
+        "2-3",
+    )
+    .unwrap();
+    add_process(&sys, 6000, &[task("kubelet", 0, "0-3")]).unwrap();
+    std::fs::write(
+        sys.path("proc/6000/cmdline"),
+        format!("/usr/bin/kubelet\0--config=/{config}\0"),
+    )
+    .unwrap();
+    add_process(&sys, 7000, &[task("rt-app", 0, "2-3")]).unwrap();
+    add_process(&sys, 7100, &[task("web", 0, "0-3")]).unwrap();
+    for (dir, pid) in [
+        ("system.slice/kubelet.service", 6000),
+        ("init.scope", 1),
+        ("kubepods.slice/kubepods-pod1.slice", 7000),
+        ("kubepods.slice/kubepods-besteffort.slice", 7100),
+    ] {
+        sys.write(
+            &format!("sys/fs/cgroup/{dir}/cgroup.procs"),
+            &pid.to_string(),
+        )
+        .unwrap();
+    }
+    sys
+}
+
+/// Every file under kubelet's pod cgroups, as read.
+fn pods(root: &std::path::Path) -> Vec<(String, String)> {
+    tree(root)
+        .into_iter()
+        .filter(|(path, _)| path.starts_with("sys/fs/cgroup/kubepods"))
+        .collect()
+}
+
+#[test]
+fn on_a_kubelet_node_the_os_units_are_confined_to_the_reserved_cpus_and_pods_left_to_kubelet() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = kubernetes_node(dir.path(), "0-1");
+    let before = tree(dir.path());
+    let pods_before = pods(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let cpus = |s: &str| CpuSet::parse_list(s).unwrap();
+    for unit in ["system.slice", "user.slice", "init.scope"] {
+        assert_eq!(
+            sys.read_cpulist(&format!("sys/fs/cgroup/{unit}/cpuset.cpus.effective"))
+                .unwrap(),
+            cpus("0-1"),
+            "{unit}"
+        );
+    }
+    // kubelet itself and PID 1 are on the reserved CPUs, by the kernel.
+    assert_eq!(sys.affinity(6000).unwrap(), cpus("0-1"));
+    assert_eq!(sys.affinity(1).unwrap(), cpus("0-1"));
+    // No cgroup or partition of the shield's own; the pods untouched.
+    assert!(!sys.exists("sys/fs/cgroup/cpushield.slice") && !sys.exists("sys/fs/cgroup/cpushield"));
+    assert_eq!(pods(dir.path()), pods_before);
+    assert_eq!(sys.affinity(7000).unwrap(), cpus("2-3"));
+    assert_eq!(sys.affinity(7100).unwrap(), cpus("0-3"));
+    let (code, st) = {
+        let o = cpushield(dir.path(), &["status", "--json"]);
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+        (o.status.code(), v)
+    };
+    assert_eq!(code, Some(0), "{st}");
+    assert!(
+        st["mechanism"].as_str().unwrap().contains("Kubernetes"),
+        "{st}"
+    );
+    // move and run have no cgroup to place a task in: refused, one line.
+    let o = cpushield(dir.path(), &["move", "7100", "--in"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("Guaranteed pods"), "{}", text(&o));
+    // Someone gives system.slice every CPU again: status sees it.
+    sys.write("sys/fs/cgroup/system.slice/cpuset.cpus", "0-3")
+        .unwrap();
+    let o = cpushield(dir.path(), &["status"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(
+        text(&o).contains("system.slice reaches the shielded CPUs 2-3"),
+        "{}",
+        text(&o)
+    );
+    sys.write("sys/fs/cgroup/system.slice/cpuset.cpus", "0-1")
+        .unwrap();
+    let o = cpushield(dir.path(), &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let after = tree(dir.path());
+    assert!(before == after, "{:#?}", diff(&before, &after));
+}
+
+#[test]
+fn on_a_kubelet_node_the_shield_is_what_kubelet_does_not_reserve() {
+    let dir = tempfile::tempdir().unwrap();
+    kubernetes_node(dir.path(), "0");
+    refused(dir.path(), &["on", "2-3"], "kubelet reserves CPUs 0 for the OS and hands out the others to pods, so the shielded CPUs are CPUs 1-3");
+    refused(
+        dir.path(),
+        &["on", "1-3", "--balance", "within"],
+        "which gets no partition",
+    );
 }

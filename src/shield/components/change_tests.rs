@@ -68,8 +68,7 @@ fn shielded() -> (Snapshot, Vec<Entry>, State) {
         sibling_groups: vec![cpus("0"), cpus("1"), cpus("2"), cpus("3")],
         owners: Owners {
             systemd: true,
-            systemd_version: None,
-            tuned: None,
+            ..Default::default()
         },
         ..Default::default()
     };

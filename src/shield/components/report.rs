@@ -45,7 +45,7 @@ pub(in crate::shield) fn read_back(
     out: &mut OnReport,
 ) {
     state.parts.extend(super::records(plan, out));
-    if let CgroupSetup::V2 { .. } = &after.cgroup {
+    if let (CgroupSetup::V2 { .. }, false) = (&after.cgroup, plan.shield_dir.is_empty()) {
         out.partition = sys
             .read_trimmed(&format!("{}/cpuset.cpus.partition", plan.shield_dir))
             .ok();

@@ -14,14 +14,12 @@ pub const SHIELD_CGROUP: &str = "cpushield";
 /// is `cpushield.slice` under the root, its processes are in scopes below.
 pub const SHIELD_SLICE: &str = "cpushield.slice";
 /// Whether a thread in cgroup `cgroup` (as `/proc/PID/cgroup` names it) is
-/// inside the shield: its cgroup or one below it.
+/// inside the shield: its cgroup or one below it. On a Kubernetes node the
+/// pods' cgroups are kubelet's to place (exclusive CPUs or the shared
+/// pool): the shield leaves them alone as it leaves its own.
 pub fn in_shield_cgroup(cgroup: &str) -> bool {
-    [SHIELD_CGROUP, SHIELD_SLICE].iter().any(|name| {
-        cgroup
-            .strip_prefix('/')
-            .and_then(|c| c.strip_prefix(name))
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    })
+    super::owners::kubernetes::under_any(cgroup, &[SHIELD_CGROUP, SHIELD_SLICE])
+        || super::owners::kubernetes::in_pod_cgroup(cgroup)
 }
 /// Name of the v1 cpuset for everything else (the housekeeping CPUs).
 pub const SYSTEM_CGROUP_V1: &str = "cpushield-system";

@@ -44,6 +44,9 @@ pub struct Reach {
     pub cgroup_dirs: Vec<String>,
     /// The systemd units a shield starts and stops (patterns).
     pub units: Vec<String>,
+    /// Units a shield never starts or stops but whose CPUs it sets, and
+    /// gives back (`AllowedCPUs=` of the OS's units on a Kubernetes node).
+    pub resized_units: Vec<String>,
     /// The partition types a shield asks systemd for (`CPUSetPartition=`).
     pub partitions: Vec<String>,
 }
@@ -101,6 +104,9 @@ impl Bounds {
             .collect();
         let cgroups = match state {
             None => Ok(table),
+            // A shield of no cgroup of its own (the OS's units confined
+            // instead): the cgroup mount, as mounted.
+            Some(state) if state.shield_dir.is_empty() => Ok(table),
             Some(state) => recorded_mount(&reach, &table, &state.shield_dir).map(|m| vec![m]),
         };
         Bounds {
@@ -274,7 +280,12 @@ impl Bounds {
             } => (unit, cgroup_dir, false),
             other => return Err(format!("{}: no request a shield makes", shown(other))),
         };
-        self.unit(unit)?;
+        let resized_only = !stoppable && self.reach.resized_units.iter().any(|u| u == unit);
+        if !resized_only {
+            self.unit(unit)?;
+        } else if dir.rsplit_once('/').is_none_or(|(_, name)| name != unit) {
+            return Err(format!("{}: not the cgroup of {unit}", shown(call)));
+        }
         self.cgroup(dir)?;
         if let Some(back) = back {
             self.cgroup_file(back)?;

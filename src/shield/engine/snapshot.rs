@@ -134,10 +134,14 @@ impl Snapshot {
     /// their steps (per-CPU ones in the root are left alone by that update).
     /// The sweep after the steps moves any thread still on the shield, so a
     /// partition that did not form leaves none behind.
+    ///
+    /// On a Kubernetes node no partition forms: only the OS's units are
+    /// confined, so only their threads are left to the kernel.
     pub fn left_to_the_partition(&self, t: &Thread) -> bool {
         matches!(self.cgroup, CgroupSetup::V2 { .. })
             && !t.is_kthread()
             && self.cgroup_cpus.get(&t.cgroup) == Some(&t.cpus_allowed)
+            && (self.owners.kubernetes.as_ref()).is_none_or(|node| node.in_os_unit(&t.cgroup))
     }
 
     /// Number of bits to print in hex masks (the kernel pads to nr_cpu_ids).

@@ -5,6 +5,7 @@
 //! holds, judged by what the kernel reads back.
 
 mod hold;
+mod kubernetes;
 mod notes;
 mod options;
 
@@ -81,6 +82,9 @@ impl crate::shield::snapshot::Snapshot {
     /// The cgroup mechanism's name for reports (and whether systemd holds
     /// it).
     pub(in crate::shield) fn mechanism_name(&self) -> String {
+        if self.owners.kubernetes.is_some() {
+            return kubernetes::NAME.into();
+        }
         name(self.mechanism())
     }
 
@@ -473,24 +477,6 @@ struct Status {
     partition: Option<String>,
 }
 
-/// What shows that kubelet runs here: its process (outside a user's
-/// session, where anyone may name a process `kubelet`), or tasks in the
-/// cgroups it makes for pods (`/kubepods.slice/...` with the systemd
-/// driver, `/kubepods/...` with cgroupfs), which only root makes.
-fn kubelet_node(threads: &[crate::sys::procfs::Thread]) -> Option<String> {
-    let kubelet = crate::kubelet::pid_among(threads);
-    let pods = threads
-        .iter()
-        .filter(|t| t.cgroup.starts_with("/kubepods"))
-        .count();
-    match (kubelet, pods) {
-        (None, 0) => None,
-        (Some(pid), 0) => Some(format!("kubelet runs, pid {pid}")),
-        (None, n) => Some(format!("{n} threads in kubelet's pod cgroups")),
-        (Some(pid), n) => Some(format!("kubelet runs, pid {pid}; {n} threads in its pod cgroups")),
-    }
-}
-
 /// The cgroups, as a component of the shield.
 pub(in crate::shield) struct Part;
 
@@ -518,22 +504,16 @@ impl Component for Part {
         ]));
         reach.cgroup_dirs.extend(strings(&[SHIELD_CGROUP, SYSTEM_CGROUP_V1]));
         reach.units.push(SHIELD_SLICE.to_string());
+        reach.resized_units.extend(strings(&crate::shield::owners::kubernetes::OS_UNITS));
         reach.partitions.extend(strings(&["isolated", "root"]));
     }
 
-    /// Refuses a Kubernetes node: kubelet hands out every CPU but its
-    /// reserved ones to pods and keeps their cgroups (`kubepods`); a
-    /// partition or slice of the shield's own would take containers out
-    /// of them and make pod creation fail.
+    /// On a Kubernetes node, the shield kubelet allows: see
+    /// [`kubernetes::check`].
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
-        match kubelet_node(&cx.snap.threads) {
+        match &cx.snap.owners.kubernetes {
             None => Ok(()),
-            Some(seen) => Err(PlanError::Part {
-                option: "CPULIST",
-                message: format!(
-                    "this is a Kubernetes node ({seen}): a shield of cpushield's own would take pods' containers out of their cgroups and make pod creation fail, and cpushield's Kubernetes mode is not built yet; give kubelet the CPUs to keep with cpuManagerPolicy static and reservedSystemCPUs"
-                ),
-            }),
+            Some(node) => kubernetes::check(node, cx),
         }
     }
 
@@ -543,6 +523,16 @@ impl Component for Part {
             .notes
             .extend(crate::shield::plan::tuned_notes(&cx.snap.owners));
         let facts = cx.snap.mechanism();
+        if let Some(node) = &cx.snap.owners.kubernetes {
+            let cgroup = kubernetes::plan(node, cx.housekeeping);
+            d.plan.mechanism = kubernetes::NAME.into();
+            let confined = kubernetes::Confined {
+                units: node.os_units.clone(),
+            };
+            d.plan.parts.put(OWNER.name(), &confined);
+            d.add(Phase::Shield, cgroup.steps);
+            return Ok(());
+        }
         let balance = options::asked(cx.req);
         let cpus = (cx.shield, cx.housekeeping);
         let cgroup = plan(facts, cpus, balance, &mut d.plan.notes)?;
@@ -562,6 +552,20 @@ impl Component for Part {
     /// Resized instead of made; on v1 the shield cpuset's load balancing
     /// written again when `--balance` changed it.
     fn change(&self, cx: &InPlace, fresh: Vec<(Phase, Step)>, out: &mut Changing) {
+        if cx.state.shield_dir.is_empty() {
+            // A Kubernetes-mode shield: each unit confined again where it
+            // is not; the units' CPUs from before the first shield kept.
+            if let Some(node) = &cx.live.owners.kubernetes {
+                out.add(
+                    Phase::Shield,
+                    kubernetes::confine(node, &cx.fresh.housekeeping),
+                );
+            }
+            if let Some(before) = cx.state.parts.get::<kubernetes::Confined>(OWNER.name()) {
+                out.change.records.put(OWNER.name(), &before);
+            }
+            return;
+        }
         let to = (&cx.fresh.shield, &cx.fresh.housekeeping);
         let cpus = (to.0, to.1, cx.fresh.partition.as_ref());
         let live = cx.live.mechanism();
@@ -593,6 +597,16 @@ impl Component for Part {
         }
     }
 
+    /// The OS's units a Kubernetes-mode shield confined, with the CPUs
+    /// they had.
+    fn record(
+        &self,
+        plan: &crate::shield::plan::Plan,
+        _: &crate::shield::OnReport,
+    ) -> Option<serde_json::Value> {
+        plan.parts.get::<serde_json::Value>(OWNER.name())
+    }
+
     fn looks(&self) -> Option<&dyn Looks> {
         Some(self)
     }
@@ -612,6 +626,18 @@ impl Keeps for Part {
 impl Looks for Part {
     /// The partition as it reads back, and what the kernel would refuse.
     fn status(&self, cx: &Looking) -> Option<PartReport> {
+        if let Some(confined) = cx.state.parts.get::<kubernetes::Confined>(OWNER.name()) {
+            let mut part = PartReport::new(OWNER.name(), &confined);
+            part.lines = vec![Line::new(
+                "OS units confined",
+                (confined.units.iter())
+                    .map(|u| u.unit.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )];
+            part.findings = kubernetes::lost(cx.sys, cx.state, &confined, cx.repair);
+            return Some(part);
+        }
         let hold = hold::read_hold(cx.sys, cx.state, &cx.snap.cgroup);
         let partition = hold.partition().map(str::to_string);
         let mut part = PartReport::new(OWNER.name(), &Status { partition });

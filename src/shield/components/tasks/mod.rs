@@ -209,6 +209,15 @@ fn plan_kept(
     affinities: &mut Vec<Step>,
 ) {
     let Some(dir) = shield_dir(snap) else { return };
+    if snap.owners.kubernetes.is_some() {
+        // No cgroup of the shield's own to keep them in (a Kubernetes
+        // node's OS units are confined to the reserved CPUs): they go to
+        // the housekeeping CPUs, as the kernel would move them anyway.
+        for t in keep {
+            affinities.push(set_affinity(t, housekeeping.clone()));
+        }
+        return;
+    }
     let mount = snap.cgroup.mount().unwrap_or("").to_string();
     let cgroup_of = |t: &Thread| {
         if t.cgroup == "/" {
@@ -437,6 +446,12 @@ pub(in crate::shield) fn destination(
     cpu: Option<u32>,
     single_thread: bool,
 ) -> Result<Destination, ShieldError> {
+    if state.shield_dir.is_empty() {
+        return Err(ShieldError::Invalid(format!(
+            "this shield ({}) has no cgroup of its own to place tasks in or take them out of: on a Kubernetes node real-time work runs in Guaranteed pods, on the CPUs kubelet gives them ({})",
+            state.mechanism, state.shield
+        )));
+    }
     if single_thread && !matches!(cgroup, CgroupSetup::V1 { .. }) {
         return Err(ShieldError::Invalid(
             "--thread needs a cgroup v1 cpuset: cgroup v2 places whole processes, not single threads".into(),

@@ -74,7 +74,9 @@ pub(in crate::shield) fn kept(sys: &Sys, state: &State) -> Vec<KeptTask> {
     let Ok(cgroup) = crate::shield::cgroup_layout::detect_cgroup(sys) else {
         return Vec::new();
     };
-    if !sys.exists(&state.shield_dir) {
+    // A shield of no cgroup of its own (a Kubernetes node's, whose pods
+    // are kubelet's) keeps nothing inside.
+    if state.shield_dir.is_empty() || !sys.exists(&state.shield_dir) {
         return Vec::new();
     }
     inside(sys, &state.shield_dir, cgroup.hierarchy())

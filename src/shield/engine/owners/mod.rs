@@ -1,17 +1,20 @@
 //! The other programs that own part of what a shield touches, read from the
-//! machine: systemd (the cgroup tree) and tuned (CPU and IRQ pinning);
-//! irqbalance is its component's own read. Read-only; the plan decides
-//! what to do.
+//! machine: systemd (the cgroup tree), tuned (CPU and IRQ pinning) and
+//! kubelet (the CPUs of a Kubernetes node); irqbalance is its component's
+//! own read. Read-only; the plan decides what to do.
 
 use serde::{Deserialize, Serialize};
 
 use crate::sys::procfs::{self, Thread};
 use crate::sys::Sys;
 
+pub mod kubernetes;
 pub mod tuned;
 
+pub use kubernetes::{KubernetesNode, OsUnit};
+
 /// What the owners of this machine are.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Owners {
     /// systemd is the init system (`/run/systemd/system` exists).
     pub systemd: bool,
@@ -20,6 +23,9 @@ pub struct Owners {
     pub systemd_version: Option<u32>,
     /// tuned, when it has an active profile.
     pub tuned: Option<Tuned>,
+    /// kubelet, when this is a Kubernetes node.
+    #[serde(default)]
+    pub kubernetes: Option<KubernetesNode>,
 }
 
 /// tuned's active profile.
@@ -52,6 +58,7 @@ impl Owners {
             systemd,
             systemd_version: systemd.then(|| sys.systemd_version()).flatten(),
             tuned: read_tuned(sys, threads, ours),
+            kubernetes: kubernetes::read(sys, threads),
         }
     }
 }

@@ -1,0 +1,135 @@
+//! The shield on a Kubernetes node (issue #60): kubelet hands the CPUs it
+//! does not reserve to pods, in cgroups of its own that nothing else may
+//! write, so the shield makes no cgroup or partition: it confines what
+//! kubelet leaves to the OS (`system.slice`, `user.slice`, `init.scope`:
+//! kubelet and the container runtime among them) to kubelet's reserved
+//! CPUs, through systemd (`AllowedCPUs=`, runtime only), and gives each
+//! unit back the CPUs it had. `kubepods` is never touched.
+
+use super::*;
+use crate::shield::cgroup_layout::CGROUP2_MOUNT;
+use crate::shield::owners::{KubernetesNode, OsUnit};
+
+/// What the mechanism keeps of a Kubernetes-mode shield: the units it
+/// confined, each with the CPUs it had before.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub(in crate::shield) struct Confined {
+    /// The OS's units, as they were before the shield.
+    pub units: Vec<OsUnit>,
+}
+
+/// The mechanism's name for a Kubernetes-mode shield.
+pub(super) const NAME: &str = "cgroup v2, Kubernetes node (the OS's systemd units on kubelet's reserved CPUs)";
+
+/// Whether this request can be a shield on the Kubernetes node `node`:
+/// kubelet runs with the static CPU manager policy and a reserved CPU
+/// list, the housekeeping CPUs are exactly that list, the machine runs
+/// cgroup v2 under systemd, and `--balance` asks for no partition.
+pub(super) fn check(node: &KubernetesNode, cx: &Planning) -> Result<(), PlanError> {
+    let refuse = |message: String| Err(PlanError::Part { option: "CPULIST", message });
+    let seen = &node.seen;
+    let Some(kubelet) = &node.kubelet else {
+        return refuse(format!(
+            "this is a Kubernetes node ({seen}) but kubelet's process was not found: the shielded CPUs are those kubelet does not reserve (reservedSystemCPUs); start kubelet first"
+        ));
+    };
+    if kubelet.policy != "static" {
+        return refuse(format!(
+            "this is a Kubernetes node ({seen}) whose kubelet runs cpuManagerPolicy {}: it gives no container CPUs of its own, so none can be shielded; set cpuManagerPolicy: static and reservedSystemCPUs (drain the node, remove {}/cpu_manager_state, restart kubelet)",
+            kubelet.policy, kubelet.root_dir
+        ));
+    }
+    let Some(reserved) = &kubelet.reserved else {
+        return refuse(format!(
+            "this is a Kubernetes node ({seen}) whose kubelet reserves no CPU list (reservedSystemCPUs, --reserved-cpus): the housekeeping CPUs are kubelet's reserved ones; set reservedSystemCPUs"
+        ));
+    };
+    let online = cx.shield.union(cx.housekeeping);
+    let expected = online.difference(reserved);
+    if reserved != cx.housekeeping {
+        return refuse(format!(
+            "this is a Kubernetes node ({seen}): kubelet reserves CPUs {reserved} for the OS and hands out the others to pods, so the shielded CPUs are CPUs {expected} (cpushield on {expected})"
+        ));
+    }
+    let v2_here = matches!(&cx.snap.cgroup, CgroupSetup::V2 { mount, .. } if mount == CGROUP2_MOUNT);
+    if !v2_here || !cx.snap.owners.systemd {
+        return refuse(format!(
+            "this is a Kubernetes node ({seen}) without cgroup v2 at /{CGROUP2_MOUNT} under systemd: cpushield's Kubernetes mode confines systemd's units (kubelet's systemd cgroup driver)"
+        ));
+    }
+    if node.os_units.is_empty() {
+        return refuse(format!(
+            "this is a Kubernetes node ({seen}) but none of system.slice, user.slice, init.scope has a cgroup under /{CGROUP2_MOUNT}"
+        ));
+    }
+    if options::asked(cx.req) == Balance::Within {
+        return Err(PlanError::Part {
+            option: "--balance",
+            message: format!("within: this is a Kubernetes node ({seen}), which gets no partition (kubelet's shared pool keeps load balancing on the CPUs no pod holds); leave --balance out"),
+        });
+    }
+    Ok(())
+}
+
+/// The steps that confine each of the OS's units not yet on the
+/// `housekeeping` CPUs, each undone by giving it back the CPUs it had.
+pub(super) fn confine(node: &KubernetesNode, housekeeping: &CpuSet) -> Vec<Step> {
+    (node.os_units.iter())
+        .filter(|u| u.cpus != *housekeeping)
+        .map(|u| {
+            let call = |cpus: &CpuSet| SystemdCall::SetAllowedCpus {
+                unit: u.unit.clone(),
+                cpus: cpus.clone(),
+                cgroup_dir: u.dir.clone(),
+                partition: None,
+            };
+            fatal(Action::Systemd {
+                call: call(housekeeping),
+                undo: Some(call(&u.cpus)),
+                back: None,
+            })
+        })
+        .collect()
+}
+
+/// The plan of a Kubernetes-mode shield: no cgroup of its own.
+pub(super) fn plan(node: &KubernetesNode, housekeeping: &CpuSet) -> CgroupPlan {
+    CgroupPlan {
+        steps: confine(node, housekeeping),
+        shield_dir: String::new(),
+        partition: None,
+    }
+}
+
+/// What of a Kubernetes-mode shield no longer holds: the cpuset
+/// controller at the root, and each confined unit's effective CPUs
+/// within the housekeeping ones, as the kernel reads them.
+pub(super) fn lost(sys: &Sys, state: &State, confined: &Confined, repair: &str) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let control = format!("{CGROUP2_MOUNT}/cgroup.subtree_control");
+    if !sys
+        .read(&control)
+        .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpuset"))
+    {
+        out.push(Finding::new(
+            "cpuset-controller",
+            Severity::Bad,
+            100,
+            format!("the cpuset controller is no longer enabled in /{control}: nothing keeps the OS's units off the shield"),
+            repair,
+        ));
+    }
+    for unit in &confined.units {
+        let file = format!("{}/cpuset.cpus.effective", unit.dir);
+        let reason = match sys.read_cpulist(&file) {
+            Ok(cpus) if cpus.is_subset(&state.housekeeping) => continue,
+            Ok(cpus) => format!(
+                "/{file} reads {cpus}: {} reaches the shielded CPUs {}",
+                unit.unit, state.shield
+            ),
+            Err(e) => format!("{} is no longer confined: /{file}: {e}", unit.unit),
+        };
+        out.push(Finding::new("enforcement", Severity::Bad, 100, reason, repair));
+    }
+    out
+}

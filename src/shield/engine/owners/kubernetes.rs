@@ -1,0 +1,123 @@
+//! A Kubernetes node, as the shield must live with it: kubelet hands every
+//! CPU but its reserved ones (`reservedSystemCPUs`) to pods, in its own
+//! cgroups (`kubepods.slice` with the systemd driver, `kubepods` with
+//! cgroupfs), which nothing else may write. A shield there confines what
+//! kubelet leaves to the OS (systemd's `system.slice`, `user.slice` and
+//! `init.scope`, kubelet and the container runtime among them) to the
+//! reserved CPUs, and makes no cgroup of its own. Read-only.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpulist::CpuSet;
+use crate::kubelet::{self, Kubelet};
+use crate::shield::cgroup_layout::CGROUP2_MOUNT;
+use crate::sys::procfs::Thread;
+use crate::sys::Sys;
+
+/// The top-level systemd units that hold everything of the OS on a node
+/// (kubelet and the runtime in `system.slice`, logins in `user.slice`,
+/// PID 1 in `init.scope`): what a Kubernetes-mode shield confines.
+pub const OS_UNITS: [&str; 3] = ["system.slice", "user.slice", "init.scope"];
+
+/// The cgroups kubelet makes for pods: `/kubepods.slice/...` (systemd
+/// driver) or `/kubepods/...` (cgroupfs driver).
+pub const POD_CGROUPS: [&str; 2] = ["kubepods.slice", "kubepods"];
+
+/// Whether a thread in cgroup `cgroup` (as `/proc/PID/cgroup` names it)
+/// belongs to one of kubelet's pods.
+pub fn in_pod_cgroup(cgroup: &str) -> bool {
+    under_any(cgroup, &POD_CGROUPS)
+}
+
+/// Whether `cgroup` is one of `names` (top-level) or below one.
+pub fn under_any(cgroup: &str, names: &[&str]) -> bool {
+    names.iter().any(|name| {
+        cgroup
+            .strip_prefix('/')
+            .and_then(|c| c.strip_prefix(name))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
+/// A Kubernetes node, as read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KubernetesNode {
+    /// What shows it is one: kubelet's process, threads in pods' cgroups.
+    pub seen: String,
+    /// kubelet as it runs (its CPU manager's settings), when its process
+    /// was found.
+    pub kubelet: Option<Kubelet>,
+    /// The units of [`OS_UNITS`] whose cgroup exists, with the CPUs they
+    /// are given now.
+    pub os_units: Vec<OsUnit>,
+}
+
+/// One of the OS's top-level units on a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsUnit {
+    /// Its name (`system.slice`).
+    pub unit: String,
+    /// Its cgroup directory, relative to the root.
+    pub dir: String,
+    /// Its `cpuset.cpus` (systemd's `AllowedCPUs=`) as read: empty when it
+    /// sets none and takes its parent's.
+    pub cpus: CpuSet,
+}
+
+impl KubernetesNode {
+    /// Whether a thread in `cgroup` is in one of the OS units, whose CPUs
+    /// the kernel narrows when the unit is confined.
+    pub fn in_os_unit(&self, cgroup: &str) -> bool {
+        let names: Vec<&str> = self.os_units.iter().map(|u| u.unit.as_str()).collect();
+        under_any(cgroup, &names)
+    }
+}
+
+/// The Kubernetes node this is, if one: kubelet runs (outside a user's
+/// session, where anyone may name a process `kubelet`), or tasks are in
+/// the cgroups kubelet makes for pods, which only root makes.
+pub fn read(sys: &Sys, threads: &[Thread]) -> Option<KubernetesNode> {
+    let pid = kubelet::pid_among(threads);
+    let pods = threads.iter().filter(|t| in_pod_cgroup(&t.cgroup)).count();
+    let seen = match (pid, pods) {
+        (None, 0) => return None,
+        (Some(pid), 0) => format!("kubelet runs, pid {pid}"),
+        (None, n) => format!("{n} threads in kubelet's pod cgroups"),
+        (Some(pid), n) => format!("kubelet runs, pid {pid}; {n} threads in its pod cgroups"),
+    };
+    let os_units = OS_UNITS
+        .iter()
+        .filter_map(|unit| {
+            let dir = format!("{CGROUP2_MOUNT}/{unit}");
+            sys.exists(&dir).then(|| OsUnit {
+                unit: unit.to_string(),
+                cpus: sys
+                    .read_cpulist(&format!("{dir}/cpuset.cpus"))
+                    .unwrap_or_default(),
+                dir,
+            })
+        })
+        .collect();
+    Some(KubernetesNode {
+        seen,
+        kubelet: kubelet::read(sys, threads),
+        os_units,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_cgroups_are_kubelets_with_either_driver_and_nothing_named_alike() {
+        assert!(in_pod_cgroup(
+            "/kubepods.slice/kubepods-pod1.slice/cri-containerd-a.scope"
+        ));
+        assert!(in_pod_cgroup("/kubepods/besteffort/pod1/abc"));
+        assert!(in_pod_cgroup("/kubepods.slice"));
+        assert!(!in_pod_cgroup("/kubepods-not.slice"));
+        assert!(!in_pod_cgroup("/system.slice/kubepods.slice"));
+        assert!(!in_pod_cgroup("/"));
+    }
+}
