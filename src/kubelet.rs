@@ -178,6 +178,17 @@ pub fn pid_among(threads: &[procfs::Thread]) -> Option<i32> {
         .map(|t| t.pid)
 }
 
+/// Whether this machine is a Kubernetes node: kubelet runs ([`pid_among`])
+/// or threads are in the cgroups kubelet makes for pods.
+pub fn node_here(sys: &Sys) -> bool {
+    let source = procfs::CgroupSource::per_thread(procfs::Hierarchy::Unified);
+    let threads = procfs::read_all_threads(sys, source).unwrap_or_default();
+    pid_among(&threads).is_some()
+        || threads
+            .iter()
+            .any(|t| crate::shield::owners::kubernetes::in_pod_cgroup(&t.cgroup))
+}
+
 /// kubelet as it runs, when one of `threads` is kubelet ([`pid_among`]).
 pub fn read(sys: &Sys, threads: &[procfs::Thread]) -> Option<Kubelet> {
     let pid = pid_among(threads)?;

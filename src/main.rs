@@ -654,6 +654,7 @@ fn boot_args_command(
 ) -> Result<ExitCode> {
     let online = cpushield::sys::procfs::online_cpus(sys)?;
     let mut advice = cpushield::boot::args::boot_args(cpus, &shield_siblings(sys, cpus), &online);
+    cpushield::boot::args::for_this_node(sys, &mut advice);
     advice.now = boot::status(sys).ok();
     emit(out, json, &advice, report::audit::boot_args)?;
     Ok(ExitCode::SUCCESS)

@@ -68,6 +68,16 @@ fn a_users_process_named_kubelet_does_not_make_a_node() {
         .unwrap();
     let o = cpushield(dir.path(), &["on", "2-3", "--dry-run"]);
     assert!(o.status.success(), "{}", text(&o));
+    // Asked for the Kubernetes mode, this machine is refused: no node.
+    let before = tree(dir.path());
+    let o = cpushield(dir.path(), &["on", "2-3", "--kubernetes"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--kubernetes") && err.contains("this is no Kubernetes node"),
+        "{err}"
+    );
+    assert!(before == tree(dir.path()));
 }
 
 #[test]

@@ -977,7 +977,7 @@ mod tests {
         let cap = (3 << 10) | (4 << 15);
         let mut f = facts(vec![express("0000:01:00.0", 0, None, cap, 0b10)]);
         let extra = vec!["pcie_aspm.policy=performance".to_string()];
-        let want = crate::boot::want(&cpus("2-3"), &[], &cpus("0-3"), &extra).unwrap();
+        let want = crate::boot::want(&cpus("2-3"), &[], (&cpus("0-3"), false), &extra).unwrap();
         let record = crate::boot::Record::debian_grub(want, true);
         let booted = crate::boot::BootFacts {
             cmdline: "ro quiet pcie_aspm=off".into(),

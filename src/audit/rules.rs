@@ -686,7 +686,7 @@ mod tests {
     fn a_boot_half_waiting_for_a_reboot_says_reboot_not_boot_with() {
         let mut f = quiet();
         f.cmdline = parse::parse_cmdline("ro quiet");
-        let want = crate::boot::want(&cpus("2-3"), &[], &cpus("0-3"), &[]).unwrap();
+        let want = crate::boot::want(&cpus("2-3"), &[], (&cpus("0-3"), false), &[]).unwrap();
         let record = crate::boot::Record::debian_grub(want.clone(), true);
         let facts = crate::boot::BootFacts {
             cmdline: "ro quiet".into(),

@@ -103,6 +103,28 @@ pub fn boot_args(cpus: &CpuSet, sibling_groups: &[CpuSet], online: &CpuSet) -> B
     }
 }
 
+/// The boot line of a Kubernetes node adds `systemd.cpu_affinity=` of the
+/// housekeeping CPUs (kubelet's reserved ones): systemd and every service
+/// it starts, kubelet and the container runtime among them, stay there
+/// from boot on, as the Node Tuning Operator's profile does, and each
+/// container still gets its pod's CPUs when the runtime moves it into its
+/// cgroup. `isolcpus=` stays without `domain`: kubelet's shared pool keeps
+/// load balancing on the CPUs no pod holds.
+pub fn for_kubernetes(advice: &mut BootArgs) {
+    let affinity = format!("systemd.cpu_affinity={}", advice.housekeeping);
+    if !advice.args.contains(&affinity) {
+        advice.args.push(affinity);
+        advice.cmdline = advice.args.join(" ");
+    }
+}
+
+/// [`for_kubernetes`] where this machine is a Kubernetes node.
+pub fn for_this_node(sys: &crate::sys::Sys, advice: &mut BootArgs) {
+    if crate::kubelet::node_here(sys) {
+        for_kubernetes(advice);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -99,7 +99,13 @@ mod tests {
     }
 
     fn want_23() -> BootWant {
-        want(&cpus("2-3"), &[cpus("2"), cpus("3")], &cpus("0-3"), &[]).unwrap()
+        want(
+            &cpus("2-3"),
+            &[cpus("2"), cpus("3")],
+            (&cpus("0-3"), false),
+            &[],
+        )
+        .unwrap()
     }
 
     fn facts(cmdline: &str) -> BootFacts {
@@ -150,7 +156,7 @@ mod tests {
         let w = want(
             &cpus("2-3"),
             &[cpus("2"), cpus("3")],
-            &cpus("0-3"),
+            (&cpus("0-3"), false),
             &["skew_tick=1".into(), "rcu_nocb_poll".into()],
         )
         .unwrap();
@@ -160,16 +166,41 @@ mod tests {
         );
         assert_eq!(w.housekeeping, cpus("0-1"));
         for bad in ["nohz_full=1", "a b", "x=\"$(reboot)\"", ""] {
-            let e = want(&cpus("2-3"), &[], &cpus("0-3"), &[bad.into()]).unwrap_err();
+            let e = want(&cpus("2-3"), &[], (&cpus("0-3"), false), &[bad.into()]).unwrap_err();
             assert!(e.to_string().contains("boot: option"), "{bad}: {e}");
         }
-        let e = want(&cpus("0-3"), &[], &cpus("0-3"), &[]).unwrap_err();
+        let e = want(&cpus("0-3"), &[], (&cpus("0-3"), false), &[]).unwrap_err();
         assert!(e.to_string().contains("no CPU for housekeeping"), "{e}");
     }
 
     #[test]
+    fn on_a_kubernetes_node_systemd_and_its_services_start_on_the_housekeeping_cpus() {
+        let w = want(&cpus("2-3"), &[], (&cpus("0-3"), true), &[]).unwrap();
+        assert_eq!(
+            w.options.join(" "),
+            "isolcpus=managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 systemd.cpu_affinity=0-1"
+        );
+        assert!(
+            !w.options.iter().any(|o| o.contains("domain")),
+            "kubelet's shared pool needs load balancing"
+        );
+        // The user's own setting wins, once.
+        let own = want(
+            &cpus("2-3"),
+            &[],
+            (&cpus("0-3"), true),
+            &["systemd.cpu_affinity=0".into()],
+        )
+        .unwrap();
+        let set: Vec<&String> = (own.options.iter())
+            .filter(|o| o.starts_with("systemd.cpu_affinity="))
+            .collect();
+        assert_eq!(set, ["systemd.cpu_affinity=0"]);
+    }
+
+    #[test]
     fn want_isolates_hyper_thread_siblings_too() {
-        let w = want(&cpus("2"), &[cpus("2,6")], &cpus("0-7"), &[]).unwrap();
+        let w = want(&cpus("2"), &[cpus("2,6")], (&cpus("0-7"), false), &[]).unwrap();
         assert_eq!(w.cpus, cpus("2,6"));
         assert!(w.options.contains(&"nohz_full=2,6".to_string()));
         assert!(w.options.contains(&"irqaffinity=0-1,3-5,7".to_string()));

@@ -23,15 +23,20 @@ pub struct BootWant {
 pub const OWN_KEYS: [&str; 4] = ["isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity"];
 
 /// The boot options for shielding `cpus` (siblings added as `boot-args`
-/// does) plus `extra` ones. Refuses an extra option that is not one
+/// does; on a Kubernetes node, see [`args::for_kubernetes`]) plus `extra`
+/// ones. Refuses an extra option that is not one
 /// command-line word, or that sets one of cpushield's own keys.
 pub fn want(
     cpus: &CpuSet,
     sibling_groups: &[CpuSet],
-    online: &CpuSet,
+    (online, kubernetes): (&CpuSet, bool),
     extra: &[String],
 ) -> Result<BootWant, BootError> {
-    let advice = args::boot_args(cpus, sibling_groups, online);
+    let mut advice = args::boot_args(cpus, sibling_groups, online);
+    let own_affinity = !extra.iter().any(|o| o.starts_with("systemd.cpu_affinity="));
+    if kubernetes && own_affinity {
+        args::for_kubernetes(&mut advice);
+    }
     if advice.housekeeping.is_empty() {
         return Err(BootError::Invalid(format!(
             "boot: isolating CPUs {} leaves no CPU for housekeeping (online: {online})",
@@ -91,5 +96,10 @@ pub fn want_here(sys: &Sys, cpus: &CpuSet, extra: &[String]) -> Result<BootWant,
             groups.push(g);
         }
     }
-    want(cpus, &groups, &online, extra)
+    want(
+        cpus,
+        &groups,
+        (&online, crate::kubelet::node_here(sys)),
+        extra,
+    )
 }

@@ -25,7 +25,6 @@ pub mod pci;
 pub mod procfs;
 pub mod resctrl;
 pub mod syscalls;
-pub mod systemd;
 
 use std::fs;
 use std::io::{self, Read, Write};
@@ -157,6 +156,9 @@ macro_rules! count_write {
         }
     };
 }
+
+// After the macros above, which its `impl Sys` uses.
+pub mod systemd;
 
 /// Handle on the kernel (or, in test builds, a fixture root standing in for it).
 #[derive(Debug, Clone)]
@@ -489,66 +491,6 @@ impl Sys {
     pub fn umount(&self, rel: &str) -> Result<()> {
         emulated!(self, fx => fx.umount(self, rel));
         syscalls::umount(&self.path(rel)).map_err(|e| SysError::new("umount", rel, None, e))
-    }
-
-    /// Whether systemd is the init system (its own test, `sd_booted()`:
-    /// `/run/systemd/system` is a directory).
-    pub fn systemd_booted(&self) -> bool {
-        self.path("run/systemd/system").is_dir()
-    }
-
-    /// The running systemd's version (that of the manager's own shared
-    /// library, else `systemctl --version`); in a fixture its config's.
-    pub fn systemd_version(&self) -> Option<u32> {
-        emulated!(self, fx => fx.config().systemd_version);
-        systemd::version_live(self)
-    }
-
-    /// Makes a request to systemd and waits for its effect (see
-    /// [`systemd::SystemdCall`]). In a fixture the effect is emulated.
-    pub fn systemd(&self, call: &systemd::SystemdCall) -> Result<()> {
-        let started = std::time::Instant::now();
-        let result = self.systemd_untimed(call);
-        self.systemd_micros.fetch_add(
-            started.elapsed().as_micros() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        result
-    }
-
-    fn systemd_untimed(&self, call: &systemd::SystemdCall) -> Result<()> {
-        self.systemd_call(call)?;
-        systemd::await_partition(self, call)
-    }
-
-    fn systemd_call(&self, call: &systemd::SystemdCall) -> Result<()> {
-        emulated!(self, fx => fx.systemd(self, call));
-        systemd::call_live(self, call)
-    }
-
-    /// Time spent in [`Sys::systemd`] calls so far (systemd's own work:
-    /// reloads, unit starts and stops, restarts), for `took`.
-    pub fn systemd_time(&self) -> std::time::Duration {
-        std::time::Duration::from_micros(
-            self.systemd_micros
-                .load(std::sync::atomic::Ordering::Relaxed),
-        )
-    }
-
-    /// Whether systemd skipped `unit`'s last start because one of its
-    /// conditions failed (`ConditionResult=no`) and it is not running:
-    /// irqbalance's `ConditionCPUs=>1` while systemd itself may use one
-    /// CPU, as when a restart came while a shield left it one.
-    pub fn unit_skipped(&self, unit: &str) -> Result<bool> {
-        emulated!(self, fx => Ok(fx.unit_skipped(self, unit)));
-        systemd::unit_skipped_live(unit)
-    }
-
-    /// systemd's manager environment (`NAME=value` lines): what units
-    /// started from now on get, besides their own settings.
-    pub fn manager_environment(&self) -> Result<String> {
-        emulated!(self, fx => Ok(fx.manager_environment(self)));
-        systemd::manager_environment_live()
     }
 
     /// cpushield's run directory ([`RUN_DIR`]: the journal, the lock, the

@@ -464,6 +464,22 @@ pub(super) fn unit_skipped_live(unit: &str) -> super::Result<bool> {
     Ok(UnitState::parse(&run_client(&argv)?).skipped())
 }
 
+/// A unit's `AllowedCPUs=` reset (a Kubernetes node's `system.slice` given
+/// back what it had): systemd then stops managing the cgroup's cpuset and
+/// leaves in `cpuset.cpus` the CPUs it last wrote (seen on systemd 257 for
+/// `system.slice` and `init.scope`), so the cgroup's own empty value, its
+/// parent's CPUs, is written back here, as systemd would have it had it
+/// never set one.
+fn reset_cpuset(sys: &Sys, cgroup_dir: &str) -> super::Result<()> {
+    let file = format!("{cgroup_dir}/cpuset.cpus");
+    match sys.read_trimmed(&file) {
+        // a newline, as `echo > cpuset.cpus`: a write of no byte may not
+        // reach the kernel's handler
+        Ok(now) if !now.is_empty() => sys.write(&file, "\n"),
+        _ => Ok(()),
+    }
+}
+
 /// What `systemctl show` says of a unit, as far as a stop or a skipped
 /// start is concerned.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -517,6 +533,14 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
     let argv = call.command_line();
     let shown = argv.join(" ");
     run_client(&argv)?;
+    if let SystemdCall::SetAllowedCpus {
+        cpus, cgroup_dir, ..
+    } = call
+    {
+        if cpus.is_empty() {
+            reset_cpuset(sys, cgroup_dir)?;
+        }
+    }
     let settled = |cond: &dyn Fn() -> bool| {
         let start = Instant::now();
         while start.elapsed() < SETTLE {
@@ -562,6 +586,69 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
                 SETTLE.as_secs()
             )),
         ))
+    }
+}
+
+/// What the shield asks of systemd, and reads of it.
+impl Sys {
+    /// Whether systemd is the init system (its own test, `sd_booted()`:
+    /// `/run/systemd/system` is a directory).
+    pub fn systemd_booted(&self) -> bool {
+        self.path("run/systemd/system").is_dir()
+    }
+
+    /// The running systemd's version (that of the manager's own shared
+    /// library, else `systemctl --version`); in a fixture its config's.
+    pub fn systemd_version(&self) -> Option<u32> {
+        emulated!(self, fx => fx.config().systemd_version);
+        version_live(self)
+    }
+
+    /// Makes a request to systemd and waits for its effect (see
+    /// [`SystemdCall`]). In a fixture the effect is emulated.
+    pub fn systemd(&self, call: &SystemdCall) -> super::Result<()> {
+        let started = std::time::Instant::now();
+        let result = self.systemd_untimed(call);
+        self.systemd_micros.fetch_add(
+            started.elapsed().as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        result
+    }
+
+    fn systemd_untimed(&self, call: &SystemdCall) -> super::Result<()> {
+        self.systemd_call(call)?;
+        await_partition(self, call)
+    }
+
+    fn systemd_call(&self, call: &SystemdCall) -> super::Result<()> {
+        emulated!(self, fx => fx.systemd(self, call));
+        call_live(self, call)
+    }
+
+    /// Time spent in [`Sys::systemd`] calls so far (systemd's own work:
+    /// reloads, unit starts and stops, restarts), for `took`.
+    pub fn systemd_time(&self) -> std::time::Duration {
+        std::time::Duration::from_micros(
+            self.systemd_micros
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// Whether systemd skipped `unit`'s last start because one of its
+    /// conditions failed (`ConditionResult=no`) and it is not running:
+    /// irqbalance's `ConditionCPUs=>1` while systemd itself may use one
+    /// CPU, as when a restart came while a shield left it one.
+    pub fn unit_skipped(&self, unit: &str) -> super::Result<bool> {
+        emulated!(self, fx => Ok(fx.unit_skipped(self, unit)));
+        unit_skipped_live(unit)
+    }
+
+    /// systemd's manager environment (`NAME=value` lines): what units
+    /// started from now on get, besides their own settings.
+    pub fn manager_environment(&self) -> super::Result<String> {
+        emulated!(self, fx => Ok(fx.manager_environment(self)));
+        manager_environment_live()
     }
 }
 

@@ -217,6 +217,20 @@ pub(in crate::shield) fn choose(
 ) -> Restart {
     let wanted = shield.difference(&snap.boot_isolated);
     let mut left = Vec::new();
+    if snap.owners.kubernetes.is_some() && !wanted.is_empty() {
+        // No partition there: the CPUs stay in the scheduler's domains
+        // (kubelet's shared pool balances on those no pod holds), so a
+        // restart takes them out of no idle-balance mask, and it would
+        // stop pods' containers' CPUs under them.
+        left.push((
+            wanted,
+            "a Kubernetes node: its shielded CPUs stay in the scheduler's domains, and pods run on them".to_string(),
+        ));
+        return Restart {
+            cpus: CpuSet::default(),
+            left,
+        };
+    }
     let missing = wanted.difference(&facts.files);
     if !missing.is_empty() {
         left.push((

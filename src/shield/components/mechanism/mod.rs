@@ -512,6 +512,10 @@ impl Component for Part {
     /// [`kubernetes::check`].
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
         match &cx.snap.owners.kubernetes {
+            None if options::kubernetes_required(cx.req) => Err(PlanError::Part {
+                option: "--kubernetes",
+                message: "this is no Kubernetes node: no kubelet process runs (outside users' sessions) and no thread is in kubelet's pod cgroups (kubepods); start kubelet first, or leave --kubernetes out".into(),
+            }),
             None => Ok(()),
             Some(node) => kubernetes::check(node, cx),
         }

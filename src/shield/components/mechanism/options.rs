@@ -1,5 +1,6 @@
-//! The cgroups' option: `--balance` (config key `balance`), how the
-//! scheduler balances load on the shielded CPUs.
+//! The cgroups' options: `--balance` (config key `balance`), how the
+//! scheduler balances load on the shielded CPUs, and `--kubernetes`
+//! (`kubernetes`), that this must be a Kubernetes node.
 
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +59,15 @@ pub struct Options {
     #[arg(long, value_name = "MODE", default_value = "off")]
     #[serde(default, skip_serializing_if = "is_off")]
     pub balance: Balance,
+    /// Require the Kubernetes mode, which a node where kubelet runs gets
+    /// anyway: the shielded CPUs are those kubelet's static CPU manager does
+    /// not reserve (reservedSystemCPUs), system.slice, user.slice and
+    /// init.scope are confined to the reserved ones, and kubelet's pod
+    /// cgroups are left to it. With this flag a machine where no kubelet
+    /// is found is refused.
+    #[arg(long)]
+    #[serde(default, skip_serializing_if = "crate::shield::options::is_false")]
+    pub kubernetes: bool,
 }
 
 fn is_off(balance: &Balance) -> bool {
@@ -65,10 +75,16 @@ fn is_off(balance: &Balance) -> bool {
 }
 
 impl crate::shield::options::Declared for Options {
-    const EXAMPLES: &'static [(&'static str, &'static str)] = &[("balance", "\"within\"")];
+    const EXAMPLES: &'static [(&'static str, &'static str)] =
+        &[("balance", "\"within\""), ("kubernetes", "true")];
 }
 
 /// The balance `req` asks for.
 pub(super) fn asked(req: &crate::shield::request::Request) -> Balance {
     req.declared::<Options>().unwrap_or_default().balance
+}
+
+/// Whether `req` requires the Kubernetes mode.
+pub(super) fn kubernetes_required(req: &crate::shield::request::Request) -> bool {
+    req.declared::<Options>().unwrap_or_default().kubernetes
 }

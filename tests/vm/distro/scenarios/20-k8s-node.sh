@@ -1,21 +1,19 @@
 #!/bin/sh
-# summary: the Kubernetes node test bed (issue #60), proved without
-#   shielding anything: on Debian 13 with containerd 1.7 (CRI, systemd
-#   cgroup driver, NRI on) and kubelet standalone (static pods, static CPU
-#   manager, reservedSystemCPUs 0-1), kubelet is active and healthy; a
-#   Guaranteed static pod (requests = limits, cpu "2") gets CPUs 2-3 for
-#   itself: cpu_manager_state's entry, the container's cgroup under
-#   kubepods.slice (cpuset.cpus.effective) and the container's own
-#   Cpus_allowed_list all say 2-3; a BestEffort pod's container runs on the
-#   shared pool (defaultCpuSet, 0-1: the reserved CPUs, strict-cpu-
-#   reservation being off); kubelet and containerd themselves may run on
-#   2-3, and system.slice is not confined (printed). cpushield: status and
-#   audit --cpus 2-3 read-only, audit judging the CPUs against kubelet's
-#   own settings (reserved 0-1 ok, the pod's CPUs named, strict-cpu-
-#   reservation off said; --cpus 1-3 overlaps the reserved CPUs: bad); `on 2-3` and its dry run refused, exit 2,
-#   naming the Kubernetes node, nothing changed (a shield of its own would
-#   take the Guaranteed container out of its scope; issue #60's mode will
-#   work with kubelet instead).
+# summary: the Kubernetes node (issue #60): on Debian 13 with containerd
+#   1.7 (CRI, systemd cgroup driver, NRI on) and kubelet standalone (static
+#   pods, static CPU manager, reservedSystemCPUs 0-1), kubelet is active
+#   and healthy; a Guaranteed static pod (requests = limits, cpu "2") gets
+#   CPUs 2-3 for itself (cpu_manager_state, its cgroup's effective CPUs and
+#   its own Cpus_allowed_list); a BestEffort pod runs on the shared pool
+#   0-1; before any shield kubelet and containerd themselves may run on
+#   2-3. cpushield: status and audit read-only (audit judging the CPUs
+#   against kubelet's settings); `on 1-3` refused, naming 2-3; `on 2-3`
+#   in the Kubernetes mode: system.slice, user.slice and init.scope read
+#   0-1 effective, kubelet and containerd allowed 0-1, no cgroup of
+#   cpushield's own, the pods' cgroups, processes and cpu_manager_state
+#   unchanged, no thread outside the pods on 2-3 but per-CPU kthreads,
+#   status exit 0, a pod created under the shield runs on the shared
+#   pool; `off` gives each unit back its CPUs exactly.
 #   Recorded: kubelet's, containerd's, runc's and crictl's versions, and
 #   whether NRI's socket exists.
 # distro: suites=trixie-k8s time=900
@@ -176,8 +174,8 @@ check "system.slice is not confined today ('$SYS_EFF' meets 2-3)" meets "${SYS_E
 thread_leaks 2-3 | grep -v ':/kubepods' >"$OUT/leaks" || true
 info "threads outside kubepods.slice allowed on 2-3 (per-CPU kthreads not counted): $(wc -l <"$OUT/leaks"), most: $(awk '{print $2}' "$OUT/leaks" | sort | uniq -c | sort -rn | head -n 8 | awk '{printf "%s x%s, ", $2, $1}')"
 
-# 4. cpushield: read-only commands, and `on` refused on a Kubernetes node
-# until its Kubernetes mode exists (issue #60).
+# 4. cpushield: read-only commands, then the Kubernetes mode: on, status,
+# a pod made under the shield, off (issue #60).
 snap before
 cs status
 check "status with no shield exits 0 ($CS_RC)" [ "$CS_RC" = 0 ]
@@ -193,23 +191,67 @@ check "audit --cpus 2-3 names the Guaranteed pod's container holding 2-3 (kubele
 check "audit --cpus 2-3: strict-cpu-reservation is off here, said (kubelet.strict-cpu-reservation warn)" finding kubelet.strict-cpu-reservation warn
 cs audit --cpus 1-3 --json
 check "audit --cpus 1-3: CPU 1 is one of kubelet's reserved CPUs (kubelet.reserved bad)" finding kubelet.reserved bad
+for u in system.slice user.slice init.scope; do
+    echo "$u $(cat /sys/fs/cgroup/$u/cpuset.cpus 2>/dev/null)"
+done >"$OUT/units.before"
+# The Kubernetes mode (issue #60): the shielded CPUs are those kubelet does
+# not reserve; the OS's units confined to the reserved ones, kubepods left
+# to kubelet.
+cs on 1-3 --dry-run
+check "on 1-3 is refused: kubelet reserves 0-1, so the shield is 2-3, exit 2 ($CS_RC)" [ "$CS_RC" = 2 ]
+check "the refusal names the CPUs to shield" sh -c "grep -q 'the shielded CPUs are CPUs 2-3' '$OUT/cs.out'"
 cs on 2-3 --dry-run
-check "on 2-3 --dry-run is refused on this Kubernetes node, exit 2 ($CS_RC)" [ "$CS_RC" = 2 ]
-check "the refusal says it is a Kubernetes node and names kubelet" \
-    sh -c "grep -q 'this is a Kubernetes node (kubelet runs, pid' '$OUT/cs.out'"
+check "on 2-3 --dry-run plans the Kubernetes mode, exit 0 ($CS_RC)" [ "$CS_RC" = 0 ]
+check "the dry run names the Kubernetes mechanism" sh -c "grep -q 'Kubernetes node' '$OUT/cs.out'"
 cs on 2-3
-check "on 2-3 is refused the same, exit 2 ($CS_RC), before anything changes" [ "$CS_RC" = 2 ]
-check "no shield after the refusal (no cpushield.slice, no journal)" \
-    sh -c "[ ! -e /sys/fs/cgroup/cpushield.slice ] && [ ! -e /sys/fs/cgroup/cpushield ] && ! ls /run/cpushield/journal* >/dev/null 2>&1"
-# the read-only commands changed nothing of what a shield touches (pods,
+check "on 2-3 makes the shield kubelet's way, exit 0 ($CS_RC)" [ "$CS_RC" = 0 ]
+for u in system.slice user.slice init.scope; do
+    e=$(cat /sys/fs/cgroup/$u/cpuset.cpus.effective 2>/dev/null)
+    check "$u confined by the kernel: cpuset.cpus.effective '$e' is 0-1" [ "$e" = 0-1 ]
+done
+check "no cgroup of the shield's own (no cpushield.slice, no cpushield)" \
+    sh -c "[ ! -e /sys/fs/cgroup/cpushield.slice ] && [ ! -e /sys/fs/cgroup/cpushield ]"
+K_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$KPID/status")
+C_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$CPID/status")
+check "kubelet now runs on the reserved CPUs only ($K_ALLOWED)" [ "$K_ALLOWED" = 0-1 ]
+check "containerd now runs on the reserved CPUs only ($C_ALLOWED)" [ "$C_ALLOWED" = 0-1 ]
+check "rt's cgroup still reads 2-3 (kubepods untouched)" [ "$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null)" = 2-3 ]
+RT_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$(pid_of "$RT")/status")
+check "rt's process still allowed 2-3 ($RT_ALLOWED)" [ "$RT_ALLOWED" = 2-3 ]
+check "be's cgroup still the shared pool 0-1" [ "$(cat "$BE_CG/cpuset.cpus.effective" 2>/dev/null)" = 0-1 ]
+check "cpu_manager_state unchanged by on" cmp -s "$STATE" "$OUT/cpu_manager_state"
+check "default_smp_affinity off the shield" sh -c "[ \"\$(cat /proc/irq/default_smp_affinity)\" = 3 ] || [ \"\$(cat /proc/irq/default_smp_affinity)\" = 03 ]"
+thread_leaks 2-3 | grep -v ':/kubepods' >"$OUT/leaks.on" || true
+info "threads outside kubepods.slice allowed on 2-3 under the shield: $(wc -l <"$OUT/leaks.on"): $(awk '{print $2}' "$OUT/leaks.on" | sort | uniq -c | sort -rn | head -n 8 | awk '{printf "%s x%s, ", $2, $1}')"
+check "no thread outside the pods is left on 2-3 but per-CPU kernel threads" [ ! -s "$OUT/leaks.on" ]
+check "kubelet still active and healthy under the shield" healthz
+cs status
+check "status under the Kubernetes-mode shield exits 0 ($CS_RC)" [ "$CS_RC" = 0 ]
+# A pod created under the shield: kubelet and containerd still make pods.
+sed 's/be-shared/be-later/; s/name: be$/name: be2/' "$OUT/be.yaml" >"$M/be2.yaml"
+wait_for "$WAIT" "a BestEffort pod created under the shield runs" running be2
+check "a pod created under the shield runs (pod creation not broken)" running be2
+BE2_EFF=$(cat "$(cgroup_of "$(cid be2)")/cpuset.cpus.effective" 2>/dev/null)
+check "its container is in the shared pool 0-1 ($BE2_EFF)" [ "$BE2_EFF" = 0-1 ]
+rm -f "$M/be2.yaml"
+cs off
+check "off exits 0 ($CS_RC)" [ "$CS_RC" = 0 ]
+for u in system.slice user.slice init.scope; do
+    echo "$u $(cat /sys/fs/cgroup/$u/cpuset.cpus 2>/dev/null)"
+done >"$OUT/units.after"
+check "off gives each OS unit back its CPUs exactly" cmp -s "$OUT/units.before" "$OUT/units.after"
+check "rt still on 2-3 after off" [ "$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null)" = 2-3 ]
+K_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$KPID/status")
+check "kubelet may use every CPU again after off ($K_ALLOWED)" [ "$K_ALLOWED" = 0-3 ]
+# on and off changed nothing for good of what a shield touches (pods,
 # kubelet and containerd keep running: their threads come and go, their
 # cgroups stay)
 snap after
-check "kubelet still active after the read-only commands" systemctl is-active --quiet kubelet
+check "kubelet still active after on and off" systemctl is-active --quiet kubelet
 check "rt still running with 2-3" [ "$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null)" = 2-3 ]
 check "cpu_manager_state unchanged" cmp -s "$STATE" "$OUT/cpu_manager_state"
 if ! sh /job/compare.sh "$OUT/snap.before" "$OUT/snap.after" >"$OUT/diff.before.after"; then
-    info "snapshot differences across the read-only commands (threads of kubelet/containerd come and go):"
+    info "snapshot differences across on and off (threads of kubelet/containerd come and go):"
     grep -v '^only \(before\|after\): *task' "$OUT/diff.before.after" | head -n 20 | sed 's/^/    /'
 fi
 
