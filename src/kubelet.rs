@@ -178,15 +178,32 @@ pub fn pid_among(threads: &[procfs::Thread]) -> Option<i32> {
         .map(|t| t.pid)
 }
 
+/// The cgroups kubelet makes for pods: `/kubepods.slice/...` (systemd
+/// driver) or `/kubepods/...` (cgroupfs driver).
+pub const POD_CGROUPS: [&str; 2] = ["kubepods.slice", "kubepods"];
+
+/// Whether a thread in cgroup `cgroup` (as `/proc/PID/cgroup` names it)
+/// belongs to one of kubelet's pods.
+pub fn in_pod_cgroup(cgroup: &str) -> bool {
+    under_any(cgroup, &POD_CGROUPS)
+}
+
+/// Whether `cgroup` is one of `names` (top-level) or below one.
+pub fn under_any(cgroup: &str, names: &[&str]) -> bool {
+    names.iter().any(|name| {
+        cgroup
+            .strip_prefix('/')
+            .and_then(|c| c.strip_prefix(name))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    })
+}
+
 /// Whether this machine is a Kubernetes node: kubelet runs ([`pid_among`])
 /// or threads are in the cgroups kubelet makes for pods.
 pub fn node_here(sys: &Sys) -> bool {
     let source = procfs::CgroupSource::per_thread(procfs::Hierarchy::Unified);
     let threads = procfs::read_all_threads(sys, source).unwrap_or_default();
-    pid_among(&threads).is_some()
-        || threads
-            .iter()
-            .any(|t| crate::shield::owners::kubernetes::in_pod_cgroup(&t.cgroup))
+    pid_among(&threads).is_some() || threads.iter().any(|t| in_pod_cgroup(&t.cgroup))
 }
 
 /// kubelet as it runs, when one of `threads` is kubelet ([`pid_among`]).
@@ -286,6 +303,18 @@ fn read_state(sys: &Sys, root_dir: &str) -> Option<CpuManagerState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pods_cgroups_are_kubelets_with_either_driver_and_nothing_named_alike() {
+        assert!(in_pod_cgroup(
+            "/kubepods.slice/kubepods-pod1.slice/cri-containerd-a.scope"
+        ));
+        assert!(in_pod_cgroup("/kubepods/besteffort/pod1/abc"));
+        assert!(in_pod_cgroup("/kubepods.slice"));
+        assert!(!in_pod_cgroup("/kubepods-not.slice"));
+        assert!(!in_pod_cgroup("/system.slice/kubepods.slice"));
+        assert!(!in_pod_cgroup("/"));
+    }
 
     fn args(line: &str) -> Vec<String> {
         line.split(' ').map(str::to_string).collect()

@@ -465,18 +465,45 @@ pub(super) fn unit_skipped_live(unit: &str) -> super::Result<bool> {
 }
 
 /// A unit's `AllowedCPUs=` reset (a Kubernetes node's `system.slice` given
-/// back what it had): systemd then stops managing the cgroup's cpuset and
-/// leaves in `cpuset.cpus` the CPUs it last wrote (seen on systemd 257 for
-/// `system.slice` and `init.scope`), so the cgroup's own empty value, its
-/// parent's CPUs, is written back here, as systemd would have it had it
-/// never set one.
+/// back what it had). systemd then writes an empty `cpuset.cpus` (its
+/// parent's CPUs), which the kernel refuses to a cgroup that holds tasks
+/// (ENOSPC: only a cpuset without tasks may lose all its CPUs); it logs
+/// that and leaves the CPUs it last wrote (seen on systemd 257 for
+/// `system.slice` and `init.scope`). The empty value is written here when
+/// the kernel takes it (a unit without tasks); else every possible CPU,
+/// which gives the cgroup its parent's CPUs as the empty value did, CPUs
+/// coming online later included. Done once the cgroup's effective CPUs are
+/// its parent's.
 fn reset_cpuset(sys: &Sys, cgroup_dir: &str) -> super::Result<()> {
     let file = format!("{cgroup_dir}/cpuset.cpus");
-    match sys.read_trimmed(&file) {
+    if sys.read_trimmed(&file).is_ok_and(|now| !now.is_empty()) {
         // a newline, as `echo > cpuset.cpus`: a write of no byte may not
         // reach the kernel's handler
-        Ok(now) if !now.is_empty() => sys.write(&file, "\n"),
-        _ => Ok(()),
+        if let Err(refused) = sys.write(&file, "\n") {
+            let possible = sys.read_trimmed("sys/devices/system/cpu/possible");
+            match possible {
+                Ok(all) if refused.errno() == Some(libc::ENOSPC) => sys.write(&file, &all)?,
+                _ => return Err(refused),
+            }
+        }
+    }
+    let parent = cgroup_dir.rsplit_once('/').map_or("", |(p, _)| p);
+    let effective = |dir: &str| {
+        sys.read_cpulist(&format!("{dir}/cpuset.cpus.effective"))
+            .ok()
+    };
+    match (effective(cgroup_dir), effective(parent)) {
+        (Some(own), Some(theirs)) if own == theirs => Ok(()),
+        (own, theirs) => Err(SysError::new(
+            "write",
+            file.clone(),
+            None,
+            io::Error::other(format!(
+                "the cgroup's effective CPUs ({}) are not its parent's ({}) after AllowedCPUs= was reset",
+                own.map_or("unreadable".into(), |c| c.to_string()),
+                theirs.map_or("unreadable".into(), |c| c.to_string())
+            )),
+        )),
     }
 }
 
@@ -538,7 +565,7 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
     } = call
     {
         if cpus.is_empty() {
-            reset_cpuset(sys, cgroup_dir)?;
+            return reset_cpuset(sys, cgroup_dir);
         }
     }
     let settled = |cond: &dyn Fn() -> bool| {

@@ -18,8 +18,8 @@ pub const SHIELD_SLICE: &str = "cpushield.slice";
 /// pods' cgroups are kubelet's to place (exclusive CPUs or the shared
 /// pool): the shield leaves them alone as it leaves its own.
 pub fn in_shield_cgroup(cgroup: &str) -> bool {
-    super::owners::kubernetes::under_any(cgroup, &[SHIELD_CGROUP, SHIELD_SLICE])
-        || super::owners::kubernetes::in_pod_cgroup(cgroup)
+    crate::kubelet::under_any(cgroup, &[SHIELD_CGROUP, SHIELD_SLICE])
+        || crate::kubelet::in_pod_cgroup(cgroup)
 }
 /// Name of the v1 cpuset for everything else (the housekeeping CPUs).
 pub const SYSTEM_CGROUP_V1: &str = "cpushield-system";

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
-use crate::kubelet::{self, Kubelet};
+use crate::kubelet::{self, in_pod_cgroup, under_any, Kubelet};
 use crate::shield::cgroup_layout::CGROUP2_MOUNT;
 use crate::sys::procfs::Thread;
 use crate::sys::Sys;
@@ -18,26 +18,6 @@ use crate::sys::Sys;
 /// (kubelet and the runtime in `system.slice`, logins in `user.slice`,
 /// PID 1 in `init.scope`): what a Kubernetes-mode shield confines.
 pub const OS_UNITS: [&str; 3] = ["system.slice", "user.slice", "init.scope"];
-
-/// The cgroups kubelet makes for pods: `/kubepods.slice/...` (systemd
-/// driver) or `/kubepods/...` (cgroupfs driver).
-pub const POD_CGROUPS: [&str; 2] = ["kubepods.slice", "kubepods"];
-
-/// Whether a thread in cgroup `cgroup` (as `/proc/PID/cgroup` names it)
-/// belongs to one of kubelet's pods.
-pub fn in_pod_cgroup(cgroup: &str) -> bool {
-    under_any(cgroup, &POD_CGROUPS)
-}
-
-/// Whether `cgroup` is one of `names` (top-level) or below one.
-pub fn under_any(cgroup: &str, names: &[&str]) -> bool {
-    names.iter().any(|name| {
-        cgroup
-            .strip_prefix('/')
-            .and_then(|c| c.strip_prefix(name))
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    })
-}
 
 /// A Kubernetes node, as read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -103,21 +83,4 @@ pub fn read(sys: &Sys, threads: &[Thread]) -> Option<KubernetesNode> {
         kubelet: kubelet::read(sys, threads),
         os_units,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pods_cgroups_are_kubelets_with_either_driver_and_nothing_named_alike() {
-        assert!(in_pod_cgroup(
-            "/kubepods.slice/kubepods-pod1.slice/cri-containerd-a.scope"
-        ));
-        assert!(in_pod_cgroup("/kubepods/besteffort/pod1/abc"));
-        assert!(in_pod_cgroup("/kubepods.slice"));
-        assert!(!in_pod_cgroup("/kubepods-not.slice"));
-        assert!(!in_pod_cgroup("/system.slice/kubepods.slice"));
-        assert!(!in_pod_cgroup("/"));
-    }
 }

@@ -13,7 +13,8 @@
 #   cpushield's own, the pods' cgroups, processes and cpu_manager_state
 #   unchanged, no thread outside the pods on 2-3 but per-CPU kthreads,
 #   status exit 0, a pod created under the shield runs on the shared
-#   pool; `off` gives each unit back its CPUs exactly.
+#   pool; `off` gives each unit back its effective CPUs and systemd's
+#   AllowedCPUs= exactly.
 #   Recorded: kubelet's, containerd's, runc's and crictl's versions, and
 #   whether NRI's socket exists.
 # distro: suites=trixie-k8s time=900
@@ -191,9 +192,18 @@ check "audit --cpus 2-3 names the Guaranteed pod's container holding 2-3 (kubele
 check "audit --cpus 2-3: strict-cpu-reservation is off here, said (kubelet.strict-cpu-reservation warn)" finding kubelet.strict-cpu-reservation warn
 cs audit --cpus 1-3 --json
 check "audit --cpus 1-3: CPU 1 is one of kubelet's reserved CPUs (kubelet.reserved bad)" finding kubelet.reserved bad
-for u in system.slice user.slice init.scope; do
-    echo "$u $(cat /sys/fs/cgroup/$u/cpuset.cpus 2>/dev/null)"
-done >"$OUT/units.before"
+# each OS unit: its effective CPUs and systemd's AllowedCPUs= (what off
+# must give back); its cpuset.cpus file is printed apart: the kernel
+# refuses an empty one to a cgroup with tasks (ENOSPC), so a unit that had
+# none gets every possible CPU back instead, the same CPUs
+units() {
+    for u in system.slice user.slice init.scope; do
+        echo "$u effective $(cat /sys/fs/cgroup/$u/cpuset.cpus.effective 2>/dev/null) $(systemctl show -p AllowedCPUs -- "$u")"
+    done
+}
+cpus_files() { for u in system.slice user.slice init.scope; do printf "%s cpuset.cpus '%s'; " "$u" "$(cat /sys/fs/cgroup/$u/cpuset.cpus 2>/dev/null)"; done; }
+units >"$OUT/units.before"
+info "before on: $(cpus_files)"
 # The Kubernetes mode (issue #60): the shielded CPUs are those kubelet does
 # not reserve; the OS's units confined to the reserved ones, kubepods left
 # to kubelet.
@@ -236,10 +246,10 @@ check "its container is in the shared pool 0-1 ($BE2_EFF)" [ "$BE2_EFF" = 0-1 ]
 rm -f "$M/be2.yaml"
 cs off
 check "off exits 0 ($CS_RC)" [ "$CS_RC" = 0 ]
-for u in system.slice user.slice init.scope; do
-    echo "$u $(cat /sys/fs/cgroup/$u/cpuset.cpus 2>/dev/null)"
-done >"$OUT/units.after"
-check "off gives each OS unit back its CPUs exactly" cmp -s "$OUT/units.before" "$OUT/units.after"
+units >"$OUT/units.after"
+info "after off: $(cpus_files)"
+sed 's/^/    before: /' "$OUT/units.before"; sed 's/^/    after:  /' "$OUT/units.after"
+check "off gives each OS unit back its CPUs (effective) and systemd its AllowedCPUs= exactly" cmp -s "$OUT/units.before" "$OUT/units.after"
 check "rt still on 2-3 after off" [ "$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null)" = 2-3 ]
 K_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$KPID/status")
 check "kubelet may use every CPU again after off ($K_ALLOWED)" [ "$K_ALLOWED" = 0-3 ]
