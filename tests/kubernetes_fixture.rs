@@ -253,8 +253,17 @@ fn on_a_kubelet_node_the_os_units_are_confined_to_the_reserved_cpus_and_pods_lef
         "{}",
         text(&o)
     );
-    sys.write("sys/fs/cgroup/system.slice/cpuset.cpus", "0-1")
-        .unwrap();
+    // `on` again repairs it in place; off still gives back what each unit
+    // had before the first shield.
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        sys.read_cpulist("sys/fs/cgroup/system.slice/cpuset.cpus.effective")
+            .unwrap(),
+        cpus("0-1")
+    );
+    let o = cpushield(dir.path(), &["status"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let o = cpushield(dir.path(), &["off"]);
     assert!(o.status.success(), "{}", text(&o));
     let after = tree(dir.path());
