@@ -71,6 +71,38 @@ pub(super) fn check(node: &KubernetesNode, cx: &Planning) -> Result<(), PlanErro
     Ok(())
 }
 
+/// What the user should know of kubelet's settings for the shield: the
+/// shared pool on the reserved CPUs (`strict-cpu-reservation` off), and
+/// reserved CPUs that split cores with shielded ones (hyper-threads, from
+/// `sibling_groups`).
+pub(super) fn notes(node: &KubernetesNode, sibling_groups: &[CpuSet]) -> Vec<Note> {
+    let Some(kubelet) = &node.kubelet else {
+        return Vec::new();
+    };
+    let Some(reserved) = &kubelet.reserved else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if !kubelet.option_on("strict-cpu-reservation") {
+        let note = MechanismNote::KubeletSharesReserved {
+            reserved: reserved.clone(),
+        };
+        out.push(note.note());
+    }
+    let split: Vec<&CpuSet> = (sibling_groups.iter())
+        .filter(|core| core.intersects(reserved) && !core.is_subset(reserved))
+        .collect();
+    if !split.is_empty() {
+        let cores = split.iter().fold(CpuSet::default(), |all, c| all.union(c));
+        let note = MechanismNote::KubeletSplitCores {
+            cpus: cores.difference(reserved),
+            reserved: cores.intersection(reserved),
+        };
+        out.push(note.note());
+    }
+    out
+}
+
 /// The steps that confine each of the OS's units not yet on the
 /// `housekeeping` CPUs, each undone by giving it back the CPUs it had.
 pub(super) fn confine(node: &KubernetesNode, housekeeping: &CpuSet) -> Vec<Step> {
@@ -132,4 +164,51 @@ pub(super) fn lost(sys: &Sys, state: &State, confined: &Confined, repair: &str) 
         out.push(Finding::new("enforcement", Severity::Bad, 100, reason, repair));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubelet::Kubelet;
+
+    fn cpus(s: &str) -> CpuSet {
+        CpuSet::parse_list(s).unwrap()
+    }
+
+    fn node(strict: bool) -> KubernetesNode {
+        let mut policy_options = std::collections::BTreeMap::new();
+        if strict {
+            policy_options.insert("strict-cpu-reservation".to_string(), "true".to_string());
+        }
+        KubernetesNode {
+            seen: "kubelet runs, pid 6000".into(),
+            kubelet: Some(Kubelet {
+                pid: 6000,
+                config_file: None,
+                config_error: None,
+                policy: "static".into(),
+                policy_options,
+                reserved: Some(cpus("0-1")),
+                reserved_error: None,
+                root_dir: "/var/lib/kubelet".into(),
+                state: None,
+            }),
+            os_units: Vec::new(),
+        }
+    }
+
+    fn texts(notes: &[Note]) -> Vec<String> {
+        notes.iter().map(crate::report::note::text).collect()
+    }
+
+    #[test]
+    fn kubelets_shared_reserved_cpus_and_split_cores_are_said_and_whole_strict_ones_are_not() {
+        // Hyper-threads 0+2 and 1+3: reserving 0-1 splits both cores.
+        let said = texts(&notes(&node(false), &[cpus("0,2"), cpus("1,3")]));
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].starts_with("kubelet's strict-cpu-reservation is off: Burstable and BestEffort pods run on the reserved CPUs 0-1"));
+        assert!(said[1].starts_with("shielded CPUs 2-3 share cores with the reserved CPUs 0-1"));
+        // Whole cores reserved (0+1), strict on: nothing to say.
+        assert!(notes(&node(true), &[cpus("0-1"), cpus("2-3")]).is_empty());
+    }
 }

@@ -534,6 +534,7 @@ impl Component for Part {
                 units: node.os_units.clone(),
             };
             d.plan.parts.put(OWNER.name(), &confined);
+            (d.plan.notes).extend(kubernetes::notes(node, &cx.snap.sibling_groups));
             d.add(Phase::Shield, cgroup.steps);
             return Ok(());
         }

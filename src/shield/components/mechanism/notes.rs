@@ -22,6 +22,19 @@ pub enum MechanismNote {
         /// The shielded CPUs isolated at boot.
         cpus: CpuSet,
     },
+    /// A Kubernetes node whose kubelet runs without the CPU manager's
+    /// `strict-cpu-reservation` option.
+    KubeletSharesReserved {
+        /// kubelet's reserved CPUs.
+        reserved: CpuSet,
+    },
+    /// A Kubernetes node whose reserved CPUs are not whole cores.
+    KubeletSplitCores {
+        /// The shielded CPUs that share a core with a reserved one.
+        cpus: CpuSet,
+        /// The reserved CPUs on those cores.
+        reserved: CpuSet,
+    },
 }
 
 impl OwnNote for MechanismNote {
@@ -36,6 +49,12 @@ impl OwnNote for MechanismNote {
             ),
             MechanismNote::AlsoIsolatedAtBoot { cpus } => format!(
                 "CPUs {cpus} are also isolated at boot (isolcpus=domain): the kernel already keeps them out of load balancing; the partition adds enforcement"
+            ),
+            MechanismNote::KubeletSharesReserved { reserved } => format!(
+                "kubelet's strict-cpu-reservation is off: Burstable and BestEffort pods run on the reserved CPUs {reserved} beside the IRQs and kernel work the shield sends there, and on each shielded CPU no Guaranteed pod holds; set cpuManagerPolicyOptions strict-cpu-reservation: \"true\" (drain, remove cpu_manager_state, restart kubelet)"
+            ),
+            MechanismNote::KubeletSplitCores { cpus, reserved } => format!(
+                "shielded CPUs {cpus} share cores with the reserved CPUs {reserved}: a pod there shares a core's caches and pipeline with the OS's work; reserve whole cores (reservedSystemCPUs), and give pods whole cores (full-pcpus-only)"
             ),
         }
     }
