@@ -425,16 +425,25 @@ fn irqbalance_told_by_socket_that_lost_the_ban_is_reported_broken() {
     socket.commands();
 }
 
+/// A systemd host whose irqbalance (pid 200) has a control socket that
+/// takes the connection and never answers (kept open by the listener).
+fn host_with_irqbalance_asleep(
+    root: &Path,
+) -> (cpushield::sys::Sys, std::os::unix::net::UnixListener) {
+    let sys = systemd_host(root);
+    sys.mkdir("run/irqbalance").unwrap();
+    let asleep =
+        std::os::unix::net::UnixListener::bind(sys.path("run/irqbalance/irqbalance200.sock"))
+            .unwrap();
+    (sys, asleep)
+}
+
 /// irqbalance before 1.9.4 reads no message for one cycle after each
 /// rebuild: a socket that takes the connection and never answers.
 #[test]
 fn irqbalance_whose_socket_does_not_answer_is_restarted_instead() {
     let dir = tempfile::tempdir().unwrap();
-    let sys = systemd_host(dir.path());
-    sys.mkdir("run/irqbalance").unwrap();
-    let _asleep =
-        std::os::unix::net::UnixListener::bind(sys.path("run/irqbalance/irqbalance200.sock"))
-            .unwrap();
+    let (sys, _asleep) = host_with_irqbalance_asleep(dir.path());
     let before = tree(dir.path());
     let o = cpushield(dir.path(), &["on", "2-3"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -463,11 +472,7 @@ fn irqbalance_whose_socket_does_not_answer_is_restarted_instead() {
 #[test]
 fn irqbalance_skipped_by_systemd_under_a_one_cpu_housekeeping_set_runs_again_after_off() {
     let dir = tempfile::tempdir().unwrap();
-    let sys = systemd_host(dir.path());
-    sys.mkdir("run/irqbalance").unwrap();
-    let _asleep =
-        std::os::unix::net::UnixListener::bind(sys.path("run/irqbalance/irqbalance200.sock"))
-            .unwrap();
+    let (sys, _asleep) = host_with_irqbalance_asleep(dir.path());
     let before = tree(dir.path());
     let o = cpushield(dir.path(), &["on", "1-3"]);
     assert!(o.status.success(), "{}", text(&o));

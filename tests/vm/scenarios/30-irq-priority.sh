@@ -1,5 +1,5 @@
 #!/bin/sh
-# summary: on --irq-priority on a kernel booted with threadirqs (tuna's -q IRQ -p fifo:PRIO): the threads of the IRQs a name pattern names and of one named by number run at the SCHED_FIFO priority asked, read back from /proc/PID/stat, over --kthreads-above for an IRQ bound to the shield; the other IRQs' threads stay at 50; status exit 0; a change in place to other priorities; an IRQ the kernel never threads (the timer's) and a pattern that names nothing are refused by name, nothing changed; off puts every thread back at SCHED_FIFO 50 and gives back the snapshot before on
+# summary: on --irq-priority on a kernel booted with threadirqs (tuna's -q IRQ -p fifo:PRIO): the threads of the IRQs a name pattern names and of one named by number run at the SCHED_FIFO priority asked, read back from /proc/PID/stat, over --kthreads-above for an IRQ bound to the shield; the other IRQs' threads stay at 50; status exit 0; a change in place to other priorities; an IRQ the kernel never threads (the timer's) and a pattern that names nothing are refused by name, nothing changed; off puts every thread back at SCHED_FIFO 50 and gives back the snapshot before on; then --irq-spread: the NIC's input and output queues bound with --irq get shielded CPUs 2 and 3 one each in IRQ order (smp_affinity_list read back), status exit 0, off gives back the snapshot
 # vm: cpus=4 boot=threadirqs kernels=6.12
 . /guest/lib.sh "$1"
 SH=2-3
@@ -59,4 +59,22 @@ check "off: i8042's thread back at FIFO 50" all_at "$KBD" "1 50"
 check "off: the NIC queue's thread back at FIFO 50" all_at "$NET" "1 50"
 snap s1; snap_equal s0 s1 "off: the snapshot equals the one before on"
 note "--irq-priority with threadirqs: irq/$NET (virtio1-input.0) at FIFO 90 and irq/$KBD (i8042) at 60, then 81 and 70 in place, back to 50 after off"
+
+# --irq-spread (tuna's --spread): the NIC's two queues bound to the shield
+# get one shielded CPU each, in IRQ order, as the kernel reads them back.
+TX=$(irq_named virtio1-output.0)
+if [ -n "$TX" ]; then
+    FIRST=$NET; SECOND=$TX
+    [ "$TX" -lt "$NET" ] && { FIRST=$TX; SECOND=$NET; }
+    cs on $SH --irq virtio1-input.0 --irq virtio1-output.0 --irq-spread
+    check "on --irq-spread exits 0" [ "$CS_RC" -eq 0 ]
+    check "IRQ $FIRST (the lower) gets shielded CPU 2 alone ($(cat /proc/irq/$FIRST/smp_affinity_list))" [ "$(cat /proc/irq/$FIRST/smp_affinity_list)" = 2 ]
+    check "IRQ $SECOND gets shielded CPU 3 alone ($(cat /proc/irq/$SECOND/smp_affinity_list))" [ "$(cat /proc/irq/$SECOND/smp_affinity_list)" = 3 ]
+    info "effective: IRQ $FIRST $(cat /proc/irq/$FIRST/effective_affinity_list 2>/dev/null), IRQ $SECOND $(cat /proc/irq/$SECOND/effective_affinity_list 2>/dev/null)"
+    cs status; check "status holds with the spread (exit $CS_RC)" [ "$CS_RC" -eq 0 ]
+    cs off; check "off after the spread exits 0" [ "$CS_RC" -eq 0 ]
+    snap s2; snap_equal s0 s2 "off after the spread: the snapshot equals the one before on"
+else
+    info "no virtio1-output.0 IRQ: --irq-spread not tried"
+fi
 result
