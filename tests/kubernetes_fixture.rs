@@ -207,10 +207,32 @@ fn pods(root: &std::path::Path) -> Vec<(String, String)> {
 fn on_a_kubelet_node_the_os_units_are_confined_to_the_reserved_cpus_and_pods_left_to_kubelet() {
     let dir = tempfile::tempdir().unwrap();
     let sys = kubernetes_node(dir.path(), "0-1");
+    // No shielded CPU offline and back under the pods, even with --force
+    // (which a plain machine's plan takes them through:
+    // shield_fixture's the_shields_cpus_go_offline_and_back_...).
+    let o = cpushield(dir.path(), &["on", "2-3", "--force", "--dry-run", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let plan = plan["plan"].as_array().unwrap();
+    assert!(!plan.is_empty());
+    assert!(
+        !plan
+            .iter()
+            .any(|s| s["path"].as_str().is_some_and(|p| p.ends_with("/online"))),
+        "{plan:#?}"
+    );
     let before = tree(dir.path());
     let pods_before = pods(dir.path());
     let o = cpushield(dir.path(), &["on", "2-3", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
+    // What the user should know of kubelet's settings, and no CPU taken
+    // offline under the pods.
+    for said in [
+        "kubelet's strict-cpu-reservation is off",
+        "stay in the scheduler's domains on a Kubernetes node",
+    ] {
+        assert!(text(&o).contains(said), "{said}: {}", text(&o));
+    }
     let cpus = |s: &str| CpuSet::parse_list(s).unwrap();
     for unit in ["system.slice", "user.slice", "init.scope"] {
         assert_eq!(

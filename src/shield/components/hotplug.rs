@@ -69,6 +69,12 @@ pub enum HotplugNote {
         /// Why they cannot go offline.
         reason: String,
     },
+    /// A Kubernetes node's shielded CPUs, which no restart takes out of
+    /// the scheduler's domains.
+    HotplugKubernetes {
+        /// The shielded CPUs.
+        cpus: CpuSet,
+    },
 }
 
 impl OwnNote for HotplugNote {
@@ -83,6 +89,9 @@ impl OwnNote for HotplugNote {
             ),
             HotplugNote::HotplugLeft { cpus, reason } => format!(
                 "CPUs {cpus} stay in the kernel's idle-balance mask ({reason}): while idle they are woken up to once a tick to balance for the busy CPUs; boot with nohz_full={cpus} (cpushield boot-args), or shield CPUs that can go offline"
+            ),
+            HotplugNote::HotplugKubernetes { cpus } => format!(
+                "CPUs {cpus} stay in the scheduler's domains on a Kubernetes node (kubelet's shared pool balances on those no Guaranteed pod holds) and are not taken offline under its pods: while idle they are woken up to once a tick to balance for the busy CPUs; boot with nohz_full={cpus} (cpushield boot-args)"
             ),
         }
     }
@@ -217,15 +226,11 @@ pub(in crate::shield) fn choose(
 ) -> Restart {
     let wanted = shield.difference(&snap.boot_isolated);
     let mut left = Vec::new();
-    if snap.owners.kubernetes.is_some() && !wanted.is_empty() {
+    if snap.owners.kubernetes.is_some() {
         // No partition there: the CPUs stay in the scheduler's domains
         // (kubelet's shared pool balances on those no pod holds), so a
         // restart takes them out of no idle-balance mask, and it would
-        // stop pods' containers' CPUs under them.
-        left.push((
-            wanted,
-            "a Kubernetes node: its shielded CPUs stay in the scheduler's domains, and pods run on them".to_string(),
-        ));
+        // take pods' containers' CPUs from under them (the plan says so).
         return Restart {
             cpus: CpuSet::default(),
             left,
@@ -415,6 +420,12 @@ impl Component for Part {
             d.plan
                 .notes
                 .push(HotplugNote::HotplugRestart { cpus }.note());
+        }
+        if cx.snap.owners.kubernetes.is_some() {
+            let cpus = cx.shield.difference(&cx.snap.boot_isolated);
+            if !cpus.is_empty() {
+                d.plan.notes.push(HotplugNote::HotplugKubernetes { cpus }.note());
+            }
         }
         for (cpus, reason) in restart.left {
             d.plan
