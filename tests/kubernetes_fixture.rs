@@ -303,3 +303,34 @@ fn on_a_kubelet_node_the_shield_is_what_kubelet_does_not_reserve() {
         "which gets no partition",
     );
 }
+
+/// kubelet's reserved CPUs changed under the shield (its config edited and
+/// kubelet restarted): status says the shield no longer matches, exit 3,
+/// naming what to run.
+#[test]
+fn a_kubelet_that_reserves_other_cpus_since_on_breaks_the_shield() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = kubernetes_node(dir.path(), "0-1");
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = cpushield(dir.path(), &["status"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::write(
+        sys.path("var/lib/kubelet/config.yaml"),
+        "kind: KubeletConfiguration\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\n",
+    )
+    .unwrap();
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let broken: Vec<&serde_json::Value> = v["broken"].as_array().unwrap().iter().collect();
+    assert!(
+        broken.iter().any(|b| b["id"] == "kubelet-reserved"
+            && b["reason"]
+                .as_str()
+                .unwrap()
+                .contains("kubelet now reserves CPUs 0")
+            && b["next"].as_str().unwrap().contains("cpushield on 1-3")),
+        "{v}"
+    );
+}

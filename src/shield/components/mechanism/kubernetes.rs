@@ -133,11 +133,33 @@ pub(super) fn plan(node: &KubernetesNode, housekeeping: &CpuSet) -> CgroupPlan {
     }
 }
 
-/// What of a Kubernetes-mode shield no longer holds: the cpuset
-/// controller at the root, and each confined unit's effective CPUs
-/// within the housekeeping ones, as the kernel reads them.
-pub(super) fn lost(sys: &Sys, state: &State, confined: &Confined, repair: &str) -> Vec<Finding> {
+/// What of a Kubernetes-mode shield no longer holds: kubelet's reserved
+/// CPUs (on `node`, as it runs now) still the housekeeping ones, the cpuset
+/// controller at the root, and each confined unit's effective CPUs within
+/// the housekeeping ones, as the kernel reads them.
+pub(super) fn lost(
+    sys: &Sys,
+    (state, node): (&State, Option<&KubernetesNode>),
+    confined: &Confined,
+    repair: &str,
+) -> Vec<Finding> {
     let mut out = Vec::new();
+    let reserved = node
+        .and_then(|n| n.kubelet.as_ref())
+        .and_then(|k| k.reserved.clone());
+    if let Some(reserved) = reserved.filter(|r| *r != state.housekeeping) {
+        let shield = state.shield.union(&state.housekeeping).difference(&reserved);
+        out.push(Finding::new(
+            "kubelet-reserved",
+            Severity::Bad,
+            100,
+            format!(
+                "kubelet now reserves CPUs {reserved}, and the shield's housekeeping CPUs are {}: kubelet hands pods CPUs the OS's units, IRQs and kernel work are on",
+                state.housekeeping
+            ),
+            &format!("cpushield on {shield}"),
+        ));
+    }
     let control = format!("{CGROUP2_MOUNT}/cgroup.subtree_control");
     if !sys
         .read(&control)

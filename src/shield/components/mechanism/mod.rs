@@ -640,7 +640,8 @@ impl Looks for Part {
                     .collect::<Vec<_>>()
                     .join(", "),
             )];
-            part.findings = kubernetes::lost(cx.sys, cx.state, &confined, cx.repair);
+            let node = cx.snap.owners.kubernetes.as_ref();
+            part.findings = kubernetes::lost(cx.sys, (cx.state, node), &confined, cx.repair);
             return Some(part);
         }
         let hold = hold::read_hold(cx.sys, cx.state, &cx.snap.cgroup);
