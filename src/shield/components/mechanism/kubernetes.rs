@@ -157,7 +157,7 @@ pub(super) fn lost(
                 "kubelet now reserves CPUs {reserved}, and the shield's housekeeping CPUs are {}: kubelet hands pods CPUs the OS's units, IRQs and kernel work are on",
                 state.housekeeping
             ),
-            &format!("cpushield on {shield}"),
+            format!("cpushield on {shield}"),
         ));
     }
     let control = format!("{CGROUP2_MOUNT}/cgroup.subtree_control");
