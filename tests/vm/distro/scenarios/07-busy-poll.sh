@@ -14,7 +14,7 @@
 #   stops the guard; then FIFO 99 loops on CPUs 2 and 3 started by two
 #   cpushield run at the same moment, both running through the same steps
 #   and off; no stall, hung task or lockup is logged
-# distro: suites=bookworm,trixie,trixie-rt default=no
+# distro: suites=bookworm,trixie,trixie-rt default=no time=420
 . /job/lib.sh "$1"
 SH=2-3
 now_ds() { awk '{ printf "%d", $1 * 10 }' /proc/uptime; }
