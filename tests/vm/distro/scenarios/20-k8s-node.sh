@@ -215,6 +215,9 @@ check "on 2-3 --dry-run plans the Kubernetes mode, exit 0 ($CS_RC)" [ "$CS_RC" =
 check "the dry run names the Kubernetes mechanism" sh -c "grep -q 'Kubernetes node' '$OUT/cs.out'"
 cs on 2-3
 check "on 2-3 makes the shield kubelet's way, exit 0 ($CS_RC)" [ "$CS_RC" = 0 ]
+check "on says kubelet shares the reserved CPUs with pods (strict-cpu-reservation off here)" \
+    sh -c "grep -q \"strict-cpu-reservation is off\" '$OUT/cs.out'"
+check "on takes no shielded CPU offline under the pods" sh -c "! grep -q 'taken offline and online again' '$OUT/cs.out'"
 for u in system.slice user.slice init.scope; do
     e=$(cat /sys/fs/cgroup/$u/cpuset.cpus.effective 2>/dev/null)
     check "$u confined by the kernel: cpuset.cpus.effective '$e' is 0-1" [ "$e" = 0-1 ]
