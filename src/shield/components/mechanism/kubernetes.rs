@@ -72,9 +72,9 @@ pub(super) fn check(node: &KubernetesNode, cx: &Planning) -> Result<(), PlanErro
 }
 
 /// What the user should know of kubelet's settings for the shield: the
-/// shared pool on the reserved CPUs (`strict-cpu-reservation` off), and
-/// reserved CPUs that split cores with shielded ones (hyper-threads, from
-/// `sibling_groups`).
+/// shared pool on the reserved CPUs (`strict-cpu-reservation` off), a
+/// NUMA node with a NIC and no shielded CPU, and reserved CPUs that split
+/// cores with shielded ones (hyper-threads, from `sibling_groups`).
 pub(super) fn notes(node: &KubernetesNode, sibling_groups: &[CpuSet]) -> Vec<Note> {
     let Some(kubelet) = &node.kubelet else {
         return Vec::new();
@@ -88,6 +88,17 @@ pub(super) fn notes(node: &KubernetesNode, sibling_groups: &[CpuSet]) -> Vec<Not
             reserved: reserved.clone(),
         };
         out.push(note.note());
+    }
+    let mut by_node: std::collections::BTreeMap<u32, (Vec<String>, CpuSet)> = Default::default();
+    for n in &node.nic_nodes {
+        let entry = by_node.entry(n.node).or_insert_with(|| (Vec::new(), n.cpus.clone()));
+        entry.0.push(n.nic.clone());
+    }
+    for (numa, (nics, cpus)) in by_node {
+        if !cpus.is_empty() && cpus.is_subset(reserved) {
+            let note = MechanismNote::KubeletNicNodeUnshielded { node: numa, nics, cpus };
+            out.push(note.note());
+        }
     }
     let split: Vec<&CpuSet> = (sibling_groups.iter())
         .filter(|core| core.intersects(reserved) && !core.is_subset(reserved))
@@ -192,6 +203,7 @@ pub(super) fn lost(
 mod tests {
     use super::*;
     use crate::kubelet::Kubelet;
+    use crate::shield::owners::kubernetes::NicNode;
 
     fn cpus(s: &str) -> CpuSet {
         CpuSet::parse_list(s).unwrap()
@@ -216,6 +228,7 @@ mod tests {
                 state: None,
             }),
             os_units: Vec::new(),
+            nic_nodes: Vec::new(),
         }
     }
 
@@ -232,5 +245,21 @@ mod tests {
         assert!(said[1].starts_with("shielded CPUs 2-3 share cores with the reserved CPUs 0-1"));
         // Whole cores reserved (0+1), strict on: nothing to say.
         assert!(notes(&node(true), &[cpus("0-1"), cpus("2-3")]).is_empty());
+    }
+
+    #[test]
+    fn a_numa_node_whose_nic_has_no_shielded_cpu_is_said_and_one_with_them_is_not() {
+        let mut n = node(true);
+        n.nic_nodes = vec![
+            NicNode { nic: "eth0".into(), node: 0, cpus: cpus("0-1") },
+            NicNode { nic: "eth1".into(), node: 0, cpus: cpus("0-1") },
+            NicNode { nic: "eth2".into(), node: 1, cpus: cpus("2-3") },
+        ];
+        let said = texts(&notes(&n, &[]));
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].starts_with("NUMA node 0 has eth0, eth1 but no shielded CPU (its CPUs 0-1 are all reserved)"), "{said:?}");
+        n.nic_nodes.truncate(0);
+        n.nic_nodes.push(NicNode { nic: "eth2".into(), node: 1, cpus: cpus("2-3") });
+        assert!(notes(&n, &[]).is_empty());
     }
 }

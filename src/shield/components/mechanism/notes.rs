@@ -28,6 +28,15 @@ pub enum MechanismNote {
         /// kubelet's reserved CPUs.
         reserved: CpuSet,
     },
+    /// A Kubernetes node's NUMA node that has a NIC but no shielded CPU.
+    KubeletNicNodeUnshielded {
+        /// The NUMA node.
+        node: u32,
+        /// Its network devices.
+        nics: Vec<String>,
+        /// Its CPUs (all reserved).
+        cpus: CpuSet,
+    },
     /// A Kubernetes node whose reserved CPUs are not whole cores.
     KubeletSplitCores {
         /// The shielded CPUs that share a core with a reserved one.
@@ -52,6 +61,10 @@ impl OwnNote for MechanismNote {
             ),
             MechanismNote::KubeletSharesReserved { reserved } => format!(
                 "kubelet's strict-cpu-reservation is off: Burstable and BestEffort pods run on the reserved CPUs {reserved} beside the IRQs and kernel work the shield sends there, and on each shielded CPU no Guaranteed pod holds; set cpuManagerPolicyOptions strict-cpu-reservation: \"true\" (drain, remove cpu_manager_state, restart kubelet)"
+            ),
+            MechanismNote::KubeletNicNodeUnshielded { node, nics, cpus } => format!(
+                "NUMA node {node} has {} but no shielded CPU (its CPUs {cpus} are all reserved): a pod aligned to that NIC (topology manager single-numa-node) gets no exclusive CPU there; leave CPUs of each node with a NIC out of reservedSystemCPUs",
+                nics.join(", ")
             ),
             MechanismNote::KubeletSplitCores { cpus, reserved } => format!(
                 "shielded CPUs {cpus} share cores with the reserved CPUs {reserved}: a pod there shares a core's caches and pipeline with the OS's work; reserve whole cores (reservedSystemCPUs), and give pods whole cores (full-pcpus-only)"

@@ -30,6 +30,40 @@ pub struct KubernetesNode {
     /// The units of [`OS_UNITS`] whose cgroup exists, with the CPUs they
     /// are given now.
     pub os_units: Vec<OsUnit>,
+    /// Each network device on a PCI function with a NUMA node (its
+    /// `device/numa_node`, -1 left out), with that node's CPUs: where a pod
+    /// aligned to the NIC (topology manager `single-numa-node`) must get
+    /// its exclusive CPUs.
+    #[serde(default)]
+    pub nic_nodes: Vec<NicNode>,
+}
+
+/// A network device and the NUMA node it is attached to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NicNode {
+    /// Its name (`eth0`).
+    pub nic: String,
+    /// Its NUMA node.
+    pub node: u32,
+    /// The node's CPUs (`/sys/devices/system/node/nodeN/cpulist`).
+    pub cpus: CpuSet,
+}
+
+/// The network devices with a NUMA node, and each node's CPUs.
+fn nic_nodes(sys: &Sys) -> Vec<NicNode> {
+    (sys.list("sys/class/net").unwrap_or_default().into_iter())
+        .filter_map(|nic| {
+            let node = sys
+                .read_trimmed(&format!("sys/class/net/{nic}/device/numa_node"))
+                .ok()?
+                .parse::<u32>()
+                .ok()?;
+            let cpus = sys
+                .read_cpulist(&format!("sys/devices/system/node/node{node}/cpulist"))
+                .ok()?;
+            Some(NicNode { nic, node, cpus })
+        })
+        .collect()
 }
 
 /// One of the OS's top-level units on a node.
@@ -82,5 +116,6 @@ pub fn read(sys: &Sys, threads: &[Thread]) -> Option<KubernetesNode> {
         seen,
         kubelet: kubelet::read(sys, threads),
         os_units,
+        nic_nodes: nic_nodes(sys),
     })
 }
