@@ -261,6 +261,23 @@ fn on_a_kubelet_node_the_os_units_are_confined_to_the_reserved_cpus_and_pods_lef
         st["mechanism"].as_str().unwrap().contains("Kubernetes"),
         "{st}"
     );
+    // The pods' tasks are kubelet's: listed apart, neither inside the
+    // shield nor leaks.
+    let tasks = st["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["component"] == "tasks")
+        .unwrap();
+    let pids = |key: &str| -> Vec<i64> {
+        let list = tasks["data"][key].as_array().unwrap();
+        list.iter().map(|t| t["pid"].as_i64().unwrap()).collect()
+    };
+    assert_eq!(pids("pods"), [7000, 7100], "{tasks}");
+    assert!(
+        pids("inside").is_empty() && pids("intruders").is_empty(),
+        "{tasks}"
+    );
     // move and run have no cgroup to place a task in: refused, one line.
     let o = cpushield(dir.path(), &["move", "7100", "--in"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

@@ -546,6 +546,9 @@ pub(in crate::shield) fn placement_steps(
 pub(in crate::shield) struct OnShield {
     /// Tasks placed inside the shield.
     pub(in crate::shield) inside: Vec<TaskRef>,
+    /// On a Kubernetes node, the tasks of kubelet's pods: kubelet's to
+    /// place (the shielded CPUs it hands out, or its shared pool).
+    pub(in crate::shield) pods: Vec<TaskRef>,
     /// Per-CPU kernel threads on the shielded CPUs, by kind.
     pub(in crate::shield) per_cpu_kthreads: BTreeMap<String, usize>,
     /// Other tasks allowed on a shielded CPU.
@@ -556,7 +559,9 @@ pub(in crate::shield) struct OnShield {
 pub(in crate::shield) fn on_shield(snap: &Snapshot, shield: &CpuSet) -> OnShield {
     let mut out = OnShield::default();
     for t in &snap.threads {
-        if in_shield_cgroup(&t.cgroup) {
+        if crate::kubelet::in_pod_cgroup(&t.cgroup) {
+            out.pods.push(TaskRef::from(t));
+        } else if in_shield_cgroup(&t.cgroup) {
             out.inside.push(TaskRef::from(t));
         } else if t.cpus_allowed.intersects(shield) {
             if t.is_pinned_by_kernel() || (t.is_kthread() && t.cpus_allowed.is_subset(shield)) {
@@ -685,6 +690,10 @@ impl Looks for Part {
                 threads.intruders.len().to_string(),
             ),
         ];
+        if !threads.pods.is_empty() {
+            let pods = Line::new("tasks of kubelet's pods", threads.pods.len().to_string());
+            part.lines.insert(1, pods);
+        }
         part.metrics = vec![Metric {
             name: "leaked_threads",
             kind: "gauge",
@@ -693,6 +702,7 @@ impl Looks for Part {
         }];
         part.details = [
             table("inside the shield", &threads.inside, 20),
+            table("in kubelet's pods (kubelet places them)", &threads.pods, 20),
             table("should not be on the shield", &threads.intruders, 20),
         ]
         .concat();
