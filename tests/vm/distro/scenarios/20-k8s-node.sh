@@ -240,6 +240,7 @@ check "no thread outside the pods is left on 2-3 but per-CPU kernel threads" [ !
 check "kubelet still active and healthy under the shield" healthz
 cs status
 check "status under the Kubernetes-mode shield exits 0 ($CS_RC)" [ "$CS_RC" = 0 ]
+check "status lists the pods' tasks apart, as kubelet's" sh -c "grep -q \"tasks of kubelet's pods\" '$OUT/cs.out'"
 # A pod created under the shield: kubelet and containerd still make pods.
 sed 's/be-shared/be-later/; s/name: be$/name: be2/' "$OUT/be.yaml" >"$M/be2.yaml"
 wait_for "$WAIT" "a BestEffort pod created under the shield runs" running be2
