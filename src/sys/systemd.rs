@@ -412,18 +412,7 @@ pub(super) fn await_partition(sys: &Sys, call: &SystemdCall) -> super::Result<()
 /// file (a service we stopped) only has to be inactive; its failure is
 /// its owner's to read, not ours to reset.
 fn unload_stopped(unit: &str) -> super::Result<()> {
-    let show = || -> super::Result<UnitState> {
-        let argv: Vec<String> = [
-            "systemctl",
-            "show",
-            "--property=LoadState,ActiveState,Transient",
-            unit,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        Ok(UnitState::parse(&run_client(&argv)?))
-    };
+    let show = || show_unit(unit, "LoadState,ActiveState,Transient");
     let mut state = show()?;
     if state.transient && state.active == "failed" {
         run_client(&["systemctl".into(), "reset-failed".into(), unit.into()])?;
@@ -452,16 +441,19 @@ fn unload_stopped(unit: &str) -> super::Result<()> {
 /// Whether systemd skipped `unit`'s last start on a failed condition
 /// and it is not running, as `systemctl show` says.
 pub(super) fn unit_skipped_live(unit: &str) -> super::Result<bool> {
-    let argv: Vec<String> = [
-        "systemctl",
-        "show",
-        "--property=ActiveState,ConditionResult",
-        unit,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    Ok(UnitState::parse(&run_client(&argv)?).skipped())
+    Ok(show_unit(unit, "ActiveState,ConditionResult")?.skipped())
+}
+
+/// `systemctl show --property=PROPERTIES UNIT`, as far as [`UnitState`]
+/// reads it.
+fn show_unit(unit: &str, properties: &str) -> super::Result<UnitState> {
+    let argv: Vec<String> = vec![
+        "systemctl".into(),
+        "show".into(),
+        format!("--property={properties}"),
+        unit.into(),
+    ];
+    Ok(UnitState::parse(&run_client(&argv)?))
 }
 
 /// A unit's `AllowedCPUs=` reset (a Kubernetes node's `system.slice` given
