@@ -198,12 +198,27 @@ pub fn under_any(cgroup: &str, names: &[&str]) -> bool {
     })
 }
 
-/// Whether this machine is a Kubernetes node: kubelet runs ([`pid_among`])
-/// or threads are in the cgroups kubelet makes for pods.
+/// What among `threads` shows a Kubernetes node, said: kubelet runs
+/// ([`pid_among`]), or threads are in the cgroups kubelet makes for pods,
+/// which only root makes. `None` on any other machine.
+pub fn node_seen(threads: &[procfs::Thread]) -> Option<String> {
+    let pid = pid_among(threads);
+    let pods = threads.iter().filter(|t| in_pod_cgroup(&t.cgroup)).count();
+    match (pid, pods) {
+        (None, 0) => None,
+        (Some(pid), 0) => Some(format!("kubelet runs, pid {pid}")),
+        (None, n) => Some(format!("{n} threads in kubelet's pod cgroups")),
+        (Some(pid), n) => Some(format!(
+            "kubelet runs, pid {pid}; {n} threads in its pod cgroups"
+        )),
+    }
+}
+
+/// Whether this machine is a Kubernetes node ([`node_seen`]).
 pub fn node_here(sys: &Sys) -> bool {
     let source = procfs::CgroupSource::per_thread(procfs::Hierarchy::Unified);
     let threads = procfs::read_all_threads(sys, source).unwrap_or_default();
-    pid_among(&threads).is_some() || threads.iter().any(|t| in_pod_cgroup(&t.cgroup))
+    node_seen(&threads).is_some()
 }
 
 /// kubelet as it runs, when one of `threads` is kubelet ([`pid_among`]).

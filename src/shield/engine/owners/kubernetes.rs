@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
-use crate::kubelet::{self, in_pod_cgroup, under_any, Kubelet};
+use crate::kubelet::{self, under_any, Kubelet};
 use crate::shield::cgroup_layout::CGROUP2_MOUNT;
 use crate::sys::procfs::Thread;
 use crate::sys::Sys;
@@ -82,23 +82,13 @@ impl KubernetesNode {
     /// Whether a thread in `cgroup` is in one of the OS units, whose CPUs
     /// the kernel narrows when the unit is confined.
     pub fn in_os_unit(&self, cgroup: &str) -> bool {
-        let names: Vec<&str> = self.os_units.iter().map(|u| u.unit.as_str()).collect();
-        under_any(cgroup, &names)
+        (self.os_units.iter()).any(|u| under_any(cgroup, &[u.unit.as_str()]))
     }
 }
 
-/// The Kubernetes node this is, if one: kubelet runs (outside a user's
-/// session, where anyone may name a process `kubelet`), or tasks are in
-/// the cgroups kubelet makes for pods, which only root makes.
+/// The Kubernetes node this is, if one ([`kubelet::node_seen`]).
 pub fn read(sys: &Sys, threads: &[Thread]) -> Option<KubernetesNode> {
-    let pid = kubelet::pid_among(threads);
-    let pods = threads.iter().filter(|t| in_pod_cgroup(&t.cgroup)).count();
-    let seen = match (pid, pods) {
-        (None, 0) => return None,
-        (Some(pid), 0) => format!("kubelet runs, pid {pid}"),
-        (None, n) => format!("{n} threads in kubelet's pod cgroups"),
-        (Some(pid), n) => format!("kubelet runs, pid {pid}; {n} threads in its pod cgroups"),
-    };
+    let seen = kubelet::node_seen(threads)?;
     let os_units = OS_UNITS
         .iter()
         .filter_map(|unit| {
