@@ -30,7 +30,7 @@ pub(super) fn check(node: &KubernetesNode, cx: &Planning) -> Result<(), PlanErro
     let seen = &node.seen;
     let Some(kubelet) = &node.kubelet else {
         return refuse(format!(
-            "this is a Kubernetes node ({seen}) but kubelet's process was not found: the shielded CPUs are those kubelet does not reserve (reservedSystemCPUs); start kubelet first"
+            "this is a Kubernetes node ({seen}) but kubelet's settings could not be read (no kubelet process, or its command line unreadable): the shielded CPUs are those kubelet does not reserve (reservedSystemCPUs); start kubelet first"
         ));
     };
     if kubelet.policy != "static" {
@@ -133,15 +133,6 @@ pub(super) fn confine(node: &KubernetesNode, housekeeping: &CpuSet) -> Vec<Step>
             })
         })
         .collect()
-}
-
-/// The plan of a Kubernetes-mode shield: no cgroup of its own.
-pub(super) fn plan(node: &KubernetesNode, housekeeping: &CpuSet) -> CgroupPlan {
-    CgroupPlan {
-        steps: confine(node, housekeeping),
-        shield_dir: String::new(),
-        partition: None,
-    }
 }
 
 /// What of a Kubernetes-mode shield no longer holds: kubelet's reserved

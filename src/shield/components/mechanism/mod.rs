@@ -528,14 +528,15 @@ impl Component for Part {
             .extend(crate::shield::plan::tuned_notes(&cx.snap.owners));
         let facts = cx.snap.mechanism();
         if let Some(node) = &cx.snap.owners.kubernetes {
-            let cgroup = kubernetes::plan(node, cx.housekeeping);
+            // No cgroup or partition of the shield's own: the plan's
+            // shield_dir stays empty, which says so to the other parts.
             d.plan.mechanism = kubernetes::NAME.into();
             let confined = kubernetes::Confined {
                 units: node.os_units.clone(),
             };
             d.plan.parts.put(OWNER.name(), &confined);
             (d.plan.notes).extend(kubernetes::notes(node, &cx.snap.sibling_groups));
-            d.add(Phase::Shield, cgroup.steps);
+            d.add(Phase::Shield, kubernetes::confine(node, cx.housekeeping));
             return Ok(());
         }
         let balance = options::asked(cx.req);
