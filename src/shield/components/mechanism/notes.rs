@@ -64,7 +64,8 @@ impl OwnNote for MechanismNote {
             ),
             MechanismNote::KubeletNicNodeUnshielded { node, nics, cpus } => format!(
                 "NUMA node {node} has {} but no shielded CPU (its CPUs {cpus} are all reserved): a pod aligned to that NIC (topology manager single-numa-node) gets no exclusive CPU there; leave CPUs of each node with a NIC out of reservedSystemCPUs",
-                nics.join(", ")
+                // interface names are any bytes but `/`, `:` and spaces
+                crate::escape::terminal(&nics.join(", "))
             ),
             MechanismNote::KubeletSplitCores { cpus, reserved } => format!(
                 "shielded CPUs {cpus} share cores with the reserved CPUs {reserved}: a pod there shares a core's caches and pipeline with the OS's work; reserve whole cores (reservedSystemCPUs), and give pods whole cores (full-pcpus-only)"
