@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{cpushield, diff, standard, task, text, tree};
+use common::{cpushield, diff, json, standard, task, text, tree};
 use cpushield::sys::fixture::{add_process, CgroupLayout, FixtureConfig};
 use cpushield::CpuSet;
 
@@ -212,7 +212,7 @@ fn on_a_kubelet_node_the_os_units_are_confined_to_the_reserved_cpus_and_pods_lef
     // shield_fixture's the_shields_cpus_go_offline_and_back_...).
     let o = cpushield(dir.path(), &["on", "2-3", "--force", "--dry-run", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
-    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let plan = json(&o);
     let plan = plan["plan"].as_array().unwrap();
     assert!(!plan.is_empty());
     assert!(
@@ -250,12 +250,8 @@ fn on_a_kubelet_node_the_os_units_are_confined_to_the_reserved_cpus_and_pods_lef
     assert_eq!(pods(dir.path()), pods_before);
     assert_eq!(sys.affinity(7000).unwrap(), cpus("2-3"));
     assert_eq!(sys.affinity(7100).unwrap(), cpus("0-3"));
-    let (code, st) = {
-        let o = cpushield(dir.path(), &["status", "--json"]);
-        let v: serde_json::Value =
-            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
-        (o.status.code(), v)
-    };
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    let (code, st) = (o.status.code(), json(&o));
     assert_eq!(code, Some(0), "{st}");
     assert!(
         st["mechanism"].as_str().unwrap().contains("Kubernetes"),
@@ -339,7 +335,7 @@ fn a_kubelet_that_reserves_other_cpus_since_on_breaks_the_shield() {
     .unwrap();
     let o = cpushield(dir.path(), &["status", "--json"]);
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = json(&o);
     let broken: Vec<&serde_json::Value> = v["broken"].as_array().unwrap().iter().collect();
     assert!(
         broken.iter().any(|b| b["id"] == "kubelet-reserved"
