@@ -15,6 +15,7 @@
 
 pub mod beneath;
 pub mod cpuidle;
+pub mod dbus;
 #[cfg(feature = "fixture")]
 pub mod fixture;
 pub mod irq;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Sys, SysError};
+use super::{dbus, Sys, SysError};
 use crate::cpulist::CpuSet;
 
 /// One request to systemd.
@@ -334,10 +334,17 @@ pub fn allowed_cpus_bytes(cpus: &CpuSet) -> Vec<u8> {
     bytes
 }
 
-/// The manager's environment (`systemctl show-environment`): `NAME=value`
-/// lines, the variables every unit started from now on gets.
-pub(super) fn manager_environment_live() -> super::Result<String> {
-    run_client(&["systemctl".into(), "show-environment".into()])
+/// The manager's environment: `NAME=value` lines, the variables every
+/// unit started from now on gets. Read over systemd's private socket with
+/// no client started (see [`super::dbus`]); where that fails (not root, an
+/// older or other manager), from `systemctl show-environment`.
+pub(super) fn manager_environment_live(sys: &super::Sys) -> super::Result<String> {
+    let property = (dbus::MANAGER_PATH, dbus::MANAGER_INTERFACE, "Environment");
+    let uid = nix::unistd::geteuid().as_raw();
+    match dbus::get_property(&sys.path(dbus::SYSTEMD_PRIVATE), uid, property) {
+        Ok(dbus::Value::Strings(vars)) => Ok(vars.iter().map(|v| format!("{v}\n")).collect()),
+        _ => run_client(&["systemctl".into(), "show-environment".into()]),
+    }
 }
 
 /// Runs one of systemd's clients (`argv`); its standard output, or an
@@ -667,7 +674,7 @@ impl Sys {
     /// started from now on get, besides their own settings.
     pub fn manager_environment(&self) -> super::Result<String> {
         emulated!(self, fx => Ok(fx.manager_environment(self)));
-        manager_environment_live()
+        manager_environment_live(self)
     }
 }
 
