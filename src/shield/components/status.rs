@@ -120,6 +120,27 @@ fn wait_for_change(sys: &Sys) {
     }
 }
 
+/// Each component's report of its part of the shield, in the registry's
+/// order. They read at once, each in a thread of its own: some sample for
+/// a while (the idle-balance kicks for 250 ms, the guard's watch where it
+/// does not run), and one after the other their windows added up to a
+/// third of `status` under emulation.
+fn each_looking(cx: &Looking) -> Vec<PartReport> {
+    std::thread::scope(|scope| {
+        let looking: Vec<_> = (super::ORDER.iter())
+            .filter_map(|part| part.looks())
+            .map(|looks| scope.spawn(move || looks.status(cx)))
+            .collect();
+        (looking.into_iter())
+            .filter_map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e))
+            })
+            .collect()
+    })
+}
+
 /// Reports the shield (or its absence). Read-only. A change being made
 /// (`on`, the healer's repair, `run`) is waited for (up to
 /// [`CHANGE_WAIT`]), so that the report is of what it left, not of a
@@ -147,9 +168,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
                 snap: &snap,
                 repair: &repair,
             };
-            (super::ORDER.iter())
-                .filter_map(|part| part.looks()?.status(&cx))
-                .collect()
+            each_looking(&cx)
         }
         None => Vec::new(),
     };
