@@ -50,6 +50,19 @@ pub const PERIOD: Duration = Duration::from_millis(500);
 const GATHER_QUIET: Duration = Duration::from_millis(250);
 /// ... and this long after the first at the latest.
 const GATHER_MAX: Duration = Duration::from_secs(1);
+/// A CPU's `online` event comes once the kernel is done with it (the
+/// hotplug callbacks that widen the per-node kernel threads ran before
+/// it): what comes with it is in the same burst, so its repair starts
+/// after this much quiet rather than [`GATHER_QUIET`].
+const GATHER_QUIET_CPU: Duration = Duration::from_millis(20);
+
+/// How long a repair for `reason` waits for no more events to come.
+fn gather_quiet(reason: &str) -> Duration {
+    match reason {
+        "cpu-online" => GATHER_QUIET_CPU,
+        _ => GATHER_QUIET,
+    }
+}
 /// How often the healer of a shield made with `--heal drift` reads it
 /// back as `status` does, for what other programs changed.
 pub const DRIFT_PERIOD: Duration = Duration::from_secs(2);
@@ -395,7 +408,7 @@ pub fn run(
         }
         let t = Instant::now();
         // What comes with it is part of the same repair.
-        while t.elapsed() < GATHER_MAX && wait(&events, GATHER_QUIET) {
+        while t.elapsed() < GATHER_MAX && wait(&events, gather_quiet(trigger.reason)) {
             let _ = drain(&events);
         }
         // What is there now, the repair sees; what appears while it runs
