@@ -48,21 +48,27 @@ pub const PERIOD: Duration = Duration::from_millis(500);
 /// brings its bus's event, then its driver's and their IRQs as the driver
 /// binds, which took over 100 ms in the emulated test guests)...
 const GATHER_QUIET: Duration = Duration::from_millis(250);
-/// ... and this long after the first at the latest.
+/// ... and this long after the first at the latest;
 const GATHER_MAX: Duration = Duration::from_secs(1);
+/// a device added, until its driver bound (see [`Unbound`]), at most
+/// this long.
+const GATHER_MAX_DEVICE: Duration = Duration::from_secs(3);
 /// A CPU's `online` event comes once the kernel is done with it (the
 /// hotplug callbacks that widen the per-node kernel threads ran before
-/// it): what comes with it is in the same burst, so its repair starts
+/// it), and a driver's `bind` once its probe made the device's IRQs:
+/// what comes with either is in the same burst, so the repair starts
 /// after this much quiet rather than [`GATHER_QUIET`].
-const GATHER_QUIET_CPU: Duration = Duration::from_millis(20);
+const GATHER_QUIET_DONE: Duration = Duration::from_millis(20);
 
-/// How long a repair for `reason` waits for no more events to come.
-fn gather_quiet(reason: &str) -> Duration {
-    match reason {
-        "cpu-online" => GATHER_QUIET_CPU,
+/// How long a repair for `reason` waits for no more events to come, once
+/// the events so far say whether a driver `bound` a device added.
+fn gather_quiet(reason: &str, bound: bool) -> Duration {
+    match (reason, bound) {
+        ("cpu-online", _) | ("device-added", true) => GATHER_QUIET_DONE,
         _ => GATHER_QUIET,
     }
 }
+
 /// How often the healer of a shield made with `--heal drift` reads it
 /// back as `status` does, for what other programs changed.
 pub const DRIFT_PERIOD: Duration = Duration::from_secs(2);
@@ -152,30 +158,93 @@ pub struct Trigger {
     pub what: String,
 }
 
-/// The trigger a uevent (`ACTION@DEVPATH\0KEY=VALUE\0...`) is, when it is
-/// one the kernel undoes part of a shield by.
+/// One kernel uevent (`ACTION@DEVPATH\0KEY=VALUE\0...`), as far as the
+/// healer reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uevent {
+    /// `add`, `bind`, `online`, ...
+    pub action: String,
+    /// The device's path under `/sys`.
+    pub devpath: String,
+    /// Its `SUBSYSTEM=`.
+    pub subsystem: String,
+}
+
+impl Uevent {
+    /// Reads a message of the kernel's (udev's own messages, with their
+    /// `libudev` header, are none).
+    pub fn parse(message: &[u8]) -> Option<Uevent> {
+        let mut fields = message.split(|b| *b == 0).map(String::from_utf8_lossy);
+        let head = fields.next()?;
+        let (action, devpath) = head.split_once('@')?;
+        let subsystem = fields
+            .find_map(|f| f.strip_prefix("SUBSYSTEM=").map(str::to_string))
+            .unwrap_or_default();
+        Some(Uevent {
+            action: action.to_string(),
+            devpath: devpath.to_string(),
+            subsystem,
+        })
+    }
+
+    /// The trigger it is, when it is one the kernel undoes part of a
+    /// shield by.
+    pub fn trigger(&self) -> Option<Trigger> {
+        let reason = match (self.action.as_str(), self.subsystem.as_str()) {
+            ("online", "cpu") | ("add", "cpu") => "cpu-online",
+            ("add", "module") => "module-loaded",
+            ("add", "workqueue") => "workqueue-added",
+            ("add", "pci" | "virtio" | "net" | "msi_irqs" | "platform" | "usb") => "device-added",
+            _ => return None,
+        };
+        Some(Trigger {
+            reason,
+            what: self.devpath.clone(),
+        })
+    }
+}
+
+/// The trigger a uevent is, when it is one the kernel undoes part of a
+/// shield by.
 pub fn trigger_of(message: &[u8]) -> Option<Trigger> {
-    let mut fields = message.split(|b| *b == 0).map(String::from_utf8_lossy);
-    let head = fields.next()?;
-    // Messages of udev (`libudev` header) are not the kernel's.
-    let (action, devpath) = head.split_once('@')?;
-    let mut subsystem = String::new();
-    for f in fields {
-        if let Some(v) = f.strip_prefix("SUBSYSTEM=") {
-            subsystem = v.to_string();
+    Uevent::parse(message)?.trigger()
+}
+
+/// The buses whose devices get their IRQs from their driver, when it
+/// binds (its probe makes them; the kernel says `bind` once it is done).
+const DRIVEN: &[&str] = &["pci", "virtio"];
+
+/// Devices added on a [`DRIVEN`] bus whose driver has not bound yet: a
+/// repair made before would not see their IRQs.
+#[derive(Debug, Default)]
+pub struct Unbound {
+    waiting: HashSet<String>,
+    /// A driver bound a device among the events seen.
+    pub bound: bool,
+}
+
+impl Unbound {
+    /// Takes an event into account.
+    pub fn see(&mut self, event: &Uevent) {
+        match event.action.as_str() {
+            "add" if DRIVEN.contains(&event.subsystem.as_str()) => {
+                self.waiting.insert(event.devpath.clone());
+            }
+            "bind" => {
+                self.waiting.remove(&event.devpath);
+                self.bound = true;
+            }
+            "remove" => {
+                self.waiting.remove(&event.devpath);
+            }
+            _ => {}
         }
     }
-    let reason = match (action, subsystem.as_str()) {
-        ("online", "cpu") | ("add", "cpu") => "cpu-online",
-        ("add", "module") => "module-loaded",
-        ("add", "workqueue") => "workqueue-added",
-        ("add", "pci" | "virtio" | "net" | "msi_irqs" | "platform" | "usb") => "device-added",
-        _ => return None,
-    };
-    Some(Trigger {
-        reason,
-        what: devpath.to_string(),
-    })
+
+    /// Whether a device added waits for its driver.
+    pub fn any(&self) -> bool {
+        !self.waiting.is_empty()
+    }
 }
 
 /// What the healer has seen of the IRQs and kernel threads, to tell new
@@ -331,10 +400,10 @@ fn uevents() -> Result<OwnedFd, nix::errno::Errno> {
     Ok(fd)
 }
 
-/// Reads every uevent waiting on `fd`: the first trigger among them.
-fn drain(fd: &OwnedFd) -> Option<Trigger> {
+/// Reads every uevent waiting on `fd`.
+fn drain(fd: &OwnedFd) -> Vec<Uevent> {
     let mut buf = vec![0u8; 16384];
-    let mut found = None;
+    let mut out = Vec::new();
     while let Ok(n) = nix::sys::socket::recv(
         fd.as_raw_fd(),
         &mut buf,
@@ -343,11 +412,33 @@ fn drain(fd: &OwnedFd) -> Option<Trigger> {
         if n == 0 {
             break;
         }
-        if found.is_none() {
-            found = trigger_of(&buf[..n]);
-        }
+        out.extend(Uevent::parse(&buf[..n]));
     }
-    found
+    out
+}
+
+/// Reads the events that come with `burst`, the first of `trigger`'s,
+/// into the same repair: until none came for the trigger's quiet time and
+/// no device added waits for its driver, or [`GATHER_MAX`] after the
+/// first ([`GATHER_MAX_DEVICE`] for a device's).
+fn gather(events: &OwnedFd, trigger: &Trigger, burst: &[Uevent]) {
+    let mut unbound = Unbound::default();
+    burst.iter().for_each(|e| unbound.see(e));
+    let max = match trigger.reason {
+        "device-added" => GATHER_MAX_DEVICE,
+        _ => GATHER_MAX,
+    };
+    let t = Instant::now();
+    while t.elapsed() < max {
+        let quiet = match unbound.any() {
+            true => max.saturating_sub(t.elapsed()),
+            false => gather_quiet(trigger.reason, unbound.bound),
+        };
+        if !wait(events, quiet) && !unbound.any() {
+            break;
+        }
+        drain(events).iter().for_each(|e| unbound.see(e));
+    }
 }
 
 /// Waits up to `timeout` for a uevent on `fd`.
@@ -391,7 +482,12 @@ pub fn run(
     let mut seen = Seen::now(sys);
     let mut watch = DriftWatch::new(Instant::now());
     while !stop.load(Ordering::Relaxed) {
-        let event = wait(&events, PERIOD).then(|| drain(&events)).flatten();
+        let burst = if wait(&events, PERIOD) {
+            drain(&events)
+        } else {
+            Vec::new()
+        };
+        let event = burst.iter().find_map(Uevent::trigger);
         if !lives() {
             break;
         }
@@ -407,10 +503,7 @@ pub fn run(
             );
         }
         let t = Instant::now();
-        // What comes with it is part of the same repair.
-        while t.elapsed() < GATHER_MAX && wait(&events, gather_quiet(trigger.reason)) {
-            let _ = drain(&events);
-        }
+        gather(&events, &trigger, &burst);
         // What is there now, the repair sees; what appears while it runs
         // (a new device's IRQs, made after its uevent) is new at the next
         // look, and repaired then.
@@ -521,6 +614,45 @@ mod tests {
 
     fn uevent(parts: &[&str]) -> Vec<u8> {
         parts.join("\0").into_bytes()
+    }
+
+    #[test]
+    fn a_device_added_waits_for_its_drivers_bind_and_a_removed_one_for_nothing() {
+        let event = |action: &str, devpath: &str, subsystem: &str| {
+            let head = format!("{action}@{devpath}");
+            let sub = format!("SUBSYSTEM={subsystem}");
+            Uevent::parse(&uevent(&[&head, "SEQNUM=1", &sub])).unwrap()
+        };
+        let pci = "/devices/pci0000:00/0000:00:06.0";
+        let virtio = "/devices/pci0000:00/0000:00:06.0/virtio4";
+        let mut unbound = Unbound::default();
+        // virtio-pci's probe adds the virtio device, whose driver binds
+        // (making the queues' IRQs) before the PCI device's bind.
+        for (e, waits) in [
+            (event("add", pci, "pci"), true),
+            (event("add", virtio, "virtio"), true),
+            (event("add", &format!("{virtio}/net/eth1"), "net"), true),
+            (event("bind", virtio, "virtio"), true),
+            (event("bind", pci, "pci"), false),
+        ] {
+            unbound.see(&e);
+            assert_eq!(unbound.any(), waits, "after {e:?}");
+        }
+        assert!(unbound.bound);
+        assert_eq!(
+            gather_quiet("device-added", unbound.bound),
+            GATHER_QUIET_DONE
+        );
+        // No driver for a device taken out again: nothing to wait for.
+        let mut gone = Unbound::default();
+        gone.see(&event("add", pci, "pci"));
+        gone.see(&event("remove", pci, "pci"));
+        assert!(!gone.any() && !gone.bound);
+        assert_eq!(gather_quiet("device-added", gone.bound), GATHER_QUIET);
+        // A bus whose devices get no IRQs of their own waits for no driver.
+        let mut net = Unbound::default();
+        net.see(&event("add", "/devices/virtual/net/dummy0", "net"));
+        assert!(!net.any());
     }
 
     #[test]
