@@ -46,6 +46,21 @@ pub struct Kubelet {
     pub root_dir: String,
     /// Its CPU manager's checkpoint, when there is one.
     pub state: Option<CpuManagerState>,
+    /// KEP-5894's node system partition (`systemPartition`, alpha in
+    /// 1.37), when it is set: the CPUs of the pods of its namespaces.
+    #[serde(default)]
+    pub system_partition: Option<SystemPartition>,
+}
+
+/// KEP-5894's `systemPartition` of a KubeletConfiguration: kubelet puts
+/// the pods of `namespaces` (`kube-system`) in a cgroup of their own on
+/// `cpus`, which "should typically match" `reservedSystemCPUs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SystemPartition {
+    /// `cpuset`.
+    pub cpus: CpuSet,
+    /// `namespaces`.
+    pub namespaces: Vec<String>,
 }
 
 impl Kubelet {
@@ -95,6 +110,28 @@ struct ConfigFile {
     cpu_manager_policy_options: BTreeMap<String, yaml_serde::Value>,
     #[serde(rename = "reservedSystemCPUs")]
     reserved_system_cpus: Option<yaml_serde::Value>,
+    system_partition: Option<SystemPartitionFile>,
+}
+
+/// `systemPartition` as written (KEP-5894).
+#[derive(Debug, Default, Deserialize)]
+struct SystemPartitionFile {
+    cpuset: Option<yaml_serde::Value>,
+    #[serde(default)]
+    namespaces: Vec<String>,
+}
+
+impl SystemPartitionFile {
+    /// The partition kubelet makes of it: none without namespaces (kubelet
+    /// then keeps today's placement) or without a CPU list that parses.
+    fn partition(&self) -> Option<SystemPartition> {
+        let text = self.cpuset.as_ref().map(scalar)?;
+        let cpus = CpuSet::parse_list(text.trim()).ok()?;
+        (!self.namespaces.is_empty()).then(|| SystemPartition {
+            cpus,
+            namespaces: self.namespaces.clone(),
+        })
+    }
 }
 
 /// A YAML scalar as the text kubelet would read.
@@ -278,6 +315,7 @@ fn from_command_line(sys: &Sys, pid: i32, args: &[String]) -> Kubelet {
         .root_dir
         .unwrap_or_else(|| DEFAULT_ROOT_DIR.to_string());
     let state = read_state(sys, &root_dir);
+    let system_partition = file.system_partition.as_ref().and_then(|p| p.partition());
     Kubelet {
         pid,
         config_file: flags.config,
@@ -288,6 +326,7 @@ fn from_command_line(sys: &Sys, pid: i32, args: &[String]) -> Kubelet {
         reserved_error,
         root_dir,
         state,
+        system_partition,
     }
 }
 
@@ -400,6 +439,26 @@ reservedSystemCPUs: \"0-1\"
         let bare = from_command_line(&sys, 700, &args("kubelet --v=2"));
         assert_eq!((bare.policy.as_str(), bare.reserved), ("none", None));
         assert_eq!(bare.root_dir, "/var/lib/kubelet");
+    }
+
+    #[test]
+    fn kep_5894s_system_partition_is_read_only_with_namespaces_to_place() {
+        let partition = |yaml: &str| {
+            let (_root, sys) = node(&[("etc/k.yaml", yaml)]);
+            from_command_line(&sys, 700, &args("kubelet --config=/etc/k.yaml")).system_partition
+        };
+        let set = partition(
+            "reservedSystemCPUs: \"0-1\"\nsystemPartition:\n  memoryLimit: 4Gi\n  cpuset: \"0-2\"\n  namespaces: [kube-system]\n",
+        )
+        .expect("a partition with a namespace");
+        assert_eq!(set.cpus.to_string(), "0-2");
+        assert_eq!(set.namespaces, ["kube-system"]);
+        // kubelet keeps today's placement without namespaces; a list that
+        // does not parse stops kubelet, which then is not this one.
+        assert_eq!(partition("systemPartition:\n  cpuset: \"0-1\"\n"), None);
+        let bad = "systemPartition:\n  cpuset: \"0-x\"\n  namespaces: [kube-system]\n";
+        assert_eq!(partition(bad), None);
+        assert_eq!(partition(CONFIG), None);
     }
 
     #[test]

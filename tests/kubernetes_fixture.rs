@@ -166,12 +166,6 @@ fn kubernetes_node(root: &std::path::Path, reserved: &str) -> cpushield::sys::Sy
         "2-3",
     )
     .unwrap();
-    // kubelet's CPU manager gives the Guaranteed pod CPUs 2-3.
-    sys.write(
-        "sys/fs/cgroup/kubepods.slice/kubepods-pod1.slice/cpuset.cpus",
-        "2-3",
-    )
-    .unwrap();
     add_process(&sys, 6000, &[task("kubelet", 0, "0-3")]).unwrap();
     std::fs::write(
         sys.path("proc/6000/cmdline"),
@@ -299,6 +293,19 @@ fn on_a_kubelet_node_the_os_units_are_confined_to_the_reserved_cpus_and_pods_lef
     );
     let o = cpushield(dir.path(), &["status"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // What on noted of kubelet's settings, status says as they read now:
+    // a line, not a breakage; gone once kubelet keeps pods off the
+    // reserved CPUs.
+    let strict_off = "kubelet's strict-cpu-reservation is off";
+    assert!(text(&o).contains(strict_off), "{}", text(&o));
+    let config = sys.read("var/lib/kubelet/config.yaml").unwrap();
+    let strict = "cpuManagerPolicyOptions:\n  strict-cpu-reservation: \"true\"\n";
+    sys.write("var/lib/kubelet/config.yaml", &format!("{config}{strict}"))
+        .unwrap();
+    let o = cpushield(dir.path(), &["status"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains(strict_off), "{}", text(&o));
+    sys.write("var/lib/kubelet/config.yaml", &config).unwrap();
     let o = cpushield(dir.path(), &["off"]);
     assert!(o.status.success(), "{}", text(&o));
     let after = tree(dir.path());
@@ -344,6 +351,35 @@ fn a_kubelet_that_reserves_other_cpus_since_on_breaks_the_shield() {
                 .unwrap()
                 .contains("kubelet now reserves CPUs 0")
             && b["next"].as_str().unwrap().contains("cpushield on 1-3")),
+        "{v}"
+    );
+}
+
+/// KEP-5894's system partition (kubelet 1.37, alpha): where it puts the
+/// system pods on shielded CPUs, on is refused, nothing changed, and a
+/// partition moved there under a shield breaks it.
+#[test]
+fn a_kubelet_system_partition_on_the_shield_is_refused_and_breaks_a_shield() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = kubernetes_node(dir.path(), "0-1");
+    let config = sys.read("var/lib/kubelet/config.yaml").unwrap();
+    let partition = |cpus: &str| {
+        format!("{config}systemPartition:\n  cpuset: \"{cpus}\"\n  namespaces: [kube-system]\n")
+    };
+    let file = sys.path("var/lib/kubelet/config.yaml");
+    std::fs::write(&file, partition("0-2")).unwrap();
+    refused(dir.path(), &["on", "2-3"], "systemPartition.cpuset (KEP-5894) puts the pods of kube-system on CPUs 0-2, shielded CPUs 2 among them");
+    std::fs::write(&file, partition("0-1")).unwrap();
+    let o = cpushield(dir.path(), &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = cpushield(dir.path(), &["status"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    std::fs::write(&file, partition("0-3")).unwrap();
+    let o = cpushield(dir.path(), &["status", "--json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let v = json(&o);
+    assert!(
+        (v["broken"].as_array().unwrap().iter()).any(|b| b["id"] == "kubelet-system-partition"),
         "{v}"
     );
 }

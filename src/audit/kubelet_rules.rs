@@ -95,6 +95,7 @@ pub(super) fn findings(f: &Facts, out: &mut Findings) {
             format!("cpuManagerPolicyOptions: full-pcpus-only: \"true\" in {file}; {restart}"),
         );
     }
+    system_partition(f, k, (file, &restart), out);
     if !k.option_on("strict-cpu-reservation") {
         out.add(
             "kubelet.strict-cpu-reservation",
@@ -104,6 +105,32 @@ pub(super) fn findings(f: &Facts, out: &mut Findings) {
             format!("cpuManagerPolicyOptions: strict-cpu-reservation: \"true\" in {file} (kubelet 1.32 and later); {restart}"),
         );
     }
+}
+
+/// KEP-5894's system partition against the audited CPUs: the pods of its
+/// namespaces run on its CPUs.
+fn system_partition(f: &Facts, k: &Kubelet, (file, restart): (&str, &str), out: &mut Findings) {
+    let Some(partition) = &k.system_partition else {
+        return;
+    };
+    let on = partition.cpus.intersection(&f.targets);
+    if on.is_empty() {
+        return;
+    }
+    out.add(
+        "kubelet.system-partition",
+        Severity::Bad,
+        60,
+        format!(
+            "kubelet's systemPartition.cpuset (KEP-5894) puts the pods of {} on CPUs {}, the audited CPUs {on} among them",
+            partition.namespaces.join(", "),
+            partition.cpus
+        ),
+        format!(
+            "systemPartition.cpuset: \"{}\" in {file} (within reservedSystemCPUs); {restart}",
+            f.housekeeping()
+        ),
+    );
 }
 
 /// The reserved CPUs against the audited ones: kubelet's reserved CPUs
@@ -186,6 +213,7 @@ mod tests {
                     cpus: cpus("2"),
                 }],
             }),
+            system_partition: None,
         };
         Facts {
             targets: cpus("2-3"),
@@ -230,6 +258,23 @@ mod tests {
             severity(&over, "kubelet.strict-cpu-reservation"),
             Some(Severity::Warn)
         );
+    }
+
+    #[test]
+    fn a_system_partition_on_the_audited_cpus_is_bad_and_one_within_the_reserved_is_nothing() {
+        let with = |list: &str| {
+            let mut f = node(Some("0-1"), &["strict-cpu-reservation"]);
+            let k = f.kubelet.as_mut().unwrap();
+            k.system_partition = Some(crate::kubelet::SystemPartition {
+                cpus: cpus(list),
+                namespaces: vec!["kube-system".into()],
+            });
+            judged(&f)
+        };
+        let id = "kubelet.system-partition";
+        assert_eq!(severity(&with("0-2"), id), Some(Severity::Bad));
+        assert_eq!(severity(&with("0-1"), id), None);
+        assert_eq!(severity(&with("1"), id), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 use super::*;
 use crate::shield::cgroup_layout::CGROUP2_MOUNT;
+use crate::kubelet::Kubelet;
 use crate::shield::owners::{KubernetesNode, OsUnit};
 
 /// What the mechanism keeps of a Kubernetes-mode shield: the units it
@@ -51,6 +52,9 @@ pub(super) fn check(node: &KubernetesNode, cx: &Planning) -> Result<(), PlanErro
             "this is a Kubernetes node ({seen}): kubelet reserves CPUs {reserved} for the OS and hands out the others to pods, so the shielded CPUs are CPUs {expected} (cpushield on {expected})"
         ));
     }
+    if let Some(why) = system_partition_on_shield(kubelet, cx.shield) {
+        return refuse(format!("this is a Kubernetes node ({seen}): {why}"));
+    }
     let v2_here = matches!(&cx.snap.cgroup, CgroupSetup::V2 { mount, .. } if mount == CGROUP2_MOUNT);
     if !v2_here || !cx.snap.owners.systemd {
         return refuse(format!(
@@ -69,6 +73,21 @@ pub(super) fn check(node: &KubernetesNode, cx: &Planning) -> Result<(), PlanErro
         });
     }
     Ok(())
+}
+
+/// Why KEP-5894's system partition of `kubelet`, where it is set, does
+/// not agree with the shield: it puts the system pods on `shield` CPUs.
+fn system_partition_on_shield(kubelet: &Kubelet, shield: &CpuSet) -> Option<String> {
+    let partition = kubelet.system_partition.as_ref()?;
+    let on_shield = partition.cpus.intersection(shield);
+    (!on_shield.is_empty()).then(|| {
+        format!(
+            "kubelet's systemPartition.cpuset (KEP-5894) puts the pods of {} on CPUs {}, shielded CPUs {on_shield} among them: set it within the reserved CPUs{}",
+            partition.namespaces.join(", "),
+            partition.cpus,
+            kubelet.reserved.as_ref().map(|r| format!(" {r}")).unwrap_or_default()
+        )
+    })
 }
 
 /// What the user should know of kubelet's settings for the shield: the
@@ -162,6 +181,11 @@ pub(super) fn lost(
             format!("cpushield on {shield}"),
         ));
     }
+    let kubelet = node.and_then(|n| n.kubelet.as_ref());
+    if let Some(why) = kubelet.and_then(|k| system_partition_on_shield(k, &state.shield)) {
+        let finding = Finding::new("kubelet-system-partition", Severity::Bad, 90, why, repair);
+        out.push(finding);
+    }
     let control = format!("{CGROUP2_MOUNT}/cgroup.subtree_control");
     if !sys
         .read(&control)
@@ -217,6 +241,7 @@ mod tests {
                 reserved_error: None,
                 root_dir: "/var/lib/kubelet".into(),
                 state: None,
+                system_partition: None,
             }),
             os_units: Vec::new(),
             nic_nodes: Vec::new(),

@@ -643,6 +643,13 @@ impl Looks for Part {
             )];
             let node = cx.snap.owners.kubernetes.as_ref();
             part.findings = kubernetes::lost(cx.sys, (cx.state, node), &confined, cx.repair);
+            // What `on` noted of kubelet's settings, as they read now: no
+            // breakage of the shield, but what a pod gets of it.
+            let noted = node.map(|n| kubernetes::notes(n, &cx.snap.sibling_groups));
+            part.lines.extend(
+                (noted.iter().flatten())
+                    .map(|n| Line::new("kubelet", crate::report::note::text(n))),
+            );
             return Some(part);
         }
         let hold = hold::read_hold(cx.sys, cx.state, &cx.snap.cgroup);
