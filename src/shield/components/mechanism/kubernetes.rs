@@ -95,6 +95,13 @@ fn system_partition_on_shield(kubelet: &Kubelet, shield: &CpuSet) -> Option<Stri
 /// NUMA node with a NIC and no shielded CPU, and reserved CPUs that split
 /// cores with shielded ones (hyper-threads, from `sibling_groups`).
 pub(super) fn notes(node: &KubernetesNode, sibling_groups: &[CpuSet]) -> Vec<Note> {
+    (said(node, sibling_groups).iter())
+        .map(MechanismNote::note)
+        .collect()
+}
+
+/// What [`notes`] says, as the mechanism's own notes.
+pub(super) fn said(node: &KubernetesNode, sibling_groups: &[CpuSet]) -> Vec<MechanismNote> {
     let Some(kubelet) = &node.kubelet else {
         return Vec::new();
     };
@@ -106,7 +113,7 @@ pub(super) fn notes(node: &KubernetesNode, sibling_groups: &[CpuSet]) -> Vec<Not
         let note = MechanismNote::KubeletSharesReserved {
             reserved: reserved.clone(),
         };
-        out.push(note.note());
+        out.push(note);
     }
     let mut by_node: std::collections::BTreeMap<u32, (Vec<String>, CpuSet)> = Default::default();
     for n in &node.nic_nodes {
@@ -116,7 +123,7 @@ pub(super) fn notes(node: &KubernetesNode, sibling_groups: &[CpuSet]) -> Vec<Not
     for (numa, (nics, cpus)) in by_node {
         if !cpus.is_empty() && cpus.is_subset(reserved) {
             let note = MechanismNote::KubeletNicNodeUnshielded { node: numa, nics, cpus };
-            out.push(note.note());
+            out.push(note);
         }
     }
     let split: Vec<&CpuSet> = (sibling_groups.iter())
@@ -128,7 +135,7 @@ pub(super) fn notes(node: &KubernetesNode, sibling_groups: &[CpuSet]) -> Vec<Not
             cpus: cores.difference(reserved),
             reserved: cores.intersection(reserved),
         };
-        out.push(note.note());
+        out.push(note);
     }
     out
 }

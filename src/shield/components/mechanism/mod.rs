@@ -645,10 +645,9 @@ impl Looks for Part {
             part.findings = kubernetes::lost(cx.sys, (cx.state, node), &confined, cx.repair);
             // What `on` noted of kubelet's settings, as they read now: no
             // breakage of the shield, but what a pod gets of it.
-            let noted = node.map(|n| kubernetes::notes(n, &cx.snap.sibling_groups));
+            let noted = node.map(|n| kubernetes::said(n, &cx.snap.sibling_groups));
             part.lines.extend(
-                (noted.iter().flatten())
-                    .map(|n| Line::new("kubelet", crate::report::note::text(n))),
+                (noted.iter().flatten()).map(|n| Line::new("kubelet", n.text())),
             );
             return Some(part);
         }
