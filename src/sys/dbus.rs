@@ -87,7 +87,7 @@ pub fn get_property(
     let mut serial = 1;
     let mut nudge = NUDGE;
     loop {
-        // sd-bus (systemd 252 and 257 alike) may read the call with the
+        // sd-bus (seen with systemd 252) may read the call with the
         // `BEGIN` before it runs, and leave it unread until more comes on
         // the socket: a ping after [`NUDGE`], and after twice as long each time, makes it
         // look again.
