@@ -379,7 +379,8 @@ fn a_kubelet_system_partition_on_the_shield_is_refused_and_breaks_a_shield() {
     assert_eq!(o.status.code(), Some(3), "{}", text(&o));
     let v = json(&o);
     assert!(
-        (v["broken"].as_array().unwrap().iter()).any(|b| b["id"] == "kubelet-system-partition"),
+        (v["broken"].as_array().unwrap().iter()).any(|b| b["id"] == "kubelet-system-partition"
+            && b["next"].as_str().unwrap().contains("restart kubelet")),
         "{v}"
     );
 }

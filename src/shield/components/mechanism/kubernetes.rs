@@ -172,9 +172,8 @@ pub(super) fn lost(
     repair: &str,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    let reserved = node
-        .and_then(|n| n.kubelet.as_ref())
-        .and_then(|k| k.reserved.clone());
+    let kubelet = node.and_then(|n| n.kubelet.as_ref());
+    let reserved = kubelet.and_then(|k| k.reserved.clone());
     if let Some(reserved) = reserved.filter(|r| *r != state.housekeeping) {
         let shield = state.shield.union(&state.housekeeping).difference(&reserved);
         out.push(Finding::new(
@@ -188,10 +187,16 @@ pub(super) fn lost(
             format!("cpushield on {shield}"),
         ));
     }
-    let kubelet = node.and_then(|n| n.kubelet.as_ref());
-    if let Some(why) = kubelet.and_then(|k| system_partition_on_shield(k, &state.shield)) {
-        let finding = Finding::new("kubelet-system-partition", Severity::Bad, 90, why, repair);
-        out.push(finding);
+    if let Some(k) = kubelet {
+        if let Some(why) = system_partition_on_shield(k, &state.shield) {
+            // kubelet's to mend, not a change of the shield's.
+            let file = k.config_file.as_deref().unwrap_or("kubelet's KubeletConfiguration file");
+            let next = format!(
+                "set systemPartition.cpuset within CPUs {} in {file}, then restart kubelet",
+                state.housekeeping
+            );
+            out.push(Finding::new("kubelet-system-partition", Severity::Bad, 90, why, next));
+        }
     }
     let control = format!("{CGROUP2_MOUNT}/cgroup.subtree_control");
     if !sys
