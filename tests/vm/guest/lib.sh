@@ -482,3 +482,14 @@ json_part() {
         $1 ~ /^\.parts\[[0-9]+\]\.component$/ && $2 == c { want = substr($1, 1, length($1) - 10) ".data" p }
         want != "" && $1 == want { print $2; exit }'
 }
+# heal_counted REASON: waits up to 5 s for the healer's state file to count
+# a repair for REASON, 0 when it does. The healer writes its count after
+# the repair has let go of the lock, so a status that holds can come first.
+heal_counted() {
+    i=0
+    while [ $i -lt 50 ]; do
+        grep -Eq "\"$1\": *[1-9]" /run/cpushield/heal.json && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    return 1
+}

@@ -104,6 +104,17 @@ status_holds_after() {
     done
     HELD_AFTER=$(awk "BEGIN { printf \"%.1f\", $t1 - $1 }")
 }
+# heal_counted REASON: waits up to 5 s for the healer's state file to count
+# a repair for REASON, 0 when it does. The healer writes its count after
+# the repair has let go of the lock, so a status that holds can come first.
+heal_counted() {
+    i=0
+    while [ $i -lt 50 ]; do
+        grep -Eq "\"$1\": *[1-9]" /run/cpushield/heal.json && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    return 1
+}
 snap() { # snap NAME
     f=$OUT/snap.$1
     {
