@@ -128,3 +128,47 @@ fn on_a_systemd_host_the_healer_is_a_unit_off_may_stop() {
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "not restored: {d:#?}");
 }
+
+#[test]
+fn under_heal_drift_an_irq_written_onto_the_shield_is_drift_for_the_healer() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    standard(root, CgroupLayout::V2, FixtureConfig::default());
+    let sys = cpushield::sys::Sys::at(root);
+    let drift = || cpushield::shield::components::healer::drift(&sys);
+    assert!(cpushield(root, &["on", "2-3", "--heal", "on"])
+        .status
+        .success());
+    // The shield changed in place to drift, as a person would do it.
+    let o = cpushield(root, &["on", "2-3", "--heal", "drift"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(drift(), None, "the shield holds");
+    let irq = (std::fs::read_dir(root.join("proc/irq")).unwrap())
+        .filter_map(|e| e.unwrap().file_name().into_string().ok())
+        .filter(|n| n.parse::<u32>().is_ok())
+        .find(|n| read(root, &format!("proc/irq/{n}/smp_affinity_list")).trim() == "0-1")
+        .expect("an IRQ off the shield");
+    std::fs::write(
+        root.join(format!("proc/irq/{irq}/smp_affinity_list")),
+        "3\n",
+    )
+    .unwrap();
+    assert!(drift().is_some(), "IRQ {irq} written onto CPU 3 is drift");
+    let o = cpushield(root, &["on", "2-3", "--heal", "on"]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(
+        root.join(format!("proc/irq/{irq}/smp_affinity_list")),
+        "3\n",
+    )
+    .unwrap();
+    assert_eq!(
+        cpushield(root, &["status"]).status.code(),
+        Some(3),
+        "broken again"
+    );
+    assert_eq!(
+        drift(),
+        None,
+        "without --heal drift, drift is not the healer's"
+    );
+}

@@ -1,0 +1,359 @@
+//! `cpushield nri`: a plugin of containerd's node resource interface (NRI)
+//! that gives a Guaranteed pod's exclusive CPUs what CRI-O's
+//! high-performance hooks give them, from the same pod annotations
+//! ([`pods`]), at container start, and gives it back at stop and remove
+//! ([`changes`]). In the cpushield binary, not a second program: one
+//! release to install and keep in step with the shield, whose irqbalance
+//! ban and IRQ placement the plugin reads and keeps, and one place
+//! (`/run/cpushield`) for both journals.
+//!
+//! The plugin dials the runtime's socket, registers, subscribes to start,
+//! stop and remove, and answers every call at once: it never answers an
+//! error (that would fail the container's start), it logs what it could
+//! not do. A runtime that goes away (restarted, upgraded) is dialled again
+//! every second; its synchronisation then brings the plugin's changes in
+//! line with the containers that run, as it does after the plugin's own
+//! restart or crash.
+
+pub mod api;
+pub mod changes;
+pub mod pods;
+pub mod wire;
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use prost::Message as _;
+
+use crate::sys::Sys;
+use api::{Container, ContainerEvent, PodSandbox};
+use changes::{IrqbalanceBan, Journal};
+use pods::Wants;
+
+/// containerd's (and CRI-O's) NRI socket, relative to the root.
+pub const SOCKET: &str = "var/run/nri/nri.sock";
+/// The name the plugin registers under.
+pub const NAME: &str = "cpushield";
+/// Its index: late among plugins, after those that place containers.
+pub const INDEX: &str = "90";
+
+/// A plugin problem that ends `cpushield nri`.
+#[derive(Debug, thiserror::Error)]
+pub enum NriError {
+    /// The journal.
+    #[error(transparent)]
+    Journal(#[from] changes::JournalError),
+    /// The kernel layer.
+    #[error(transparent)]
+    Sys(#[from] crate::sys::SysError),
+}
+
+/// The plugin's state between the runtime's calls.
+pub struct Plugin<'a> {
+    sys: &'a Sys,
+    journal: Journal,
+    irqbalance: &'a dyn IrqbalanceBan,
+    log: &'a dyn Fn(&str),
+    /// The parts of a synchronisation received so far.
+    syncing: (Vec<PodSandbox>, Vec<Container>),
+}
+
+impl<'a> Plugin<'a> {
+    /// The plugin, its journal read.
+    pub fn new(
+        sys: &'a Sys,
+        irqbalance: &'a dyn IrqbalanceBan,
+        log: &'a dyn Fn(&str),
+    ) -> Result<Plugin<'a>, NriError> {
+        Ok(Plugin {
+            sys,
+            journal: changes::read(sys)?,
+            irqbalance,
+            log,
+            syncing: Default::default(),
+        })
+    }
+
+    /// The containers served now.
+    pub fn containers(&self) -> &BTreeMap<String, Wants> {
+        &self.journal.containers
+    }
+
+    /// Answers one call of the runtime's: the response's payload, or a
+    /// gRPC status code and message (only for a method it does not have,
+    /// or a request it cannot decode).
+    pub fn call(&mut self, method: &str, payload: &[u8]) -> Result<Vec<u8>, (i32, String)> {
+        let bad = |e: prost::DecodeError| (api::UNIMPLEMENTED + 1, format!("{method}: {e}"));
+        match method {
+            "Configure" => {
+                let req = api::ConfigureRequest::decode(payload).map_err(bad)?;
+                (self.log)(&format!(
+                    "configured by {} {} (requests answered within {} ms)",
+                    req.runtime_name, req.runtime_version, req.request_timeout
+                ));
+                let events = api::event::mask(&[
+                    api::event::START_CONTAINER,
+                    api::event::STOP_CONTAINER,
+                    api::event::REMOVE_CONTAINER,
+                ]);
+                Ok(api::ConfigureResponse { events }.encode_to_vec())
+            }
+            "Synchronize" => {
+                let req = api::SynchronizeRequest::decode(payload).map_err(bad)?;
+                self.syncing.0.extend(req.pods);
+                self.syncing.1.extend(req.containers);
+                if !req.more {
+                    let (pods, containers) = std::mem::take(&mut self.syncing);
+                    self.synchronize(&pods, &containers);
+                }
+                Ok(api::SynchronizeResponse { more: req.more }.encode_to_vec())
+            }
+            "StartContainer" | "StopContainer" | "RemoveContainer" => {
+                let req = ContainerEvent::decode(payload).map_err(bad)?;
+                self.event(method == "StartContainer", req.pod, req.container);
+                Ok(Vec::new())
+            }
+            "StateChange" => {
+                let req = api::StateChangeEvent::decode(payload).map_err(bad)?;
+                match req.event {
+                    api::event::START_CONTAINER => self.event(true, req.pod, req.container),
+                    api::event::STOP_CONTAINER | api::event::REMOVE_CONTAINER => {
+                        self.event(false, req.pod, req.container)
+                    }
+                    _ => {}
+                }
+                Ok(Vec::new())
+            }
+            "Shutdown" => {
+                (self.log)("the runtime is shutting down: what the running containers asked stays");
+                Ok(Vec::new())
+            }
+            _ => Err((api::UNIMPLEMENTED, format!("{method} is not implemented"))),
+        }
+    }
+
+    /// The runtime's pods and containers: those running are served.
+    fn synchronize(&mut self, pods: &[PodSandbox], containers: &[Container]) {
+        let by_id: HashMap<&str, &PodSandbox> = pods.iter().map(|p| (p.id.as_str(), p)).collect();
+        let mut serve = BTreeMap::new();
+        for c in containers
+            .iter()
+            .filter(|c| c.state == api::CONTAINER_RUNNING)
+        {
+            let Some(pod) = by_id.get(c.pod_sandbox_id.as_str()) else {
+                continue;
+            };
+            if let Some(w) = self.asked(pod, c) {
+                serve.insert(c.id.clone(), w);
+            }
+        }
+        (self.log)(&format!(
+            "synchronised: {} pods, {} containers, {} served",
+            pods.len(),
+            containers.len(),
+            serve.len()
+        ));
+        self.reconcile(serve);
+    }
+
+    /// A container started (`start`), or stopped or removed.
+    fn event(&mut self, start: bool, pod: Option<PodSandbox>, container: Option<Container>) {
+        let (Some(pod), Some(c)) = (pod, container) else {
+            return;
+        };
+        let mut serve = self.journal.containers.clone();
+        if start {
+            match self.asked(&pod, &c) {
+                Some(w) => serve.insert(c.id.clone(), w),
+                None => return,
+            };
+        } else if serve.remove(&c.id).is_none() {
+            return;
+        }
+        self.reconcile(serve);
+    }
+
+    /// What `c` asks, with what the log should say of it.
+    fn asked(&self, pod: &PodSandbox, c: &Container) -> Option<Wants> {
+        let (w, said) = pods::wants(pod, c);
+        said.iter().for_each(|s| (self.log)(s));
+        w
+    }
+
+    /// Brings the machine to what `serve` asks, and logs what was done.
+    fn reconcile(&mut self, serve: BTreeMap<String, Wants>) {
+        let asked: Vec<String> = serve
+            .values()
+            .map(|w| format!("{} on CPUs {}", w.who, w.cpus))
+            .collect();
+        match changes::reconcile(self.sys, &mut self.journal, serve, self.irqbalance) {
+            Ok(done) => {
+                if !done.written.is_empty() || !done.restored.is_empty() {
+                    (self.log)(&format!(
+                        "served: {}; {} written, {} given back",
+                        if asked.is_empty() {
+                            "none".into()
+                        } else {
+                            asked.join(", ")
+                        },
+                        done.written.len(),
+                        done.restored.len()
+                    ));
+                }
+                done.said.iter().for_each(|s| (self.log)(s));
+            }
+            Err(e) => (self.log)(&format!("could not journal a change, none made: {e}")),
+        }
+    }
+}
+
+/// Serves one connection to the runtime until it ends or `stop` is set:
+/// registers, then answers each call.
+pub fn serve(
+    stream: &mut UnixStream,
+    plugin: &mut Plugin<'_>,
+    stop: &AtomicBool,
+) -> std::io::Result<()> {
+    let register = api::Request {
+        service: api::RUNTIME_SERVICE.into(),
+        method: "RegisterPlugin".into(),
+        payload: api::RegisterPluginRequest {
+            plugin_name: NAME.into(),
+            plugin_idx: INDEX.into(),
+        }
+        .encode_to_vec(),
+        timeout_nano: 0,
+    };
+    wire::write(
+        stream,
+        &wire::Message {
+            conn: wire::RUNTIME_CONN,
+            stream: 1,
+            kind: wire::REQUEST,
+            body: register.encode_to_vec(),
+        },
+    )?;
+    let mut reader = wire::Reader::default();
+    while !stop.load(Ordering::Relaxed) {
+        if !readable(stream, Duration::from_millis(500)) {
+            continue;
+        }
+        let m = reader.next(stream)?;
+        match (m.conn, m.kind) {
+            (wire::RUNTIME_CONN, wire::RESPONSE) => {
+                let r = api::Response::decode(&m.body[..]).unwrap_or_default();
+                if let Some(s) = r.status.filter(|s| s.code != 0) {
+                    return Err(std::io::Error::other(format!(
+                        "the runtime refused the registration: {} (code {})",
+                        s.message, s.code
+                    )));
+                }
+                (plugin.log)(&format!("registered as {INDEX}-{NAME}"));
+            }
+            (wire::PLUGIN_CONN, wire::REQUEST) => {
+                let req = api::Request::decode(&m.body[..]).unwrap_or_default();
+                let answer = match req.service.as_str() {
+                    api::PLUGIN_SERVICE => plugin.call(&req.method, &req.payload),
+                    other => Err((api::UNIMPLEMENTED, format!("no service {other}"))),
+                };
+                let response = match answer {
+                    Ok(payload) => api::Response {
+                        status: None,
+                        payload,
+                    },
+                    Err((code, message)) => api::Response {
+                        status: Some(api::Status { code, message }),
+                        payload: Vec::new(),
+                    },
+                };
+                wire::write(
+                    stream,
+                    &wire::Message {
+                        conn: wire::PLUGIN_CONN,
+                        stream: m.stream,
+                        kind: wire::RESPONSE,
+                        body: response.encode_to_vec(),
+                    },
+                )?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Waits up to `timeout` for `stream` to have bytes (or its end) to read.
+fn readable(stream: &UnixStream, timeout: Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::from(ms)).is_ok_and(|n| n > 0)
+}
+
+/// irqbalance on this machine, through its control socket.
+pub struct LiveIrqbalance<'a> {
+    /// The machine.
+    pub sys: &'a Sys,
+}
+
+impl IrqbalanceBan for LiveIrqbalance<'_> {
+    fn running(&self) -> Option<(i32, crate::cpulist::CpuSet)> {
+        let r = crate::shield::components::irqbalance::running(self.sys)?;
+        if !crate::sys::irqbalance::socket_pids(self.sys).contains(&r.pid) {
+            return None;
+        }
+        let own = crate::shield::components::irqbalance::banned(
+            r.environ.as_deref().unwrap_or_default(),
+            &r.cmdline,
+            &r.config,
+        )
+        .unwrap_or_default();
+        // a shield's ban, told through the same socket, stays
+        let shield = crate::shield::journal::read_state(self.sys)
+            .ok()
+            .flatten()
+            .map(|s| s.shield)
+            .unwrap_or_default();
+        Some((r.pid, own.union(&shield)))
+    }
+
+    fn tell(&self, pid: i32, cpus: Option<&crate::cpulist::CpuSet>) -> Result<(), String> {
+        crate::sys::irqbalance::set_banned(self.sys, pid, cpus).map_err(|e| e.to_string())
+    }
+}
+
+/// `cpushield nri`: serves the runtime at `socket` (relative to the root)
+/// until SIGTERM, dialling it again each second while it is away; with
+/// `undo`, gives back everything the plugin's journal holds and ends.
+pub fn command(sys: &Sys, socket: &str, undo: bool, stop: &AtomicBool) -> Result<(), NriError> {
+    let irqbalance = LiveIrqbalance { sys };
+    let log = |s: &str| eprintln!("cpushield nri: {}", crate::escape::terminal(s));
+    let mut plugin = Plugin::new(sys, &irqbalance, &log)?;
+    if undo {
+        plugin.reconcile(BTreeMap::new());
+        return Ok(());
+    }
+    let mut said_away = false;
+    while !stop.load(Ordering::Relaxed) {
+        match UnixStream::connect(sys.path(socket)) {
+            Ok(mut stream) => {
+                said_away = false;
+                if let Err(e) = serve(&mut stream, &mut plugin, stop) {
+                    log(&format!("the runtime's connection ended: {e}"));
+                }
+            }
+            Err(e) if !said_away => {
+                log(&format!(
+                    "no runtime at /{socket} ({e}): dialled again every second"
+                ));
+                said_away = true;
+            }
+            Err(_) => {}
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    Ok(())
+}

@@ -1,0 +1,460 @@
+//! `cpushield nri`, the containerd NRI plugin, against a fixture root:
+//! a Guaranteed container with CRI-O's annotations gets its CPUs free of
+//! IRQs, its idle-state latency and its governor at start; everything
+//! comes back at stop, and after a crash at the next synchronisation or
+//! `--undo`; the wire speaks the runtime's multiplexed ttrpc.
+
+mod common;
+
+use std::cell::RefCell;
+use std::path::Path;
+
+use common::*;
+use cpushield::cpulist::CpuSet;
+use cpushield::nri::api::{self, event, Container, ContainerEvent, PodSandbox};
+use cpushield::nri::changes::IrqbalanceBan;
+use cpushield::nri::{pods, Plugin};
+use cpushield::sys::fixture::{CgroupLayout, FixtureConfig};
+use cpushield::sys::Sys;
+use prost::Message;
+
+/// irqbalance as a test sees it: its own ban, and what it was told.
+#[derive(Default)]
+struct FakeIrqbalance {
+    own: Option<(i32, CpuSet)>,
+    told: RefCell<Vec<Option<String>>>,
+}
+
+impl IrqbalanceBan for FakeIrqbalance {
+    fn running(&self) -> Option<(i32, CpuSet)> {
+        self.own.clone()
+    }
+    fn tell(&self, _: i32, cpus: Option<&CpuSet>) -> Result<(), String> {
+        self.told.borrow_mut().push(cpus.map(|c| c.to_string()));
+        Ok(())
+    }
+}
+
+/// The fixture, with each CPU's PM QoS latency and cpufreq files.
+fn machine(root: &Path) -> Sys {
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    for cpu in 0..4 {
+        let dir = root.join(format!("sys/devices/system/cpu/cpu{cpu}"));
+        std::fs::create_dir_all(dir.join("power")).unwrap();
+        std::fs::write(dir.join("power/pm_qos_resume_latency_us"), "0\n").unwrap();
+        std::fs::create_dir_all(dir.join("cpufreq")).unwrap();
+        std::fs::write(dir.join("cpufreq/scaling_governor"), "schedutil\n").unwrap();
+        std::fs::write(
+            dir.join("cpufreq/scaling_available_governors"),
+            "performance schedutil\n",
+        )
+        .unwrap();
+    }
+    sys
+}
+
+fn pod(annotations: &[(&str, &str)]) -> PodSandbox {
+    PodSandbox {
+        id: "pod-rt".into(),
+        name: "rt".into(),
+        namespace: "default".into(),
+        annotations: (annotations.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        linux: Some(api::LinuxPodSandbox {
+            cgroup_parent: "/kubepods.slice/kubepods-podabc.slice".into(),
+        }),
+    }
+}
+
+fn container(cpus: &str) -> Container {
+    Container {
+        id: "ctr-loop".into(),
+        pod_sandbox_id: "pod-rt".into(),
+        name: "loop".into(),
+        state: api::CONTAINER_RUNNING,
+        linux: Some(api::LinuxContainer {
+            resources: Some(api::LinuxResources {
+                cpu: Some(api::LinuxCpu {
+                    shares: Some(api::OptionalUInt64 { value: 2048 }),
+                    cpus: cpus.into(),
+                }),
+            }),
+            cgroups_path: String::new(),
+        }),
+    }
+}
+
+const ALL: [(&str, &str); 3] = [
+    (pods::IRQ_LOAD_BALANCING, "disable"),
+    (pods::CPU_C_STATES, "disable"),
+    (pods::CPU_FREQ_GOVERNOR, "performance"),
+];
+
+fn event_payload(p: &PodSandbox, c: &Container) -> Vec<u8> {
+    ContainerEvent {
+        pod: Some(p.clone()),
+        container: Some(c.clone()),
+    }
+    .encode_to_vec()
+}
+
+fn sync_payload(pods: &[PodSandbox], containers: &[Container], more: bool) -> Vec<u8> {
+    api::SynchronizeRequest {
+        pods: pods.to_vec(),
+        containers: containers.to_vec(),
+        more,
+    }
+    .encode_to_vec()
+}
+
+fn read(root: &Path, rel: &str) -> String {
+    std::fs::read_to_string(root.join(rel))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// The IRQs whose affinity meets `cpus`, as the files say.
+fn irqs_on(root: &Path, cpus: &CpuSet) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(root.join("proc/irq")).unwrap().flatten() {
+        let f = e.path().join("smp_affinity_list");
+        if let Ok(text) = std::fs::read_to_string(&f) {
+            if CpuSet::parse_list(text.trim()).unwrap().intersects(cpus) {
+                out.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_guaranteed_container_gets_its_cpus_at_start_and_the_machine_is_given_back_at_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = machine(root);
+    let before = tree(root);
+    let pod_cpus = CpuSet::parse_list("2-3").unwrap();
+    let irqbalance = FakeIrqbalance {
+        own: Some((77, CpuSet::new())),
+        ..Default::default()
+    };
+    let lines = RefCell::new(Vec::<String>::new());
+    let log = |s: &str| lines.borrow_mut().push(s.to_string());
+    let mut plugin = Plugin::new(&sys, &irqbalance, &log).unwrap();
+    // subscribed to start, stop and remove
+    let r = plugin
+        .call(
+            "Configure",
+            &api::ConfigureRequest::default().encode_to_vec(),
+        )
+        .unwrap();
+    let events = api::ConfigureResponse::decode(&r[..]).unwrap().events;
+    assert_eq!(
+        events,
+        event::mask(&[
+            event::START_CONTAINER,
+            event::STOP_CONTAINER,
+            event::REMOVE_CONTAINER
+        ])
+    );
+    assert_eq!(events, (1 << 5) | (1 << 9) | (1 << 10));
+    assert!(
+        !irqs_on(root, &pod_cpus).is_empty(),
+        "the fixture has IRQs on 2-3"
+    );
+    let (p, c) = (pod(&ALL), container("2-3"));
+    plugin
+        .call("StartContainer", &event_payload(&p, &c))
+        .unwrap();
+    // IRQ 0 refuses (EIO) and IRQ 40 is kernel-managed (EPERM): they stay,
+    // and the log says so; every other IRQ is off the pod's CPUs, IRQ 24
+    // (pinned to CPU 2 alone) on the CPUs left, 0-1
+    assert_eq!(irqs_on(root, &pod_cpus), vec!["0", "40"]);
+    let log_text = lines.borrow().join("\n");
+    assert!(
+        log_text.contains("/proc/irq/0/smp_affinity_list"),
+        "{log_text}"
+    );
+    assert!(log_text.contains("refused: EIO"), "{log_text}");
+    assert_eq!(read(root, "proc/irq/24/smp_affinity_list"), "0-1");
+    assert_eq!(read(root, "proc/irq/default_smp_affinity"), "3");
+    for cpu in [2, 3] {
+        let d = format!("sys/devices/system/cpu/cpu{cpu}");
+        assert_eq!(
+            read(root, &format!("{d}/power/pm_qos_resume_latency_us")),
+            "n/a"
+        );
+        assert_eq!(
+            read(root, &format!("{d}/cpufreq/scaling_governor")),
+            "performance"
+        );
+    }
+    for cpu in [0, 1] {
+        let d = format!("sys/devices/system/cpu/cpu{cpu}");
+        assert_eq!(
+            read(root, &format!("{d}/power/pm_qos_resume_latency_us")),
+            "0"
+        );
+        assert_eq!(
+            read(root, &format!("{d}/cpufreq/scaling_governor")),
+            "schedutil"
+        );
+    }
+    assert_eq!(*irqbalance.told.borrow(), vec![Some("2-3".to_string())]);
+    assert!(root.join(cpushield::nri::changes::JOURNAL).exists());
+    // stopped: everything back, the journal gone, irqbalance given back
+    plugin
+        .call("StopContainer", &event_payload(&p, &c))
+        .unwrap();
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not given back: {d:#?}");
+    assert!(!root.join(cpushield::nri::changes::JOURNAL).exists());
+    assert_eq!(irqbalance.told.borrow().last(), Some(&None));
+    // a second stop, or a remove, of the same container changes nothing
+    plugin
+        .call("RemoveContainer", &event_payload(&p, &c))
+        .unwrap();
+    assert!(diff(&before, &tree(root)).is_empty());
+}
+
+#[test]
+fn after_a_crash_the_next_synchronisation_keeps_what_runs_and_gives_back_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = machine(root);
+    let before = tree(root);
+    let irqbalance = FakeIrqbalance::default();
+    let log = |_: &str| {};
+    let (p, c) = (pod(&ALL), container("3"));
+    {
+        let mut plugin = Plugin::new(&sys, &irqbalance, &log).unwrap();
+        plugin
+            .call("StartContainer", &event_payload(&p, &c))
+            .unwrap();
+        // the plugin dies here: no stop reaches it
+    }
+    let applied = tree(root);
+    assert_ne!(before, applied);
+    // restarted while the container still runs, synchronised in two parts:
+    // what it asked stays, nothing written again
+    let mut plugin = Plugin::new(&sys, &irqbalance, &log).unwrap();
+    let r = plugin
+        .call(
+            "Synchronize",
+            &sync_payload(std::slice::from_ref(&p), &[], true),
+        )
+        .unwrap();
+    assert!(api::SynchronizeResponse::decode(&r[..]).unwrap().more);
+    plugin
+        .call(
+            "Synchronize",
+            &sync_payload(&[], std::slice::from_ref(&c), false),
+        )
+        .unwrap();
+    assert_eq!(plugin.containers().len(), 1);
+    assert!(diff(&applied, &tree(root)).is_empty());
+    // restarted after the container ended meanwhile: given back exactly
+    drop(plugin);
+    let mut plugin = Plugin::new(&sys, &irqbalance, &log).unwrap();
+    plugin
+        .call("Synchronize", &sync_payload(&[p], &[], false))
+        .unwrap();
+    assert!(plugin.containers().is_empty());
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not given back: {d:#?}");
+}
+
+#[test]
+fn a_journal_whose_change_was_cut_short_is_given_back_by_undo() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    machine(root);
+    let before = tree(root);
+    // a kill between the journal's write and the files': the journal holds
+    // before-values, some files are changed, some not yet
+    let gov = "sys/devices/system/cpu/cpu2/cpufreq/scaling_governor";
+    let lat = "sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us";
+    let j = serde_json::json!({
+        "version": 1,
+        "containers": {},
+        "before": { gov: "schedutil", lat: "0" },
+        "irqbalance": null,
+    });
+    std::fs::create_dir_all(root.join("run/cpushield")).unwrap();
+    std::fs::write(root.join(cpushield::nri::changes::JOURNAL), j.to_string()).unwrap();
+    std::fs::write(root.join(gov), "performance\n").unwrap();
+    let o = cpushield(root, &["nri", "--undo"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not given back: {d:#?}");
+    assert!(!root.join(cpushield::nri::changes::JOURNAL).exists());
+}
+
+#[test]
+fn containers_that_ask_nothing_or_are_not_guaranteed_change_nothing_and_unknown_calls_are_unimplemented(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = machine(root);
+    let before = tree(root);
+    let irqbalance = FakeIrqbalance::default();
+    let lines = RefCell::new(Vec::<String>::new());
+    let log = |s: &str| lines.borrow_mut().push(s.to_string());
+    let mut plugin = Plugin::new(&sys, &irqbalance, &log).unwrap();
+    let mut burstable = pod(&ALL);
+    burstable.linux.as_mut().unwrap().cgroup_parent =
+        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podx.slice".into();
+    plugin
+        .call(
+            "StartContainer",
+            &event_payload(&burstable, &container("2-3")),
+        )
+        .unwrap();
+    plugin
+        .call(
+            "StartContainer",
+            &event_payload(&pod(&[]), &container("2-3")),
+        )
+        .unwrap();
+    assert!(plugin.containers().is_empty());
+    assert!(diff(&before, &tree(root)).is_empty());
+    assert!(lines
+        .borrow()
+        .iter()
+        .any(|l| l.contains("not a Guaranteed container")));
+    let e = plugin.call("CreateContainer", &[]).unwrap_err();
+    assert_eq!(e.0, api::UNIMPLEMENTED);
+}
+
+#[test]
+fn the_plugin_registers_and_answers_over_the_runtimes_multiplexed_ttrpc() {
+    use cpushield::nri::wire::{self, Message as Frame};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let sys = machine(&root);
+    let (mut runtime, mut plugin_end) = std::os::unix::net::UnixStream::pair().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let server = std::thread::spawn(move || {
+        let irqbalance = FakeIrqbalance::default();
+        let log = |_: &str| {};
+        let mut plugin = Plugin::new(&sys, &irqbalance, &log).unwrap();
+        cpushield::nri::serve(&mut plugin_end, &mut plugin, &stop2)
+    });
+    let mut reader = wire::Reader::default();
+    let reg = reader.next(&mut runtime).unwrap();
+    assert_eq!(
+        (reg.conn, reg.kind, reg.stream),
+        (wire::RUNTIME_CONN, wire::REQUEST, 1)
+    );
+    let req = api::Request::decode(&reg.body[..]).unwrap();
+    assert_eq!(
+        (req.service.as_str(), req.method.as_str()),
+        (api::RUNTIME_SERVICE, "RegisterPlugin")
+    );
+    let r = api::RegisterPluginRequest::decode(&req.payload[..]).unwrap();
+    assert_eq!(
+        (r.plugin_name.as_str(), r.plugin_idx.as_str()),
+        ("cpushield", "90")
+    );
+    let ok = api::Response {
+        status: None,
+        payload: api::Empty {}.encode_to_vec(),
+    };
+    wire::write(
+        &mut runtime,
+        &Frame {
+            conn: wire::RUNTIME_CONN,
+            stream: 1,
+            kind: wire::RESPONSE,
+            body: ok.encode_to_vec(),
+        },
+    )
+    .unwrap();
+    // the runtime calls Configure, then a start with a large pod (frames split)
+    let call = |method: &str, payload: Vec<u8>| api::Request {
+        service: api::PLUGIN_SERVICE.into(),
+        method: method.into(),
+        payload,
+        timeout_nano: 2_000_000_000,
+    };
+    let configure = call(
+        "Configure",
+        api::ConfigureRequest::default().encode_to_vec(),
+    );
+    wire::write(
+        &mut runtime,
+        &Frame {
+            conn: wire::PLUGIN_CONN,
+            stream: 1,
+            kind: wire::REQUEST,
+            body: configure.encode_to_vec(),
+        },
+    )
+    .unwrap();
+    let answer = reader.next(&mut runtime).unwrap();
+    assert_eq!(
+        (answer.conn, answer.stream, answer.kind),
+        (wire::PLUGIN_CONN, 1, wire::RESPONSE)
+    );
+    let resp = api::Response::decode(&answer.body[..]).unwrap();
+    assert_eq!(resp.status, None);
+    assert_eq!(
+        api::ConfigureResponse::decode(&resp.payload[..])
+            .unwrap()
+            .events,
+        (1 << 5) | (1 << 9) | (1 << 10)
+    );
+    let mut big = pod(&ALL);
+    big.annotations.insert("filler".into(), "x".repeat(10_000));
+    let start = call("StartContainer", event_payload(&big, &container("3")));
+    wire::write(
+        &mut runtime,
+        &Frame {
+            conn: wire::PLUGIN_CONN,
+            stream: 3,
+            kind: wire::REQUEST,
+            body: start.encode_to_vec(),
+        },
+    )
+    .unwrap();
+    let answer = reader.next(&mut runtime).unwrap();
+    assert_eq!(answer.stream, 3);
+    assert_eq!(
+        api::Response::decode(&answer.body[..]).unwrap().status,
+        None
+    );
+    assert_eq!(
+        read(
+            &root,
+            "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor"
+        ),
+        "performance"
+    );
+    // a method it does not have: Unimplemented, so the runtime falls back
+    let other = call("PostStartContainer", Vec::new());
+    wire::write(
+        &mut runtime,
+        &Frame {
+            conn: wire::PLUGIN_CONN,
+            stream: 5,
+            kind: wire::REQUEST,
+            body: other.encode_to_vec(),
+        },
+    )
+    .unwrap();
+    let answer = reader.next(&mut runtime).unwrap();
+    let status = api::Response::decode(&answer.body[..])
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(status.code, api::UNIMPLEMENTED);
+    // the runtime goes away: serve returns
+    drop(runtime);
+    let ended = server.join().unwrap();
+    assert!(ended.is_err(), "a closed connection ends serve");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+}
