@@ -60,6 +60,13 @@ pub enum Checked {
     },
     /// `heal`.
     Heal,
+    /// `nri`.
+    Nri {
+        /// The runtime's socket, relative to the root.
+        socket: String,
+        /// Give everything back and end.
+        undo: bool,
+    },
     /// `on`.
     On {
         /// The shield asked for.
@@ -361,6 +368,10 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                 json: a.json,
             },
             Command::Heal => Checked::Heal,
+            Command::Nri(a) => Checked::Nri {
+                socket: a.socket.to_string_lossy().trim_start_matches('/').to_string(),
+                undo: a.undo,
+            },
         },
     )
 }

@@ -151,6 +151,25 @@ pub enum Command {
     /// kernel undid part of the shield. `on --heal on` starts it and `off`
     /// stops it; it ends by itself when the shield is gone.
     Heal,
+    /// A containerd NRI plugin: a Guaranteed pod's exclusive CPUs get what
+    /// CRI-O's annotations ask (`irq-load-balancing.crio.io: disable`,
+    /// `cpu-c-states.crio.io`, `cpu-freq-governor.crio.io`) when its
+    /// container starts, given back when it stops. Runs until SIGTERM.
+    ///
+    /// Every change is journaled first: after a crash the next start (the
+    /// runtime's synchronisation) or `--undo` gives back what no running
+    /// container asks (docs/kubernetes.md, "Per pod").
+    Nri(NriArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct NriArgs {
+    /// The runtime's NRI socket.
+    #[arg(long, value_name = "PATH", default_value = "/var/run/nri/nri.sock")]
+    pub socket: std::path::PathBuf,
+    /// Give back everything the plugin's journal holds, and end.
+    #[arg(long)]
+    pub undo: bool,
 }
 
 #[derive(Args, Debug)]

@@ -129,6 +129,15 @@ pub fn markdown() -> String {
     out
 }
 
+/// `code` when `failed`, else success.
+pub fn exit_if(failed: bool, code: u8) -> std::process::ExitCode {
+    if failed {
+        std::process::ExitCode::from(code)
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

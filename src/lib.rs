@@ -26,6 +26,7 @@ pub mod json_null;
 pub mod kubelet;
 pub mod load;
 pub mod measure;
+pub mod nri;
 pub mod report;
 pub mod run_user;
 pub mod shield;

@@ -14,7 +14,8 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use cpushield::boot;
 use cpushield::cpulist::CpuSet;
-use cpushield::exit;
+use cpushield::exit::{self, exit_if};
+use cpushield::nri;
 use cpushield::report;
 use cpushield::shield::{self, request::Request, RunPolicy};
 use cpushield::sys::Sys;
@@ -352,6 +353,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Checked::Guard { cpus, settings } => daemon(&sys, Some((&cpus, settings))),
         Checked::Repair { reason, json } => repair_command(&sys, &reason, json, out),
         Checked::Heal => daemon(&sys, None),
+        Checked::Nri { socket, undo } => {
+            Ok(nri::command(&sys, &socket, undo, &*stop_flag()?).map(|()| ExitCode::SUCCESS)?)
+        }
     }
 }
 
@@ -392,15 +396,6 @@ fn audit_command(
     // Severity orders worst first: Bad < Warn < Ok.
     let failed = fail_on.is_some_and(|least| report.findings.iter().any(|f| f.severity <= least));
     Ok(exit_if(failed, exit::AUDIT_FAILED))
-}
-
-/// `code` when `failed`, else success.
-fn exit_if(failed: bool, code: u8) -> ExitCode {
-    if failed {
-        ExitCode::from(code)
-    } else {
-        ExitCode::SUCCESS
-    }
 }
 
 /// `on`: shields the CPUs asked for.
