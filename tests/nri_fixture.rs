@@ -82,6 +82,7 @@ fn container(cpus: &str) -> Container {
             }),
             cgroups_path: String::new(),
         }),
+        pid: 0,
     }
 }
 
@@ -457,4 +458,59 @@ fn the_plugin_registers_and_answers_over_the_runtimes_multiplexed_ttrpc() {
     let ended = server.join().unwrap();
     assert!(ended.is_err(), "a closed connection ends serve");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[test]
+fn a_container_the_restarted_runtime_does_not_list_yet_is_kept_while_its_process_lives() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = machine(root);
+    // the kernel's stat line has the start time (field 22)
+    std::fs::write(
+        root.join("proc/100/stat"),
+        "100 (pinned-inside) S 1 100 100 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0\n",
+    )
+    .unwrap();
+    let before = tree(root);
+    let irqbalance = FakeIrqbalance::default();
+    let lines = RefCell::new(Vec::<String>::new());
+    let log = |s: &str| lines.borrow_mut().push(s.to_string());
+    let mut plugin = Plugin::new(&sys, &irqbalance, &log).unwrap();
+    // the container's process is the fixture's pid 100
+    let (p, mut c) = (pod(&ALL), container("2-3"));
+    c.pid = 100;
+    plugin
+        .call("StartContainer", &event_payload(&p, &c))
+        .unwrap();
+    let applied = tree(root);
+    // containerd restarted: its first synchronisation lists the pod but
+    // no container yet; the process lives, so nothing is given back
+    plugin
+        .call(
+            "Synchronize",
+            &sync_payload(std::slice::from_ref(&p), &[], false),
+        )
+        .unwrap();
+    assert_eq!(plugin.containers().len(), 1);
+    assert!(diff(&applied, &tree(root)).is_empty());
+    assert!(
+        lines
+            .borrow()
+            .iter()
+            .any(|l| l.contains("its process 100 lives")),
+        "{:?}",
+        lines.borrow()
+    );
+    plugin.look_for_ended();
+    assert_eq!(plugin.containers().len(), 1, "it still runs");
+    // the process ends and no stop comes: given back at the next look
+    std::fs::remove_dir_all(root.join("proc/100")).unwrap();
+    let before_without_100: std::collections::BTreeMap<_, _> = before
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("proc/100/"))
+        .collect();
+    plugin.look_for_ended();
+    assert!(plugin.containers().is_empty());
+    let d = diff(&before_without_100, &tree(root));
+    assert!(d.is_empty(), "not given back: {d:#?}");
 }

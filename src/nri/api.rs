@@ -179,6 +179,9 @@ pub struct Container {
     /// Linux details.
     #[prost(message, optional, tag = "11")]
     pub linux: Option<LinuxContainer>,
+    /// Its process (0 where the runtime does not say).
+    #[prost(uint32, tag = "12")]
+    pub pid: u32,
 }
 
 /// The container state a running one has.

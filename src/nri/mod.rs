@@ -135,7 +135,9 @@ impl<'a> Plugin<'a> {
         }
     }
 
-    /// The runtime's pods and containers: those running are served.
+    /// The runtime's pods and containers: those running are served, and
+    /// so is a container served before whose process still lives though
+    /// the runtime does not list it.
     fn synchronize(&mut self, pods: &[PodSandbox], containers: &[Container]) {
         let by_id: HashMap<&str, &PodSandbox> = pods.iter().map(|p| (p.id.as_str(), p)).collect();
         let mut serve = BTreeMap::new();
@@ -148,6 +150,17 @@ impl<'a> Plugin<'a> {
             };
             if let Some(w) = self.asked(pod, c) {
                 serve.insert(c.id.clone(), w);
+            }
+        }
+        let listed: Vec<&str> = containers.iter().map(|c| c.id.as_str()).collect();
+        for (id, w) in &self.journal.containers {
+            if !listed.contains(&id.as_str()) && lives(self.sys, w) {
+                (self.log)(&format!(
+                    "{}: the runtime does not list it, but its process {} lives: still served",
+                    w.who,
+                    w.process.map_or(0, |p| p.0)
+                ));
+                serve.insert(id.clone(), w.clone());
             }
         }
         (self.log)(&format!(
@@ -180,7 +193,32 @@ impl<'a> Plugin<'a> {
     fn asked(&self, pod: &PodSandbox, c: &Container) -> Option<Wants> {
         let (w, said) = pods::wants(pod, c);
         said.iter().for_each(|s| (self.log)(s));
-        w
+        let process = (c.pid > 0)
+            .then(|| crate::sys::procfs::start_ticks(self.sys, c.pid as i32).map(|t| (c.pid, t)))
+            .flatten();
+        w.map(|w| Wants { process, ..w })
+    }
+
+    /// Stops serving the containers whose process ended without a stop
+    /// from the runtime (it was away, or missed it); called between calls.
+    pub fn look_for_ended(&mut self) {
+        let ended: Vec<String> = (self.journal.containers.iter())
+            .filter(|(_, w)| w.process.is_some() && !lives(self.sys, w))
+            .map(|(id, _)| id.clone())
+            .collect();
+        if ended.is_empty() {
+            return;
+        }
+        let mut serve = self.journal.containers.clone();
+        for id in &ended {
+            if let Some(w) = serve.remove(id) {
+                (self.log)(&format!(
+                    "{}: its process ended with no stop from the runtime",
+                    w.who
+                ));
+            }
+        }
+        self.reconcile(serve);
     }
 
     /// Brings the machine to what `serve` asks, and logs what was done.
@@ -210,6 +248,17 @@ impl<'a> Plugin<'a> {
     }
 }
 
+/// Whether the process recorded for `w` still runs (the same process:
+/// its start time unchanged); false with none recorded.
+fn lives(sys: &Sys, w: &Wants) -> bool {
+    w.process
+        .is_some_and(|(pid, ticks)| crate::sys::procfs::start_ticks(sys, pid as i32) == Some(ticks))
+}
+
+/// How often the plugin looks, between calls, for containers that ended
+/// without a stop from the runtime.
+pub const LOOK_PERIOD: Duration = Duration::from_secs(5);
+
 /// Serves one connection to the runtime until it ends or `stop` is set:
 /// registers, then answers each call.
 pub fn serve(
@@ -237,7 +286,12 @@ pub fn serve(
         },
     )?;
     let mut reader = wire::Reader::default();
+    let mut looked = std::time::Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if looked.elapsed() >= LOOK_PERIOD {
+            plugin.look_for_ended();
+            looked = std::time::Instant::now();
+        }
         if !readable(stream, Duration::from_millis(500)) {
             continue;
         }
@@ -338,6 +392,7 @@ pub fn command(sys: &Sys, socket: &str, undo: bool, stop: &AtomicBool) -> Result
     }
     let mut said_away = false;
     while !stop.load(Ordering::Relaxed) {
+        plugin.look_for_ended();
         match UnixStream::connect(sys.path(socket)) {
             Ok(mut stream) => {
                 said_away = false;

@@ -49,6 +49,13 @@ pub struct Wants {
     pub c_states: Option<CStates>,
     /// Their governor.
     pub governor: Option<String>,
+    /// The container's process as the runtime named it at start, and its
+    /// start time in clock ticks (`/proc/PID/stat`): the kernel's word on
+    /// whether the container still runs when the runtime does not list it
+    /// (containerd, restarted, lists no container before it has recovered
+    /// them).
+    #[serde(default)]
+    pub process: Option<(u32, u64)>,
 }
 
 /// What `container` of `pod` asks, with what the log should say of it (an
@@ -174,6 +181,7 @@ mod tests {
                 }),
                 cgroups_path: String::new(),
             }),
+            pid: 0,
         }
     }
 

@@ -1,0 +1,173 @@
+#!/bin/sh
+# summary: the NRI plugin on a Kubernetes node (issue #60): on Debian 13
+#   with containerd 1.7 (NRI on) and kubelet standalone (static CPU
+#   manager, reserved 0-1), no shield: `cpushield nri` runs as a service;
+#   a Guaranteed static pod (2 CPUs) annotated irq-load-balancing.crio.io:
+#   disable and cpu-c-states.crio.io: disable gets CPUs 2-3, and while it
+#   runs every IRQ the kernel lets move is off 2-3 (each left there is
+#   refused a move by the kernel, tried again here), new IRQs' default
+#   affinity 0-1, PM QoS latency n/a on 2-3, irqbalance told to ban 2-3;
+#   the pod deleted: every IRQ affinity, the default affinity and the PM QoS
+#   files exactly as before. Then the plugin killed (SIGKILL) with the pod
+#   running, the pod deleted meanwhile, the plugin started again: the
+#   runtime's synchronisation gives everything back. Then containerd killed
+#   with the pod running: the plugin dials it again and the pod keeps its
+#   CPUs' state; deleted, all back. Recorded: the plugin's log.
+# distro: suites=trixie-k8s time=900
+# skip-why: needs the Kubernetes node image (run.sh --suite trixie-k8s 21-k8s-nri)
+# Settings: K8S_WAIT (seconds to wait for kubelet and each pod, default 300).
+. /job/lib.sh "$1"
+WAIT=${K8S_WAIT:-300}
+M=/etc/kubernetes/manifests
+J=/run/cpushield/nri.json
+wait_for() {
+    w=$1; d=$2; shift 2
+    t=$(cut -d. -f1 /proc/uptime)
+    while :; do
+        "$@" >/dev/null 2>&1 && { info "$d after $(( $(cut -d. -f1 /proc/uptime) - t ))s"; return 0; }
+        [ $(( $(cut -d. -f1 /proc/uptime) - t )) -ge "$w" ] && { info "$d: not within ${w}s"; return 1; }
+        sleep 1
+    done
+}
+healthz() { python3 -c 'import urllib.request,sys; sys.exit(0 if urllib.request.urlopen("http://127.0.0.1:10248/healthz", timeout=5).read() == b"ok" else 1)'; }
+cid() { crictl ps --state running --name "^$1\$" -q 2>/dev/null | head -n1; }
+running() { [ -n "$(cid "$1")" ]; }
+gone() { [ -z "$(crictl ps -a --name "^$1\$" -q 2>/dev/null)" ]; }
+# the state the plugin changes and must give back
+state() {
+    for d in /proc/irq/[0-9]*; do echo "${d#/proc/irq/} $(cat "$d/smp_affinity_list" 2>/dev/null)"; done
+    echo "default $(cat /proc/irq/default_smp_affinity)"
+    for c in 0 1 2 3; do echo "pmqos$c $(cat /sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us 2>/dev/null)"; done
+}
+# moved_off CPUS: every IRQ allowed on CPUS is one the kernel refuses to
+# move (the write is tried: it fails, or the check fails)
+movable_left() {
+    n=0
+    for d in /proc/irq/[0-9]*; do
+        a=$(cat "$d/smp_affinity_list" 2>/dev/null) || continue
+        meets "$a" "$1" || continue
+        if echo 0-1 >"$d/smp_affinity_list" 2>/dev/null; then
+            info "  IRQ ${d#/proc/irq/} ($a) was movable, and left on $1"; n=$((n + 1))
+        fi
+    done
+    return $n
+}
+# same_state A B DESCRIPTION: the states equal, but for IRQs irqbalance
+# placed anew in between (one CPU before, one after: its placements)
+same_state() {
+    awk 'NR == FNR { a[$1] = $2; next }
+        { b = $2; was = ($1 in a) ? a[$1] : "(none)"; seen[$1] = 1
+          if (was == b) next
+          if ($1 ~ /^[0-9]+$/ && was ~ /^[0-9]+$/ && b ~ /^[0-9]+$/) { print "irqbalance " $1 ": " was " -> " b > "/dev/stderr"; next }
+          print $1 ": " was " -> " b }
+        END { for (k in a) if (!(k in seen)) print k ": " a[k] " -> (gone)" }' \
+        "$OUT/$1" "$OUT/$2" >"$OUT/diff.$2" 2>"$OUT/diff.$2.irqbalance"
+    [ -s "$OUT/diff.$2.irqbalance" ] && info "IRQs irqbalance placed anew in between: $(tr '\n' ' ' <"$OUT/diff.$2.irqbalance")"
+    sed 's/^/    /' "$OUT/diff.$2"
+    check "$3" [ ! -s "$OUT/diff.$2" ]
+}
+plugin_log() { journalctl -u cpushield-nri -o cat --no-pager 2>/dev/null; }
+start_plugin() {
+    systemctl reset-failed cpushield-nri 2>/dev/null
+    systemd-run --quiet --unit=cpushield-nri -p Restart=no /job/cpushield nri
+}
+
+wait_for "$WAIT" "kubelet healthz ok" healthz
+check "NRI's socket exists" [ -S /var/run/nri/nri.sock ]
+info "irqbalance: $(systemctl is-active irqbalance) (pid $(systemctl show -p MainPID --value irqbalance))"
+state >"$OUT/state.before"
+info "IRQs allowed on 2-3 before the plugin: $(awk '$1 ~ /^[0-9]+$/' "$OUT/state.before" | while read -r q a; do meets "$a" 2-3 && printf '%s ' "$q"; done)"
+
+start_plugin
+wait_for 30 "the plugin registered" sh -c "journalctl -u cpushield-nri -o cat --no-pager | grep -q 'registered as 90-cpushield'"
+check "the plugin registered with containerd" sh -c "journalctl -u cpushield-nri -o cat --no-pager | grep -q 'registered as 90-cpushield'"
+
+cat >"$OUT/rt.yaml" <<'EOF2'
+apiVersion: v1
+kind: Pod
+metadata:
+  name: rt-nri
+  namespace: default
+  annotations:
+    irq-load-balancing.crio.io: "disable"
+    cpu-c-states.crio.io: "disable"
+    cpu-freq-governor.crio.io: "performance"
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: rt
+    image: localhost/busybox:cpushield
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "exec sleep 2147483647"]
+    resources:
+      requests: {cpu: "2", memory: 32Mi}
+      limits: {cpu: "2", memory: 32Mi}
+EOF2
+pod_up() {
+    cp "$OUT/rt.yaml" "$M/rt-nri.yaml"
+    wait_for "$WAIT" "the Guaranteed pod's container running" running rt
+}
+pod_down() {
+    rm -f "$M/rt-nri.yaml"
+    wait_for "$WAIT" "the pod's container gone" gone rt
+}
+applied() { [ "$(cat /sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us)" = n/a ]; }
+
+# 1. start and stop
+pod_up
+wait_for 10 "the plugin's changes" applied
+RT=$(cid rt)
+CPUS=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$(crictl inspect -o go-template --template '{{.info.pid}}' "$RT")/status")
+check "the pod's container runs on CPUs 2-3 ($CPUS)" [ "$CPUS" = 2-3 ]
+state >"$OUT/state.applied"
+info "the plugin's journal: $(tr -d '\n ' <$J | cut -c1-300)"
+info "the plugin's log: $(plugin_log | tail -n 6 | tr '\n' '|')"
+check "PM QoS resume latency of CPU 3 is n/a" [ "$(cat /sys/devices/system/cpu/cpu3/power/pm_qos_resume_latency_us)" = n/a ]
+check "PM QoS resume latency of CPUs 0 and 1 as before" [ "$(grep '^pmqos[01]' "$OUT/state.before")" = "$(grep '^pmqos[01]' "$OUT/state.applied")" ]
+check "new IRQs' default affinity is 0-1 (mask 3)" [ "$(cat /proc/irq/default_smp_affinity | sed 's/^0*//')" = 3 ]
+check "the plugin's journal holds the pod's container" grep -q 'rt-nri' $J
+check "the log says the governor is not offered or set (no cpufreq in the guest)" sh -c "journalctl -u cpushield-nri -o cat --no-pager | grep -q 'governor'"
+irqb=$(systemctl show -p MainPID --value irqbalance)
+if [ "${irqb:-0}" != 0 ] && [ -S /run/irqbalance/irqbalance$irqb.sock ]; then
+    check "irqbalance was told a ban (the journal holds the one it had before)" grep -q '"irqbalance": \[' $J
+fi
+movable_left 2-3; left=$?
+check "no IRQ the kernel lets move is on 2-3 while the pod runs ($left were)" [ $left = 0 ]
+note "k8s node: NRI plugin: IRQs allowed on 2-3 with the pod running: $(awk '$1 ~ /^[0-9]+$/' "$OUT/state.applied" | while read -r q a; do meets "$a" 2-3 && printf '%s ' "$q"; done)(each refused a move by the kernel); before: $(awk '$1 ~ /^[0-9]+$/' "$OUT/state.before" | while read -r q a; do meets "$a" 2-3 && printf '%s ' "$q"; done)"
+pod_down
+sleep 1
+state >"$OUT/state.after"
+same_state state.before state.after "the pod deleted: IRQ affinities, default affinity and PM QoS as before"
+check "the plugin's journal is gone" [ ! -e $J ]
+
+# 2. the plugin killed with the pod running; the pod deleted meanwhile
+pod_up
+wait_for 10 "the plugin's changes" applied
+systemctl kill -s KILL cpushield-nri
+sleep 1
+check "the plugin is dead" sh -c "! systemctl is-active --quiet cpushield-nri"
+check "its journal stays" [ -e $J ]
+pod_down
+check "with the plugin dead the pod's changes stay" applied
+start_plugin
+wait_for 30 "the restarted plugin gave everything back" sh -c "[ ! -e $J ]"
+state >"$OUT/state.after2"
+same_state state.before state.after2 "the plugin restarted: the runtime's synchronisation gave everything back"
+
+# 3. containerd killed with the pod running: the plugin dials it again
+pod_up
+wait_for 10 "the plugin's changes" applied
+n0=$(plugin_log | grep -c 'registered as')
+systemctl kill -s KILL containerd
+wait_for 60 "containerd active again" systemctl is-active --quiet containerd
+wait_for 30 "the plugin registered again" sh -c "[ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt $n0 ]"
+check "the plugin registered again after containerd's restart" sh -c "[ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt $n0 ]"
+check "the running pod keeps its CPUs' state" applied
+pod_down
+wait_for 30 "everything given back" sh -c "[ ! -e $J ]"
+state >"$OUT/state.after3"
+same_state state.before state.after3 "the pod deleted after containerd's restart: everything as before"
+info "the plugin's log: $(plugin_log | tail -n 12 | tr '\n' '|')"
+systemctl stop cpushield-nri
+result
