@@ -10,28 +10,16 @@
 #   the pod deleted: every IRQ affinity, the default affinity and the PM QoS
 #   files exactly as before. Then the plugin killed (SIGKILL) with the pod
 #   running, the pod deleted meanwhile, the plugin started again: the
-#   runtime's synchronisation gives everything back. Then containerd killed
-#   with the pod running: the plugin dials it again and the pod keeps its
-#   CPUs' state; deleted, all back. Recorded: the plugin's log.
+#   runtime's synchronisation gives everything back. Then containerd's
+#   process killed with the pod running (its shims live on): the plugin
+#   dials it again and the pod keeps its CPUs' state; deleted, all back.
+#   Recorded: the plugin's log.
 # distro: suites=trixie-k8s time=900
 # skip-why: needs the Kubernetes node image (run.sh --suite trixie-k8s 21-k8s-nri)
 # Settings: K8S_WAIT (seconds to wait for kubelet and each pod, default 300).
 . /job/lib.sh "$1"
-WAIT=${K8S_WAIT:-300}
-M=/etc/kubernetes/manifests
+. /job/k8s.sh
 J=/run/cpushield/nri.json
-wait_for() {
-    w=$1; d=$2; shift 2
-    t=$(cut -d. -f1 /proc/uptime)
-    while :; do
-        "$@" >/dev/null 2>&1 && { info "$d after $(( $(cut -d. -f1 /proc/uptime) - t ))s"; return 0; }
-        [ $(( $(cut -d. -f1 /proc/uptime) - t )) -ge "$w" ] && { info "$d: not within ${w}s"; return 1; }
-        sleep 1
-    done
-}
-healthz() { python3 -c 'import urllib.request,sys; sys.exit(0 if urllib.request.urlopen("http://127.0.0.1:10248/healthz", timeout=5).read() == b"ok" else 1)'; }
-cid() { crictl ps --state running --name "^$1\$" -q 2>/dev/null | head -n1; }
-running() { [ -n "$(cid "$1")" ]; }
 gone() { [ -z "$(crictl ps -a --name "^$1\$" -q 2>/dev/null)" ]; }
 # the state the plugin changes and must give back
 state() {
@@ -159,10 +147,15 @@ same_state state.before state.after2 "the plugin restarted: the runtime's synchr
 pod_up
 wait_for 10 "the plugin's changes" applied
 n0=$(plugin_log | grep -c 'registered as')
-systemctl kill -s KILL containerd
+RT_PID=$(crictl inspect -o go-template --template '{{.info.pid}}' "$(cid rt)")
+# containerd's own process only, as a crash would: its shims, and the
+# containers under them, live on (systemctl kill would kill the shims in
+# containerd's cgroup too)
+kill -KILL "$(systemctl show -p MainPID --value containerd)"
 wait_for 60 "containerd active again" systemctl is-active --quiet containerd
 wait_for 30 "the plugin registered again" sh -c "[ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt $n0 ]"
 check "the plugin registered again after containerd's restart" sh -c "[ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt $n0 ]"
+check "the pod's process lived through containerd's restart (pid $RT_PID)" [ -d /proc/$RT_PID ]
 check "the running pod keeps its CPUs' state" applied
 pod_down
 wait_for 30 "everything given back" sh -c "[ ! -e $J ]"
