@@ -92,6 +92,44 @@ pub fn sample(sys: &Sys, cpus: &CpuSet, window: Duration) -> Option<(Vec<Rate>, 
     Some((rates(&before, &after, window.as_secs_f64()), after))
 }
 
+/// The kernel's interrupt counters as read at one moment, unparsed: the
+/// start of a window that other reading can overlap.
+#[derive(Debug, Clone)]
+pub struct Reading {
+    at: std::time::Instant,
+    softirqs: String,
+    interrupts: String,
+}
+
+impl Reading {
+    /// `/proc/softirqs` and `/proc/interrupts` now; none when unreadable.
+    pub fn now(sys: &Sys) -> Option<Reading> {
+        let at = std::time::Instant::now();
+        Some(Reading {
+            softirqs: sys.read("proc/softirqs").ok()?,
+            interrupts: sys.read("proc/interrupts").ok()?,
+            at,
+        })
+    }
+}
+
+/// As [`sample`], the window starting at `start` (waiting only for what
+/// is left of it): the rates over the time that really passed.
+pub fn sample_since(
+    sys: &Sys,
+    start: &Reading,
+    cpus: &CpuSet,
+    window: Duration,
+) -> Option<(Vec<Rate>, Counts)> {
+    let before = parse(&start.softirqs, &start.interrupts, cpus);
+    std::thread::sleep(window.saturating_sub(start.at.elapsed()));
+    let after = read(sys, cpus)?;
+    Some((
+        rates(&before, &after, start.at.elapsed().as_secs_f64()),
+        after,
+    ))
+}
+
 /// The CPUs of `/proc/schedstat` listed without a `domain` line under
 /// them: the kernel gave them no sched domain.
 pub fn without_domain(schedstat: &str) -> CpuSet {
@@ -222,6 +260,28 @@ mod tests {
             Severity::Ok,
             "one event in 0.25 s"
         );
+    }
+
+    #[test]
+    fn a_window_started_by_an_earlier_reading_counts_from_it() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("proc")).unwrap();
+        let put = |soft: &str, intr: &str| {
+            std::fs::write(root.path().join("proc/softirqs"), soft).unwrap();
+            std::fs::write(root.path().join("proc/interrupts"), intr).unwrap();
+        };
+        let sys = Sys::at(root.path());
+        put(SOFT_A, INTR_A);
+        let start = Reading::now(&sys).unwrap();
+        // the counters move while the machine is read
+        put(SOFT_B, INTR_B);
+        let (rates, after) = sample_since(&sys, &start, &cpus("2-3"), Duration::ZERO).unwrap();
+        assert_eq!(after, parse(SOFT_B, INTR_B, &cpus("2-3")));
+        assert_eq!(rates[0].cpu, 2);
+        assert!(rates[0].sched_per_s > 0.0, "{rates:?}");
+        // counted from the start's counters: CPU 2's 700 more SCHED softirqs
+        let secs = 700.0 / rates[0].sched_per_s;
+        assert!(secs > 0.0 && secs < 60.0, "{secs}");
     }
 
     #[test]

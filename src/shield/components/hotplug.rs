@@ -465,7 +465,10 @@ impl Looks for Part {
         let findings = hold.lost(state, repair);
         let up = state.shield.intersection(&online);
         let no_domain = kicks::read_without_domain(sys, &up, &up);
-        let sampled = kicks::sample(sys, &no_domain, KICKS_WINDOW);
+        let sampled = match cx.counters {
+            Some(start) => kicks::sample_since(sys, start, &no_domain, KICKS_WINDOW),
+            None => kicks::sample(sys, &no_domain, KICKS_WINDOW),
+        };
         let mut lines = Line::under(NAME, findings.iter().map(|f| f.reason.clone()).collect());
         let mut metrics = Vec::new();
         if let Some((rates, counts)) = &sampled {

@@ -147,6 +147,7 @@ fn each_looking(cx: &Looking) -> Vec<PartReport> {
 /// repair half made.
 pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
     wait_for_change(sys);
+    let counters = crate::sys::kicks::Reading::now(sys);
     let state = journal::read_state(sys)?;
     let mut snap = super::read::observed(sys)?;
     let unsupported = match &snap.cgroup {
@@ -167,6 +168,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
                 state: s,
                 snap: &snap,
                 repair: &repair,
+                counters: counters.as_ref(),
             };
             each_looking(&cx)
         }

@@ -453,6 +453,10 @@ pub(in crate::shield) struct Looking<'a> {
     /// The next step that repairs the shield, unless a component knows a
     /// better one.
     pub repair: &'a str,
+    /// The kernel's interrupt counters read as `status` began: a
+    /// component that samples a rate starts its window there, so that
+    /// the window overlaps the reading of the machine.
+    pub counters: Option<&'a crate::sys::kicks::Reading>,
 }
 
 /// What every part is given to plan a fresh shield: the machine, the
