@@ -328,6 +328,24 @@ fn containers_that_ask_nothing_or_are_not_guaranteed_change_nothing_and_unknown_
         .any(|l| l.contains("not a Guaranteed container")));
     let e = plugin.call("CreateContainer", &[]).unwrap_err();
     assert_eq!(e.0, api::UNIMPLEMENTED);
+    // a request that does not decode is answered as done (an error would
+    // fail the container's start) and changes nothing; a garbled
+    // synchronisation gives nothing back of what is served
+    let garbled = [0x0a, 0xff, 0xff];
+    plugin.call("StartContainer", &garbled).unwrap();
+    assert!(diff(&before, &tree(root)).is_empty());
+    plugin
+        .call(
+            "StartContainer",
+            &event_payload(&pod(&ALL), &container("3")),
+        )
+        .unwrap();
+    let served = tree(root);
+    let r = plugin.call("Synchronize", &garbled).unwrap();
+    assert!(!api::SynchronizeResponse::decode(&r[..]).unwrap().more);
+    assert_eq!(plugin.containers().len(), 1);
+    assert!(diff(&served, &tree(root)).is_empty());
+    assert!(lines.borrow().iter().any(|l| l.contains("does not decode")));
 }
 
 #[test]

@@ -83,13 +83,22 @@ impl<'a> Plugin<'a> {
     }
 
     /// Answers one call of the runtime's: the response's payload, or a
-    /// gRPC status code and message (only for a method it does not have,
-    /// or a request it cannot decode).
+    /// gRPC status code and message (only for a method it does not have:
+    /// an error answered to a start would fail the container's start, so
+    /// a request that does not decode is logged and answered as done,
+    /// nothing changed for it).
     pub fn call(&mut self, method: &str, payload: &[u8]) -> Result<Vec<u8>, (i32, String)> {
-        let bad = |e: prost::DecodeError| (api::UNIMPLEMENTED + 1, format!("{method}: {e}"));
+        let log = self.log;
+        let bad = |e: prost::DecodeError| {
+            log(&format!(
+                "{method}: a request that does not decode ({e}): nothing done for it"
+            ));
+        };
         match method {
             "Configure" => {
-                let req = api::ConfigureRequest::decode(payload).map_err(bad)?;
+                let req = api::ConfigureRequest::decode(payload)
+                    .inspect_err(|e| bad(e.clone()))
+                    .unwrap_or_default();
                 (self.log)(&format!(
                     "configured by {} {} (requests answered within {} ms)",
                     req.runtime_name, req.runtime_version, req.request_timeout
@@ -102,7 +111,13 @@ impl<'a> Plugin<'a> {
                 Ok(api::ConfigureResponse { events }.encode_to_vec())
             }
             "Synchronize" => {
-                let req = api::SynchronizeRequest::decode(payload).map_err(bad)?;
+                let Ok(req) =
+                    api::SynchronizeRequest::decode(payload).inspect_err(|e| bad(e.clone()))
+                else {
+                    // what runs is unknown: nothing is given back on it
+                    self.syncing = Default::default();
+                    return Ok(api::SynchronizeResponse { more: false }.encode_to_vec());
+                };
                 self.syncing.0.extend(req.pods);
                 self.syncing.1.extend(req.containers);
                 if !req.more {
@@ -112,12 +127,15 @@ impl<'a> Plugin<'a> {
                 Ok(api::SynchronizeResponse { more: req.more }.encode_to_vec())
             }
             "StartContainer" | "StopContainer" | "RemoveContainer" => {
-                let req = ContainerEvent::decode(payload).map_err(bad)?;
-                self.event(method == "StartContainer", req.pod, req.container);
+                if let Ok(req) = ContainerEvent::decode(payload).inspect_err(|e| bad(e.clone())) {
+                    self.event(method == "StartContainer", req.pod, req.container);
+                }
                 Ok(Vec::new())
             }
             "StateChange" => {
-                let req = api::StateChangeEvent::decode(payload).map_err(bad)?;
+                let req = api::StateChangeEvent::decode(payload)
+                    .inspect_err(|e| bad(e.clone()))
+                    .unwrap_or_default();
                 match req.event {
                     api::event::START_CONTAINER => self.event(true, req.pod, req.container),
                     api::event::STOP_CONTAINER | api::event::REMOVE_CONTAINER => {
