@@ -434,15 +434,15 @@ fn gather(events: &OwnedFd, trigger: &Trigger, burst: &[Uevent]) {
             true => max.saturating_sub(t.elapsed()),
             false => gather_quiet(trigger.reason, unbound.bound),
         };
-        if !wait(events, quiet) && !unbound.any() {
+        if !readable(events, quiet) && !unbound.any() {
             break;
         }
         drain(events).iter().for_each(|e| unbound.see(e));
     }
 }
 
-/// Waits up to `timeout` for a uevent on `fd`.
-fn wait(fd: &OwnedFd, timeout: Duration) -> bool {
+/// Waits up to `timeout` for `fd` to have something to read (or its end).
+pub fn readable(fd: impl AsFd, timeout: Duration) -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
     let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
@@ -482,7 +482,7 @@ pub fn run(
     let mut seen = Seen::now(sys);
     let mut watch = DriftWatch::new(Instant::now());
     while !stop.load(Ordering::Relaxed) {
-        let burst = if wait(&events, PERIOD) {
+        let burst = if readable(&events, PERIOD) {
             drain(&events)
         } else {
             Vec::new()

@@ -139,7 +139,7 @@ fn wanted(
         let path = irq::DEFAULT_IRQ_AFFINITY;
         let present = crate::sys::procfs::present_cpus(sys).unwrap_or_default();
         let bits = present.last().map_or(1, |c| c + 1);
-        if let Some(was) = original(path).and_then(|v| parse_mask(&v)) {
+        if let Some(was) = original(path).and_then(|v| CpuSet::parse_mask(&v).ok()) {
             let left = was.difference(&off);
             if !left.is_empty() && left != was {
                 out.insert(path.to_string(), left.to_mask(bits));
@@ -194,21 +194,6 @@ fn latency(c: &CStates) -> String {
         CStates::Disable => "n/a".into(),
         CStates::MaxLatency(us) => us.to_string(),
     }
-}
-
-/// A kernel hex mask (`default_smp_affinity`), comma-grouped.
-fn parse_mask(text: &str) -> Option<CpuSet> {
-    let hex: String = text.trim().chars().filter(|c| *c != ',').collect();
-    let mut set = CpuSet::new();
-    for (i, digit) in hex.chars().rev().enumerate() {
-        let d = digit.to_digit(16)?;
-        for bit in 0..4 {
-            if d & (1 << bit) != 0 {
-                set.insert((i * 4 + bit) as u32);
-            }
-        }
-    }
-    Some(set)
 }
 
 /// Brings the machine to what `containers` ask (see the module), the

@@ -21,7 +21,6 @@ pub mod pods;
 pub mod wire;
 
 use std::collections::{BTreeMap, HashMap};
-use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -310,7 +309,7 @@ pub fn serve(
             plugin.look_for_ended();
             looked = std::time::Instant::now();
         }
-        if !readable(stream, Duration::from_millis(500)) {
+        if !crate::heal::readable(&*stream, Duration::from_millis(500)) {
             continue;
         }
         let m = reader.next(stream)?;
@@ -355,14 +354,6 @@ pub fn serve(
         }
     }
     Ok(())
-}
-
-/// Waits up to `timeout` for `stream` to have bytes (or its end) to read.
-fn readable(stream: &UnixStream, timeout: Duration) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
-    let mut fds = [PollFd::new(stream.as_fd(), PollFlags::POLLIN)];
-    poll(&mut fds, PollTimeout::from(ms)).is_ok_and(|n| n > 0)
 }
 
 /// irqbalance on this machine, through its control socket.
