@@ -83,7 +83,7 @@ stage_tree() {
         objcopy --strip-debug --strip-unneeded --add-gnu-debuglink="$out/cpushield.debug" \
             "$stage/usr/sbin/cpushield"
     fi
-    for unit in cpushield.service cpushield-metrics.service cpushield-metrics.timer; do
+    for unit in cpushield.service cpushield-nri.service cpushield-metrics.service cpushield-metrics.timer; do
         install -D -m 0644 "$here/$unit" "$stage/usr/lib/systemd/system/$unit"
     done
 

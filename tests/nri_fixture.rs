@@ -532,3 +532,101 @@ fn a_container_the_restarted_runtime_does_not_list_yet_is_kept_while_its_process
     let d = diff(&before_without_100, &tree(root));
     assert!(d.is_empty(), "not given back: {d:#?}");
 }
+
+/// Beside a shield (`cpushield on`), the plugin leaves the shield's CPUs'
+/// IRQs to the shield and never places one there; whichever of the two
+/// came first, once both are gone the machine is as it was, and what the
+/// shield's `off` gives back onto a running pod's CPUs the plugin's next
+/// look moves off again.
+#[test]
+fn beside_a_shield_the_plugin_leaves_its_irqs_to_it_and_the_machine_ends_as_it_was_either_way() {
+    let only_irqs = [(pods::IRQ_LOAD_BALANCING, "disable")];
+    let shield = CpuSet::parse_list("2-3").unwrap();
+    let off_the_pod = |root: &Path| {
+        let on = irqs_on(root, &shield);
+        assert_eq!(on, vec!["0", "40"], "only the unmovable IRQs on 2-3");
+    };
+    for plugin_first in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let sys = machine(root);
+        let before = tree(root);
+        let irqbalance = FakeIrqbalance {
+            own: Some((77, CpuSet::new())),
+            ..Default::default()
+        };
+        let log = |_: &str| {};
+        let mut plugin = Plugin::new(&sys, &irqbalance, &log).unwrap();
+        let (p, c) = (pod(&only_irqs), container("2-3"));
+        let told = || irqbalance.told.borrow().clone();
+        let on = |args: &[&str]| {
+            let o = cpushield(root, args);
+            assert!(
+                o.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        if plugin_first {
+            plugin
+                .call("StartContainer", &event_payload(&p, &c))
+                .unwrap();
+            off_the_pod(root);
+            on(&["on", "2-3"]);
+            // the pod stops under the shield: the plugin's values from
+            // before wait (written now they would put IRQ 24 on CPU 2)
+            plugin
+                .call("StopContainer", &event_payload(&p, &c))
+                .unwrap();
+            off_the_pod(root);
+            assert!(root.join(cpushield::nri::changes::JOURNAL).exists());
+            assert_eq!(
+                told(),
+                vec![Some("2-3".to_string())],
+                "irqbalance keeps the ban under the shield"
+            );
+            on(&["off"]);
+            plugin.look_for_ended();
+            assert_eq!(
+                told().last(),
+                Some(&None),
+                "its ban given back once the shield is gone"
+            );
+        } else {
+            on(&["on", "2-3"]);
+            let shielded = tree(root);
+            plugin
+                .call("StartContainer", &event_payload(&p, &c))
+                .unwrap();
+            assert!(
+                diff(&shielded, &tree(root)).is_empty(),
+                "the shield holds the pod's CPUs' IRQs: the plugin changes nothing"
+            );
+            on(&["off"]);
+            assert_eq!(
+                read(root, "proc/irq/24/smp_affinity_list"),
+                "2",
+                "off gave IRQ 24 back"
+            );
+            assert!(told().is_empty(), "the shield bans the pod's CPUs already");
+            plugin.look_for_ended();
+            off_the_pod(root);
+            assert_eq!(read(root, "proc/irq/24/smp_affinity_list"), "0-1");
+            assert_eq!(
+                told(),
+                vec![Some("2-3".to_string())],
+                "banned again after off"
+            );
+            plugin
+                .call("StopContainer", &event_payload(&p, &c))
+                .unwrap();
+            assert_eq!(told().last(), Some(&None));
+        }
+        let d = diff(&before, &tree(root));
+        assert!(
+            d.is_empty(),
+            "plugin first: {plugin_first}: not given back: {d:#?}"
+        );
+        assert!(!root.join(cpushield::nri::changes::JOURNAL).exists());
+    }
+}

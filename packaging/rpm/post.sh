@@ -19,6 +19,7 @@ cpushield: installed; nothing was started or changed.
     install -D -m 0644 /usr/share/doc/cpushield/examples/cpushield.toml /etc/cpushield/cpushield.toml
     (set cpus = ... there), then: systemctl enable --now cpushield.service
   Metrics for node_exporter: systemctl enable --now cpushield-metrics.timer
+  containerd nodes (NRI on), per-pod CPU annotations: systemctl enable --now cpushield-nri.service
 MSG
 elif [ -d /run/systemd/system ]; then
     # Upgrade: the new unit files are read at the next daemon-reload or

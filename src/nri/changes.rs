@@ -20,6 +20,16 @@
 //! the CPU does not offer is left, and said). irqbalance, where it runs
 //! with its control socket, is told to ban those CPUs too, and to go back
 //! when none is asked for.
+//!
+//! Beside a shield (`cpushield on`), the shield owns the IRQs of its CPUs:
+//! the plugin asks nothing of IRQs for CPUs the shield holds (it keeps
+//! them off already), never places an IRQ on them, and keeps the value it
+//! recorded for an IRQ file, unwritten, while the shield lives, so that
+//! the shield's `off` gives back what the shield found and the plugin,
+//! once the shield is gone, what it found: the machine's own value at the
+//! end, whichever of the two came first. While the plugin runs it
+//! reconciles every few seconds, so what `off` gave back onto a running
+//! pod's CPUs is moved off again.
 
 use std::collections::BTreeMap;
 
@@ -107,26 +117,30 @@ fn write(sys: &Sys, j: &Journal) -> Result<(), SysError> {
 }
 
 /// The value each file should have for `containers`, read against the
-/// files' values from before (`before`) or now; with what cannot be done.
+/// files' values from before (`before`) or now, beside a shield of CPUs
+/// `shield` (empty: none); with what cannot be done.
 fn wanted(
     sys: &Sys,
     containers: &BTreeMap<String, Wants>,
     before: &BTreeMap<String, String>,
+    shield: &CpuSet,
 ) -> (BTreeMap<String, String>, Vec<String>) {
     let mut out = BTreeMap::new();
     let mut said = Vec::new();
     let original = |path: &str| (before.get(path).cloned()).or_else(|| sys.read_trimmed(path).ok());
-    let off = irqs_off(containers);
+    let off = irqs_off(containers).difference(shield);
     // An IRQ that may run only on CPUs asked free goes to every other
-    // online CPU, as the shield moves such IRQs to its housekeeping CPUs.
-    let others = (crate::sys::procfs::online_cpus(sys).unwrap_or_default()).difference(&off);
+    // online CPU, as the shield moves such IRQs to its housekeeping CPUs;
+    // never onto a shield's CPUs.
+    let away = off.union(shield);
+    let others = (crate::sys::procfs::online_cpus(sys).unwrap_or_default()).difference(&away);
     if !off.is_empty() {
         for q in irq::read(sys).unwrap_or_default() {
             let path = irq::irq_affinity_file(q.irq);
             let Some(was) = original(&path).and_then(|v| CpuSet::parse_list(&v).ok()) else {
                 continue;
             };
-            let left = was.away_from(&off, &others);
+            let left = was.away_from(&away, &others);
             if left.is_empty() {
                 said.push(format!(
                     "IRQ {} ({}) may run only on CPUs {was}, and no online CPU is left to it: left there",
@@ -140,7 +154,7 @@ fn wanted(
         let present = crate::sys::procfs::present_cpus(sys).unwrap_or_default();
         let bits = present.last().map_or(1, |c| c + 1);
         if let Some(was) = original(path).and_then(|v| CpuSet::parse_mask(&v).ok()) {
-            let left = was.difference(&off);
+            let left = was.difference(&away);
             if !left.is_empty() && left != was {
                 out.insert(path.to_string(), left.to_mask(bits));
             }
@@ -196,19 +210,20 @@ fn latency(c: &CStates) -> String {
     }
 }
 
-/// Brings the machine to what `containers` ask (see the module), the
-/// journal written before each change. The journal's containers become
-/// `containers`.
+/// Brings the machine to what `containers` ask (see the module), beside a
+/// shield of CPUs `shield` (empty: none), the journal written before each
+/// change. The journal's containers become `containers`.
 pub fn reconcile(
     sys: &Sys,
     j: &mut Journal,
     containers: BTreeMap<String, Wants>,
     irqbalance: &dyn IrqbalanceBan,
+    shield: &CpuSet,
 ) -> Result<Done, SysError> {
     let mut done = Done::default();
     j.version = JOURNAL_VERSION;
     j.containers = containers;
-    let (want, said) = wanted(sys, &j.containers, &j.before);
+    let (want, said) = wanted(sys, &j.containers, &j.before, shield);
     done.said = said;
     // Before-values first, all of them, in one durable write.
     let mut recorded = false;
@@ -234,8 +249,15 @@ pub fn reconcile(
                 .push(format!("/{path}: {value} refused: {}", e.errno_name())),
         }
     }
+    // An IRQ file's value from before waits, unwritten, while a shield
+    // lives: the shield keeps the IRQ off its CPUs now, and gives back at
+    // its off the value it found (this plugin's).
+    let held_by_shield = |p: &str| {
+        !shield.is_empty()
+            && (irq::irq_of_affinity_file(p).is_some() || p == irq::DEFAULT_IRQ_AFFINITY)
+    };
     let stale: Vec<String> = (j.before.keys())
-        .filter(|p| !want.contains_key(*p))
+        .filter(|p| !want.contains_key(*p) && !held_by_shield(p))
         .cloned()
         .collect();
     for path in stale {
@@ -256,7 +278,7 @@ pub fn reconcile(
         }
         j.before.remove(&path);
     }
-    ban(sys, j, &mut done, irqbalance)?;
+    ban(sys, j, &mut done, irqbalance, shield)?;
     write(sys, j)?;
     Ok(done)
 }
@@ -264,19 +286,29 @@ pub fn reconcile(
 /// irqbalance, as the plugin tells it a ban.
 pub trait IrqbalanceBan {
     /// The running irqbalance with a control socket, and the CPUs its own
-    /// settings (environment, command line) and any cpushield shield ban.
+    /// settings (environment, command line) ban.
     fn running(&self) -> Option<(i32, CpuSet)>;
     /// Tells irqbalance `pid` to ban `cpus` (`None`: its environment's).
     fn tell(&self, pid: i32, cpus: Option<&CpuSet>) -> Result<(), String>;
+    /// The CPUs irqbalance `pid` bans now, where it says (then a ban it
+    /// has already is not told again: each telling makes it place every
+    /// IRQ anew).
+    fn banned_now(&self, _pid: i32) -> Option<CpuSet> {
+        None
+    }
 }
 
 /// Tells irqbalance the ban the containers ask for, or gives it back; the
-/// ban it had before is journaled before it is told.
+/// ban it had before is journaled before it is told. While a shield of
+/// CPUs `shield` lives the ban from before waits, untold, as the IRQ
+/// files' values do: the shield banned its CPUs through the same socket,
+/// and gives back at its off the ban it found (this plugin's).
 fn ban(
     sys: &Sys,
     j: &mut Journal,
     done: &mut Done,
     irqbalance: &dyn IrqbalanceBan,
+    shield: &CpuSet,
 ) -> Result<(), SysError> {
     let off = irqs_off(&j.containers);
     let running = irqbalance.running();
@@ -285,6 +317,8 @@ fn ban(
         if !same {
             // that irqbalance is gone; one started since has no ban of ours
             j.irqbalance = None;
+        } else if off.is_empty() && !shield.is_empty() {
+            return Ok(());
         } else if off.is_empty() {
             match irqbalance.tell(pid, before.as_ref()) {
                 Ok(()) => j.irqbalance = None,
@@ -295,16 +329,21 @@ fn ban(
             return Ok(());
         }
     }
-    let Some((pid, base)) = running else {
+    let Some((pid, own)) = running else {
         return Ok(());
     };
+    // a shield's ban, told through the same socket, stays
+    let base = own.union(shield);
     if off.is_empty() || off.is_subset(&base) {
         return Ok(());
     }
     let want = base.union(&off);
     if j.irqbalance.is_none() {
-        j.irqbalance = Some((pid, (!base.is_empty()).then_some(base)));
+        j.irqbalance = Some((pid, (!own.is_empty()).then_some(own)));
         write(sys, j)?;
+    }
+    if irqbalance.banned_now(pid).as_ref() == Some(&want) {
+        return Ok(());
     }
     match irqbalance.tell(pid, Some(&want)) {
         Ok(()) => (done.written).push((format!("irqbalance {pid}"), format!("banned {want}"))),

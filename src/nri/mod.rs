@@ -58,6 +58,9 @@ pub struct Plugin<'a> {
     log: &'a dyn Fn(&str),
     /// The parts of a synchronisation received so far.
     syncing: (Vec<PodSandbox>, Vec<Container>),
+    /// What the last reconciliation could not do, logged once until it
+    /// changes (the plugin reconciles every [`LOOK_PERIOD`]).
+    said: Vec<String>,
 }
 
 impl<'a> Plugin<'a> {
@@ -73,6 +76,7 @@ impl<'a> Plugin<'a> {
             irqbalance,
             log,
             syncing: Default::default(),
+            said: Vec::new(),
         })
     }
 
@@ -217,15 +221,15 @@ impl<'a> Plugin<'a> {
     }
 
     /// Stops serving the containers whose process ended without a stop
-    /// from the runtime (it was away, or missed it); called between calls.
+    /// from the runtime (it was away, or missed it), and brings the machine
+    /// back to what the containers served ask where something changed it
+    /// under them (a shield's `off` giving back IRQs it had moved);
+    /// called between calls, every [`LOOK_PERIOD`].
     pub fn look_for_ended(&mut self) {
         let ended: Vec<String> = (self.journal.containers.iter())
             .filter(|(_, w)| w.process.is_some() && !lives(self.sys, w))
             .map(|(id, _)| id.clone())
             .collect();
-        if ended.is_empty() {
-            return;
-        }
         let mut serve = self.journal.containers.clone();
         for id in &ended {
             if let Some(w) = serve.remove(id) {
@@ -244,7 +248,8 @@ impl<'a> Plugin<'a> {
             .values()
             .map(|w| format!("{} on CPUs {}", w.who, w.cpus))
             .collect();
-        match changes::reconcile(self.sys, &mut self.journal, serve, self.irqbalance) {
+        let shield = active_shield(self.sys);
+        match changes::reconcile(self.sys, &mut self.journal, serve, self.irqbalance, &shield) {
             Ok(done) => {
                 if !done.written.is_empty() || !done.restored.is_empty() {
                     (self.log)(&format!(
@@ -258,11 +263,21 @@ impl<'a> Plugin<'a> {
                         done.restored.len()
                     ));
                 }
-                done.said.iter().for_each(|s| (self.log)(s));
+                (done.said.iter())
+                    .filter(|s| !self.said.contains(s))
+                    .for_each(|s| (self.log)(s));
+                self.said = done.said;
             }
             Err(e) => (self.log)(&format!("could not journal a change, none made: {e}")),
         }
     }
+}
+
+/// The CPUs of the shield that is on (`cpushield on`), empty when none.
+fn active_shield(sys: &Sys) -> crate::cpulist::CpuSet {
+    (crate::shield::journal::read_state(sys).ok().flatten())
+        .map(|s| s.shield)
+        .unwrap_or_default()
 }
 
 /// Whether the process recorded for `w` still runs (the same process:
@@ -273,7 +288,8 @@ fn lives(sys: &Sys, w: &Wants) -> bool {
 }
 
 /// How often the plugin looks, between calls, for containers that ended
-/// without a stop from the runtime.
+/// without a stop from the runtime and for files changed under the
+/// containers it serves.
 pub const LOOK_PERIOD: Duration = Duration::from_secs(5);
 
 /// Serves one connection to the runtime until it ends or `stop` is set:
@@ -374,13 +390,11 @@ impl IrqbalanceBan for LiveIrqbalance<'_> {
             &r.config,
         )
         .unwrap_or_default();
-        // a shield's ban, told through the same socket, stays
-        let shield = crate::shield::journal::read_state(self.sys)
-            .ok()
-            .flatten()
-            .map(|s| s.shield)
-            .unwrap_or_default();
-        Some((r.pid, own.union(&shield)))
+        Some((r.pid, own))
+    }
+
+    fn banned_now(&self, pid: i32) -> Option<crate::cpulist::CpuSet> {
+        crate::sys::irqbalance::banned(self.sys, pid).ok()
     }
 
     fn tell(&self, pid: i32, cpus: Option<&crate::cpulist::CpuSet>) -> Result<(), String> {
