@@ -48,7 +48,7 @@ macro_rules! registry {
         /// cgroups, the tasks, the IRQs, the CPUs' restart, then the
         /// workqueues, the cache, the guard (before the knobs turn RT
         /// throttling off, which the knobs tell it when they check), the
-        /// kernel threads, the knobs and the idle states.
+        /// kernel threads, the knobs, the idle states and expedited RCU.
         pub(super) const ORDER: &[&dyn Component] = &[$( &$module::Part ),*];
 
         /// Every component's options, each declared in its component
@@ -110,6 +110,7 @@ registry! {
     rt_kthreads: options,
     knobs: options,
     idle_states: options,
+    rcu: options,
     healer: options,
 }
 
