@@ -1,5 +1,5 @@
 //! What moved while the shield's plan was applied, settled by the
-//! components after it (see [`Component::settle`]): tasks forked meanwhile,
+//! components after it (see [`crate::shield::component::Settles::settle`]): tasks forked meanwhile,
 //! IRQs placed anew by a CPU's hotplug or by irqbalance's restart.
 
 use std::sync::atomic::AtomicBool;

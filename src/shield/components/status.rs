@@ -1,6 +1,6 @@
 //! `status`: whether the active shield still holds, judged by what the kernel
 //! refuses and what drifted: each component reads back its part and judges
-//! it ([`crate::shield::component::Component::status`]), composed here.
+//! it ([`crate::shield::component::Looks::status`]), composed here.
 
 use std::time::{Duration, Instant};
 

@@ -57,8 +57,8 @@ pub struct Audited<'a> {
 }
 
 /// One part of the shield: what it plans (its part of a request checked,
-/// planned for a fresh shield and changed in place; the three required
-/// methods) and what it keeps of the shield; its other capabilities are
+/// planned for a fresh shield and changed in place: with its name, the four
+/// required methods) and what it keeps of the shield; its other capabilities are
 /// the small traits beside, each handed out by an accessor (`None` when
 /// it has none).
 pub(in crate::shield) trait Component: Sync {

@@ -1,6 +1,8 @@
-//! The cgroup mechanism of the shield, in its three forms: a cgroup v2
-//! partition of cpushield's own, a systemd slice with a partition, and
-//! cgroup v1 cpusets (an exclusive one for the shield, one for the rest).
+//! The cgroup mechanism of the shield, in its four forms: a cgroup v2
+//! partition of cpushield's own, a systemd slice with a partition, cgroup
+//! v1 cpusets (an exclusive one for the shield, one for the rest), and on
+//! a Kubernetes node the OS's units confined to kubelet's reserved CPUs
+//! with no partition ([`kubernetes`]).
 //! What each form plans, how it resizes in place, and whether it still
 //! holds, judged by what the kernel reads back.
 
