@@ -375,7 +375,7 @@ fn daemon(
             };
             let cpus = (&state.shield, &state.housekeeping);
             let lives = || shield::journal::Journal::exists(sys);
-            let drift = || shield::components::healer::drift(sys);
+            let drift = || shield::heal_drift(sys);
             let repair = |t: &cpushield::heal::Trigger| run_repair(sys, t);
             cpushield::heal::run(sys, &stop, cpus, &lives, (&repair, &drift))?
         }

@@ -380,17 +380,10 @@ pub struct LiveIrqbalance<'a> {
 
 impl IrqbalanceBan for LiveIrqbalance<'_> {
     fn running(&self) -> Option<(i32, crate::cpulist::CpuSet)> {
-        let r = crate::shield::components::irqbalance::running(self.sys)?;
-        if !crate::sys::irqbalance::socket_pids(self.sys).contains(&r.pid) {
-            return None;
-        }
-        let own = crate::shield::components::irqbalance::banned(
-            r.environ.as_deref().unwrap_or_default(),
-            &r.cmdline,
-            &r.config,
-        )
-        .unwrap_or_default();
-        Some((r.pid, own))
+        let (pid, own) = crate::shield::irqbalance_own_ban(self.sys)?;
+        crate::sys::irqbalance::socket_pids(self.sys)
+            .contains(&pid)
+            .then_some((pid, own))
     }
 
     fn banned_now(&self, pid: i32) -> Option<crate::cpulist::CpuSet> {

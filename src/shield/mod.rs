@@ -28,6 +28,7 @@ pub use change::TaskRef;
 pub use component::Audited;
 pub use components::status::{status, StatusReport};
 pub use components::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
+pub use components::{heal_drift, irqbalance_own_ban};
 pub use components::{plan_line, realtime_below, tuned_overlap, Options};
 pub use components::{task_table, Direction};
 pub use components::{unprotected_kernel_work, TuneList, GUARD_BOOSTS};

@@ -421,6 +421,8 @@ impl Effects for Components {
 
 // What the components offer the commands, the reports and the audit.
 pub use guard::{unprotected_kernel_work, BOOSTS_METRIC as GUARD_BOOSTS};
+pub use healer::drift as heal_drift;
+pub use irqbalance::own_ban as irqbalance_own_ban;
 pub use knobs::List as TuneList;
 pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use tasks::{table as task_table, Direction};

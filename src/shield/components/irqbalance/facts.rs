@@ -195,6 +195,15 @@ pub fn running(sys: &Sys) -> Option<Running> {
     })
 }
 
+/// The running irqbalance's pid and the CPUs its own settings ban
+/// (environment, command line, environment files: [`banned`]; empty when
+/// none); `None` when none runs.
+pub fn own_ban(sys: &Sys) -> Option<(i32, CpuSet)> {
+    let r = running(sys)?;
+    let ban = banned(r.environ.as_deref().unwrap_or_default(), &r.cmdline, &r.config);
+    Some((r.pid, ban.unwrap_or_default()))
+}
+
 /// CPUs irqbalance is told to leave alone, from its environment
 /// (`IRQBALANCE_BANNED_CPUS` mask or `IRQBALANCE_BANNED_CPULIST`), its command
 /// line (`--banned-cpus`, `--banned-cpulist`) and its environment files
