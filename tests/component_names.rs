@@ -4,18 +4,9 @@
 //! and what it offers the commands) names the component's module, as
 //! `components::NAME` anywhere or `NAME::` inside `src/shield`.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use std::path::Path;
 
 const REGISTRY: &str = "src/shield/components/mod.rs";
 
@@ -57,8 +48,7 @@ fn names(text: &str, name: &str, path_only: bool) -> bool {
 fn no_file_outside_a_component_and_the_registry_names_it() {
     let components = registry();
     assert!(components.len() >= 12, "{components:?}");
-    let mut files = Vec::new();
-    sources(Path::new("src"), &mut files);
+    let files = common::rust_sources(Path::new("src"));
     let mut found = Vec::new();
     for file in &files {
         let rel = file.to_string_lossy().replace('\\', "/");

@@ -3,21 +3,12 @@
 //! function over 100 lines, counted from its `fn` line to the closing brace
 //! at its own indentation (`cargo fmt` puts it there).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 
 const MAX_FILE: usize = 800;
 const MAX_FN: usize = 100;
-
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// Lines before the first top-level `#[cfg(test)]` followed by a `mod`.
 fn product_lines(lines: &[&str]) -> usize {
@@ -72,11 +63,7 @@ fn functions(lines: &[&str]) -> Vec<(String, usize)> {
 
 #[test]
 fn no_file_over_800_product_lines_and_no_function_over_100() {
-    let mut files = Vec::new();
-    sources(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("src").as_path(),
-        &mut files,
-    );
+    let files = common::rust_sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
     assert!(files.len() > 50, "the sources were not found");
     let mut over = Vec::new();
     for f in &files {

@@ -256,3 +256,17 @@ pub fn segments(root: &Path) -> Vec<std::path::PathBuf> {
     files.sort();
     files
 }
+
+/// Every `.rs` file under `dir`, at any depth.
+pub fn rust_sources(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(rust_sources(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
