@@ -630,3 +630,53 @@ fn beside_a_shield_the_plugin_leaves_its_irqs_to_it_and_the_machine_ends_as_it_w
         assert!(!root.join(cpushield::nri::changes::JOURNAL).exists());
     }
 }
+
+/// One plugin serves a node: a second one (a DaemonSet's beside the
+/// packaged unit) waits while the first holds the lock, and `--undo`
+/// beside a running plugin is refused with nothing changed.
+#[test]
+fn a_second_plugin_waits_for_the_first_and_undo_beside_a_running_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = machine(root);
+    let before = tree(root);
+    let held = cpushield::nri::take_lock(&sys)
+        .unwrap()
+        .expect("the lock is free");
+    let me = std::process::id() as i32;
+    assert_eq!(cpushield::nri::take_lock(&sys).unwrap().err(), Some(me));
+    let o = cpushield(root, &["nri", "--undo"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!(
+            "another cpushield nri (pid {me}) serves this node"
+        )),
+        "{err}"
+    );
+    assert!(diff(&before, &tree(root)).is_empty());
+    // A second plugin waits, saying so once, and ends at SIGTERM.
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_cpushield"))
+        .arg("--root")
+        .arg(root)
+        .args(["nri", "--socket", "run/none.sock"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(second.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = second.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("this one waits").count(), 1, "{err}");
+    assert!(
+        !err.contains("no runtime at"),
+        "it dialled while waiting: {err}"
+    );
+    drop(held);
+    let o = cpushield(root, &["nri", "--undo"]);
+    assert!(o.status.success(), "{}", text(&o));
+}

@@ -48,6 +48,58 @@ pub enum NriError {
     /// The kernel layer.
     #[error(transparent)]
     Sys(#[from] crate::sys::SysError),
+    /// Another plugin serves this node (its lock file).
+    #[error("another cpushield nri (pid {0}) serves this node: stop it first (systemctl stop cpushield-nri, or the DaemonSet's nri container), then run this again")]
+    Busy(i32),
+    /// The lock file.
+    #[error("/{LOCK_FILE}: {1}")]
+    Lock(&'static str, std::io::Error),
+}
+
+/// The plugin's lock file, relative to the root: one plugin serves a node
+/// (two would each reconcile the one journal their own way).
+pub const LOCK_FILE: &str = "run/cpushield/nri.lock";
+
+/// The lock that makes this the node's one plugin, held while it lives.
+pub struct OnePlugin {
+    _flock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Takes the plugin's lock, writing this process's pid in it; the pid of
+/// the plugin that holds it instead.
+pub fn take_lock(sys: &Sys) -> Result<Result<OnePlugin, i32>, NriError> {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = sys.run_dir()?.join("nri.lock");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| NriError::Lock(LOCK_FILE, e))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(flock) => {
+            flock.set_len(0).map_err(|e| NriError::Lock(LOCK_FILE, e))?;
+            (&*flock)
+                .write_all(format!("{}\n", std::process::id()).as_bytes())
+                .map_err(|e| NriError::Lock(LOCK_FILE, e))?;
+            Ok(Ok(OnePlugin { _flock: flock }))
+        }
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            let pid = (sys.read(LOCK_FILE).ok())
+                .and_then(|t| t.trim().parse().ok())
+                .unwrap_or(0);
+            Ok(Err(pid))
+        }
+        Err((_, e)) => Err(NriError::Lock(
+            LOCK_FILE,
+            std::io::Error::from_raw_os_error(e as i32),
+        )),
+    }
 }
 
 /// The plugin's state between the runtime's calls.
@@ -401,6 +453,26 @@ impl IrqbalanceBan for LiveIrqbalance<'_> {
 pub fn command(sys: &Sys, socket: &str, undo: bool, stop: &AtomicBool) -> Result<(), NriError> {
     let irqbalance = LiveIrqbalance { sys };
     let log = |s: &str| eprintln!("cpushield nri: {}", crate::escape::terminal(s));
+    // One plugin per node: a second one (a DaemonSet's beside the unit)
+    // waits, and serves once the first has ended; --undo beside a running
+    // one is refused (the running one would put back what it undid).
+    let mut said_waiting = false;
+    let _one = loop {
+        match take_lock(sys)? {
+            Ok(lock) => break lock,
+            Err(pid) if undo => return Err(NriError::Busy(pid)),
+            Err(pid) => {
+                if !said_waiting {
+                    log(&format!("another cpushield nri (pid {pid}) serves this node: this one waits, and serves once it has ended"));
+                    said_waiting = true;
+                }
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+    };
     let mut plugin = Plugin::new(sys, &irqbalance, &log)?;
     if undo {
         plugin.reconcile(BTreeMap::new());
