@@ -30,6 +30,7 @@ pid_of() { crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/
 cgroup_of() { p=$(pid_of "$1") && [ -n "$p" ] && echo "/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$p/cgroup")"; }
 allowed() { sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null; }
 gone() { [ -z "$(crictl ps -a --name "^$1\$" -q 2>/dev/null)" ]; }
+cpus_placed() { [ "$(allowed "$(pid_of "$(cid rt)")")" = 2-3 ] && [ "$(allowed "$(pid_of "$(cid be)")")" = 0-1 ]; }
 units() {
     for u in system.slice user.slice init.scope; do
         echo "$u effective $(cat /sys/fs/cgroup/$u/cpuset.cpus.effective 2>/dev/null) $(systemctl show -p AllowedCPUs -- "$u")"
@@ -189,7 +190,10 @@ EOF
     wait_for "$WAIT" "the pod's container gone" gone rt
     cp "$OUT/rt.yaml" "$M/rt-life.yaml"
     wait_for "$WAIT" "the pod's container running again" running rt
-    sleep 6
+    # kubelet gave the deleted pod's CPUs to the shared pool meanwhile
+    # (the BestEffort pod on 0-3), and takes them back for the new one at
+    # its CPU manager's next reconcile
+    wait_for 60 "kubelet's CPU manager placed both pods again (rt 2-3, be 0-1)" cpus_placed
     check "the pod made again runs a new container" [ "$(cid rt)" != "$RT" ]
     wait_for 10 "the plugin's journal holds the new container" grep -q "$(cid rt)" /run/cpushield/nri.json
     holds "pod made again"
@@ -226,7 +230,7 @@ check "cpushield-nri.service runs" systemctl is-active --quiet cpushield-nri.ser
 wait_for "$WAIT" "the Guaranteed pod's container running" running rt
 wait_for "$WAIT" "the BestEffort pod's container running" running be
 wait_for 30 "the plugin's journal holds the pod" grep -q rt-life /run/cpushield/nri.json
-sleep 6
+wait_for 60 "kubelet's CPU manager placed both pods (rt 2-3, be 0-1)" cpus_placed
 holds rebooted
 cs off --dry-run
 systemctl stop cpushield.service
