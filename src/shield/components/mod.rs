@@ -48,7 +48,8 @@ macro_rules! registry {
         /// cgroups, the tasks, the IRQs, the CPUs' restart, then the
         /// workqueues, the cache, the guard (before the knobs turn RT
         /// throttling off, which the knobs tell it when they check), the
-        /// kernel threads, the knobs, the idle states and expedited RCU.
+        /// kernel threads, the knobs, the idle states, the healer and
+        /// expedited RCU.
         pub(super) const ORDER: &[&dyn Component] = &[$( &$module::Part ),*];
 
         /// Every component's options, each declared in its component
@@ -110,8 +111,12 @@ registry! {
     rt_kthreads: options,
     knobs: options,
     idle_states: options,
-    rcu: options,
     healer: options,
+    // Last: placed before the healer, the Debian 12 soak's change in place
+    // 2-3 -> 1-3 on systemd's slice failed from its third time on (systemd's
+    // AllowedCPUs=1-3 never showed; 10 of 10), though rcu plans nothing
+    // there; after it, or left out, all passed. Why is not known yet (#59).
+    rcu: options,
 }
 
 /// A component's place in the registry, by its name in the steps it
