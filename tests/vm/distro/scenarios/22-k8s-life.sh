@@ -186,16 +186,20 @@ EOF
     holds "kubelet restarted"
 
     # 4. The pod deleted and made again: a new container, the same CPUs.
+    # Made again under another name: a static pod's UID is its manifest's
+    # hash, and kubelet 1.34, given the same UID back at once, ran the new
+    # container on the shared pool 0-3 (its CPU manager dropped the old
+    # assignment as stale after admitting the new one; 2 runs of 3).
     rm -f "$M/rt-life.yaml"
     wait_for "$WAIT" "the pod's container gone" gone rt
-    cp "$OUT/rt.yaml" "$M/rt-life.yaml"
+    sed 's/name: rt-life$/name: rt-life-again/' "$OUT/rt.yaml" >"$M/rt-life.yaml"
     wait_for "$WAIT" "the pod's container running again" running rt
     # kubelet gave the deleted pod's CPUs to the shared pool meanwhile
     # (the BestEffort pod on 0-3), and takes them back for the new one at
     # its CPU manager's next reconcile
     wait_for 60 "kubelet's CPU manager placed both pods again (rt 2-3, be 0-1)" cpus_placed
     check "the pod made again runs a new container" [ "$(cid rt)" != "$RT" ]
-    wait_for 10 "the plugin's journal holds the new container" grep -q "$(cid rt)" /run/cpushield/nri.json
+    wait_for 10 "the plugin's journal holds the new container" grep -q rt-life-again /run/cpushield/nri.json
     holds "pod made again"
 
     # 5. kubelet's reserved CPUs changed in its file (kubelet not restarted:
