@@ -633,3 +633,85 @@ fn irqbalance_started_with_an_earlier_ban_is_restarted_by_off_after_a_change_in_
     let d = diff(&before, &tree(dir.path()));
     assert!(d.iter().all(|l| l.contains("irqbalance200.sock")), "{d:#?}");
 }
+
+/// On a systemd host with PM QoS files: `on FIRST`, then `on SECOND`
+/// failing at CPU `refused`'s PM QoS file (the idle states come late, the
+/// irqbalance ban first), rolled back; `kept` checks the rollback's
+/// irqbalance ban, then `status` must not find it broken and `off` must
+/// give back the tree from before.
+fn roll_back_a_change_in_place(
+    manager_env: &str,
+    first: &str,
+    second: &str,
+    refused: u32,
+    kept: &dyn Fn(&cpushield::sys::Sys),
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = systemd_host(root);
+    if !manager_env.is_empty() {
+        std::fs::write(sys.path(fixture::MANAGER_ENVIRONMENT), manager_env).unwrap();
+        std::fs::write(
+            sys.path("proc/200/environ"),
+            manager_env.replace('\n', "\0"),
+        )
+        .unwrap();
+    }
+    for cpu in 0..4 {
+        let file = format!("sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us");
+        std::fs::create_dir_all(sys.path(&file).parent().unwrap()).unwrap();
+        std::fs::write(sys.path(&file), "0\n").unwrap();
+    }
+    let before = tree(root);
+    let bound = ["--max-idle-latency", "10us"];
+    let o = cpushield(root, &[&["on", first][..], &bound].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    kept(&sys);
+    let marker = root.join(fixture::MARKER);
+    let unrefused = std::fs::read_to_string(&marker).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&unrefused).unwrap();
+    let file = format!("sys/devices/system/cpu/cpu{refused}/power/pm_qos_resume_latency_us");
+    config["refuse"][file] = "EIO".into();
+    std::fs::write(&marker, config.to_string()).unwrap();
+    let o = cpushield(root, &[&["on", second][..], &bound].concat());
+    assert!(!o.status.success(), "the change should fail: {}", text(&o));
+    assert!(text(&o).contains("rolled back"), "{}", text(&o));
+    kept(&sys);
+    let (_, st) = status_code(root);
+    assert!(
+        !broken_checks(&st).contains(&"irqbalance".to_string()),
+        "{st}"
+    );
+    std::fs::write(&marker, unrefused).unwrap();
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(diff(&before, &tree(root)), Vec::<String>::new());
+}
+
+/// A change in place whose later step fails is rolled back to the old
+/// shield, irqbalance's ban in systemd's environment with it: undoing the
+/// change's ban gives back the ban it replaced (the old shield's), not
+/// the machine's from before any shield (the Debian 12 soak's rollback
+/// took the ban away, and `status` said BROKEN from then on).
+#[test]
+fn a_change_in_place_rolled_back_keeps_the_old_shields_irqbalance_ban() {
+    roll_back_a_change_in_place("", "2-3", "1-3", 1, &|sys| {
+        assert_eq!(
+            sys.read(fixture::MANAGER_ENVIRONMENT).unwrap(),
+            "IRQBALANCE_BANNED_CPULIST=2-3\n"
+        );
+    });
+}
+
+/// The same with the ban in cpushield's drop-in (the user's own ban is in
+/// systemd's environment): the old shield's drop-in is given back.
+#[test]
+fn a_change_in_place_rolled_back_keeps_the_old_shields_irqbalance_drop_in() {
+    let theirs = "LANG=C.UTF-8\nIRQBALANCE_BANNED_CPULIST=1\n";
+    roll_back_a_change_in_place(theirs, "3", "2-3", 2, &|sys| {
+        assert!(sys.exists(DROPIN), "the old shield's drop-in");
+        let env = sys.read(ENV).unwrap();
+        assert!(env.contains("IRQBALANCE_BANNED_CPULIST=3\n"), "{env}");
+        assert_eq!(sys.read(fixture::MANAGER_ENVIRONMENT).unwrap(), theirs);
+    });
+}

@@ -62,43 +62,18 @@ pub const LOCK_FILE: &str = "run/cpushield/nri.lock";
 
 /// The lock that makes this the node's one plugin, held while it lives.
 pub struct OnePlugin {
-    _flock: nix::fcntl::Flock<std::fs::File>,
+    _held: crate::sys::pid_lock::PidLock,
 }
 
 /// Takes the plugin's lock, writing this process's pid in it; the pid of
 /// the plugin that holds it instead.
 pub fn take_lock(sys: &Sys) -> Result<Result<OnePlugin, i32>, NriError> {
-    use nix::fcntl::{Flock, FlockArg};
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
     let path = sys.run_dir()?.join("nri.lock");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(|e| NriError::Lock(LOCK_FILE, e))?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(flock) => {
-            flock.set_len(0).map_err(|e| NriError::Lock(LOCK_FILE, e))?;
-            (&*flock)
-                .write_all(format!("{}\n", std::process::id()).as_bytes())
-                .map_err(|e| NriError::Lock(LOCK_FILE, e))?;
-            Ok(Ok(OnePlugin { _flock: flock }))
-        }
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-            let pid = (sys.read(LOCK_FILE).ok())
-                .and_then(|t| t.trim().parse().ok())
-                .unwrap_or(0);
-            Ok(Err(pid))
-        }
-        Err((_, e)) => Err(NriError::Lock(
-            LOCK_FILE,
-            std::io::Error::from_raw_os_error(e as i32),
-        )),
+    match crate::sys::pid_lock::try_take(&path, "\n").map_err(|e| NriError::Lock(LOCK_FILE, e))? {
+        Some(held) => Ok(Ok(OnePlugin { _held: held })),
+        None => Ok(Err((sys.read(LOCK_FILE).ok())
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0))),
     }
 }
 

@@ -23,6 +23,7 @@ pub mod irqbalance;
 pub mod kicks;
 pub mod msr;
 pub mod pci;
+pub mod pid_lock;
 pub mod procfs;
 pub mod resctrl;
 pub mod syscalls;

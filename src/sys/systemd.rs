@@ -601,18 +601,66 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
         _ => true,
     };
     if ok {
-        Ok(())
-    } else {
-        Err(SysError::new(
-            "run",
-            shown,
-            None,
-            io::Error::other(format!(
-                "systemd accepted the call but its effect did not show in the cgroup tree within {} s",
-                SETTLE.as_secs()
-            )),
-        ))
+        return Ok(());
     }
+    let seen = match call {
+        SystemdCall::StartSlice {
+            cpus, cgroup_dir, ..
+        }
+        | SystemdCall::SetAllowedCpus {
+            cpus, cgroup_dir, ..
+        } => cpuset_seen(sys, cgroup_dir, cpus),
+        _ => String::new(),
+    };
+    Err(SysError::new(
+        "run",
+        shown,
+        None,
+        io::Error::other(format!(
+            "systemd accepted the call but its effect did not show in the cgroup tree within {} s{seen}",
+            SETTLE.as_secs()
+        )),
+    ))
+}
+
+/// What the kernel shows of the cpuset `cgroup_dir` that systemd was asked
+/// to give `cpus`, and of its siblings that hold any of them (a partition
+/// cannot take a CPU a sibling holds): for the error that says systemd's
+/// change did not show.
+fn cpuset_seen(sys: &Sys, cgroup_dir: &str, cpus: &CpuSet) -> String {
+    let read = |dir: &str, file: &str| {
+        sys.read_trimmed(&format!("{dir}/{file}"))
+            .map(|v| {
+                if v.is_empty() {
+                    "(empty)".to_string()
+                } else {
+                    v
+                }
+            })
+            .unwrap_or_else(|_| "(unreadable)".to_string())
+    };
+    let mut said = format!(
+        "; /{cgroup_dir}: cpuset.cpus {}, effective {}, partition {}",
+        read(cgroup_dir, "cpuset.cpus"),
+        read(cgroup_dir, "cpuset.cpus.effective"),
+        read(cgroup_dir, "cpuset.cpus.partition"),
+    );
+    let parent = cgroup_dir.rsplit_once('/').map_or("", |(p, _)| p);
+    let holding: Vec<String> = (sys.subdirs(parent).unwrap_or_default().into_iter())
+        .map(|name| format!("{parent}/{name}"))
+        .filter(|dir| dir != cgroup_dir)
+        .filter_map(|dir| {
+            let theirs = sys.read_cpulist(&format!("{dir}/cpuset.cpus")).ok()?;
+            (!theirs.intersection(cpus).is_empty()).then(|| format!("/{dir} {theirs}"))
+        })
+        .collect();
+    if !holding.is_empty() {
+        said.push_str(&format!(
+            "; siblings holding some of {cpus}: {}",
+            holding.join(", ")
+        ));
+    }
+    said
 }
 
 /// What the shield asks of systemd, and reads of it.
@@ -791,5 +839,36 @@ mod tests {
         );
         assert_eq!(parse_version("systemd 252 (252.39-1~deb12u1)"), Some(252));
         assert_eq!(parse_version("nonsense"), None);
+    }
+}
+
+#[cfg(test)]
+mod seen_tests {
+    use super::*;
+
+    #[test]
+    fn a_change_that_did_not_show_names_what_the_cgroup_reads_and_the_siblings_in_the_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = Sys::at(dir.path());
+        for (cgroup, cpus, effective, partition) in [
+            ("cpushield.slice", "2-3", "2-3", "isolated"),
+            ("system.slice", "0-1", "0-1", "member"),
+            ("user.slice", "0", "0", "member"),
+        ] {
+            let path = dir.path().join("sys/fs/cgroup").join(cgroup);
+            std::fs::create_dir_all(&path).unwrap();
+            std::fs::write(path.join("cpuset.cpus"), format!("{cpus}\n")).unwrap();
+            std::fs::write(path.join("cpuset.cpus.effective"), format!("{effective}\n")).unwrap();
+            std::fs::write(path.join("cpuset.cpus.partition"), format!("{partition}\n")).unwrap();
+        }
+        let said = cpuset_seen(
+            &sys,
+            "sys/fs/cgroup/cpushield.slice",
+            &CpuSet::parse_list("1-3").unwrap(),
+        );
+        assert_eq!(
+            said,
+            "; /sys/fs/cgroup/cpushield.slice: cpuset.cpus 2-3, effective 2-3, partition isolated; siblings holding some of 1-3: /sys/fs/cgroup/system.slice 0-1"
+        );
     }
 }

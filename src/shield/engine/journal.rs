@@ -12,13 +12,12 @@
 //! that parses whole, in order, and what could not be read. A record is
 //! used whole or not at all, so `off` never acts on part of one.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs;
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use super::entry::REASON_BYTES;
@@ -158,7 +157,7 @@ impl State {
 /// The exclusive lock of a running cpushield; released on drop.
 #[derive(Debug)]
 pub struct Lock {
-    _flock: Flock<File>,
+    _held: crate::sys::pid_lock::PidLock,
     /// The fixture whose emulation caches while the lock is held (test builds).
     #[cfg(feature = "fixture")]
     fixture: Option<crate::sys::fixture::Fixture>,
@@ -221,37 +220,20 @@ pub fn lock(sys: &Sys) -> Result<Lock, JournalError> {
 /// holder said.
 fn take(sys: &Sys, says: &str) -> Result<Lock, JournalError> {
     let path = run_dir(sys)?.join("lock");
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(io_err(&path))?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(flock) => {
-            let said = format!("{}{says}", std::process::id());
-            flock.set_len(0).map_err(io_err(&path))?;
-            (&*flock)
-                .write_all(said.as_bytes())
-                .map_err(io_err(&path))?;
-            #[cfg(feature = "fixture")]
-            let fixture = sys.fixture().cloned();
-            #[cfg(feature = "fixture")]
-            if let Some(fixture) = &fixture {
-                fixture.lock_taken();
-            }
-            Ok(Lock {
-                _flock: flock,
-                #[cfg(feature = "fixture")]
-                fixture,
-            })
-        }
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(JournalError::Locked(path)),
-        Err((_, e)) => Err(io_err(&path)(io::Error::from_raw_os_error(e as i32))),
+    let Some(held) = crate::sys::pid_lock::try_take(&path, says).map_err(io_err(&path))? else {
+        return Err(JournalError::Locked(path));
+    };
+    #[cfg(feature = "fixture")]
+    let fixture = sys.fixture().cloned();
+    #[cfg(feature = "fixture")]
+    if let Some(fixture) = &fixture {
+        fixture.lock_taken();
     }
+    Ok(Lock {
+        _held: held,
+        #[cfg(feature = "fixture")]
+        fixture,
+    })
 }
 
 /// What the lock file ends with while a repair holds the lock (after its

@@ -197,13 +197,78 @@ pub fn ban(sys: &Sys, banned: &CpuSet, make_dir: bool, manager_env: bool) -> Res
     reload_and_restart(sys)
 }
 
-/// Undoes a journaled ban (`action`): irqbalance gets its environment and
-/// the CPUs it used before. Returns whether irqbalance was told or
-/// restarted, and what could not be put back.
-pub fn unban(sys: &Sys, action: &Action) -> (bool, Vec<Refusal>) {
-    let Some(own) = ban_of(action) else {
+/// What a ban replaced, read just before it was made and kept as its
+/// record's `prior` in the journal. Undoing the record gives exactly that
+/// back: for a change in place rolled back, the old shield's ban, not the
+/// machine's from before any shield (which the record's own fields hold,
+/// and which undoing the first shield's record gives back). Records of
+/// journals written before it was kept have none and are undone to their
+/// own fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prior {
+    /// For a ban in systemd's environment: `IRQBALANCE_BANNED_CPULIST`'s
+    /// value there, `None` where it was not set.
+    #[serde(default)]
+    pub manager: Option<String>,
+    /// For a ban in files: the drop-in's text, `None` where there was none.
+    #[serde(default)]
+    pub dropin: Option<String>,
+    /// For a ban in files: the environment file's text, as the drop-in.
+    #[serde(default)]
+    pub env: Option<String>,
+}
+
+/// What the ban `manager_env` says where it is made reads now, as a
+/// record's `prior` (see [`Prior`]).
+pub fn prior(sys: &Sys, manager_env: bool) -> Option<String> {
+    let prior = if manager_env {
+        let env = sys.manager_environment().ok()?;
+        let set = format!("{BANNED_CPULIST}=");
+        Prior {
+            manager: env.lines().find_map(|l| l.strip_prefix(&set)).map(str::to_string),
+            ..Prior::default()
+        }
+    } else {
+        Prior {
+            dropin: sys.read(IRQBALANCE_DROPIN).ok(),
+            env: sys.read(IRQBALANCE_ENV).ok(),
+            ..Prior::default()
+        }
+    };
+    serde_json::to_string(&prior).ok()
+}
+
+/// Undoes a journaled ban (`action`, read before it as `prior`):
+/// irqbalance gets its environment and the CPUs it used before. Returns
+/// whether irqbalance was told or restarted, and what could not be put
+/// back.
+pub fn unban(sys: &Sys, action: &Action, prior: Option<&str>) -> (bool, Vec<Refusal>) {
+    let Some(mut own) = ban_of(action) else {
         return (false, Vec::new());
     };
+    let prior: Option<Prior> = prior.and_then(|text| serde_json::from_str(text).ok());
+    if let Some(prior) = prior {
+        let Own::IrqbalanceBan {
+            previous_dropin,
+            previous_env,
+            manager_env,
+            ..
+        } = &mut own;
+        if *manager_env {
+            if let Some(list) = prior.manager {
+                return reban(sys, &list);
+            }
+        } else {
+            (*previous_dropin, *previous_env) = (prior.dropin, prior.env);
+            if let Err(why) = ban_within(&own) {
+                let refusal = Refusal {
+                    target: "irqbalance".into(),
+                    reason: format!("its ban's record was not undone: {why}"),
+                };
+                return (false, vec![refusal]);
+            }
+        }
+    }
     let Own::IrqbalanceBan {
         make_dir,
         previous_dropin,
@@ -248,6 +313,23 @@ pub fn unban(sys: &Sys, action: &Action) -> (bool, Vec<Refusal>) {
             });
             (false, failed)
         }
+    }
+}
+
+/// Puts back the ban `list` that systemd's environment held (an old
+/// shield's, under a change in place rolled back), irqbalance told.
+fn reban(sys: &Sys, list: &str) -> (bool, Vec<Refusal>) {
+    let refusal = |reason: String| Refusal {
+        target: "irqbalance".into(),
+        reason,
+    };
+    let Ok(banned) = CpuSet::parse_list(list) else {
+        let why = format!("its ban's record holds {}, not a CPU list", crate::input::quote_to(list, 40));
+        return (false, vec![refusal(why)]);
+    };
+    match ban(sys, &banned, false, true) {
+        Ok(()) => (true, Vec::new()),
+        Err(err) => (false, vec![refusal(format!("could not give it back its ban of CPUs {banned} in systemd's environment: {err}"))]),
     }
 }
 

@@ -239,11 +239,18 @@ impl Undoes for Part {
         ban_of(action).map(|own| ban_within(&own))
     }
 
+    /// What the ban replaces, so that its undo gives exactly that back
+    /// (see [`ban::Prior`]).
+    fn previous(&self, sys: &Sys, action: &Action) -> Option<String> {
+        let Own::IrqbalanceBan { manager_env, .. } = ban_of(action)?;
+        ban::prior(sys, manager_env)
+    }
+
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
         if ban_of(&entry.action).is_none() {
             return false;
         }
-        let (restored, failed) = unban(sys, &entry.action);
+        let (restored, failed) = unban(sys, &entry.action, entry.previous.as_deref());
         out.restored += usize::from(restored);
         out.failed.extend(failed);
         true

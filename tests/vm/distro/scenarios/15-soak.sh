@@ -43,7 +43,13 @@ while [ $r -le "$ROUNDS" ]; do
     wait $sleeper; [ -n "$poller" ] && wait $poller
     if [ $((r % 4)) = 0 ]; then
         if [ $cpus = 2-3 ]; then cpus=1-3; else cpus=2-3; fi
-        /job/cpushield on $cpus $OPTS >"$OUT/change.$r" 2>&1 || check "round $r: on $cpus in place exits 0" false
+        if ! /job/cpushield on $cpus $OPTS >"$OUT/change.$r" 2>&1; then
+            check "round $r: on $cpus in place exits 0" false
+            # what the kernel and systemd said of it
+            sed 's/^/    | /' "$OUT/change.$r" | head -n 5
+            for f in /sys/fs/cgroup/*/cpuset.cpus; do echo "    cgroup ${f%/cpuset.cpus}: cpus $(cat "$f") effective $(cat "${f%.cpus}.cpus.effective") $(cat "${f%.cpus}.cpus.partition" 2>/dev/null)"; done
+            journalctl -b -q --no-pager -u init.scope -n 400 2>/dev/null | grep -i -E 'cpuset|allowedcpus|cpushield.slice' | tail -n 8 | sed 's/^/    journal: /'
+        fi
     fi
     /job/cpushield status >"$OUT/status.$r" 2>&1 && held=$((held + 1)) || info "round $r: status exit $? ($(grep -m1 broken "$OUT/status.$r"))"
     info "round $r: /run/cpushield $(size) bytes, journal $(records) records; guard $(proc_of cpushield-guard.service); healer $(proc_of cpushield-heal.service)"
