@@ -78,6 +78,8 @@ pub enum Checked {
     },
     /// `off`.
     Off {
+        /// `--set`: the named set taken away alone.
+        set: Option<String>,
         /// Say what would be undone only.
         dry_run: bool,
         /// Report as JSON.
@@ -120,8 +122,8 @@ pub enum Checked {
         pids: Vec<i32>,
         /// Into or out of the shield.
         direction: Direction,
-        /// The CPU to pin to.
-        cpu: Option<u32>,
+        /// The CPU to pin to, the named set to place in.
+        place: cpushield::shield::Place,
         /// Single threads rather than processes.
         thread: bool,
         /// Say what would move only.
@@ -174,8 +176,8 @@ pub enum Checked {
     },
     /// `run`.
     Run {
-        /// The shielded CPU to pin to.
-        cpu: Option<u32>,
+        /// The shielded CPU to pin to, the named set to run in.
+        place: cpushield::shield::Place,
         /// The scheduling policy.
         policy: RunPolicy,
         /// The user to run as.
@@ -275,12 +277,29 @@ fn checked_guard_settings(
     Ok(settings)
 }
 
+/// `move`, checked: its words as the command says them.
+fn moving(a: crate::cli::MoveArgs) -> Checked {
+    Checked::Move {
+        pids: a.pids,
+        direction: if a.into {
+            Direction::In
+        } else {
+            Direction::Out
+        },
+        place: cpushield::shield::Place::at(a.cpu, a.set),
+        thread: a.thread,
+        dry_run: a.dry_run,
+        json: a.json,
+    }
+}
+
 /// Checks the command line (no command: `status`). Only reads.
 pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
     Ok(
         match command.unwrap_or(Command::Status(JsonArg { json: false })) {
             Command::On(a) => on(a)?,
             Command::Off(a) => Checked::Off {
+                set: a.set,
                 dry_run: a.dry_run,
                 json: a.json,
             },
@@ -316,18 +335,7 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                 nfd: a.nfd,
             }),
             Command::Status(a) => Checked::Status { json: a.json },
-            Command::Move(a) => Checked::Move {
-                pids: a.pids,
-                direction: if a.into {
-                    Direction::In
-                } else {
-                    Direction::Out
-                },
-                cpu: a.cpu,
-                thread: a.thread,
-                dry_run: a.dry_run,
-                json: a.json,
-            },
+            Command::Move(a) => moving(a),
             Command::Measure(a) if a.clean_up => Checked::MeasureCleanUp,
             Command::Measure(a) => Checked::Measure {
                 config: Box::new(MeasureConfig::from_args(&a, sys)?),
@@ -346,7 +354,7 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
             },
             Command::Audit(a) => audit(a)?,
             Command::Run(a) => Checked::Run {
-                cpu: a.cpu,
+                place: cpushield::shield::Place::at(a.cpu, a.set),
                 policy: match (a.fifo, a.rr) {
                     (Some(p), _) => RunPolicy::Fifo(p),
                     (_, Some(p)) => RunPolicy::RoundRobin(p),

@@ -416,6 +416,10 @@ pub struct CertifyArgs {
 
 #[derive(Args, Debug)]
 pub struct OffArgs {
+    /// Take away only this named set of the shield, with its CPUs (a
+    /// change in place; the other sets stay as they are).
+    #[arg(long, value_name = "NAME")]
+    pub set: Option<String>,
     /// Show what would be undone; change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -513,9 +517,15 @@ pub struct OnArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Pin the command to this shielded CPU (default: all shielded CPUs).
+    /// Pin the command to this shielded CPU (default: all shielded CPUs,
+    /// or all of its set's).
     #[arg(long, value_name = "N")]
     pub cpu: Option<u32>,
+    /// Run the command in this named set of the shield, as on --set
+    /// NAME=CPUS made it; by default the set that holds the CPU given with
+    /// --cpu.
+    #[arg(long, value_name = "NAME")]
+    pub set: Option<String>,
     /// Run with SCHED_FIFO at this priority (1-99).
     #[arg(long, value_name = "PRIO", conflicts_with = "rr", value_parser = clap::value_parser!(i32).range(1..=99))]
     pub fifo: Option<i32>,
@@ -555,6 +565,10 @@ pub struct MoveArgs {
     /// Pin to this CPU (of the shield with --in, of the housekeeping CPUs with --out).
     #[arg(long, value_name = "N")]
     pub cpu: Option<u32>,
+    /// With --in: into this named set of the shield; by default the set
+    /// that holds the CPU given with --cpu.
+    #[arg(long, value_name = "NAME", conflicts_with = "out")]
+    pub set: Option<String>,
     /// Move single threads rather than whole processes (cgroup v1 only).
     #[arg(long)]
     pub thread: bool,

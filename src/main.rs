@@ -4,7 +4,6 @@
 #![deny(unsafe_code)]
 
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -17,12 +16,15 @@ use cpushield::cpulist::CpuSet;
 use cpushield::exit::{self, exit_if};
 use cpushield::nri;
 use cpushield::report;
-use cpushield::shield::{self, request::Request, RunPolicy};
+use cpushield::shield::{self, request::Request};
 use cpushield::sys::Sys;
 
 mod checked;
 mod cli;
 mod experiments;
+mod run_command;
+
+use run_command::run_command;
 
 use checked::{Checked, Plugin, Refusal};
 use cli::Cli;
@@ -232,9 +234,11 @@ fn exit_code(err: &anyhow::Error) -> u8 {
 /// `run`: the command could not be started.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start {}: {error}", cpushield::input::quote(program))]
-struct CannotExec {
-    program: String,
-    error: std::io::Error,
+pub struct CannotExec {
+    /// The program.
+    pub program: String,
+    /// Why the kernel refused it.
+    pub error: std::io::Error,
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
@@ -271,7 +275,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
             json,
         } => on_command(&sys, &request, dry_run, json, out),
-        Checked::Off { dry_run, json } => off_command(&sys, dry_run, json, out),
+        Checked::Off { set, dry_run, json } => {
+            off_command(&sys, set.as_deref(), dry_run, json, out)
+        }
         Checked::Apply {
             request,
             boot,
@@ -290,24 +296,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Checked::PluginUnknown(plugin, why) => Ok(plugin_verify(&sys, plugin, Err(&why), out)?),
         Checked::Metrics(m) => metrics_command(&sys, &m, out),
         Checked::Status { json } => status_command(&sys, json, out),
-        Checked::Move {
-            pids,
-            direction,
-            cpu,
-            thread,
-            dry_run,
-            json,
-        } => {
-            let report = shield::move_tasks(
-                &sys,
-                &pids,
-                (direction, cpu, thread),
-                dry_run,
-                &waiting_for_lock,
-            )?;
-            emit(out, json, &report, report::shield::moved)?;
-            Ok(exit_if(!report.not_found.is_empty(), exit::REFUSED))
-        }
+        moving @ Checked::Move { .. } => move_command(&sys, moving, out),
         Checked::Measure {
             config,
             histfile,
@@ -330,14 +319,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             fail_on,
             json,
         } => audit_command(&sys, (cpus.as_ref(), window), fail_on, json, out),
-        Checked::Run {
-            cpu,
-            policy,
-            user,
-            preserve,
-            command,
-            dry_run,
-        } => run_command(&sys, cpu, policy, (user, &preserve), &command, dry_run, out),
+        running @ Checked::Run { .. } => run_command(&sys, running, out),
         Checked::Compare {
             options,
             dry_run,
@@ -357,6 +339,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(nri::command(&sys, &socket, undo, &*stop_flag()?).map(|()| ExitCode::SUCCESS)?)
         }
     }
+}
+
+/// `move`: running tasks placed into or out of the shield.
+fn move_command(sys: &Sys, moving: Checked, out: &mut impl Write) -> Result<ExitCode> {
+    let Checked::Move {
+        pids,
+        direction,
+        place,
+        thread,
+        dry_run,
+        json,
+    } = moving
+    else {
+        unreachable!("called for move only")
+    };
+    let to = (direction, &place, thread);
+    let report = shield::move_tasks(sys, &pids, to, dry_run, &waiting_for_lock)?;
+    emit(out, json, &report, report::shield::moved)?;
+    Ok(exit_if(!report.not_found.is_empty(), exit::REFUSED))
 }
 
 /// Runs a daemon of cpushield's until SIGTERM or Ctrl-C: the guard of
@@ -478,7 +479,16 @@ fn run_repair(sys: &Sys, trigger: &cpushield::heal::Trigger) -> cpushield::heal:
 }
 
 /// `off`: undoes the shield (`--dry-run`: what it would undo).
-fn off_command(sys: &Sys, dry_run: bool, json: bool, out: &mut impl Write) -> Result<ExitCode> {
+fn off_command(
+    sys: &Sys,
+    set: Option<&str>,
+    dry_run: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    if let Some(set) = set {
+        return off_set_command(sys, set, dry_run, json, out);
+    }
     if dry_run {
         let report = shield::off_plan(sys)?;
         emit(out, json, &report, report::off::off)?;
@@ -498,6 +508,27 @@ fn off_command(sys: &Sys, dry_run: bool, json: bool, out: &mut impl Write) -> Re
         !report.undone.failed.is_empty() || !report.unreadable.is_empty(),
         exit::PARTLY_RESTORED,
     ))
+}
+
+/// `off --set NAME`: the named set taken away with its CPUs, a change in
+/// place of the active shield; the whole shield when it is the last set.
+fn off_set_command(
+    sys: &Sys,
+    set: &str,
+    dry_run: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let state = shield::journal::read_state(sys)?
+        .filter(|s| s.complete)
+        .ok_or(shield::ShieldError::NoShield)?;
+    let Some(request) = state.request.as_ref() else {
+        anyhow::bail!("--set {set}: the active shield recorded no request (an older cpushield made it); 'cpushield off' takes it all away");
+    };
+    match shield::named_sets::without(request, set).map_err(Refusal)? {
+        Some(rest) => on_command(sys, &rest, dry_run, json, out),
+        None => off_command(sys, None, dry_run, json, out),
+    }
 }
 
 /// `apply`: the config's shield, then its boot half (checked before
@@ -715,79 +746,9 @@ fn emit<T: serde::Serialize>(
 }
 
 /// Said once when `run` or `move` waits for another cpushield command.
-fn waiting_for_lock() {
+pub fn waiting_for_lock() {
     eprintln!(
         "cpushield: another cpushield command is changing the shield; waiting for it (up to {} s)",
         shield::journal::LOCK_WAIT.as_secs()
     );
-}
-
-/// `run`: the command inside the shield, in place of this process.
-fn run_command(
-    sys: &Sys,
-    cpu: Option<u32>,
-    policy: RunPolicy,
-    (user, preserve): (Option<nix::unistd::User>, &cpushield::run_user::Preserve),
-    command: &[String],
-    dry_run: bool,
-    out: &mut impl Write,
-) -> Result<ExitCode> {
-    let (program, args) = command.split_first().expect("clap requires a command");
-    if !matches!(policy, RunPolicy::Inherit) {
-        if let Some(note) = shield::unprotected_kernel_work(sys) {
-            eprintln!("cpushield: {}", report::note::text(&note));
-        }
-    }
-    if dry_run {
-        if let (RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p), Ok((_, cpus))) =
-            (policy, shield::run_target(sys, cpu))
-        {
-            for note in shield::realtime_below(sys, &cpus, p.unsigned_abs()) {
-                eprintln!("cpushield: {}", report::note::text(&note));
-            }
-        }
-        let (state, cpus) = shield::run_target(sys, cpu)?;
-        writeln!(
-            out,
-            "dry run: would run {:?} on CPUs {cpus} inside the shield ({}), scheduling {}{}; nothing started",
-            command.join(" "),
-            state.shield_dir,
-            match policy {
-                RunPolicy::Fifo(p) => format!("SCHED_FIFO {p}"),
-                RunPolicy::RoundRobin(p) => format!("SCHED_RR {p}"),
-                RunPolicy::Inherit => "inherited".into(),
-            },
-            user.as_ref().map(|u| format!(", as user {}", u.name)).unwrap_or_default(),
-        )?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    if let Some(u) = user {
-        // The command gets a session of its own: it forks, enters the
-        // shield, drops to the user and execs; this process relays. What
-        // can be checked first is, here, with its own exit code.
-        shield::run_target(sys, cpu)?;
-        let enter = || {
-            let entered = shield::enter_shield(sys, cpu, policy, &waiting_for_lock)
-                .map_err(|e| e.to_string())?;
-            for note in &entered.notes {
-                eprintln!("cpushield: {}", report::note::text(note));
-            }
-            Ok(())
-        };
-        let code = cpushield::run_user::run_as(&u, command, preserve, enter)
-            .with_context(|| format!("running {program} as user {}", u.name))?;
-        return Ok(ExitCode::from(code.clamp(0, 255) as u8));
-    }
-    let entered = shield::enter_shield(sys, cpu, policy, &waiting_for_lock)?;
-    for note in &entered.notes {
-        eprintln!("cpushield: {}", report::note::text(note));
-    }
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(args);
-    let error = cmd.exec();
-    Err(CannotExec {
-        program: program.clone(),
-        error,
-    }
-    .into())
 }

@@ -503,6 +503,8 @@ pub(in crate::shield) struct InPlace<'a> {
     pub state: &'a State,
     /// Its journal.
     pub entries: &'a [Entry],
+    /// The request the shield changes to.
+    pub req: &'a super::request::Request,
     /// The plan a fresh shield of the new request would have on the
     /// machine as it was before the shield (its steps are the parts').
     pub fresh: &'a Plan,
@@ -522,6 +524,8 @@ pub(in crate::shield) struct Changing {
     pub record: Option<Step>,
     /// The components' notes of the change, after the fresh plan's.
     pub notes: Vec<Note>,
+    /// Why a component refuses the change (nothing is changed).
+    pub refused: Option<PlanError>,
 }
 
 impl Changing {

@@ -156,7 +156,7 @@ pub fn is_false(set: &bool) -> bool {
 /// never printed as written).
 pub fn arg_word(text: &str) -> String {
     let plain = (1..=40).contains(&text.len())
-        && (text.bytes()).all(|b| b.is_ascii_alphanumeric() || b".,:/%-_".contains(&b));
+        && (text.bytes()).all(|b| b.is_ascii_alphanumeric() || b".,:/%-_=".contains(&b));
     match plain {
         true => text.to_string(),
         false => crate::input::quote(text),

@@ -204,7 +204,7 @@ impl Bounds {
         Bounds::plain(path)?;
         let own_cgroup = |m: &String| {
             path.strip_prefix(&format!("{m}/"))
-                .is_some_and(|name| self.reach.cgroup_dirs.iter().any(|d| d == name))
+                .is_some_and(|name| self.reach.cgroup_dirs.iter().any(|d| matches(d, name)))
         };
         let cgroup = self
             .cgroups

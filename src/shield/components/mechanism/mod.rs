@@ -9,7 +9,9 @@
 mod hold;
 mod kubernetes;
 mod notes;
+pub mod named;
 mod options;
+mod sets;
 
 pub use notes::MechanismNote;
 pub use options::{Balance, Options};
@@ -323,6 +325,27 @@ fn cgroup_v1(
     }
 }
 
+/// The steps that make the named sets `named` inside the shield's cgroup
+/// `shield_dir` (on cgroup v2 without systemd, its children given cpusets
+/// first).
+fn sets_made(m: Facts, shield_dir: &str, named: &[sets::NamedSet], balance: Balance) -> Vec<Step> {
+    let mut steps = Vec::new();
+    if named.is_empty() {
+        return steps;
+    }
+    let (mems, load_balance) = match m.cgroup {
+        CgroupSetup::V1 { mems, .. } => (mems.as_str(), balance.v1_load_balance()),
+        _ => ("", ""),
+    };
+    if !m.systemd && !matches!(m.cgroup, CgroupSetup::V1 { .. }) {
+        steps.push(sets::enable_cpuset(shield_dir));
+    }
+    for set in named {
+        steps.extend(sets::make(m.cgroup, shield_dir, set, (mems, load_balance)));
+    }
+    steps
+}
+
 /// The v1 shield cpuset's CPUs written again after the shield's CPUs went
 /// offline and back: v1 takes an offline CPU out of every cpuset and gives
 /// it back to the root only. Undone by the step that first wrote them.
@@ -505,7 +528,9 @@ impl Component for Part {
             "cpuset.sched_load_balance",
         ]));
         reach.cgroup_dirs.extend(strings(&[SHIELD_CGROUP, SYSTEM_CGROUP_V1]));
+        reach.cgroup_dirs.push(format!("{SHIELD_CGROUP}/*"));
         reach.units.push(SHIELD_SLICE.to_string());
+        reach.units.push(sets::unit("*"));
         reach.resized_units.extend(strings(&crate::shield::owners::kubernetes::OS_UNITS));
         reach.partitions.extend(strings(&["isolated", "root"]));
     }
@@ -513,6 +538,14 @@ impl Component for Part {
     /// On a Kubernetes node, the shield kubelet allows: see
     /// [`kubernetes::check`].
     fn check(&self, cx: &Planning, _: &mut Draft) -> Result<(), PlanError> {
+        let named = options::sets(cx.req);
+        sets::check(&named, cx.shield)?;
+        if !named.is_empty() && cx.snap.owners.kubernetes.is_some() {
+            return Err(PlanError::Part {
+                option: "--set",
+                message: "--set: on a Kubernetes node the shield has no cgroup of its own (kubelet places the pods on its CPUs); leave --set out".into(),
+            });
+        }
         match &cx.snap.owners.kubernetes {
             None if options::kubernetes_required(cx.req) => Err(PlanError::Part {
                 option: "--kubernetes",
@@ -548,11 +581,17 @@ impl Component for Part {
         d.plan.partition = cgroup.partition;
         d.plan.shield_dir = cgroup.shield_dir;
         d.add(Phase::Shield, cgroup.steps);
+        let named = options::sets(cx.req);
+        d.add(Phase::Shield, sets_made(facts, &d.plan.shield_dir, &named, balance));
         if let CgroupSetup::V1 { .. } = &facts.cgroup {
             d.add(
                 Phase::AfterCpuRestart,
                 [v1_cpus_again(&d.plan.shield_dir, cx.shield)],
             );
+            let again: Vec<Step> = (named.iter())
+                .map(|set| v1_cpus_again(&sets::dir(&d.plan.shield_dir, &set.name), &set.cpus))
+                .collect();
+            d.add(Phase::AfterCpuRestart, again);
         }
         Ok(())
     }
@@ -596,13 +635,46 @@ impl Component for Part {
                 ));
             }
         }
+        let old_sets = cx.state.request.as_ref().map(options::sets).unwrap_or_default();
+        let new_sets = options::sets(cx.req);
+        let balance = options::asked(cx.req);
+        let mems = match &live.cgroup {
+            CgroupSetup::V1 { mems, .. } => mems.as_str(),
+            _ => "",
+        };
+        let change = sets::Change {
+            cgroup: live.cgroup,
+            systemd: cx.state.shield_dir.ends_with(SHIELD_SLICE),
+            shield_dir: &cx.state.shield_dir,
+            sets: (&old_sets, &new_sets),
+            shield: to.0,
+            v1: (mems, balance.v1_load_balance()),
+            read: cx.read,
+        };
+        let (before, after) = match sets::change(&change) {
+            Ok(steps) => steps,
+            Err(refusal) => {
+                out.refused = Some(refusal);
+                return;
+            }
+        };
+        out.add(Phase::Shield, before);
         out.add(Phase::Shield, resized);
+        out.add(Phase::Shield, after);
         if let (CgroupSetup::V1 { .. }, true) = (&live.cgroup, cx.state.shield != *to.0) {
             out.add(
                 Phase::AfterCpuRestart,
                 [v1_cpus_again(&cx.state.shield_dir, to.0)],
             );
+            let again: Vec<Step> = (new_sets.iter())
+                .map(|set| v1_cpus_again(&sets::dir(&cx.state.shield_dir, &set.name), &set.cpus))
+                .collect();
+            out.add(Phase::AfterCpuRestart, again);
         }
+    }
+
+    fn undoes(&self) -> Option<&dyn crate::shield::component::Undoes> {
+        Some(self)
     }
 
     /// The OS's units a Kubernetes-mode shield confined, with the CPUs
@@ -621,6 +693,36 @@ impl Component for Part {
 
     fn keeps(&self) -> Option<&dyn Keeps> {
         Some(self)
+    }
+}
+
+/// A named set taken away by a change in place ([`sets::Own`]).
+impl crate::shield::component::Undoes for Part {
+    fn make(&self, sys: &Sys, action: &Action) -> Option<Result<(), crate::shield::apply::ApplyError>> {
+        let own = sets::own_of(action)?;
+        Some(sets::make_own(sys, &own).map_err(crate::shield::apply::ApplyError::Kernel))
+    }
+
+    fn undo(&self, sys: &Sys, entry: &crate::shield::journal::Entry, out: &mut crate::shield::undo::Undone) -> bool {
+        let Some(own) = sets::own_of(&entry.action) else {
+            return false;
+        };
+        match sets::undo_own(sys, &own) {
+            Ok(()) => out.restored += 1,
+            Err(err) => out.failed.push(crate::shield::apply::Refusal {
+                target: sets::describe(&own),
+                reason: err.to_string(),
+            }),
+        }
+        true
+    }
+
+    fn within(&self, action: &Action, bounds: &crate::shield::reach::Bounds) -> Option<Result<(), String>> {
+        sets::own_of(action).map(|own| sets::own_within(&own, bounds))
+    }
+
+    fn describe(&self, action: &Action) -> Option<String> {
+        sets::own_of(action).map(|own| sets::describe(&own))
     }
 }
 
@@ -660,6 +762,15 @@ impl Looks for Part {
             .map(|p| Line::new("partition", *p))
             .collect();
         part.findings = hold.lost(cx.state, cx.repair);
+        let named = cx.state.request.as_ref().map(options::sets).unwrap_or_default();
+        if !named.is_empty() {
+            let (line, lost) = sets::read_back(cx.sys, &cx.state.shield_dir, &named);
+            part.lines.push(Line::new("sets", line));
+            part.findings.extend(
+                (lost.into_iter())
+                    .map(|why| crate::finding::Finding::new("sets", crate::finding::Severity::Bad, 80, why, cx.repair)),
+            );
+        }
         Some(part)
     }
 }

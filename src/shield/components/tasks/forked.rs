@@ -28,7 +28,7 @@ pub(in crate::shield) fn sweep_forked(
     let mut last: Option<Snapshot> = None;
     for _ in 0..3 {
         let snap = Snapshot::reread(sys, last.as_ref().unwrap_or(before))?;
-        let tasks = plan_tasks(&snap, shield, housekeeping, false, |t| {
+        let tasks = plan_tasks(&snap, (shield, &[]), housekeeping, false, |t| {
             !kept.contains(&t.tid)
         });
         let steps: Vec<Step> = tasks

@@ -12,6 +12,8 @@ mod report;
 
 pub use notes::TasksNote;
 pub use report::{kinds, table};
+use move_run::place_in;
+pub use move_run::Place;
 
 use crate::shield::apply::ApplyError;
 use crate::shield::component::{
@@ -28,6 +30,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::cpulist::CpuSet;
+use crate::shield::components::named_sets::{self, NamedSet};
 use crate::finding::{Finding, Severity};
 use crate::shield::change::{Action, Owner, Step};
 use crate::shield::error::ShieldError;
@@ -126,7 +129,7 @@ pub(super) fn planned(plan: &crate::shield::plan::Plan) -> Planned {
 /// after applying, to catch tasks forked meanwhile.
 pub fn plan_tasks(
     snap: &Snapshot,
-    shield: &CpuSet,
+    (shield, sets): (&CpuSet, &[NamedSet]),
     housekeeping: &CpuSet,
     force: bool,
     include: impl Fn(&Thread) -> bool,
@@ -167,7 +170,7 @@ pub fn plan_tasks(
             }
         }
     }
-    plan_kept(snap, keep, housekeeping, &mut out, &mut affinities);
+    plan_kept(snap, (keep, sets), housekeeping, &mut out, &mut affinities);
     if let CgroupSetup::V1 { mount, .. } = &snap.cgroup {
         plan_v1_moves(
             snap,
@@ -203,7 +206,7 @@ pub fn shield_dir(snap: &Snapshot) -> Option<String> {
 /// would make the kernel do anyway.
 fn plan_kept(
     snap: &Snapshot,
-    keep: Vec<&Thread>,
+    (keep, sets): (Vec<&Thread>, &[NamedSet]),
     housekeeping: &CpuSet,
     out: &mut TaskPlan,
     affinities: &mut Vec<Step>,
@@ -227,8 +230,14 @@ fn plan_kept(
         }
     };
     let step = |action| Step::optional(OWNER, action);
+    // With named sets, a task goes to the set that holds all its CPUs.
+    let slice_of = |cpus: &CpuSet| match named_sets::holding(sets, cpus) {
+        Some(set) => (named_sets::unit(&set.name), named_sets::dir(&dir, &set.name)),
+        None => (SHIELD_SLICE.to_string(), dir.clone()),
+    };
     if let CgroupSetup::V1 { .. } = &snap.cgroup {
         for t in keep {
+            let (_, dir) = slice_of(&t.cpus_allowed);
             out.steps.push(step(Action::MoveTask {
                 pid: t.pid,
                 tid: t.tid,
@@ -258,8 +267,10 @@ fn plan_kept(
             continue;
         }
         let back = format!("{mount}{}/cgroup.procs", cgroup_of(threads[0]));
+        let all: CpuSet = (threads.iter()).fold(CpuSet::default(), |a, t| a.union(&t.cpus_allowed));
+        let (slice, dir) = slice_of(&all);
         out.steps.push(step(if snap.owners.systemd {
-            scope_action(SHIELD_SLICE, &dir, SCOPES[0], pid, back)
+            scope_action(&slice, &dir, SCOPES[0], pid, back)
         } else {
             Action::MoveTask {
                 pid,
@@ -434,7 +445,7 @@ pub(in crate::shield) struct Destination {
     /// `cgroup.procs`, or `tasks` for single threads (v1).
     file: &'static str,
     /// Under systemd: the slice, its directory and the scope's name prefix.
-    by_systemd: Option<(&'static str, String, &'static str)>,
+    by_systemd: Option<(String, String, &'static str)>,
 }
 
 /// Checks the request of `move` against the active shield and says where
@@ -443,7 +454,7 @@ pub(in crate::shield) fn destination(
     state: &State,
     cgroup: &CgroupSetup,
     direction: Direction,
-    cpu: Option<u32>,
+    place: &Place,
     single_thread: bool,
 ) -> Result<Destination, ShieldError> {
     if state.shield_dir.is_empty() {
@@ -457,17 +468,19 @@ pub(in crate::shield) fn destination(
             "--thread needs a cgroup v1 cpuset: cgroup v2 places whole processes, not single threads".into(),
         ));
     }
-    let (cpus, dir) = match direction {
-        Direction::In => (
-            check_cpu(cpu, &state.shield, "shielded")?,
-            state.shield_dir.clone(),
-        ),
+    let (cpus, dir, slice) = match direction {
+        Direction::In => place_in(state, place)?,
         Direction::Out => {
+            if let Some(set) = &place.set {
+                return Err(ShieldError::Invalid(format!(
+                    "--set {set} places a task in the shield; --out takes it out"
+                )));
+            }
             let dir = state
                 .outside_procs
                 .rsplit_once('/')
                 .map_or(String::new(), |(d, _)| d.to_string());
-            (check_cpu(cpu, &state.housekeeping, "housekeeping")?, dir)
+            (check_cpu(place.cpu, &state.housekeeping, "housekeeping")?, dir, None)
         }
     };
     let mount = cgroup.mount().unwrap_or("").to_string();
@@ -476,9 +489,9 @@ pub(in crate::shield) fn destination(
     // shield's slice, or in system.slice when it leaves the shield.
     let by_systemd =
         (state.shield_dir.ends_with(SHIELD_SLICE) && !single_thread).then(|| match direction {
-            Direction::In => (SHIELD_SLICE, state.shield_dir.clone(), SCOPES[0]),
+            Direction::In => (slice.unwrap_or_else(|| SHIELD_SLICE.into()), dir.clone(), SCOPES[0]),
             Direction::Out => (
-                "system.slice",
+                "system.slice".to_string(),
                 format!("{mount}/system.slice"),
                 SCOPES[1],
             ),
@@ -613,7 +626,8 @@ impl Component for Part {
 
     fn plan(&self, cx: &Planning, d: &mut Draft) -> Result<(), PlanError> {
         d.add(Phase::Record, [remember_affinities(cx.snap)]);
-        let tasks = plan_tasks(cx.snap, cx.shield, cx.housekeeping, cx.req.force, |_| true);
+        let sets = named_sets::of(cx.req);
+        let tasks = plan_tasks(cx.snap, (cx.shield, &sets), cx.housekeeping, cx.req.force, |_| true);
         d.add(Phase::Shield, tasks.steps);
         let planned = tasks.planned;
         let notes = task_notes(cx.snap, &planned.kept, &planned.split_off);

@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 
 use super::{check_cpu, destination, placement_steps, Direction, TaskRef};
+use crate::shield::snapshot::SHIELD_SLICE;
 use crate::cpulist::CpuSet;
 use crate::shield::apply::{self, Applied, ApplyError};
 use crate::shield::change::Step;
@@ -16,6 +17,63 @@ use crate::shield::note::Note;
 use crate::shield::snapshot;
 use crate::sys::procfs::{self, Hierarchy};
 use crate::sys::{syscalls, Sys};
+
+/// Where in the shield `run` and `move --in` place a task: a CPU of it
+/// (`--cpu`, else all of its CPUs), in a named set of it (`--set`, else
+/// the set that holds that CPU, when the shield has sets).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Place {
+    /// `--cpu`.
+    pub cpu: Option<u32>,
+    /// `--set`.
+    pub set: Option<String>,
+}
+
+impl Place {
+    /// On `cpu`, in the set `set`.
+    pub fn at(cpu: Option<u32>, set: Option<String>) -> Place {
+        Place { cpu, set }
+    }
+}
+
+/// The CPUs and the cgroup (a named set's, or the shield's own) of
+/// `place` in the active shield `state`.
+pub(in crate::shield) fn place_in(state: &State, place: &Place) -> Result<(CpuSet, String, Option<String>), ShieldError> {
+    use crate::shield::components::named_sets;
+    let sets = state.request.as_ref().map(named_sets::of).unwrap_or_default();
+    let names = || sets.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ");
+    let set = match (&place.set, place.cpu) {
+        (Some(name), _) => Some(sets.iter().find(|s| s.name == *name).ok_or_else(|| {
+            ShieldError::Invalid(match sets.is_empty() {
+                true => format!("--set {name}: this shield has no named sets (cpushield on CPUS --set NAME=CPUS makes them)"),
+                false => format!("--set {name}: this shield has no set {name} (its sets: {})", names()),
+            })
+        })?),
+        _ if sets.is_empty() => None,
+        (None, Some(cpu)) => Some(sets.iter().find(|s| s.cpus.contains(cpu)).ok_or_else(|| {
+            ShieldError::Invalid(format!("--cpu {cpu} is in none of the shield's sets ({})", names()))
+        })?),
+        (None, None) if sets.len() == 1 => sets.first(),
+        (None, None) => {
+            return Err(ShieldError::Invalid(format!(
+                "this shield has named sets ({}): name one with --set NAME, or a CPU with --cpu",
+                names()
+            )))
+        }
+    };
+    match set {
+        Some(set) => Ok((
+            check_cpu(place.cpu, &set.cpus, &format!("set {}'s", set.name))?,
+            named_sets::dir(&state.shield_dir, &set.name),
+            state.shield_dir.ends_with(SHIELD_SLICE).then(|| named_sets::unit(&set.name)),
+        )),
+        None => Ok((
+            check_cpu(place.cpu, &state.shield, "shielded")?,
+            state.shield_dir.clone(),
+            state.shield_dir.ends_with(SHIELD_SLICE).then(|| SHIELD_SLICE.to_string()),
+        )),
+    }
+}
 
 /// The result of `move`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -46,7 +104,7 @@ fn active_state(sys: &Sys) -> Result<State, ShieldError> {
 pub fn move_tasks(
     sys: &Sys,
     ids: &[i32],
-    (direction, cpu, single_thread): (Direction, Option<u32>, bool),
+    (direction, place, single_thread): (Direction, &Place, bool),
     dry_run: bool,
     waiting: &dyn Fn(),
 ) -> Result<MoveReport, ShieldError> {
@@ -58,7 +116,7 @@ pub fn move_tasks(
     };
     let state = active_state(sys)?;
     let cgroup = snapshot::detect_cgroup(sys)?;
-    let dest = destination(&state, &cgroup, direction, cpu, single_thread)?;
+    let dest = destination(&state, &cgroup, direction, place, single_thread)?;
     let mut report = MoveReport {
         dry_run,
         moved: Vec::new(),
@@ -124,10 +182,10 @@ pub enum RunPolicy {
 }
 
 /// Where `run` would place a command: the CPUs, checked against the active
-/// shield; changes nothing (`run --dry-run`).
-pub fn run_target(sys: &Sys, cpu: Option<u32>) -> Result<(State, CpuSet), ShieldError> {
+/// shield (and its named sets); changes nothing (`run --dry-run`).
+pub fn run_target(sys: &Sys, place: &Place) -> Result<(State, CpuSet), ShieldError> {
     let state = active_state(sys)?;
-    let cpus = check_cpu(cpu, &state.shield, "shielded")?;
+    let (cpus, _, _) = place_in(&state, place)?;
     Ok((state, cpus))
 }
 
@@ -137,7 +195,7 @@ pub fn run_target(sys: &Sys, cpu: Option<u32>) -> Result<(State, CpuSet), Shield
 /// (another `run` waits for it, calling `waiting` once).
 pub fn enter_shield(
     sys: &Sys,
-    cpu: Option<u32>,
+    place: &Place,
     policy: RunPolicy,
     waiting: &dyn Fn(),
 ) -> Result<Entered, ShieldError> {
@@ -153,7 +211,7 @@ pub fn enter_shield(
         let _lock = journal::lock_waiting(sys, journal::LOCK_WAIT, waiting)?;
         active_state(sys)?
     };
-    let cpus = check_cpu(cpu, &state.shield, "shielded")?;
+    let (cpus, _, _) = place_in(&state, place)?;
     let me = std::process::id() as i32;
     let mut notes = Vec::new();
     if let RunPolicy::Fifo(p) | RunPolicy::RoundRobin(p) = policy {
@@ -181,7 +239,7 @@ pub fn enter_shield(
     if let Some(policy) = sched {
         sys.set_scheduler(0, policy)?;
     }
-    move_tasks(sys, &[me], (Direction::In, cpu, false), false, &|| {})?;
+    move_tasks(sys, &[me], (Direction::In, place, false), false, &|| {})?;
     Ok(Entered { cpus, notes })
 }
 
