@@ -601,6 +601,12 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
         _ => true,
     };
     if ok {
+        if let SystemdCall::StartScope {
+            pids, cgroup_dir, ..
+        } = call
+        {
+            attached(sys, cgroup_dir, pids);
+        }
         return Ok(());
     }
     let seen = match call {
@@ -621,6 +627,21 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
             SETTLE.as_secs()
         )),
     ))
+}
+
+/// Waits until the kernel has finished attaching `pids`, which systemd
+/// moved into `cgroup_dir`. A task shows in `cgroup.procs` before the
+/// cpuset controller's attach has run, and on kernels before 6.2 that
+/// attach sets the task's affinity to the whole cpuset: an affinity set
+/// in between (`run --cpu 3`) is lost (the Debian 12 guest saw CPUs 2-3).
+/// Writing a pid into the cgroup it is already in moves nothing and
+/// changes nothing, but takes the lock systemd's migration holds to its
+/// end, so it returns only once that migration is done.
+fn attached(sys: &Sys, cgroup_dir: &str, pids: &[i32]) {
+    for pid in pids {
+        // A task that exited meanwhile has nothing left to attach.
+        let _ = sys.write(&format!("{cgroup_dir}/cgroup.procs"), &pid.to_string());
+    }
 }
 
 /// What the kernel shows of the cpuset `cgroup_dir` that systemd was asked

@@ -240,6 +240,22 @@ pub fn enter_shield(
         sys.set_scheduler(0, policy)?;
     }
     move_tasks(sys, &[me], (Direction::In, place, false), false, &|| {})?;
+    // The kernel's word on where the command will run, not the plan's (a
+    // fixture root has no thread of this process to read).
+    let held = match sys.affinity(me) {
+        Err(e) if e.kind == crate::sys::ErrorKind::NotFound => cpus.clone(),
+        read => read?,
+    };
+    if held != cpus {
+        return Err(ShieldError::Sys(crate::sys::SysError::new(
+            "read back the affinity of",
+            format!("task {me}"),
+            None,
+            std::io::Error::other(format!(
+                "the kernel holds it on CPUs {held}, not {cpus}; nothing was started"
+            )),
+        )));
+    }
     Ok(Entered { cpus, notes })
 }
 
