@@ -231,3 +231,46 @@ fn v1_change_killed_at_every_write_then_off_restores() {
         standard(root, CgroupLayout::V1, FixtureConfig::default())
     });
 }
+
+/// On each cgroup layout: `on 2-3`, then `on 3` failing at a late write
+/// and rolled back. The rollback must give back the old shield (2-3) as
+/// it was, not the machine from before any shield: `status` finds nothing
+/// broken, and `off` still gives back the tree from before.
+fn a_change_in_place_rolled_back_leaves_the_old_shield_whole(layout: CgroupLayout, refused: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = standard(root, layout, FixtureConfig::default());
+    let before = tree(root);
+    on(root, "2-3");
+    let marker = root.join(cpushield::sys::fixture::MARKER);
+    let unrefused = std::fs::read_to_string(&marker).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&unrefused).unwrap();
+    config["refuse"][refused] = "EBUSY".into();
+    std::fs::write(&marker, config.to_string()).unwrap();
+    let o = cpushield(root, &["on", "3"]);
+    assert!(!o.status.success(), "the change should fail: {}", text(&o));
+    assert!(text(&o).contains("rolled back"), "{}", text(&o));
+    std::fs::write(&marker, &unrefused).unwrap();
+    let o = cpushield(root, &["status", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(json(&o)["shield"], "2-3", "{}", text(&o));
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(diff(&before, &tree(&sys.path(""))), Vec::<String>::new());
+}
+
+#[test]
+fn v1_change_in_place_rolled_back_leaves_the_old_shield_whole() {
+    a_change_in_place_rolled_back_leaves_the_old_shield_whole(
+        CgroupLayout::V1,
+        "sys/fs/cgroup/cpuset/cpushield/cpuset.cpu_exclusive",
+    );
+}
+
+#[test]
+fn v2_change_in_place_rolled_back_leaves_the_old_shield_whole() {
+    a_change_in_place_rolled_back_leaves_the_old_shield_whole(
+        CgroupLayout::V2,
+        "proc/irq/default_smp_affinity",
+    );
+}

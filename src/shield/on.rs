@@ -148,6 +148,8 @@ enum Rollback<'a> {
         segments: usize,
         /// The state before the change.
         state: &'a State,
+        /// The journal's records before the change.
+        kept: &'a [journal::Entry],
     },
 }
 
@@ -189,8 +191,14 @@ fn transaction(
             }
             undone
         }
-        Rollback::ToKept { segments, state } => {
-            let undone = undo(journal::read_entries_from(sys, segments)?, Some(state));
+        Rollback::ToKept {
+            segments,
+            state,
+            kept,
+        } => {
+            let mut entries = journal::read_entries_from(sys, segments)?;
+            crate::shield::reshape::undone_to_now(&mut entries, snap, kept);
+            let undone = undo(entries, Some(state));
             if undone.failed.is_empty() {
                 journal.truncate(segments)?;
                 journal.write_state(state)?;
@@ -321,6 +329,7 @@ fn reshape_timed(
     let rollback = Rollback::ToKept {
         segments: kept_segments,
         state: &old,
+        kept: &entries,
     };
     let change_made = (&snap, plan, req);
     let (settled, mut journal) = transaction(

@@ -179,3 +179,54 @@ pub(in crate::shield) fn restore_files(
     }
     out
 }
+
+/// The records of a change in place (`changed`), made to undo to the
+/// machine as the old shield held it when the change began, for its
+/// rollback. They were planned on the machine before the first shield
+/// (so that the new shield is the one a fresh `on` makes), and they stay
+/// so in the journal: `off` and a damaged journal's salvage want the
+/// values from before the shield. A rollback undoes them alone and must
+/// leave the old shield whole: each thread's recorded affinity becomes
+/// the one it had (`live`, read before the change), and a write undone to
+/// a fixed value (the value before the shield) is undone to the value the
+/// old shield's records (`kept`) wrote last, where they wrote one.
+pub(in crate::shield) fn undone_to_now(changed: &mut [Entry], live: &Snapshot, kept: &[Entry]) {
+    let now: HashMap<i32, &CpuSet> = (live.threads.iter())
+        .map(|t| (t.tid, &t.cpus_allowed))
+        .collect();
+    let relive = |list: &mut Vec<(i32, CpuSet)>| {
+        for (tid, cpus) in list.iter_mut() {
+            if let Some(live) = now.get(tid) {
+                *cpus = (*live).clone();
+            }
+        }
+    };
+    let mut held: HashMap<&str, &str> = HashMap::new();
+    for e in kept {
+        if let Action::Write { path, value, .. } = &e.action {
+            held.insert(path, value);
+        }
+    }
+    for e in changed {
+        match &mut e.action {
+            Action::SetAffinity { tid, previous, .. } => {
+                if let Some(live) = now.get(tid) {
+                    *previous = (*live).clone();
+                }
+            }
+            Action::Remember { affinities } | Action::MoveTask { affinities, .. } => {
+                relive(affinities)
+            }
+            Action::Write {
+                path,
+                undo: Undo::Value(value),
+                ..
+            } => {
+                if let Some(held) = held.get(path.as_str()) {
+                    *value = held.to_string();
+                }
+            }
+            _ => {}
+        }
+    }
+}
