@@ -248,3 +248,24 @@ fn a_set_taken_away_while_its_tasks_run_and_its_cpus_stay_is_refused() {
     ok(root, &["off", "--set", "b"]);
     assert!(!sys.exists("sys/fs/cgroup/cpushield"));
 }
+
+/// The Debian 12 guest's sequence on cgroup v1, where a cpuset's CPUs
+/// must lie within its parent's and hold its children's: a shield changed
+/// in place into two sets, the sets resized, one taken away, then `off`
+/// gives back everything with no error (the folded journal once undid a
+/// set before its parent had its CPUs back: EACCES).
+#[test]
+fn v1_sets_changed_in_place_and_one_taken_away_then_off_is_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = standard(root, CgroupLayout::V1, FixtureConfig::default());
+    let before = tree(root);
+    ok(root, &["on", "2-3"]);
+    ok(root, &["on", "1-3", "--set", "a=1", "--set", "b=2-3"]);
+    ok(root, &["on", "1-3", "--set", "a=1-2", "--set", "b=3"]);
+    ok(root, &["off", "--set", "a"]);
+    assert_eq!(cpus(&sys, "sys/fs/cgroup/cpuset/cpushield"), "3");
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(diff(&before, &tree(root)), Vec::<String>::new());
+}

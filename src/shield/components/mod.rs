@@ -428,6 +428,10 @@ impl Effects for Components {
     fn fold(&self, first: &Action, later: &Action) -> Option<Action> {
         undoers().find_map(|part| part.fold(first, later))
     }
+
+    fn cgroup_removed(&self, action: &Action) -> Option<String> {
+        undoers().find_map(|part| part.cgroup_removed(action))
+    }
 }
 
 // What the components offer the commands, the reports and the audit.

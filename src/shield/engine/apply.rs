@@ -97,6 +97,9 @@ pub trait Effects: Sync {
     /// did; `None` when they do not fold. The record keeps the first's
     /// place and its previous value.
     fn fold(&self, first: &Action, later: &Action) -> Option<Action>;
+    /// The cgroup directory a component's own `action` takes away (a
+    /// named set), for the undo: see [`super::undo`].
+    fn cgroup_removed(&self, action: &Action) -> Option<String>;
 }
 
 /// Applies steps in order, journaling each batch before making it.

@@ -246,6 +246,12 @@ pub(in crate::shield) trait Undoes: Sync {
         None
     }
 
+    /// The cgroup directory its own `action` takes away, if any: an undo
+    /// that removes that directory's parent anyway does not make it again.
+    fn cgroup_removed(&self, _action: &Action) -> Option<String> {
+        None
+    }
+
     /// Undoes `entry` when it is one of its own; false otherwise.
     fn undo(&self, _sys: &Sys, _entry: &Entry, _out: &mut Undone) -> bool {
         false

@@ -140,8 +140,9 @@ fn undo_changes(
         entries.iter().rev().filter(|e| keep(&e.action)).collect()
     };
     let mut busy = Vec::new();
+    let removed = Removed::by(entries);
     for part in [select(&first), select(&rest), select(&last)] {
-        undo_in_turn(sys, fx, &part, keep, out, &mut busy);
+        undo_in_turn(sys, fx, (&part, &removed), keep, out, &mut busy);
     }
     // Tried again once everything else is back: a write the kernel found
     // busy (6.1 refuses a finite sched_rt_runtime_us while an isolated
@@ -156,12 +157,47 @@ fn undo_changes(
 /// at the end: the file, the value, whether it is skipped when it holds.
 type Busy<'a> = (&'a str, String, bool);
 
+/// The cgroup directories an undo removes, because its entries made them
+/// (`Mkdir`): what is inside them need not be given back. On cgroup v1
+/// the writes back into them may be refused on the way (a cpuset's CPUs
+/// must lie within its parent's, and exclusive siblings must not meet,
+/// while the journal's folded records no longer keep every write's
+/// order), and their refusal changes nothing of what `off` leaves.
+struct Removed(HashSet<String>);
+
+impl Removed {
+    fn by(entries: &[Entry]) -> Removed {
+        Removed(
+            (entries.iter())
+                .filter_map(|e| match &e.action {
+                    Action::Mkdir { path } => Some(path.clone()),
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether `path` is one of those directories or lies inside one.
+    fn holds(&self, path: &str) -> bool {
+        let mut at = path;
+        loop {
+            if self.0.contains(at) {
+                return true;
+            }
+            match at.rsplit_once('/') {
+                Some((parent, _)) => at = parent,
+                None => return false,
+            }
+        }
+    }
+}
+
 /// Undoes `reversed` (newest first): moves back spread over the CPUs,
 /// the rest one by one.
 fn undo_in_turn<'a>(
     sys: &Sys,
     fx: &dyn Effects,
-    reversed: &[&'a Entry],
+    (reversed, removed): (&[&'a Entry], &Removed),
     keep: &KeepOnCpus,
     out: &mut Undone,
     busy: &mut Vec<Busy<'a>>,
@@ -186,6 +222,15 @@ fn undo_in_turn<'a>(
             continue;
         }
         rest = &rest[1..];
+        // A cgroup taken away (a named set) inside one this undo removes
+        // anyway is not made again.
+        if fx
+            .cgroup_removed(&e.action)
+            .is_some_and(|dir| removed.holds(&dir))
+        {
+            out.unchanged += 1;
+            continue;
+        }
         if fx.undo(sys, e, out) {
             continue;
         }
@@ -209,7 +254,10 @@ fn undo_in_turn<'a>(
                 let skip_if_same = matches!(undo, Undo::Previous);
                 let mut one = Undone::default();
                 restore_write(sys, path, &value, skip_if_same, &mut one);
-                if one.failed.iter().any(|f| f.reason.ends_with(": EBUSY")) {
+                if !one.failed.is_empty() && removed.holds(path) {
+                    // Its cgroup goes with everything in it (see Removed).
+                    out.unchanged += 1;
+                } else if one.failed.iter().any(|f| f.reason.ends_with(": EBUSY")) {
                     busy.push((path, value, skip_if_same));
                 } else {
                     out.add(one);

@@ -703,6 +703,11 @@ impl crate::shield::component::Undoes for Part {
         Some(sets::make_own(sys, &own).map_err(crate::shield::apply::ApplyError::Kernel))
     }
 
+    fn cgroup_removed(&self, action: &Action) -> Option<String> {
+        let sets::Own::DropSet { dir, .. } = sets::own_of(action)?;
+        Some(dir)
+    }
+
     fn undo(&self, sys: &Sys, entry: &crate::shield::journal::Entry, out: &mut crate::shield::undo::Undone) -> bool {
         let Some(own) = sets::own_of(&entry.action) else {
             return false;

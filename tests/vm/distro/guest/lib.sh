@@ -38,6 +38,16 @@ meets() {
     return 1
 }
 expand() { echo "$1" | tr ',' '\n' | while IFS=- read -r a b; do seq "$a" "${b:-$a}"; done; }
+# cpus_of PID: the CPUs the kernel allows the process
+cpus_of() { awk '/^Cpus_allowed_list/ {print $2}' /proc/$1/status; }
+# set_sleepers: of a shield with sets app1 (CPU 1) and app2 (CPU 3), a
+# sleeper started in each by `run`: by --set app1 (p1), by --cpu 3 (p2)
+set_sleepers() {
+    /job/cpushield run --set app1 -- sleep 300 >"$OUT/run1" 2>&1 &
+    /job/cpushield run --cpu 3 -- sleep 301 >"$OUT/run2" 2>&1 &
+    sleep 2
+    p1=$(pgrep -x -f 'sleep 300'); p2=$(pgrep -x -f 'sleep 301')
+}
 # Threads outside the shield cgroup allowed on SHIELD, except per-CPU
 # kernel threads (kthreads allowed on one CPU only, or that no one may move:
 # PF_NO_SETAFFINITY) and irq/N threads (they follow their IRQ, checked
