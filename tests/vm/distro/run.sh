@@ -47,7 +47,9 @@
 # same NVRAM and a copy of the disk of the run's own (OVMF hangs after some
 # warm resets under TCG; CPUSHIELD_UEFI_WARM_REBOOT=1 reboots inside QEMU)
 # (cgroup v2 only; the machine type is CPUSHIELD_UEFI_MACHINE, default pc).
-# Without suites=, a scenario is for any suite.
+# Without suites=, a scenario is for any suite. default-suites=LIST: in
+# the default set (no scenario named, as CI runs it) only on these suites;
+# named, on any of suites= (CI's time).
 # time=SEC: the seconds the scenario's boot may take beyond 200 (default 240;
 # the Kubernetes node's boot alone takes 3-4 minutes under TCG).
 # A guest line "CPUSHIELD-MONITOR: device_add ..." (or device_del) runs
@@ -275,6 +277,10 @@ for suite in $SUITES; do
     for f in "${files[@]}"; do
         name=$(basename "$f" .sh)
         ss=$(hdr "$f" suites); ss=${ss:-bookworm,trixie,forky}
+        ds=$(hdr "$f" default-suites)
+        if [ ${#SCENARIOS[@]} -eq 0 ] && [ -n "$ds" ]; then
+            case ",$ds," in *",$suite,"*) ;; *) printf '%-9s %-24s %s\n' "$suite" "$name" "SKIP $name (in the default set on $ds only; named, it runs on $ss: run.sh --suite $suite $name)" >>"$SUMMARY"; continue ;; esac
+        fi
         case ",$ss," in *",$suite,"*) ;; *) printf '%-9s %-24s %s\n' "$suite" "$name" "SKIP $name (not for $suite: $(sed -n 's/^# skip-why: //p' "$f"))" >>"$SUMMARY"; continue ;; esac
         cg=$(hdr "$f" cgroup); cg=${cg:-v2}
         # a guest booted through GRUB is a layout of its own (cgroup v2)

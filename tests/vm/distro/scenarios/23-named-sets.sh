@@ -4,7 +4,7 @@
 #   CPUs (a taskset onto the other set refused), run by --set and by --cpu,
 #   changed in place, one taken away by off --set with its task moved out,
 #   the other kept; off gives back everything as before
-# distro: suites=bookworm
+# distro: suites=bookworm,trixie,trixie-rt,forky default-suites=bookworm
 . /job/lib.sh "$1"
 irqbalance_settle
 snap before
@@ -15,11 +15,7 @@ eff() { cat "$CG/cpushield-$1.slice/cpuset.cpus.effective" 2>/dev/null; }
 check "app1's slice has CPU 1 (cpuset.cpus.effective '$(eff app1)')" [ "$(eff app1)" = 1 ]
 check "app2's slice has CPUs 2-3 (cpuset.cpus.effective '$(eff app2)')" [ "$(eff app2)" = 2-3 ]
 # A sleeper in each: by --set, and by --cpu (the set that holds it).
-/job/cpushield run --set app1 -- sleep 300 >"$OUT/run1" 2>&1 &
-/job/cpushield run --cpu 3 -- sleep 301 >"$OUT/run2" 2>&1 &
-sleep 2
-p1=$(pgrep -x -f 'sleep 300'); p2=$(pgrep -x -f 'sleep 301')
-cpus_of() { awk '/^Cpus_allowed_list/ {print $2}' /proc/$1/status; }
+set_sleepers
 cg_of() { sed -n 's/^0:://p' /proc/$1/cgroup; }
 info "sleeper 1: pid $p1 on $(cpus_of $p1) in $(cg_of $p1); sleeper 2: pid $p2 on $(cpus_of $p2) in $(cg_of $p2)"
 check "run --set app1: the kernel runs it on CPU 1, in app1's slice" sh -c "[ '$(cpus_of $p1)' = 1 ] && echo '$(cg_of $p1)' | grep -q '^/cpushield.slice/cpushield-app1.slice/'"
