@@ -247,27 +247,8 @@ pub fn unban(sys: &Sys, action: &Action, prior: Option<&str>) -> (bool, Vec<Refu
         return (false, Vec::new());
     };
     let prior: Option<Prior> = prior.and_then(|text| serde_json::from_str(text).ok());
-    if let Some(prior) = prior {
-        let Own::IrqbalanceBan {
-            previous_dropin,
-            previous_env,
-            manager_env,
-            ..
-        } = &mut own;
-        if *manager_env {
-            if let Some(list) = prior.manager {
-                return reban(sys, &list);
-            }
-        } else {
-            (*previous_dropin, *previous_env) = (prior.dropin, prior.env);
-            if let Err(why) = ban_within(&own) {
-                let refusal = Refusal {
-                    target: "irqbalance".into(),
-                    reason: format!("its ban's record was not undone: {why}"),
-                };
-                return (false, vec![refusal]);
-            }
-        }
+    if let Some(done) = prior.and_then(|prior| back_to_prior(sys, &mut own, prior)) {
+        return done;
     }
     let Own::IrqbalanceBan {
         make_dir,
@@ -390,6 +371,30 @@ fn ban_running(sys: &Sys, banned: &CpuSet) -> Result<(), SysError> {
     } else {
         restart(sys)
     }
+}
+
+/// Undoing a ban made over an older shield's: in systemd's environment,
+/// the old shield's list is banned again (done); in the drop-in, `own`
+/// is made to write back the old shield's drop-in and environment file
+/// (`None`: the caller restores them), refused when they name a file
+/// other than irqbalance's own.
+fn back_to_prior(sys: &Sys, own: &mut Own, prior: Prior) -> Option<(bool, Vec<Refusal>)> {
+    let Own::IrqbalanceBan {
+        previous_dropin,
+        previous_env,
+        manager_env,
+        ..
+    } = own;
+    if *manager_env {
+        return prior.manager.map(|list| reban(sys, &list));
+    }
+    (*previous_dropin, *previous_env) = (prior.dropin, prior.env);
+    let why = ban_within(own).err()?;
+    let refusal = Refusal {
+        target: "irqbalance".into(),
+        reason: format!("its ban's record was not undone: {why}"),
+    };
+    Some((false, vec![refusal]))
 }
 
 /// Takes the ban out of the running irqbalance, whichever way `on` (or a
