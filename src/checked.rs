@@ -221,6 +221,32 @@ pub enum Checked {
     },
 }
 
+/// `--out DIR` of a run that writes its files at the end: a directory that
+/// exists, or one that can be made in an existing directory, checked
+/// before the run rather than after it.
+pub(crate) fn output_dir(path: PathBuf) -> Result<PathBuf, Refusal> {
+    if path.is_dir() {
+        return Ok(path);
+    }
+    let shown = quote(&path.to_string_lossy());
+    if path.exists() {
+        return Err(Refusal(format!(
+            "--out {shown}: not a directory; give a directory, or a new name in an existing one"
+        )));
+    }
+    let parent = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if parent.is_dir() {
+        return Ok(path);
+    }
+    Err(Refusal(format!(
+        "--out {shown}: no directory {} to make it in; give a directory, or a new name in an existing one",
+        quote(&parent.to_string_lossy())
+    )))
+}
+
 /// `--histfile`: a file in a directory that exists, checked before the
 /// measurement rather than after it.
 fn writable_place(path: PathBuf) -> Result<PathBuf, Refusal> {
@@ -326,6 +352,13 @@ pub fn check(sys: &Sys, command: Option<Command>) -> Result<Checked> {
                 return Err(Refusal(format!(
                     "--nfd {}: no such directory (node-feature-discovery's is /etc/kubernetes/node-feature-discovery/features.d)",
                     a.nfd.unwrap_or_default().display()
+                ))
+                .into())
+            }
+            Command::Metrics(a) if a.textfile.as_ref().is_some_and(|d| !d.is_dir()) => {
+                return Err(Refusal(format!(
+                    "--textfile {}: no such directory (node_exporter's textfile collector directory, e.g. /var/lib/prometheus/node-exporter)",
+                    quote(&a.textfile.unwrap_or_default().to_string_lossy())
                 ))
                 .into())
             }
@@ -466,7 +499,8 @@ fn compare(a: CompareArgs) -> Result<Checked, Refusal> {
         }
     }
     let new_out = a.out.is_none();
-    let out = a.out.unwrap_or_else(|| named_by_time("cpushield-compare"));
+    let out = a.out.map(output_dir).transpose()?;
+    let out = out.unwrap_or_else(|| named_by_time("cpushield-compare"));
     Ok(Checked::Compare {
         new_out,
         options: CompareOptions {

@@ -87,6 +87,60 @@ const BAD: &[(&[&str], &str)] = &[
         &["measure", "--cpus", "1", "--histfile", "/nonexistent/dir/h"],
         "/nonexistent/dir",
     ),
+    (
+        &["apply", "--config", "/nonexistent/cpushield.toml"],
+        "/nonexistent/cpushield.toml",
+    ),
+    (
+        &["verify", "--config", "/nonexistent/cpushield.toml"],
+        "/nonexistent/cpushield.toml",
+    ),
+    (
+        &["metrics", "--textfile", "/nonexistent/dir"],
+        "/nonexistent/dir",
+    ),
+    (
+        &["metrics", "--nfd", "/nonexistent/dir"],
+        "/nonexistent/dir",
+    ),
+    (&["boot", "--bogus"], "--bogus"),
+    (&["repair", "extra"], "extra"),
+    (&["heal", "extra"], "extra"),
+    (&["nri", "--socket"], "--socket"),
+    (
+        &[
+            "compare",
+            "--cpus",
+            "1",
+            "--out",
+            "/nonexistent/dir/out",
+            "--dry-run",
+        ],
+        "/nonexistent/dir",
+    ),
+    (
+        &[
+            "certify",
+            "--cpus",
+            "1",
+            "--budget",
+            "max<=100us",
+            "--out",
+            "/nonexistent/dir/out",
+            "--dry-run",
+        ],
+        "/nonexistent/dir",
+    ),
+    (
+        &[
+            "certify",
+            "--from",
+            "/nonexistent/certify.json",
+            "--budget",
+            "max<=100us",
+        ],
+        "/nonexistent/certify.json",
+    ),
 ];
 
 #[test]

@@ -81,6 +81,7 @@ pub(super) fn certify(sys: &Sys, a: CertifyArgs) -> Result<Checked> {
         }
     }
     let out = flag_or_key(a.out, "--out", section.out, cfg).map(|(dir, _)| dir);
+    let out = out.map(super::output_dir).transpose()?;
     let new_out = out.is_none();
     let out = out.unwrap_or_else(|| named_by_time("cpushield-certify"));
     let feasibility = decidable(&budget, seconds, (probe, a.interval), confidence, a.force)?;
@@ -131,7 +132,8 @@ fn certify_from(a: CertifyArgs) -> Result<Checked> {
     }
     let baseline = certify_baseline((a.baseline, a.regression), (None, None), None)?;
     let new_out = a.out.is_none();
-    let out = a.out.unwrap_or_else(|| named_by_time("cpushield-certify"));
+    let out = a.out.map(super::output_dir).transpose()?;
+    let out = out.unwrap_or_else(|| named_by_time("cpushield-certify"));
     let cpus = a.cpus.unwrap_or_default();
     let compare = cpushield::certify::Options::measuring(
         cpus,
