@@ -116,3 +116,37 @@ fn a_cpu_set_that_is_none_is_null_and_no_report_has_an_empty_string() {
     let off = json(&cpushield(root, &["off", "--json"]));
     assert!(off["shield"].is_null(), "{off}");
 }
+
+/// Every key is there: the reports of measure, compare, certify, the
+/// loads, the boot half, audit and each component's part never leave a
+/// key out when it is empty (`[]`, `null` instead). Only the journal's and
+/// the config's own formats may, whose absent keys older releases wrote.
+#[test]
+fn no_report_leaves_a_key_out_when_it_is_empty() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for dir in [
+        "compare", "certify", "measure", "load", "boot", "report", "audit",
+    ] {
+        files.extend(rust_sources(&src.join(dir)));
+    }
+    files.extend(
+        rust_sources(&src.join("shield/components"))
+            .into_iter()
+            .filter(|f| f.file_name().is_some_and(|n| n == "report.rs")),
+    );
+    assert!(files.len() > 20, "{} files", files.len());
+    let leaving: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .contains(concat!("skip_serializing", "_if"))
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        leaving.is_empty(),
+        "reports that leave keys out: {leaving:?}"
+    );
+}

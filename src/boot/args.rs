@@ -26,7 +26,6 @@ pub struct BootArgs {
     pub warnings: Vec<String>,
     /// Where the machine stands now: what the running kernel isolated at
     /// boot, and cpushield's boot half (filled in by the command).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub now: Option<crate::boot::BootStatus>,
 }
 

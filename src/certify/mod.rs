@@ -113,14 +113,13 @@ pub struct Report {
     pub guard_boosts: Option<u64>,
     /// Against the baseline asked for: its directory and each term on each
     /// CPU then and now.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Against>,
     /// What the audit found before the run, and what alone makes the
     /// budget unreachable (`None`: the audit could not be read).
     pub preflight: Option<preflight::Preflight>,
     /// The recorded file the verdict was computed from (`certify --from`),
     /// with what it could not say; `None` when this run measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub from: Option<RecordedFile>,
     /// What each CPU measured, as judged (histograms, per-second maxima,
     /// skipped deadlines): `certify --from` and a later baseline read it.

@@ -43,7 +43,7 @@ pub struct CpuVerdict {
     pub skipped_over: (u64, u64),
     /// The exceedances grouped by the seconds they fell in (`None`: the
     /// run kept no per-second maxima).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub clusters: Option<Clusters>,
     /// The observed maximum, ns.
     pub max_ns: u64,
@@ -57,15 +57,15 @@ pub struct CpuVerdict {
     pub declustered: bool,
     /// With no deadline over the bound and the fitted tail believed: the
     /// upper bound it gives on one deadline's probability of exceeding.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub extrapolated_probability: Option<f64>,
     /// With no sample over the bound, how many samples the term needs for
     /// PASS at the confidence asked (`None`: it has them, or it failed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub samples_needed: Option<u64>,
     /// With no deadline over the bound: the extreme-value analysis of the
     /// per-second maxima, with what it refused and why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub tail: Option<TailEstimate>,
     /// Why, in words.
     pub why: String,

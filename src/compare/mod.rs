@@ -144,24 +144,24 @@ pub struct Options {
     /// The cache probe's options, passed to each phase's `measure`.
     pub cache: CacheOptions,
     /// `--cache-ways`: the cache-share phase's ways of each L3.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub cache_ways: Option<u32>,
     /// Look at the shield, the guard and the load every this many seconds
     /// while a phase measures (`certify`; `None`: never).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub watch_every_s: Option<f64>,
     /// Each phase's measurement writes `checkpoint-PHASE.json` in `out`
     /// every minute (`certify`: a crash loses at most a minute).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     pub checkpoint: bool,
     /// The shield of the shielded phase (`certify --config`: a config's);
     /// `None`: a plain shield of `cpus`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub shield: Option<Request>,
     /// The active shield's CPUs, when the shielded phase measures inside a
     /// shield that was there before (`certify` of an applied shield): it
     /// is neither made nor taken down, and the load runs outside it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub existing_shield: Option<CpuSet>,
     /// The probe matched to the workload (`certify --interval`,
     /// `--priority`, `--dma-latency`); each `None` keeps measure's default.
@@ -211,10 +211,10 @@ impl Options {
 pub struct CacheOptions {
     /// `--cache-gap`: ms each working set is left idle before its timed
     /// loads.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub gap_ms: Option<u64>,
     /// `--working-set`: the one working set walked, bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub working_set: Option<u64>,
 }
 

@@ -40,7 +40,7 @@ pub struct Measured {
     /// `--explain`: what delayed the samples over its threshold.
     pub explain: Option<PhaseCauses>,
     /// The cache probe's figures per level (empty for other probes).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub levels: Vec<LevelRow>,
 }
 
@@ -265,7 +265,7 @@ pub struct PhaseRecord {
     /// The full output of `cpushield measure --json`.
     pub measurement: Measurement,
     /// The looks at the machine while it measured (`certify`), in time order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub watch: Vec<super::watch::Watch>,
 }
 
@@ -293,7 +293,7 @@ pub struct Results {
     pub virtualised_note: Option<&'static str>,
     /// Present when the shielded phase's CPUs were kicked by the kernel's
     /// idle load balancer: what it was and how to keep it off.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub balancer_note: Option<String>,
     /// The phases in order.
     pub phases: Vec<PhaseRecord>,

@@ -342,11 +342,11 @@ pub struct SummaryTable {
     pub rows: Vec<PhaseStats>,
     /// The finest bucket width of the phases' histograms, µs: what the
     /// table's latencies can resolve (1 ns for the cache probe's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub resolution_us: Option<f64>,
     /// The cache probe's figures per level (L1d, L2, L3 share, or the one
     /// set given) of each phase, in phase order; empty for other probes.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub levels: Vec<LevelRow>,
 }
 

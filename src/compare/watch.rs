@@ -24,7 +24,7 @@ pub struct Watch {
     /// The load's processes still running (`None`: no load).
     pub load_processes: Option<usize>,
     /// Why the shield could not be read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub error: Option<String>,
 }
 

@@ -273,7 +273,7 @@ pub struct StopReport {
     /// Machine-wide settings the load changed, each `file: what it held ->
     /// what the load left`, then what it reads after being written back
     /// (`, put back` when that is what it held).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub put_back: Vec<String>,
 }
 

@@ -35,7 +35,7 @@ pub struct Delta {
     /// How many more than at the start.
     pub count: u64,
     /// Description from the file (e.g. `Local timer interrupts`).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(default)]
     pub description: String,
 }
 

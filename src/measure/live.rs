@@ -43,10 +43,10 @@ pub struct Checkpoint {
     pub bucket_width_ns: u64,
     /// Buckets of every histogram (samples past them are overflows);
     /// absent: as many as the longest histogram holds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub buckets: Option<usize>,
     /// The probe's period, ns, when it has one; absent: not recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub interval_ns: Option<u64>,
     /// Each measured CPU.
     pub cpus: Vec<CpuCheckpoint>,
@@ -66,7 +66,7 @@ pub struct CpuCheckpoint {
     pub per_second_max_ns: Vec<u64>,
     /// Deadlines skipped after a stall so far; absent: not recorded (the
     /// timer probe's are rebuilt from the histogram).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub missed_periods: Option<u64>,
 }
 

@@ -146,7 +146,7 @@ pub struct CpuReport {
     /// The largest sample of each whole second of the run, ns, in time
     /// order (0 for a second without a sample); absent when the run
     /// lasted less than a second.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub per_second_max_ns: Vec<u64>,
     /// System Management Interrupts this CPU took during the run (the
     /// firmware's, invisible to the kernel: `MSR_SMI_COUNT`, Intel);

@@ -126,30 +126,30 @@ pub struct TailEstimate {
     /// The halves' two-sample Kolmogorov-Smirnov test.
     pub stationarity: Option<Test>,
     /// KPSS on the ranks of the block maxima: no drift through the run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub trend: Option<Test>,
     /// Anderson-Darling of the odd blocks against the even blocks' fit.
     pub goodness_of_fit: Option<Test>,
     /// Why nothing is extrapolated, when nothing is.
     pub refused: Option<String>,
     /// What would let the term decide, when nothing is extrapolated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub to_decide: Option<String>,
     /// Bootstrap resamples behind the bounds.
     #[serde(default)]
     pub resamples: usize,
     /// With a target: the latency at it, and its bound.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub pwcet: Option<Pwcet>,
     /// The second view of the tail, peaks over a threshold of the
     /// histogram ([`pot`]); a verdict extrapolates only where both agree.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub pot: Option<pot::PotEstimate>,
     /// One block, one hour, the run's duration (only when extrapolated).
     pub exceedance: Vec<Exceedance>,
     /// The fitted tail's band (whenever a fit and its bootstrap exist,
     /// extrapolated or not: the report draws it around the fit).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub band: Vec<BandPoint>,
 }
 

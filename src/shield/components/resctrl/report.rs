@@ -73,7 +73,7 @@ pub struct Outcome {
     /// The CPUs of the group, as they read back.
     pub cpus: CpuSet,
     /// Which ways the shield has of each cache resource, and why there.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub placement: Vec<String>,
     /// The group's `mode` as it reads: `exclusive` (no other group may
     /// be given its ways) or `shareable`.
@@ -128,11 +128,11 @@ pub struct Status {
     #[serde(flatten)]
     pub share: Outcome,
     /// The group's monitoring, per L3 domain (empty: none).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub monitored: Vec<kernel::Monitored>,
     /// The default group's (everything outside the shield): the
     /// neighbours whose cache use and memory traffic the share holds off.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub others_monitored: Vec<kernel::Monitored>,
 }
 
