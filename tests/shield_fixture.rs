@@ -1376,6 +1376,45 @@ fn an_irq_a_driver_spread_onto_the_shield_at_its_hotplug_goes_back_where_it_was(
     off_restores(dir.path(), &before, tree_without_effective);
 }
 
+/// `--irq-cpus` (tuna's --cpus with --spread): the IRQs bound with
+/// `--irq` go to the shielded CPUs named, spread over them one each with
+/// `--irq-spread`; CPUs outside the shield are refused with nothing
+/// changed; `off` gives back what the IRQs had.
+#[test]
+fn irq_cpus_chooses_the_shielded_cpus_the_bound_irqs_go_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    cpushield::sys::fixture::add_irq(&sys, 26, "eth0-rx-1", "0-3").unwrap();
+    cpushield::sys::fixture::add_irq(&sys, 27, "eth0-rx-2", "0-3").unwrap();
+    let before = tree(root);
+    let affinity = |irq: u32| {
+        sys.read_trimmed(&format!("proc/irq/{irq}/smp_affinity_list"))
+            .unwrap()
+    };
+    let bound = ["--irq", "eth0", "--irq", "eth0-rx-1", "--irq", "eth0-rx-2"];
+    let on = |extra: &[&str]| cpushield(root, &[&["on", "1-3"][..], &bound, extra].concat());
+    let o = on(&["--irq-cpus", "0-1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--irq-cpus 0-1"), "{}", text(&o));
+    assert!(
+        diff(&before, &tree(root)).is_empty(),
+        "a refusal changed the machine"
+    );
+    let o = on(&["--irq-cpus", "2-3", "--irq-spread"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!([affinity(24), affinity(26), affinity(27)], ["2", "3", "2"]);
+    let o = on(&["--irq-cpus", "3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!([affinity(24), affinity(26), affinity(27)], ["3", "3", "3"]);
+    let status = cpushield(root, &["status"]);
+    assert!(status.status.success(), "{}", text(&status));
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
+}
+
 /// `--irq-spread` (tuna's --spread): the IRQs bound with `--irq` get one
 /// shielded CPU each, in turn; a change in place spreads them over the
 /// new CPUs; `off` gives back what they had; without `--irq` it is refused.

@@ -477,6 +477,17 @@ impl Component for Part {
                 message: "--irq-spread spreads the IRQs bound with --irq over the shield: name them with --irq (config key irqs)".into(),
             });
         }
+        if let Some(cpus) = &asked.irq_cpus {
+            if cpus.is_empty() || !cx.shield.is_superset_of(cpus) {
+                return Err(PlanError::Part {
+                    option: "--irq-cpus",
+                    message: format!(
+                        "--irq-cpus {cpus}: the IRQs bound with --irq go to shielded CPUs; give CPUs of the shield ({})",
+                        cx.shield
+                    ),
+                });
+            }
+        }
         let to_shield = resolve(&cx.snap.irqs, &asked.irqs)?;
         d.plan
             .facts
@@ -493,8 +504,9 @@ impl Component for Part {
             snap.mask_bits(),
         );
         let to = to_shield(&d.plan);
-        let spread = asked(cx.req).irq_spread;
-        let planned = plan(facts, (cx.shield, cx.housekeeping), &to, spread);
+        let asked = asked(cx.req);
+        let over = asked.irq_cpus.as_ref().unwrap_or(cx.shield);
+        let planned = plan(facts, (cx.shield, cx.housekeeping), &to, (asked.irq_spread, over));
         for (to_shield, step) in planned {
             // Bound after the CPUs' hotplug, which would take them back.
             let slot = if to_shield {

@@ -16,11 +16,21 @@ pub struct Options {
     #[arg(long = "irq-spread", requires = "irqs")]
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub irq_spread: bool,
+    /// The shielded CPUs the IRQs bound with --irq go to, and --irq-spread
+    /// spreads them over (tuna's --cpus with --spread); all the shield's
+    /// CPUs by default.
+    #[arg(long = "irq-cpus", value_name = "CPUS", requires = "irqs")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq_cpus: Option<crate::cpulist::CpuSet>,
 }
 
 impl crate::shield::options::Declared for Options {
     const EXAMPLES: &'static [(&'static str, &'static str)] =
-        &[("irqs", r#"["eth0-TxRx-0", "45"]"#), ("irq_spread", "true")];
+        &[
+            ("irqs", r#"["eth0-TxRx-0", "45"]"#),
+            ("irq_spread", "true"),
+            ("irq_cpus", r#""2-3""#),
+        ];
 }
 
 /// The IRQs `req` asks to bind to the shield, and whether spread.

@@ -5,15 +5,16 @@ use super::*;
 
 /// The IRQ writes, in IRQ order, each marked whether it binds an IRQ to
 /// the shield (`--irq`): the default affinity and every IRQ allowed on the
-/// shield go to the housekeeping CPUs. Those bound to the shield get it
-/// whole, or with `spread` one of its CPUs each, in turn.
+/// shield go to the housekeeping CPUs. Those bound to the shield get its
+/// CPUs `over` (all of them unless `--irq-cpus` says which), or with
+/// `spread` one of those each, in turn.
 pub(in crate::shield) fn plan(
     (irqs, default_affinity, mask_bits): (&[Irq], Option<&CpuSet>, u32),
     (shield, housekeeping): (&CpuSet, &CpuSet),
     irqs_to_shield: &[u32],
-    spread: bool,
+    (spread, over): (bool, &CpuSet),
 ) -> Vec<(bool, Step)> {
-    let shield_cpus: Vec<u32> = shield.iter().collect();
+    let shield_cpus: Vec<u32> = over.iter().collect();
     let mut bound = 0;
     let mut irq_steps = Vec::new();
     if let Some(default) = default_affinity {
@@ -39,7 +40,7 @@ pub(in crate::shield) fn plan(
             bound += 1;
             CpuSet::from_iter([shield_cpus[(bound - 1) % shield_cpus.len()]])
         } else if to_shield {
-            shield.clone()
+            over.clone()
         } else {
             irq.affinity.away_from(shield, housekeeping)
         };
