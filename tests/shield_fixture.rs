@@ -1376,6 +1376,15 @@ fn an_irq_a_driver_spread_onto_the_shield_at_its_hotplug_goes_back_where_it_was(
     off_restores(dir.path(), &before, tree_without_effective);
 }
 
+/// The standard machine (cgroup v2) with eth0's IRQ 24 and two more of
+/// its queues, 26 and 27, each allowed on every CPU.
+fn eth0_with_three_queues(root: &std::path::Path) -> cpushield::sys::Sys {
+    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
+    cpushield::sys::fixture::add_irq(&sys, 26, "eth0-rx-1", "0-3").unwrap();
+    cpushield::sys::fixture::add_irq(&sys, 27, "eth0-rx-2", "0-3").unwrap();
+    sys
+}
+
 /// `--irq-cpus` (tuna's --cpus with --spread): the IRQs bound with
 /// `--irq` go to the shielded CPUs named, spread over them one each with
 /// `--irq-spread`; CPUs outside the shield are refused with nothing
@@ -1384,9 +1393,7 @@ fn an_irq_a_driver_spread_onto_the_shield_at_its_hotplug_goes_back_where_it_was(
 fn irq_cpus_chooses_the_shielded_cpus_the_bound_irqs_go_to() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
-    cpushield::sys::fixture::add_irq(&sys, 26, "eth0-rx-1", "0-3").unwrap();
-    cpushield::sys::fixture::add_irq(&sys, 27, "eth0-rx-2", "0-3").unwrap();
+    let sys = eth0_with_three_queues(root);
     let before = tree(root);
     let affinity = |irq: u32| {
         sys.read_trimmed(&format!("proc/irq/{irq}/smp_affinity_list"))
@@ -1422,9 +1429,7 @@ fn irq_cpus_chooses_the_shielded_cpus_the_bound_irqs_go_to() {
 fn irqs_bound_with_irq_spread_get_a_shielded_cpu_each_and_off_gives_back() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let sys = standard(root, CgroupLayout::V2, FixtureConfig::default());
-    cpushield::sys::fixture::add_irq(&sys, 26, "eth0-rx-1", "0-3").unwrap();
-    cpushield::sys::fixture::add_irq(&sys, 27, "eth0-rx-2", "0-3").unwrap();
+    let sys = eth0_with_three_queues(root);
     let before = tree(root);
     let affinity = |irq: u32| {
         sys.read_trimmed(&format!("proc/irq/{irq}/smp_affinity_list"))
