@@ -319,6 +319,20 @@ fn on_a_kubelet_node_the_shield_is_what_kubelet_does_not_reserve() {
     refused(dir.path(), &["on", "2-3"], "kubelet reserves CPUs 0 for the OS and hands out the others to pods, so the shielded CPUs are CPUs 1-3");
     refused(
         dir.path(),
+        &["on", "2-3"],
+        "to reserve CPUs 0-1 instead: set reservedSystemCPUs: \"0-1\", remove /var/lib/kubelet/cpu_manager_state, restart kubelet, then cpushield on 2-3",
+    );
+    // With a pod holding exclusive CPUs, kubelet's checkpoint says which:
+    // the node is drained first.
+    let state = r#"{"policyName":"static","defaultCpuSet":"0-1","entries":{"pod1":{"rt":"2-3"}},"checksum":1}"#;
+    std::fs::write(dir.path().join("var/lib/kubelet/cpu_manager_state"), state).unwrap();
+    refused(
+        dir.path(),
+        &["on", "2-3"],
+        "pods hold exclusive CPUs 2-3 now (/var/lib/kubelet/cpu_manager_state), so drain the node first (kubectl drain)",
+    );
+    refused(
+        dir.path(),
         &["on", "1-3", "--balance", "within"],
         "which gets no partition",
     );

@@ -49,7 +49,8 @@ pub(super) fn check(node: &KubernetesNode, cx: &Planning) -> Result<(), PlanErro
     let expected = online.difference(reserved);
     if reserved != cx.housekeeping {
         return refuse(format!(
-            "this is a Kubernetes node ({seen}): kubelet reserves CPUs {reserved} for the OS and hands out the others to pods, so the shielded CPUs are CPUs {expected} (cpushield on {expected})"
+            "this is a Kubernetes node ({seen}): kubelet reserves CPUs {reserved} for the OS and hands out the others to pods, so the shielded CPUs are CPUs {expected} (cpushield on {expected}){}",
+            reserve_instead(kubelet, cx.housekeeping, cx.shield)
         ));
     }
     if let Some(why) = system_partition_on_shield(kubelet, cx.shield) {
@@ -73,6 +74,23 @@ pub(super) fn check(node: &KubernetesNode, cx: &Planning) -> Result<(), PlanErro
         });
     }
     Ok(())
+}
+
+/// How to have kubelet reserve `housekeeping` instead, so that `shield`
+/// can be shielded: its CPU manager starts again with the new set, which
+/// it does only from an empty checkpoint; pods that hold exclusive CPUs
+/// now (its `cpu_manager_state`) must leave the node first.
+fn reserve_instead(kubelet: &Kubelet, housekeeping: &CpuSet, shield: &CpuSet) -> String {
+    let state = format!("{}/cpu_manager_state", kubelet.root_dir);
+    let steps = format!(
+        "set reservedSystemCPUs: \"{housekeeping}\", remove {state}, restart kubelet, then cpushield on {shield}"
+    );
+    match kubelet.state.as_ref().map(|s| s.held()).filter(|h| !h.is_empty()) {
+        Some(held) => format!(
+            "; to reserve CPUs {housekeeping} instead: pods hold exclusive CPUs {held} now ({state}), so drain the node first (kubectl drain), then {steps}"
+        ),
+        None => format!("; to reserve CPUs {housekeeping} instead: {steps}"),
+    }
 }
 
 /// Why KEP-5894's system partition of `kubelet`, where it is set, does
