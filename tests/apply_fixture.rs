@@ -132,6 +132,28 @@ fn apply_is_idempotent_changes_in_place_and_verify_and_metrics_tell() {
     );
     let age = sample(&s, "cpushield_last_apply_age_seconds").unwrap();
     assert!((0.0..60.0).contains(&age), "{age}");
+    // The journal's size as the files hold it: every record that parses,
+    // and the bytes of the state and the segments.
+    let records = cpushield::shield::journal::read_entries(&cpushield::sys::Sys::at(root))
+        .unwrap()
+        .len();
+    let bytes: u64 = std::fs::read_dir(root.join("run/cpushield/journal"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(records > 0 && bytes > 0, "{records} records, {bytes} bytes");
+    assert_eq!(
+        sample(&s, "cpushield_journal_records"),
+        Some(records as f64),
+        "{prom}"
+    );
+    assert_eq!(
+        sample(&s, "cpushield_journal_bytes"),
+        Some(bytes as f64),
+        "{prom}"
+    );
     // node-feature-discovery's feature file beside it: the shield as labels.
     let features = tempfile::tempdir().unwrap();
     let nfd = features.path().to_str().unwrap();
