@@ -48,6 +48,7 @@ const KNOB_FILES: &[(&str, &str)] = &[
     ("sys/class/net/eth0/queues/rx-0/rps_cpus", "0\n"),
     ("sys/class/net/eth0/queues/rx-1/rps_cpus", "c\n"),
     ("sys/class/net/eth0/queues/tx-0/xps_cpus", "f\n"),
+    ("proc/sys/net/core/rps_default_mask", "e\n"),
     ("proc/sys/kernel/timer_migration", "0\n"),
     ("proc/sys/vm/overcommit_memory", "0\n"),
 ];
@@ -119,6 +120,8 @@ fn every_knob_applies_and_off_restores_exactly() {
         ("sys/class/net/eth0/queues/rx-0/rps_cpus", "0"),
         ("sys/class/net/eth0/queues/rx-1/rps_cpus", "3"),
         ("sys/class/net/eth0/queues/tx-0/xps_cpus", "3"),
+        // Devices made later start off the shield: CPUs 1-3 become 1.
+        ("proc/sys/net/core/rps_default_mask", "2"),
         ("proc/sys/kernel/timer_migration", "1"),
         // Not in `all`: strict overcommit only by name.
         ("proc/sys/vm/overcommit_memory", "0"),

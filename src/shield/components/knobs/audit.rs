@@ -239,6 +239,10 @@ fn background_work(f: &AuditFacts, targets: &CpuSet, out: &mut Findings) {
     let queues = f.net_queues.len();
     for (file, mask) in &f.net_queues {
         if mask.intersects(targets) {
+            if file == super::RPS_DEFAULT_MASK {
+                steered.push(format!("devices made later (/{file}: {mask})"));
+                continue;
+            }
             let mut parts = file.trim_start_matches("sys/class/net/").split('/');
             let (iface, queue) = (parts.next().unwrap_or(""), parts.nth(1).unwrap_or(""));
             steered.push(format!("{iface} {queue} ({mask})"));

@@ -460,6 +460,11 @@ pub fn knob_files(sys: &Sys, knob: &Knob, shield: &CpuSet) -> Vec<String> {
                     out.push(format!("{dir}/{q}/{file}"));
                 }
             }
+            // The mask devices made later start with (a container's
+            // veth, a hot-added NIC), where the kernel has it (6.2+).
+            if sys.exists(RPS_DEFAULT_MASK) {
+                out.push(RPS_DEFAULT_MASK.to_string());
+            }
             out
         }
     }
@@ -567,7 +572,9 @@ pub fn describe_files(k: &Knob) -> String {
             .collect::<Vec<_>>()
             .join(" "),
         Scope::PerShieldCpu { pattern } => format!("/{}", pattern.replace("{cpu}", "N")),
-        Scope::NetQueues => "/sys/class/net/IF/queues/{rx-N/rps_cpus,tx-N/xps_cpus}".into(),
+        Scope::NetQueues => {
+            format!("/sys/class/net/IF/queues/{{rx-N/rps_cpus,tx-N/xps_cpus}} /{RPS_DEFAULT_MASK}")
+        }
     }
 }
 
@@ -605,10 +612,14 @@ const TUNED: [(&str, &str, &str); 15] = [
     ("cpu", "energy_perf_bias", "--tune=governor"),
 ];
 
+/// The receive steering mask a network device made later starts with.
+pub(in crate::shield) const RPS_DEFAULT_MASK: &str = "proc/sys/net/core/rps_default_mask";
+
 /// The network queues the `net-queues` knob writes.
-const NET_QUEUES: [&str; 2] = [
+const NET_QUEUES: [&str; 3] = [
     "sys/class/net/*/queues/rx-*/rps_cpus",
     "sys/class/net/*/queues/tx-*/xps_cpus",
+    RPS_DEFAULT_MASK,
 ];
 
 impl Component for Part {
@@ -686,7 +697,7 @@ impl Component for Part {
             };
             let Some(k) = KNOBS.iter().find(|k| match k.scope {
                 Scope::Global { files } => files.contains(&path.as_str()),
-                Scope::NetQueues => path.starts_with("sys/class/net/"),
+                Scope::NetQueues => path.starts_with("sys/class/net/") || path == RPS_DEFAULT_MASK,
                 Scope::PerShieldCpu { .. } => false,
             }) else {
                 continue;

@@ -148,7 +148,7 @@ pub const KNOBS: &[Knob] = &[
         name: "net-queues",
         scope: Scope::NetQueues,
         value: Value::MaskAwayFromShield,
-        why: "receive packet steering (rps_cpus) and transmit queue selection (xps_cpus) must not pick shielded CPUs",
+        why: "receive packet steering (rps_cpus, and rps_default_mask for devices made later: a container's veth) and transmit queue selection (xps_cpus) must not pick shielded CPUs",
         risk: "network processing has fewer CPUs",
         in_all: true,
         captured: false,
