@@ -1376,6 +1376,12 @@ fn an_irq_a_driver_spread_onto_the_shield_at_its_hotplug_goes_back_where_it_was(
     off_restores(dir.path(), &before, tree_without_effective);
 }
 
+/// IRQ `irq`'s affinity list as the kernel reads it.
+fn irq_affinity(sys: &cpushield::sys::Sys, irq: u32) -> String {
+    sys.read_trimmed(&format!("proc/irq/{irq}/smp_affinity_list"))
+        .unwrap()
+}
+
 /// The standard machine (cgroup v2) with eth0's IRQ 24 and two more of
 /// its queues, 26 and 27, each allowed on every CPU.
 fn eth0_with_three_queues(root: &std::path::Path) -> cpushield::sys::Sys {
@@ -1395,10 +1401,7 @@ fn irq_cpus_chooses_the_shielded_cpus_the_bound_irqs_go_to() {
     let root = dir.path();
     let sys = eth0_with_three_queues(root);
     let before = tree(root);
-    let affinity = |irq: u32| {
-        sys.read_trimmed(&format!("proc/irq/{irq}/smp_affinity_list"))
-            .unwrap()
-    };
+    let affinity = |irq: u32| irq_affinity(&sys, irq);
     let bound = ["--irq", "eth0", "--irq", "eth0-rx-1", "--irq", "eth0-rx-2"];
     let on = |extra: &[&str]| cpushield(root, &[&["on", "1-3"][..], &bound, extra].concat());
     let o = on(&["--irq-cpus", "0-1"]);
@@ -1431,10 +1434,7 @@ fn irqs_bound_with_irq_spread_get_a_shielded_cpu_each_and_off_gives_back() {
     let root = dir.path();
     let sys = eth0_with_three_queues(root);
     let before = tree(root);
-    let affinity = |irq: u32| {
-        sys.read_trimmed(&format!("proc/irq/{irq}/smp_affinity_list"))
-            .unwrap()
-    };
+    let affinity = |irq: u32| irq_affinity(&sys, irq);
     let o = cpushield(root, &["on", "2-3", "--irq-spread"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let spread = [
