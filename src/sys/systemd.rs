@@ -242,6 +242,16 @@ mod service_tests {
     }
 
     #[test]
+    fn a_reset_allowed_cpus_drop_in_says_nothing_and_one_with_a_value_does() {
+        let reset = "# This is a drop-in unit file extension, created via \"systemctl set-property\"\n# or an equivalent operation. Do not edit.\n[Slice]\nAllowedCPUs=\n";
+        assert!(says_nothing(reset));
+        assert!(!says_nothing(
+            &reset.replace("AllowedCPUs=", "AllowedCPUs=0-1")
+        ));
+        assert!(!says_nothing("[Slice]\nAllowedCPUs=\nCPUWeight=50\n"));
+    }
+
+    #[test]
     fn a_service_command_line_keeps_its_dashes_away_from_busctl() {
         let argv: Vec<String> = ["/usr/bin/cpushield", "guard", "--cpus", "2-3"]
             .iter()
@@ -463,6 +473,37 @@ fn show_unit(unit: &str, properties: &str) -> super::Result<UnitState> {
     Ok(UnitState::parse(&run_client(&argv)?))
 }
 
+/// The runtime drop-in systemd keeps of a unit's `AllowedCPUs=` set
+/// through `SetUnitProperties` (a Kubernetes node's `system.slice`): once
+/// reset it holds an empty assignment, which says nothing, and is removed
+/// (with its directory when that is then empty), so that `off` leaves
+/// `/run/systemd` as it found it (the Kubernetes guest saw
+/// `system.slice.d/50-AllowedCPUs.conf` left). One that says anything
+/// else is another's, and stays.
+fn forget_empty_allowed_cpus(sys: &Sys, unit: &str) {
+    // A slice's is under system.control, a scope's (init.scope) under
+    // transient (seen on systemd 257).
+    for place in ["system.control", "transient"] {
+        let file = format!("run/systemd/{place}/{unit}.d/50-AllowedCPUs.conf");
+        if sys.read(&file).is_ok_and(|text| says_nothing(&text)) {
+            let _ = sys.remove_config(&file, true);
+        }
+    }
+}
+
+/// Whether a unit file's `text` holds nothing but comments, section
+/// headers and empty `AllowedCPUs=` assignments.
+fn says_nothing(text: &str) -> bool {
+    text.lines().map(str::trim).all(|l| {
+        l.is_empty()
+            || l.starts_with('#')
+            || l.starts_with(';')
+            || (l.starts_with('[') && l.ends_with(']'))
+            || l.split_once('=')
+                .is_some_and(|(k, v)| k.trim() == "AllowedCPUs" && v.trim().is_empty())
+    })
+}
+
 /// A unit's `AllowedCPUs=` reset (a Kubernetes node's `system.slice` given
 /// back what it had). systemd then writes an empty `cpuset.cpus` (its
 /// parent's CPUs), which the kernel refuses to a cgroup that holds tasks
@@ -560,11 +601,16 @@ pub(super) fn call_live(sys: &Sys, call: &SystemdCall) -> super::Result<()> {
     let shown = argv.join(" ");
     run_client(&argv)?;
     if let SystemdCall::SetAllowedCpus {
-        cpus, cgroup_dir, ..
+        unit,
+        cpus,
+        cgroup_dir,
+        ..
     } = call
     {
         if cpus.is_empty() {
-            return reset_cpuset(sys, cgroup_dir);
+            let reset = reset_cpuset(sys, cgroup_dir);
+            forget_empty_allowed_cpus(sys, unit);
+            return reset;
         }
     }
     let settled = |cond: &dyn Fn() -> bool| {

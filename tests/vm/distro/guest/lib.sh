@@ -146,7 +146,7 @@ snap_equal() {
         check "$3" false
     fi
 }
-# snap_equal_after_irqbalance A B DESCRIPTION: as snap_equal, across a
+# snap_equal_after_irqbalance A B DESCRIPTION [kubelet]: as snap_equal, across a
 # stretch where irqbalance ran: it places every IRQ it balances again at
 # each start, by the interrupt counts so far (off restarts it without the
 # ban, SYSTEMD-NOTES 9), and every 10 s it may move an IRQ whose CPU got
@@ -171,6 +171,22 @@ snap_equal_after_irqbalance() {
     if [ -s "$OUT/diff.units" ]; then
         info "services that came or went by themselves in between: $(sed -n 's|.*/system\.slice/\([^/ ]*\.service\).*|\1|p' "$OUT/diff.units" | sort -u | tr '\n' ' ')"
         grep -v -F -x -f "$OUT/diff.units" "$OUT/diff.rest" >"$OUT/diff.rest.left" || true
+        mv "$OUT/diff.rest.left" "$OUT/diff.rest"
+    fi
+    # With a 4th argument "kubelet", on a Kubernetes node: kubelet's own
+    # doing is counted apart: threads that came and went (kubelet's and
+    # containerd's), its pods' cgroups and their units' runtime files
+    # (pods made and deleted), and a unit's cpuset.cpus given every
+    # possible CPU where it had none (the kernel refuses an empty one to a
+    # cgroup with tasks, ENOSPC: the same effective CPUs, docs/kubernetes.md).
+    if [ "${4:-}" = kubelet ]; then
+        all=$(cat /sys/devices/system/cpu/possible)
+        grep -v -e '^only \(before\|after\): *task' \
+            -e '^only \(before\|after\): *\(file\|cgdir\) /sys/fs/cgroup/kubepods\.slice/' \
+            -e '^only \(before\|after\): *runfile /run/systemd/transient/\(kubepods-\|cri-containerd-\)' \
+            -e "^changed: *file /sys/fs/cgroup/[a-z.]*/cpuset\.cpus (): *-> $all\$" \
+            "$OUT/diff.rest" >"$OUT/diff.rest.left" || true
+        info "kubelet's own in between (threads, pods, units' cpuset.cpus ENOSPC): $(( $(wc -l <"$OUT/diff.rest") - $(wc -l <"$OUT/diff.rest.left") )) lines"
         mv "$OUT/diff.rest.left" "$OUT/diff.rest"
     fi
     sed 's/^/    /' "$OUT/diff.rest" | head -n 40
