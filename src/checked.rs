@@ -234,10 +234,7 @@ pub(crate) fn output_dir(path: PathBuf) -> Result<PathBuf, Refusal> {
             "--out {shown}: not a directory; give a directory, or a new name in an existing one"
         )));
     }
-    let parent = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let parent = directory_of(&path);
     if parent.is_dir() {
         return Ok(path);
     }
@@ -247,13 +244,18 @@ pub(crate) fn output_dir(path: PathBuf) -> Result<PathBuf, Refusal> {
     )))
 }
 
+/// The directory `path` names its file or directory in (`.` for a bare name).
+fn directory_of(path: &std::path::Path) -> PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// `--histfile`: a file in a directory that exists, checked before the
 /// measurement rather than after it.
 fn writable_place(path: PathBuf) -> Result<PathBuf, Refusal> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = directory_of(&path);
     match std::fs::metadata(&dir) {
         Ok(m) if m.is_dir() => Ok(path),
         _ => Err(Refusal(format!(

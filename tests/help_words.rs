@@ -13,6 +13,12 @@ fn read(rel: &str) -> String {
     std::fs::read_to_string(format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))).unwrap()
 }
 
+/// `text` on one line, its runs of white space one space (a help text's
+/// wrapping undone).
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The commands `cpushield --help` lists.
 fn commands() -> Vec<String> {
     help(&[])
@@ -139,7 +145,7 @@ fn the_readme_gives_every_exit_code_of_verify_its_help_gives() {
 #[test]
 fn compares_cache_ways_phase_counts_the_default_phases_as_the_help_lists_them() {
     let text = help(&["compare"]);
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = flat(&text);
     let phases = flat
         .split("--phases <PHASES>")
         .nth(1)
