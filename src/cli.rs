@@ -142,13 +142,13 @@ pub enum Command {
     /// shield's own request makes (what the kernel or another program
     /// undid of it). Nothing changes when it holds.
     ///
-    /// The healer (`on --heal on`) runs it when the kernel undoes part of
+    /// The healer (which `on` starts unless `--heal off`) runs it when the kernel undoes part of
     /// the shield (a CPU online, a device added, a new IRQ or kernel
     /// thread).
     Repair(RepairArgs),
     /// The healer: while the shield lives, listen to the kernel's uevents
     /// and look for new IRQs and kernel threads, and repair as `repair` does when the
-    /// kernel undid part of the shield. `on --heal on` starts it and `off`
+    /// kernel undid part of the shield. `on` starts it (unless `--heal off`) and `off`
     /// stops it; it ends by itself when the shield is gone.
     Heal,
     /// A containerd NRI plugin: a Guaranteed pod's exclusive CPUs get what

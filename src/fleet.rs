@@ -735,6 +735,7 @@ mod tests {
                     "tune".to_string(),
                     serde_json::json!(["vmstat", "watchdog"]),
                 ),
+                ("heal".to_string(), serde_json::json!("on")),
             ]
             .into(),
             force: true,
@@ -743,6 +744,14 @@ mod tests {
         assert_eq!(
             crate::shield::components::command_line(&r),
             "cpushield on 2-3 --irq eth0 --tune=vmstat,watchdog --force"
+        );
+        // A journal that names no healer's mode is one from before the
+        // healer was the default: that shield has none.
+        let mut older = r.clone();
+        older.options.remove("heal");
+        assert_eq!(
+            crate::shield::components::command_line(&older),
+            "cpushield on 2-3 --irq eth0 --tune=vmstat,watchdog --heal=off --force"
         );
         let guard = crate::guard::GuardRequest {
             mode: crate::guard::GuardMode::Off,

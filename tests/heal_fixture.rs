@@ -64,12 +64,12 @@ fn repair_puts_back_what_the_kernel_widened_and_changes_nothing_when_the_shield_
 }
 
 #[test]
-fn heal_on_starts_the_healer_status_shows_it_and_off_stops_it() {
+fn on_starts_the_healer_by_default_status_shows_it_and_off_stops_it() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     standard(root, CgroupLayout::V2, FixtureConfig::default());
     let before = tree(root);
-    let o = cpushield(root, &["on", "2-3", "--heal", "on", "--json"]);
+    let o = cpushield(root, &["on", "2-3", "--json"]);
     assert!(o.status.success(), "{}", text(&o));
     let state: serde_json::Value =
         serde_json::from_str(&read(root, "run/cpushield/heal.json")).unwrap();
@@ -171,4 +171,36 @@ fn under_heal_drift_an_irq_written_onto_the_shield_is_drift_for_the_healer() {
         None,
         "without --heal drift, drift is not the healer's"
     );
+}
+
+#[test]
+fn heal_off_makes_no_healer_and_stops_a_running_one_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    standard(root, CgroupLayout::V2, FixtureConfig::default());
+    let before = tree(root);
+    let o = cpushield(root, &["on", "2-3", "--heal", "off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!root.join("run/cpushield/heal.json").exists());
+    let o = cpushield(root, &["status"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // The default again, in place: the healer starts.
+    let o = cpushield(root, &["on", "2-3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let state: serde_json::Value =
+        serde_json::from_str(&read(root, "run/cpushield/heal.json")).unwrap();
+    let pid = state["pid"].as_i64().unwrap();
+    assert!(root.join(format!("proc/{pid}")).exists(), "{state}");
+    // And off in place: it stops, the shield stays.
+    let o = cpushield(root, &["on", "2-3", "--heal", "off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        !root.join(format!("proc/{pid}")).exists(),
+        "--heal off in place stops the healer"
+    );
+    let o = cpushield(root, &["status"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(cpushield(root, &["off"]).status.success());
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not restored: {d:#?}");
 }

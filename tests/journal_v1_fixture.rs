@@ -100,7 +100,7 @@ fn a_cache_share_journaled_by_version_1_is_given_back_exactly() {
     };
     standard(root, CgroupLayout::V2, config);
     let before = tree(root);
-    let o = cpushield(root, &["on", "2-3", "--cache-ways", "4"]);
+    let o = cpushield(root, &["on", "2-3", "--heal", "off", "--cache-ways", "4"]);
     assert!(o.status.success(), "{}", text(&o));
     let tags = to_version_1(root);
     assert_eq!(
@@ -119,7 +119,7 @@ fn irqbalances_ban_journaled_by_version_1_is_taken_out_exactly() {
     let root = dir.path();
     systemd_host(root);
     let before = tree(root);
-    let o = cpushield(root, &["on", "2-3"]);
+    let o = cpushield(root, &["on", "2-3", "--heal", "off"]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(to_version_1(root), ["irqbalance_ban"]);
     off_restores(root, &before);
@@ -131,7 +131,7 @@ fn an_irq_kept_on_the_shield_by_version_1_is_still_no_drift() {
     let root = dir.path();
     systemd_host(root);
     let before = tree(root);
-    let o = cpushield(root, &["on", "2-3", "--irq", "eth0"]);
+    let o = cpushield(root, &["on", "2-3", "--heal", "off", "--irq", "eth0"]);
     assert!(o.status.success(), "{}", text(&o));
     to_version_1(root);
     let state = fs::read(root.join("run/cpushield/journal/state.json")).unwrap();
@@ -152,7 +152,9 @@ fn a_version_1_entry_of_an_unknown_tag_is_damage_not_a_component() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     systemd_host(root);
-    assert!(cpushield(root, &["on", "2-3"]).status.success());
+    assert!(cpushield(root, &["on", "2-3", "--heal", "off"])
+        .status
+        .success());
     to_version_1(root);
     // A tag no version wrote: the journal says a record is not cpushield's.
     let seg = root.join("run/cpushield/journal/000001.json");

@@ -37,10 +37,12 @@ const SETTLE: Duration = Duration::from_secs(5);
 #[serde(rename_all = "lowercase")]
 pub enum HealMode {
     /// No healer: what the kernel undoes stays undone until `apply`,
-    /// `on` or `repair` runs (`status` says so).
+    /// `on` or `repair` runs (`status` says so). A journal that names no
+    /// mode (one written before the healer was the default) means this.
     #[default]
     Off,
-    /// The healer runs while the shield lives.
+    /// The healer runs while the shield lives: `on`'s and the config's
+    /// default.
     On,
     /// As `on`, and it also repairs what another program changed of the
     /// shield (an IRQ's affinity, a knob, a thread put on the shield):
@@ -73,18 +75,24 @@ pub struct Options {
     /// heal`, a systemd service where systemd runs), which repairs as
     /// `cpushield repair` does on each such event; `off` stops it.
     /// `drift`: the same, and what other programs changed of the shield
-    /// too (what `status` finds broken).
-    #[arg(long, value_name = "MODE", default_value = "off")]
-    #[serde(default, skip_serializing_if = "is_off")]
+    /// too (what `status` finds broken). `off`: no healer.
+    #[arg(long, value_name = "MODE", default_value = "on")]
+    // Always written: the journal of a release before the healer was the
+    // default names no mode, and that shield has no healer (`off`).
+    #[serde(default)]
     pub heal: HealMode,
 }
 
-fn is_off(mode: &HealMode) -> bool {
-    *mode == HealMode::Off
-}
-
 impl Declared for Options {
-    const EXAMPLES: &'static [(&'static str, &'static str)] = &[("heal", "\"on\"")];
+    const EXAMPLES: &'static [(&'static str, &'static str)] = &[("heal", "\"off\"")];
+
+    /// `--heal=off` or `--heal=drift`; nothing for the default.
+    fn words(&self) -> Vec<String> {
+        match self.heal {
+            HealMode::On => Vec::new(),
+            other => vec![format!("--heal={other}")],
+        }
+    }
 }
 
 /// The healer's own change, journaled as [`Action::Own`].

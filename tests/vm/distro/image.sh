@@ -72,7 +72,9 @@ PKGS=systemd-sysv,udev,dbus,kmod,procps,util-linux,iproute2,irqbalance,tuned,rt-
 # configuration and the OCI images in (tests/vm/k8s/customize.sh)
 K8S_HOOK=()
 if [ "$SUITE" = trixie-k8s ]; then
-    PKGS=$PKGS,containerd,runc,busybox-static
+    # strace: 21-k8s-nri kills the plugin at a chosen write (its fault
+    # injection), from outside the plugin
+    PKGS=$PKGS,containerd,runc,busybox-static,strace
     K8S_BIN=$(bash "$VM_DIR/k8s/build-kubelet.sh" | tail -n1)
     [ -x "$K8S_BIN/kubelet" ] || die "no kubelet (tests/vm/k8s/build-kubelet.sh)"
     K8S_HOOK=(--customize-hook="bash '$VM_DIR/k8s/customize.sh' \"\$1\" '$K8S_BIN'")
