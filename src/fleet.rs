@@ -39,6 +39,12 @@ pub struct VerifyReport {
     pub differences: Vec<Finding>,
     /// What no longer holds, with the repair.
     pub broken: Vec<Finding>,
+    /// What holds but costs the shield, from other programs' settings
+    /// (`status`'s advice: kubelet's), with what to change. Neither a
+    /// difference nor breakage: the exit code does not look at it;
+    /// `--nagios` says WARNING.
+    #[serde(default)]
+    pub advice: Vec<Finding>,
     /// The boot half, read back (`None`: it could not be read).
     #[serde(default)]
     pub boot: Option<BootStatus>,
@@ -130,6 +136,7 @@ pub fn verify(sys: &Sys, want: &Request, config: &str) -> Result<VerifyReport, S
         holds: status.holds,
         differences,
         broken: status.broken,
+        advice: status.advice,
     })
 }
 

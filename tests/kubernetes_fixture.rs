@@ -298,6 +298,30 @@ fn on_a_kubelet_node_the_os_units_are_confined_to_the_reserved_cpus_and_pods_lef
     // reserved CPUs.
     let strict_off = "kubelet's strict-cpu-reservation is off";
     assert!(text(&o).contains(strict_off), "{}", text(&o));
+    // verify says it as advice: exit 0 (the shield holds and matches),
+    // a monitor's WARNING, no node condition.
+    let toml = dir.path().join("cpushield.toml");
+    std::fs::write(&toml, "cpus = \"2-3\"\n").unwrap();
+    let cfg = toml.to_str().unwrap();
+    let o = cpushield(dir.path(), &["verify", "--config", cfg]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("advice (kubelet): {strict_off}")),
+        "{}",
+        text(&o)
+    );
+    let o = cpushield(dir.path(), &["verify", "--config", cfg, "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["advice"][0]["id"], "kubelet", "{json}");
+    let o = cpushield(dir.path(), &["verify", "--config", cfg, "--nagios"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let line = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        line.starts_with("CPUSHIELD WARNING - ") && line.contains(strict_off),
+        "{line}"
+    );
+    let o = cpushield(dir.path(), &["verify", "--config", cfg, "--npd"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let config = sys.read("var/lib/kubelet/config.yaml").unwrap();
     let strict = "cpuManagerPolicyOptions:\n  strict-cpu-reservation: \"true\"\n";
     sys.write("var/lib/kubelet/config.yaml", &format!("{config}{strict}"))
@@ -305,7 +329,10 @@ fn on_a_kubelet_node_the_os_units_are_confined_to_the_reserved_cpus_and_pods_lef
     let o = cpushield(dir.path(), &["status"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(!text(&o).contains(strict_off), "{}", text(&o));
+    let o = cpushield(dir.path(), &["verify", "--config", cfg, "--nagios"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     sys.write("var/lib/kubelet/config.yaml", &config).unwrap();
+    std::fs::remove_file(&toml).unwrap();
     let o = cpushield(dir.path(), &["off"]);
     assert!(o.status.success(), "{}", text(&o));
     let after = tree(dir.path());

@@ -32,6 +32,9 @@ enum Level {
     Differs,
     /// The boot half takes effect at the next reboot.
     Pending,
+    /// It holds and matches, but another program's settings cost the
+    /// shield (`status`'s advice: kubelet's).
+    Advice,
     /// It holds and matches.
     Holds,
 }
@@ -56,6 +59,11 @@ fn judge(report: &VerifyReport, config: &str) -> (Level, String) {
     } else if pending {
         let what = "the boot half takes effect at the next reboot";
         (Level::Pending, what.to_string())
+    } else if !report.advice.is_empty() {
+        let why = reasons(&report.advice);
+        let cpus = &report.wanted;
+        let what = format!("the shield on CPUs {cpus} holds and matches {config}, but: {why}");
+        (Level::Advice, what)
     } else {
         let cpus = &report.wanted;
         let what = format!("the shield on CPUs {cpus} holds and matches {config}");
@@ -69,7 +77,7 @@ pub fn verdict(report: &VerifyReport, config: &str) -> (u8, String) {
     let (level, text) = judge(report, config);
     let (code, word) = match level {
         Level::Broken => (CRITICAL, "CRITICAL"),
-        Level::Differs | Level::Pending => (WARNING, "WARNING"),
+        Level::Differs | Level::Pending | Level::Advice => (WARNING, "WARNING"),
         Level::Holds => (0, "OK"),
     };
     (code, line(&format!("CPUSHIELD {word} - {text}")))
@@ -90,7 +98,7 @@ pub fn npd(report: &VerifyReport, config: &str) -> (u8, String) {
     let (level, text) = judge(report, config);
     let code = match level {
         Level::Broken | Level::Differs => NPD_PROBLEM,
-        Level::Pending | Level::Holds => 0,
+        Level::Pending | Level::Advice | Level::Holds => 0,
     };
     (code, line(&text))
 }
@@ -128,6 +136,7 @@ mod tests {
             holds: false,
             differences: Vec::new(),
             broken: vec![broken],
+            advice: Vec::new(),
             boot: None,
         };
         let (code, line) = verdict(&report, "/etc/cpushield/cpushield.toml");
@@ -145,5 +154,37 @@ mod tests {
             (code, line.as_str()),
             (UNKNOWN, "CPUSHIELD UNKNOWN - config: a\\x7cb")
         );
+    }
+
+    #[test]
+    fn a_shield_that_holds_beside_kubelets_costly_settings_warns_the_monitor_but_not_the_node() {
+        let advice = Finding::new(
+            "kubelet",
+            Severity::Warn,
+            30,
+            "kubelet's strict-cpu-reservation is off",
+            "change kubelet's configuration",
+        );
+        let mut report = VerifyReport {
+            config: "/etc/cpushield/cpushield.toml".into(),
+            wanted: CpuSet::parse_list("2-3").unwrap(),
+            shield: CpuSet::parse_list("2-3").ok(),
+            matches: true,
+            holds: true,
+            differences: Vec::new(),
+            broken: Vec::new(),
+            advice: vec![advice],
+            boot: None,
+        };
+        let (code, line) = verdict(&report, "c.toml");
+        assert_eq!(code, WARNING, "{line}");
+        assert!(
+            line.contains("holds and matches c.toml, but: kubelet's strict-cpu-reservation is off"),
+            "{line}"
+        );
+        // No node condition: the shield holds.
+        assert_eq!(npd(&report, "c.toml").0, 0);
+        report.advice.clear();
+        assert_eq!(verdict(&report, "c.toml").0, 0);
     }
 }

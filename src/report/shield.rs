@@ -97,6 +97,7 @@ pub fn status(m: &MachineStatus, w: &mut dyn Write) -> Result<()> {
     for n in &r.notes {
         writeln!(w, "  note: {}", note::text(n))?;
     }
+    advice(&r.advice, w)?;
     row(
         w,
         "housekeeping CPUs",
@@ -314,6 +315,14 @@ fn boot_rows(
     Ok(())
 }
 
+/// What holds but costs the shield (`status`'s and `verify`'s advice).
+fn advice(advice: &[crate::finding::Finding], w: &mut dyn Write) -> Result<()> {
+    for a in advice {
+        writeln!(w, "  advice ({}): {}", a.id, a.reason)?;
+    }
+    Ok(())
+}
+
 /// `cpushield verify`.
 pub fn verify(r: &crate::fleet::VerifyReport, w: &mut dyn Write) -> Result<()> {
     let pending = r.boot.as_ref().is_some_and(|b| b.reboot_pending);
@@ -343,6 +352,7 @@ pub fn verify(r: &crate::fleet::VerifyReport, w: &mut dyn Write) -> Result<()> {
         writeln!(w, "  broken ({}): {}", b.id, b.reason)?;
         writeln!(w, "    repair: {}", b.next)?;
     }
+    advice(&r.advice, w)?;
     if !r.ok() {
         writeln!(
             w,

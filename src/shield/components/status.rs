@@ -50,6 +50,11 @@ pub struct StatusReport {
     /// What no longer holds, each with its repair: `bad` findings.
     #[serde(default)]
     pub broken: Vec<Finding>,
+    /// What holds but costs the shield, from other programs' settings
+    /// (kubelet's), each with what to change: `warn` findings. No
+    /// breakage: `holds` does not look at them.
+    #[serde(default)]
+    pub advice: Vec<Finding>,
     /// Other owners of the machine that may fight the shield (tuned).
     #[serde(default)]
     pub notes: Vec<Note>,
@@ -82,8 +87,18 @@ fn broken(state: &State, parts: &[PartReport]) -> Vec<Finding> {
             "run 'cpushield off', then 'cpushield on' again",
         )];
     }
+    of_severity(parts, Severity::Bad)
+}
+
+/// The findings of `parts` of `severity`, worst first.
+fn of_severity(parts: &[PartReport], severity: Severity) -> Vec<Finding> {
     let mut found: Vec<Finding> = (parts.iter())
-        .flat_map(|p| p.findings.iter().cloned())
+        .flat_map(|p| {
+            p.findings
+                .iter()
+                .filter(|f| f.severity == severity)
+                .cloned()
+        })
         .collect();
     found.sort_by_key(|f| std::cmp::Reverse(f.impact));
     found
@@ -175,6 +190,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         None => Vec::new(),
     };
     let broken = state.as_ref().map_or_else(Vec::new, |s| broken(s, &parts));
+    let advice = of_severity(&parts, Severity::Warn);
     Ok(StatusReport {
         online: snap.online.clone(),
         mechanism: snap.mechanism_name(),
@@ -190,6 +206,7 @@ pub fn status(sys: &Sys) -> Result<StatusReport, ShieldError> {
         irqs_total: snap.irqs.len(),
         holds: broken.is_empty(),
         broken,
+        advice,
         notes: plan::tuned_notes(&snap.owners),
         parts,
         journal: journal::size(sys),

@@ -155,6 +155,13 @@ pub(super) fn said(node: &KubernetesNode, sibling_groups: &[CpuSet]) -> Vec<Mech
         };
         out.push(note);
     }
+    let shared = (sibling_groups.iter())
+        .filter(|core| core.len() > 1)
+        .fold(CpuSet::default(), |all, c| all.union(c))
+        .difference(reserved);
+    if !shared.is_empty() && !kubelet.option_on("full-pcpus-only") {
+        out.push(MechanismNote::KubeletHalfCores { cpus: shared });
+    }
     out
 }
 
@@ -286,11 +293,22 @@ mod tests {
     fn kubelets_shared_reserved_cpus_and_split_cores_are_said_and_whole_strict_ones_are_not() {
         // Hyper-threads 0+2 and 1+3: reserving 0-1 splits both cores.
         let said = texts(&notes(&node(false), &[cpus("0,2"), cpus("1,3")]));
-        assert_eq!(said.len(), 2, "{said:?}");
+        assert_eq!(said.len(), 3, "{said:?}");
         assert!(said[0].starts_with("kubelet's strict-cpu-reservation is off: Burstable and BestEffort pods run on the reserved CPUs 0-1"));
         assert!(said[1].starts_with("shielded CPUs 2-3 share cores with the reserved CPUs 0-1"));
-        // Whole cores reserved (0+1), strict on: nothing to say.
-        assert!(notes(&node(true), &[cpus("0-1"), cpus("2-3")]).is_empty());
+        assert!(said[2].starts_with("kubelet's full-pcpus-only is off and CPUs 2-3 are hyper-threads"));
+        // Whole cores reserved (0+1), strict on, whole cores to pods:
+        // nothing to say.
+        let mut whole = node(true);
+        let k = whole.kubelet.as_mut().unwrap();
+        k.policy_options.insert("full-pcpus-only".into(), "true".into());
+        assert!(notes(&whole, &[cpus("0-1"), cpus("2-3")]).is_empty());
+        // Without it, pods may share the shielded cores 2+3.
+        let said = texts(&notes(&node(true), &[cpus("0-1"), cpus("2-3")]));
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("CPUs 2-3 are hyper-threads"), "{said:?}");
+        // No hyper-threads: nothing to say of it.
+        assert!(notes(&node(true), &[cpus("0"), cpus("1"), cpus("2"), cpus("3")]).is_empty());
     }
 
     #[test]

@@ -753,11 +753,12 @@ impl Looks for Part {
             let node = cx.snap.owners.kubernetes.as_ref();
             part.findings = kubernetes::lost(cx.sys, (cx.state, node), &confined, cx.repair);
             // What `on` noted of kubelet's settings, as they read now: no
-            // breakage of the shield, but what a pod gets of it.
+            // breakage of the shield, but what a pod gets of it (advice).
             let noted = node.map(|n| kubernetes::said(n, &cx.snap.sibling_groups));
-            part.lines.extend(
-                (noted.iter().flatten()).map(|n| Line::new("kubelet", n.text())),
-            );
+            part.findings.extend((noted.iter().flatten()).map(|n| {
+                let next = "change kubelet's configuration as said (docs/kubernetes.md)";
+                crate::finding::Finding::new("kubelet", crate::finding::Severity::Warn, 30, n.text(), next)
+            }));
             return Some(part);
         }
         let hold = hold::read_hold(cx.sys, cx.state, &cx.snap.cgroup);

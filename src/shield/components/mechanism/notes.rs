@@ -44,6 +44,12 @@ pub enum MechanismNote {
         /// The reserved CPUs on those cores.
         reserved: CpuSet,
     },
+    /// A Kubernetes node with hyper-threads whose kubelet runs without the
+    /// CPU manager's `full-pcpus-only` option.
+    KubeletHalfCores {
+        /// The shielded CPUs that share a core with another CPU.
+        cpus: CpuSet,
+    },
 }
 
 impl OwnNote for MechanismNote {
@@ -66,6 +72,9 @@ impl OwnNote for MechanismNote {
                 "NUMA node {node} has {} but no shielded CPU (its CPUs {cpus} are all reserved): a pod aligned to that NIC (topology manager single-numa-node) gets no exclusive CPU there; leave CPUs of each node with a NIC out of reservedSystemCPUs",
                 // interface names are any bytes but `/`, `:` and spaces
                 crate::escape::terminal(&nics.join(", "))
+            ),
+            MechanismNote::KubeletHalfCores { cpus } => format!(
+                "kubelet's full-pcpus-only is off and CPUs {cpus} are hyper-threads: a Guaranteed pod may get one thread of a core whose other thread another pod gets; set cpuManagerPolicyOptions full-pcpus-only: \"true\" (drain, remove cpu_manager_state, restart kubelet)"
             ),
             MechanismNote::KubeletSplitCores { cpus, reserved } => format!(
                 "shielded CPUs {cpus} share cores with the reserved CPUs {reserved}: a pod there shares a core's caches and pipeline with the OS's work; reserve whole cores (reservedSystemCPUs), and give pods whole cores (full-pcpus-only)"

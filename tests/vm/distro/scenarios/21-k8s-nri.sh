@@ -13,8 +13,13 @@
 #   runtime's synchronisation gives everything back. Then containerd's
 #   process killed with the pod running (its shims live on): the plugin
 #   dials it again and the pod keeps its CPUs' state; deleted, all back.
-#   Recorded: the plugin's log.
-# distro: suites=trixie-k8s time=900
+#   Then killed while it moves the pod's IRQs (strace's fault injection at
+#   its K-th IRQ write, half of them moved): started again it finishes the
+#   pod's changes and gives all back when the pod goes; killed again and
+#   left dead, nri --undo gives all back. Then containerd killed while the
+#   plugin is held at that write: the pod's state whole again once it
+#   restarts, all back when the pod goes. Recorded: the plugin's log.
+# distro: suites=trixie-k8s time=1500
 # skip-why: needs the Kubernetes node image (run.sh --suite trixie-k8s 21-k8s-nri)
 # Settings: K8S_WAIT (seconds to wait for kubelet and each pod, default 300).
 . /job/lib.sh "$1"
@@ -161,6 +166,90 @@ pod_down
 wait_for 30 "everything given back" sh -c "[ ! -e $J ]"
 state >"$OUT/state.after3"
 same_state state.before state.after3 "the pod deleted after containerd's restart: everything as before"
+
+# 4. and 5. killed while it moves the pod's IRQs: strace's fault injection
+# stops the plugin at its K-th write to an IRQ's affinity file (-P: those
+# files only), from outside the plugin, so that the first K-1 of them are
+# moved and the rest not.
+CAND=$(awk '$1 ~ /^[0-9]+$/' "$OUT/state.before" | while read -r q a; do meets "$a" 2-3 && printf '%s ' "$q"; done)
+PATHS=""; for q in $CAND; do PATHS="$PATHS -P /proc/irq/$q/smp_affinity_list"; done
+ncand=$(echo $CAND | wc -w)
+K=$(( ncand / 2 + 1 ))
+# how many of the IRQs that were on 2-3 are off it now
+moved_now() { n=0; for q in $CAND; do meets "$(cat /proc/irq/$q/smp_affinity_list)" 2-3 || n=$((n + 1)); done; echo $n; }
+plugin_pid() { systemctl show -p MainPID --value cpushield-nri; }
+# inject ACTION: strace on the plugin, in the background, until it ends
+inject() {
+    # shellcheck disable=SC2086
+    strace -qq -o "$OUT/strace.$2" -e trace=write $PATHS -e inject=write:$1:when=$K -p "$(plugin_pid)" &
+    STRACE=$!
+    sleep 1
+}
+info "IRQs on 2-3 before: $ncand ($CAND); the kill comes at write $K"
+check "at least 2 IRQs to move, so a kill can come between two ($ncand)" [ "$ncand" -ge 2 ]
+
+# 4a. killed mid-move with the pod running; started again: the runtime's
+# synchronisation finishes the pod's changes; the pod deleted: all back
+inject signal=SIGKILL kill-a
+pod_up
+wait_for 30 "the plugin killed by the injected SIGKILL" sh -c "! systemctl is-active --quiet cpushield-nri"
+wait $STRACE 2>/dev/null
+m=$(moved_now)
+note "k8s node: NRI plugin killed at its IRQ write $K of $ncand: $m of the pod's $ncand IRQs were off 2-3"
+check "the plugin was killed in the middle of moving the IRQs ($m of $ncand moved)" [ "$m" -ge 1 -a "$m" -lt "$ncand" ]
+check "its journal holds what it changed" [ -e $J ]
+start_plugin
+wait_for 30 "the restarted plugin finished the pod's changes" applied
+movable_left 2-3; left=$?
+check "restarted with the pod running: no IRQ the kernel lets move is on 2-3 ($left were)" [ $left = 0 ]
+pod_down
+wait_for 30 "everything given back" sh -c "[ ! -e $J ]"
+state >"$OUT/state.after4a"
+same_state state.before state.after4a "killed mid-move, restarted, the pod deleted: everything as before"
+
+# 4b. killed mid-move; the plugin stays dead: nri --undo (its off) gives
+# everything back, the pod still running
+inject signal=SIGKILL kill-b
+pod_up
+wait_for 30 "the plugin killed by the injected SIGKILL" sh -c "! systemctl is-active --quiet cpushield-nri"
+wait $STRACE 2>/dev/null
+m=$(moved_now)
+check "killed in the middle again ($m of $ncand moved)" [ "$m" -ge 1 -a "$m" -lt "$ncand" ]
+/job/cpushield nri --undo >"$OUT/undo.out" 2>&1; rc=$?
+info "nri --undo: $(tr '\n' '|' <"$OUT/undo.out")"
+check "nri --undo after a kill mid-move exits 0 ($rc)" [ $rc = 0 ]
+check "nri --undo leaves no journal" [ ! -e $J ]
+state >"$OUT/state.after4b"
+same_state state.before state.after4b "killed mid-move, nri --undo: everything as before (the pod still running)"
+pod_down
+start_plugin
+wait_for 30 "the plugin registered" sh -c "[ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt 0 ]"
+
+# 5. containerd killed while the plugin moves the pod's IRQs: the plugin
+# held 4 s at its K-th IRQ write, containerd's process killed meanwhile
+n0=$(plugin_log | grep -c 'registered as')
+inject delay_enter=4000000 delay
+pod_up &
+UP=$!
+i=0; while [ "$(moved_now)" = 0 ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+m=$(moved_now)
+kill -KILL "$(systemctl show -p MainPID --value containerd)"
+note "k8s node: containerd killed with $m of the pod's $ncand IRQs moved (the plugin held at its IRQ write $K)"
+check "containerd was killed in the middle of the plugin's moves ($m of $ncand moved)" [ "$m" -ge 1 -a "$m" -lt "$ncand" ]
+wait $UP
+wait $STRACE 2>/dev/null
+wait_for 60 "containerd active again" systemctl is-active --quiet containerd
+wait_for 30 "the plugin registered again" sh -c "[ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt $n0 ]"
+check "the plugin lived through containerd's death and registered again" sh -c "systemctl is-active --quiet cpushield-nri && [ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt $n0 ]"
+wait_for "$WAIT" "the pod's container running" running rt
+wait_for 30 "the pod's changes" applied
+movable_left 2-3; left=$?
+check "after containerd's restart, the pod running: no IRQ the kernel lets move is on 2-3 ($left were)" [ $left = 0 ]
+pod_down
+wait_for 30 "everything given back" sh -c "[ ! -e $J ]"
+state >"$OUT/state.after5"
+same_state state.before state.after5 "containerd killed mid-move, the pod deleted: everything as before"
+
 info "the plugin's log: $(plugin_log | tail -n 12 | tr '\n' '|')"
 systemctl stop cpushield-nri
 result
