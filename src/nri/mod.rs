@@ -241,6 +241,12 @@ impl<'a> Plugin<'a> {
     fn asked(&self, pod: &PodSandbox, c: &Container) -> Option<Wants> {
         let (w, said) = pods::wants(pod, c);
         said.iter().for_each(|s| (self.log)(s));
+        if c.pid > 0 {
+            let read = |rel: &str| self.sys.read(rel).ok();
+            if let Some(s) = pods::quota_said(&read, pod, c) {
+                (self.log)(&s);
+            }
+        }
         let process = (c.pid > 0)
             .then(|| crate::sys::procfs::start_ticks(self.sys, c.pid as i32).map(|t| (c.pid, t)))
             .flatten();

@@ -15,14 +15,16 @@ pub const IRQ_LOAD_BALANCING: &str = "irq-load-balancing.crio.io";
 pub const CPU_C_STATES: &str = "cpu-c-states.crio.io";
 /// The container's CPUs' frequency governor, by name.
 pub const CPU_FREQ_GOVERNOR: &str = "cpu-freq-governor.crio.io";
+/// No CFS quota on the container's and its pod's cgroups: `disable`.
+/// kubelet 1.33 and later sets none for a container with exclusive CPUs
+/// (feature gate `DisableCPUQuotaWithExclusiveCPUs`, on by default); the
+/// plugin reads the kernel's `cpu.max` back and says what it found, and
+/// leaves kubelet's cgroups to kubelet.
+pub const CPU_QUOTA: &str = "cpu-quota.crio.io";
 /// CRI-O's annotations this plugin does not carry out (they change the
 /// container's own cgroup, which the runtime owns); a container that has
 /// one is told in the log.
-pub const NOT_DONE: [&str; 3] = [
-    "cpu-load-balancing.crio.io",
-    "cpu-quota.crio.io",
-    "cpu-shared.crio.io",
-];
+pub const NOT_DONE: [&str; 2] = ["cpu-load-balancing.crio.io", "cpu-shared.crio.io"];
 
 /// What the idle states of a container's CPUs are to be.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -107,6 +109,52 @@ pub fn wants(pod: &PodSandbox, container: &Container) -> (Option<Wants>, Vec<Str
     }
     let asks_any = w.irqs_off || w.c_states.is_some() || w.governor.is_some();
     (asks_any.then_some(w), said)
+}
+
+/// What the log says of a container whose pod asks [`CPU_QUOTA`]
+/// `disable`, from the kernel's `cpu.max` of its cgroup and its pod's
+/// (`read` reads a file below the root: `proc/PID/cgroup`, then
+/// `sys/fs/cgroup/...`): no quota, or the quota that is there and whose it
+/// is. None when the pod does not ask, or the process has no cgroup v2
+/// path to read.
+pub fn quota_said(
+    read: &dyn Fn(&str) -> Option<String>,
+    pod: &PodSandbox,
+    container: &Container,
+) -> Option<String> {
+    let asks = pod.annotations.get(CPU_QUOTA).map(|v| v.trim())?;
+    let who = format!("{}/{}/{}", pod.namespace, pod.name, container.name);
+    if !matches!(asks, "disable" | "true") {
+        return Some(format!(
+            "{who}: {CPU_QUOTA}: '{}' is not understood (disable or true): left alone",
+            crate::input::brief_to(asks, 40)
+        ));
+    }
+    let cgroups = read(&format!("proc/{}/cgroup", container.pid))?;
+    let path = cgroups.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let path = path.trim_start_matches('/');
+    if path.is_empty() || path.split('/').any(|p| p == "..") {
+        return None;
+    }
+    let pod_path = path.rsplit_once('/').map_or("", |(parent, _)| parent);
+    let max =
+        |dir: &str| read(&format!("sys/fs/cgroup/{dir}/cpu.max")).map(|t| t.trim().to_string());
+    let (own, parent) = (max(path)?, max(pod_path).unwrap_or_else(|| "max".into()));
+    let quota = |m: &str| m.split_whitespace().next().is_some_and(|q| q != "max");
+    let shown = |m: &str| crate::escape::terminal(&crate::input::brief_to(m, 40)).into_owned();
+    Some(if quota(&own) || quota(&parent) {
+        format!(
+            "{who}: {CPU_QUOTA}: disable: the kernel has a CFS quota on it (cpu.max '{}', its pod's '{}'), which throttles it: kubelet sets it and keeps it (DisableCPUQuotaWithExclusiveCPUs off, or kubelet before 1.33): left to kubelet",
+            shown(&own),
+            shown(&parent)
+        )
+    } else {
+        format!(
+            "{who}: {CPU_QUOTA}: disable: no CFS quota on it or its pod (cpu.max '{}', '{}', as kubelet set them): nothing to do",
+            shown(&own),
+            shown(&parent)
+        )
+    })
 }
 
 /// The container's exclusive CPUs when it is Guaranteed with whole CPUs,
@@ -195,7 +243,7 @@ mod tests {
                 (IRQ_LOAD_BALANCING, "disable"),
                 (CPU_C_STATES, "max_latency:10"),
                 (CPU_FREQ_GOVERNOR, "performance"),
-                ("cpu-quota.crio.io", "disable"),
+                ("cpu-load-balancing.crio.io", "disable"),
             ],
         );
         let (w, said) = wants(&p, &container(2048, "2-3"));
@@ -207,7 +255,7 @@ mod tests {
         assert_eq!(w.who, "default/rt/loop");
         assert_eq!(said.len(), 1, "{said:?}");
         assert!(
-            said[0].contains("cpu-quota.crio.io is not carried out"),
+            said[0].contains("cpu-load-balancing.crio.io is not carried out"),
             "{said:?}"
         );
     }
@@ -243,5 +291,37 @@ mod tests {
                 "{said:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_quota_asked_away_is_read_back_from_the_kernel_and_left_to_kubelet() {
+        let files = |own: &'static str, pod: &'static str| {
+            move |rel: &str| {
+                match rel {
+                "proc/42/cgroup" => Some("0::/kubepods.slice/kubepods-pod1.slice/cri-containerd-c1.scope\n".to_string()),
+                "sys/fs/cgroup/kubepods.slice/kubepods-pod1.slice/cri-containerd-c1.scope/cpu.max" => Some(own.to_string()),
+                "sys/fs/cgroup/kubepods.slice/kubepods-pod1.slice/cpu.max" => Some(pod.to_string()),
+                _ => None,
+            }
+            }
+        };
+        let mut c = container(2048, "2-3");
+        c.pid = 42;
+        let p = pod(GUARANTEED, &[(CPU_QUOTA, "disable")]);
+        let said = quota_said(&files("max 100000\n", "max 100000\n"), &p, &c).unwrap();
+        assert!(said.contains("no CFS quota on it or its pod"), "{said}");
+        let said = quota_said(&files("max 100000\n", "200000 100000\n"), &p, &c).unwrap();
+        assert!(said.contains("the kernel has a CFS quota on it (cpu.max 'max 100000', its pod's '200000 100000')") && said.contains("left to kubelet"), "{said}");
+        let said = quota_said(&files("200000 100000", "max 100000"), &p, &c).unwrap();
+        assert!(said.contains("left to kubelet"), "{said}");
+        // Not asked: nothing said; a value not understood: said.
+        let none = pod(GUARANTEED, &[]);
+        assert_eq!(quota_said(&files("1 2", "3 4"), &none, &c), None);
+        let odd = pod(GUARANTEED, &[(CPU_QUOTA, "maybe")]);
+        let said = quota_said(&files("1 2", "3 4"), &odd, &c).unwrap();
+        assert!(said.contains("'maybe' is not understood"), "{said}");
+        // A process with no cgroup v2 path: nothing to read, nothing said.
+        c.pid = 7;
+        assert_eq!(quota_said(&files("1 2", "3 4"), &p, &c), None);
     }
 }

@@ -85,6 +85,7 @@ metadata:
     irq-load-balancing.crio.io: "disable"
     cpu-c-states.crio.io: "disable"
     cpu-freq-governor.crio.io: "performance"
+    cpu-quota.crio.io: "disable"
 spec:
   hostNetwork: true
   terminationGracePeriodSeconds: 1
@@ -121,6 +122,9 @@ check "PM QoS resume latency of CPUs 0 and 1 as before" [ "$(grep '^pmqos[01]' "
 check "new IRQs' default affinity is 0-1 (mask 3)" [ "$(cat /proc/irq/default_smp_affinity | sed 's/^0*//')" = 3 ]
 check "the plugin's journal holds the pod's container" grep -q 'rt-nri' $J
 check "the log says the governor is not offered or set (no cpufreq in the guest)" sh -c "journalctl -u cpushield-nri -o cat --no-pager | grep -q 'governor'"
+RT_CG=$(sed -n 's/^0:://p' "/proc/$(crictl inspect -o go-template --template '{{.info.pid}}' "$RT")/cgroup")
+info "cpu.max of the pod's container: $(cat /sys/fs/cgroup$RT_CG/cpu.max), of its pod: $(cat /sys/fs/cgroup${RT_CG%/*}/cpu.max)"
+check "cpu-quota.crio.io read back: kubelet set no quota, and the log says so" sh -c "journalctl -u cpushield-nri -o cat --no-pager | grep -q 'cpu-quota.crio.io: disable: no CFS quota on it or its pod'"
 irqb=$(systemctl show -p MainPID --value irqbalance)
 if [ "${irqb:-0}" != 0 ] && [ -S /run/irqbalance/irqbalance$irqb.sock ]; then
     check "irqbalance was told a ban (the journal holds the one it had before)" grep -q '"irqbalance": \[' $J
