@@ -101,15 +101,17 @@ fn on_starts_the_healer_by_default_status_shows_it_and_off_stops_it() {
     let o = cpushield(root, &["repair"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(cpushield(root, &["status"]).status.success());
-    let o = cpushield(root, &["off"]);
-    assert!(o.status.success(), "{}", text(&o));
     let last: serde_json::Value =
         serde_json::from_str(&read(root, "run/cpushield/heal.json")).unwrap();
     let last_pid = last["pid"].as_i64().unwrap();
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
     assert!(
         !root.join(format!("proc/{last_pid}")).exists(),
         "off stops the healer"
     );
+    // Its counts went with the shield: the next one's healer starts at 0.
+    assert!(!root.join("run/cpushield/heal.json").exists());
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "not restored: {d:#?}");
 }

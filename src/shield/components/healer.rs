@@ -276,7 +276,12 @@ impl Undoes for Part {
         let Some(Own::Heal { unit }) = own_of(&entry.action) else {
             return false;
         };
+        let failed = out.failed.len();
         stop(sys, unit.as_deref(), out);
+        // Its counts are the shield's: the next shield's healer starts at 0.
+        if out.failed.len() == failed {
+            let _ = sys.remove_config(heal::STATE_FILE, false);
+        }
         true
     }
 

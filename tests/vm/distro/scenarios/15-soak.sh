@@ -10,7 +10,9 @@
 #   the journal's size and records, the guard's and the healer's RSS and
 #   open files; checks status exit 0 every round, /run/cpushield after it
 #   all at most 10 % larger than after 5 rounds, the healer's repair of
-#   CPU 3 and of the card within 5 s each under emulation, and off giving back exactly what was before
+#   CPU 3 and of the card within 2 s each (issue 64's bound; run it on an
+#   otherwise idle host: under emulation a second guest beside it slows the
+#   repair past it), and off giving back exactly what was before
 # distro: suites=bookworm,trixie default=no time=4200
 . /job/lib.sh "$1"
 ROUNDS=${CPUSHIELD_SOAK_ROUNDS:-50}
@@ -82,7 +84,7 @@ check "CPU 3 taken offline under the shield (exit $off_rc$(tr '\n' ' ' <"$OUT/of
 sleep 1; echo 1 >/sys/devices/system/cpu/cpu3/online
 status_holds_after "$(cut -d' ' -f1 /proc/uptime)"; rc=$HELD_RC; took=$HELD_AFTER
 note "kernel $(uname -r): soak: CPU 3 offline and online: status exit $rc $took s after; healer $(sed -n 's/.*"last": *\({.*}\)}$/\1/p' /run/cpushield/heal.json)"
-check "status exits 0 within 5 s of CPU 3 coming back under emulation ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 5.0) }"
+check "status exits 0 within 2 s of CPU 3 coming back ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 2.0) }"
 # A virtio network card hot-added through QEMU's monitor (run.sh does it
 # when asked on the console), then taken away again before off.
 ndev() { ls /sys/bus/pci/devices | wc -l; }
@@ -92,7 +94,7 @@ i=0; while [ "$(ndev)" = "$n0" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); 
 check "the guest saw the card QEMU's monitor hot-added within 30 s" [ "$(ndev)" != "$n0" ]
 status_holds_after "$(cut -d' ' -f1 /proc/uptime)"; rc=$HELD_RC; took=$HELD_AFTER
 note "kernel $(uname -r): soak: a virtio-net card hot-added: status exit $rc $took s after; healer $(sed -n 's/.*"last": *\({.*}\)}$/\1/p' /run/cpushield/heal.json)"
-check "status exits 0 within 5 s of the card's arrival under emulation ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 5.0) }"
+check "status exits 0 within 2 s of the card's arrival ($rc at $took s)" awk "BEGIN { exit !($rc == 0 && $took <= 2.0) }"
 echo "CPUSHIELD-MONITOR: device_del soaknic"
 i=0; while [ "$(ndev)" != "$n0" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 check "the card is gone again (device_del)" [ "$(ndev)" = "$n0" ]
