@@ -189,18 +189,23 @@ inject() {
     STRACE=$!
     sleep 1
 }
+# killed_mid_move NAME: the pod started with the plugin killed at its
+# K-th IRQ write; checks that it was, in the middle of the moves
+killed_mid_move() {
+    inject signal=SIGKILL "$1"
+    pod_up
+    wait_for 30 "the plugin killed by the injected SIGKILL" sh -c "! systemctl is-active --quiet cpushield-nri"
+    wait $STRACE 2>/dev/null
+    m=$(moved_now)
+    note "k8s node: NRI plugin killed at its IRQ write $K of $ncand ($1): $m of the pod's $ncand IRQs were off 2-3"
+    check "the plugin was killed in the middle of moving the IRQs ($1: $m of $ncand moved)" [ "$m" -ge 1 -a "$m" -lt "$ncand" ]
+}
 info "IRQs on 2-3 before: $ncand ($CAND); the kill comes at write $K"
 check "at least 2 IRQs to move, so a kill can come between two ($ncand)" [ "$ncand" -ge 2 ]
 
 # 4a. killed mid-move with the pod running; started again: the runtime's
 # synchronisation finishes the pod's changes; the pod deleted: all back
-inject signal=SIGKILL kill-a
-pod_up
-wait_for 30 "the plugin killed by the injected SIGKILL" sh -c "! systemctl is-active --quiet cpushield-nri"
-wait $STRACE 2>/dev/null
-m=$(moved_now)
-note "k8s node: NRI plugin killed at its IRQ write $K of $ncand: $m of the pod's $ncand IRQs were off 2-3"
-check "the plugin was killed in the middle of moving the IRQs ($m of $ncand moved)" [ "$m" -ge 1 -a "$m" -lt "$ncand" ]
+killed_mid_move kill-a
 check "its journal holds what it changed" [ -e $J ]
 start_plugin
 wait_for 30 "the restarted plugin finished the pod's changes" applied
@@ -213,12 +218,7 @@ same_state state.before state.after4a "killed mid-move, restarted, the pod delet
 
 # 4b. killed mid-move; the plugin stays dead: nri --undo (its off) gives
 # everything back, the pod still running
-inject signal=SIGKILL kill-b
-pod_up
-wait_for 30 "the plugin killed by the injected SIGKILL" sh -c "! systemctl is-active --quiet cpushield-nri"
-wait $STRACE 2>/dev/null
-m=$(moved_now)
-check "killed in the middle again ($m of $ncand moved)" [ "$m" -ge 1 -a "$m" -lt "$ncand" ]
+killed_mid_move kill-b
 /job/cpushield nri --undo >"$OUT/undo.out" 2>&1; rc=$?
 info "nri --undo: $(tr '\n' '|' <"$OUT/undo.out")"
 check "nri --undo after a kill mid-move exits 0 ($rc)" [ $rc = 0 ]
