@@ -416,12 +416,22 @@ fn shield_metrics(out: &mut String, status: &StatusReport, boot: Option<&BootSta
         "Checks of the active shield that fail (cpushield status names them).",
         &one(status.broken.len() as f64),
     );
-    if !status.broken.is_empty() {
+    gauge(
+        out,
+        "advice",
+        "Settings of other programs (kubelet's) that cost the shield though it holds (cpushield status names them as advice).",
+        &one(status.advice.len() as f64),
+    );
+    let all: Vec<Finding> = (status.broken.iter())
+        .chain(&status.advice)
+        .cloned()
+        .collect();
+    if !all.is_empty() {
         gauge(
             out,
             "finding",
-            "1 for each finding of status's checks, labelled by its id and severity (cpushield status --json has its reason and repair).",
-            &findings(&status.broken),
+            "1 for each finding of status's checks, labelled by its id and severity: bad what broke, warn advice (cpushield status --json has its reason and what to do).",
+            &findings(&all),
         );
     }
 }

@@ -322,6 +322,14 @@ fn on_a_kubelet_node_the_os_units_are_confined_to_the_reserved_cpus_and_pods_lef
     );
     let o = cpushield(dir.path(), &["verify", "--config", cfg, "--npd"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = cpushield(dir.path(), &["metrics"]);
+    let prom = String::from_utf8_lossy(&o.stdout);
+    assert!(prom.contains("\ncpushield_advice 1\n"), "{prom}");
+    assert!(
+        prom.contains("cpushield_finding{id=\"kubelet\",severity=\"warn\"} 1"),
+        "{prom}"
+    );
+    assert!(prom.contains("\ncpushield_broken_checks 0\n"), "{prom}");
     let config = sys.read("var/lib/kubelet/config.yaml").unwrap();
     let strict = "cpuManagerPolicyOptions:\n  strict-cpu-reservation: \"true\"\n";
     sys.write("var/lib/kubelet/config.yaml", &format!("{config}{strict}"))
