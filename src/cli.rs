@@ -479,7 +479,7 @@ pub struct MetricsArgs {
     /// Also write DIR/cpushield atomically: node-feature-discovery's local
     /// feature file (DIR is /etc/kubernetes/node-feature-discovery/features.d
     /// on a Kubernetes node), the shield as node labels
-    /// (feature.node.kubernetes.io/cpushield-shield, -holds,
+    /// (feature.node.kubernetes.io/cpushield-shield, -holds, -advice,
     /// -shielded-cpus, -shielded-count, -boot-pending), expiring 10 minutes
     /// after it was written.
     #[arg(long, value_name = "DIR")]

@@ -34,6 +34,9 @@ pub fn features(status: &MachineStatus, now: SystemTime) -> String {
     label("shield", active.is_some().to_string());
     if let Some(cpus) = active {
         label("holds", s.holds.to_string());
+        // kubelet's settings that cost the shield (`status`'s advice), so
+        // that a real-time pod can keep off such nodes
+        label("advice", (!s.advice.is_empty()).to_string());
         label("shielded-count", cpus.len().to_string());
         // A label value has no comma: `2-3,6` reads `2-3_6`.
         let list = cpus.to_string().replace(',', "_");
@@ -73,10 +76,18 @@ mod tests {
         status.shield.shield = crate::cpulist::CpuSet::parse_list("2-3,6").ok();
         status.shield.complete = true;
         status.shield.holds = false;
+        status.shield.advice = vec![crate::finding::Finding::new(
+            "kubelet",
+            crate::finding::Severity::Warn,
+            30,
+            "kubelet's strict-cpu-reservation is off",
+            "",
+        )];
         let text = features(&status, at);
         for line in [
             "cpushield-shield=true",
             "cpushield-holds=false",
+            "cpushield-advice=true",
             "cpushield-shielded-count=3",
             "cpushield-shielded-cpus=2-3_6",
         ] {
