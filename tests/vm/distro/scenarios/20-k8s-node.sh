@@ -225,6 +225,15 @@ check "kubelet still active and healthy under the shield" healthz
 cs status
 check "status under the Kubernetes-mode shield exits 0 ($CS_RC)" [ "$CS_RC" = 0 ]
 check "status lists the pods' tasks apart, as kubelet's" sh -c "grep -q \"tasks of kubelet's pods\" '$OUT/cs.out'"
+check "status gives kubelet's strict-cpu-reservation off as advice" sh -c "grep -q 'advice (kubelet): kubelet.s strict-cpu-reservation is off' '$OUT/cs.out'"
+echo 'cpus = "2-3"' >"$OUT/cs.toml"
+/job/cpushield verify --config "$OUT/cs.toml" >"$OUT/verify.out" 2>&1; rc=$?
+check "verify against cpus = 2-3 exits 0: the shield holds and matches ($rc)" [ $rc = 0 ]
+/job/cpushield verify --config "$OUT/cs.toml" --nagios >"$OUT/nagios.out" 2>&1; rc=$?
+info "verify --nagios: $(cut -c1-160 "$OUT/nagios.out")"
+check "verify --nagios: WARNING (1) for the advice ($rc)" sh -c "[ $rc = 1 ] && grep -q '^CPUSHIELD WARNING - .*holds and matches.*strict-cpu-reservation' '$OUT/nagios.out'"
+/job/cpushield verify --config "$OUT/cs.toml" --npd >/dev/null 2>&1; rc=$?
+check "verify --npd: no problem (0) for advice alone ($rc)" [ $rc = 0 ]
 # A pod created under the shield: kubelet and containerd still make pods.
 sed 's/be-shared/be-later/; s/name: be$/name: be2/' "$OUT/be.yaml" >"$M/be2.yaml"
 wait_for "$WAIT" "a BestEffort pod created under the shield runs" running be2
