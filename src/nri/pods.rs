@@ -127,7 +127,7 @@ pub fn quota_said(
     if !matches!(asks, "disable" | "true") {
         return Some(format!(
             "{who}: {CPU_QUOTA}: '{}' is not understood (disable or true): left alone",
-            crate::input::brief_to(asks, 40)
+            crate::escape::terminal(&crate::input::brief_to(asks, 40))
         ));
     }
     let cgroups = read(&format!("proc/{}/cgroup", container.pid))?;
