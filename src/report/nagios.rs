@@ -119,6 +119,22 @@ mod tests {
     use crate::cpulist::CpuSet;
     use crate::finding::{Finding, Severity};
 
+    /// The shield on 2-3 that the config asks for, matching it, with
+    /// what broke and the advice.
+    fn report(broken: Vec<Finding>, advice: Vec<Finding>) -> VerifyReport {
+        VerifyReport {
+            config: "/etc/cpushield/cpushield.toml".into(),
+            wanted: CpuSet::parse_list("2-3").unwrap(),
+            shield: CpuSet::parse_list("2-3").ok(),
+            matches: true,
+            holds: broken.is_empty(),
+            differences: Vec::new(),
+            broken,
+            advice,
+            boot: None,
+        }
+    }
+
     #[test]
     fn a_reason_cannot_start_performance_data_or_a_second_line() {
         let broken = Finding::new(
@@ -128,17 +144,7 @@ mod tests {
             "task 9 x|shield_ok=1;;\nOK is on the shield",
             "cpushield move 9 --out",
         );
-        let report = VerifyReport {
-            config: "/etc/cpushield/cpushield.toml".into(),
-            wanted: CpuSet::parse_list("2-3").unwrap(),
-            shield: CpuSet::parse_list("2-3").ok(),
-            matches: true,
-            holds: false,
-            differences: Vec::new(),
-            broken: vec![broken],
-            advice: Vec::new(),
-            boot: None,
-        };
+        let report = report(vec![broken], Vec::new());
         let (code, line) = verdict(&report, "/etc/cpushield/cpushield.toml");
         assert_eq!(code, CRITICAL);
         assert!(!line.contains('|') && !line.contains('\n'), "{line}");
@@ -165,17 +171,7 @@ mod tests {
             "kubelet's strict-cpu-reservation is off",
             "change kubelet's configuration",
         );
-        let mut report = VerifyReport {
-            config: "/etc/cpushield/cpushield.toml".into(),
-            wanted: CpuSet::parse_list("2-3").unwrap(),
-            shield: CpuSet::parse_list("2-3").ok(),
-            matches: true,
-            holds: true,
-            differences: Vec::new(),
-            broken: Vec::new(),
-            advice: vec![advice],
-            boot: None,
-        };
+        let mut report = report(Vec::new(), vec![advice]);
         let (code, line) = verdict(&report, "c.toml");
         assert_eq!(code, WARNING, "{line}");
         assert!(
