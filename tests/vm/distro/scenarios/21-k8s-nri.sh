@@ -60,6 +60,9 @@ same_state() {
     check "$3" [ ! -s "$OUT/diff.$2" ]
 }
 plugin_log() { journalctl -u cpushield-nri -o cat --no-pager 2>/dev/null; }
+registrations() { plugin_log | grep -c 'registered as'; }
+# registered_since N: the plugin registered more than N times in all
+registered_since() { [ "$(registrations)" -gt "$1" ]; }
 start_plugin() {
     systemctl reset-failed cpushield-nri 2>/dev/null
     systemd-run --quiet --unit=cpushield-nri -p Restart=no /job/cpushield nri
@@ -155,15 +158,15 @@ same_state state.before state.after2 "the plugin restarted: the runtime's synchr
 # 3. containerd killed with the pod running: the plugin dials it again
 pod_up
 wait_for 10 "the plugin's changes" applied
-n0=$(plugin_log | grep -c 'registered as')
+n0=$(registrations)
 RT_PID=$(crictl inspect -o go-template --template '{{.info.pid}}' "$(cid rt)")
 # containerd's own process only, as a crash would: its shims, and the
 # containers under them, live on (systemctl kill would kill the shims in
 # containerd's cgroup too)
 kill -KILL "$(systemctl show -p MainPID --value containerd)"
 wait_for 60 "containerd active again" systemctl is-active --quiet containerd
-wait_for 30 "the plugin registered again" sh -c "[ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt $n0 ]"
-check "the plugin registered again after containerd's restart" sh -c "[ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt $n0 ]"
+wait_for 30 "the plugin registered again" registered_since "$n0"
+check "the plugin registered again after containerd's restart" registered_since "$n0"
 check "the pod's process lived through containerd's restart (pid $RT_PID)" [ -d /proc/$RT_PID ]
 check "the running pod keeps its CPUs' state" applied
 pod_down
@@ -191,6 +194,17 @@ inject() {
     STRACE=$!
     sleep 1
 }
+# whole_then_back NAME WHAT: with the pod running, no IRQ the kernel lets
+# move is on 2-3; the pod deleted, the journal goes and the state is as
+# before (state.NAME)
+whole_then_back() {
+    movable_left 2-3; left=$?
+    check "$2, the pod running: no IRQ the kernel lets move is on 2-3 ($left were)" [ $left = 0 ]
+    pod_down
+    wait_for 30 "everything given back" sh -c "[ ! -e $J ]"
+    state >"$OUT/state.$1"
+    same_state state.before "state.$1" "$2, the pod deleted: everything as before"
+}
 # killed_mid_move NAME: the pod started with the plugin killed at its
 # K-th IRQ write; checks that it was, in the middle of the moves
 killed_mid_move() {
@@ -211,12 +225,7 @@ killed_mid_move kill-a
 check "its journal holds what it changed" [ -e $J ]
 start_plugin
 wait_for 30 "the restarted plugin finished the pod's changes" applied
-movable_left 2-3; left=$?
-check "restarted with the pod running: no IRQ the kernel lets move is on 2-3 ($left were)" [ $left = 0 ]
-pod_down
-wait_for 30 "everything given back" sh -c "[ ! -e $J ]"
-state >"$OUT/state.after4a"
-same_state state.before state.after4a "killed mid-move, restarted, the pod deleted: everything as before"
+whole_then_back after4a "killed mid-move, restarted"
 
 # 4b. killed mid-move; the plugin stays dead: nri --undo (its off) gives
 # everything back, the pod still running
@@ -229,12 +238,12 @@ state >"$OUT/state.after4b"
 same_state state.before state.after4b "killed mid-move, nri --undo: everything as before (the pod still running)"
 pod_down
 start_plugin
-wait_for 30 "the plugin registered" sh -c "[ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt 0 ]"
+wait_for 30 "the plugin registered" registered_since 0
 
 # 5. containerd killed while the plugin moves the pod's IRQs: the plugin
 # held 20 s at its K-th IRQ write; containerd's process killed as soon
 # as the plugin's journal shows (it is written before the first IRQ)
-n0=$(plugin_log | grep -c 'registered as')
+n0=$(registrations)
 inject delay_enter=20000000 delay
 pod_up &
 UP=$!
@@ -248,16 +257,12 @@ wait $UP
 # the plugin lives on: strace ends only when told (it detaches)
 kill $STRACE 2>/dev/null; wait $STRACE 2>/dev/null
 wait_for 60 "containerd active again" systemctl is-active --quiet containerd
-wait_for 30 "the plugin registered again" sh -c "[ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt $n0 ]"
-check "the plugin lived through containerd's death and registered again" sh -c "systemctl is-active --quiet cpushield-nri && [ \$(journalctl -u cpushield-nri -o cat --no-pager | grep -c 'registered as') -gt $n0 ]"
+wait_for 30 "the plugin registered again" registered_since "$n0"
+check "the plugin lived through containerd's death" systemctl is-active --quiet cpushield-nri
+check "and registered again" registered_since "$n0"
 wait_for "$WAIT" "the pod's container running" running rt
 wait_for 30 "the pod's changes" applied
-movable_left 2-3; left=$?
-check "after containerd's restart, the pod running: no IRQ the kernel lets move is on 2-3 ($left were)" [ $left = 0 ]
-pod_down
-wait_for 30 "everything given back" sh -c "[ ! -e $J ]"
-state >"$OUT/state.after5"
-same_state state.before state.after5 "containerd killed mid-move, the pod deleted: everything as before"
+whole_then_back after5 "containerd killed mid-move and back"
 
 info "the plugin's log: $(plugin_log | tail -n 12 | tr '\n' '|')"
 systemctl stop cpushield-nri
