@@ -680,3 +680,49 @@ fn a_second_plugin_waits_for_the_first_and_undo_beside_a_running_one_is_refused(
     let o = cpushield(root, &["nri", "--undo"]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+#[test]
+fn on_cri_o_the_plugin_serves_no_container_and_gives_back_what_it_served_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sys = machine(root);
+    let before = tree(root);
+    let irqbalance = FakeIrqbalance::default();
+    let lines = RefCell::new(Vec::<String>::new());
+    let log = |s: &str| lines.borrow_mut().push(s.to_string());
+    let (p, c) = (pod(&ALL), container("2-3"));
+    // served on containerd, then the node's runtime became CRI-O
+    {
+        let mut plugin = Plugin::new(&sys, &irqbalance, &log).unwrap();
+        plugin
+            .call("StartContainer", &event_payload(&p, &c))
+            .unwrap();
+    }
+    assert_ne!(before, tree(root));
+    let crio = api::ConfigureRequest {
+        runtime_name: cpushield::nri::CRIO_RUNTIME.into(),
+        runtime_version: "1.34.0".into(),
+        ..Default::default()
+    };
+    let mut plugin = Plugin::new(&sys, &irqbalance, &log).unwrap();
+    plugin.call("Configure", &crio.encode_to_vec()).unwrap();
+    // the same container listed running: CRI-O's hooks own it, given back
+    plugin
+        .call(
+            "Synchronize",
+            &sync_payload(std::slice::from_ref(&p), std::slice::from_ref(&c), false),
+        )
+        .unwrap();
+    assert!(plugin.containers().is_empty());
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not given back: {d:#?}");
+    // a container started on CRI-O: nothing written
+    plugin
+        .call("StartContainer", &event_payload(&p, &c))
+        .unwrap();
+    assert!(plugin.containers().is_empty());
+    assert!(diff(&before, &tree(root)).is_empty());
+    assert!(!root.join(cpushield::nri::changes::JOURNAL).exists());
+    let said = lines.borrow().join("\n");
+    assert!(said.contains("CRI-O's high-performance hooks"), "{said}");
+}

@@ -88,7 +88,19 @@ pub struct Plugin<'a> {
     /// What the last reconciliation could not do, logged once until it
     /// changes (the plugin reconciles every [`LOOK_PERIOD`]).
     said: Vec<String>,
+    /// The runtime is CRI-O, whose own high-performance hooks carry out
+    /// these annotations: the plugin serves no container (see
+    /// [`CRIO_RUNTIME`]).
+    beside_crio: bool,
 }
+
+/// The runtime name CRI-O gives its NRI plugins. On CRI-O the annotations
+/// are its high-performance hooks' to carry out and to undo (at the
+/// container's stop, from the values they saved): a second owner of the
+/// same files would undo the hooks' changes with values it read between
+/// them, so the plugin serves no container there, and gives back what it
+/// served before (a journal from containerd's time).
+pub const CRIO_RUNTIME: &str = "cri-o";
 
 impl<'a> Plugin<'a> {
     /// The plugin, its journal read.
@@ -104,6 +116,7 @@ impl<'a> Plugin<'a> {
             log,
             syncing: Default::default(),
             said: Vec::new(),
+            beside_crio: false,
         })
     }
 
@@ -133,6 +146,10 @@ impl<'a> Plugin<'a> {
                     "configured by {} {} (requests answered within {} ms)",
                     req.runtime_name, req.runtime_version, req.request_timeout
                 ));
+                self.beside_crio = req.runtime_name == CRIO_RUNTIME;
+                if self.beside_crio {
+                    (self.log)("CRI-O's high-performance hooks carry out the *.crio.io annotations on this node: this plugin serves no container here, and gives back what it served before");
+                }
                 let events = api::event::mask(&[
                     api::event::START_CONTAINER,
                     api::event::STOP_CONTAINER,
@@ -239,6 +256,9 @@ impl<'a> Plugin<'a> {
 
     /// What `c` asks, with what the log should say of it.
     fn asked(&self, pod: &PodSandbox, c: &Container) -> Option<Wants> {
+        if self.beside_crio {
+            return None;
+        }
         let (w, said) = pods::wants(pod, c);
         said.iter().for_each(|s| (self.log)(s));
         if c.pid > 0 {
