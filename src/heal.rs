@@ -18,11 +18,15 @@
 //! Drift that another program makes (an IRQ's affinity written, a knob
 //! set back, a thread put on the shield) is not the kernel's: `status`
 //! reports it, and the healer leaves it, unless the shield was made with
-//! `--heal drift` (config `heal = "drift"`). Then it also reads the shield
-//! back as `status` does every [`DRIFT_PERIOD`] and repairs what `status`
-//! finds broken, the reason `drift`; the same drift come back after its
-//! repair (a program that changes it back) waits twice as long each time,
-//! up to [`DRIFT_BACKOFF_MAX`], rather than a fight.
+//! `--heal drift` (config `heal = "drift"`). Then it also reads the
+//! shield back as `status` does every [`DRIFT_PERIOD`] and repairs what
+//! `status` finds broken, the reason `drift`; the same drift come back
+//! after its repair (a program that changes it back) waits twice as long
+//! each time, up to [`DRIFT_BACKOFF_MAX`], rather than a fight. One
+//! program's drift is repaired so with `--heal on` too: where CRI-O runs,
+//! its high-performance hooks give a stopped pod's CPUs back to IRQs at
+//! every annotated pod's stop ([`crate::crio`]), as predictably as the
+//! kernel undoes a shield.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};

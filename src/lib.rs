@@ -14,6 +14,7 @@ pub mod certify;
 pub mod compare;
 pub mod config;
 pub mod cpulist;
+pub mod crio;
 pub mod durable;
 pub mod escape;
 pub mod exit;

@@ -176,6 +176,48 @@ fn under_heal_drift_an_irq_written_onto_the_shield_is_drift_for_the_healer() {
 }
 
 #[test]
+fn where_cri_o_runs_the_healer_repairs_what_its_hooks_give_back_at_a_pods_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    standard(root, CgroupLayout::V2, FixtureConfig::default());
+    let sys = cpushield::sys::Sys::at(root);
+    let drift = || cpushield::shield::components::healer::drift(&sys);
+    assert!(cpushield(root, &["on", "2-3"]).status.success());
+    // CRI-O's pre-stop hook of an irq-load-balancing.crio.io pod on 2-3
+    // sets them in the default affinity again
+    let widen = || std::fs::write(root.join("proc/irq/default_smp_affinity"), "f\n").unwrap();
+    widen();
+    assert_eq!(cpushield(root, &["status"]).status.code(), Some(3));
+    assert_eq!(
+        drift(),
+        None,
+        "no CRI-O here: another program's drift, not the healer's"
+    );
+    std::fs::create_dir_all(root.join("run/crio")).unwrap();
+    std::fs::write(root.join("run/crio/crio.sock"), "").unwrap();
+    let found = drift().expect("CRI-O runs: its hooks' change is the healer's");
+    assert!(found.contains("CRI-O's hooks"), "{found}");
+    assert!(
+        found.contains("default_smp_affinity") || found.contains("IRQ"),
+        "{found}"
+    );
+    // the repair the healer makes: the shield holds again
+    let o = cpushield(root, &["repair"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(cpushield(root, &["status"]).status.success());
+    assert_eq!(drift(), None);
+    // what else another program changes stays its own drift
+    let run = root.join("proc/sys/vm/stat_interval");
+    std::fs::create_dir_all(run.parent().unwrap()).unwrap();
+    std::fs::write(&run, "1\n").unwrap();
+    let o = cpushield(root, &["on", "2-3", "--tune=vmstat"]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::write(&run, "1\n").unwrap();
+    assert_eq!(cpushield(root, &["status"]).status.code(), Some(3));
+    assert_eq!(drift(), None, "a knob set back is not CRI-O's");
+}
+
+#[test]
 fn heal_off_makes_no_healer_and_stops_a_running_one_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();

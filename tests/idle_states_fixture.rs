@@ -306,3 +306,69 @@ fn bad_bounds_and_read_only_files_are_refused_with_nothing_changed() {
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "changed: {d:#?}");
 }
+
+/// CRI-O's `cpu-c-states.crio.io` hook at a pod's start on `cpu`: the
+/// CPU's PM QoS value saved under `/var/run/crio/cpu`, the pod's written.
+fn crio_pod_starts(root: &Path, cpu: u32, latency: &str) {
+    let save = root.join(format!("run/crio/cpu/cpu{cpu}/power"));
+    fs::create_dir_all(&save).unwrap();
+    let live = root.join(format!(
+        "sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"
+    ));
+    fs::copy(&live, save.join("pm_qos_resume_latency_us")).unwrap();
+    fs::write(&live, format!("{latency}\n")).unwrap();
+}
+
+/// The hook at the pod's stop: the saved value written back, and removed.
+fn crio_pod_stops(root: &Path, cpu: u32) {
+    let save = root.join(format!(
+        "run/crio/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"
+    ));
+    let live = root.join(format!(
+        "sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"
+    ));
+    fs::write(&live, fs::read(&save).unwrap()).unwrap();
+    fs::remove_file(&save).unwrap();
+}
+
+#[test]
+fn a_cpus_pm_qos_cri_os_hook_holds_for_a_pod_is_left_to_it_and_the_machine_ends_as_it_was() {
+    let dir = machine(true);
+    let root = dir.path();
+    fs::create_dir_all(root.join("run/crio")).unwrap();
+    let before = tree(root);
+    // A pod on CPU 3 started before the shield: its file is the hook's,
+    // the shield leaves it and does not count it against itself.
+    crio_pod_starts(root, 3, "20");
+    let o = cpushield(root, &["on", "2-3", "--max-idle-latency", "10us"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!((qos(root, 2), qos(root, 3)), ("10".into(), "20".into()));
+    // A pod on CPU 2 started after it: the hook saved the shield's value.
+    crio_pod_starts(root, 2, "n/a");
+    let o = cpushield(root, &["status"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("CRI-O's hook holds it"), "{}", text(&o));
+    // off: both files left to the hook, which will write back what was
+    // there before the shield
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("held by CRI-O's high-performance hook"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!((qos(root, 2), qos(root, 3)), ("n/a".into(), "20".into()));
+    assert_eq!(
+        read(root, "run/crio/cpu/cpu2/power/pm_qos_resume_latency_us"),
+        "0"
+    );
+    // the pods stop: the machine as it was
+    crio_pod_stops(root, 2);
+    crio_pod_stops(root, 3);
+    for cpu in [2, 3] {
+        fs::remove_dir_all(root.join(format!("run/crio/cpu/cpu{cpu}"))).unwrap();
+    }
+    fs::remove_dir(root.join("run/crio/cpu")).unwrap();
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not as it was: {d:#?}");
+}

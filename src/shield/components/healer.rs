@@ -170,8 +170,11 @@ fn stop(sys: &Sys, unit: Option<&str>, out: &mut Undone) {
 
 /// What another program changed of the shield, read back as `status`
 /// does, when the shield was made with `--heal drift`: what `status`
-/// finds broken, one line. None when nothing is, drift is not the
-/// healer's to repair, or a change is being made now (its lock held).
+/// finds broken, one line. On a node where CRI-O runs, with `--heal on`,
+/// what its high-performance hooks change (the components that declare
+/// `crio_hooks_change`). None when nothing is, drift
+/// is not the healer's to repair, or a change is being made now (its
+/// lock held).
 pub fn drift(sys: &Sys) -> Option<String> {
     use crate::shield::journal;
     if journal::holder(sys).is_some() {
@@ -179,13 +182,21 @@ pub fn drift(sys: &Sys) -> Option<String> {
     }
     let state = journal::read_state(sys).ok()??;
     let mode = state.request.as_ref()?.declared::<Options>().ok()?.heal;
-    if mode != HealMode::Drift || !state.complete {
+    // CRI-O's hooks change the shield at every annotated pod's start and
+    // stop, as predictably as the kernel does at a CPU's online: the
+    // healer repairs that much without --heal drift
+    let crio = mode == HealMode::On && crate::crio::runs(sys);
+    if !(mode == HealMode::Drift || crio) || !state.complete {
         return None;
     }
     let report = crate::shield::status(sys).ok()?;
     let broken: Vec<String> = (report.broken.iter())
         .filter(|f| f.id != OWNER.name())
-        .map(|f| f.reason.clone())
+        .filter(|f| mode == HealMode::Drift || super::crio_hooks_change(&f.id))
+        .map(|f| match mode {
+            HealMode::Drift => f.reason.clone(),
+            _ => format!("(CRI-O's hooks, at a pod's start or stop) {}", f.reason),
+        })
         .collect();
     (!broken.is_empty()).then(|| broken.join("; "))
 }

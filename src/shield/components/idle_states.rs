@@ -25,7 +25,7 @@ use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::{
     unless_held, Changing, Component, Draft, InPlace, Looking, Phase, Planning, Reporting,
 };
-use crate::shield::component::{Looks, Reports};
+use crate::shield::component::{Looks, Reports, Undoes};
 use crate::shield::error::ShieldError;
 use crate::shield::journal::Entry;
 use crate::shield::options::Declared;
@@ -81,6 +81,11 @@ pub struct CpuIdle {
     pub qos_writable: bool,
     /// Its cpuidle states (none without a cpuidle driver).
     pub states: Vec<IdleState>,
+    /// Whether CRI-O's high-performance hook holds its PM QoS file for a
+    /// running pod (`cpu-c-states.crio.io`): the shield leaves the file to
+    /// it (see [`crate::crio`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held_by_crio: bool,
 }
 
 /// What the component read: the shielded CPUs' idle.
@@ -125,6 +130,9 @@ pub struct CpuOutcome {
     pub left: Vec<IdleState>,
     /// The states over the bound it may no longer enter.
     pub held_off: Vec<IdleState>,
+    /// Whether CRI-O's hook holds its PM QoS file for a running pod.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held_by_crio: bool,
 }
 
 /// The idle of the CPUs of a shield, read back against its bound.
@@ -188,6 +196,7 @@ pub fn read(sys: &Sys, cpus: &CpuSet) -> Facts {
             qos_writable: qos.is_some() && sys.mode_allows_write(&qos_file(cpu)),
             qos,
             states: read_states(sys, cpu),
+            held_by_crio: crate::crio::saved(sys, &qos_file(cpu)).is_some(),
         }
     });
     Facts {
@@ -238,6 +247,8 @@ fn steps(cpu: &CpuIdle, bound: u32) -> Vec<Step> {
         Step::fatal(OWNER, action)
     };
     match via(cpu, bound) {
+        // CRI-O's hook holds it for a pod: the pod's choice, left to it
+        Via::PmQos if cpu.held_by_crio => Vec::new(),
         Via::PmQos if cpu.qos.as_deref() != Some(qos_value(bound).as_str()) => {
             vec![write(qos_file(cpu.cpu), qos_value(bound))]
         }
@@ -262,6 +273,7 @@ fn outcome(facts: &Facts, bound: u32) -> Outcome {
             qos: cpu.qos.clone(),
             left,
             held_off,
+            held_by_crio: cpu.held_by_crio,
         }
     });
     Outcome {
@@ -277,7 +289,7 @@ fn lost(out: &Outcome, repair: &str) -> Vec<Finding> {
     let bound = u64::from(out.bound_us);
     let finding = |reason: String| Finding::new(NAME, Severity::Bad, 60, reason, repair);
     let mut found = Vec::new();
-    for cpu in &out.cpus {
+    for cpu in out.cpus.iter().filter(|c| !(c.held_by_crio && c.via == Via::PmQos)) {
         let qos = cpu.qos.as_deref().unwrap_or("absent");
         let slow: Vec<String> = (cpu.left.iter())
             .filter(|s| s.latency_us > bound)
@@ -315,6 +327,14 @@ fn lines(out: &Outcome, dry_run: bool) -> Vec<String> {
     let list = |v: &[IdleState]| v.iter().map(state).collect::<Vec<_>>().join(", ");
     let mut lines = Vec::new();
     for cpu in &out.cpus {
+        if cpu.held_by_crio && cpu.via == Via::PmQos {
+            lines.push(format!(
+                "CPU {}: pm_qos_resume_latency_us reads {}, a pod's: CRI-O's hook holds it (cpu-c-states.crio.io), left to it",
+                cpu.cpu,
+                cpu.qos.as_deref().unwrap_or("absent")
+            ));
+            continue;
+        }
         let how = match cpu.via {
             Via::PmQos => "PM QoS",
             Via::Disable => "disabled states",
@@ -370,6 +390,11 @@ pub(in crate::shield) struct Part;
 impl Component for Part {
     fn owner(&self) -> Owner {
         OWNER
+    }
+
+    /// CRI-O's `cpu-c-states.crio.io` hook writes back a stopped pod's CPUs' PM QoS.
+    fn crio_hooks_change(&self) -> bool {
+        true
     }
 
     fn tuned_overlaps(&self) -> &'static [(&'static str, &'static str, &'static str)] {
@@ -463,6 +488,17 @@ impl Component for Part {
 
     fn reports(&self) -> Option<&dyn Reports> {
         Some(self)
+    }
+
+    fn undoes(&self) -> Option<&dyn Undoes> {
+        Some(self)
+    }
+}
+
+impl Undoes for Part {
+    /// A PM QoS file CRI-O's hook holds for a pod is left to it.
+    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut crate::shield::undo::Undone) -> bool {
+        super::crio_held::undo(sys, entry, out)
     }
 }
 

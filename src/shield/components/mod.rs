@@ -296,6 +296,12 @@ pub fn audit(facts: &Audited) -> Vec<crate::finding::Finding> {
         .collect()
 }
 
+/// Whether CRI-O's hooks change what the component named `owner` holds
+/// (its findings carry its name), as it declares.
+pub fn crio_hooks_change(owner: &str) -> bool {
+    (ORDER.iter()).any(|part| part.owner().name() == owner && part.crio_hooks_change())
+}
+
 /// Which of cpushield's options writes what tuned's `[section] key`
 /// writes too, as the component that owns it declares.
 pub fn tuned_overlap(section: &str, key: &str) -> Option<String> {
@@ -443,6 +449,7 @@ pub use mechanism::named as named_sets;
 pub use tasks::move_run::{enter_shield, move_tasks, run_target, MoveReport, RunPolicy};
 pub use tasks::{table as task_table, Direction, Place};
 
+mod crio_held;
 pub mod read;
 #[cfg(test)]
 mod registry_tests;

@@ -138,6 +138,14 @@ pub(in crate::shield) trait Component: Sync {
         &[]
     }
 
+    /// Whether CRI-O's high-performance hooks change what it holds at a
+    /// pod's start or stop (IRQ placement, a CPU's PM QoS or governor):
+    /// on a CRI-O node the healer repairs its findings (see
+    /// [`crate::crio`]). False by default.
+    fn crio_hooks_change(&self) -> bool {
+        false
+    }
+
     /// What its `steps` (its own, of a plan) change machine-wide, each with
     /// how to do without it. None by default.
     fn machine_wide(&self, _steps: &[Step]) -> Vec<MachineWide> {

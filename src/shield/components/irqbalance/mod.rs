@@ -141,6 +141,11 @@ impl Component for Part {
         OWNER
     }
 
+    /// CRI-O's `irq-load-balancing.crio.io` hook runs irqbalance once, or restarts it, with its own ban.
+    fn crio_hooks_change(&self) -> bool {
+        true
+    }
+
     fn observe(&self, sys: &Sys, snap: &Snapshot, facts: &mut OwnFacts) {
         let systemd = snap.owners.systemd;
         if let Some(irqb) = read(sys, &snap.threads, &snap.boot_isolated, systemd) {

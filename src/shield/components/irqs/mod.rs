@@ -456,6 +456,11 @@ impl Component for Part {
         OWNER
     }
 
+    /// CRI-O's `irq-load-balancing.crio.io` hook sets a stopped pod's CPUs in `default_smp_affinity` again and has irqbalance place the IRQs once.
+    fn crio_hooks_change(&self) -> bool {
+        true
+    }
+
     fn reaches(&self, reach: &mut crate::shield::reach::Reach) {
         reach.files.extend(["proc/irq/*/smp_affinity_list", DEFAULT_IRQ_AFFINITY].map(String::from));
     }
@@ -579,7 +584,12 @@ impl Looks for Part {
             .iter()
             .filter(|i| i.drifted(&state.shield))
             .count();
-        let findings = on_shield.lost(state, cx.repair);
+        let mut findings = on_shield.lost(state, cx.repair);
+        let refused = state.writes_refused.iter().any(|p| p == DEFAULT_IRQ_AFFINITY);
+        if let Some(d) = default.as_ref().filter(|d| d.intersects(&state.shield) && !refused) {
+            let reason = format!("new IRQs' default affinity (/{DEFAULT_IRQ_AFFINITY}) allows the shield's CPUs again: {d}");
+            findings.push(Finding::new("irqs", Severity::Bad, 70, reason, cx.repair));
+        }
         let default_text = default
             .as_ref()
             .map_or_else(|| "n/a".into(), CpuSet::to_string);

@@ -518,7 +518,8 @@ pub(in crate::shield) fn read_hold(sys: &Sys, state: &State) -> Result<Hold, Jou
             let Some((wrote, check)) = written.get(path.as_str()) else {
                 continue;
             };
-            if state.writes_refused.contains(&path) {
+            // CRI-O's hook holds it for a running pod: not the shield's now
+            if state.writes_refused.contains(&path) || crate::crio::saved(sys, &path).is_some() {
                 continue;
             }
             files.push(HeldFile {
@@ -733,6 +734,11 @@ impl Component for Part {
 impl Undoes for Part {
     fn undone_first(&self, action: &Action) -> bool {
         undone_first(action)
+    }
+
+    /// The governor of a CPU CRI-O's hook holds for a pod is left to it.
+    fn undo(&self, sys: &Sys, entry: &crate::shield::journal::Entry, out: &mut crate::shield::undo::Undone) -> bool {
+        super::crio_held::undo(sys, entry, out)
     }
 }
 
