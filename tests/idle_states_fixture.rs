@@ -372,3 +372,36 @@ fn a_cpus_pm_qos_cri_os_hook_holds_for_a_pod_is_left_to_it_and_the_machine_ends_
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "not as it was: {d:#?}");
 }
+
+#[test]
+fn a_change_in_place_while_cri_o_holds_the_file_neither_writes_it_nor_writes_it_back() {
+    let dir = machine(true);
+    let root = dir.path();
+    fs::create_dir_all(root.join("run/crio")).unwrap();
+    let before = tree(root);
+    let o = cpushield(root, &["on", "2-3", "--max-idle-latency", "10us"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // the pod starts; the healer's repair (a change in place) meanwhile
+    crio_pod_starts(root, 2, "20");
+    let o = cpushield(root, &["repair"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(qos(root, 2), "20", "the pod's value is left to the hook");
+    // the pod stops (CRI-O writes back the shield's 10), another starts
+    crio_pod_stops(root, 2);
+    let o = cpushield(root, &["repair"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!((qos(root, 2), qos(root, 3)), ("10".into(), "10".into()));
+    crio_pod_starts(root, 2, "20");
+    // off still holds the shield's record, and hands its old value over
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(qos(root, 2), "20");
+    assert_eq!(
+        read(root, "run/crio/cpu/cpu2/power/pm_qos_resume_latency_us"),
+        "0"
+    );
+    crio_pod_stops(root, 2);
+    fs::remove_dir_all(root.join("run/crio/cpu")).unwrap();
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not as it was: {d:#?}");
+}
