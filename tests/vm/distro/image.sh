@@ -2,7 +2,7 @@
 # Builds (once, cached) a Debian system booted by systemd for the test bed:
 # the distribution as users run it, with systemd, udev, dbus, irqbalance and
 # tuned enabled as Debian ships them, plus rt-tests and stress-ng.
-#   tests/vm/distro/image.sh [--grub | --uefi KIND] SUITE [EXTRA]   (bookworm | trixie | trixie-rt | trixie-k8s | forky)
+#   tests/vm/distro/image.sh [--grub | --uefi KIND] SUITE [EXTRA]   (bookworm | trixie | trixie-rt | trixie-k8s | trixie-crio | forky)
 # trixie-rt: Debian 13 with its PREEMPT_RT kernel (linux-image-rt-amd64)
 # in place of the cloud kernel.
 # trixie-k8s: Debian 13 as a Kubernetes node (issue #60): containerd 1.7
@@ -10,6 +10,11 @@
 # crictl built from Go modules by tests/vm/k8s/build-kubelet.sh (called
 # here, cached), kubelet standalone with the static CPU manager, busybox
 # and pause OCI images imported at boot (tests/vm/k8s/customize.sh).
+# trixie-crio: the same node with CRI-O 1.34 in place of containerd (built
+# by tests/vm/k8s/build-crio.sh, called here, cached; Debian's runc (the
+# default runtime), crun and conmon; systemd cgroup manager, NRI on, the
+# high-performance annotations allowed on the runtimes), the images copied
+# into containers-storage at boot with skopeo (tests/vm/k8s/crio/customize.sh).
 # EXTRA: more packages, comma-separated (the scale benchmark's tuna, cpuset
 # and strace): a separate cached image, the test bed's own stays as it is.
 # Prints the directory holding root.img (ext4, made with mke2fs -d: nothing
@@ -53,17 +58,17 @@ if [ "${1:-}" = --uefi ]; then
     UEFI=${2:?usage: image.sh --uefi sdboot|uki|grub-efi SUITE [EXTRA]}; shift 2
     case $UEFI in sdboot|uki|grub-efi) ;; *) die "--uefi $UEFI: sdboot, uki or grub-efi" ;; esac
 fi
-SUITE=${1:?usage: image.sh [--grub | --uefi KIND] bookworm|trixie|trixie-rt|trixie-k8s|forky [EXTRA]}
+SUITE=${1:?usage: image.sh [--grub | --uefi KIND] bookworm|trixie|trixie-rt|trixie-k8s|trixie-crio|forky [EXTRA]}
 MMOPTS=()
 DIST=$SUITE
 KERNEL_PKG=linux-image-cloud-amd64
 case $SUITE in
     bookworm|trixie) ;;
     trixie-rt) DIST=trixie; KERNEL_PKG=linux-image-rt-amd64 ;;
-    trixie-k8s) DIST=trixie ;;
+    trixie-k8s|trixie-crio) DIST=trixie ;;
     # Debian 14 (testing): the mirror's Release file may be past its Valid-Until
     forky) MMOPTS=(--aptopt='Acquire::Check-Valid-Until "false"') ;;
-    *) die "suite '$SUITE': bookworm, trixie, trixie-rt, trixie-k8s or forky" ;;
+    *) die "suite '$SUITE': bookworm, trixie, trixie-rt, trixie-k8s, trixie-crio or forky" ;;
 esac
 need_cmd mmdebstrap mke2fs
 PKGS=systemd-sysv,udev,dbus,kmod,procps,util-linux,iproute2,irqbalance,tuned,rt-tests,stress-ng,python3,initramfs-tools,$KERNEL_PKG,man-db
@@ -78,6 +83,17 @@ if [ "$SUITE" = trixie-k8s ]; then
     K8S_BIN=$(bash "$VM_DIR/k8s/build-kubelet.sh" | tail -n1)
     [ -x "$K8S_BIN/kubelet" ] || die "no kubelet (tests/vm/k8s/build-kubelet.sh)"
     K8S_HOOK=(--customize-hook="bash '$VM_DIR/k8s/customize.sh' \"\$1\" '$K8S_BIN'")
+fi
+# trixie-crio: CRI-O (built here, cached) with Debian's runc, crun and conmon, and
+# skopeo to put the images into containers-storage at boot; the rest as
+# trixie-k8s (tests/vm/k8s/crio/customize.sh)
+if [ "$SUITE" = trixie-crio ]; then
+    PKGS=$PKGS,runc,crun,conmon,skopeo,busybox-static,strace
+    K8S_BIN=$(bash "$VM_DIR/k8s/build-kubelet.sh" | tail -n1)
+    [ -x "$K8S_BIN/kubelet" ] || die "no kubelet (tests/vm/k8s/build-kubelet.sh)"
+    bash "$VM_DIR/k8s/build-crio.sh" >/dev/null
+    [ -x "$K8S_BIN/crio" ] && [ -x "$K8S_BIN/pinns" ] || die "no crio (tests/vm/k8s/build-crio.sh)"
+    K8S_HOOK=(--customize-hook="bash '$VM_DIR/k8s/crio/customize.sh' \"\$1\" '$K8S_BIN'")
 fi
 case $UEFI in
     sdboot) PKGS=$PKGS,systemd-boot,systemd-boot-efi,dosfstools,efibootmgr ;;
@@ -211,7 +227,9 @@ echo CPUSHIELD-UEFI-INSTALLED
 UEFI_SETUP_EOF
 HASH_IN=$(printf '%s\n' "$PKGS" "$UNIT" "$JOB" 3 "${MMOPTS[@]}")
 [ $GRUB = 1 ] && HASH_IN=$(printf '%s\n' "$HASH_IN" grub "$GRUB_SETUP")
-[ ${#K8S_HOOK[@]} -gt 0 ] && HASH_IN=$(printf '%s\n' "$HASH_IN" k8s "$(cat "$K8S_BIN/versions.txt" "$VM_DIR"/k8s/*.sh "$VM_DIR"/k8s/node/* | sha256sum)")
+# (trixie-k8s's hash leaves out CRI-O's files: build-crio.sh and k8s/crio/)
+[ "$SUITE" = trixie-k8s ] && HASH_IN=$(printf '%s\n' "$HASH_IN" k8s "$(cat "$K8S_BIN/versions.txt" $(ls "$VM_DIR"/k8s/*.sh | grep -v '/build-crio\.sh$') "$VM_DIR"/k8s/node/* | sha256sum)")
+[ "$SUITE" = trixie-crio ] && HASH_IN=$(printf '%s\n' "$HASH_IN" crio "$(cat "$K8S_BIN/versions.txt" "$K8S_BIN/crio-versions.txt" "$VM_DIR"/k8s/*.sh "$VM_DIR"/k8s/node/* "$VM_DIR"/k8s/crio/* | sha256sum)")
 [ -n "$UEFI" ] && HASH_IN=$(printf '%s\n' "$HASH_IN" uefi "$UEFI" "$UEFI_SETUP")
 HASH=$(printf '%s\n' "$HASH_IN" | sha256sum | cut -c1-12)
 OUT=$CACHE_DIR/distro/$SUITE-$HASH

@@ -19,3 +19,17 @@ healthz() { python3 -c 'import urllib.request,sys; sys.exit(0 if urllib.request.
 # cid NAME: the id of the running container NAME (crictl)
 cid() { crictl ps --state running --name "^$1\$" -q 2>/dev/null | head -n1; }
 running() { [ -n "$(cid "$1")" ]; }
+# movable_left CPUS: how many IRQs allowed on CPUS the kernel lets move
+# (its exit status): the write to 0-1 is tried, each one that took is
+# named; an IRQ the kernel refuses to move stays and is not counted
+movable_left() {
+    n=0
+    for d in /proc/irq/[0-9]*; do
+        a=$(cat "$d/smp_affinity_list" 2>/dev/null) || continue
+        meets "$a" "$1" || continue
+        if echo 0-1 >"$d/smp_affinity_list" 2>/dev/null; then
+            info "  IRQ ${d#/proc/irq/} ($a) was movable, and left on $1"; n=$((n + 1))
+        fi
+    done
+    return $n
+}

@@ -183,7 +183,8 @@ snap_equal_after_irqbalance() {
         all=$(cat /sys/devices/system/cpu/possible)
         grep -v -e '^only \(before\|after\): *task' \
             -e '^only \(before\|after\): *\(file\|cgdir\) /sys/fs/cgroup/kubepods\.slice/' \
-            -e '^only \(before\|after\): *runfile /run/systemd/transient/\(kubepods-\|cri-containerd-\)' \
+            -e '^only \(before\|after\): *\(file\|cgdir\) /sys/fs/cgroup/system\.slice/crio-conmon-' \
+            -e '^only \(before\|after\): *runfile /run/systemd/transient/\(kubepods-\|cri-containerd-\|crio-\)' \
             -e "^changed: *file /sys/fs/cgroup/[a-z.]*/cpuset\.cpus (): *-> $all\$" \
             "$OUT/diff.rest" >"$OUT/diff.rest.left" || true
         info "kubelet's own in between (threads, pods, units' cpuset.cpus ENOSPC): $(( $(wc -l <"$OUT/diff.rest") - $(wc -l <"$OUT/diff.rest.left") )) lines"

@@ -32,19 +32,6 @@ state() {
     echo "default $(cat /proc/irq/default_smp_affinity)"
     for c in 0 1 2 3; do echo "pmqos$c $(cat /sys/devices/system/cpu/cpu$c/power/pm_qos_resume_latency_us 2>/dev/null)"; done
 }
-# moved_off CPUS: every IRQ allowed on CPUS is one the kernel refuses to
-# move (the write is tried: it fails, or the check fails)
-movable_left() {
-    n=0
-    for d in /proc/irq/[0-9]*; do
-        a=$(cat "$d/smp_affinity_list" 2>/dev/null) || continue
-        meets "$a" "$1" || continue
-        if echo 0-1 >"$d/smp_affinity_list" 2>/dev/null; then
-            info "  IRQ ${d#/proc/irq/} ($a) was movable, and left on $1"; n=$((n + 1))
-        fi
-    done
-    return $n
-}
 # same_state A B DESCRIPTION: the states equal, but for IRQs irqbalance
 # placed anew in between (one CPU before, one after: its placements)
 same_state() {
