@@ -2,7 +2,9 @@
 //! bounds the shielded CPUs' PM QoS resume latency (or disables their slow
 //! cpuidle states where the kernel has no such file), leaves the
 //! housekeeping CPUs alone, reports the states left, and `off` gives back
-//! every file exactly; `status` names a CPU someone freed again.
+//! every file exactly; `status` names a CPU someone freed again. Beside
+//! CRI-O's high-performance hooks, a CPU's PM QoS or governor a pod's hook
+//! holds is left to it, and the machine ends as it was.
 
 mod common;
 
@@ -307,28 +309,34 @@ fn bad_bounds_and_read_only_files_are_refused_with_nothing_changed() {
     assert!(d.is_empty(), "changed: {d:#?}");
 }
 
-/// CRI-O's `cpu-c-states.crio.io` hook at a pod's start on `cpu`: the
-/// CPU's PM QoS value saved under `/var/run/crio/cpu`, the pod's written.
-fn crio_pod_starts(root: &Path, cpu: u32, latency: &str) {
-    let save = root.join(format!("run/crio/cpu/cpu{cpu}/power"));
-    fs::create_dir_all(&save).unwrap();
-    let live = root.join(format!(
-        "sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"
-    ));
-    fs::copy(&live, save.join("pm_qos_resume_latency_us")).unwrap();
-    fs::write(&live, format!("{latency}\n")).unwrap();
+/// The PM QoS file of a CPU, below `cpuN/`.
+const QOS: &str = "power/pm_qos_resume_latency_us";
+
+/// CRI-O's hook at a pod's start on `cpu` (`cpu-c-states.crio.io` for
+/// [`QOS`], `cpu-freq-governor.crio.io` for the governor): the CPU's
+/// `file` saved under `/var/run/crio/cpu`, the pod's `value` written.
+fn crio_pod_starts_on(root: &Path, cpu: u32, file: &str, value: &str) {
+    let save = root.join(format!("run/crio/cpu/cpu{cpu}/{file}"));
+    fs::create_dir_all(save.parent().unwrap()).unwrap();
+    let live = root.join(format!("sys/devices/system/cpu/cpu{cpu}/{file}"));
+    fs::copy(&live, &save).unwrap();
+    fs::write(&live, format!("{value}\n")).unwrap();
 }
 
 /// The hook at the pod's stop: the saved value written back, and removed.
-fn crio_pod_stops(root: &Path, cpu: u32) {
-    let save = root.join(format!(
-        "run/crio/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"
-    ));
-    let live = root.join(format!(
-        "sys/devices/system/cpu/cpu{cpu}/power/pm_qos_resume_latency_us"
-    ));
+fn crio_pod_stops_on(root: &Path, cpu: u32, file: &str) {
+    let save = root.join(format!("run/crio/cpu/cpu{cpu}/{file}"));
+    let live = root.join(format!("sys/devices/system/cpu/cpu{cpu}/{file}"));
     fs::write(&live, fs::read(&save).unwrap()).unwrap();
     fs::remove_file(&save).unwrap();
+}
+
+fn crio_pod_starts(root: &Path, cpu: u32, latency: &str) {
+    crio_pod_starts_on(root, cpu, QOS, latency)
+}
+
+fn crio_pod_stops(root: &Path, cpu: u32) {
+    crio_pod_stops_on(root, cpu, QOS)
 }
 
 #[test]
@@ -401,6 +409,46 @@ fn a_change_in_place_while_cri_o_holds_the_file_neither_writes_it_nor_writes_it_
         "0"
     );
     crio_pod_stops(root, 2);
+    fs::remove_dir_all(root.join("run/crio/cpu")).unwrap();
+    let d = diff(&before, &tree(root));
+    assert!(d.is_empty(), "not as it was: {d:#?}");
+}
+
+#[test]
+fn the_governor_cri_os_hook_holds_is_left_to_it_by_on_repair_status_and_off() {
+    let dir = machine(false);
+    let root = dir.path();
+    const GOV: &str = "cpufreq/scaling_governor";
+    for cpu in 0..4 {
+        let d = root.join(format!("sys/devices/system/cpu/cpu{cpu}/cpufreq"));
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("scaling_governor"), "schedutil\n").unwrap();
+        fs::write(
+            d.join("scaling_available_governors"),
+            "performance powersave schedutil\n",
+        )
+        .unwrap();
+    }
+    fs::create_dir_all(root.join("run/crio")).unwrap();
+    let before = tree(root);
+    let gov = |cpu: u32| read(root, &format!("sys/devices/system/cpu/cpu{cpu}/{GOV}"));
+    // a pod on CPU 3 asks for powersave before the shield: left to the hook
+    crio_pod_starts_on(root, 3, GOV, "powersave");
+    let o = cpushield(root, &["on", "2-3", "--tune=governor"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!((gov(2), gov(3)), ("performance".into(), "powersave".into()));
+    // one on CPU 2 after it; a repair meanwhile writes neither
+    crio_pod_starts_on(root, 2, GOV, "powersave");
+    assert!(cpushield(root, &["repair"]).status.success());
+    assert_eq!((gov(2), gov(3)), ("powersave".into(), "powersave".into()));
+    let o = cpushield(root, &["status"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = cpushield(root, &["off"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!((gov(2), gov(3)), ("powersave".into(), "powersave".into()));
+    assert_eq!(read(root, &format!("run/crio/cpu/cpu2/{GOV}")), "schedutil");
+    crio_pod_stops_on(root, 2, GOV);
+    crio_pod_stops_on(root, 3, GOV);
     fs::remove_dir_all(root.join("run/crio/cpu")).unwrap();
     let d = diff(&before, &tree(root));
     assert!(d.is_empty(), "not as it was: {d:#?}");

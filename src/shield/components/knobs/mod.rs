@@ -269,6 +269,11 @@ pub struct TuneState {
     pub files_of: BTreeMap<String, Vec<String>>,
     /// Each file's state.
     pub files: BTreeMap<String, FileState>,
+    /// Files CRI-O's high-performance hook holds for a running pod (a
+    /// governor, see [`crate::crio`]): left to it, neither written nor
+    /// written back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_by_crio: Vec<String>,
 }
 
 /// Knob steps and what the user should know about them.
@@ -344,7 +349,7 @@ pub fn plan(
         let mut readonly = Vec::new();
         let mut unreadable = Vec::new();
         for f in &files {
-            if already.contains(f) {
+            if already.contains(f) || state.held_by_crio.contains(f) {
                 continue;
             }
             let (current, writable) = match state.files.get(f) {
@@ -685,7 +690,14 @@ impl Component for Part {
         Ok(())
     }
 
+    /// A file CRI-O's hook holds for a pod is neither written nor written
+    /// back (the shield's record of it stays for `off` to hand over).
     fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
+        let held = (cx.live.parts.get::<TuneState>(OWNER.name()))
+            .map(|t| t.held_by_crio)
+            .unwrap_or_default();
+        out.steps
+            .retain(|(_, s)| !matches!(&s.action, Action::Write { path, .. } if held.contains(path)));
         unless_held(cx, mine, out)
     }
 

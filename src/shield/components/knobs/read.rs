@@ -70,6 +70,9 @@ pub(super) fn read_files(
                 },
             };
             st.files.insert(f.clone(), state);
+            if crate::crio::saved(sys, f).is_some() {
+                st.held_by_crio.push(f.clone());
+            }
         }
         // A knob whose value is another file's reads that one too.
         if let Value::Sibling(name) = k.value {
