@@ -2,7 +2,7 @@
 # Builds (once, cached) a Debian system booted by systemd for the test bed:
 # the distribution as users run it, with systemd, udev, dbus, irqbalance and
 # tuned enabled as Debian ships them, plus rt-tests and stress-ng.
-#   tests/vm/distro/image.sh [--grub | --uefi KIND] SUITE [EXTRA]   (bookworm | trixie | trixie-rt | trixie-k8s | trixie-crio | forky)
+#   tests/vm/distro/image.sh [--grub | --uefi KIND] SUITE [EXTRA]   (bookworm | trixie | trixie-rt | trixie-k8s | trixie-crio | trixie-k8s2 | forky)
 # trixie-rt: Debian 13 with its PREEMPT_RT kernel (linux-image-rt-amd64)
 # in place of the cloud kernel.
 # trixie-k8s: Debian 13 as a Kubernetes node (issue #60): containerd 1.7
@@ -15,6 +15,11 @@
 # default runtime), crun and conmon; systemd cgroup manager, NRI on, the
 # high-performance annotations allowed on the runtimes), the images copied
 # into containers-storage at boot with skopeo (tests/vm/k8s/crio/customize.sh).
+# trixie-k8s2: the trixie-k8s node with containerd 2.x in place of Debian's
+# containerd 1.7 (built by tests/vm/k8s/build-containerd2.sh, called here,
+# cached; containerd's own unit, a version 3 configuration: CRI with the
+# systemd cgroup driver, the local pause image pinned as the sandbox, NRI on;
+# Debian's runc), the rest trixie-k8s's (tests/vm/k8s/containerd2/customize.sh).
 # EXTRA: more packages, comma-separated (the scale benchmark's tuna, cpuset
 # and strace): a separate cached image, the test bed's own stays as it is.
 # Prints the directory holding root.img (ext4, made with mke2fs -d: nothing
@@ -58,17 +63,17 @@ if [ "${1:-}" = --uefi ]; then
     UEFI=${2:?usage: image.sh --uefi sdboot|uki|grub-efi SUITE [EXTRA]}; shift 2
     case $UEFI in sdboot|uki|grub-efi) ;; *) die "--uefi $UEFI: sdboot, uki or grub-efi" ;; esac
 fi
-SUITE=${1:?usage: image.sh [--grub | --uefi KIND] bookworm|trixie|trixie-rt|trixie-k8s|trixie-crio|forky [EXTRA]}
+SUITE=${1:?usage: image.sh [--grub | --uefi KIND] bookworm|trixie|trixie-rt|trixie-k8s|trixie-crio|trixie-k8s2|forky [EXTRA]}
 MMOPTS=()
 DIST=$SUITE
 KERNEL_PKG=linux-image-cloud-amd64
 case $SUITE in
     bookworm|trixie) ;;
     trixie-rt) DIST=trixie; KERNEL_PKG=linux-image-rt-amd64 ;;
-    trixie-k8s|trixie-crio) DIST=trixie ;;
+    trixie-k8s|trixie-crio|trixie-k8s2) DIST=trixie ;;
     # Debian 14 (testing): the mirror's Release file may be past its Valid-Until
     forky) MMOPTS=(--aptopt='Acquire::Check-Valid-Until "false"') ;;
-    *) die "suite '$SUITE': bookworm, trixie, trixie-rt, trixie-k8s, trixie-crio or forky" ;;
+    *) die "suite '$SUITE': bookworm, trixie, trixie-rt, trixie-k8s, trixie-crio, trixie-k8s2 or forky" ;;
 esac
 need_cmd mmdebstrap mke2fs
 PKGS=systemd-sysv,udev,dbus,kmod,procps,util-linux,iproute2,irqbalance,tuned,rt-tests,stress-ng,python3,initramfs-tools,$KERNEL_PKG,man-db
@@ -94,6 +99,18 @@ if [ "$SUITE" = trixie-crio ]; then
     bash "$VM_DIR/k8s/build-crio.sh" >/dev/null
     [ -x "$K8S_BIN/crio" ] && [ -x "$K8S_BIN/pinns" ] || die "no crio (tests/vm/k8s/build-crio.sh)"
     K8S_HOOK=(--customize-hook="bash '$VM_DIR/k8s/crio/customize.sh' \"\$1\" '$K8S_BIN'")
+fi
+# trixie-k8s2: containerd 2.x (built here, cached) with Debian's runc in
+# place of Debian's containerd package; the rest as trixie-k8s
+# (tests/vm/k8s/containerd2/customize.sh)
+if [ "$SUITE" = trixie-k8s2 ]; then
+    PKGS=$PKGS,runc,busybox-static,strace
+    K8S_BIN=$(bash "$VM_DIR/k8s/build-kubelet.sh" | tail -n1)
+    [ -x "$K8S_BIN/kubelet" ] || die "no kubelet (tests/vm/k8s/build-kubelet.sh)"
+    CD2_BIN=$(bash "$VM_DIR/k8s/build-containerd2.sh" | tail -n1)
+    [ -x "$CD2_BIN/containerd" ] && [ -x "$CD2_BIN/containerd-shim-runc-v2" ] && [ -x "$CD2_BIN/ctr" ] \
+        || die "no containerd 2 (tests/vm/k8s/build-containerd2.sh)"
+    K8S_HOOK=(--customize-hook="bash '$VM_DIR/k8s/containerd2/customize.sh' \"\$1\" '$K8S_BIN' '$CD2_BIN'")
 fi
 case $UEFI in
     sdboot) PKGS=$PKGS,systemd-boot,systemd-boot-efi,dosfstools,efibootmgr ;;
@@ -227,9 +244,11 @@ echo CPUSHIELD-UEFI-INSTALLED
 UEFI_SETUP_EOF
 HASH_IN=$(printf '%s\n' "$PKGS" "$UNIT" "$JOB" 3 "${MMOPTS[@]}")
 [ $GRUB = 1 ] && HASH_IN=$(printf '%s\n' "$HASH_IN" grub "$GRUB_SETUP")
-# (trixie-k8s's hash leaves out CRI-O's files: build-crio.sh and k8s/crio/)
-[ "$SUITE" = trixie-k8s ] && HASH_IN=$(printf '%s\n' "$HASH_IN" k8s "$(cat "$K8S_BIN/versions.txt" $(ls "$VM_DIR"/k8s/*.sh | grep -v '/build-crio\.sh$') "$VM_DIR"/k8s/node/* | sha256sum)")
-[ "$SUITE" = trixie-crio ] && HASH_IN=$(printf '%s\n' "$HASH_IN" crio "$(cat "$K8S_BIN/versions.txt" "$K8S_BIN/crio-versions.txt" "$VM_DIR"/k8s/*.sh "$VM_DIR"/k8s/node/* "$VM_DIR"/k8s/crio/* | sha256sum)")
+# (trixie-k8s's hash leaves out CRI-O's and containerd 2's files: build-crio.sh,
+# build-containerd2.sh, k8s/crio/, k8s/containerd2/; trixie-crio's those of containerd 2)
+[ "$SUITE" = trixie-k8s ] && HASH_IN=$(printf '%s\n' "$HASH_IN" k8s "$(cat "$K8S_BIN/versions.txt" $(ls "$VM_DIR"/k8s/*.sh | grep -Ev '/build-(crio|containerd2)\.sh$') "$VM_DIR"/k8s/node/* | sha256sum)")
+[ "$SUITE" = trixie-crio ] && HASH_IN=$(printf '%s\n' "$HASH_IN" crio "$(cat "$K8S_BIN/versions.txt" "$K8S_BIN/crio-versions.txt" $(ls "$VM_DIR"/k8s/*.sh | grep -v '/build-containerd2\.sh$') "$VM_DIR"/k8s/node/* "$VM_DIR"/k8s/crio/* | sha256sum)")
+[ "$SUITE" = trixie-k8s2 ] && HASH_IN=$(printf '%s\n' "$HASH_IN" k8s2 "$(cat "$K8S_BIN/versions.txt" "$K8S_BIN/containerd2-versions.txt" $(ls "$VM_DIR"/k8s/*.sh | grep -v '/build-crio\.sh$') "$VM_DIR"/k8s/node/* "$VM_DIR"/k8s/containerd2/* | sha256sum)")
 [ -n "$UEFI" ] && HASH_IN=$(printf '%s\n' "$HASH_IN" uefi "$UEFI" "$UEFI_SETUP")
 HASH=$(printf '%s\n' "$HASH_IN" | sha256sum | cut -c1-12)
 OUT=$CACHE_DIR/distro/$SUITE-$HASH

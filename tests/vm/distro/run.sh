@@ -7,12 +7,13 @@
 #
 #   tests/vm/distro/run.sh [options] [SCENARIO...]   (default: all)
 # Options:
-#   --suite bookworm|trixie|trixie-rt|trixie-k8s|trixie-crio|forky|all  (default all:
-#                                bookworm and trixie; trixie-rt, Debian 13 with
+#   --suite bookworm|trixie|trixie-rt|trixie-k8s|trixie-crio|trixie-k8s2|forky|all
+#                                (default all: bookworm and trixie; trixie-rt, Debian 13 with
 #                                PREEMPT_RT, trixie-k8s, Debian 13 as a Kubernetes
 #                                node (kubelet, containerd; ../k8s/), trixie-crio,
-#                                the same node on CRI-O (../k8s/crio/), and forky,
-#                                Debian 14, run only when named)
+#                                the same node on CRI-O (../k8s/crio/), trixie-k8s2,
+#                                the same node on containerd 2.x (../k8s/containerd2/),
+#                                and forky, Debian 14, run only when named)
 #   --binary PATH                static cpushield (default: the release build)
 #   --deb PATH                   the package (packaging/build-deb.sh; default:
 #                                the newest under target/debian)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: the Kubernetes node (issue #60): on Debian 13 with containerd
-#   1.7 (CRI, systemd cgroup driver, NRI on) and kubelet standalone (static
+#   1.7 or 2.x (CRI, systemd cgroup driver, NRI on) and kubelet standalone (static
 #   pods, static CPU manager, reservedSystemCPUs 0-1), kubelet is active
 #   and healthy; a Guaranteed static pod (requests = limits, cpu "2") gets
 #   CPUs 2-3 for itself (cpu_manager_state, its cgroup's effective CPUs and
@@ -17,8 +17,8 @@
 #   AllowedCPUs= exactly.
 #   Recorded: kubelet's, containerd's, runc's and crictl's versions, and
 #   whether NRI's socket exists.
-# distro: suites=trixie-k8s time=900
-# skip-why: needs the Kubernetes node image (run.sh --suite trixie-k8s 20)
+# distro: suites=trixie-k8s,trixie-k8s2 time=900
+# skip-why: needs the Kubernetes node image (run.sh --suite trixie-k8s 20, or trixie-k8s2: containerd 2.x)
 # Settings: K8S_WAIT (seconds to wait for kubelet and each pod, default 300).
 . /job/lib.sh "$1"
 . /job/k8s.sh
@@ -55,7 +55,7 @@ check "kubelet is active" systemctl is-active --quiet kubelet
 check "kubelet's healthz says ok" healthz
 info "kubelet's start in the journal: $(journalctl -b -u kubelet -o cat --no-pager 2>/dev/null | grep -m3 -i 'cpu manager\|cpu_manager\|static policy' | cut -c1-200 | tr '\n' '|')"
 if [ -S /var/run/nri/nri.sock ]; then
-    info "NRI socket /var/run/nri/nri.sock: present"; note "k8s node: containerd 1.7's NRI on (config): /var/run/nri/nri.sock exists"
+    info "NRI socket /var/run/nri/nri.sock: present"; note "k8s node: containerd's NRI on (config): /var/run/nri/nri.sock exists"
 else
     info "NRI socket /var/run/nri/nri.sock: absent"; note "k8s node: NRI switched on in containerd's config, yet no /var/run/nri/nri.sock"
 fi

@@ -1,6 +1,6 @@
 #!/bin/sh
 # summary: the NRI plugin on a Kubernetes node (issue #60): on Debian 13
-#   with containerd 1.7 (NRI on) and kubelet standalone (static CPU
+#   with containerd 1.7 or 2.x (NRI on) and kubelet standalone (static CPU
 #   manager, reserved 0-1), no shield: `cpushield nri` runs as a service;
 #   a Guaranteed static pod (2 CPUs) annotated irq-load-balancing.crio.io:
 #   disable and cpu-c-states.crio.io: disable gets CPUs 2-3, and while it
@@ -19,8 +19,8 @@
 #   left dead, nri --undo gives all back. Then containerd killed while the
 #   plugin is held at that write: the pod's state whole again once it
 #   restarts, all back when the pod goes. Recorded: the plugin's log.
-# distro: suites=trixie-k8s time=1500
-# skip-why: needs the Kubernetes node image (run.sh --suite trixie-k8s 21-k8s-nri)
+# distro: suites=trixie-k8s,trixie-k8s2 time=1500
+# skip-why: needs the Kubernetes node image (run.sh --suite trixie-k8s 21-k8s-nri, or trixie-k8s2: containerd 2.x)
 # Settings: K8S_WAIT (seconds to wait for kubelet and each pod, default 300).
 . /job/lib.sh "$1"
 . /job/k8s.sh
