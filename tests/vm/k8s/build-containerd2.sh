@@ -43,16 +43,8 @@ have_all() { for c in $CMDS; do [ -x "$OUT/$c" ] || return 1; done; }
 if [ $FORCE = 1 ] || ! have_all || [ "$(cat "$OUT/version" 2>/dev/null)" != "$CONTAINERD2_VERSION" ]; then
     t0=$(date +%s)
     W=$B/containerd-$CONTAINERD2_VERSION
-    rm -rf "$W"; mkdir -p "$W"
-    log "containerd $CONTAINERD2_VERSION: go mod download $PKG@$CONTAINERD2_VERSION"
-    # a module directory of our own to ask go for the module's path
-    printf 'module cpushield.test/k8s-node/containerd2\n\ngo 1.24.0\n' >"$W/go.mod"
-    (cd "$W" && go mod download -json "$PKG@$CONTAINERD2_VERSION") >"$W/download.json" 2>"$B/containerd2.log" \
-        || { tail -20 "$B/containerd2.log" >&2; die "go mod download $PKG@$CONTAINERD2_VERSION failed (log: $B/containerd2.log)"; }
-    src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["Dir"])' "$W/download.json")
-    [ -f "$src/cmd/containerd/main.go" ] || die "no cmd/containerd in $src"
-    cp -a "$src" "$W/src"
-    chmod -R u+w "$W/src"
+    go_module_src "$PKG" "$CONTAINERD2_VERSION" "$W" "$B/containerd2.log"
+    [ -f "$W/src/cmd/containerd/main.go" ] || die "no cmd/containerd in the module $PKG@$CONTAINERD2_VERSION"
     t1=$(date +%s)
     log "containerd $CONTAINERD2_VERSION: module ready ($((t1 - t0))s); go build (CGO_ENABLED=0, a few minutes on 2 cores)"
     ld="-s -w -X $PKG/version.Version=$CONTAINERD2_VERSION -X $PKG/version.Revision=$CONTAINERD2_VERSION-module -X $PKG/version.Package=$PKG"

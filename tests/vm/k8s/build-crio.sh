@@ -40,16 +40,8 @@ TAGS="containers_image_openpgp containers_image_ostree_stub exclude_graphdriver_
 if [ $FORCE = 1 ] || ! [ -x "$BIN/crio" ] || ! [ -x "$BIN/pinns" ] || [ "$(cat "$BIN/crio.version" 2>/dev/null)" != "$CRIO_VERSION" ]; then
     t0=$(date +%s)
     W=$B/crio-$CRIO_VERSION
-    rm -rf "$W"; mkdir -p "$W"
-    log "crio $CRIO_VERSION: go mod download github.com/cri-o/cri-o@$CRIO_VERSION"
-    # a module directory of our own to ask go for the module's path
-    printf 'module cpushield.test/k8s-node/crio\n\ngo 1.24.0\n' >"$W/go.mod"
-    (cd "$W" && go mod download -json github.com/cri-o/cri-o@"$CRIO_VERSION") >"$W/download.json" 2>"$B/crio.log" \
-        || { tail -20 "$B/crio.log" >&2; die "go mod download github.com/cri-o/cri-o@$CRIO_VERSION failed (log: $B/crio.log)"; }
-    src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["Dir"])' "$W/download.json")
-    [ -f "$src/cmd/crio/main.go" ] || die "no cmd/crio in $src"
-    cp -a "$src" "$W/src"
-    chmod -R u+w "$W/src"
+    go_module_src github.com/cri-o/cri-o "$CRIO_VERSION" "$W" "$B/crio.log"
+    [ -f "$W/src/cmd/crio/main.go" ] || die "no cmd/crio in the module github.com/cri-o/cri-o@$CRIO_VERSION"
     t1=$(date +%s)
     log "crio $CRIO_VERSION: module ready ($((t1 - t0))s); go build (CGO_ENABLED=0, a minute or two on 2 cores)"
     (cd "$W/src" && CGO_ENABLED=0 go build -trimpath -tags "$TAGS" \

@@ -18,14 +18,5 @@ mkdir -p "$R/etc/containerd" "$R/etc/kubernetes/manifests" "$R/var/lib/kubelet" 
 install -m 0644 "$N/containerd-config.toml" "$R/etc/containerd/config.toml"
 install -m 0644 "$N/kubelet-config.yaml" "$R/etc/kubernetes/kubelet-config.yaml"
 install -m 0644 "$N/crictl.yaml" "$R/etc/crictl.yaml"
-bb=$R/usr/bin/busybox
-[ -f "$bb" ] || bb=$R/bin/busybox
-# the workload image and the sandbox image: one layer (static busybox)
-# each; the pause stand-in sleeps (as PID 1 it ignores SIGTERM: containerd
-# stops a sandbox with SIGKILL)
-bash "$(dirname "$0")/oci-image.sh" "$bb" localhost/busybox:cpushield \
-    "$R/var/lib/cpushield-k8s/images/busybox.tar" '["/bin/sh"]'
-bash "$(dirname "$0")/oci-image.sh" "$bb" localhost/pause:cpushield \
-    "$R/var/lib/cpushield-k8s/images/pause.tar" '["/bin/sleep","2147483647"]'
-cp "$BIN/versions.txt" "$R/var/lib/cpushield-k8s/versions.txt"
+bash "$(dirname "$0")/node-images.sh" "$R" "$BIN/versions.txt"
 chroot "$R" systemctl enable kubelet.service k8s-images.service containerd.service

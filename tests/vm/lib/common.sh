@@ -35,3 +35,20 @@ UEFI_MACHINE=${CPUSHIELD_UEFI_MACHINE:-pc}
 # corrupted memory in 5 of 6 boots under multi-threaded TCG.
 # CPUSHIELD_QEMU_CPU=max,-cx16 gives the former model.
 QEMU_CPU=${CPUSHIELD_QEMU_CPU:-qemu64,-cx16}
+# go_module_src MODULE VERSION DIR LOG: fetches the Go module with `go mod
+# download` (`go install MODULE@VERSION` stops at the proxy's deprecation
+# lookup for some modules) and copies its directory out of the read-only
+# module cache into DIR/src, writable, to build there with its own go.mod;
+# its output in LOG. DIR is made anew.
+go_module_src() {
+    local module=$1 version=$2 dir=$3 logf=$4 src
+    log "go mod download $module@$version"
+    rm -rf "$dir"; mkdir -p "$dir"
+    # a module directory of our own to ask go for the module's path
+    printf 'module cpushield.test/k8s-node/%s\n\ngo 1.24.0\n' "$(basename "$dir")" >"$dir/go.mod"
+    (cd "$dir" && go mod download -json "$module@$version") >"$dir/download.json" 2>"$logf" \
+        || { tail -20 "$logf" >&2; die "go mod download $module@$version failed (log: $logf)"; }
+    src=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["Dir"])' "$dir/download.json")
+    cp -a "$src" "$dir/src"
+    chmod -R u+w "$dir/src"
+}

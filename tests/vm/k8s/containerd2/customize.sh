@@ -31,12 +31,5 @@ install -m 0644 "$C/config.toml" "$R/etc/containerd/config.toml"
 # cgroup driver)
 install -m 0644 "$N/kubelet-config.yaml" "$R/etc/kubernetes/kubelet-config.yaml"
 install -m 0644 "$N/crictl.yaml" "$R/etc/crictl.yaml"
-bb=$R/usr/bin/busybox
-[ -f "$bb" ] || bb=$R/bin/busybox
-# the workload image and the sandbox image, as for trixie-k8s
-bash "$K/oci-image.sh" "$bb" localhost/busybox:cpushield \
-    "$R/var/lib/cpushield-k8s/images/busybox.tar" '["/bin/sh"]'
-bash "$K/oci-image.sh" "$bb" localhost/pause:cpushield \
-    "$R/var/lib/cpushield-k8s/images/pause.tar" '["/bin/sleep","2147483647"]'
-cat "$BIN/versions.txt" "$BIN/containerd2-versions.txt" >"$R/var/lib/cpushield-k8s/versions.txt"
+bash "$K/node-images.sh" "$R" "$BIN/versions.txt" "$BIN/containerd2-versions.txt"
 chroot "$R" systemctl enable kubelet.service k8s-images.service containerd.service

@@ -34,13 +34,7 @@ sed -e "s|^containerRuntimeEndpoint: .*|# trixie-crio: CRI-O's socket (its cgrou
 grep -q "^containerRuntimeEndpoint: $SOCK\$" "$R/etc/kubernetes/kubelet-config.yaml"
 sed -e "s|unix:///run/containerd/containerd.sock|$SOCK|" "$N/crictl.yaml" >"$R/etc/crictl.yaml"
 grep -q "crio.sock" "$R/etc/crictl.yaml"
-bb=$R/usr/bin/busybox
-[ -f "$bb" ] || bb=$R/bin/busybox
-# the workload image and the sandbox image, as for trixie-k8s; the file
-# name is the image's name in containers-storage (localhost/NAME:cpushield)
-bash "$K/oci-image.sh" "$bb" localhost/busybox:cpushield \
-    "$R/var/lib/cpushield-k8s/images/busybox.tar" '["/bin/sh"]'
-bash "$K/oci-image.sh" "$bb" localhost/pause:cpushield \
-    "$R/var/lib/cpushield-k8s/images/pause.tar" '["/bin/sleep","2147483647"]'
-cat "$BIN/versions.txt" "$BIN/crio-versions.txt" >"$R/var/lib/cpushield-k8s/versions.txt"
+# the images (their file names are their names in containers-storage,
+# localhost/NAME:cpushield, for crio-images-import)
+bash "$K/node-images.sh" "$R" "$BIN/versions.txt" "$BIN/crio-versions.txt"
 chroot "$R" systemctl enable kubelet.service crio-images.service crio.service
