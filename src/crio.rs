@@ -2,7 +2,7 @@
 //! the per-CPU files its high-performance hooks hold for running pods.
 //!
 //! For a pod annotated `cpu-c-states.crio.io` or `cpu-freq-governor.crio.io`
-//! CRI-O's hooks save each of the pod's CPUs' file under [`SAVE_DIR`]
+//! CRI-O's hooks save each of the pod's CPUs' file under [`SAVE_DIRS`]
 //! (`cpuN/power/pm_qos_resume_latency_us`, `cpuN/cpufreq/scaling_governor`)
 //! before they write it at the container's start, and write the saved
 //! value back, removing the saved file, at its stop. While the saved file
@@ -37,6 +37,12 @@ pub fn runs(sys: &Sys) -> bool {
 /// Where CRI-O's hook saved `path`'s value (a CPU's file, relative to the
 /// root), when it holds the file for a running pod.
 pub fn saved(sys: &Sys, path: &str) -> Option<String> {
+    saved_where(path, &|save| sys.exists(save))
+}
+
+/// [`saved`], with `exists` telling whether a file (relative to the root)
+/// is there.
+pub fn saved_where(path: &str, exists: &dyn Fn(&str) -> bool) -> Option<String> {
     let rest = path.strip_prefix("sys/devices/system/cpu/cpu")?;
     let (n, file) = rest.split_once('/')?;
     n.parse::<u32>().ok()?;
@@ -45,7 +51,7 @@ pub fn saved(sys: &Sys, path: &str) -> Option<String> {
     }
     (SAVE_DIRS.iter())
         .map(|dir| format!("{dir}/cpu{n}/{file}"))
-        .find(|save| sys.exists(save))
+        .find(|save| exists(save))
 }
 
 /// What happened to a shield's write of a file CRI-O's hook holds, at

@@ -471,15 +471,7 @@ impl Component for Part {
         snap.parts.put(NAME, &facts);
     }
 
-    /// A PM QoS file CRI-O's hook holds for a pod is neither written nor
-    /// written back: the shield's record of it stays for `off`, which hands
-    /// the value from before the shield to the hook.
     fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
-        let held: Vec<String> = (cx.live.parts.get::<Facts>(NAME))
-            .map(|f| f.cpus.iter().filter(|c| c.held_by_crio).map(|c| qos_file(c.cpu)).collect())
-            .unwrap_or_default();
-        out.steps
-            .retain(|(_, s)| !matches!(&s.action, Action::Write { path, .. } if held.contains(path)));
         unless_held(cx, mine, out)
     }
 

@@ -200,7 +200,16 @@ pub fn change(
         notes: Vec::new(),
         refused: None,
     };
-    let restore = reshape::restore_files(live, &originals, &written, read);
+    let mut restore = reshape::restore_files(live, &originals, &written, read);
+    // A CPU's file CRI-O's hook holds for a running pod (the plans leave it
+    // out) is not written back either: the shield's record of it stays for
+    // `off`, which hands the value from before the shield to the hook.
+    restore.retain(|a| match a {
+        Action::Write { path, .. } => {
+            crate::crio::saved_where(path, &|f| read(f).is_some()).is_none()
+        }
+        _ => true,
+    });
     out.add(Phase::Restore, restore.into_iter().map(owned_restore));
     let cx = InPlace {
         live,

@@ -690,14 +690,7 @@ impl Component for Part {
         Ok(())
     }
 
-    /// A file CRI-O's hook holds for a pod is neither written nor written
-    /// back (the shield's record of it stays for `off` to hand over).
     fn change(&self, cx: &InPlace, mine: Vec<(Phase, Step)>, out: &mut Changing) {
-        let held = (cx.live.parts.get::<TuneState>(OWNER.name()))
-            .map(|t| t.held_by_crio)
-            .unwrap_or_default();
-        out.steps
-            .retain(|(_, s)| !matches!(&s.action, Action::Write { path, .. } if held.contains(path)));
         unless_held(cx, mine, out)
     }
 
