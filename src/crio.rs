@@ -65,6 +65,9 @@ pub enum HandedOver {
     /// The hook saved another value (the pod started before the shield):
     /// the saved file is left, and the CPU's file is undone as any other.
     NotOurs,
+    /// The value from before the shield was written into the saved file
+    /// (its path), but it reads back as this.
+    ReadsOtherwise(String, String),
 }
 
 /// At `off`, the undo of the shield's write of `path` (`written`, over
@@ -80,10 +83,14 @@ pub fn hand_over(
     if held != written.trim() {
         return Some(Ok(HandedOver::NotOurs));
     }
-    Some(
-        sys.write_config(&save, &format!("{}\n", previous.trim()), false)
-            .map(|()| HandedOver::Saved(save)),
-    )
+    if let Err(e) = sys.write_config(&save, &format!("{}\n", previous.trim()), false) {
+        return Some(Err(e));
+    }
+    Some(Ok(match sys.read_trimmed(&save) {
+        Ok(now) if now == previous.trim() => HandedOver::Saved(save),
+        Ok(now) => HandedOver::ReadsOtherwise(save, now),
+        Err(e) => return Some(Err(e)),
+    }))
 }
 
 #[cfg(test)]

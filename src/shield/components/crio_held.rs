@@ -39,6 +39,17 @@ pub(in crate::shield) fn undo(sys: &Sys, entry: &Entry, out: &mut Undone) -> boo
             });
             true
         }
+        Some(Ok(HandedOver::ReadsOtherwise(save, now))) => {
+            out.failed.push(Refusal {
+                target: format!("/{path}"),
+                reason: format!(
+                    "held by CRI-O's hook for a running pod: wrote the value from before the shield ({}) into its saved value /{save}, but it reads {}",
+                    previous.trim(),
+                    crate::input::quote(&now)
+                ),
+            });
+            true
+        }
         Some(Err(e)) => {
             out.failed.push(Refusal {
                 target: format!("/{path}"),
