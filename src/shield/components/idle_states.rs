@@ -25,7 +25,7 @@ use crate::shield::change::{Action, Check, Owner, Step, Subject, Undo};
 use crate::shield::component::{
     unless_held, Changing, Component, Draft, InPlace, Looking, Phase, Planning, Reporting,
 };
-use crate::shield::component::{Looks, Reports, Undoes};
+use crate::shield::component::{Looks, Reports};
 use crate::shield::error::ShieldError;
 use crate::shield::journal::Entry;
 use crate::shield::options::Declared;
@@ -490,16 +490,6 @@ impl Component for Part {
         Some(self)
     }
 
-    fn undoes(&self) -> Option<&dyn Undoes> {
-        Some(self)
-    }
-}
-
-impl Undoes for Part {
-    /// A PM QoS file CRI-O's hook holds for a pod is left to it.
-    fn undo(&self, sys: &Sys, entry: &Entry, out: &mut crate::shield::undo::Undone) -> bool {
-        super::crio_held::undo(sys, entry, out)
-    }
 }
 
 impl Looks for Part {

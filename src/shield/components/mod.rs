@@ -404,8 +404,11 @@ impl Effects for Components {
         undoers().find_map(|part| part.previous(sys, action))
     }
 
+    /// A CPU file CRI-O's hook holds for a pod is left to the hook whichever
+    /// component wrote it (the same rule as the change in place's, in
+    /// [`change`]); every other entry goes to the components.
     fn undo(&self, sys: &Sys, entry: &Entry, out: &mut Undone) -> bool {
-        undoers().any(|part| part.undo(sys, entry, out))
+        crio_held::undo(sys, entry, out) || undoers().any(|part| part.undo(sys, entry, out))
     }
 
     fn after_undo(&self, sys: &Sys, entries: &[Entry], out: &mut Undone) {

@@ -740,11 +740,6 @@ impl Undoes for Part {
     fn undone_first(&self, action: &Action) -> bool {
         undone_first(action)
     }
-
-    /// The governor of a CPU CRI-O's hook holds for a pod is left to it.
-    fn undo(&self, sys: &Sys, entry: &crate::shield::journal::Entry, out: &mut crate::shield::undo::Undone) -> bool {
-        super::crio_held::undo(sys, entry, out)
-    }
 }
 
 impl Looks for Part {
