@@ -33,3 +33,33 @@ movable_left() {
     done
     return $n
 }
+# pod_manifest NAME CONTAINER [--cpus N --memory M] [--annotation K=V]...
+# [--privileged-usr]: a static pod's manifest on stdout, on the host
+# network (no CNI on these nodes), from the node's busybox image, its
+# container printing its Cpus_allowed_list then sleeping. --cpus/--memory
+# make it Guaranteed (requests equal to limits); without them it is
+# BestEffort. --privileged-usr: privileged (SCHED_FIFO, mlock) and the
+# node's /usr read-only at /host/usr (cyclictest; busybox has none).
+pod_manifest() {
+    pm_name=$1 pm_ctr=$2; shift 2
+    pm_cpus= pm_mem= pm_notes= pm_usr=
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --cpus) pm_cpus=$2; shift 2 ;;
+            --memory) pm_mem=$2; shift 2 ;;
+            --annotation) pm_notes="$pm_notes    ${2%%=*}: \"${2#*=}\"
+"; shift 2 ;;
+            --privileged-usr) pm_usr=1; shift ;;
+            *) echo "pod_manifest: unknown option $1" >&2; return 2 ;;
+        esac
+    done
+    printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: default\n' "$pm_name"
+    [ -n "$pm_notes" ] && printf '  annotations:\n%s' "$pm_notes"
+    printf 'spec:\n  hostNetwork: true\n  terminationGracePeriodSeconds: 1\n  containers:\n'
+    printf '  - name: %s\n    image: localhost/busybox:cpushield\n    imagePullPolicy: Never\n' "$pm_ctr"
+    printf '    command: ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 2147483647"]\n'
+    [ -n "$pm_usr" ] && printf '    securityContext: {privileged: true}\n    volumeMounts: [{name: usr, mountPath: /host/usr, readOnly: true}]\n'
+    [ -n "$pm_cpus" ] && printf '    resources:\n      requests: {cpu: "%s", memory: %s}\n      limits: {cpu: "%s", memory: %s}\n' "$pm_cpus" "$pm_mem" "$pm_cpus" "$pm_mem"
+    [ -n "$pm_usr" ] && printf '  volumes: [{name: usr, hostPath: {path: /usr}}]\n'
+    return 0
+}

@@ -68,39 +68,8 @@ info "cpu_manager_state before any pod: $(cat "$STATE")"
 
 # 1. The pods: one Guaranteed (2 whole CPUs), one BestEffort. Host network:
 # no CNI on this node, and pods on the host network need none.
-cat >"$OUT/rt.yaml" <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: rt-guaranteed
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: rt
-    image: localhost/busybox:cpushield
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 2147483647"]
-    resources:
-      requests: {cpu: "2", memory: 32Mi}
-      limits: {cpu: "2", memory: 32Mi}
-EOF
-cat >"$OUT/be.yaml" <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: be-shared
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: be
-    image: localhost/busybox:cpushield
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 2147483647"]
-EOF
+pod_manifest rt-guaranteed rt --cpus 2 --memory 32Mi >"$OUT/rt.yaml"
+pod_manifest be-shared be >"$OUT/be.yaml"
 cp "$OUT/rt.yaml" "$OUT/be.yaml" "$M/"
 wait_for "$WAIT" "the Guaranteed pod's container rt running" running rt
 wait_for "$WAIT" "the BestEffort pod's container be running" running be

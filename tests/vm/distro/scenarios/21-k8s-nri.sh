@@ -65,29 +65,7 @@ start_plugin
 wait_for 30 "the plugin registered" sh -c "journalctl -u cpushield-nri -o cat --no-pager | grep -q 'registered as 90-cpushield'"
 check "the plugin registered with containerd" sh -c "journalctl -u cpushield-nri -o cat --no-pager | grep -q 'registered as 90-cpushield'"
 
-cat >"$OUT/rt.yaml" <<'EOF2'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: rt-nri
-  namespace: default
-  annotations:
-    irq-load-balancing.crio.io: "disable"
-    cpu-c-states.crio.io: "disable"
-    cpu-freq-governor.crio.io: "performance"
-    cpu-quota.crio.io: "disable"
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: rt
-    image: localhost/busybox:cpushield
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "exec sleep 2147483647"]
-    resources:
-      requests: {cpu: "2", memory: 32Mi}
-      limits: {cpu: "2", memory: 32Mi}
-EOF2
+pod_manifest rt-nri rt --cpus 2 --memory 32Mi --annotation irq-load-balancing.crio.io=disable --annotation cpu-c-states.crio.io=disable --annotation cpu-freq-governor.crio.io=performance --annotation cpu-quota.crio.io=disable >"$OUT/rt.yaml"
 pod_up() {
     cp "$OUT/rt.yaml" "$M/rt-nri.yaml"
     wait_for "$WAIT" "the Guaranteed pod's container running" running rt

@@ -109,44 +109,8 @@ if [ "$PHASE" = 1 ]; then
     cp "$STATE" "$OUT/cpu_manager_state.empty" 2>/dev/null
     # The pods. The Guaranteed one is privileged (SCHED_FIFO, mlock) and
     # sees the node's /usr read-only for cyclictest (busybox has none).
-    cat >"$OUT/rt.yaml" <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: rt-life
-  namespace: default
-  annotations:
-    irq-load-balancing.crio.io: "disable"
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: rt
-    image: localhost/busybox:cpushield
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "exec sleep 2147483647"]
-    securityContext: {privileged: true}
-    volumeMounts: [{name: usr, mountPath: /host/usr, readOnly: true}]
-    resources:
-      requests: {cpu: "2", memory: 256Mi}
-      limits: {cpu: "2", memory: 256Mi}
-  volumes: [{name: usr, hostPath: {path: /usr}}]
-EOF
-    cat >"$OUT/be.yaml" <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: be-life
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: be
-    image: localhost/busybox:cpushield
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "exec sleep 2147483647"]
-EOF
+    pod_manifest rt-life rt --cpus 2 --memory 256Mi --annotation irq-load-balancing.crio.io=disable --privileged-usr >"$OUT/rt.yaml"
+    pod_manifest be-life be >"$OUT/be.yaml"
     cp "$OUT/rt.yaml" "$M/rt-life.yaml"; cp "$OUT/be.yaml" "$M/be-life.yaml"
     wait_for "$WAIT" "the Guaranteed pod's container running" running rt
     wait_for "$WAIT" "the BestEffort pod's container running" running be

@@ -139,42 +139,8 @@ info "before: default_smp_affinity $D_BEFORE; pm_qos_resume_latency_us $P_BEFORE
 info "IRQs before (N smp_affinity_list effective name):"; sed 's/^/    before| /' "$OUT/irqs.before"
 
 # 2. The pods: a Guaranteed one with CRI-O's annotations, a BestEffort one.
-cat >"$OUT/rt.yaml" <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: rt-crio
-  namespace: default
-  annotations:
-    irq-load-balancing.crio.io: "disable"
-    cpu-c-states.crio.io: "max_latency:20"
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: rt
-    image: localhost/busybox:cpushield
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 2147483647"]
-    resources:
-      requests: {cpu: "2", memory: 32Mi}
-      limits: {cpu: "2", memory: 32Mi}
-EOF
-cat >"$OUT/be.yaml" <<'EOF'
-apiVersion: v1
-kind: Pod
-metadata:
-  name: be-shared
-  namespace: default
-spec:
-  hostNetwork: true
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: be
-    image: localhost/busybox:cpushield
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "grep Cpus_allowed_list /proc/self/status; exec sleep 2147483647"]
-EOF
+pod_manifest rt-crio rt --cpus 2 --memory 32Mi --annotation irq-load-balancing.crio.io=disable --annotation cpu-c-states.crio.io=max_latency:20 >"$OUT/rt.yaml"
+pod_manifest be-shared be >"$OUT/be.yaml"
 cp "$OUT/be.yaml" "$M/"
 wait_for "$WAIT" "the BestEffort pod's container be running" running be
 cp "$OUT/rt.yaml" "$M/"
