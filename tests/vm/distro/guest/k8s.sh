@@ -19,6 +19,32 @@ healthz() { python3 -c 'import urllib.request,sys; sys.exit(0 if urllib.request.
 # cid NAME: the id of the running container NAME (crictl)
 cid() { crictl ps --state running --name "^$1\$" -q 2>/dev/null | head -n1; }
 running() { [ -n "$(cid "$1")" ]; }
+STATE=/var/lib/kubelet/cpu_manager_state
+# pid_of CONTAINER-ID: its init's pid (crictl)
+pid_of() { crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null; }
+# cgroup_of CONTAINER-ID: the container's cgroup directory (its init's)
+cgroup_of() { cg_pid=$(pid_of "$1") && [ -n "$cg_pid" ] && echo "/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$cg_pid/cgroup")"; }
+# allowed PID: the CPUs the kernel allows the process (Cpus_allowed_list)
+allowed() { sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null; }
+# gone NAME: no container NAME, running or exited (crictl)
+gone() { [ -z "$(crictl ps -a --name "^$1\$" -q 2>/dev/null)" ]; }
+# manager_state PYTHON-EXPRESSION-OF-j: a field of kubelet's cpu_manager_state
+manager_state() {
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($1)" "$STATE" 2>/dev/null
+}
+# pods_on_their_cpus: the Guaranteed container ($RT, cgroup $RT_CG) on 2-3
+# and the BestEffort one ($BE, $BE_CG) on the shared pool 0-1, by their
+# cgroups' effective cpusets and the CPUs the kernel allows their processes
+pods_on_their_cpus() {
+    RT_EFF=$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null); BE_EFF=$(cat "$BE_CG/cpuset.cpus.effective" 2>/dev/null)
+    info "rt: cpuset.cpus '$(cat "$RT_CG/cpuset.cpus" 2>/dev/null)' effective '$RT_EFF'; be: cpuset.cpus '$(cat "$BE_CG/cpuset.cpus" 2>/dev/null)' effective '$BE_EFF'"
+    check "rt's cgroup cpuset.cpus.effective is 2-3" [ "$RT_EFF" = 2-3 ]
+    check "be's cgroup cpuset.cpus.effective is the shared pool 0-1" [ "$BE_EFF" = 0-1 ]
+    RT_ALLOWED=$(allowed "$(pid_of "$RT")"); BE_ALLOWED=$(allowed "$(pid_of "$BE")")
+    check "rt's process is allowed 2-3 only ($RT_ALLOWED)" [ "$RT_ALLOWED" = 2-3 ]
+    check "be's process is allowed 0-1 only ($BE_ALLOWED)" [ "$BE_ALLOWED" = 0-1 ]
+    info "rt's own first line: $(crictl logs "$RT" 2>&1 | head -n1); be's: $(crictl logs "$BE" 2>&1 | head -n1)"
+}
 # movable_left CPUS: how many IRQs allowed on CPUS the kernel lets move
 # (its exit status): the write to 0-1 is tried, each one that took is
 # named; an IRQ the kernel refuses to move stays and is not counted

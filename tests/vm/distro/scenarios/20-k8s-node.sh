@@ -22,16 +22,6 @@
 # Settings: K8S_WAIT (seconds to wait for kubelet and each pod, default 300).
 . /job/lib.sh "$1"
 . /job/k8s.sh
-STATE=/var/lib/kubelet/cpu_manager_state
-# cgroup_of CONTAINER-ID: the container's cgroup directory (its init's)
-cgroup_of() {
-    pid=$(crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null)
-    [ -n "$pid" ] && echo "/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$pid/cgroup")"
-}
-pid_of() { crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null; }
-state() { # state PYTHON-EXPRESSION-OF-j: a field of cpu_manager_state
-    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($1)" "$STATE" 2>/dev/null
-}
 
 # 0. What the node is.
 info "kernel $(uname -r), cgroup $(stat -fc %T /sys/fs/cgroup), $(nproc) CPUs online ($(cat /sys/devices/system/cpu/online))"
@@ -63,7 +53,7 @@ check "NRI's socket exists (NRI switched on in containerd's config)" [ -S /var/r
 crictl info >"$OUT/crictl-info.json" 2>&1 || true
 info "CRI: $(grep -o '"SystemdCgroup": *[a-z]*\|"sandboxImage": *"[^"]*"\|"NetworkReady"[^}]*' "$OUT/crictl-info.json" | tr '\n' ' ')"
 check "CRI uses the systemd cgroup driver (crictl info)" grep -q '"SystemdCgroup": *true' "$OUT/crictl-info.json"
-check "cpu_manager_state says policy static" [ "$(state "j['policyName']")" = static ]
+check "cpu_manager_state says policy static" [ "$(manager_state "j['policyName']")" = static ]
 info "cpu_manager_state before any pod: $(cat "$STATE")"
 
 # 1. The pods: one Guaranteed (2 whole CPUs), one BestEffort. Host network:
@@ -84,10 +74,10 @@ info "cpu_manager_state: $(cat "$STATE")"
 cp "$STATE" "$OUT/cpu_manager_state"
 RT_UID=$(crictl inspectp -o go-template --template '{{.status.metadata.uid}}' "$(crictl pods --name rt-guaranteed -q | head -n1)" 2>/dev/null)
 info "the Guaranteed pod's uid: $RT_UID"
-check "cpu_manager_state gives container rt CPUs 2-3" [ "$(state "j['entries']['$RT_UID']['rt']")" = 2-3 ]
-check "cpu_manager_state's shared pool (defaultCpuSet) is 0-1" [ "$(state "j['defaultCpuSet']")" = 0-1 ]
+check "cpu_manager_state gives container rt CPUs 2-3" [ "$(manager_state "j['entries']['$RT_UID']['rt']")" = 2-3 ]
+check "cpu_manager_state's shared pool (defaultCpuSet) is 0-1" [ "$(manager_state "j['defaultCpuSet']")" = 0-1 ]
 check "cpu_manager_state has no entry for the BestEffort container" \
-    [ "$(state "sum(1 for p in j.get('entries', {}).values() for c in p if c == 'be')")" = 0 ]
+    [ "$(manager_state "sum(1 for p in j.get('entries', {}).values() for c in p if c == 'be')")" = 0 ]
 
 # 2. The cgroups the kernel enforces.
 RT=$(cid rt); BE=$(cid be)
@@ -96,15 +86,7 @@ info "rt's cgroup: $RT_CG"
 info "be's cgroup: $BE_CG"
 check "rt's cgroup is under kubepods.slice (systemd driver)" sh -c "echo '$RT_CG' | grep -q '^/sys/fs/cgroup/kubepods.slice/kubepods-pod.*\.slice/cri-containerd-.*\.scope$'"
 check "be's cgroup is under kubepods-besteffort.slice" sh -c "echo '$BE_CG' | grep -q '^/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/'"
-RT_EFF=$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null); BE_EFF=$(cat "$BE_CG/cpuset.cpus.effective" 2>/dev/null)
-info "rt: cpuset.cpus '$(cat "$RT_CG/cpuset.cpus" 2>/dev/null)' effective '$RT_EFF'; be: cpuset.cpus '$(cat "$BE_CG/cpuset.cpus" 2>/dev/null)' effective '$BE_EFF'"
-check "rt's cgroup cpuset.cpus.effective is 2-3" [ "$RT_EFF" = 2-3 ]
-check "be's cgroup cpuset.cpus.effective is the shared pool 0-1" [ "$BE_EFF" = 0-1 ]
-RT_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$(pid_of "$RT")/status")
-BE_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$(pid_of "$BE")/status")
-check "rt's process is allowed 2-3 only ($RT_ALLOWED)" [ "$RT_ALLOWED" = 2-3 ]
-check "be's process is allowed 0-1 only ($BE_ALLOWED)" [ "$BE_ALLOWED" = 0-1 ]
-info "rt's own first line: $(crictl logs "$RT" 2>&1 | head -n1); be's: $(crictl logs "$BE" 2>&1 | head -n1)"
+pods_on_their_cpus
 for d in /sys/fs/cgroup/kubepods.slice /sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice; do
     info "${d#/sys/fs/cgroup/}: cpuset.cpus '$(cat "$d/cpuset.cpus" 2>/dev/null)' effective '$(cat "$d/cpuset.cpus.effective" 2>/dev/null)' partition '$(cat "$d/cpuset.cpus.partition" 2>/dev/null)'"
 done
@@ -119,8 +101,8 @@ done
 SYS_EFF=$(cat /sys/fs/cgroup/system.slice/cpuset.cpus.effective 2>/dev/null)
 note "k8s node: system.slice cpuset.cpus.effective '$SYS_EFF' with a Guaranteed pod on 2-3 (kubelet confines only pods)"
 KPID=$(systemctl show -p MainPID --value kubelet); CPID=$(systemctl show -p MainPID --value containerd)
-K_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$KPID/status")
-C_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$CPID/status")
+K_ALLOWED=$(allowed "$KPID")
+C_ALLOWED=$(allowed "$CPID")
 info "kubelet (pid $KPID) allowed $K_ALLOWED in $(sed -n 's/^0:://p' "/proc/$KPID/cgroup"); containerd (pid $CPID) allowed $C_ALLOWED"
 check "kubelet itself may run on the exclusive CPUs 2-3 (KUBERNETES.md: reservedSystemCPUs keeps only pods off)" meets "$K_ALLOWED" 2-3
 check "containerd may run on 2-3 as well" meets "$C_ALLOWED" 2-3
@@ -177,12 +159,12 @@ for u in system.slice user.slice init.scope; do
 done
 check "no cgroup of the shield's own (no cpushield.slice, no cpushield)" \
     sh -c "[ ! -e /sys/fs/cgroup/cpushield.slice ] && [ ! -e /sys/fs/cgroup/cpushield ]"
-K_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$KPID/status")
-C_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$CPID/status")
+K_ALLOWED=$(allowed "$KPID")
+C_ALLOWED=$(allowed "$CPID")
 check "kubelet now runs on the reserved CPUs only ($K_ALLOWED)" [ "$K_ALLOWED" = 0-1 ]
 check "containerd now runs on the reserved CPUs only ($C_ALLOWED)" [ "$C_ALLOWED" = 0-1 ]
 check "rt's cgroup still reads 2-3 (kubepods untouched)" [ "$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null)" = 2-3 ]
-RT_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$(pid_of "$RT")/status")
+RT_ALLOWED=$(allowed "$(pid_of "$RT")")
 check "rt's process still allowed 2-3 ($RT_ALLOWED)" [ "$RT_ALLOWED" = 2-3 ]
 check "be's cgroup still the shared pool 0-1" [ "$(cat "$BE_CG/cpuset.cpus.effective" 2>/dev/null)" = 0-1 ]
 check "cpu_manager_state unchanged by on" cmp -s "$STATE" "$OUT/cpu_manager_state"
@@ -217,7 +199,7 @@ info "after off: $(cpus_files)"
 sed 's/^/    before: /' "$OUT/units.before"; sed 's/^/    after:  /' "$OUT/units.after"
 check "off gives each OS unit back its CPUs (effective) and systemd its AllowedCPUs= exactly" cmp -s "$OUT/units.before" "$OUT/units.after"
 check "rt still on 2-3 after off" [ "$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null)" = 2-3 ]
-K_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$KPID/status")
+K_ALLOWED=$(allowed "$KPID")
 check "kubelet may use every CPU again after off ($K_ALLOWED)" [ "$K_ALLOWED" = 0-3 ]
 # on and off changed nothing for good of what a shield touches (pods,
 # kubelet and containerd keep running: their threads come and go, their

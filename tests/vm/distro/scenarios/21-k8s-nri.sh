@@ -25,7 +25,6 @@
 . /job/lib.sh "$1"
 . /job/k8s.sh
 J=/run/cpushield/nri.json
-gone() { [ -z "$(crictl ps -a --name "^$1\$" -q 2>/dev/null)" ]; }
 # the state the plugin changes and must give back
 state() {
     for d in /proc/irq/[0-9]*; do echo "${d#/proc/irq/} $(cat "$d/smp_affinity_list" 2>/dev/null)"; done
@@ -80,7 +79,7 @@ applied() { [ "$(cat /sys/devices/system/cpu/cpu2/power/pm_qos_resume_latency_us
 pod_up
 wait_for 10 "the plugin's changes" applied
 RT=$(cid rt)
-CPUS=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$(crictl inspect -o go-template --template '{{.info.pid}}' "$RT")/status")
+CPUS=$(allowed "$(pid_of "$RT")")
 check "the pod's container runs on CPUs 2-3 ($CPUS)" [ "$CPUS" = 2-3 ]
 state >"$OUT/state.applied"
 info "the plugin's journal: $(tr -d '\n ' <$J | cut -c1-300)"
@@ -90,8 +89,8 @@ check "PM QoS resume latency of CPUs 0 and 1 as before" [ "$(grep '^pmqos[01]' "
 check "new IRQs' default affinity is 0-1 (mask 3)" [ "$(cat /proc/irq/default_smp_affinity | sed 's/^0*//')" = 3 ]
 check "the plugin's journal holds the pod's container" grep -q 'rt-nri' $J
 check "the log says the governor is not offered or set (no cpufreq in the guest)" sh -c "journalctl -u cpushield-nri -o cat --no-pager | grep -q 'governor'"
-RT_CG=$(sed -n 's/^0:://p' "/proc/$(crictl inspect -o go-template --template '{{.info.pid}}' "$RT")/cgroup")
-info "cpu.max of the pod's container: $(cat /sys/fs/cgroup$RT_CG/cpu.max), of its pod: $(cat /sys/fs/cgroup${RT_CG%/*}/cpu.max)"
+RT_CG=$(cgroup_of "$RT")
+info "cpu.max of the pod's container: $(cat "$RT_CG/cpu.max"), of its pod: $(cat "${RT_CG%/*}/cpu.max")"
 check "cpu-quota.crio.io read back: kubelet set no quota, and the log says so" sh -c "journalctl -u cpushield-nri -o cat --no-pager | grep -q 'cpu-quota.crio.io: disable: no CFS quota on it or its pod'"
 irqb=$(systemctl show -p MainPID --value irqbalance)
 if [ "${irqb:-0}" != 0 ] && [ -S /run/irqbalance/irqbalance$irqb.sock ]; then
@@ -124,7 +123,7 @@ same_state state.before state.after2 "the plugin restarted: the runtime's synchr
 pod_up
 wait_for 10 "the plugin's changes" applied
 n0=$(registrations)
-RT_PID=$(crictl inspect -o go-template --template '{{.info.pid}}' "$(cid rt)")
+RT_PID=$(pid_of "$(cid rt)")
 # containerd's own process only, as a crash would: its shims, and the
 # containers under them, live on (systemctl kill would kill the shims in
 # containerd's cgroup too)

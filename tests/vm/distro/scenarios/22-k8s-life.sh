@@ -22,14 +22,9 @@
 # 300); K8S_CYCLIC_S (seconds of each cyclictest run, default 20).
 . /job/lib.sh "$1"
 . /job/k8s.sh
-STATE=/var/lib/kubelet/cpu_manager_state
 KCONF=/etc/kubernetes/kubelet-config.yaml
 CONF=/etc/cpushield/cpushield.toml
 DUR=${K8S_CYCLIC_S:-20}
-pid_of() { crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null; }
-cgroup_of() { p=$(pid_of "$1") && [ -n "$p" ] && echo "/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$p/cgroup")"; }
-allowed() { sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null; }
-gone() { [ -z "$(crictl ps -a --name "^$1\$" -q 2>/dev/null)" ]; }
 cpus_placed() { [ "$(allowed "$(pid_of "$(cid rt)")")" = 2-3 ] && [ "$(allowed "$(pid_of "$(cid be)")")" = 0-1 ]; }
 units() {
     for u in system.slice user.slice init.scope; do
@@ -114,7 +109,7 @@ if [ "$PHASE" = 1 ]; then
     cp "$OUT/rt.yaml" "$M/rt-life.yaml"; cp "$OUT/be.yaml" "$M/be-life.yaml"
     wait_for "$WAIT" "the Guaranteed pod's container running" running rt
     wait_for "$WAIT" "the BestEffort pod's container running" running be
-    wait_for 30 "the Guaranteed container on 2-3" sh -c "[ \"\$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/\$(crictl inspect -o go-template --template '{{.info.pid}}' \$(crictl ps --state running --name '^rt\$' -q | head -n1))/status)\" = 2-3 ]"
+    wait_for 30 "the Guaranteed container on 2-3" eval '[ "$(allowed "$(pid_of "$(cid rt)")")" = 2-3 ]'
     check "the Guaranteed pod's container runs on 2-3" [ "$(allowed "$(pid_of "$(cid rt)")")" = 2-3 ]
 
     # 1. No shield, no plugin: what is on the pod's CPUs, and cyclictest.

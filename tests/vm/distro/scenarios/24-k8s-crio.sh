@@ -35,17 +35,7 @@
 # Settings: K8S_WAIT (seconds to wait for kubelet and each pod, default 300).
 . /job/lib.sh "$1"
 . /job/k8s.sh
-STATE=/var/lib/kubelet/cpu_manager_state
 SAVE=/var/run/crio/cpu
-pid_of() { crictl inspect -o go-template --template '{{.info.pid}}' "$1" 2>/dev/null; }
-# cgroup_of CONTAINER-ID: the container's cgroup directory (its init's)
-cgroup_of() {
-    pid=$(pid_of "$1")
-    [ -n "$pid" ] && echo "/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$pid/cgroup")"
-}
-state() { # state PYTHON-EXPRESSION-OF-j: a field of cpu_manager_state
-    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print($1)" "$STATE" 2>/dev/null
-}
 # irqs: "N smp_affinity_list effective_affinity_list name" per IRQ
 irqs() {
     for d in /proc/irq/[0-9]*; do
@@ -108,7 +98,7 @@ else
     info "NRI socket /var/run/nri/nri.sock: absent"; note "k8s crio node: enable_nri = true, yet no /var/run/nri/nri.sock"
 fi
 check "NRI's socket exists (CRI-O, enable_nri)" [ -S /var/run/nri/nri.sock ]
-check "cpu_manager_state says policy static" [ "$(state "j['policyName']")" = static ]
+check "cpu_manager_state says policy static" [ "$(manager_state "j['policyName']")" = static ]
 info "cpu_manager_state before any pod: $(cat "$STATE")"
 if [ -e /etc/sysconfig/irqbalance ]; then
     info "/etc/sysconfig/irqbalance exists: $(tr '\n' '|' </etc/sysconfig/irqbalance)"
@@ -156,21 +146,13 @@ irqs >"$OUT/irqs.during"
 D_DURING=$(default_aff); P_DURING=$(pmqos); IB_DURING=$(irqbalance_main)
 info "cpu_manager_state: $(cat "$STATE")"
 RT_UID=$(crictl inspectp -o go-template --template '{{.status.metadata.uid}}' "$(crictl pods --name rt-crio -q | head -n1)" 2>/dev/null)
-check "cpu_manager_state gives container rt CPUs 2-3" [ "$(state "j['entries']['$RT_UID']['rt']")" = 2-3 ]
-check "cpu_manager_state's shared pool (defaultCpuSet) is 0-1" [ "$(state "j['defaultCpuSet']")" = 0-1 ]
+check "cpu_manager_state gives container rt CPUs 2-3" [ "$(manager_state "j['entries']['$RT_UID']['rt']")" = 2-3 ]
+check "cpu_manager_state's shared pool (defaultCpuSet) is 0-1" [ "$(manager_state "j['defaultCpuSet']")" = 0-1 ]
 RT=$(cid rt); BE=$(cid be)
 RT_CG=$(cgroup_of "$RT"); BE_CG=$(cgroup_of "$BE")
 info "rt's cgroup: $RT_CG; be's cgroup: $BE_CG"
 check "rt's cgroup is under kubepods.slice, CRI-O's scope (systemd cgroup manager)" sh -c "echo '$RT_CG' | grep -q '^/sys/fs/cgroup/kubepods.slice/kubepods-pod.*\.slice/crio-.*\.scope'"
-RT_EFF=$(cat "$RT_CG/cpuset.cpus.effective" 2>/dev/null); BE_EFF=$(cat "$BE_CG/cpuset.cpus.effective" 2>/dev/null)
-info "rt: cpuset.cpus '$(cat "$RT_CG/cpuset.cpus" 2>/dev/null)' effective '$RT_EFF'; be: cpuset.cpus '$(cat "$BE_CG/cpuset.cpus" 2>/dev/null)' effective '$BE_EFF'"
-check "rt's cgroup cpuset.cpus.effective is 2-3" [ "$RT_EFF" = 2-3 ]
-check "be's cgroup cpuset.cpus.effective is the shared pool 0-1" [ "$BE_EFF" = 0-1 ]
-RT_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$(pid_of "$RT")/status")
-BE_ALLOWED=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$(pid_of "$BE")/status")
-check "rt's process is allowed 2-3 only ($RT_ALLOWED)" [ "$RT_ALLOWED" = 2-3 ]
-check "be's process is allowed 0-1 only ($BE_ALLOWED)" [ "$BE_ALLOWED" = 0-1 ]
-info "rt's own first line: $(crictl logs "$RT" 2>&1 | head -n1); be's: $(crictl logs "$BE" 2>&1 | head -n1)"
+pods_on_their_cpus
 # cpu.max from the container's cgroup up to the pod's slice (crun puts the
 # process in a "container" cgroup below CRI-O's scope)
 d=$RT_CG; line=""; quota=""
